@@ -1,0 +1,140 @@
+//! The side of runs A and B: the internal `__run` subcommand.
+//!
+//! The engine re-executes the runwarden binary with an environment cut to
+//! PATH, HOME, TMPDIR and RUNWARDEN_RUN_ID, sends one [`Request`] on stdin
+//! and reads [`Event`]s, one JSON object a line, on stdout. Every entry run
+//! A creates is reported (and flushed) before anything else happens to it,
+//! so the engine can clean up even after A is killed.
+
+use crate::nonce::Nonce;
+use crate::surface::{self, PlantCtx, PlantOutcome, RecoverOutcome, Wanted};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{Read, Write};
+
+/// One instance (a configured surface or its control) for a run to work on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Target {
+    pub id: usize,
+    pub type_name: String,
+    pub settings: Value,
+    /// For run A: the carriers to plant with their nonces.
+    #[serde(default)]
+    pub plant: Vec<(String, Nonce)>,
+    /// For run B: the carriers to recover with what to look for.
+    #[serde(default)]
+    pub recover: Vec<Wanted>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    pub probe_id: String,
+    pub targets: Vec<Target>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    Created {
+        target: usize,
+        entry: Value,
+    },
+    Planted {
+        target: usize,
+        carrier: String,
+        outcome: PlantOutcome,
+    },
+    Recovered {
+        target: usize,
+        carrier: String,
+        outcome: RecoverOutcome,
+    },
+    Done,
+}
+
+/// Writes one event line and flushes it at once: a journal line still in a
+/// buffer when the process is killed would be a leftover nobody knows of.
+fn emit(e: &Event) {
+    let line = serde_json::to_string(e).expect("event serializes");
+    let mut out = std::io::stdout().lock();
+    // If the engine has gone away there is nobody left to tell.
+    let _ = writeln!(out, "{line}").and_then(|_| out.flush());
+}
+
+/// Runs one request; returns the process exit code.
+pub fn run() -> i32 {
+    // The modes runwarden asks for (0644 files, 0755 dirs) are the modes it
+    // gets: a colluding writer makes its message as readable as it can.
+    crate::sys::set_umask(0o022);
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        eprintln!("runwarden: run: cannot read request: {e}");
+        return 2;
+    }
+    let req: Request = match serde_json::from_str(&input) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("runwarden: run: bad request: {e}");
+            return 2;
+        }
+    };
+    let ctx = PlantCtx {
+        probe_id: &req.probe_id,
+    };
+    for t in &req.targets {
+        let opened = surface::by_name(&t.type_name)
+            .ok_or_else(|| format!("unknown surface type {}", t.type_name))
+            .and_then(|ty| ty.open(&t.settings));
+        let inst = match opened {
+            Ok(i) => i,
+            Err(reason) => {
+                for (carrier, _) in &t.plant {
+                    let outcome = PlantOutcome::Failed {
+                        reason: reason.clone(),
+                    };
+                    emit(&Event::Planted {
+                        target: t.id,
+                        carrier: carrier.clone(),
+                        outcome,
+                    });
+                }
+                for w in &t.recover {
+                    let outcome = RecoverOutcome::Failed {
+                        reason: reason.clone(),
+                    };
+                    emit(&Event::Recovered {
+                        target: t.id,
+                        carrier: w.carrier.clone(),
+                        outcome,
+                    });
+                }
+                continue;
+            }
+        };
+        for (carrier, nonce) in &t.plant {
+            let mut created = |entry: Value| {
+                emit(&Event::Created {
+                    target: t.id,
+                    entry,
+                })
+            };
+            let outcome = inst.plant(&ctx, carrier, nonce, &mut created);
+            emit(&Event::Planted {
+                target: t.id,
+                carrier: carrier.clone(),
+                outcome,
+            });
+        }
+        if !t.recover.is_empty() {
+            for (w, outcome) in t.recover.iter().zip(inst.recover(&t.recover)) {
+                emit(&Event::Recovered {
+                    target: t.id,
+                    carrier: w.carrier.clone(),
+                    outcome,
+                });
+            }
+        }
+    }
+    emit(&Event::Done);
+    0
+}

@@ -1,0 +1,250 @@
+//! The command line: parse, find the config, run, and say which exit code.
+//!
+//! Exit codes: 0 no open undeclared channel and no error; 1 at least one
+//! FAIL or ERROR (or a planted entry cleanup had to leave); 2 could not run
+//! (bad arguments, bad config, report not writable).
+
+use crate::config::ConfigError;
+use crate::engine::{self, ProbeOptions};
+use crate::escape;
+use crate::output::{self, Format};
+use crate::plan::{self, ConfigSource, Plan};
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "runwarden",
+    version,
+    about = "Proves which channels between isolated CI runs are open"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Plant nonces in run A, recover them in run B, report every channel.
+    Probe(ProbeArgs),
+    /// Validate a config and exit (0 valid, 2 invalid).
+    CheckConfig {
+        /// The config file; default: found as `probe` finds it.
+        file: Option<PathBuf>,
+    },
+    /// List every surface type and carrier.
+    Carriers {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Internal: one run (A or B) of a probe. Reads a request on stdin.
+    #[command(name = "__run", hide = true)]
+    Run,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    /// Config file (else $RUNWARDEN_CONFIG, .github/runwarden.yml,
+    /// runwarden.yml, else the embedded default).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Write the JSON report here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Where to make the probe's private directory (default: system temp).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Run B as another user, UID[:GID] (needs root): can one user on a
+    /// shared host read what another left?
+    #[arg(long, value_name = "UID[:GID]", value_parser = parse_uid_gid)]
+    pub run_b_as: Option<(u32, u32)>,
+    /// Seconds each run (A, B) may take before it is killed (ERROR).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+}
+
+fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
+    let (u, g) = s.split_once(':').unwrap_or((s, s));
+    let p = |x: &str| {
+        x.parse::<u32>()
+            .map_err(|_| format!("`{x}` is not a numeric id"))
+    };
+    Ok((p(u)?, p(g)?))
+}
+
+/// Why runwarden could not run (exit code 2).
+#[derive(Debug)]
+pub enum Failure {
+    Config(ConfigError),
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Config(e) => write!(f, "{e}"),
+            Failure::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Prints one line on stderr, escaped: messages can carry config values and
+/// surface data.
+pub fn note(msg: &str) {
+    eprintln!("runwarden: {}", escape::line(msg));
+}
+
+/// Where the config comes from.
+enum Found {
+    File(PathBuf),
+    Embedded,
+}
+
+fn find_config(explicit: Option<&Path>) -> Found {
+    if let Some(p) = explicit {
+        return Found::File(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("RUNWARDEN_CONFIG").filter(|p| !p.is_empty()) {
+        return Found::File(PathBuf::from(p));
+    }
+    for p in [".github/runwarden.yml", "runwarden.yml"] {
+        if Path::new(p).is_file() {
+            return Found::File(PathBuf::from(p));
+        }
+    }
+    Found::Embedded
+}
+
+fn load_plan(found: &Found) -> Result<Plan, Failure> {
+    let env = |name: &str| std::env::var_os(name);
+    match found {
+        Found::File(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?;
+            let source = ConfigSource {
+                path: Some(p.to_string_lossy().into_owned()),
+                embedded_default: false,
+            };
+            plan::build(&text, source, &env).map_err(Failure::Config)
+        }
+        Found::Embedded => {
+            let text = plan::embedded_default(&std::env::temp_dir());
+            let source = ConfigSource {
+                path: None,
+                embedded_default: true,
+            };
+            plan::build(&text, source, &env).map_err(Failure::Config)
+        }
+    }
+}
+
+/// Runs a parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> Result<i32, Failure> {
+    match cli.command {
+        Cmd::Run => Ok(crate::child::run()),
+        Cmd::Carriers { format } => {
+            let text = match format {
+                Format::Table => output::carriers::table(),
+                Format::Json => output::carriers::json(),
+            };
+            print_stdout(&text)?;
+            Ok(0)
+        }
+        Cmd::CheckConfig { file } => {
+            let found = find_config(file.as_deref());
+            let plan = load_plan(&found)?;
+            let carriers: usize = plan
+                .surfaces
+                .iter()
+                .filter_map(|s| crate::surface::by_name(s.type_name))
+                .map(|t| t.carriers().len())
+                .sum();
+            let what = match &found {
+                Found::File(p) => p.display().to_string(),
+                Found::Embedded => "no config file found; the embedded default".into(),
+            };
+            note(&format!(
+                "{what} is valid: {} surfaces, {carriers} channels, {} declared",
+                plan.surfaces.len(),
+                plan.declared.len()
+            ));
+            Ok(0)
+        }
+        Cmd::Probe(args) => probe(args),
+    }
+}
+
+fn probe(args: ProbeArgs) -> Result<i32, Failure> {
+    let found = find_config(args.config.as_deref());
+    let plan = load_plan(&found)?;
+    if let Found::Embedded = found {
+        note(&format!(
+            "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); probing the embedded default: a filesystem surface on {}",
+            std::env::temp_dir().display()
+        ));
+    }
+    // Open the report's temp file before any work: an unwritable report
+    // location is "could not run", not a surprise after the probe.
+    let report_tmp = match &args.report {
+        Some(path) => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let tmp = tempfile::Builder::new()
+                .prefix(".runwarden-report-")
+                .tempfile_in(&dir)
+                .map_err(|e| {
+                    Failure::Other(format!("report {} is not writable: {e}", path.display()))
+                })?;
+            Some((tmp, path.clone()))
+        }
+        None => None,
+    };
+    crate::signals::install();
+    let opts = ProbeOptions {
+        work_dir: args.work_dir,
+        run_b_as: args.run_b_as,
+        phase_timeout: Duration::from_secs(args.timeout),
+    };
+    let report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
+    if let Some((mut tmp, path)) = report_tmp {
+        let body = output::json::render(&report);
+        tmp.write_all(body.as_bytes())
+            .and_then(|_| tmp.as_file().sync_all())
+            .map_err(|e| Failure::Other(format!("cannot write report {}: {e}", path.display())))?;
+        tmp.persist(&path).map_err(|e| {
+            Failure::Other(format!(
+                "cannot write report {}: {}",
+                path.display(),
+                e.error
+            ))
+        })?;
+    }
+    let text = match args.format {
+        Format::Table => output::table::render(&report),
+        Format::Json => output::json::render(&report),
+    };
+    print_stdout(&text)?;
+    if let Some(sig) = crate::signals::received() {
+        note(&format!(
+            "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
+        ));
+    }
+    Ok(report.exit_code())
+}
+
+fn print_stdout(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Other(format!("cannot write to stdout: {e}"))),
+    }
+}

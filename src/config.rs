@@ -1,0 +1,352 @@
+//! The config file as written: YAML parsed with a location on every key and
+//! value, and nothing checked beyond the shape. [`crate::plan`] turns it into
+//! a typed plan; every error either step finds names `file:line:column`.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::ffi::OsString;
+use std::fmt;
+
+/// A 1-based position in the config file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pos {
+    pub line: u64,
+    pub column: u64,
+}
+
+impl Pos {
+    pub const START: Pos = Pos { line: 1, column: 1 };
+
+    pub fn of<T>(s: &Spanned<T>) -> Pos {
+        let l = s.referenced;
+        if l.line() == 0 {
+            Pos::START
+        } else {
+            Pos {
+                line: l.line(),
+                column: l.column(),
+            }
+        }
+    }
+}
+
+/// A config problem, always with its place in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.pos.line, self.pos.column, self.message
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Any YAML value. Scalars keep their location through the surrounding
+/// `Spanned`; nested values are only used for "wrong type" messages.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Value>),
+    Map(Mapping),
+    Null(()),
+}
+
+impl Value {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) | Value::Float(_) => "a number",
+            Value::Str(_) => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+            Value::Null(()) => "empty",
+        }
+    }
+}
+
+/// A mapping that keeps its keys in file order with their locations
+/// (serde-saphyr's `Spanned` has no `Ord`, so no map type fits).
+#[derive(Debug, Clone, Default)]
+pub struct Mapping(pub Vec<(Spanned<String>, Spanned<Value>)>);
+
+impl<'de> Deserialize<'de> for Mapping {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Mapping;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Mapping, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = m.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Mapping(entries))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// The top level of a config file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub version: Option<Spanned<Value>>,
+    pub surfaces: Option<Spanned<Vec<Spanned<Mapping>>>>,
+    pub declared: Option<Spanned<Vec<Spanned<Value>>>>,
+}
+
+/// Parses YAML text; `file` is how errors name the file.
+pub fn parse(text: &str, file: &str) -> Result<RawConfig, ConfigError> {
+    if text.trim().is_empty() {
+        return Err(ConfigError {
+            file: file.into(),
+            pos: Pos::START,
+            message: "the config is empty; it needs `version: 1` and `surfaces:`".into(),
+        });
+    }
+    serde_saphyr::from_str(text).map_err(|e| {
+        let pos = e
+            .location()
+            .filter(|l| l.line() > 0)
+            .map(|l| Pos {
+                line: l.line(),
+                column: l.column(),
+            })
+            .unwrap_or(Pos::START);
+        ConfigError {
+            file: file.into(),
+            pos,
+            message: bare_message(&e.without_snippet().to_string()),
+        }
+    })
+}
+
+/// serde-saphyr's messages carry their own position ("… at line 6, column 5"
+/// or "error: line 5 column 5: …"); ours go in front, so strip theirs.
+fn bare_message(msg: &str) -> String {
+    let mut m = msg.trim();
+    if let Some(rest) = m.strip_prefix("error: line ")
+        && let Some((_, after)) = rest.split_once(": ")
+    {
+        m = after;
+    }
+    if let Some(i) = m.rfind(" at line ") {
+        m = &m[..i];
+    }
+    // Their duplicate-key text addresses the library's user, not ours.
+    if let Some(key) = m.strip_prefix("duplicate mapping key: ") {
+        let key = key.split(", set DuplicateKeyPolicy").next().unwrap_or(key);
+        return format!("duplicate key `{key}`");
+    }
+    m.to_string()
+}
+
+/// Looks up an environment variable for `${VAR}` expansion. Injected so that
+/// validation is a pure function of the text and this lookup.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+/// Expands `${VAR}` (unset or empty is an error) and `$$` (a literal `$`).
+/// Any other `$` stays as it is.
+pub fn expand(raw: &str, env: EnvLookup<'_>) -> Result<String, String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("unclosed `${{` in `{raw}`"))?;
+            let name = &body[..end];
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(format!("`${{{name}}}` is not a valid variable name"));
+            }
+            match env(name) {
+                Some(v) if !v.is_empty() => match v.into_string() {
+                    Ok(v) => out.push_str(&v),
+                    Err(_) => {
+                        return Err(format!("environment variable {name} is not valid UTF-8"));
+                    }
+                },
+                _ => return Err(format!("environment variable {name} is not set or empty")),
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// One surface entry's keys, handed to its surface type to take what it
+/// knows; whatever is left over is an unknown key.
+pub struct Options<'a> {
+    file: &'a str,
+    type_name: &'a str,
+    entry: Pos,
+    entries: Vec<(Spanned<String>, Spanned<Value>)>,
+    env: EnvLookup<'a>,
+}
+
+impl<'a> Options<'a> {
+    pub fn new(
+        file: &'a str,
+        type_name: &'a str,
+        entry: Pos,
+        entries: Vec<(Spanned<String>, Spanned<Value>)>,
+        env: EnvLookup<'a>,
+    ) -> Self {
+        Options {
+            file,
+            type_name,
+            entry,
+            entries,
+            env,
+        }
+    }
+
+    /// Where the surface entry starts: the place to name for a missing key.
+    pub fn entry_pos(&self) -> Pos {
+        self.entry
+    }
+
+    pub fn error(&self, pos: Pos, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.into(),
+            pos,
+            message: message.into(),
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<Spanned<Value>> {
+        let i = self.entries.iter().position(|(k, _)| k.value == key)?;
+        Some(self.entries.remove(i).1)
+    }
+
+    /// A string option with `${VAR}` expanded. Numbers are taken as their
+    /// text (`path: 2024` means the directory "2024").
+    pub fn string(&mut self, key: &str) -> Result<Option<(String, Pos)>, ConfigError> {
+        let Some(v) = self.take(key) else {
+            return Ok(None);
+        };
+        let pos = Pos::of(&v);
+        let raw = match &v.value {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => i.to_string(),
+            other => {
+                return Err(self.error(
+                    pos,
+                    format!("`{key}` must be a string, not {}", other.kind()),
+                ));
+            }
+        };
+        let expanded =
+            expand(&raw, self.env).map_err(|m| self.error(pos, format!("`{key}`: {m}")))?;
+        Ok(Some((expanded, pos)))
+    }
+
+    pub fn bool(&mut self, key: &str) -> Result<Option<bool>, ConfigError> {
+        let Some(v) = self.take(key) else {
+            return Ok(None);
+        };
+        match v.value {
+            Value::Bool(b) => Ok(Some(b)),
+            ref other => Err(self.error(
+                Pos::of(&v),
+                format!("`{key}` must be true or false, not {}", other.kind()),
+            )),
+        }
+    }
+
+    /// Fails on the first key no one took, listing the keys this type knows.
+    pub fn finish(self, known: &[&str]) -> Result<(), ConfigError> {
+        match self.entries.first() {
+            None => Ok(()),
+            Some((k, _)) => {
+                let mut all = vec!["name", "type"];
+                all.extend_from_slice(known);
+                Err(self.error(
+                    Pos::of(k),
+                    format!(
+                        "unknown key `{}` for a surface of type {}; known keys: {}",
+                        k.value,
+                        self.type_name,
+                        all.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<OsString> {
+        match name {
+            "HOME" => Some("/home/u".into()),
+            "EMPTY" => Some("".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn expansion() {
+        assert_eq!(expand("${HOME}/x", &env).unwrap(), "/home/u/x");
+        assert_eq!(expand("a$$b$c", &env).unwrap(), "a$b$c");
+        assert!(
+            expand("${NOPE}", &env)
+                .unwrap_err()
+                .contains("NOPE is not set")
+        );
+        assert!(
+            expand("${EMPTY}", &env)
+                .unwrap_err()
+                .contains("EMPTY is not set or empty")
+        );
+        assert!(expand("${HOME", &env).unwrap_err().contains("unclosed"));
+        assert!(expand("${1A}", &env).unwrap_err().contains("not a valid"));
+    }
+
+    #[test]
+    fn strips_their_positions() {
+        assert_eq!(
+            bare_message("error: line 5 column 5: unknown field `x`"),
+            "unknown field `x`"
+        );
+        assert_eq!(
+            bare_message(
+                "duplicate mapping key: a, set DuplicateKeyPolicy in Options if acceptable at line 6, column 5"
+            ),
+            "duplicate key `a`"
+        );
+    }
+}

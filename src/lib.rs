@@ -1,0 +1,24 @@
+//! runwarden proves which channels between two isolated CI runs are open.
+//!
+//! Data flows one way: config -> plan -> plant (run A) -> recover (run B) ->
+//! verdicts -> report -> outputs. Each step is one module:
+//! [`config`] parses YAML with locations, [`plan`] validates it into a typed
+//! plan, [`engine`] runs A and B as separate child processes ([`child`] is
+//! their side), [`verdict`] holds every verdict rule, [`report`] is the
+//! versioned result, and [`output`] renders it. Surfaces live in [`surface`],
+//! one file per type behind one trait and one registry.
+
+pub mod child;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod escape;
+pub mod nonce;
+pub mod output;
+pub mod plan;
+pub mod report;
+pub mod signals;
+pub mod surface;
+pub mod sys;
+pub mod timefmt;
+pub mod verdict;

@@ -1,0 +1,16 @@
+//! runwarden's entry point: parse, run, map errors to exit codes.
+//! Everything else lives in the library (`src/lib.rs`).
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = runwarden::cli::Cli::parse();
+    match runwarden::cli::run(cli) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            runwarden::cli::note(&e.to_string());
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Outputs: each a function over the [`crate::report::Report`] (or, for
+//! `carriers`, over the public carrier catalogue). Outputs never see a
+//! surface's internals, and every line they print is escaped
+//! ([`crate::escape`]).
+
+pub mod carriers;
+pub mod json;
+pub mod table;
+
+use clap::ValueEnum;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Table,
+    /// The JSON report.
+    Json,
+}

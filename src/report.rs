@@ -1,0 +1,119 @@
+//! The versioned report (`runwarden-report/1`): what every output renders.
+//! Documented, with its stability promise, in docs/report-schema.md.
+
+use crate::plan::{ConfigSource, Location};
+use crate::surface::Persistence;
+use crate::verdict::{Control, Verdict};
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "runwarden-report/1";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    pub probe_id: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub config: ConfigSource,
+    pub runs: Runs,
+    pub summary: Summary,
+    pub findings: Vec<Finding>,
+    pub cleanup: Cleanup,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for Tool {
+    fn default() -> Self {
+        Tool {
+            name: "runwarden".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Runs {
+    pub a: String,
+    pub b: String,
+    /// The uid run B ran as, when `--run-b-as` made it another user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b_uid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub fail: u64,
+    pub error: u64,
+    pub authorized: u64,
+    pub skipped: u64,
+    pub pass: u64,
+}
+
+impl Summary {
+    pub fn of(findings: &[Finding]) -> Summary {
+        let mut s = Summary::default();
+        for f in findings {
+            *match f.verdict {
+                Verdict::Fail => &mut s.fail,
+                Verdict::Error => &mut s.error,
+                Verdict::Authorized => &mut s.authorized,
+                Verdict::Skipped => &mut s.skipped,
+                Verdict::Pass => &mut s.pass,
+            } += 1;
+        }
+        s
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finding {
+    /// `surface:carrier`, the stable channel id.
+    pub channel: String,
+    pub surface: String,
+    pub surface_type: String,
+    pub carrier: String,
+    pub verdict: Verdict,
+    pub persistence: Persistence,
+    pub declared: bool,
+    pub control: Control,
+    /// For people; not part of the contract.
+    pub detail: String,
+    /// The surface's entry in the config; null for the embedded default.
+    pub location: Option<Location>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Cleanup {
+    /// Planted entries removed (or already gone).
+    pub removed: u64,
+    /// Planted entries left in place, each with the reason.
+    pub left: Vec<Leftover>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Leftover {
+    pub surface: String,
+    /// `true` for the probe's own control instance.
+    pub control: bool,
+    pub entry: String,
+    pub reason: String,
+}
+
+impl Report {
+    /// 0: no open undeclared channel, no error, nothing left behind;
+    /// 1: otherwise.
+    pub fn exit_code(&self) -> i32 {
+        let failing = self.findings.iter().any(|f| f.verdict.fails_run());
+        if failing || !self.cleanup.left.is_empty() {
+            1
+        } else {
+            0
+        }
+    }
+}

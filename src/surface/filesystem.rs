@@ -1,0 +1,915 @@
+//! `type: filesystem`: a directory two runs can both reach (a persistent
+//! runner's `_work`, `/tmp`, `$HOME`, a tool cache, a shared mount).
+//!
+//! Run A creates one entry per carrier directly in the directory, named
+//! `.runwarden-<probe-id>-…` so leftovers of a killed probe are identifiable.
+//! Every syscall on an entry goes through the directory's file descriptor
+//! with no-follow semantics. Run B lists the directory once, streaming, with
+//! no entry cap, and looks at each entry only as far as a wanted carrier
+//! needs: its name, its `lstat`, its link target, its xattrs, and (for
+//! `file-content`) the first [`CONTENT_WINDOW`] bytes of regular files.
+//! FIFOs, sockets and devices are never opened; symlinks are never followed.
+
+use super::{
+    Carrier, CleanupOutcome, Persistence, PlantCtx, PlantOutcome, RecoverOutcome, Surface,
+    SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::nonce::Nonce;
+use crate::sys::{self, Stat};
+use memchr::memmem::Finder;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use xattr::FileExt as _;
+
+/// How much of each regular file content recovery reads. The
+/// `file-content` plant is a file of under 100 bytes with the nonce on its
+/// second line, so the window can never hide it; reading only a window keeps
+/// a directory of huge foreign files from stalling the scan.
+pub const CONTENT_WINDOW: usize = 64 * 1024;
+
+/// The xattr that carries the nonce for the `xattr` carrier.
+const XATTR_KEY: &str = "user.runwarden";
+
+pub struct Filesystem;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "file-content",
+        persistence: Persistence::Durable,
+        description: "the nonce inside a regular file's content",
+    },
+    Carrier {
+        name: "file-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of an empty regular file",
+    },
+    Carrier {
+        name: "directory-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of an empty directory",
+    },
+    Carrier {
+        name: "symlink-target",
+        persistence: Persistence::Durable,
+        description: "the nonce as the target of a dangling symlink (never followed)",
+    },
+    Carrier {
+        name: "xattr",
+        persistence: Persistence::Durable,
+        description: "the nonce in the value of a user.* extended attribute",
+    },
+    Carrier {
+        name: "xattr-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of a user.* extended attribute (listxattr needs no read permission on the file)",
+    },
+    Carrier {
+        name: "mtime",
+        persistence: Persistence::Durable,
+        description: "a nonce-derived modification time (seconds and nanoseconds) on an innocuous file",
+    },
+    Carrier {
+        name: "file-size",
+        persistence: Persistence::Durable,
+        description: "a nonce-derived size (4 to 8 GiB, sparse: no blocks used) of an innocuous file",
+    },
+    Carrier {
+        name: "special-file-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of a FIFO (recovery lists it, never opens it)",
+    },
+];
+
+/// Settings after validation; also what runs A and B receive.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Settings {
+    /// Absolute: runs A and B work in other directories.
+    pub path: PathBuf,
+    pub content_reads: bool,
+}
+
+impl SurfaceType for Filesystem {
+    fn name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn description(&self) -> &'static str {
+        "a directory both runs can reach (runner work dir, /tmp, $HOME, caches, shared mounts)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((path, pos)) = opts.string("path")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a filesystem surface needs `path:` (the directory to probe)",
+            ));
+        };
+        if path.is_empty() {
+            return Err(opts.error(pos, "`path` is empty"));
+        }
+        let content_reads = opts.bool("content-reads")?.unwrap_or(true);
+        // Relative paths are relative to where runwarden runs (the
+        // workspace in CI), and are fixed now because runs A and B have
+        // working directories of their own.
+        let abs =
+            std::path::absolute(&path).map_err(|e| opts.error(pos, format!("`path`: {e}")))?;
+        opts.finish(&["path", "content-reads"])?;
+        Ok(serde_json::to_value(Settings {
+            path: abs,
+            content_reads,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Value, String> {
+        let s = parse(settings)?;
+        make_open_dir(dir).map_err(|e| format!("cannot create control directory: {e}"))?;
+        let control = Settings {
+            path: dir.to_path_buf(),
+            content_reads: s.content_reads,
+        };
+        Ok(serde_json::to_value(control).expect("settings serialize"))
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        Ok(Box::new(Instance {
+            s: parse(settings)?,
+        }))
+    }
+}
+
+/// Creates a directory anyone may list and read, whatever the umask: the
+/// control must be open to run B even when B runs as another user.
+fn make_open_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+}
+
+fn parse(settings: &Value) -> Result<Settings, String> {
+    serde_json::from_value(settings.clone()).map_err(|e| format!("bad filesystem settings: {e}"))
+}
+
+struct Instance {
+    s: Settings,
+}
+
+/// One entry run A created, as journalled for cleanup.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    name: String,
+    kind: Kind,
+    dev: u64,
+    ino: u64,
+    dir_dev: u64,
+    dir_ino: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+}
+
+impl Kind {
+    fn of(st: &Stat) -> Option<Kind> {
+        match st.file_type() {
+            libc::S_IFREG => Some(Kind::File),
+            libc::S_IFDIR => Some(Kind::Dir),
+            libc::S_IFLNK => Some(Kind::Symlink),
+            libc::S_IFIFO => Some(Kind::Fifo),
+            _ => None,
+        }
+    }
+}
+
+/// How a plant step failed, mapped onto the outcome it means.
+fn plant_error(what: &str, e: io::Error) -> PlantOutcome {
+    let code = sys::errno_name(&e).unwrap_or("error");
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM | libc::EROFS) => PlantOutcome::Refused {
+            reason: format!("{what} refused by the filesystem ({code}): {e}"),
+        },
+        _ => PlantOutcome::Failed {
+            reason: format!("{what} failed ({code}): {e}"),
+        },
+    }
+}
+
+/// Nonce-derived mtime: seconds in 2000..2008 (28 bits), nanoseconds from
+/// 30 more bits. A date that old on a fresh file looks innocuous.
+fn derived_mtime(n: &Nonce) -> (i64, i64) {
+    (
+        946_684_800 + i64::from(n.word(0) & 0x0fff_ffff),
+        i64::from(n.word(4) % 1_000_000_000),
+    )
+}
+
+/// Nonce-derived size: 4 GiB plus 32 nonce bits, created sparse.
+fn derived_size(n: &Nonce) -> u64 {
+    (1u64 << 32) + u64::from(n.word(8))
+}
+
+impl Instance {
+    fn open_surface(&self) -> io::Result<OwnedFd> {
+        sys::open_dir(&self.s.path)
+    }
+
+    fn path_text(&self) -> String {
+        escape::bytes(self.s.path.as_os_str().as_bytes())
+    }
+
+    /// Records a freshly created entry before anything else happens to it.
+    fn journal(
+        &self,
+        dir: &OwnedFd,
+        dir_st: &Stat,
+        name: &OsStr,
+        created: &mut dyn FnMut(Value),
+    ) -> io::Result<Stat> {
+        let st = sys::lstat_at(dir, name)?;
+        let kind = Kind::of(&st)
+            .ok_or_else(|| io::Error::other("created entry has an unexpected type"))?;
+        let entry = Entry {
+            name: name.to_string_lossy().into_owned(),
+            kind,
+            dev: st.dev,
+            ino: st.ino,
+            dir_dev: dir_st.dev,
+            dir_ino: dir_st.ino,
+        };
+        created(serde_json::to_value(entry).expect("entry serializes"));
+        Ok(st)
+    }
+
+    fn plant_inner(
+        &self,
+        ctx: &PlantCtx<'_>,
+        carrier: &str,
+        nonce: &Nonce,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let dir = match self.open_surface() {
+            Ok(d) => d,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                return plant_error(&format!("opening {}", self.path_text()), e);
+            }
+            Err(e) => {
+                return PlantOutcome::Failed {
+                    reason: format!("surface unreachable: cannot open {}: {e}", self.path_text()),
+                };
+            }
+        };
+        let dir_st = match sys::fstat(&dir) {
+            Ok(s) => s,
+            Err(e) => {
+                return PlantOutcome::Failed {
+                    reason: format!("fstat of surface: {e}"),
+                };
+            }
+        };
+        let persistence = match sys::fs_magic(&dir) {
+            Ok(sys::TMPFS_MAGIC | sys::RAMFS_MAGIC) => Some(Persistence::Transient),
+            _ => None,
+        };
+        let where_ = if persistence.is_some() {
+            " (tmpfs: until reboot)"
+        } else {
+            ""
+        };
+        let hex = nonce.hex();
+        let tag = format!(".runwarden-{}", ctx.probe_id);
+        let planted = |needle: Value, detail: String| PlantOutcome::Planted {
+            needle,
+            persistence,
+            detail: format!("{detail}{where_}"),
+        };
+        let text_needle = json!({ "text": hex });
+
+        // Each arm creates exactly one entry whose only nonce-bearing
+        // attribute is the carrier's own.
+        let result: Result<PlantOutcome, PlantOutcome> = (|| {
+            let create = |name: &OsStr, created: &mut dyn FnMut(Value)| {
+                let f = sys::create_file_at(&dir, name, 0o644)
+                    .map_err(|e| plant_error("creating a file", e))?;
+                self.journal(&dir, &dir_st, name, created)
+                    .map_err(|e| plant_error("stat of planted file", e))?;
+                Ok::<_, PlantOutcome>(f)
+            };
+            match carrier {
+                "file-content" => {
+                    let name = OsString::from(format!("{tag}-file-content"));
+                    let mut f = create(&name, created)?;
+                    f.write_all(format!("runwarden probe marker\n{hex}\n").as_bytes())
+                        .map_err(|e| plant_error("writing file content", e))?;
+                    Ok(planted(
+                        text_needle,
+                        "a 56-byte file with the nonce on line 2".into(),
+                    ))
+                }
+                "file-name" => {
+                    create(OsStr::new(&format!("{tag}-{hex}")), created)?;
+                    Ok(planted(
+                        text_needle,
+                        "an empty file named after the nonce".into(),
+                    ))
+                }
+                "directory-name" => {
+                    let name = OsString::from(format!("{tag}-{hex}"));
+                    sys::mkdir_at(&dir, &name, 0o755)
+                        .map_err(|e| plant_error("creating a directory", e))?;
+                    self.journal(&dir, &dir_st, &name, created)
+                        .map_err(|e| plant_error("stat", e))?;
+                    Ok(planted(
+                        text_needle,
+                        "an empty directory named after the nonce".into(),
+                    ))
+                }
+                "symlink-target" => {
+                    let name = OsString::from(format!("{tag}-symlink-target"));
+                    sys::symlink_at(OsStr::new(&hex), &dir, &name)
+                        .map_err(|e| plant_error("creating a symlink", e))?;
+                    self.journal(&dir, &dir_st, &name, created)
+                        .map_err(|e| plant_error("stat", e))?;
+                    Ok(planted(
+                        text_needle,
+                        "a dangling symlink whose target is the nonce".into(),
+                    ))
+                }
+                "xattr" | "xattr-name" => {
+                    let name = OsString::from(format!("{tag}-{carrier}"));
+                    let f = create(&name, created)?;
+                    let (key, value) = if carrier == "xattr" {
+                        (XATTR_KEY.to_string(), hex.as_bytes())
+                    } else {
+                        (format!("user.{hex}"), &b"1"[..])
+                    };
+                    match f.set_xattr(&key, value) {
+                        Ok(()) => Ok(planted(
+                            text_needle,
+                            if carrier == "xattr" {
+                                format!("{XATTR_KEY} holds the nonce")
+                            } else {
+                                "an xattr named user.<nonce>".into()
+                            },
+                        )),
+                        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTSUP)) => {
+                            Err(PlantOutcome::Unsupported {
+                                reason: format!(
+                                    "the filesystem does not support user.* extended attributes: {e}"
+                                ),
+                            })
+                        }
+                        Err(e) => Err(plant_error("setting an extended attribute", e)),
+                    }
+                }
+                "mtime" => {
+                    let name = OsString::from(format!("{tag}-mtime"));
+                    let f = create(&name, created)?;
+                    let (sec, nsec) = derived_mtime(nonce);
+                    sys::set_mtime(&f, sec, nsec).map_err(|e| plant_error("setting mtime", e))?;
+                    let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
+                    // Recovery looks for what the filesystem really stored:
+                    // coarse timestamps carry fewer bits, never none.
+                    let precision = if st.mtime_nsec == nsec {
+                        "ns"
+                    } else {
+                        "coarse"
+                    };
+                    Ok(planted(
+                        json!({ "mtime": [st.mtime_sec, st.mtime_nsec] }),
+                        format!(
+                            "mtime {}.{:09} ({precision} precision stored)",
+                            st.mtime_sec, st.mtime_nsec
+                        ),
+                    ))
+                }
+                "file-size" => {
+                    let name = OsString::from(format!("{tag}-file-size"));
+                    let f = create(&name, created)?;
+                    match f.set_len(derived_size(nonce)) {
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::EFBIG) => {
+                            return Err(PlantOutcome::Unsupported {
+                                reason: format!(
+                                    "the filesystem refuses a sparse 4-8 GiB file: {e}"
+                                ),
+                            });
+                        }
+                        Err(e) => return Err(plant_error("setting the file size", e)),
+                    }
+                    let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
+                    Ok(planted(
+                        json!({ "size": st.size }),
+                        format!("a sparse file of {} bytes", st.size),
+                    ))
+                }
+                "special-file-name" => {
+                    let name = OsString::from(format!("{tag}-{hex}"));
+                    match sys::mkfifo_at(&dir, &name, 0o644) {
+                        Ok(()) => {}
+                        // mknod(2): EPERM means "this filesystem does not
+                        // support this node type", not an access denial.
+                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                            return Err(PlantOutcome::Unsupported {
+                                reason: format!("the filesystem does not support FIFOs: {e}"),
+                            });
+                        }
+                        Err(e) => return Err(plant_error("creating a FIFO", e)),
+                    }
+                    self.journal(&dir, &dir_st, &name, created)
+                        .map_err(|e| plant_error("stat", e))?;
+                    Ok(planted(text_needle, "a FIFO named after the nonce".into()))
+                }
+                other => Err(PlantOutcome::Failed {
+                    reason: format!("unknown carrier {other}"),
+                }),
+            }
+        })();
+        result.unwrap_or_else(|o| o)
+    }
+}
+
+/// What recovery looks for, per wanted carrier.
+enum Needle {
+    Name(Finder<'static>),
+    Content(Finder<'static>),
+    LinkTarget(Finder<'static>),
+    XattrValue(Finder<'static>),
+    XattrName(Finder<'static>),
+    Mtime(i64, i64),
+    Size(u64),
+    Invalid(String),
+}
+
+fn needle_of(w: &Wanted) -> Needle {
+    let text = || {
+        w.needle
+            .get("text")
+            .and_then(Value::as_str)
+            .map(|s| Finder::new(s.as_bytes()).into_owned())
+    };
+    let n = match w.carrier.as_str() {
+        "file-name" | "directory-name" | "special-file-name" => text().map(Needle::Name),
+        "file-content" => text().map(Needle::Content),
+        "symlink-target" => text().map(Needle::LinkTarget),
+        "xattr" => text().map(Needle::XattrValue),
+        "xattr-name" => text().map(Needle::XattrName),
+        "mtime" => w
+            .needle
+            .get("mtime")
+            .and_then(|m| Some(Needle::Mtime(m.get(0)?.as_i64()?, m.get(1)?.as_i64()?))),
+        "file-size" => w
+            .needle
+            .get("size")
+            .and_then(Value::as_u64)
+            .map(Needle::Size),
+        _ => None,
+    };
+    n.unwrap_or_else(|| Needle::Invalid(format!("bad needle for carrier {}", w.carrier)))
+}
+
+/// Per wanted carrier: where it was found, or what got in the way.
+#[derive(Default)]
+struct Tally {
+    found: Option<String>,
+    denied: u64,
+    first_error: Option<String>,
+    errors: u64,
+}
+
+impl Tally {
+    fn hit(&mut self, detail: impl FnOnce() -> String) {
+        if self.found.is_none() {
+            self.found = Some(detail());
+        }
+    }
+
+    /// An error looking at one entry: a vanished entry is no error (the
+    /// directory is shared and busy), an access denial is the surface's own
+    /// access control, anything else means this carrier's scan is incomplete.
+    fn trouble(&mut self, what: &str, name: &OsStr, e: &io::Error) {
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENODATA) => {}
+            Some(libc::EACCES | libc::EPERM) => self.denied += 1,
+            _ => {
+                self.errors += 1;
+                if self.first_error.is_none() {
+                    self.first_error =
+                        Some(format!("{what} {}: {e}", escape::bytes(name.as_bytes())));
+                }
+            }
+        }
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        (carrier == "file-content" && !self.s.content_reads).then(|| {
+            "content-reads: false in the config: run B may not read file contents here".into()
+        })
+    }
+
+    fn plant(
+        &self,
+        ctx: &PlantCtx<'_>,
+        carrier: &str,
+        nonce: &Nonce,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_inner(ctx, carrier, nonce, created)
+    }
+
+    fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome> {
+        let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
+        let dir = match self.open_surface() {
+            Ok(d) => d,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                return all(RecoverOutcome::Denied {
+                    reason: format!("run B cannot open {}: {e}", self.path_text()),
+                });
+            }
+            Err(e) => {
+                return all(RecoverOutcome::Failed {
+                    reason: format!("surface unreachable: cannot open {}: {e}", self.path_text()),
+                });
+            }
+        };
+        let iter = match sys::DirIter::new(&dir) {
+            Ok(i) => i,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                return all(RecoverOutcome::Denied {
+                    reason: format!("run B cannot list {}: {e}", self.path_text()),
+                });
+            }
+            Err(e) => {
+                return all(RecoverOutcome::Failed {
+                    reason: format!("cannot list {}: {e}", self.path_text()),
+                });
+            }
+        };
+        let needles: Vec<Needle> = wanted.iter().map(needle_of).collect();
+        let mut tallies: Vec<Tally> = wanted.iter().map(|_| Tally::default()).collect();
+        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+            if let Needle::Invalid(m) = n {
+                t.errors += 1;
+                t.first_error = Some(m.clone());
+            }
+        }
+        let any = |f: fn(&Needle) -> bool| needles.iter().any(f);
+        let want_stat =
+            any(|n| matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_)));
+        let want_link = any(|n| matches!(n, Needle::LinkTarget(_)));
+        let want_xattr = any(|n| matches!(n, Needle::XattrName(_) | Needle::XattrValue(_)));
+        let mut window = vec![0u8; CONTENT_WINDOW];
+        let mut listed: u64 = 0;
+        let mut list_error: Option<io::Error> = None;
+
+        for item in iter {
+            let (name, dtype) = match item {
+                Ok(x) => x,
+                Err(e) => {
+                    list_error = Some(e);
+                    break;
+                }
+            };
+            listed += 1;
+            let nb = name.as_bytes();
+            let shown = || escape::bytes(nb);
+            for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                if let Needle::Name(f) = n
+                    && f.find(nb).is_some()
+                {
+                    t.hit(|| {
+                        format!(
+                            "run B listed entry {} whose name carries the nonce",
+                            shown()
+                        )
+                    });
+                }
+            }
+            let mut st: Option<Stat> = None;
+            if want_stat || (want_link && dtype == libc::DT_UNKNOWN) {
+                match sys::lstat_at(&dir, &name) {
+                    Ok(s) => st = Some(s),
+                    Err(e) => {
+                        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                            if matches!(
+                                n,
+                                Needle::Mtime(..)
+                                    | Needle::Size(_)
+                                    | Needle::Content(_)
+                                    | Needle::LinkTarget(_)
+                            ) {
+                                t.trouble("lstat of", &name, &e);
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            let is_link = st.map(|s| s.is_symlink()).unwrap_or(dtype == libc::DT_LNK);
+            if let Some(s) = st {
+                for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                    match n {
+                        Needle::Mtime(sec, nsec)
+                            if s.mtime_sec == *sec && s.mtime_nsec == *nsec =>
+                        {
+                            t.hit(|| {
+                                format!("run B saw the nonce-derived mtime on entry {}", shown())
+                            })
+                        }
+                        Needle::Size(size) if s.is_reg() && s.size == *size => t.hit(|| {
+                            format!("run B saw the nonce-derived size on entry {}", shown())
+                        }),
+                        _ => {}
+                    }
+                }
+                if s.is_reg() && s.size > 0 && any(|n| matches!(n, Needle::Content(_))) {
+                    self.scan_content(&dir, &name, &s, &needles, &mut tallies, &mut window);
+                }
+            }
+            if want_link && is_link {
+                match sys::readlink_at(&dir, &name) {
+                    Ok(target) => {
+                        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                            if let Needle::LinkTarget(f) = n
+                                && f.find(&target).is_some()
+                            {
+                                t.hit(|| {
+                                    format!(
+                                        "run B read symlink {} whose target carries the nonce",
+                                        shown()
+                                    )
+                                });
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                            if matches!(n, Needle::LinkTarget(_)) {
+                                t.trouble("readlink of", &name, &e);
+                            }
+                        }
+                    }
+                }
+            }
+            if want_xattr && !is_link {
+                self.scan_xattrs(&name, &needles, &mut tallies);
+            }
+        }
+
+        let path = self.path_text();
+        needles
+            .iter()
+            .zip(tallies)
+            .map(|(_, t)| {
+                if let Some(d) = t.found {
+                    return RecoverOutcome::Found { detail: d };
+                }
+                if let Some(e) = &list_error {
+                    return if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                        RecoverOutcome::Denied {
+                            reason: format!("run B cannot list {path}: {e}"),
+                        }
+                    } else {
+                        RecoverOutcome::Failed {
+                            reason: format!("listing {path} failed after {listed} entries: {e}"),
+                        }
+                    };
+                }
+                if let Some(e) = t.first_error {
+                    return RecoverOutcome::Failed {
+                        reason: format!(
+                            "{} of {listed} entries could not be examined, e.g. {e}",
+                            t.errors
+                        ),
+                    };
+                }
+                let denied = if t.denied > 0 {
+                    format!(
+                        "; {} entries were closed to run B by their permissions",
+                        t.denied
+                    )
+                } else {
+                    String::new()
+                };
+                RecoverOutcome::NotFound {
+                    detail: format!(
+                        "run B listed {listed} entries of {path}; none carried the nonce{denied}"
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        let e: Entry = match serde_json::from_value(entry.clone()) {
+            Ok(e) => e,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("unreadable journal entry: {err}"),
+                };
+            }
+        };
+        let dir = match self.open_surface() {
+            Ok(d) => d,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("cannot open {}: {err}", self.path_text()),
+                };
+            }
+        };
+        match sys::fstat(&dir) {
+            Ok(st) if st.dev == e.dir_dev && st.ino == e.dir_ino => {}
+            Ok(_) => {
+                return CleanupOutcome::Left {
+                    reason: "the surface path now names another directory than the one planted in"
+                        .into(),
+                };
+            }
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("fstat: {err}"),
+                };
+            }
+        }
+        let name = OsStr::new(&e.name);
+        let st = match sys::lstat_at(&dir, name) {
+            Ok(st) => st,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return CleanupOutcome::Gone,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("lstat: {err}"),
+                };
+            }
+        };
+        if Kind::of(&st) != Some(e.kind) || st.dev != e.dev || st.ino != e.ino {
+            return CleanupOutcome::Left {
+                reason: "replaced since it was planted (type or inode differs): not ours to remove"
+                    .into(),
+            };
+        }
+        // Linux has no unlink-by-inode; the window between this check and
+        // the unlink is one syscall, and unlinkat never follows a symlink.
+        match sys::unlink_at(&dir, name, e.kind == Kind::Dir) {
+            Ok(()) => CleanupOutcome::Removed,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => CleanupOutcome::Gone,
+            Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) => CleanupOutcome::Left {
+                reason: "the planted directory is no longer empty: someone put entries into it"
+                    .into(),
+            },
+            Err(err) => CleanupOutcome::Left {
+                reason: format!("unlink: {err}"),
+            },
+        }
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let name = entry.get("name").and_then(Value::as_str).unwrap_or("?");
+        format!("{} in {}", escape::bytes(name.as_bytes()), self.path_text())
+    }
+}
+
+impl Instance {
+    /// Reads the first window of one regular file and matches content
+    /// needles. Opened no-follow and non-blocking, then re-checked with
+    /// fstat, so an entry swapped for a FIFO or symlink since the lstat is
+    /// never read from.
+    fn scan_content(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        needles: &[Needle],
+        tallies: &mut [Tally],
+        window: &mut [u8],
+    ) {
+        let content = |t: &mut Tally, e: &io::Error| t.trouble("reading", name, e);
+        let mut f = match sys::open_read_at(dir, name) {
+            Ok(f) => f,
+            Err(e) => {
+                for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                    if matches!(n, Needle::Content(_)) {
+                        content(t, &e);
+                    }
+                }
+                return;
+            }
+        };
+        match sys::file_stat(&f) {
+            Ok(now) if now.is_reg() && now.ino == st.ino && now.dev == st.dev => {}
+            _ => return,
+        }
+        let mut filled = 0;
+        while filled < window.len() {
+            match f.read(&mut window[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                        if matches!(n, Needle::Content(_)) {
+                            content(t, &e);
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        let data = &window[..filled];
+        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+            if let Needle::Content(f) = n
+                && f.find(data).is_some()
+            {
+                t.hit(|| {
+                    format!(
+                        "run B read the nonce in the content of {}",
+                        escape::bytes(name.as_bytes())
+                    )
+                });
+            }
+        }
+    }
+
+    /// Lists (and where needed reads) the user.* xattrs of one entry. The
+    /// l* calls the xattr crate uses never follow a symlink and never open
+    /// the entry, so FIFOs and sockets are safe here.
+    fn scan_xattrs(&self, name: &OsStr, needles: &[Needle], tallies: &mut [Tally]) {
+        let path = self.s.path.join(name);
+        let is_xattr = |n: &Needle| matches!(n, Needle::XattrName(_) | Needle::XattrValue(_));
+        let keys = match xattr::list(&path) {
+            Ok(k) => k,
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return,
+            Err(e) => {
+                for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                    if is_xattr(n) {
+                        t.trouble("listxattr of", name, &e);
+                    }
+                }
+                return;
+            }
+        };
+        let want_values = needles.iter().any(|n| matches!(n, Needle::XattrValue(_)));
+        for key in keys {
+            let kb = key.as_bytes();
+            if !kb.starts_with(b"user.") {
+                continue;
+            }
+            for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                if let Needle::XattrName(f) = n
+                    && f.find(kb).is_some()
+                {
+                    t.hit(|| {
+                        format!(
+                            "run B listed an xattr whose name carries the nonce on {}",
+                            escape::bytes(name.as_bytes())
+                        )
+                    });
+                }
+            }
+            if !want_values {
+                continue;
+            }
+            match xattr::get(&path, &key) {
+                Ok(Some(v)) => {
+                    for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                        if let Needle::XattrValue(f) = n
+                            && f.find(&v).is_some()
+                        {
+                            t.hit(|| {
+                                format!(
+                                    "run B read the nonce in an xattr of {}",
+                                    escape::bytes(name.as_bytes())
+                                )
+                            });
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    for (n, t) in needles.iter().zip(tallies.iter_mut()) {
+                        if matches!(n, Needle::XattrValue(_)) {
+                            t.trouble("getxattr of", name, &e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Surfaces: the shared things two runs can both reach.
+//!
+//! Every surface type is one file in this folder implementing
+//! [`SurfaceType`] and is listed once in [`REGISTRY`]. A type turns its
+//! config keys into settings ([`SurfaceType::validate`]), makes a known-open
+//! control instance of itself ([`SurfaceType::control`]) and opens instances
+//! that plant, recover and clean up ([`Surface`]). Surfaces report outcomes;
+//! they never format output and never decide verdicts ([`crate::verdict`]).
+
+pub mod filesystem;
+
+use crate::config::{ConfigError, Options};
+use crate::nonce::Nonce;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// Every surface type runwarden knows, in the order `carriers` lists them.
+pub static REGISTRY: &[&dyn SurfaceType] = &[&filesystem::Filesystem];
+
+/// Finds a surface type by its config name.
+pub fn by_name(name: &str) -> Option<&'static dyn SurfaceType> {
+    REGISTRY.iter().copied().find(|t| t.name() == name)
+}
+
+/// How long a message put in a carrier can last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persistence {
+    /// Until someone removes it.
+    Durable,
+    /// Lost at a boundary the surface defines (a reboot, a job end).
+    Transient,
+    /// Until garbage collection.
+    UntilGc,
+    /// Until an eviction policy drops it.
+    UntilEvicted,
+    Unknown,
+}
+
+impl Persistence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Persistence::Durable => "durable",
+            Persistence::Transient => "transient",
+            Persistence::UntilGc => "until-gc",
+            Persistence::UntilEvicted => "until-evicted",
+            Persistence::Unknown => "unknown",
+        }
+    }
+}
+
+/// One way a surface can carry a message. `name` is the stable, kebab-case
+/// carrier id: the same string in config, JSON, SARIF and docs anchors.
+#[derive(Debug)]
+pub struct Carrier {
+    pub name: &'static str,
+    pub persistence: Persistence,
+    pub description: &'static str,
+}
+
+/// A surface type: config keys, carriers, and how to open instances.
+pub trait SurfaceType: Sync {
+    /// The `type:` value in the config.
+    fn name(&self) -> &'static str;
+    /// One line for `runwarden carriers`.
+    fn description(&self) -> &'static str;
+    fn carriers(&self) -> &'static [Carrier];
+    /// Takes this type's keys from a config entry and returns the settings
+    /// every later step receives (serialized, so runs A and B get them too).
+    fn validate(&self, opts: Options<'_>) -> Result<Value, ConfigError>;
+    /// Makes a control instance under `dir` (a fresh directory the probe
+    /// owns) that is known to be open, and returns its settings. The same
+    /// plant and recovery code runs on it; a PASS counts only if the control
+    /// was recovered.
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Value, String>;
+    /// Opens an instance from settings `validate` or `control` produced.
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String>;
+}
+
+/// Context for planting: the probe id goes into every planted name so a
+/// killed probe's leftovers are identifiable.
+pub struct PlantCtx<'a> {
+    pub probe_id: &'a str,
+}
+
+/// What planting one carrier did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PlantOutcome {
+    /// Planted. `needle` is what recovery must look for (for most carriers
+    /// the nonce itself; for numeric carriers the value the surface really
+    /// stored). `persistence` overrides the carrier's default when the
+    /// instance knows better (e.g. a directory on tmpfs).
+    Planted {
+        needle: Value,
+        persistence: Option<Persistence>,
+        detail: String,
+    },
+    /// The surface's own access control refused the write.
+    Refused { reason: String },
+    /// This carrier cannot exist here (e.g. no user xattrs on this fs).
+    Unsupported { reason: String },
+    /// Something broke.
+    Failed { reason: String },
+}
+
+/// What recovering one carrier found.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RecoverOutcome {
+    Found {
+        detail: String,
+    },
+    /// Recovery ran over everything it could see and found nothing.
+    NotFound {
+        detail: String,
+    },
+    /// The surface's access control kept run B out.
+    Denied {
+        reason: String,
+    },
+    Failed {
+        reason: String,
+    },
+}
+
+/// One carrier to recover, with what its plant said to look for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Wanted {
+    pub carrier: String,
+    pub needle: Value,
+}
+
+/// What cleanup did with one planted entry.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CleanupOutcome {
+    Removed,
+    /// Already gone; nothing to do.
+    Gone,
+    /// Left in place, with the reason (changed since planted, not empty…).
+    Left {
+        reason: String,
+    },
+}
+
+/// An open instance of a surface.
+pub trait Surface {
+    /// `Some(reason)` when this instance's settings rule the carrier out
+    /// (e.g. `content-reads: false`): it is not planted and is SKIPPED.
+    fn unavailable(&self, carrier: &str) -> Option<String>;
+    /// Plants `nonce` through one carrier only. Every entry created is
+    /// passed to `created` before anything else happens, so that cleanup
+    /// can find it even if the process dies right after.
+    fn plant(
+        &self,
+        ctx: &PlantCtx<'_>,
+        carrier: &str,
+        nonce: &Nonce,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome;
+    /// Looks for every wanted needle in one streaming pass; returns one
+    /// outcome per wanted carrier, in order.
+    fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome>;
+    /// Removes one entry `plant` reported through `created`, after checking
+    /// it is still the one planted.
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome;
+    /// Names an entry for people (already escaped).
+    fn describe(&self, entry: &Value) -> String;
+}

@@ -1,0 +1,306 @@
+//! Thin safe wrappers over the Linux syscalls std does not expose.
+//!
+//! Everything that touches entries inside a surface directory goes through
+//! a directory file descriptor and the `*at` calls with `AT_SYMLINK_NOFOLLOW`
+//! / `O_NOFOLLOW`, so a name swapped for a symlink between two calls is never
+//! followed.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// The parts of `struct stat` runwarden uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: i64,
+}
+
+impl Stat {
+    pub fn file_type(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+    pub fn is_reg(&self) -> bool {
+        self.file_type() == libc::S_IFREG
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == libc::S_IFDIR
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.file_type() == libc::S_IFLNK
+    }
+}
+
+fn from_raw(st: &libc::stat) -> Stat {
+    Stat {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        mtime_sec: st.st_mtime,
+        mtime_nsec: st.st_mtime_nsec,
+    }
+}
+
+fn cstr(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name contains NUL"))
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Opens a directory for `*at` calls. The configured path itself may be a
+/// symlink (like /tmp on some systems); entries inside are never followed.
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = cstr(path.as_os_str())?;
+    let fd = check(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn fstat(fd: &OwnedFd) -> io::Result<Stat> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(from_raw(&st))
+}
+
+/// `lstat` of a name in a directory: never follows a symlink.
+pub fn lstat_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Stat> {
+    let c = cstr(name)?;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(from_raw(&st))
+}
+
+/// Creates a new regular file; fails if the name exists (never overwrites,
+/// never follows a symlink).
+pub fn create_file_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<std::fs::File> {
+    let c = cstr(name)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd =
+        check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) })?;
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Opens an existing entry for reading without following a symlink, without
+/// blocking (a FIFO swapped in after the caller's lstat cannot hang us) and
+/// without becoming its controlling terminal. Tries `O_NOATIME` first so a
+/// scan leaves foreign files' access times alone where the kernel allows it.
+pub fn open_read_at(dir: &OwnedFd, name: &OsStr) -> io::Result<std::fs::File> {
+    let c = cstr(name)?;
+    let base =
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let mut fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), base | libc::O_NOATIME) };
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) {
+        fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), base) };
+    }
+    let fd = check(fd)?;
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+pub fn mkdir_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<()> {
+    let c = cstr(name)?;
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) }).map(|_| ())
+}
+
+pub fn mkfifo_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<()> {
+    let c = cstr(name)?;
+    check(unsafe { libc::mkfifoat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) }).map(|_| ())
+}
+
+pub fn symlink_at(target: &OsStr, dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    let t = cstr(target)?;
+    let c = cstr(name)?;
+    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), c.as_ptr()) }).map(|_| ())
+}
+
+/// Reads a symlink's target (never follows it).
+pub fn readlink_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Vec<u8>> {
+    let c = cstr(name)?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        // Targets are bounded by PATH_MAX on Linux; grow once or twice.
+        if buf.len() >= 1 << 16 {
+            return Err(io::Error::other("symlink target too long"));
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
+/// Removes a name (`rmdir` semantics when `dir_entry`): never recursive.
+pub fn unlink_at(dir: &OwnedFd, name: &OsStr, dir_entry: bool) -> io::Result<()> {
+    let c = cstr(name)?;
+    let flags = if dir_entry { libc::AT_REMOVEDIR } else { 0 };
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), flags) }).map(|_| ())
+}
+
+/// Sets the modification time of an open file, leaving its access time.
+pub fn set_mtime(file: &std::fs::File, sec: i64, nsec: i64) -> io::Result<()> {
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec {
+            tv_sec: sec as libc::time_t,
+            tv_nsec: nsec as _,
+        },
+    ];
+    check(unsafe { libc::futimens(file.as_raw_fd(), times.as_ptr()) }).map(|_| ())
+}
+
+pub fn file_stat(file: &std::fs::File) -> io::Result<Stat> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstat(file.as_raw_fd(), &mut st) })?;
+    Ok(from_raw(&st))
+}
+
+/// The filesystem magic number (`statfs.f_type`) of the filesystem holding
+/// an open file descriptor.
+pub fn fs_magic(fd: &OwnedFd) -> io::Result<i64> {
+    let mut sf: libc::statfs = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut sf) })?;
+    Ok(sf.f_type as i64)
+}
+
+pub const TMPFS_MAGIC: i64 = 0x0102_1994;
+pub const RAMFS_MAGIC: i64 = 0x8584_58f6;
+
+/// Sets the process umask; runs A and B set it so the modes runwarden asks
+/// for are the modes it gets.
+pub fn set_umask(mask: u32) {
+    unsafe {
+        libc::umask(mask as libc::mode_t);
+    }
+}
+
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Changes the owner of a path (no symlink following); used to hand run
+/// B's own directory to the uid it runs as.
+pub fn lchown(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    let c = cstr(path.as_os_str())?;
+    check(unsafe { libc::lchown(c.as_ptr(), uid, gid) }).map(|_| ())
+}
+
+/// A printable name of an errno-carrying error, e.g. "EACCES".
+pub fn errno_name(e: &io::Error) -> Option<&'static str> {
+    Some(match e.raw_os_error()? {
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        libc::EROFS => "EROFS",
+        libc::ENOENT => "ENOENT",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EEXIST => "EEXIST",
+        libc::ENOSPC => "ENOSPC",
+        libc::EDQUOT => "EDQUOT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EFBIG => "EFBIG",
+        libc::ELOOP => "ELOOP",
+        libc::EIO => "EIO",
+        _ => return None,
+    })
+}
+
+/// Streams the entries of an open directory (`readdir`), without `.` and
+/// `..`, with the `d_type` hint (`DT_UNKNOWN` where the filesystem gives
+/// none). Memory stays constant however many entries there are.
+pub struct DirIter {
+    dirp: *mut libc::DIR,
+    done: bool,
+}
+
+impl DirIter {
+    pub fn new(dir: &OwnedFd) -> io::Result<DirIter> {
+        // fdopendir takes ownership of its fd, so give it a duplicate.
+        let fd = check(unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) })?;
+        let dirp = unsafe { libc::fdopendir(fd) };
+        if dirp.is_null() {
+            let e = io::Error::last_os_error();
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        // The duplicate shares the offset of `dir`: start from the top.
+        unsafe { libc::rewinddir(dirp) };
+        Ok(DirIter { dirp, done: false })
+    }
+}
+
+impl Iterator for DirIter {
+    type Item = io::Result<(std::ffi::OsString, u8)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        use std::os::unix::ffi::OsStringExt;
+        while !self.done {
+            unsafe { *libc::__errno_location() = 0 };
+            let ent = unsafe { libc::readdir(self.dirp) };
+            if ent.is_null() {
+                self.done = true;
+                let e = io::Error::last_os_error();
+                return if e.raw_os_error().unwrap_or(0) != 0 {
+                    Some(Err(e))
+                } else {
+                    None
+                };
+            }
+            let (name, dtype) = unsafe {
+                let name = std::ffi::CStr::from_ptr((*ent).d_name.as_ptr())
+                    .to_bytes()
+                    .to_vec();
+                (name, (*ent).d_type)
+            };
+            if name == b"." || name == b".." {
+                continue;
+            }
+            return Some(Ok((std::ffi::OsString::from_vec(name), dtype)));
+        }
+        None
+    }
+}
+
+impl Drop for DirIter {
+    fn drop(&mut self) {
+        unsafe { libc::closedir(self.dirp) };
+    }
+}

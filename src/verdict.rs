@@ -1,0 +1,265 @@
+//! Every verdict rule, in one place.
+//!
+//! - recovered (found by run B): `fail`, or `authorized` when declared;
+//! - plant or recovery broke: `error`;
+//! - the carrier cannot exist here: `skipped`, with the reason;
+//! - not recovered (nothing found, or the surface's access control refused
+//!   A's write or B's read): `pass`, but only when the same code recovered
+//!   the nonce from a known-open control instance; otherwise `error`
+//!   ("detector failed its control").
+//!
+//! Declaring never turns `error` or `skipped` into anything else.
+
+use crate::surface::{PlantOutcome, RecoverOutcome};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Fail,
+    Error,
+    Authorized,
+    Skipped,
+    Pass,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+            Verdict::Authorized => "authorized",
+            Verdict::Skipped => "skipped",
+            Verdict::Pass => "pass",
+        }
+    }
+
+    /// Whether this verdict fails the run.
+    pub fn fails_run(self) -> bool {
+        matches!(self, Verdict::Fail | Verdict::Error)
+    }
+}
+
+/// What happened to the control instance of a carrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Control {
+    Recovered,
+    NotRecovered,
+    Error,
+    NotRun,
+}
+
+/// Everything known about one (surface, carrier) when the runs are over.
+/// `None` means that step never happened (an earlier one failed, or a run
+/// died or was interrupted before it got there).
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// Set when the carrier was never attempted, with the reason.
+    pub skipped: Option<String>,
+    /// Set when the probe broke before this carrier could be attempted.
+    pub broken: Option<String>,
+    pub plant: Option<PlantOutcome>,
+    pub recover: Option<RecoverOutcome>,
+    pub control_plant: Option<PlantOutcome>,
+    pub control_recover: Option<RecoverOutcome>,
+    pub declared: bool,
+}
+
+/// Summarises the control instance's evidence.
+pub fn control_state(e: &Evidence) -> Control {
+    match (&e.control_plant, &e.control_recover) {
+        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Found { .. })) => {
+            Control::Recovered
+        }
+        (
+            Some(PlantOutcome::Planted { .. }),
+            Some(RecoverOutcome::NotFound { .. } | RecoverOutcome::Denied { .. }),
+        ) => Control::NotRecovered,
+        (None, None) => Control::NotRun,
+        _ => Control::Error,
+    }
+}
+
+fn control_problem(e: &Evidence) -> String {
+    match (&e.control_plant, &e.control_recover) {
+        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::NotFound { detail })) => {
+            format!(
+                "detector failed its control: the known-open control was not recovered ({detail})"
+            )
+        }
+        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Denied { reason })) => {
+            format!("detector failed its control: run B was denied the control ({reason})")
+        }
+        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Failed { reason })) => {
+            format!("detector failed its control: {reason}")
+        }
+        (Some(PlantOutcome::Planted { .. }), None) => {
+            "detector failed its control: the control was never recovered".into()
+        }
+        (
+            Some(
+                PlantOutcome::Refused { reason }
+                | PlantOutcome::Unsupported { reason }
+                | PlantOutcome::Failed { reason },
+            ),
+            _,
+        ) => {
+            format!("detector failed its control: the control could not be planted ({reason})")
+        }
+        (None, _) => "detector failed its control: the control was never planted".into(),
+        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Found { .. })) => String::new(),
+    }
+}
+
+/// The one function that decides a verdict, with the detail that says why.
+pub fn decide(e: &Evidence) -> (Verdict, String) {
+    if let Some(reason) = &e.broken {
+        return (Verdict::Error, reason.clone());
+    }
+    if let Some(reason) = &e.skipped {
+        return (Verdict::Skipped, reason.clone());
+    }
+    let control_ok = control_state(e) == Control::Recovered;
+    let pass_or = |detail: String| {
+        if control_ok {
+            (Verdict::Pass, detail)
+        } else {
+            (Verdict::Error, format!("{}; {detail}", control_problem(e)))
+        }
+    };
+    match (&e.plant, &e.recover) {
+        (None, _) => (
+            Verdict::Error,
+            "run A never reported planting this carrier".into(),
+        ),
+        (Some(PlantOutcome::Failed { reason }), _) => {
+            (Verdict::Error, format!("plant failed: {reason}"))
+        }
+        (Some(PlantOutcome::Unsupported { reason }), _) => (Verdict::Skipped, reason.clone()),
+        (Some(PlantOutcome::Refused { reason }), _) => pass_or(format!("write refused: {reason}")),
+        (Some(PlantOutcome::Planted { .. }), None) => (
+            Verdict::Error,
+            "run B never reported recovering this carrier".into(),
+        ),
+        (Some(PlantOutcome::Planted { .. }), Some(r)) => match r {
+            RecoverOutcome::Found { detail } => {
+                if e.declared {
+                    (Verdict::Authorized, format!("{detail} (declared)"))
+                } else {
+                    (Verdict::Fail, detail.clone())
+                }
+            }
+            RecoverOutcome::Failed { reason } => {
+                (Verdict::Error, format!("recovery failed: {reason}"))
+            }
+            RecoverOutcome::Denied { reason } => pass_or(format!("read refused: {reason}")),
+            RecoverOutcome::NotFound { detail } => pass_or(detail.clone()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn planted() -> PlantOutcome {
+        PlantOutcome::Planted {
+            needle: json!({}),
+            persistence: None,
+            detail: String::new(),
+        }
+    }
+    fn found() -> RecoverOutcome {
+        RecoverOutcome::Found {
+            detail: "seen".into(),
+        }
+    }
+    fn not_found() -> RecoverOutcome {
+        RecoverOutcome::NotFound {
+            detail: "nothing".into(),
+        }
+    }
+    fn ev(plant: Option<PlantOutcome>, recover: Option<RecoverOutcome>) -> Evidence {
+        Evidence {
+            skipped: None,
+            broken: None,
+            plant,
+            recover,
+            control_plant: Some(planted()),
+            control_recover: Some(found()),
+            declared: false,
+        }
+    }
+
+    #[test]
+    fn every_path() {
+        assert_eq!(decide(&ev(Some(planted()), Some(found()))).0, Verdict::Fail);
+        let mut d = ev(Some(planted()), Some(found()));
+        d.declared = true;
+        assert_eq!(decide(&d).0, Verdict::Authorized);
+        assert_eq!(
+            decide(&ev(Some(planted()), Some(not_found()))).0,
+            Verdict::Pass
+        );
+        let denied = RecoverOutcome::Denied {
+            reason: "EACCES".into(),
+        };
+        assert_eq!(decide(&ev(Some(planted()), Some(denied))).0, Verdict::Pass);
+        let refused = PlantOutcome::Refused {
+            reason: "EROFS".into(),
+        };
+        let (v, detail) = decide(&ev(Some(refused), None));
+        assert_eq!(v, Verdict::Pass);
+        assert!(detail.contains("EROFS"));
+        let unsupported = PlantOutcome::Unsupported {
+            reason: "no xattrs".into(),
+        };
+        assert_eq!(decide(&ev(Some(unsupported), None)).0, Verdict::Skipped);
+        let failed = PlantOutcome::Failed {
+            reason: "ENOSPC".into(),
+        };
+        assert_eq!(decide(&ev(Some(failed), None)).0, Verdict::Error);
+        let rfailed = RecoverOutcome::Failed {
+            reason: "EIO".into(),
+        };
+        assert_eq!(
+            decide(&ev(Some(planted()), Some(rfailed))).0,
+            Verdict::Error
+        );
+        assert_eq!(decide(&ev(None, None)).0, Verdict::Error);
+        assert_eq!(decide(&ev(Some(planted()), None)).0, Verdict::Error);
+    }
+
+    #[test]
+    fn pass_needs_the_control() {
+        let mut e = ev(Some(planted()), Some(not_found()));
+        e.control_recover = Some(not_found());
+        let (v, d) = decide(&e);
+        assert_eq!(v, Verdict::Error);
+        assert!(d.starts_with("detector failed its control"));
+        assert_eq!(control_state(&e), Control::NotRecovered);
+        e.control_plant = None;
+        e.control_recover = None;
+        assert_eq!(decide(&e).0, Verdict::Error);
+        assert_eq!(control_state(&e), Control::NotRun);
+        // A found nonce is a channel whatever the control says.
+        e.recover = Some(found());
+        assert_eq!(decide(&e).0, Verdict::Fail);
+    }
+
+    #[test]
+    fn declaring_never_hides_error_or_skip() {
+        let mut e = ev(Some(PlantOutcome::Failed { reason: "x".into() }), None);
+        e.declared = true;
+        assert_eq!(decide(&e).0, Verdict::Error);
+        e.plant = Some(PlantOutcome::Unsupported { reason: "x".into() });
+        assert_eq!(decide(&e).0, Verdict::Skipped);
+        e.plant = None;
+        e.skipped = Some("content-reads: false".into());
+        assert_eq!(decide(&e).0, Verdict::Skipped);
+        e.broken = Some("interrupted".into());
+        assert_eq!(decide(&e).0, Verdict::Error);
+    }
+}
