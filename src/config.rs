@@ -18,9 +18,14 @@ impl Pos {
     pub const START: Pos = Pos { line: 1, column: 1 };
 
     pub fn of<T>(s: &Spanned<T>) -> Pos {
+        Pos::or(s, Pos::START)
+    }
+
+    /// The position of `s`, or `fallback` where the parser kept none.
+    pub fn or<T>(s: &Spanned<T>, fallback: Pos) -> Pos {
         let l = s.referenced;
         if l.line() == 0 {
-            Pos::START
+            fallback
         } else {
             Pos {
                 line: l.line(),
@@ -50,18 +55,77 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Any YAML value. Scalars keep their location through the surrounding
-/// `Spanned`; nested values are only used for "wrong type" messages.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+/// Any YAML value. Deserialized by hand rather than as an untagged enum:
+/// serde buffers untagged content, which would drop the locations of
+/// everything nested (a key inside a declaration mapping, say).
+#[derive(Debug, Clone)]
 pub enum Value {
     Bool(bool),
     Int(i64),
     Float(f64),
     Str(String),
-    Seq(Vec<Value>),
+    Seq(Vec<Spanned<Value>>),
     Map(Mapping),
-    Null(()),
+    Null,
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Value;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a YAML value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+                i64::try_from(v)
+                    .map(Value::Int)
+                    .map_err(|_| E::custom("number too large"))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Str(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Value, E> {
+                Ok(Value::Str(v))
+            }
+            fn visit_unit<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_none<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+                Value::deserialize(d)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Value, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Value::Seq(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = m.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Value::Map(Mapping(entries)))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 impl Value {
@@ -72,7 +136,7 @@ impl Value {
             Value::Str(_) => "a string",
             Value::Seq(_) => "a list",
             Value::Map(_) => "a mapping",
-            Value::Null(()) => "empty",
+            Value::Null => "empty",
         }
     }
 }
@@ -285,15 +349,21 @@ impl<'a> Options<'a> {
         }
     }
 
-    /// Fails on the first key no one took, listing the keys this type knows.
-    pub fn finish(self, known: &[&str]) -> Result<(), ConfigError> {
-        match self.entries.first() {
+    /// Fails on the first key that is not in `known`, listing the keys this
+    /// type knows. Checked before any value, so a misspelled key is reported
+    /// as what it is rather than as the key it was meant to be missing.
+    pub fn check_keys(&self, known: &[&str]) -> Result<(), ConfigError> {
+        match self
+            .entries
+            .iter()
+            .find(|(k, _)| !known.contains(&k.value.as_str()))
+        {
             None => Ok(()),
             Some((k, _)) => {
                 let mut all = vec!["name", "type"];
                 all.extend_from_slice(known);
                 Err(self.error(
-                    Pos::of(k),
+                    Pos::or(k, self.entry),
                     format!(
                         "unknown key `{}` for a surface of type {}; known keys: {}",
                         k.value,

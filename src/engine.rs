@@ -250,16 +250,13 @@ fn probe_in(
             recover: vec![],
         })
         .collect();
-    let a = run_child(
-        "A",
-        exe,
-        &dir_a,
-        &runs.a,
-        None,
-        probe_id,
-        targets_a,
-        opts.phase_timeout,
-    );
+    let run_a = Run {
+        role: "A",
+        dir: &dir_a,
+        id: &runs.a,
+        as_user: None,
+    };
+    let a = run_child(&run_a, exe, probe_id, targets_a, opts.phase_timeout);
     for s in slots.iter_mut() {
         for (id, inst) in insts.iter().enumerate() {
             if inst.surface == s.surface {
@@ -307,16 +304,13 @@ fn probe_in(
                     .collect(),
             })
             .collect();
-        b = run_child(
-            "B",
-            exe,
-            &dir_b,
-            &runs.b,
-            opts.run_b_as,
-            probe_id,
-            targets_b,
-            opts.phase_timeout,
-        );
+        let run_b = Run {
+            role: "B",
+            dir: &dir_b,
+            id: &runs.b,
+            as_user: opts.run_b_as,
+        };
+        b = run_child(&run_b, exe, probe_id, targets_b, opts.phase_timeout);
     }
     for s in slots.iter_mut() {
         for (id, inst) in insts.iter().enumerate() {
@@ -387,7 +381,10 @@ fn probe_in(
             },
         };
         match outcome {
-            CleanupOutcome::Removed | CleanupOutcome::Gone => cleanup.removed += 1,
+            // The control lives in the probe's own directory, removed whole
+            // below; only the user's surfaces count.
+            CleanupOutcome::Removed | CleanupOutcome::Gone if !inst.control => cleanup.removed += 1,
+            CleanupOutcome::Removed | CleanupOutcome::Gone => {}
             CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
                 surface: plan.surfaces[inst.surface].name.clone(),
                 control: inst.control,
@@ -403,19 +400,31 @@ fn probe_in(
     Ok((findings, cleanup))
 }
 
+/// Who a child run is: its role, its own directory (HOME, cwd, TMPDIR
+/// below it), its run id, and the user it runs as.
+struct Run<'a> {
+    role: &'a str,
+    dir: &'a Path,
+    id: &'a str,
+    as_user: Option<(u32, u32)>,
+}
+
 /// Runs one child (A or B) to completion, a timeout or a signal, and
 /// collects what it reported. Never fails: problems land in `problem`.
 fn run_child(
-    role: &str,
+    run: &Run<'_>,
     exe: &Path,
-    dir: &Path,
-    run_id: &str,
-    as_user: Option<(u32, u32)>,
     probe_id: &str,
     targets: Vec<Target>,
     timeout: Duration,
 ) -> RunResult {
     use std::os::unix::process::CommandExt;
+    let Run {
+        role,
+        dir,
+        id: run_id,
+        as_user,
+    } = *run;
     let mut res = RunResult::default();
     let mut cmd = Command::new(exe);
     cmd.arg("__run")

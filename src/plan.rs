@@ -185,7 +185,9 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
                 ),
             ));
         };
-        let settings = st.validate(Options::new(&file, st.name(), entry_pos, keys, env))?;
+        let opts = Options::new(&file, st.name(), entry_pos, keys, env);
+        opts.check_keys(st.keys())?;
+        let settings = st.validate(opts)?;
         plans.push(SurfacePlan {
             name,
             type_name: st.name(),

@@ -90,7 +90,8 @@ pub struct Finding {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Cleanup {
-    /// Planted entries removed (or already gone).
+    /// Entries planted on the configured surfaces and removed (or found
+    /// already gone); the control's entries are not counted.
     pub removed: u64,
     /// Planted entries left in place, each with the reason.
     pub left: Vec<Leftover>,

@@ -109,6 +109,10 @@ impl SurfaceType for Filesystem {
         CARRIERS
     }
 
+    fn keys(&self) -> &'static [&'static str] {
+        &["path", "content-reads"]
+    }
+
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
         let Some((path, pos)) = opts.string("path")? else {
             return Err(opts.error(
@@ -125,7 +129,6 @@ impl SurfaceType for Filesystem {
         // working directories of their own.
         let abs =
             std::path::absolute(&path).map_err(|e| opts.error(pos, format!("`path`: {e}")))?;
-        opts.finish(&["path", "content-reads"])?;
         Ok(serde_json::to_value(Settings {
             path: abs,
             content_reads,
@@ -175,6 +178,10 @@ struct Entry {
     ino: u64,
     dir_dev: u64,
     dir_ino: u64,
+    /// Birth time where the filesystem keeps one: (dev, ino) alone cannot
+    /// tell our entry from a replacement that got the freed inode number.
+    #[serde(default)]
+    btime: Option<(i64, u32)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +250,7 @@ impl Instance {
         created: &mut dyn FnMut(Value),
     ) -> io::Result<Stat> {
         let st = sys::lstat_at(dir, name)?;
+        let btime = sys::birth_at(dir, name)?;
         let kind = Kind::of(&st)
             .ok_or_else(|| io::Error::other("created entry has an unexpected type"))?;
         let entry = Entry {
@@ -252,6 +260,7 @@ impl Instance {
             ino: st.ino,
             dir_dev: dir_st.dev,
             dir_ino: dir_st.ino,
+            btime,
         };
         created(serde_json::to_value(entry).expect("entry serializes"));
         Ok(st)
@@ -759,9 +768,17 @@ impl Surface for Instance {
                 };
             }
         };
-        if Kind::of(&st) != Some(e.kind) || st.dev != e.dev || st.ino != e.ino {
+        let born = match sys::birth_at(&dir, name) {
+            Ok(b) => b,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("statx: {err}"),
+                };
+            }
+        };
+        if Kind::of(&st) != Some(e.kind) || st.dev != e.dev || st.ino != e.ino || born != e.btime {
             return CleanupOutcome::Left {
-                reason: "replaced since it was planted (type or inode differs): not ours to remove"
+                reason: "replaced since it was planted (type, inode or birth time differs): not ours to remove"
                     .into(),
             };
         }

@@ -66,6 +66,9 @@ pub trait SurfaceType: Sync {
     /// One line for `runwarden carriers`.
     fn description(&self) -> &'static str;
     fn carriers(&self) -> &'static [Carrier];
+    /// The config keys this type takes (besides `name` and `type`); any
+    /// other key is an error before [`SurfaceType::validate`] runs.
+    fn keys(&self) -> &'static [&'static str];
     /// Takes this type's keys from a config entry and returns the settings
     /// every later step receives (serialized, so runs A and B get them too).
     fn validate(&self, opts: Options<'_>) -> Result<Value, ConfigError>;

@@ -1,0 +1,279 @@
+//! The command line (src/cli.rs, src/main.rs): config discovery, formats,
+//! the report file, exit codes.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+fn run_in(cwd: &Path, args: &[&str]) -> std::process::Output {
+    bin()
+        .current_dir(cwd)
+        .args(args)
+        .env("TMPDIR", cwd.join("tmp"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn version_and_bad_arguments() {
+    let out = bin().arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("runwarden {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        bin()
+            .arg("probe")
+            .arg("--frobnicate")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        bin()
+            .args(["probe", "--format", "xml"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        bin()
+            .args(["probe", "--run-b-as", "nobody"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(bin().output().unwrap().status.code(), Some(2));
+}
+
+#[test]
+fn carriers_lists_every_carrier() {
+    let out = bin().arg("carriers").output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("filesystem: "));
+    for c in ALL_CARRIERS {
+        assert!(table.contains(&format!("  {c} ")), "{c} missing:\n{table}");
+    }
+    let out = bin()
+        .args(["carriers", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fs = &v["surface_types"][0];
+    assert_eq!(fs["type"], "filesystem");
+    let names: Vec<&str> = fs["carriers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["carrier"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ALL_CARRIERS);
+    assert!(
+        fs["carriers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["persistence"] == "durable")
+    );
+}
+
+#[test]
+fn with_no_config_it_probes_the_embedded_default_and_says_so() {
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cwd.path().join("tmp")).unwrap();
+    let report = cwd.path().join("r.json");
+    let out = run_in(cwd.path(), &["probe", "--report", report.to_str().unwrap()]);
+    let p = finish(out, &report);
+    assert_eq!(p.code, 1, "{}", p.stderr);
+    assert!(p.stderr.contains("no config found"), "{}", p.stderr);
+    assert!(p.stderr.contains("embedded default"), "{}", p.stderr);
+    assert_eq!(p.report["config"]["embedded_default"], true);
+    assert!(p.report["config"]["path"].is_null());
+    assert_eq!(p.verdict("system-temp:file-name"), "fail");
+    assert!(p.finding("system-temp:file-name")["location"].is_null());
+    assert!(
+        p.stdout.lines().filter(|l| l.starts_with("FAIL")).count() >= 8,
+        "{}",
+        p.stdout
+    );
+    assert!(leftovers(&cwd.path().join("tmp")).is_empty());
+    let out = run_in(cwd.path(), &["check-config"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("embedded default"));
+}
+
+#[test]
+fn config_discovery_order() {
+    let cwd = tempfile::tempdir().unwrap();
+    let shared = cwd.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let named = |name: &str| fs_config(name, &shared, "");
+    std::fs::write(cwd.path().join("runwarden.yml"), named("plain")).unwrap();
+    let check = |env: Option<&str>| {
+        let mut c = bin();
+        c.current_dir(cwd.path()).arg("check-config");
+        if let Some(e) = env {
+            c.env("RUNWARDEN_CONFIG", e);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(check(None).1.contains("runwarden.yml is valid"));
+    std::fs::create_dir(cwd.path().join(".github")).unwrap();
+    std::fs::write(cwd.path().join(".github/runwarden.yml"), named("gh")).unwrap();
+    assert!(check(None).1.contains(".github/runwarden.yml is valid"));
+    std::fs::write(cwd.path().join("env.yml"), named("env")).unwrap();
+    assert!(check(Some("env.yml")).1.contains("env.yml is valid"));
+    // A variable naming a missing file is an error, not a fallback.
+    assert_eq!(check(Some("missing.yml")).0, 2);
+    // --config beats everything.
+    let report = cwd.path().join("r.json");
+    let out = bin()
+        .current_dir(cwd.path())
+        .env("RUNWARDEN_CONFIG", "env.yml")
+        .args(["probe", "--config", "runwarden.yml", "--report", "r.json"])
+        .output()
+        .unwrap();
+    let p = finish(out, &report);
+    assert_eq!(p.report["config"]["path"], "runwarden.yml");
+    assert_eq!(p.report["findings"][0]["surface"], "plain");
+    assert_eq!(
+        p.report["findings"][0]["location"],
+        serde_json::json!({"path": "runwarden.yml", "line": 3, "column": 5})
+    );
+}
+
+#[test]
+fn json_format_prints_the_report() {
+    let work = tempfile::tempdir().unwrap();
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("s", &shared, ""),
+        &["--format", "json"],
+    );
+    let printed: serde_json::Value = serde_json::from_str(&p.stdout).unwrap();
+    assert_eq!(printed, p.report);
+    let written = std::fs::read_to_string(work.path().join("report.json")).unwrap();
+    assert_eq!(written, p.stdout, "the file holds exactly what json prints");
+}
+
+#[test]
+fn report_schema() {
+    let work = tempfile::tempdir().unwrap();
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("s", &shared, "declared:\n  - s:xattr\n"),
+        &[],
+    );
+    let r = &p.report;
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(r),
+        [
+            "cleanup",
+            "config",
+            "findings",
+            "finished_at",
+            "probe_id",
+            "runs",
+            "schema",
+            "started_at",
+            "summary",
+            "tool"
+        ]
+    );
+    assert_eq!(r["schema"], "runwarden-report/1");
+    assert_eq!(r["tool"]["name"], "runwarden");
+    assert_eq!(r["tool"]["version"], env!("CARGO_PKG_VERSION"));
+    for t in ["started_at", "finished_at"] {
+        let s = r[t].as_str().unwrap();
+        assert!(
+            s.len() == 20 && s.ends_with('Z') && s.as_bytes()[10] == b'T',
+            "{s}"
+        );
+    }
+    assert_eq!(
+        keys(&r["summary"]),
+        ["authorized", "error", "fail", "pass", "skipped"]
+    );
+    assert_eq!(r["summary"]["fail"], 8);
+    assert_eq!(r["summary"]["authorized"], 1);
+    let f = p.finding("s:xattr");
+    assert_eq!(
+        keys(f),
+        [
+            "carrier",
+            "channel",
+            "control",
+            "declared",
+            "detail",
+            "location",
+            "persistence",
+            "surface",
+            "surface_type",
+            "verdict"
+        ]
+    );
+    assert_eq!(f["surface_type"], "filesystem");
+    assert_eq!(f["carrier"], "xattr");
+    assert_eq!(f["verdict"], "authorized");
+    assert_ne!(r["runs"]["a"], r["runs"]["b"]);
+    assert!(r["runs"].get("b_uid").is_none());
+    assert_eq!(keys(&r["cleanup"]), ["left", "removed"]);
+}
+
+#[test]
+fn an_unwritable_report_is_exit_2_before_any_work() {
+    let work = tempfile::tempdir().unwrap();
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let cfg = work.path().join("rw.yml");
+    std::fs::write(&cfg, fs_config("s", &shared, "")).unwrap();
+    let out = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg)
+        .args(["--report", "/nonexistent-dir/report.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("report /nonexistent-dir/report.json is not writable")
+    );
+    assert!(std::fs::read_dir(&shared).unwrap().next().is_none());
+}
+
+#[test]
+fn table_counts_and_exit_code() {
+    let work = tempfile::tempdir().unwrap();
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let p = probe(work.path(), &fs_config("s", &shared, ""), &[]);
+    assert_eq!(p.code, 1);
+    let mut lines = p.stdout.lines();
+    assert!(lines.next().unwrap().starts_with("VERDICT"));
+    assert!(
+        p.stdout
+            .contains("9 fail, 0 error, 0 authorized, 0 skipped, 0 pass"),
+        "{}",
+        p.stdout
+    );
+}

@@ -1,0 +1,222 @@
+//! Helpers shared by the integration tests: run the real binary with a
+//! clean environment, mount real filesystems, read reports.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The runwarden binary with `GITHUB_*`, `RUNNER_*`, `ACTIONS_*` and
+/// `RUNWARDEN_*` removed from its environment: tests must not depend on (or
+/// leak into) the CI runner they happen to run on.
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runwarden"));
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if ["GITHUB_", "RUNNER_", "ACTIONS_", "RUNWARDEN_"]
+            .iter()
+            .any(|p| k.starts_with(p))
+        {
+            c.env_remove(&k);
+        }
+    }
+    c
+}
+
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Skips (returns true, printing why) unless running as root.
+pub fn needs_root(what: &str) -> bool {
+    if is_root() {
+        false
+    } else {
+        eprintln!("skipped: {what} needs root");
+        true
+    }
+}
+
+pub struct Probe {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub report: Value,
+}
+
+impl Probe {
+    pub fn finding(&self, channel: &str) -> &Value {
+        self.report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["channel"] == channel)
+            .unwrap_or_else(|| panic!("no finding {channel} in {}", self.report))
+    }
+
+    pub fn verdict(&self, channel: &str) -> String {
+        self.finding(channel)["verdict"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Every finding of one surface, as (carrier, verdict).
+    pub fn verdicts_of(&self, surface: &str) -> Vec<(String, String)> {
+        self.report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["surface"] == surface)
+            .map(|f| {
+                (
+                    f["carrier"].as_str().unwrap().into(),
+                    f["verdict"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Writes `config` to a file and runs `probe` on it with a report.
+pub fn probe(dir: &Path, config: &str, extra: &[&str]) -> Probe {
+    let cfg = dir.join("runwarden.yml");
+    std::fs::write(&cfg, config).unwrap();
+    let report = dir.join("report.json");
+    let _ = std::fs::remove_file(&report);
+    let out = bin()
+        .arg("probe")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .args(extra)
+        .output()
+        .unwrap();
+    finish(out, &report)
+}
+
+pub fn finish(out: Output, report: &Path) -> Probe {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = match std::fs::read_to_string(report) {
+        Ok(t) => serde_json::from_str(&t).unwrap(),
+        Err(_) => Value::Null,
+    };
+    Probe {
+        code: out.status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+        report,
+    }
+}
+
+/// A one-surface filesystem config.
+pub fn fs_config(name: &str, path: &Path, extra: &str) -> String {
+    format!(
+        "version: 1\nsurfaces:\n  - name: {name}\n    type: filesystem\n    path: {}\n{extra}",
+        serde_json::to_string(&path.to_string_lossy()).unwrap()
+    )
+}
+
+/// A real filesystem mounted on a fresh directory, unmounted on drop.
+pub struct Mount {
+    pub dir: tempfile::TempDir,
+}
+
+impl Mount {
+    pub fn new(fstype: &str, options: &str) -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Command::new("mount")
+            .args(["-t", fstype, "-o", options, fstype])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t {fstype} failed");
+        Mount { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Everything about a directory's entries that runwarden must never change:
+/// name, type, mode, size, mtime, content hash (regular files), link
+/// target, xattrs. Sorted, for comparison before and after a probe.
+pub fn snapshot(dir: &Path) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let mut line = format!(
+            "{:?} mode={:o} size={} mtime={}.{} ino={}",
+            e.file_name().as_bytes(),
+            m.mode(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ino()
+        );
+        if m.file_type().is_file() && m.mode() & 0o444 != 0 {
+            let mut f = std::fs::File::open(&p).unwrap();
+            let mut buf = Vec::new();
+            use std::io::Read;
+            (&mut f).take(1 << 20).read_to_end(&mut buf).unwrap();
+            line += &format!(" content={:x}", fxhash(&buf));
+        }
+        if m.file_type().is_symlink() {
+            line += &format!(" target={:?}", std::fs::read_link(&p).unwrap());
+        }
+        if let Ok(keys) = xattr::list(&p) {
+            for k in keys {
+                line += &format!(" xattr {:?}={:?}", k, xattr::get(&p, &k).ok().flatten());
+            }
+        }
+        out.push(line);
+    }
+    out.sort();
+    out
+}
+
+fn fxhash(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// Names in `dir` that runwarden planted (they all start `.runwarden-`).
+pub fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".runwarden-"))
+        .collect()
+}
+
+pub const ALL_CARRIERS: [&str; 9] = [
+    "file-content",
+    "file-name",
+    "directory-name",
+    "symlink-target",
+    "xattr",
+    "xattr-name",
+    "mtime",
+    "file-size",
+    "special-file-name",
+];
+
+/// The uid tests drop run B to.
+pub const NOBODY: &str = "65534:65534";

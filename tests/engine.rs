@@ -1,0 +1,206 @@
+//! The engine (src/engine.rs, src/child.rs): runs A and B are separate
+//! processes with a cut environment and disjoint directories, A is gone
+//! before B starts, and cleanup runs after a signal or a timeout.
+//!
+//! To catch run B in the act, the tests freeze it with SIGSTOP as soon as
+//! it appears (a real process, nothing mocked); a directory of 100,000
+//! entries keeps B busy long enough to be caught.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// A fresh directory of 100,000 empty files (one per test: the tests run
+/// in parallel and count what is planted).
+fn busy_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("busy-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    for i in 0..100_000u32 {
+        std::fs::File::create(d.path().join(format!("f{i:06}"))).unwrap();
+    }
+    d
+}
+
+/// Direct children of `pid`, from /proc.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // Field 4 (ppid) comes after the parenthesised command name.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
+        if ppid == pid {
+            out.push(child);
+        }
+    }
+    out
+}
+
+struct Caught {
+    a: Option<u32>,
+    b: u32,
+}
+
+/// Waits for run B (the second child of the probe) and stops it.
+fn stop_run_b(probe: u32) -> Caught {
+    let mut first: Option<u32> = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        for c in children(probe) {
+            let cmd = std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default();
+            if !cmd.split(|b| *b == 0).any(|a| a == b"__run") {
+                continue;
+            }
+            let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
+            let home = env
+                .split(|b| *b == 0)
+                .find(|v| v.starts_with(b"HOME="))
+                .unwrap_or_default()
+                .to_vec();
+            if String::from_utf8_lossy(&home).ends_with("/b") {
+                unsafe { libc::kill(c as i32, libc::SIGSTOP) };
+                return Caught { a: first, b: c };
+            }
+            first.get_or_insert(c);
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    panic!("run B never appeared");
+}
+
+fn environ(pid: u32) -> Vec<(String, String)> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let mut v: Vec<(String, String)> = raw
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let s = String::from_utf8_lossy(s);
+            let (k, v) = s.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn spawn_probe(work: &Path, busy: &Path, extra: &[&str]) -> (std::process::Child, PathBuf) {
+    let cfg = work.join("rw.yml");
+    std::fs::write(&cfg, fs_config("busy", busy, "")).unwrap();
+    let report = work.join("report.json");
+    let child = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(work)
+        .args(extra)
+        .env("SECRET_TOKEN", "must-not-reach-the-runs")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, report)
+}
+
+fn probe_dirs(work: &Path) -> Vec<String> {
+    std::fs::read_dir(work)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("runwarden-"))
+        .collect()
+}
+
+#[test]
+fn runs_get_a_cut_environment_and_sigterm_still_cleans_up() {
+    let work = tempfile::tempdir().unwrap();
+    let busy = busy_dir();
+    let (child, report) = spawn_probe(work.path(), busy.path(), &[]);
+    let caught = stop_run_b(child.id());
+
+    // Run A has exited (and been reaped) before B started.
+    if let Some(a) = caught.a {
+        assert!(
+            !Path::new(&format!("/proc/{a}")).exists(),
+            "run A still alive while B runs"
+        );
+    }
+    let env = environ(caught.b);
+    let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["HOME", "PATH", "RUNWARDEN_RUN_ID", "TMPDIR"]);
+    let get = |k: &str| env.iter().find(|(key, _)| key == k).unwrap().1.clone();
+    let home = PathBuf::from(get("HOME"));
+    assert!(
+        home.starts_with(work.path()) && home.ends_with("b"),
+        "{home:?}"
+    );
+    assert_eq!(PathBuf::from(get("TMPDIR")), home.join("tmp"));
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{}/cwd", caught.b)).unwrap(),
+        home
+    );
+    // A's directory is a sibling: disjoint from B's.
+    assert!(home.parent().unwrap().join("a").is_dir());
+    // Planted entries are on the surface while B is frozen.
+    assert_eq!(leftovers(busy.path()).len(), 9);
+
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let p = finish(child.wait_with_output().unwrap(), &report);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["verdict"], "error", "{f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("interrupted by SIGTERM during run B"),
+            "{f}"
+        );
+    }
+    assert!(p.stderr.contains("interrupted by SIGTERM"), "{}", p.stderr);
+    assert!(
+        leftovers(busy.path()).is_empty(),
+        "cleanup ran after the signal"
+    );
+    assert!(
+        probe_dirs(work.path()).is_empty(),
+        "probe directory removed"
+    );
+    assert!(
+        !Path::new(&format!("/proc/{}", caught.b)).exists(),
+        "run B was killed"
+    );
+}
+
+#[test]
+fn a_run_that_hangs_is_killed_at_the_timeout() {
+    let work = tempfile::tempdir().unwrap();
+    let busy = busy_dir();
+    let (child, report) = spawn_probe(work.path(), busy.path(), &["--timeout", "2"]);
+    let _caught = stop_run_b(child.id());
+    let started = Instant::now();
+    let p = finish(child.wait_with_output().unwrap(), &report);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(p.code, 1);
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["verdict"], "error", "{f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("run B timed out after 2s"),
+            "{f}"
+        );
+    }
+    assert!(leftovers(busy.path()).is_empty());
+    assert!(probe_dirs(work.path()).is_empty());
+}

@@ -1,0 +1,207 @@
+//! Config validation (src/config.rs, src/plan.rs): every error names
+//! file:line:column and exits 2, through the real binary.
+
+mod common;
+use common::*;
+
+/// Runs `check-config` on `text`; returns (exit code, stderr).
+fn check(text: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rw.yml");
+    std::fs::write(&f, text).unwrap();
+    let out = bin()
+        .arg("check-config")
+        .arg(&f)
+        .env("PRESENT", "/srv/x")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).replace(&*f.to_string_lossy(), "FILE");
+    (out.status.code().unwrap(), err)
+}
+
+fn assert_error(text: &str, at: &str, says: &str) {
+    let (code, err) = check(text);
+    assert_eq!(code, 2, "expected exit 2 for:\n{text}\nstderr: {err}");
+    assert!(
+        err.contains(&format!("FILE:{at}: ")),
+        "expected position {at} in: {err}"
+    );
+    assert!(err.contains(says), "expected `{says}` in: {err}");
+}
+
+const OK: &str =
+    "version: 1\nsurfaces:\n  - name: shared-tmp\n    type: filesystem\n    path: /tmp\n";
+
+#[test]
+fn valid_config() {
+    let (code, err) = check(&format!(
+        "{OK}declared:\n  - shared-tmp:directory-name\n  - channel: shared-tmp:xattr\n    reason: agents share notes\n"
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("is valid: 1 surfaces, 9 channels, 2 declared"),
+        "{err}"
+    );
+}
+
+#[test]
+fn version_errors() {
+    assert_error("surfaces: []\n", "1:1", "missing `version: 1`");
+    assert_error(
+        "version: 2\nsurfaces: []\n",
+        "1:10",
+        "unsupported config version 2",
+    );
+    assert_error(
+        "version: one\nsurfaces: []\n",
+        "1:10",
+        "`version` must be the number 1, not a string",
+    );
+}
+
+#[test]
+fn structure_errors() {
+    assert_error("", "1:1", "the config is empty");
+    assert_error("version: 1\n", "1:1", "missing `surfaces:`");
+    assert_error("version: 1\nsurfaces: []\n", "2:11", "`surfaces` is empty");
+    assert_error(
+        "version: 1\nsurface: []\n",
+        "2:1",
+        "unknown field `surface`",
+    );
+    assert_error("version: 1\nsurfaces: [\n", "2:11", "unclosed bracket");
+    assert_error("version: 1\nsurfaces:\n  - 3\n", "3:5", "mapping");
+}
+
+#[test]
+fn surface_errors() {
+    assert_error(
+        &OK.replace("path: /tmp", "pth: /tmp"),
+        "5:5",
+        "unknown key `pth` for a surface of type filesystem; known keys: name, type, path, content-reads",
+    );
+    assert_error(&OK.replace("    path: /tmp\n", ""), "3:5", "needs `path:`");
+    assert_error(
+        &OK.replace("filesystem", "filesytem"),
+        "4:11",
+        "unknown surface type `filesytem`; known types: filesystem",
+    );
+    assert_error(
+        &OK.replace("shared-tmp", "Shared_Tmp"),
+        "3:11",
+        "invalid surface name `Shared_Tmp`",
+    );
+    assert_error(
+        &OK.replace("shared-tmp", "-x"),
+        "3:11",
+        "invalid surface name",
+    );
+    assert_error(
+        &OK.replace("- name: shared-tmp\n    type", "- type"),
+        "3:5",
+        "without `name:`",
+    );
+    assert_error(
+        &OK.replace("    type: filesystem\n", ""),
+        "3:5",
+        "has no `type:`",
+    );
+    assert_error(
+        &format!("{OK}    content-reads: maybe\n"),
+        "6:20",
+        "`content-reads` must be true or false, not a string",
+    );
+    assert_error(
+        &format!("{OK}    path: /var\n"),
+        "6:5",
+        "duplicate key `path`",
+    );
+    assert_error(
+        &OK.replace("path: /tmp", "path: [a]"),
+        "5:11",
+        "`path` must be a string, not a list",
+    );
+    let two = format!("{OK}  - name: shared-tmp\n    type: filesystem\n    path: /var\n");
+    assert_error(
+        &two,
+        "6:11",
+        "duplicate surface name `shared-tmp` (first at line 3)",
+    );
+}
+
+#[test]
+fn env_expansion_errors() {
+    assert_error(
+        &OK.replace("/tmp", "${UNSET_RUNWARDEN_TEST_VAR}/x"),
+        "5:11",
+        "environment variable UNSET_RUNWARDEN_TEST_VAR is not set or empty",
+    );
+    assert_error(&OK.replace("/tmp", "${PRESENT"), "5:11", "unclosed");
+    let (code, err) = check(&OK.replace("/tmp", "${PRESENT}/y"));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn declared_errors() {
+    assert_error(
+        &format!("{OK}declared:\n  - shared-tmp\n"),
+        "7:5",
+        "malformed declaration `shared-tmp`: expected `surface:carrier`",
+    );
+    assert_error(
+        &format!("{OK}declared:\n  - other:file-name\n"),
+        "7:5",
+        "names no surface `other`; surfaces: shared-tmp",
+    );
+    assert_error(
+        &format!("{OK}declared:\n  - shared-tmp:file-nmae\n"),
+        "7:5",
+        "has no carrier `file-nmae`; its carriers: file-content, file-name, directory-name, symlink-target, xattr, xattr-name, mtime, file-size, special-file-name",
+    );
+    assert_error(
+        &format!("{OK}declared:\n  - shared-tmp:mtime\n  - shared-tmp:mtime\n"),
+        "8:5",
+        "declared twice (first at line 7)",
+    );
+    assert_error(
+        &format!("{OK}declared:\n  - channel: shared-tmp:mtime\n    refs: x\n"),
+        "8:5",
+        "unknown key `refs` in a declaration",
+    );
+    assert_error(
+        &format!("{OK}declared:\n  - 3\n"),
+        "7:5",
+        "a declaration is a `surface:carrier` string",
+    );
+}
+
+#[test]
+fn probe_refuses_a_bad_config_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let p = probe(
+        dir.path(),
+        &fs_config("s", &shared, "declared:\n  - s:nope\n"),
+        &[],
+    );
+    assert_eq!(p.code, 2, "{}", p.stderr);
+    assert!(p.stderr.contains("runwarden.yml:7:5: "), "{}", p.stderr);
+    assert!(
+        std::fs::read_dir(&shared).unwrap().next().is_none(),
+        "nothing planted"
+    );
+    assert!(p.report.is_null(), "no report written");
+}
+
+#[test]
+fn missing_config_file_is_exit_2() {
+    let out = bin()
+        .args(["check-config", "/nonexistent/rw.yml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot read config /nonexistent/rw.yml")
+    );
+}

@@ -1,0 +1,608 @@
+//! `type: filesystem` on real filesystems: ext4 (the disk), tmpfs, ramfs, a
+//! read-only mount, a directory closed to run B (B dropped to another uid),
+//! a hostile directory and a 100,000-entry one.
+
+use crate::common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn fs_type(p: &Path) -> String {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(p)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A directory on the disk the repository is on (ext4 here), not /tmp.
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn seed_foreign(dir: &Path) {
+    std::fs::write(dir.join("notes.txt"), "pre-existing content\n").unwrap();
+    std::fs::create_dir(dir.join("subdir")).unwrap();
+    std::fs::write(dir.join("subdir/inner"), "x").unwrap();
+    std::os::unix::fs::symlink("notes.txt", dir.join("link")).unwrap();
+    let _ = xattr::set(dir.join("notes.txt"), "user.owner", b"someone");
+}
+
+fn assert_all(p: &Probe, surface: &str, verdict: &str) {
+    let got = p.verdicts_of(surface);
+    assert_eq!(got.len(), ALL_CARRIERS.len(), "{}", p.stdout);
+    for (carrier, v) in &got {
+        assert_eq!(
+            v, verdict,
+            "{surface}:{carrier}\n{}\n{}",
+            p.stdout, p.stderr
+        );
+    }
+}
+
+fn all_carriers_fail_on(dir: &Path, persistence: &str) {
+    seed_foreign(dir);
+    let before = snapshot(dir);
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &fs_config("shared", dir, ""), &[]);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_all(&p, "shared", "fail");
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["control"], "recovered");
+        assert_eq!(f["persistence"], persistence);
+        assert_eq!(f["declared"], false);
+    }
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "pre-existing entries changed or plants left"
+    );
+    assert!(leftovers(dir).is_empty());
+    assert!(p.report["cleanup"]["left"].as_array().unwrap().is_empty());
+    assert_eq!(p.report["cleanup"]["removed"], 9);
+}
+
+#[test]
+fn every_carrier_fails_on_ext4() {
+    let d = disk_dir();
+    eprintln!("disk filesystem: {}", fs_type(d.path()));
+    all_carriers_fail_on(d.path(), "durable");
+}
+
+#[test]
+fn every_carrier_fails_on_tmpfs() {
+    if needs_root("mounting tmpfs") {
+        return;
+    }
+    let m = Mount::new("tmpfs", "size=64m");
+    assert_eq!(fs_type(&m.path()), "tmpfs");
+    all_carriers_fail_on(&m.path(), "transient");
+}
+
+#[test]
+fn xattrs_are_skipped_where_the_filesystem_has_none() {
+    if needs_root("mounting ramfs") {
+        return;
+    }
+    let m = Mount::new("ramfs", "mode=755");
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &fs_config("ram", &m.path(), ""), &[]);
+    for c in ["xattr", "xattr-name"] {
+        let f = p.finding(&format!("ram:{c}"));
+        assert_eq!(f["verdict"], "skipped", "{f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("does not support user.* extended attributes")
+        );
+    }
+    assert_eq!(p.verdict("ram:file-name"), "fail");
+    assert!(leftovers(&m.path()).is_empty());
+}
+
+#[test]
+fn a_read_only_filesystem_is_pass_with_the_refusal() {
+    if needs_root("mounting a read-only tmpfs") {
+        return;
+    }
+    let m = Mount::new("tmpfs", "size=1m,ro");
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &fs_config("ro", &m.path(), ""), &[]);
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_all(&p, "ro", "pass");
+    for f in p.report["findings"].as_array().unwrap() {
+        assert!(f["detail"].as_str().unwrap().contains("EROFS"), "{f}");
+        assert_eq!(f["control"], "recovered");
+    }
+}
+
+#[test]
+fn a_directory_closed_to_run_b_is_pass() {
+    if needs_root("dropping run B to another uid") {
+        return;
+    }
+    let d = disk_dir();
+    let closed = d.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // The tempdir itself must let uid 65534 reach `closed` and the control.
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("closed", &closed, ""),
+        &["--run-b-as", NOBODY],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_all(&p, "closed", "pass");
+    assert_eq!(p.report["runs"]["b_uid"], 65534);
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["control"], "recovered", "{f}");
+        assert!(
+            f["detail"].as_str().unwrap().contains("Permission denied"),
+            "{f}"
+        );
+    }
+    assert!(leftovers(&closed).is_empty());
+}
+
+#[test]
+fn the_same_directory_open_to_run_b_fails() {
+    if needs_root("dropping run B to another uid") {
+        return;
+    }
+    let d = disk_dir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("open", d.path(), ""),
+        &["--run-b-as", NOBODY],
+    );
+    assert_all(&p, "open", "fail");
+}
+
+#[test]
+fn content_reads_false_skips_file_content() {
+    let d = disk_dir();
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("s", d.path(), "    content-reads: false\n"),
+        &[],
+    );
+    let f = p.finding("s:file-content");
+    assert_eq!(f["verdict"], "skipped");
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("content-reads: false")
+    );
+    assert_eq!(f["control"], "not-run");
+    assert_eq!(p.verdict("s:file-name"), "fail");
+    assert_eq!(p.report["summary"]["skipped"], 1);
+    assert!(
+        leftovers(d.path()).is_empty(),
+        "file-content was not even planted"
+    );
+}
+
+#[test]
+fn declared_channels_are_authorized_and_stay_in_the_record() {
+    let d = disk_dir();
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("s", d.path(), "declared:\n  - s:file-name\n  - s:mtime\n"),
+        &[],
+    );
+    assert_eq!(p.verdict("s:file-name"), "authorized");
+    assert_eq!(p.verdict("s:mtime"), "authorized");
+    assert_eq!(p.finding("s:mtime")["declared"], true);
+    assert_eq!(p.verdict("s:xattr"), "fail");
+    assert_eq!(p.report["summary"]["authorized"], 2);
+    assert_eq!(p.code, 1);
+    // Declaring everything open gives exit 0.
+    let all: String = ALL_CARRIERS
+        .iter()
+        .map(|c| format!("  - s:{c}\n"))
+        .collect();
+    let p = probe(
+        work.path(),
+        &fs_config("s", d.path(), &format!("declared:\n{all}")),
+        &[],
+    );
+    assert_eq!(p.code, 0, "{}", p.stdout);
+    assert_all(&p, "s", "authorized");
+}
+
+#[test]
+fn an_unreachable_surface_is_error_and_the_others_go_on() {
+    let d = disk_dir();
+    let missing = d.path().join("does-not-exist");
+    let cfg = format!(
+        "{}  - name: fine\n    type: filesystem\n    path: {}\n",
+        fs_config("gone", &missing, ""),
+        serde_json::to_string(&d.path()).unwrap()
+    );
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &cfg, &[]);
+    assert_eq!(p.code, 1);
+    assert_all(&p, "gone", "error");
+    assert!(
+        p.finding("gone:file-name")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("surface unreachable")
+    );
+    assert_all(&p, "fine", "fail");
+    assert!(
+        !missing.exists(),
+        "nothing created in place of the missing path"
+    );
+}
+
+#[test]
+fn a_control_that_fails_turns_pass_into_error() {
+    if needs_root("ramfs work dir and another uid") {
+        return;
+    }
+    // The control lives in the work dir: on ramfs it cannot hold xattrs,
+    // while the surface (closed to B) gives nothing to recover. A PASS here
+    // would be unproven, so it must be ERROR.
+    let ram = Mount::new("ramfs", "mode=755");
+    let d = disk_dir();
+    let closed = d.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let ram_path = ram.path();
+    let p = probe(
+        work.path(),
+        &fs_config("closed", &closed, ""),
+        &[
+            "--run-b-as",
+            NOBODY,
+            "--work-dir",
+            ram_path.to_str().unwrap(),
+        ],
+    );
+    let f = p.finding("closed:xattr");
+    assert_eq!(f["verdict"], "error", "{f}");
+    assert_eq!(f["control"], "error");
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("detector failed its control"),
+        "{f}"
+    );
+    assert_eq!(p.verdict("closed:file-name"), "pass");
+    assert_eq!(p.code, 1);
+}
+
+/// A writer blocked opening a FIFO for writing: its open returns only when
+/// someone opens the FIFO for reading. Still blocked after the probe proves
+/// runwarden never opened it.
+struct FifoTripwire {
+    opened: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    path: std::path::PathBuf,
+}
+
+impl FifoTripwire {
+    fn new(path: &Path) -> FifoTripwire {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (o, p) = (opened.clone(), path.to_path_buf());
+        std::thread::spawn(move || {
+            let _f = std::fs::OpenOptions::new().write(true).open(&p);
+            o.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        FifoTripwire {
+            opened,
+            path: path.to_path_buf(),
+        }
+    }
+
+    fn was_opened(&self) -> bool {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        self.opened.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Releases the writer thread.
+    fn release(&self) {
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nonblock()
+            .open(&self.path);
+    }
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NONBLOCK)
+    }
+}
+
+#[test]
+fn a_hostile_directory_is_survived_and_left_untouched() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let d = disk_dir();
+    // The surface directory's own name is hostile too: it is printed in
+    // every detail.
+    let dir = d
+        .path()
+        .join("x\n::set-output name=a::b %0A::warning::y ##[error]z");
+    std::fs::create_dir(&dir).unwrap();
+    for name in [
+        &b"line\nbreak"[..],
+        b"::error file=a::forged",
+        b"##[warning]forged",
+        b"100%25 %0A::notice::x",
+        b"\xff\xfe invalid utf-8",
+        b"\x1b[31mred",
+        b"-rf",
+    ] {
+        std::fs::write(dir.join(OsStr::from_bytes(name)), b"foreign").unwrap();
+    }
+    let tripwire = FifoTripwire::new(&dir.join("fifo-with-a-blocked-writer"));
+    let _sock = std::os::unix::net::UnixListener::bind(dir.join("socket")).unwrap();
+    std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("to-dev-zero")).unwrap();
+    std::os::unix::fs::symlink("/", dir.join("to-root")).unwrap();
+    let locked = dir.join("unreadable-subdir");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::write(locked.join("secret"), "s").unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    std::fs::write(dir.join("unreadable-file"), "s").unwrap();
+    std::fs::set_permissions(
+        dir.join("unreadable-file"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    // A 1 TiB sparse file: reading it whole would never finish.
+    std::fs::File::create(dir.join("huge"))
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+    if is_root() {
+        let c = std::ffi::CString::new(dir.join("char-dev-null").as_os_str().as_bytes()).unwrap();
+        assert_eq!(
+            unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) },
+            0
+        );
+    }
+    let before = snapshot(&dir);
+
+    let work = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    // A second, unreachable surface whose hostile path is printed in its
+    // ERROR details.
+    let missing = d.path().join("gone\n::set-output name=a::b ##[error]z");
+    let cfg = format!(
+        "{}  - name: gone\n    type: filesystem\n    path: {}\n",
+        fs_config("hostile", &dir, ""),
+        serde_json::to_string(&missing.to_string_lossy()).unwrap()
+    );
+    let p = probe(work.path(), &cfg, &[]);
+    eprintln!("hostile probe took {:?}", started.elapsed());
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_all(&p, "hostile", "fail");
+    assert_all(&p, "gone", "error");
+    assert!(!tripwire.was_opened(), "runwarden opened a FIFO");
+    tripwire.release();
+    assert_eq!(snapshot(&dir), before);
+    assert!(leftovers(&dir).is_empty());
+
+    // Nothing printed can start a workflow command or forge one.
+    for line in p.stdout.lines().chain(p.stderr.lines()) {
+        assert!(
+            !line.trim_start().starts_with("::"),
+            "command line printed: {line}"
+        );
+        assert!(!line.contains("##["), "legacy command printed: {line}");
+    }
+    let rows = p
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL") || l.starts_with("ERROR"))
+        .count();
+    assert_eq!(
+        rows, 18,
+        "one line per finding, no line breaks injected:\n{}",
+        p.stdout
+    );
+    // The path is printed, escaped, where it is part of the detail.
+    let detail = p.finding("gone:file-name")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(detail.contains(r#"gone\n::set-output"#), "{detail}");
+    assert!(p.stdout.contains(r#"gone\n::set-output"#), "{}", p.stdout);
+    // The json format is just as safe.
+    let out = bin()
+        .args(["probe", "--format", "json", "--config"])
+        .arg(work.path().join("runwarden.yml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("##["));
+    assert!(text.lines().all(|l| !l.trim_start().starts_with("::")));
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_directory_of_100000_foreign_entries_gives_the_right_verdicts() {
+    let d = disk_dir();
+    let dir = d.path();
+    for i in 0..100_000u32 {
+        let name = format!("foreign-{i:06}");
+        if i % 10 == 0 {
+            std::fs::write(dir.join(&name), format!("payload {i}\n")).unwrap();
+        } else {
+            std::fs::File::create(dir.join(&name)).unwrap();
+        }
+    }
+    let work = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let p = probe(work.path(), &fs_config("busy", dir, ""), &[]);
+    eprintln!("100k-entry probe took {:?}", started.elapsed());
+    assert_all(&p, "busy", "fail");
+    let listed = p.finding("busy:file-name")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(leftovers(dir).is_empty());
+    assert_eq!(std::fs::read_dir(dir).unwrap().count(), 100_000, "{listed}");
+}
+
+mod cleanup {
+    //! Cleanup removes only what run A planted, checked first: these call
+    //! the surface directly on a real directory and change entries between
+    //! plant and cleanup the way a hostile neighbour could.
+    use runwarden::nonce::Nonce;
+    use runwarden::surface::{self, CleanupOutcome, PlantCtx, PlantOutcome, Surface};
+    use serde_json::Value;
+    use std::path::Path;
+
+    fn open(dir: &Path) -> Box<dyn Surface> {
+        let ty = surface::by_name("filesystem").unwrap();
+        let settings = serde_json::json!({ "path": dir, "content-reads": true });
+        ty.open(&settings).unwrap()
+    }
+
+    /// Plants one carrier; returns the journalled entry.
+    fn plant(s: &dyn Surface, carrier: &str) -> Value {
+        let mut entries = Vec::new();
+        let outcome = s.plant(
+            &PlantCtx {
+                probe_id: "testprobe",
+            },
+            carrier,
+            &Nonce::generate().unwrap(),
+            &mut |e| entries.push(e),
+        );
+        assert!(
+            matches!(outcome, PlantOutcome::Planted { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(entries.len(), 1);
+        entries.pop().unwrap()
+    }
+
+    fn name(entry: &Value) -> String {
+        entry["name"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn removes_its_plant_once_and_is_idempotent() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        let e = plant(s.as_ref(), "file-content");
+        assert!(name(&e).starts_with(".runwarden-testprobe-"));
+        assert_eq!(s.cleanup(&e), CleanupOutcome::Removed);
+        assert_eq!(s.cleanup(&e), CleanupOutcome::Gone);
+        assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn leaves_a_replaced_file() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        let e = plant(s.as_ref(), "file-name");
+        let p = d.path().join(name(&e));
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, "someone else's now").unwrap();
+        assert!(
+            matches!(s.cleanup(&e), CleanupOutcome::Left { reason } if reason.contains("replaced"))
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "someone else's now");
+    }
+
+    #[test]
+    fn never_follows_a_symlink_swapped_in() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let s = open(d.path());
+        let e = plant(s.as_ref(), "mtime");
+        let p = d.path().join(name(&e));
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        assert!(matches!(s.cleanup(&e), CleanupOutcome::Left { .. }));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(
+            std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn leaves_a_planted_directory_someone_filled() {
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        let e = plant(s.as_ref(), "directory-name");
+        let inner = d.path().join(name(&e)).join("theirs");
+        std::fs::write(&inner, "x").unwrap();
+        assert!(
+            matches!(s.cleanup(&e), CleanupOutcome::Left { reason } if reason.contains("no longer empty"))
+        );
+        assert_eq!(std::fs::read_to_string(&inner).unwrap(), "x");
+    }
+
+    #[test]
+    fn leaves_everything_when_the_surface_path_names_another_directory() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("shared");
+        std::fs::create_dir(&dir).unwrap();
+        let s = open(&dir);
+        let e = plant(s.as_ref(), "file-name");
+        // Move the planted directory away and put a new one, holding an
+        // entry of the same name, in its place.
+        std::fs::rename(&dir, parent.path().join("moved")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(name(&e)), "new").unwrap();
+        assert!(
+            matches!(s.cleanup(&e), CleanupOutcome::Left { reason } if reason.contains("another directory"))
+        );
+        assert_eq!(std::fs::read_to_string(dir.join(name(&e))).unwrap(), "new");
+    }
+
+    #[test]
+    fn never_overwrites_an_existing_name() {
+        // Plant names are fresh per probe id and nonce; even so, creation
+        // is O_EXCL: a name that exists is a failed plant, never a write.
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        let existing = d.path().join(".runwarden-testprobe-file-content");
+        std::fs::write(&existing, "theirs").unwrap();
+        let mut entries = Vec::new();
+        let outcome = s.plant(
+            &PlantCtx {
+                probe_id: "testprobe",
+            },
+            "file-content",
+            &Nonce::generate().unwrap(),
+            &mut |e| entries.push(e),
+        );
+        assert!(
+            matches!(outcome, PlantOutcome::Failed { ref reason } if reason.contains("EEXIST")),
+            "{outcome:?}"
+        );
+        assert!(entries.is_empty());
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "theirs");
+    }
+}

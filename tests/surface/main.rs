@@ -1,0 +1,4 @@
+//! Surface tests, one file per surface type (mirrors src/surface/).
+#[path = "../common/mod.rs"]
+mod common;
+mod filesystem;
