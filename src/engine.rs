@@ -520,12 +520,17 @@ fn run_child(
     }
     // Reap the child without waiting forever (a process stuck in the
     // kernel on a dead network mount cannot even be killed).
+    // A child that has just closed stdout is usually a moment from exiting:
+    // poll with a backoff from 0.5 ms, so a probe does not sleep for
+    // nothing at every phase.
     let reap_deadline = Instant::now() + Duration::from_secs(10);
+    let mut pause = Duration::from_micros(500);
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) if Instant::now() < reap_deadline => {
-                std::thread::sleep(Duration::from_millis(20))
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
             }
             _ => {
                 let _ = child.kill();
