@@ -499,9 +499,7 @@ fn run_child(
                     res.recovered.insert((target, carrier), outcome);
                 }
                 Ok(Event::Done) => done = true,
-                Err(e) => {
-                    killed.get_or_insert(format!("run {role} sent a malformed event: {e}"));
-                }
+                Err(e) => killed = Some(format!("run {role} sent a malformed event: {e}")),
             },
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -512,17 +510,18 @@ fn run_child(
             } else if Instant::now() >= deadline {
                 killed = Some(format!("run {role} timed out after {}s", timeout.as_secs()));
             }
-            if killed.is_some() {
-                let _ = child.kill();
-                break;
-            }
+        }
+        // Whatever stopped trusting the run stops the run.
+        if killed.is_some() {
+            let _ = child.kill();
+            break;
         }
     }
     // Reap the child without waiting forever (a process stuck in the
-    // kernel on a dead network mount cannot even be killed).
-    // A child that has just closed stdout is usually a moment from exiting:
-    // poll with a backoff from 0.5 ms, so a probe does not sleep for
-    // nothing at every phase.
+    // kernel on a dead network mount cannot even be killed). A child that
+    // has just closed stdout is usually a moment from exiting: poll with a
+    // backoff from 0.5 ms, so a probe does not sleep for nothing at every
+    // phase.
     let reap_deadline = Instant::now() + Duration::from_secs(10);
     let mut pause = Duration::from_micros(500);
     let status = loop {

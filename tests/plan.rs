@@ -205,3 +205,27 @@ fn missing_config_file_is_exit_2() {
         String::from_utf8_lossy(&out.stderr).contains("cannot read config /nonexistent/rw.yml")
     );
 }
+
+#[test]
+fn the_shipped_example_validates_on_a_runner() {
+    // Simulates a runner: RUNNER_* set (they are stripped by default).
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/example.yml");
+    let out = bin()
+        .args(["check-config", fixture])
+        .env("RUNNER_TEMP", "/home/runner/_work/_temp")
+        .env("RUNNER_TOOL_CACHE", "/opt/hostedtoolcache")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("is valid: 2 surfaces, 18 channels, 2 declared"),
+        "{err}"
+    );
+    // Off a runner the variables are unset: an error, never a probe of `/..`.
+    let out = bin().args(["check-config", fixture]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "example.yml:7:11: `path`: environment variable RUNNER_TEMP is not set or empty"
+    ));
+}
