@@ -86,6 +86,19 @@ struct Inst {
     opened: Option<Box<dyn Surface>>,
 }
 
+impl Inst {
+    /// This instance as a run's target, with nothing yet to plant or recover.
+    fn target(&self, id: usize) -> Target {
+        Target {
+            id,
+            type_name: self.type_name.into(),
+            settings: self.settings.clone(),
+            plant: vec![],
+            recover: vec![],
+        }
+    }
+}
+
 /// Per (surface, carrier) while the probe runs.
 struct Slot {
     surface: usize,
@@ -230,9 +243,6 @@ fn probe_in(
         .iter()
         .enumerate()
         .map(|(id, inst)| Target {
-            id,
-            type_name: inst.type_name.into(),
-            settings: inst.settings.clone(),
             plant: slots
                 .iter()
                 .filter(|s| s.surface == inst.surface && active(s))
@@ -247,7 +257,7 @@ fn probe_in(
                     )
                 })
                 .collect(),
-            recover: vec![],
+            ..inst.target(id)
         })
         .collect();
     let run_a = Run {
@@ -258,16 +268,7 @@ fn probe_in(
     };
     let a = run_child(&run_a, exe, probe_id, targets_a, opts.phase_timeout);
     for s in slots.iter_mut() {
-        for (id, inst) in insts.iter().enumerate() {
-            if inst.surface == s.surface {
-                let outcome = a.planted.get(&(id, s.carrier.to_string())).cloned();
-                if inst.control {
-                    s.evidence.control_plant = outcome
-                } else {
-                    s.evidence.plant = outcome
-                }
-            }
-        }
+        (s.evidence.plant, s.evidence.control_plant) = outcomes(&a.planted, &insts, s);
     }
 
     // Recover: run B, only if A finished and nobody asked us to stop.
@@ -280,10 +281,6 @@ fn probe_in(
             .iter()
             .enumerate()
             .map(|(id, inst)| Target {
-                id,
-                type_name: inst.type_name.into(),
-                settings: inst.settings.clone(),
-                plant: vec![],
                 recover: slots
                     .iter()
                     .filter(|s| s.surface == inst.surface)
@@ -302,6 +299,7 @@ fn probe_in(
                         }
                     })
                     .collect(),
+                ..inst.target(id)
             })
             .collect();
         let run_b = Run {
@@ -313,16 +311,7 @@ fn probe_in(
         b = run_child(&run_b, exe, probe_id, targets_b, opts.phase_timeout);
     }
     for s in slots.iter_mut() {
-        for (id, inst) in insts.iter().enumerate() {
-            if inst.surface == s.surface {
-                let outcome = b.recovered.get(&(id, s.carrier.to_string())).cloned();
-                if inst.control {
-                    s.evidence.control_recover = outcome
-                } else {
-                    s.evidence.recover = outcome
-                }
-            }
-        }
+        (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &insts, s);
     }
 
     // Verdicts. A run that died or was stopped explains every step it
@@ -398,6 +387,28 @@ fn probe_in(
         }
     }
     Ok((findings, cleanup))
+}
+
+/// A slot's outcomes from one run's report: (configured surface, control).
+fn outcomes<T: Clone>(
+    reported: &HashMap<(usize, String), T>,
+    insts: &[Inst],
+    slot: &Slot,
+) -> (Option<T>, Option<T>) {
+    let mut pair = (None, None);
+    for (id, inst) in insts
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.surface == slot.surface)
+    {
+        let outcome = reported.get(&(id, slot.carrier.to_string())).cloned();
+        if inst.control {
+            pair.1 = outcome
+        } else {
+            pair.0 = outcome
+        }
+    }
+    pair
 }
 
 /// Who a child run is: its role, its own directory (HOME, cwd, TMPDIR

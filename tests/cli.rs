@@ -21,35 +21,19 @@ fn version_and_bad_arguments() {
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("runwarden {}", env!("CARGO_PKG_VERSION"))
     );
-    assert_eq!(
-        bin()
-            .arg("probe")
-            .arg("--frobnicate")
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        Some(2)
-    );
-    assert_eq!(
-        bin()
-            .args(["probe", "--format", "xml"])
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        Some(2)
-    );
-    assert_eq!(
-        bin()
-            .args(["probe", "--run-b-as", "nobody"])
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        Some(2)
-    );
-    assert_eq!(bin().output().unwrap().status.code(), Some(2));
+    for args in [
+        &["probe", "--frobnicate"][..],
+        &["probe", "--format", "xml"],
+        &["probe", "--run-b-as", "nobody"],
+        &["probe", "--timeout", "0"],
+        &[],
+    ] {
+        assert_eq!(
+            bin().args(args).output().unwrap().status.code(),
+            Some(2),
+            "{args:?}"
+        );
+    }
 }
 
 #[test]

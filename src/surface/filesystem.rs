@@ -265,8 +265,148 @@ impl Instance {
         created(serde_json::to_value(entry).expect("entry serializes"));
         Ok(st)
     }
+}
 
-    fn plant_inner(
+/// What recovery looks for, per wanted carrier.
+enum Needle {
+    Name(Finder<'static>),
+    Content(Finder<'static>),
+    LinkTarget(Finder<'static>),
+    XattrValue(Finder<'static>),
+    XattrName(Finder<'static>),
+    Mtime(i64, i64),
+    Size(u64),
+    Invalid(String),
+}
+
+fn needle_of(w: &Wanted) -> Needle {
+    let text = || {
+        w.needle
+            .get("text")
+            .and_then(Value::as_str)
+            .map(|s| Finder::new(s.as_bytes()).into_owned())
+    };
+    let n = match w.carrier.as_str() {
+        "file-name" | "directory-name" | "special-file-name" => text().map(Needle::Name),
+        "file-content" => text().map(Needle::Content),
+        "symlink-target" => text().map(Needle::LinkTarget),
+        "xattr" => text().map(Needle::XattrValue),
+        "xattr-name" => text().map(Needle::XattrName),
+        "mtime" => w
+            .needle
+            .get("mtime")
+            .and_then(|m| Some(Needle::Mtime(m.get(0)?.as_i64()?, m.get(1)?.as_i64()?))),
+        "file-size" => w
+            .needle
+            .get("size")
+            .and_then(Value::as_u64)
+            .map(Needle::Size),
+        _ => None,
+    };
+    n.unwrap_or_else(|| Needle::Invalid(format!("bad needle for carrier {}", w.carrier)))
+}
+
+/// Per wanted carrier: where it was found, or what got in the way.
+#[derive(Default)]
+struct Tally {
+    found: Option<String>,
+    denied: u64,
+    first_error: Option<String>,
+    errors: u64,
+}
+
+/// One recovery pass: what to look for and what was seen, carrier by
+/// carrier (the two vectors run in parallel with `wanted`).
+struct Scan {
+    needles: Vec<Needle>,
+    tallies: Vec<Tally>,
+}
+
+impl Scan {
+    fn new(wanted: &[Wanted]) -> Scan {
+        let needles: Vec<Needle> = wanted.iter().map(needle_of).collect();
+        let tallies = needles
+            .iter()
+            .map(|n| match n {
+                Needle::Invalid(m) => Tally {
+                    errors: 1,
+                    first_error: Some(m.clone()),
+                    ..Tally::default()
+                },
+                _ => Tally::default(),
+            })
+            .collect();
+        Scan { needles, tallies }
+    }
+
+    fn wants(&self, f: impl Fn(&Needle) -> bool) -> bool {
+        self.needles.iter().any(f)
+    }
+
+    /// Records a hit, with its detail, for every needle `seen` says is
+    /// present; the first hit of a carrier is the one reported.
+    fn hit(&mut self, seen: impl Fn(&Needle) -> bool, detail: impl Fn() -> String) {
+        for (n, t) in self.needles.iter().zip(self.tallies.iter_mut()) {
+            if t.found.is_none() && seen(n) {
+                t.found = Some(detail());
+            }
+        }
+    }
+
+    /// An error looking at one entry, charged to the carriers that needed
+    /// that look: a vanished entry is no error (the directory is shared and
+    /// busy), an access denial is the surface's own access control, anything
+    /// else leaves that carrier's scan incomplete.
+    fn trouble(
+        &mut self,
+        needed: impl Fn(&Needle) -> bool,
+        what: &str,
+        name: &OsStr,
+        e: &io::Error,
+    ) {
+        for (n, t) in self.needles.iter().zip(self.tallies.iter_mut()) {
+            if !needed(n) {
+                continue;
+            }
+            match e.raw_os_error() {
+                Some(libc::ENOENT) | Some(libc::ENODATA) => {}
+                Some(libc::EACCES | libc::EPERM) => t.denied += 1,
+                _ => {
+                    t.errors += 1;
+                    if t.first_error.is_none() {
+                        t.first_error =
+                            Some(format!("{what} {}: {e}", escape::bytes(name.as_bytes())));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn is_content(n: &Needle) -> bool {
+    matches!(n, Needle::Content(_))
+}
+
+fn is_link_target(n: &Needle) -> bool {
+    matches!(n, Needle::LinkTarget(_))
+}
+
+fn is_xattr(n: &Needle) -> bool {
+    matches!(n, Needle::XattrName(_) | Needle::XattrValue(_))
+}
+
+fn needs_stat(n: &Needle) -> bool {
+    matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_))
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        (carrier == "file-content" && !self.s.content_reads).then(|| {
+            "content-reads: false in the config: run B may not read file contents here".into()
+        })
+    }
+
+    fn plant(
         &self,
         ctx: &PlantCtx<'_>,
         carrier: &str,
@@ -452,139 +592,22 @@ impl Instance {
         })();
         result.unwrap_or_else(|o| o)
     }
-}
-
-/// What recovery looks for, per wanted carrier.
-enum Needle {
-    Name(Finder<'static>),
-    Content(Finder<'static>),
-    LinkTarget(Finder<'static>),
-    XattrValue(Finder<'static>),
-    XattrName(Finder<'static>),
-    Mtime(i64, i64),
-    Size(u64),
-    Invalid(String),
-}
-
-fn needle_of(w: &Wanted) -> Needle {
-    let text = || {
-        w.needle
-            .get("text")
-            .and_then(Value::as_str)
-            .map(|s| Finder::new(s.as_bytes()).into_owned())
-    };
-    let n = match w.carrier.as_str() {
-        "file-name" | "directory-name" | "special-file-name" => text().map(Needle::Name),
-        "file-content" => text().map(Needle::Content),
-        "symlink-target" => text().map(Needle::LinkTarget),
-        "xattr" => text().map(Needle::XattrValue),
-        "xattr-name" => text().map(Needle::XattrName),
-        "mtime" => w
-            .needle
-            .get("mtime")
-            .and_then(|m| Some(Needle::Mtime(m.get(0)?.as_i64()?, m.get(1)?.as_i64()?))),
-        "file-size" => w
-            .needle
-            .get("size")
-            .and_then(Value::as_u64)
-            .map(Needle::Size),
-        _ => None,
-    };
-    n.unwrap_or_else(|| Needle::Invalid(format!("bad needle for carrier {}", w.carrier)))
-}
-
-/// Per wanted carrier: where it was found, or what got in the way.
-#[derive(Default)]
-struct Tally {
-    found: Option<String>,
-    denied: u64,
-    first_error: Option<String>,
-    errors: u64,
-}
-
-impl Tally {
-    fn hit(&mut self, detail: impl FnOnce() -> String) {
-        if self.found.is_none() {
-            self.found = Some(detail());
-        }
-    }
-
-    /// An error looking at one entry: a vanished entry is no error (the
-    /// directory is shared and busy), an access denial is the surface's own
-    /// access control, anything else means this carrier's scan is incomplete.
-    fn trouble(&mut self, what: &str, name: &OsStr, e: &io::Error) {
-        match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENODATA) => {}
-            Some(libc::EACCES | libc::EPERM) => self.denied += 1,
-            _ => {
-                self.errors += 1;
-                if self.first_error.is_none() {
-                    self.first_error =
-                        Some(format!("{what} {}: {e}", escape::bytes(name.as_bytes())));
-                }
-            }
-        }
-    }
-}
-
-impl Surface for Instance {
-    fn unavailable(&self, carrier: &str) -> Option<String> {
-        (carrier == "file-content" && !self.s.content_reads).then(|| {
-            "content-reads: false in the config: run B may not read file contents here".into()
-        })
-    }
-
-    fn plant(
-        &self,
-        ctx: &PlantCtx<'_>,
-        carrier: &str,
-        nonce: &Nonce,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        self.plant_inner(ctx, carrier, nonce, created)
-    }
 
     fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome> {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
         let dir = match self.open_surface() {
             Ok(d) => d,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-                return all(RecoverOutcome::Denied {
-                    reason: format!("run B cannot open {}: {e}", self.path_text()),
-                });
-            }
-            Err(e) => {
-                return all(RecoverOutcome::Failed {
-                    reason: format!("surface unreachable: cannot open {}: {e}", self.path_text()),
-                });
-            }
+            Err(e) => return all(self.scan_error("open", &e)),
         };
         let iter = match sys::DirIter::new(&dir) {
             Ok(i) => i,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-                return all(RecoverOutcome::Denied {
-                    reason: format!("run B cannot list {}: {e}", self.path_text()),
-                });
-            }
-            Err(e) => {
-                return all(RecoverOutcome::Failed {
-                    reason: format!("cannot list {}: {e}", self.path_text()),
-                });
-            }
+            Err(e) => return all(self.scan_error("list", &e)),
         };
-        let needles: Vec<Needle> = wanted.iter().map(needle_of).collect();
-        let mut tallies: Vec<Tally> = wanted.iter().map(|_| Tally::default()).collect();
-        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-            if let Needle::Invalid(m) = n {
-                t.errors += 1;
-                t.first_error = Some(m.clone());
-            }
-        }
-        let any = |f: fn(&Needle) -> bool| needles.iter().any(f);
-        let want_stat =
-            any(|n| matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_)));
-        let want_link = any(|n| matches!(n, Needle::LinkTarget(_)));
-        let want_xattr = any(|n| matches!(n, Needle::XattrName(_) | Needle::XattrValue(_)));
+        let mut scan = Scan::new(wanted);
+        let want_stat = scan.wants(needs_stat);
+        let want_link = scan.wants(is_link_target);
+        let want_xattr = scan.wants(is_xattr);
+        let want_content = scan.wants(is_content);
         let mut window = vec![0u8; CONTENT_WINDOW];
         let mut listed: u64 = 0;
         let mut list_error: Option<io::Error> = None;
@@ -600,107 +623,72 @@ impl Surface for Instance {
             listed += 1;
             let nb = name.as_bytes();
             let shown = || escape::bytes(nb);
-            for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                if let Needle::Name(f) = n
-                    && f.find(nb).is_some()
-                {
-                    t.hit(|| {
-                        format!(
-                            "run B listed entry {} whose name carries the nonce",
-                            shown()
-                        )
-                    });
-                }
-            }
+            scan.hit(
+                |n| matches!(n, Needle::Name(f) if f.find(nb).is_some()),
+                || {
+                    format!(
+                        "run B listed entry {} whose name carries the nonce",
+                        shown()
+                    )
+                },
+            );
             let mut st: Option<Stat> = None;
             if want_stat || (want_link && dtype == libc::DT_UNKNOWN) {
                 match sys::lstat_at(&dir, &name) {
                     Ok(s) => st = Some(s),
                     Err(e) => {
-                        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                            if matches!(
-                                n,
-                                Needle::Mtime(..)
-                                    | Needle::Size(_)
-                                    | Needle::Content(_)
-                                    | Needle::LinkTarget(_)
-                            ) {
-                                t.trouble("lstat of", &name, &e);
-                            }
-                        }
+                        scan.trouble(
+                            |n| needs_stat(n) || is_link_target(n),
+                            "lstat of",
+                            &name,
+                            &e,
+                        );
                         continue;
                     }
                 }
             }
             let is_link = st.map(|s| s.is_symlink()).unwrap_or(dtype == libc::DT_LNK);
             if let Some(s) = st {
-                for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                    match n {
-                        Needle::Mtime(sec, nsec)
-                            if s.mtime_sec == *sec && s.mtime_nsec == *nsec =>
-                        {
-                            t.hit(|| {
-                                format!("run B saw the nonce-derived mtime on entry {}", shown())
-                            })
-                        }
-                        Needle::Size(size) if s.is_reg() && s.size == *size => t.hit(|| {
-                            format!("run B saw the nonce-derived size on entry {}", shown())
-                        }),
-                        _ => {}
-                    }
-                }
-                if s.is_reg() && s.size > 0 && any(|n| matches!(n, Needle::Content(_))) {
-                    self.scan_content(&dir, &name, &s, &needles, &mut tallies, &mut window);
+                scan.hit(
+                    |n| matches!(n, Needle::Mtime(sec, nsec) if s.mtime_sec == *sec && s.mtime_nsec == *nsec),
+                    || format!("run B saw the nonce-derived mtime on entry {}", shown()),
+                );
+                scan.hit(
+                    |n| matches!(n, Needle::Size(size) if s.is_reg() && s.size == *size),
+                    || format!("run B saw the nonce-derived size on entry {}", shown()),
+                );
+                if want_content && s.is_reg() && s.size > 0 {
+                    self.scan_content(&dir, &name, &s, &mut scan, &mut window);
                 }
             }
             if want_link && is_link {
                 match sys::readlink_at(&dir, &name) {
-                    Ok(target) => {
-                        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                            if let Needle::LinkTarget(f) = n
-                                && f.find(&target).is_some()
-                            {
-                                t.hit(|| {
-                                    format!(
-                                        "run B read symlink {} whose target carries the nonce",
-                                        shown()
-                                    )
-                                });
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                            if matches!(n, Needle::LinkTarget(_)) {
-                                t.trouble("readlink of", &name, &e);
-                            }
-                        }
-                    }
+                    Ok(target) => scan.hit(
+                        |n| matches!(n, Needle::LinkTarget(f) if f.find(&target).is_some()),
+                        || {
+                            format!(
+                                "run B read symlink {} whose target carries the nonce",
+                                shown()
+                            )
+                        },
+                    ),
+                    Err(e) => scan.trouble(is_link_target, "readlink of", &name, &e),
                 }
             }
             if want_xattr && !is_link {
-                self.scan_xattrs(&name, &needles, &mut tallies);
+                self.scan_xattrs(&name, &mut scan);
             }
         }
 
         let path = self.path_text();
-        needles
-            .iter()
-            .zip(tallies)
-            .map(|(_, t)| {
+        scan.tallies
+            .into_iter()
+            .map(|t| {
                 if let Some(d) = t.found {
                     return RecoverOutcome::Found { detail: d };
                 }
                 if let Some(e) = &list_error {
-                    return if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
-                        RecoverOutcome::Denied {
-                            reason: format!("run B cannot list {path}: {e}"),
-                        }
-                    } else {
-                        RecoverOutcome::Failed {
-                            reason: format!("listing {path} failed after {listed} entries: {e}"),
-                        }
-                    };
+                    return self.scan_error(&format!("list (after {listed} entries)"), e);
                 }
                 if let Some(e) = t.first_error {
                     return RecoverOutcome::Failed {
@@ -804,6 +792,24 @@ impl Surface for Instance {
 }
 
 impl Instance {
+    /// What a failure to open or list the surface itself means for every
+    /// carrier: the surface's access control keeping run B out is a
+    /// refusal; anything else leaves the scan undone.
+    fn scan_error(&self, verb: &str, e: &io::Error) -> RecoverOutcome {
+        let path = self.path_text();
+        match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => RecoverOutcome::Denied {
+                reason: format!("run B cannot {verb} {path}: {e}"),
+            },
+            Some(libc::ENOENT | libc::ENOTDIR) => RecoverOutcome::Failed {
+                reason: format!("surface unreachable: cannot {verb} {path}: {e}"),
+            },
+            _ => RecoverOutcome::Failed {
+                reason: format!("cannot {verb} {path}: {e}"),
+            },
+        }
+    }
+
     /// Reads the first window of one regular file and matches content
     /// needles. Opened no-follow and non-blocking, then re-checked with
     /// fstat, so an entry swapped for a FIFO or symlink since the lstat is
@@ -813,21 +819,12 @@ impl Instance {
         dir: &OwnedFd,
         name: &OsStr,
         st: &Stat,
-        needles: &[Needle],
-        tallies: &mut [Tally],
+        scan: &mut Scan,
         window: &mut [u8],
     ) {
-        let content = |t: &mut Tally, e: &io::Error| t.trouble("reading", name, e);
         let mut f = match sys::open_read_at(dir, name) {
             Ok(f) => f,
-            Err(e) => {
-                for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                    if matches!(n, Needle::Content(_)) {
-                        content(t, &e);
-                    }
-                }
-                return;
-            }
+            Err(e) => return scan.trouble(is_content, "opening", name, &e),
         };
         match sys::file_stat(&f) {
             Ok(now) if now.is_reg() && now.ino == st.ino && now.dev == st.dev => {}
@@ -839,93 +836,62 @@ impl Instance {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                        if matches!(n, Needle::Content(_)) {
-                            content(t, &e);
-                        }
-                    }
-                    return;
-                }
+                Err(e) => return scan.trouble(is_content, "reading", name, &e),
             }
         }
         let data = &window[..filled];
-        for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-            if let Needle::Content(f) = n
-                && f.find(data).is_some()
-            {
-                t.hit(|| {
-                    format!(
-                        "run B read the nonce in the content of {}",
-                        escape::bytes(name.as_bytes())
-                    )
-                });
-            }
-        }
+        scan.hit(
+            |n| matches!(n, Needle::Content(f) if f.find(data).is_some()),
+            || {
+                format!(
+                    "run B read the nonce in the content of {}",
+                    escape::bytes(name.as_bytes())
+                )
+            },
+        );
     }
 
     /// Lists (and where needed reads) the user.* xattrs of one entry. The
     /// l* calls the xattr crate uses never follow a symlink and never open
     /// the entry, so FIFOs and sockets are safe here.
-    fn scan_xattrs(&self, name: &OsStr, needles: &[Needle], tallies: &mut [Tally]) {
+    fn scan_xattrs(&self, name: &OsStr, scan: &mut Scan) {
         let path = self.s.path.join(name);
-        let is_xattr = |n: &Needle| matches!(n, Needle::XattrName(_) | Needle::XattrValue(_));
+        let shown = || escape::bytes(name.as_bytes());
         let keys = match xattr::list(&path) {
             Ok(k) => k,
             Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return,
-            Err(e) => {
-                for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                    if is_xattr(n) {
-                        t.trouble("listxattr of", name, &e);
-                    }
-                }
-                return;
-            }
+            Err(e) => return scan.trouble(is_xattr, "listxattr of", name, &e),
         };
-        let want_values = needles.iter().any(|n| matches!(n, Needle::XattrValue(_)));
+        let want_values = scan.wants(|n| matches!(n, Needle::XattrValue(_)));
         for key in keys {
             let kb = key.as_bytes();
             if !kb.starts_with(b"user.") {
                 continue;
             }
-            for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                if let Needle::XattrName(f) = n
-                    && f.find(kb).is_some()
-                {
-                    t.hit(|| {
-                        format!(
-                            "run B listed an xattr whose name carries the nonce on {}",
-                            escape::bytes(name.as_bytes())
-                        )
-                    });
-                }
-            }
+            scan.hit(
+                |n| matches!(n, Needle::XattrName(f) if f.find(kb).is_some()),
+                || {
+                    format!(
+                        "run B listed an xattr whose name carries the nonce on {}",
+                        shown()
+                    )
+                },
+            );
             if !want_values {
                 continue;
             }
             match xattr::get(&path, &key) {
-                Ok(Some(v)) => {
-                    for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                        if let Needle::XattrValue(f) = n
-                            && f.find(&v).is_some()
-                        {
-                            t.hit(|| {
-                                format!(
-                                    "run B read the nonce in an xattr of {}",
-                                    escape::bytes(name.as_bytes())
-                                )
-                            });
-                        }
-                    }
-                }
+                Ok(Some(v)) => scan.hit(
+                    |n| matches!(n, Needle::XattrValue(f) if f.find(&v).is_some()),
+                    || format!("run B read the nonce in an xattr of {}", shown()),
+                ),
                 Ok(None) => {}
-                Err(e) => {
-                    for (n, t) in needles.iter().zip(tallies.iter_mut()) {
-                        if matches!(n, Needle::XattrValue(_)) {
-                            t.trouble("getxattr of", name, &e);
-                        }
-                    }
-                }
+                Err(e) => scan.trouble(
+                    |n| matches!(n, Needle::XattrValue(_)),
+                    "getxattr of",
+                    name,
+                    &e,
+                ),
             }
         }
     }
