@@ -1,4 +1,5 @@
-//! The side of runs A and B: the internal `__run` subcommand.
+//! The side of runs A and B (and of cleanup, which runs as A): the
+//! internal `__run` subcommand.
 //!
 //! The engine re-executes the runwarden binary with an environment cut to
 //! PATH, HOME, TMPDIR and RUNWARDEN_RUN_ID, sends one [`Request`] on stdin
@@ -7,7 +8,7 @@
 //! so the engine can clean up even after A is killed.
 
 use crate::nonce::Nonce;
-use crate::surface::{self, PlantCtx, PlantOutcome, RecoverOutcome, Wanted};
+use crate::surface::{self, CleanupOutcome, PlantCtx, PlantOutcome, RecoverOutcome, Wanted};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -24,6 +25,10 @@ pub struct Target {
     /// For run B: the carriers to recover with what to look for.
     #[serde(default)]
     pub recover: Vec<Wanted>,
+    /// For the cleanup run: entries run A reported creating, to remove in
+    /// this order.
+    #[serde(default)]
+    pub cleanup: Vec<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,6 +53,12 @@ pub enum Event {
         target: usize,
         carrier: String,
         outcome: RecoverOutcome,
+    },
+    /// One entry of `Target::cleanup`, by its index there.
+    Cleaned {
+        target: usize,
+        index: usize,
+        outcome: CleanupOutcome,
     },
     Done,
 }
@@ -108,6 +119,16 @@ pub fn run() -> i32 {
                         outcome,
                     });
                 }
+                for index in 0..t.cleanup.len() {
+                    let outcome = CleanupOutcome::Left {
+                        reason: reason.clone(),
+                    };
+                    emit(&Event::Cleaned {
+                        target: t.id,
+                        index,
+                        outcome,
+                    });
+                }
                 continue;
             }
         };
@@ -133,6 +154,14 @@ pub fn run() -> i32 {
                     outcome,
                 });
             }
+        }
+        for (index, entry) in t.cleanup.iter().enumerate() {
+            let outcome = inst.cleanup(entry);
+            emit(&Event::Cleaned {
+                target: t.id,
+                index,
+                outcome,
+            });
         }
     }
     emit(&Event::Done);

@@ -4,9 +4,10 @@
 //! Runs A and B are separate child processes (the same binary, `__run`)
 //! with disjoint work and temp directories under one probe directory, an
 //! environment cut to PATH, HOME, TMPDIR and RUNWARDEN_RUN_ID, and no shell
-//! anywhere. A has exited before B starts. Every child phase has a timeout.
-//! Cleanup always runs, also after SIGINT/SIGTERM or a child that died; one
-//! broken surface never stops the others.
+//! anywhere. A has exited before B starts. Cleanup is a third child run with
+//! A's identity. Every child has a timeout, so no surface operation can hang
+//! the probe. Cleanup always runs, also after SIGINT/SIGTERM or a child that
+//! died; one broken surface never stops the others.
 
 use crate::child::{Event, Request, Target};
 use crate::nonce::{self, Nonce};
@@ -95,6 +96,7 @@ impl Inst {
             settings: self.settings.clone(),
             plant: vec![],
             recover: vec![],
+            cleanup: vec![],
         }
     }
 }
@@ -114,6 +116,7 @@ struct RunResult {
     created: Vec<(usize, Value)>,
     planted: HashMap<(usize, String), PlantOutcome>,
     recovered: HashMap<(usize, String), RecoverOutcome>,
+    cleaned: HashMap<(usize, usize), CleanupOutcome>,
     /// Set when the run did not finish normally.
     problem: Option<String>,
 }
@@ -265,6 +268,7 @@ fn probe_in(
         dir: &dir_a,
         id: &runs.a,
         as_user: None,
+        interruptible: true,
     };
     let a = run_child(&run_a, exe, probe_id, targets_a, opts.phase_timeout);
     for s in slots.iter_mut() {
@@ -307,6 +311,7 @@ fn probe_in(
             dir: &dir_b,
             id: &runs.b,
             as_user: opts.run_b_as,
+            interruptible: true,
         };
         b = run_child(&run_b, exe, probe_id, targets_b, opts.phase_timeout);
     }
@@ -359,31 +364,63 @@ fn probe_in(
         });
     }
 
-    // Cleanup: exactly what A reported creating, newest first.
-    let mut cleanup = Cleanup::default();
+    // Cleanup: exactly what A reported creating, newest first, removed by
+    // a third child run with A's identity and the same timeout (a surface
+    // that hangs must not hang the probe). A signal does not stop it.
+    let mut entries: Vec<Vec<Value>> = vec![Vec::new(); insts.len()];
     for (id, entry) in a.created.iter().rev() {
-        let inst = &insts[*id];
-        let outcome = match &inst.opened {
-            Some(s) => s.cleanup(entry),
-            None => CleanupOutcome::Left {
-                reason: "surface could not be reopened for cleanup".into(),
-            },
+        entries[*id].push(entry.clone());
+    }
+    let mut cleanup = Cleanup::default();
+    if entries.iter().any(|e| !e.is_empty()) {
+        let targets_c: Vec<Target> = insts
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| Target {
+                cleanup: entries[id].clone(),
+                ..inst.target(id)
+            })
+            .collect();
+        let run_c = Run {
+            role: "cleanup",
+            dir: &dir_a,
+            id: &runs.a,
+            as_user: None,
+            interruptible: false,
         };
-        match outcome {
-            // The control lives in the probe's own directory, removed whole
-            // below; only the user's surfaces count.
-            CleanupOutcome::Removed | CleanupOutcome::Gone if !inst.control => cleanup.removed += 1,
-            CleanupOutcome::Removed | CleanupOutcome::Gone => {}
-            CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
-                surface: plan.surfaces[inst.surface].name.clone(),
-                control: inst.control,
-                entry: inst
-                    .opened
-                    .as_ref()
-                    .map(|s| s.describe(entry))
-                    .unwrap_or_else(|| entry.to_string()),
-                reason,
-            }),
+        let c = run_child(&run_c, exe, probe_id, targets_c, opts.phase_timeout);
+        for (id, list) in entries.iter().enumerate() {
+            let inst = &insts[id];
+            for (index, entry) in list.iter().enumerate() {
+                let outcome =
+                    c.cleaned
+                        .get(&(id, index))
+                        .cloned()
+                        .unwrap_or_else(|| CleanupOutcome::Left {
+                            reason: c
+                                .problem
+                                .clone()
+                                .unwrap_or_else(|| "cleanup never reported this entry".into()),
+                        });
+                match outcome {
+                    // The control lives in the probe's own directory, removed
+                    // whole below; only the user's surfaces count.
+                    CleanupOutcome::Removed | CleanupOutcome::Gone if !inst.control => {
+                        cleanup.removed += 1
+                    }
+                    CleanupOutcome::Removed | CleanupOutcome::Gone => {}
+                    CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
+                        surface: plan.surfaces[inst.surface].name.clone(),
+                        control: inst.control,
+                        entry: inst
+                            .opened
+                            .as_ref()
+                            .map(|s| s.describe(entry))
+                            .unwrap_or_else(|| entry.to_string()),
+                        reason,
+                    }),
+                }
+            }
         }
     }
     Ok((findings, cleanup))
@@ -418,6 +455,9 @@ struct Run<'a> {
     dir: &'a Path,
     id: &'a str,
     as_user: Option<(u32, u32)>,
+    /// Whether SIGINT/SIGTERM stops it. Cleanup is not: it is what a
+    /// signal must still get, bounded by the timeout alone.
+    interruptible: bool,
 }
 
 /// Runs one child (A or B) to completion, a timeout or a signal, and
@@ -435,6 +475,7 @@ fn run_child(
         dir,
         id: run_id,
         as_user,
+        interruptible,
     } = *run;
     let mut res = RunResult::default();
     let mut cmd = Command::new(exe);
@@ -450,7 +491,11 @@ fn run_child(
         .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::inherit())
+        // Its own process group: a Ctrl-C at the terminal reaches only the
+        // orchestrator, which stops the run it chooses to stop and still
+        // cleans up.
+        .process_group(0);
     if let Some((uid, gid)) = as_user {
         // std drops supplementary groups too when root switches uid.
         cmd.uid(uid).gid(gid);
@@ -509,6 +554,13 @@ fn run_child(
                 }) => {
                     res.recovered.insert((target, carrier), outcome);
                 }
+                Ok(Event::Cleaned {
+                    target,
+                    index,
+                    outcome,
+                }) => {
+                    res.cleaned.insert((target, index), outcome);
+                }
                 Ok(Event::Done) => done = true,
                 Err(e) => killed = Some(format!("run {role} sent a malformed event: {e}")),
             },
@@ -516,7 +568,7 @@ fn run_child(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if killed.is_none() {
-            if let Some(sig) = signals::received() {
+            if let Some(sig) = signals::received().filter(|_| interruptible) {
                 killed = Some(format!("interrupted by {sig} during run {role}"));
             } else if Instant::now() >= deadline {
                 killed = Some(format!("run {role} timed out after {}s", timeout.as_secs()));
