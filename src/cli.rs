@@ -213,21 +213,8 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
         phase_timeout: Duration::from_secs(args.timeout),
     };
     let report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
-    if let Some((mut tmp, path)) = report_tmp {
-        let body = output::json::render(&report);
-        // The rename makes the write atomic for readers; no fsync: it costs
-        // a journal commit (~30 ms on ext4) and buys durability across a
-        // power cut, which a CI report does not need.
-        tmp.write_all(body.as_bytes())
-            .map_err(|e| Failure::Other(format!("cannot write report {}: {e}", path.display())))?;
-        tmp.persist(&path).map_err(|e| {
-            Failure::Other(format!(
-                "cannot write report {}: {}",
-                path.display(),
-                e.error
-            ))
-        })?;
-    }
+    // The results are printed first: a report that cannot be written at the
+    // end (a full disk) must not swallow them.
     let text = match args.format {
         Format::Table => output::table::render(&report),
         Format::Json => output::json::render(&report),
@@ -237,6 +224,17 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
         note(&format!(
             "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
         ));
+    }
+    if let Some((mut tmp, path)) = report_tmp {
+        let failed = |e: &dyn std::fmt::Display| {
+            Failure::Other(format!("cannot write report {}: {e}", path.display()))
+        };
+        // The rename makes the write atomic for readers; no fsync: it costs
+        // a journal commit (~30 ms on ext4) and buys durability across a
+        // power cut, which a CI report does not need.
+        tmp.write_all(output::json::render(&report).as_bytes())
+            .map_err(|e| failed(&e))?;
+        tmp.persist(&path).map_err(|e| failed(&e.error))?;
     }
     Ok(report.exit_code())
 }

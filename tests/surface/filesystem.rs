@@ -606,3 +606,30 @@ mod cleanup {
         assert_eq!(std::fs::read_to_string(&existing).unwrap(), "theirs");
     }
 }
+
+#[test]
+fn a_directory_private_to_each_run_is_pass_after_a_full_scan() {
+    // /proc/self/cwd resolves, in each run, to that run's own working
+    // directory: A plants in its own, B scans its own and finds nothing,
+    // the way per-run directories behave. Cleanup runs as A and finds A's.
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("per-run", Path::new("/proc/self/cwd"), ""),
+        &[],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_all(&p, "per-run", "pass");
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["control"], "recovered", "{f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("none carried the nonce"),
+            "{f}"
+        );
+    }
+    assert_eq!(p.report["cleanup"]["removed"], 9);
+    assert!(p.report["cleanup"]["left"].as_array().unwrap().is_empty());
+}
