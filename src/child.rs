@@ -132,19 +132,21 @@ pub fn run() -> i32 {
                 continue;
             }
         };
-        for (carrier, nonce) in &t.plant {
+        if !t.plant.is_empty() {
             let mut created = |entry: Value| {
                 emit(&Event::Created {
                     target: t.id,
                     entry,
                 })
             };
-            let outcome = inst.plant(&ctx, carrier, nonce, &mut created);
-            emit(&Event::Planted {
-                target: t.id,
-                carrier: carrier.clone(),
-                outcome,
-            });
+            let outcomes = inst.plant_all(&ctx, &t.plant, &mut created);
+            for ((carrier, _), outcome) in t.plant.iter().zip(outcomes) {
+                emit(&Event::Planted {
+                    target: t.id,
+                    carrier: carrier.clone(),
+                    outcome,
+                });
+            }
         }
         if !t.recover.is_empty() {
             for (w, outcome) in t.recover.iter().zip(inst.recover(&t.recover)) {
@@ -155,8 +157,7 @@ pub fn run() -> i32 {
                 });
             }
         }
-        for (index, entry) in t.cleanup.iter().enumerate() {
-            let outcome = inst.cleanup(entry);
+        for (index, outcome) in inst.cleanup_all(&t.cleanup).into_iter().enumerate() {
             emit(&Event::Cleaned {
                 target: t.id,
                 index,

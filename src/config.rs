@@ -296,6 +296,14 @@ impl<'a> Options<'a> {
         }
     }
 
+    /// An environment variable runwarden runs with (for defaults such as
+    /// `GITHUB_WORKSPACE`); unset and empty are the same.
+    pub fn env(&self, name: &str) -> Option<String> {
+        (self.env)(name)
+            .and_then(|v| v.into_string().ok())
+            .filter(|v| !v.is_empty())
+    }
+
     /// Where the surface entry starts: the place to name for a missing key.
     pub fn entry_pos(&self) -> Pos {
         self.entry

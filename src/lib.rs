@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod escape;
+pub mod git;
 pub mod nonce;
 pub mod output;
 pub mod plan;

@@ -8,6 +8,7 @@
 //! they never format output and never decide verdicts ([`crate::verdict`]).
 
 pub mod filesystem;
+pub mod git_remote;
 
 use crate::config::{ConfigError, Options};
 use crate::nonce::Nonce;
@@ -16,7 +17,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
-pub static REGISTRY: &[&dyn SurfaceType] = &[&filesystem::Filesystem];
+pub static REGISTRY: &[&dyn SurfaceType] = &[&filesystem::Filesystem, &git_remote::GitRemote];
 
 /// Finds a surface type by its config name.
 pub fn by_name(name: &str) -> Option<&'static dyn SurfaceType> {
@@ -163,12 +164,32 @@ pub trait Surface {
         nonce: &Nonce,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome;
+    /// Plants every carrier, each with its own nonce; one outcome per
+    /// carrier, in order. Surfaces where a write is a round trip (a push)
+    /// override this to write everything at once.
+    fn plant_all(
+        &self,
+        ctx: &PlantCtx<'_>,
+        carriers: &[(String, Nonce)],
+        created: &mut dyn FnMut(Value),
+    ) -> Vec<PlantOutcome> {
+        carriers
+            .iter()
+            .map(|(c, n)| self.plant(ctx, c, n, created))
+            .collect()
+    }
     /// Looks for every wanted needle in one streaming pass; returns one
     /// outcome per wanted carrier, in order.
     fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome>;
     /// Removes one entry `plant` reported through `created`, after checking
     /// it is still the one planted.
     fn cleanup(&self, entry: &Value) -> CleanupOutcome;
+    /// Cleans up every entry (newest first); one outcome per entry. The
+    /// journal is the surface's own: an entry may also retract an earlier
+    /// one that turned out not to exist.
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| self.cleanup(e)).collect()
+    }
     /// Names an entry for people (already escaped).
     fn describe(&self, entry: &Value) -> String;
 }

@@ -2,6 +2,8 @@
 //! clean environment, mount real filesystems, read reports.
 #![allow(dead_code)]
 
+pub mod githttp;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,3 +2,4 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod filesystem;
+mod git_remote;

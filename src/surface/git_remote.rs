@@ -1,0 +1,1094 @@
+//! `type: git-remote`: a git remote two runs can both reach. In CI that is
+//! the repository itself, reached with the token `actions/checkout` left.
+//!
+//! Runs A and B never touch the user's checkout: each works in an empty bare
+//! repository of its own, with the real `git` CLI ([`crate::git`]). Run A
+//! builds orphan objects with plumbing and creates every ref in one push,
+//! each leased on "must not exist yet", then deletes the transient ref in a
+//! second push. Run B lists refs once (`ls-remote`), fetches the refs it
+//! needs in one fetch, and tries one fetch of an unreachable commit by id.
+//! Cleanup deletes, in one push, only refs this probe created and only while
+//! they still point at what it pushed.
+//!
+//! The journal (entries passed to `created`) holds every ref before it is
+//! pushed, so cleanup knows it even if run A dies mid-push; a ref that turns
+//! out not to exist (refused, or deleted on purpose) is retracted by a later
+//! entry.
+
+use super::{
+    Carrier, CleanupOutcome, Persistence, PlantCtx, PlantOutcome, RecoverOutcome, Surface,
+    SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::git::{self, Git};
+use crate::nonce::Nonce;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Longest one git invocation may take (the run's own timeout bounds the
+/// whole run as well).
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The identity of every commit and tag run A makes, except where the
+/// carrier is the identity itself.
+const IDENT_NAME: &str = "runwarden";
+const IDENT_EMAIL: &str = "probe@runwarden.invalid";
+
+pub struct GitRemote;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "branch-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in a branch name (refs/heads/...), read back with ls-remote alone",
+    },
+    Carrier {
+        name: "tag-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in a lightweight tag name (refs/tags/...)",
+    },
+    Carrier {
+        name: "annotated-tag-message",
+        persistence: Persistence::Durable,
+        description: "the nonce in the message of an annotated tag",
+    },
+    Carrier {
+        name: "commit-message",
+        persistence: Persistence::Durable,
+        description: "the nonce in a commit message on a branch",
+    },
+    Carrier {
+        name: "author-name",
+        persistence: Persistence::Durable,
+        description: "the nonce as a commit's author name",
+    },
+    Carrier {
+        name: "author-email",
+        persistence: Persistence::Durable,
+        description: "the nonce in a commit's author email",
+    },
+    Carrier {
+        name: "file-content",
+        persistence: Persistence::Durable,
+        description: "the nonce in the content of a file in a commit",
+    },
+    Carrier {
+        name: "file-path",
+        persistence: Persistence::Durable,
+        description: "the nonce as a file path in a commit's tree",
+    },
+    Carrier {
+        name: "notes",
+        persistence: Persistence::Durable,
+        description: "the nonce in a git note (refs/notes/...), invisible in most UIs",
+    },
+    Carrier {
+        name: "custom-ref",
+        persistence: Persistence::Durable,
+        description: "the nonce in a ref outside heads and tags (refs/<x>/...), listed by ls-remote",
+    },
+    Carrier {
+        name: "deleted-ref",
+        persistence: Persistence::Transient,
+        description: "the nonce in a branch name created then deleted by run A (a visible-state check: expected to pass)",
+    },
+    Carrier {
+        name: "unreachable-object",
+        persistence: Persistence::UntilGc,
+        description: "the nonce in the commit of a deleted branch, fetched by run B by its id",
+    },
+];
+
+/// Settings after validation; also what runs A, B and cleanup receive.
+/// `url` and `credentials` are secrets: they are never printed.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Settings {
+    /// What git is given: a URL or an absolute path.
+    pub url: String,
+    /// `url` without userinfo, for people.
+    pub shown: String,
+    /// The checkout's `http.*` and `credential.*` settings.
+    pub credentials: Vec<(String, String)>,
+    /// Where credential helpers find their files (the operator's HOME).
+    pub credential_home: Option<String>,
+    /// Reached over ssh (needs an `ssh` client).
+    pub ssh: bool,
+    /// The probe's own control remote. Its transient ref is not deleted:
+    /// the control of a visible-state check is a ref that stays visible.
+    #[serde(default)]
+    pub control: bool,
+}
+
+/// `git@host:path` (scp-like ssh syntax): a colon before any slash, after
+/// more than one character (not a drive letter).
+fn is_scp(remote: &str) -> bool {
+    match remote.find(':') {
+        Some(i) => i > 1 && !remote[..i].contains('/'),
+        None => false,
+    }
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+impl SurfaceType for GitRemote {
+    fn name(&self) -> &'static str {
+        "git-remote"
+    }
+
+    fn description(&self) -> &'static str {
+        "a git remote both runs can reach (in CI: the repository, with the checkout's token)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["remote", "repo"]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((remote, pos)) = opts.string("remote")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a git-remote surface needs `remote:` (a remote name, a path or a URL)",
+            ));
+        };
+        let repo = match opts.string("repo")? {
+            Some((r, _)) => PathBuf::from(r),
+            None => opts
+                .env("GITHUB_WORKSPACE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(".")),
+        };
+        let repo =
+            std::path::absolute(&repo).map_err(|e| opts.error(pos, format!("`repo`: {e}")))?;
+        let mut credentials = vec![];
+        let url = if let Some((scheme, _)) = remote.split_once("://") {
+            if !["file", "http", "https", "ssh", "git"].contains(&scheme) {
+                return Err(opts.error(pos, format!("`remote`: unsupported URL scheme `{scheme}`")));
+            }
+            remote.clone()
+        } else if is_scp(&remote) {
+            remote.clone()
+        } else if remote.starts_with('/') || remote.starts_with('.') || remote.contains('/') {
+            std::path::absolute(&remote)
+                .map_err(|e| opts.error(pos, format!("`remote`: {e}")))?
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            // A remote name of the checkout at `repo`: its URL and its
+            // credential settings, as the job itself would use them.
+            let operator = Git::operator(Duration::from_secs(20));
+            let args: [&OsStr; 6] = [
+                "-C".as_ref(),
+                repo.as_os_str(),
+                "remote".as_ref(),
+                "get-url".as_ref(),
+                "--push".as_ref(),
+                remote.as_ref(),
+            ];
+            let (out, stdout) = operator.run(Path::new("/"), &args, &[], b"");
+            if !out.success {
+                return Err(opts.error(
+                    pos,
+                    format!(
+                        "`remote`: `{remote}` is not a remote of {}: {}",
+                        escape::bytes(repo.as_os_str().as_encoded_bytes()),
+                        out.reason()
+                    ),
+                ));
+            }
+            let url = String::from_utf8_lossy(&stdout).trim().to_string();
+            credentials = read_credentials(&operator, &repo);
+            // A relative local URL is relative to the checkout.
+            if !url.contains("://") && !is_scp(&url) && !url.starts_with('/') {
+                repo.join(&url).to_string_lossy().into_owned()
+            } else {
+                url
+            }
+        };
+        let ssh = url.starts_with("ssh://") || (is_scp(&url) && !url.contains("://"));
+        let settings = Settings {
+            shown: git::redact_userinfo(&url),
+            url,
+            credentials,
+            credential_home: opts.env("HOME"),
+            ssh,
+            control: false,
+        };
+        Ok(serde_json::to_value(settings).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, dir: &Path) -> Result<Value, String> {
+        let git = Git::new(vec![], None, GIT_TIMEOUT, "");
+        let args: [&OsStr; 4] = [
+            "init".as_ref(),
+            "--bare".as_ref(),
+            "-q".as_ref(),
+            dir.as_os_str(),
+        ];
+        let (out, _) = git.run(Path::new("/"), &args, &[], b"");
+        if !out.success {
+            return Err(format!(
+                "git init of the control remote failed: {}",
+                out.reason()
+            ));
+        }
+        let path = dir.to_string_lossy().into_owned();
+        let control = Settings {
+            url: path.clone(),
+            shown: path,
+            credentials: vec![],
+            credential_home: None,
+            ssh: false,
+            control: true,
+        };
+        Ok(serde_json::to_value(control).expect("settings serialize"))
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|e| format!("bad git-remote settings: {}", e.classify_name()))?;
+        let git = Git::new(
+            s.credentials.clone(),
+            s.credential_home.clone(),
+            GIT_TIMEOUT,
+            &s.url,
+        );
+        Ok(Box::new(Instance { s, git }))
+    }
+}
+
+/// A serde error's category only: its text could quote a setting, and
+/// settings hold credentials.
+trait ClassifyName {
+    fn classify_name(&self) -> &'static str;
+}
+
+impl ClassifyName for serde_json::Error {
+    fn classify_name(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "io",
+            serde_json::error::Category::Syntax => "syntax",
+            serde_json::error::Category::Data => "data",
+            serde_json::error::Category::Eof => "eof",
+        }
+    }
+}
+
+/// The checkout's `http.*` (extraheader, CA settings, proxies) and
+/// `credential.*` settings, with includes followed (actions/checkout v6 puts
+/// its token in a file pulled in with `includeIf`).
+fn read_credentials(operator: &Git, repo: &Path) -> Vec<(String, String)> {
+    let args: [&OsStr; 7] = [
+        "-C".as_ref(),
+        repo.as_os_str(),
+        "config".as_ref(),
+        "--includes".as_ref(),
+        "--null".as_ref(),
+        "--get-regexp".as_ref(),
+        r"^(http\..*|credential\..*)$".as_ref(),
+    ];
+    let (out, stdout) = operator.run(Path::new("/"), &args, &[], b"");
+    if !out.success {
+        return vec![];
+    }
+    // `--null`: "key\nvalue\0" per entry (our line reader put a '\n' after
+    // every line, so split on NUL and trim that).
+    stdout
+        .split(|b| *b == 0)
+        .filter_map(|e| {
+            let e = String::from_utf8_lossy(e);
+            let e = e.trim_start_matches('\n');
+            let (k, v) = e.split_once('\n')?;
+            Some((k.to_string(), v.trim_end_matches('\n').to_string()))
+        })
+        .collect()
+}
+
+struct Instance {
+    s: Settings,
+    git: Git,
+}
+
+/// One ref run A creates.
+struct Push {
+    carrier: usize,
+    refname: String,
+    sha: String,
+}
+
+/// What run A built: the refs to push, and per carrier its needle (or why
+/// it could not be built).
+struct Built {
+    pushes: Vec<Push>,
+    needles: Vec<Result<Value, PlantOutcome>>,
+}
+
+/// One ref a push changes, leased: `expect` `None` means the ref must not
+/// exist yet, `Some(sha)` that it must still point there. An empty `src`
+/// deletes.
+struct RefUpdate {
+    src: String,
+    dst: String,
+    expect: Option<String>,
+}
+
+/// A push's per-ref results from `--porcelain`: ref -> (flag, summary).
+fn porcelain(stdout: &[u8]) -> HashMap<String, (char, String)> {
+    let mut out = HashMap::new();
+    for line in String::from_utf8_lossy(stdout).lines() {
+        let mut parts = line.splitn(3, '\t');
+        let (Some(flag), Some(refs), summary) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let Some(flag) = flag.chars().next() else {
+            continue;
+        };
+        if let Some((_, dst)) = refs.rsplit_once(':') {
+            out.insert(dst.to_string(), (flag, summary.unwrap_or("").to_string()));
+        }
+    }
+    out
+}
+
+/// Whether git's words say the remote's own access control refused: an
+/// authentication or authorization failure, a hook, a protected branch, a
+/// ruleset. Anything else (no route, no such host, a 5xx) is not a refusal.
+fn is_refusal(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "returned error: 401",
+        "returned error: 403",
+        "authentication failed",
+        "could not read username",
+        "could not read password",
+        "permission denied",
+        "remote rejected",
+        "hook declined",
+        "protected branch",
+        "access denied",
+        "permission to",
+        "write access",
+        "read-only",
+    ]
+    .iter()
+    .any(|p| t.contains(p))
+}
+
+/// The arguments as the `OsStr` list [`Git`] takes.
+fn os(args: &[String]) -> Vec<&OsStr> {
+    args.iter().map(OsStr::new).collect()
+}
+
+/// A scratch bare repository in the run's TMPDIR, removed on drop.
+fn scratch() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix("runwarden-git-")
+        .tempdir()
+        .map_err(|e| format!("scratch repository: {e}"))
+}
+
+impl Instance {
+    fn init(&self, dir: &Path) -> Result<(), String> {
+        let (out, _) = self.git.run(
+            dir,
+            &os(&["init".into(), "--bare".into(), "-q".into(), ".".into()]),
+            &[],
+            b"",
+        );
+        if out.success {
+            Ok(())
+        } else {
+            Err(format!("git init failed: {}", out.reason()))
+        }
+    }
+
+    /// Runs a local plumbing command and returns its trimmed stdout.
+    fn plumb(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        input: &[u8],
+    ) -> Result<String, String> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let (out, stdout) = self.git.run(dir, &os(&args), envs, input);
+        if out.success {
+            Ok(String::from_utf8_lossy(&stdout).trim().to_string())
+        } else {
+            Err(format!("git {} failed: {}", args[0], out.reason()))
+        }
+    }
+
+    fn blob(&self, dir: &Path, content: &str) -> Result<String, String> {
+        self.plumb(
+            dir,
+            &["hash-object", "-w", "--stdin"],
+            &[],
+            content.as_bytes(),
+        )
+    }
+
+    /// A tree holding `files` (path, blob id).
+    fn tree(&self, dir: &Path, files: &[(&str, &str)]) -> Result<String, String> {
+        let input: String = files
+            .iter()
+            .map(|(p, b)| format!("100644 blob {b}\t{p}\n"))
+            .collect();
+        self.plumb(dir, &["mktree"], &[], input.as_bytes())
+    }
+
+    fn commit(
+        &self,
+        dir: &Path,
+        tree: &str,
+        message: &str,
+        ident: &[(&str, &str)],
+    ) -> Result<String, String> {
+        let mut envs = vec![
+            ("GIT_AUTHOR_NAME", IDENT_NAME),
+            ("GIT_AUTHOR_EMAIL", IDENT_EMAIL),
+            ("GIT_COMMITTER_NAME", IDENT_NAME),
+            ("GIT_COMMITTER_EMAIL", IDENT_EMAIL),
+        ];
+        envs.extend_from_slice(ident);
+        self.plumb(dir, &["commit-tree", tree, "-m", message], &envs, b"")
+    }
+
+    fn annotated_tag(
+        &self,
+        dir: &Path,
+        target: &str,
+        name: &str,
+        message: &str,
+    ) -> Result<String, String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let body = format!(
+            "object {target}\ntype commit\ntag {name}\ntagger {IDENT_NAME} <{IDENT_EMAIL}> {now} +0000\n\n{message}\n"
+        );
+        self.plumb(dir, &["mktag"], &[], body.as_bytes())
+    }
+
+    /// Builds every plant's objects in `dir`; returns the refs to push and
+    /// each carrier's needle (or why it could not be built).
+    fn build(
+        &self,
+        dir: &Path,
+        probe: &str,
+        carriers: &[(String, Nonce)],
+    ) -> Result<Built, String> {
+        let empty_tree = self.tree(dir, &[])?;
+        let plain = self.commit(dir, &empty_tree, &format!("runwarden probe {probe}"), &[])?;
+        let heads = format!("refs/heads/runwarden/{probe}");
+        let unreachable_nonce = carriers
+            .iter()
+            .find(|(c, _)| c == "unreachable-object")
+            .map(|(_, n)| n.hex());
+        // The deleted branch's commit carries the unreachable-object nonce
+        // (that carrier's only appearance); without it, an innocuous commit.
+        let doomed = match &unreachable_nonce {
+            Some(u) => self.commit(
+                dir,
+                &empty_tree,
+                &format!("runwarden probe {probe}\n\n{u}"),
+                &[],
+            )?,
+            None => plain.clone(),
+        };
+        let mut pushes = Vec::new();
+        let mut needles = Vec::new();
+        for (i, (carrier, nonce)) in carriers.iter().enumerate() {
+            let hex = nonce.hex();
+            let mut push = |refname: String, sha: String| {
+                pushes.push(Push {
+                    carrier: i,
+                    refname: refname.clone(),
+                    sha,
+                });
+                refname
+            };
+            let needle = match carrier.as_str() {
+                "branch-name" => {
+                    push(format!("{heads}/{hex}"), plain.clone());
+                    json!({ "text": hex })
+                }
+                "tag-name" => {
+                    push(format!("refs/tags/runwarden-{probe}-{hex}"), plain.clone());
+                    json!({ "text": hex })
+                }
+                "custom-ref" => {
+                    push(format!("refs/runwarden/{probe}/{hex}"), plain.clone());
+                    json!({ "text": hex })
+                }
+                "deleted-ref" => {
+                    push(format!("{heads}/deleted-{hex}"), doomed.clone());
+                    json!({ "text": hex })
+                }
+                "unreachable-object" => json!({ "text": hex, "sha": doomed }),
+                "annotated-tag-message" => {
+                    let name = format!("runwarden-{probe}-annotated");
+                    let tag = self.annotated_tag(dir, &plain, &name, &hex)?;
+                    let r = push(format!("refs/tags/{name}"), tag);
+                    json!({ "text": hex, "ref": r })
+                }
+                "commit-message" => {
+                    let c = self.commit(
+                        dir,
+                        &empty_tree,
+                        &format!("runwarden probe {probe}\n\n{hex}"),
+                        &[],
+                    )?;
+                    json!({ "text": hex, "ref": push(format!("{heads}/commit-message"), c) })
+                }
+                "author-name" => {
+                    let c = self.commit(
+                        dir,
+                        &empty_tree,
+                        &format!("runwarden probe {probe}"),
+                        &[("GIT_AUTHOR_NAME", &hex)],
+                    )?;
+                    json!({ "text": hex, "ref": push(format!("{heads}/author-name"), c) })
+                }
+                "author-email" => {
+                    let email = format!("{hex}@runwarden.invalid");
+                    let c = self.commit(
+                        dir,
+                        &empty_tree,
+                        &format!("runwarden probe {probe}"),
+                        &[("GIT_AUTHOR_EMAIL", &email)],
+                    )?;
+                    json!({ "text": hex, "ref": push(format!("{heads}/author-email"), c) })
+                }
+                "file-content" => {
+                    let b = self.blob(dir, &format!("{hex}\n"))?;
+                    let t = self.tree(dir, &[("notes.txt", &b)])?;
+                    let c = self.commit(dir, &t, &format!("runwarden probe {probe}"), &[])?;
+                    json!({ "text": hex, "ref": push(format!("{heads}/file-content"), c) })
+                }
+                "file-path" => {
+                    let b = self.blob(dir, "runwarden probe\n")?;
+                    let t = self.tree(dir, &[(&hex, &b)])?;
+                    let c = self.commit(dir, &t, &format!("runwarden probe {probe}"), &[])?;
+                    json!({ "text": hex, "ref": push(format!("{heads}/file-path"), c) })
+                }
+                "notes" => {
+                    // A notes tree names the annotated object by its id.
+                    let b = self.blob(dir, &format!("{hex}\n"))?;
+                    let t = self.tree(dir, &[(&plain, &b)])?;
+                    let c = self.commit(dir, &t, "Notes added by runwarden", &[])?;
+                    json!({ "text": hex, "ref": push(format!("refs/notes/runwarden-{probe}"), c) })
+                }
+                other => {
+                    needles.push(Err(PlantOutcome::Failed {
+                        reason: format!("unknown carrier {other}"),
+                    }));
+                    continue;
+                }
+            };
+            needles.push(Ok(needle));
+        }
+        Ok(Built { pushes, needles })
+    }
+
+    /// One push; returns per-ref results, or the whole push's failure.
+    fn push(
+        &self,
+        dir: &Path,
+        updates: &[RefUpdate],
+    ) -> Result<HashMap<String, (char, String)>, String> {
+        let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--no-verify".into()];
+        for u in updates {
+            args.push(format!(
+                "--force-with-lease={}:{}",
+                u.dst,
+                u.expect.as_deref().unwrap_or("")
+            ));
+        }
+        args.push(self.s.url.clone());
+        for u in updates {
+            args.push(format!("{}:{}", u.src, u.dst));
+        }
+        let (out, stdout) = self.git.run(dir, &os(&args), &[], b"");
+        let results = porcelain(&stdout);
+        if results.is_empty() && !out.success {
+            return Err(out.reason());
+        }
+        Ok(results)
+    }
+}
+
+/// A plant failure of the whole push, as the outcome it means.
+fn push_failure(shown: &str, reason: &str) -> PlantOutcome {
+    if is_refusal(reason) {
+        PlantOutcome::Refused {
+            reason: format!("the remote refused the push: {reason}"),
+        }
+    } else {
+        PlantOutcome::Failed {
+            reason: format!("remote unreachable: push to {shown} failed: {reason}"),
+        }
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        (self.s.ssh && !on_path("ssh"))
+            .then(|| "the remote is reached over ssh and no ssh client is on PATH".into())
+    }
+
+    fn plant(
+        &self,
+        ctx: &PlantCtx<'_>,
+        carrier: &str,
+        nonce: &Nonce,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_all(ctx, &[(carrier.to_string(), *nonce)], created)
+            .remove(0)
+    }
+
+    fn plant_all(
+        &self,
+        ctx: &PlantCtx<'_>,
+        carriers: &[(String, Nonce)],
+        created: &mut dyn FnMut(Value),
+    ) -> Vec<PlantOutcome> {
+        let all = |o: PlantOutcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
+        let work = match scratch() {
+            Ok(w) => w,
+            Err(e) => return all(PlantOutcome::Failed { reason: e }),
+        };
+        let dir = work.path();
+        if let Err(e) = self.init(dir) {
+            return all(PlantOutcome::Failed { reason: e });
+        }
+        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers) {
+            Ok(x) => x,
+            Err(e) => return all(PlantOutcome::Failed { reason: e }),
+        };
+        // Journal every ref before the push that creates it.
+        for p in &pushes {
+            created(json!({ "ref": p.refname, "sha": p.sha }));
+        }
+        let creates: Vec<RefUpdate> = pushes
+            .iter()
+            .map(|p| RefUpdate {
+                src: p.sha.clone(),
+                dst: p.refname.clone(),
+                expect: None,
+            })
+            .collect();
+        let results = self.push(dir, &creates);
+        // Per carrier: Ok(()) when its ref was created (or it has none).
+        let mut status: Vec<Result<(), PlantOutcome>> = carriers.iter().map(|_| Ok(())).collect();
+        for p in &pushes {
+            let outcome = match &results {
+                Err(reason) => Err(push_failure(&self.s.shown, reason)),
+                Ok(r) => match r.get(&p.refname) {
+                    Some(('*', _)) => Ok(()),
+                    Some((_, summary)) if is_refusal(summary) => Err(PlantOutcome::Refused {
+                        reason: format!(
+                            "the remote refused {}: {summary}",
+                            escape::bytes(p.refname.as_bytes())
+                        ),
+                    }),
+                    Some((_, summary)) => Err(PlantOutcome::Failed {
+                        reason: format!(
+                            "creating {} failed: {summary}",
+                            escape::bytes(p.refname.as_bytes())
+                        ),
+                    }),
+                    None => Err(PlantOutcome::Failed {
+                        reason: "the push reported nothing for this ref".into(),
+                    }),
+                },
+            };
+            if outcome.is_err() {
+                created(json!({ "retract": p.refname }));
+            }
+            status[p.carrier] = outcome;
+        }
+        // The transient ref: delete it again (second push), leased on the
+        // commit just pushed.
+        let deleted = carriers.iter().position(|(c, _)| c == "deleted-ref");
+        let mut transient_detail = String::new();
+        if self.s.control {
+            transient_detail = "kept visible on the control remote".into();
+        } else if let Some(d) = deleted
+            && status[d].is_ok()
+            && let Some(p) = pushes.iter().find(|p| p.carrier == d)
+        {
+            let delete = RefUpdate {
+                src: String::new(),
+                dst: p.refname.clone(),
+                expect: Some(p.sha.clone()),
+            };
+            match self.push(dir, &[delete]) {
+                Ok(r) if matches!(r.get(&p.refname), Some(('-', _))) => {
+                    created(json!({ "retract": p.refname }));
+                    transient_detail =
+                        "created, then deleted again: a visible-state check should not see it"
+                            .into();
+                }
+                Ok(r) => {
+                    transient_detail = format!(
+                        "created, but deleting it failed ({}): it is still visible",
+                        r.get(&p.refname)
+                            .map(|x| x.1.as_str())
+                            .unwrap_or("no report")
+                    )
+                }
+                Err(e) => {
+                    transient_detail =
+                        format!("created, but deleting it failed ({e}): it is still visible")
+                }
+            }
+        }
+        // unreachable-object rides on the deleted branch's push.
+        let unreachable = carriers.iter().position(|(c, _)| c == "unreachable-object");
+        if let (Some(u), Some(d)) = (unreachable, deleted) {
+            status[u] = status[d].clone();
+        } else if let Some(u) = unreachable {
+            status[u] = Err(PlantOutcome::Failed {
+                reason: "unreachable-object needs the deleted-ref carrier".into(),
+            });
+        }
+        carriers
+            .iter()
+            .zip(status.into_iter().zip(needles))
+            .map(|((carrier, _), (st, needle))| match (st, needle) {
+                (Err(o), _) | (Ok(()), Err(o)) => o,
+                (Ok(()), Ok(needle)) => {
+                    let detail = match carrier.as_str() {
+                        "deleted-ref" => transient_detail.clone(),
+                        "unreachable-object" => {
+                            "a commit reachable only from the deleted branch".into()
+                        }
+                        _ => format!("pushed to {}", self.s.shown),
+                    };
+                    PlantOutcome::Planted {
+                        needle,
+                        persistence: None,
+                        detail,
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome> {
+        let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
+        let work = match scratch() {
+            Ok(w) => w,
+            Err(e) => return all(RecoverOutcome::Failed { reason: e }),
+        };
+        let dir = work.path();
+        if let Err(e) = self.init(dir) {
+            return all(RecoverOutcome::Failed { reason: e });
+        }
+        let text = |w: &Wanted| {
+            w.needle
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let refname = |w: &Wanted| {
+            w.needle
+                .get("ref")
+                .and_then(Value::as_str)
+                .map(String::from)
+        };
+        let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
+
+        // 1. One ls-remote: ref names carry the name carriers; it also
+        // tells which agreed refs exist. Streamed: memory holds only those.
+        let names: Vec<(usize, String)> = wanted
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| {
+                matches!(
+                    w.carrier.as_str(),
+                    "branch-name" | "tag-name" | "custom-ref" | "deleted-ref"
+                )
+            })
+            .map(|(i, w)| (i, text(w)))
+            .collect();
+        let agreed: HashSet<String> = wanted.iter().filter_map(refname).collect();
+        let mut present: HashSet<String> = HashSet::new();
+        let mut listed: u64 = 0;
+        let ls = self.git.stream(
+            dir,
+            &os(&["ls-remote".into(), self.s.url.clone()]),
+            &[],
+            b"",
+            |line| {
+                listed += 1;
+                let Some(tab) = line.iter().position(|b| *b == b'\t') else {
+                    return;
+                };
+                let name = &line[tab + 1..];
+                for (i, t) in &names {
+                    if found[*i].is_none() && memchr::memmem::find(name, t.as_bytes()).is_some() {
+                        found[*i] = Some(format!(
+                            "run B listed ref {} whose name carries the nonce",
+                            escape::bytes(name)
+                        ));
+                    }
+                }
+                if let Ok(n) = std::str::from_utf8(name)
+                    && agreed.contains(n)
+                {
+                    present.insert(n.to_string());
+                }
+            },
+        );
+        if !ls.success {
+            let reason = ls.reason();
+            return all(if is_refusal(&reason) {
+                RecoverOutcome::Denied {
+                    reason: format!("the remote refused run B's ls-remote: {reason}"),
+                }
+            } else {
+                RecoverOutcome::Failed {
+                    reason: format!(
+                        "remote unreachable: ls-remote {} failed: {reason}",
+                        self.s.shown
+                    ),
+                }
+            });
+        }
+
+        // 2. One fetch of the agreed refs that exist.
+        let mut local: HashMap<String, String> = HashMap::new();
+        let mut fetch_error: Option<String> = None;
+        if !present.is_empty() {
+            let mut args: Vec<String> = vec![
+                "fetch".into(),
+                "--no-tags".into(),
+                "-q".into(),
+                self.s.url.clone(),
+            ];
+            for (i, r) in present.iter().enumerate() {
+                let dst = format!("refs/runwarden-b/{i}");
+                args.push(format!("+{r}:{dst}"));
+                local.insert(r.clone(), dst);
+            }
+            let (out, _) = self.git.run(dir, &os(&args), &[], b"");
+            if !out.success {
+                fetch_error = Some(out.reason());
+            }
+        }
+
+        // 3. Read each carrier's agreed object.
+        let mut errors: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
+        for (i, w) in wanted.iter().enumerate() {
+            if found[i].is_some() {
+                continue;
+            }
+            let t = text(w);
+            let probe = |content: &str| content.contains(&t);
+            let got: Result<Option<String>, String> = match w.carrier.as_str() {
+                "unreachable-object" => self.fetch_by_id(dir, w, &t),
+                c => match refname(w) {
+                    None => Ok(None),
+                    Some(r) if !present.contains(&r) => Ok(None),
+                    Some(_) if fetch_error.is_some() => {
+                        Err(fetch_error.clone().unwrap_or_default())
+                    }
+                    Some(r) => {
+                        let l = &local[&r];
+                        self.read_carrier(dir, c, l).map(|content| {
+                            probe(&content).then(|| {
+                                format!(
+                                    "run B fetched {} and read the nonce in its {}",
+                                    escape::bytes(r.as_bytes()),
+                                    c
+                                )
+                            })
+                        })
+                    }
+                },
+            };
+            match got {
+                Ok(hit) => found[i] = hit,
+                Err(e) => errors[i] = Some(e),
+            }
+        }
+
+        wanted
+            .iter()
+            .enumerate()
+            .map(|(i, _)| {
+                if let Some(d) = found[i].take() {
+                    RecoverOutcome::Found { detail: d }
+                } else if let Some(e) = errors[i].take() {
+                    if is_refusal(&e) {
+                        RecoverOutcome::Denied {
+                            reason: format!("the remote refused run B: {e}"),
+                        }
+                    } else {
+                        RecoverOutcome::Failed { reason: e }
+                    }
+                } else {
+                    RecoverOutcome::NotFound {
+                        detail: format!(
+                            "run B listed {listed} refs of {} and read what it could; no nonce",
+                            self.s.shown
+                        ),
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.cleanup_all(std::slice::from_ref(entry)).remove(0)
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        let retracted: HashSet<&str> = entries
+            .iter()
+            .filter_map(|e| e.get("retract").and_then(Value::as_str))
+            .collect();
+        let live: Vec<(usize, String, String)> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let r = e.get("ref")?.as_str()?;
+                let sha = e.get("sha")?.as_str()?;
+                (!retracted.contains(r)).then(|| (i, r.to_string(), sha.to_string()))
+            })
+            .collect();
+        let mut outcomes: Vec<CleanupOutcome> =
+            entries.iter().map(|_| CleanupOutcome::Gone).collect();
+        if live.is_empty() {
+            return outcomes;
+        }
+        let work = match scratch().and_then(|w| self.init(w.path()).map(|_| w)) {
+            Ok(w) => w,
+            Err(e) => {
+                for (i, _, _) in &live {
+                    outcomes[*i] = CleanupOutcome::Left { reason: e.clone() };
+                }
+                return outcomes;
+            }
+        };
+        // One push deleting every live ref, each leased on the commit this
+        // probe pushed: a ref someone moved since is left alone.
+        let deletes: Vec<RefUpdate> = live
+            .iter()
+            .map(|(_, r, sha)| RefUpdate {
+                src: String::new(),
+                dst: r.clone(),
+                expect: Some(sha.clone()),
+            })
+            .collect();
+        let results = self.push(work.path(), &deletes);
+        for (i, r, _) in &live {
+            outcomes[*i] = match &results {
+                Err(e) => CleanupOutcome::Left {
+                    reason: format!("the deleting push failed: {e}"),
+                },
+                Ok(res) => match res.get(r) {
+                    Some(('-', _)) => CleanupOutcome::Removed,
+                    Some((_, summary)) => CleanupOutcome::Left {
+                        reason: format!(
+                            "not deleted ({summary}): it no longer points at what runwarden pushed, or is gone"
+                        ),
+                    },
+                    None => CleanupOutcome::Left {
+                        reason: "the push reported nothing for this ref".into(),
+                    },
+                },
+            };
+        }
+        outcomes
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let r = entry
+            .get("ref")
+            .or_else(|| entry.get("retract"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        format!(
+            "{} on {}",
+            escape::bytes(r.as_bytes()),
+            escape::bytes(self.s.shown.as_bytes())
+        )
+    }
+}
+
+impl Instance {
+    /// The text a content carrier lives in, from the locally fetched ref.
+    fn read_carrier(&self, dir: &Path, carrier: &str, local: &str) -> Result<String, String> {
+        match carrier {
+            "commit-message" => self.plumb(dir, &["log", "-1", "--format=%B", local], &[], b""),
+            "author-name" => self.plumb(dir, &["log", "-1", "--format=%an", local], &[], b""),
+            "author-email" => self.plumb(dir, &["log", "-1", "--format=%ae", local], &[], b""),
+            "annotated-tag-message" => self.plumb(dir, &["cat-file", "-p", local], &[], b""),
+            "file-path" => self.plumb(dir, &["ls-tree", "-r", "--name-only", local], &[], b""),
+            // Every blob of the commit's tree (notes: the notes tree).
+            "file-content" | "notes" => {
+                let listing = self.plumb(dir, &["ls-tree", "-r", local], &[], b"")?;
+                let blobs: String = listing
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().nth(2))
+                    .map(|b| format!("{b}\n"))
+                    .collect();
+                self.plumb(dir, &["cat-file", "--batch"], &[], blobs.as_bytes())
+            }
+            other => Err(format!("no reader for carrier {other}")),
+        }
+    }
+
+    /// Fetches one commit by id (not advertised by any ref) and reads it.
+    fn fetch_by_id(&self, dir: &Path, w: &Wanted, text: &str) -> Result<Option<String>, String> {
+        let Some(sha) = w.needle.get("sha").and_then(Value::as_str) else {
+            return Err("no object id to fetch".into());
+        };
+        let args: Vec<String> = vec![
+            "fetch".into(),
+            "--no-tags".into(),
+            "-q".into(),
+            self.s.url.clone(),
+            sha.into(),
+        ];
+        let (out, _) = self.git.run(dir, &os(&args), &[], b"");
+        if !out.success {
+            let reason = out.reason();
+            // The server declining to serve an unadvertised object is its
+            // own policy: the channel is closed.
+            if reason.contains("not our ref")
+                || reason.contains("unadvertised object")
+                || is_refusal(&reason)
+            {
+                return Err(format!("access control: {reason}"));
+            }
+            return Err(reason);
+        }
+        let body = self.plumb(dir, &["cat-file", "-p", sha], &[], b"")?;
+        Ok(body.contains(text).then(|| {
+            format!(
+                "run B fetched commit {} by id (no ref points at it) and read the nonce",
+                &sha[..12.min(sha.len())]
+            )
+        }))
+    }
+}

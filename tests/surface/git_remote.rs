@@ -1,0 +1,453 @@
+//! `type: git-remote` against real git: a local bare repository (by path
+//! and file://), and `git http-backend` over smart HTTP with basic auth.
+
+use crate::common::githttp::{GitHttp, User, base64};
+use crate::common::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const WRITE_CARRIERS: [&str; 12] = [
+    "branch-name",
+    "tag-name",
+    "annotated-tag-message",
+    "commit-message",
+    "author-name",
+    "author-email",
+    "file-content",
+    "file-path",
+    "notes",
+    "custom-ref",
+    "deleted-ref",
+    "unreachable-object",
+];
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare repository `remote.git` under `root` holding a few foreign refs.
+fn bare_remote(root: &Path) -> PathBuf {
+    let remote = root.join("remote.git");
+    git(root, &["init", "-q", "--bare", "remote.git"]);
+    git(&remote, &["config", "http.receivepack", "true"]);
+    let seed = root.join("seed");
+    git(root, &["init", "-q", "seed"]);
+    git(
+        &seed,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "foreign",
+        ],
+    );
+    git(&seed, &["tag", "v1"]);
+    git(
+        &seed,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/main",
+            "v1",
+        ],
+    );
+    remote
+}
+
+fn refs(remote: &Path) -> String {
+    git(
+        remote,
+        &["for-each-ref", "--format=%(objectname) %(refname)"],
+    )
+}
+
+fn git_config(name: &str, remote: &str, extra: &str) -> String {
+    format!(
+        "version: 1\nsurfaces:\n  - name: {name}\n    type: git-remote\n    remote: {}\n{extra}",
+        serde_json::to_string(remote).unwrap()
+    )
+}
+
+/// Every carrier open except the transient one, which a visible-state
+/// check must not see.
+fn assert_open(p: &Probe, surface: &str) {
+    for c in WRITE_CARRIERS {
+        let expect = if c == "deleted-ref" { "pass" } else { "fail" };
+        let f = p.finding(&format!("{surface}:{c}"));
+        assert_eq!(f["verdict"], expect, "{c}: {f}\n{}", p.stderr);
+        assert_eq!(f["control"], "recovered", "{c}: {f}");
+    }
+    assert_eq!(
+        p.finding(&format!("{surface}:unreachable-object"))["persistence"],
+        "until-gc"
+    );
+    assert_eq!(
+        p.finding(&format!("{surface}:deleted-ref"))["persistence"],
+        "transient"
+    );
+    assert!(
+        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
+        "{}",
+        p.report["cleanup"]
+    );
+}
+
+#[test]
+fn a_local_bare_remote_by_path_and_by_file_url() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let work = tempfile::tempdir().unwrap();
+    for url in [
+        remote.to_string_lossy().into_owned(),
+        format!("file://{}", remote.display()),
+    ] {
+        let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+        assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+        assert_open(&p, "origin");
+        assert_eq!(
+            refs(&remote),
+            before,
+            "the remote's refs are exactly what they were"
+        );
+    }
+}
+
+fn server(root: &Path) -> GitHttp {
+    let mut users = HashMap::new();
+    users.insert(
+        "writer",
+        User {
+            password: "w-secret-4f1c9a",
+            can_push: true,
+        },
+    );
+    users.insert(
+        "reader",
+        User {
+            password: "r-secret-77d2e0",
+            can_push: false,
+        },
+    );
+    GitHttp::start(root, users)
+}
+
+fn assert_no_secret(p: &Probe, secrets: &[&str]) {
+    let report = p.report.to_string();
+    for s in secrets {
+        for (what, text) in [
+            ("stdout", &p.stdout),
+            ("stderr", &p.stderr),
+            ("report", &report),
+        ] {
+            assert!(!text.contains(s), "secret {s} in {what}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn smart_http_with_a_writer_counts_its_round_trips() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let srv = server(root.path());
+    let work = tempfile::tempdir().unwrap();
+    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
+    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_open(&p, "origin");
+    assert_eq!(refs(&remote), before);
+    assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
+    assert!(
+        p.stdout
+            .contains(&format!("http://***@127.0.0.1:{}/remote.git", srv.port)),
+        "{}",
+        p.stdout
+    );
+
+    // Round trips: one git command = one ref advertisement (GET info/refs)
+    // and its POSTs. A: push + deleting push; B: ls-remote, fetch,
+    // fetch-by-id; cleanup: one push.
+    let reqs = srv.requests();
+    let adverts = |service: &str| {
+        reqs.iter()
+            .filter(|(m, u, user)| {
+                m == "GET" && u.contains(&format!("service={service}")) && !user.is_empty()
+            })
+            .count()
+    };
+    let posts = reqs
+        .iter()
+        .filter(|(m, _, user)| m == "POST" && !user.is_empty())
+        .count();
+    eprintln!(
+        "requests: {} in all, {} authenticated POSTs",
+        reqs.len(),
+        posts
+    );
+    for r in &reqs {
+        eprintln!("  {} {} {}", r.0, r.1, r.2);
+    }
+    assert_eq!(
+        adverts("git-receive-pack"),
+        3,
+        "A: 2 pushes, cleanup: 1 push"
+    );
+    assert_eq!(
+        adverts("git-upload-pack"),
+        3,
+        "B: ls-remote, fetch, fetch by id"
+    );
+    // Credentials go with the first request (http.proactiveAuth): no 401
+    // challenge round trips.
+    assert!(
+        reqs.iter().all(|(_, _, user)| !user.is_empty()),
+        "unauthenticated requests: {reqs:?}"
+    );
+    assert!(reqs.len() <= 14, "{} requests", reqs.len());
+}
+
+#[test]
+fn smart_http_with_a_read_only_user_is_pass_on_every_write_carrier() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let srv = server(root.path());
+    let work = tempfile::tempdir().unwrap();
+    let url = srv.url("reader", "r-secret-77d2e0", "remote.git");
+    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    for c in WRITE_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "pass", "{c}: {f}");
+        assert_eq!(f["control"], "recovered");
+        assert!(f["detail"].as_str().unwrap().contains("403"), "{f}");
+    }
+    assert_eq!(refs(&remote), before);
+    assert_no_secret(&p, &["r-secret-77d2e0", &base64(b"reader:r-secret-77d2e0")]);
+}
+
+#[test]
+fn a_server_that_is_down_is_error_not_pass() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("http://writer:pw@127.0.0.1:{port}/remote.git");
+    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    assert_eq!(p.code, 1);
+    for c in WRITE_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "error", "{c}: {f}");
+        assert!(
+            f["detail"].as_str().unwrap().contains("remote unreachable"),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn a_pre_receive_hook_that_refuses_is_pass() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    // Accepts only refs/heads/memory/*, like an operator's agent memory.
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/heads/memory/*) ;; *) echo \"denied: $ref\"; exit 1;; esac; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = refs(&remote);
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &git_config("origin", &remote.to_string_lossy(), ""),
+        &[],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    for c in WRITE_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "pass", "{c}: {f}");
+        assert!(
+            f["detail"].as_str().unwrap().contains("hook declined"),
+            "{f}"
+        );
+    }
+    assert_eq!(refs(&remote), before);
+}
+
+#[test]
+fn ten_thousand_foreign_refs_with_odd_names() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let sha = git(&remote, &["rev-parse", "refs/heads/main"])
+        .trim()
+        .to_string();
+    // Legal ref names only (no `:`, `[`, space): the odd ones git allows.
+    let odd = [
+        "%0A%3A%3Awarning",
+        "##%error]y",
+        "$(id)",
+        "'quote\"",
+        "ünïcödé",
+        "a%25b",
+        "-dash",
+        "x.y;&amp",
+    ];
+    let mut input = String::new();
+    for i in 0..10_000 {
+        let name = odd[i % odd.len()];
+        input += &format!("create refs/heads/foreign/{i}/{name} {sha}\n");
+    }
+    let mut child = Command::new("git")
+        .args(["update-ref", "--stdin"])
+        .current_dir(&remote)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let before = refs(&remote);
+    assert_eq!(before.lines().count(), 10_002);
+    let work = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let p = probe(
+        work.path(),
+        &git_config("origin", &remote.to_string_lossy(), ""),
+        &[],
+    );
+    eprintln!("probe of a 10,002-ref remote took {:?}", started.elapsed());
+    assert_open(&p, "origin");
+    assert_eq!(refs(&remote), before);
+    for line in p.stdout.lines().chain(p.stderr.lines()) {
+        assert!(
+            !line.trim_start().starts_with("::") && !line.contains("##["),
+            "{line}"
+        );
+    }
+}
+
+/// A checkout as actions/checkout leaves it: origin without userinfo, the
+/// token in an extraheader (v6: in a separate file pulled in by includeIf).
+fn checkout(root: &Path, srv: &GitHttp, include_if: bool) -> PathBuf {
+    let co = root.join(if include_if { "co-v6" } else { "co" });
+    git(root, &["init", "-q", co.to_str().unwrap()]);
+    let origin = format!("http://127.0.0.1:{}/remote.git", srv.port);
+    git(&co, &["remote", "add", "origin", &origin]);
+    let key = format!("http.http://127.0.0.1:{}/.extraheader", srv.port);
+    let value = format!("AUTHORIZATION: basic {}", base64(b"writer:w-secret-4f1c9a"));
+    if include_if {
+        let cred = root.join("git-credentials.config");
+        Command::new("git")
+            .args(["config", "--file", cred.to_str().unwrap(), &key, &value])
+            .status()
+            .unwrap();
+        let cond = format!("includeIf.gitdir:{}/.git.path", co.display());
+        git(&co, &["config", "--local", &cond, cred.to_str().unwrap()]);
+    } else {
+        git(&co, &["config", "--local", &key, &value]);
+    }
+    co
+}
+
+#[test]
+fn the_checkouts_extraheader_is_used_and_never_printed() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let srv = server(root.path());
+    for include_if in [false, true] {
+        let co = checkout(root.path(), &srv, include_if);
+        let work = tempfile::tempdir().unwrap();
+        let cfg = git_config(
+            "origin",
+            "origin",
+            &format!("    repo: {}\n", serde_json::to_string(&co).unwrap()),
+        );
+        let p = probe(work.path(), &cfg, &[]);
+        assert_eq!(
+            p.code, 1,
+            "includeIf={include_if}\n{}\n{}",
+            p.stdout, p.stderr
+        );
+        assert_open(&p, "origin");
+        assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
+        assert_eq!(refs(&remote), before);
+    }
+    // Every authenticated request came from the extraheader: the URL had
+    // no userinfo.
+    assert!(
+        srv.requests()
+            .iter()
+            .all(|(_, _, user)| user == "writer" || user.is_empty())
+    );
+}
+
+#[test]
+fn config_errors() {
+    let root = tempfile::tempdir().unwrap();
+    git(root.path(), &["init", "-q", "co"]);
+    let work = tempfile::tempdir().unwrap();
+    let cfg = git_config(
+        "origin",
+        "upstream",
+        &format!(
+            "    repo: {}\n",
+            serde_json::to_string(&root.path().join("co")).unwrap()
+        ),
+    );
+    let p = probe(work.path(), &cfg, &[]);
+    assert_eq!(p.code, 2);
+    assert!(
+        p.stderr
+            .contains("runwarden.yml:5:13: `remote`: `upstream` is not a remote of"),
+        "{}",
+        p.stderr
+    );
+    let p = probe(work.path(), &git_config("origin", "ftp://h/x", ""), &[]);
+    assert_eq!(p.code, 2);
+    assert!(
+        p.stderr.contains("unsupported URL scheme `ftp`"),
+        "{}",
+        p.stderr
+    );
+    let p = probe(
+        work.path(),
+        "version: 1\nsurfaces:\n  - name: o\n    type: git-remote\n",
+        &[],
+    );
+    assert!(
+        p.stderr
+            .contains("runwarden.yml:3:5: a git-remote surface needs `remote:`"),
+        "{}",
+        p.stderr
+    );
+}
