@@ -632,15 +632,61 @@ impl Instance {
     }
 }
 
-/// A plant failure of the whole push, as the outcome it means.
-fn push_failure(shown: &str, reason: &str) -> PlantOutcome {
-    if is_refusal(reason) {
-        PlantOutcome::Refused {
-            reason: format!("the remote refused the push: {reason}"),
-        }
-    } else {
-        PlantOutcome::Failed {
-            reason: format!("remote unreachable: push to {shown} failed: {reason}"),
+/// An authentication failure (as opposed to an authorization refusal):
+/// the remote did not accept who we are.
+fn is_auth_failure(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "returned error: 401",
+        "authentication failed",
+        "could not read username",
+        "could not read password",
+    ]
+    .iter()
+    .any(|p| t.contains(p))
+}
+
+impl Instance {
+    /// Whether a failure shows the remote's own access control refusing.
+    /// An authentication failure is not proof when a credential helper is
+    /// the only credential: the helper may work in the job and not in
+    /// runwarden's runs (no prompt, no desktop keyring), and a PASS there
+    /// could hide an open channel.
+    fn refused(&self, text: &str) -> bool {
+        is_refusal(text) && !(is_auth_failure(text) && self.helper_only())
+    }
+
+    fn helper_only(&self) -> bool {
+        let has = |f: &dyn Fn(&str) -> bool| {
+            self.s
+                .credentials
+                .iter()
+                .any(|(k, v)| f(k) && !v.is_empty())
+        };
+        has(&|k| k.starts_with("credential.") && k.ends_with("helper"))
+            && !has(&|k| k.ends_with("extraheader"))
+            && git::userinfo(&self.s.url).is_none()
+    }
+
+    /// A failure of the whole push, as the outcome it means.
+    fn push_failure(&self, reason: &str) -> PlantOutcome {
+        if self.refused(reason) {
+            PlantOutcome::Refused {
+                reason: format!("the remote refused the push: {reason}"),
+            }
+        } else if is_refusal(reason) {
+            PlantOutcome::Failed {
+                reason: format!(
+                    "authentication failed and the only credential is a credential helper, which may work in the job but not here: cannot tell whether the job could push ({reason})"
+                ),
+            }
+        } else {
+            PlantOutcome::Failed {
+                reason: format!(
+                    "remote unreachable: push to {} failed: {reason}",
+                    self.s.shown
+                ),
+            }
         }
     }
 }
@@ -698,10 +744,10 @@ impl Surface for Instance {
         let mut status: Vec<Result<(), PlantOutcome>> = carriers.iter().map(|_| Ok(())).collect();
         for p in &pushes {
             let outcome = match &results {
-                Err(reason) => Err(push_failure(&self.s.shown, reason)),
+                Err(reason) => Err(self.push_failure(reason)),
                 Ok(r) => match r.get(&p.refname) {
                     Some(('*', _)) => Ok(()),
-                    Some((_, summary)) if is_refusal(summary) => Err(PlantOutcome::Refused {
+                    Some((_, summary)) if self.refused(summary) => Err(PlantOutcome::Refused {
                         reason: format!(
                             "the remote refused {}: {summary}",
                             escape::bytes(p.refname.as_bytes())
@@ -860,16 +906,18 @@ impl Surface for Instance {
         );
         if !ls.success {
             let reason = ls.reason();
-            return all(if is_refusal(&reason) {
+            return all(if self.refused(&reason) {
                 RecoverOutcome::Denied {
                     reason: format!("the remote refused run B's ls-remote: {reason}"),
                 }
             } else {
+                let what = if is_refusal(&reason) {
+                    "authentication failed and the only credential is a credential helper, which may work in the job but not here"
+                } else {
+                    "remote unreachable"
+                };
                 RecoverOutcome::Failed {
-                    reason: format!(
-                        "remote unreachable: ls-remote {} failed: {reason}",
-                        self.s.shown
-                    ),
+                    reason: format!("{what}: ls-remote {} failed: {reason}", self.s.shown),
                 }
             });
         }
@@ -938,7 +986,7 @@ impl Surface for Instance {
                 if let Some(d) = found[i].take() {
                     RecoverOutcome::Found { detail: d }
                 } else if let Some(e) = errors[i].take() {
-                    if is_refusal(&e) {
+                    if self.refused(&e) {
                         RecoverOutcome::Denied {
                             reason: format!("the remote refused run B: {e}"),
                         }
@@ -1077,7 +1125,7 @@ impl Instance {
             // own policy: the channel is closed.
             if reason.contains("not our ref")
                 || reason.contains("unadvertised object")
-                || is_refusal(&reason)
+                || self.refused(&reason)
             {
                 return Err(format!("access control: {reason}"));
             }

@@ -451,3 +451,47 @@ fn config_errors() {
         p.stderr
     );
 }
+
+#[test]
+fn a_credential_helper_is_used_and_a_failing_one_is_error_not_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let remote = bare_remote(root);
+    let before = refs(&remote);
+    let srv = server(root);
+    for (password, expect) in [("w-secret-4f1c9a", "fail"), ("wrong-password", "error")] {
+        let co = root.join(format!("co-{password}"));
+        git(root, &["init", "-q", co.to_str().unwrap()]);
+        git(
+            &co,
+            &[
+                "remote",
+                "add",
+                "origin",
+                &format!("http://127.0.0.1:{}/remote.git", srv.port),
+            ],
+        );
+        // A helper the checkout configures, as a job's setup step might.
+        let helper = format!("!f() {{ echo username=writer; echo password={password}; }}; f");
+        git(&co, &["config", "--local", "credential.helper", &helper]);
+        let work = tempfile::tempdir().unwrap();
+        let cfg = git_config(
+            "origin",
+            "origin",
+            &format!("    repo: {}\n", serde_json::to_string(&co).unwrap()),
+        );
+        let p = probe(work.path(), &cfg, &[]);
+        assert_eq!(p.code, 1);
+        let f = p.finding("origin:branch-name");
+        // A helper that fails here may work in the job: never PASS.
+        assert_eq!(f["verdict"], expect, "{f}\n{}", p.stderr);
+        if expect == "error" {
+            assert!(
+                f["detail"].as_str().unwrap().contains("credential helper"),
+                "{f}"
+            );
+        }
+        assert_no_secret(&p, &["w-secret-4f1c9a"]);
+        assert_eq!(refs(&remote), before);
+    }
+}
