@@ -7,8 +7,9 @@
 //! A creates is reported (and flushed) before anything else happens to it,
 //! so the engine can clean up even after A is killed.
 
-use crate::nonce::Nonce;
-use crate::surface::{self, CleanupOutcome, PlantCtx, PlantOutcome, RecoverOutcome, Wanted};
+use crate::surface::{
+    self, CleanupOutcome, PlantCtx, PlantJob, PlantOutcome, RecoverOutcome, Wanted,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -21,7 +22,7 @@ pub struct Target {
     pub settings: Value,
     /// For run A: the carriers to plant with their nonces.
     #[serde(default)]
-    pub plant: Vec<(String, Nonce)>,
+    pub plant: Vec<PlantJob>,
     /// For run B: the carriers to recover with what to look for.
     #[serde(default)]
     pub recover: Vec<Wanted>,
@@ -46,12 +47,12 @@ pub enum Event {
     },
     Planted {
         target: usize,
-        carrier: String,
+        key: String,
         outcome: PlantOutcome,
     },
     Recovered {
         target: usize,
-        carrier: String,
+        key: String,
         outcome: RecoverOutcome,
     },
     /// One entry of `Target::cleanup`, by its index there.
@@ -99,13 +100,13 @@ pub fn run() -> i32 {
         let inst = match opened {
             Ok(i) => i,
             Err(reason) => {
-                for (carrier, _) in &t.plant {
+                for job in &t.plant {
                     let outcome = PlantOutcome::Failed {
                         reason: reason.clone(),
                     };
                     emit(&Event::Planted {
                         target: t.id,
-                        carrier: carrier.clone(),
+                        key: job.key.clone(),
                         outcome,
                     });
                 }
@@ -115,7 +116,7 @@ pub fn run() -> i32 {
                     };
                     emit(&Event::Recovered {
                         target: t.id,
-                        carrier: w.carrier.clone(),
+                        key: w.key.clone(),
                         outcome,
                     });
                 }
@@ -140,10 +141,10 @@ pub fn run() -> i32 {
                 })
             };
             let outcomes = inst.plant_all(&ctx, &t.plant, &mut created);
-            for ((carrier, _), outcome) in t.plant.iter().zip(outcomes) {
+            for (job, outcome) in t.plant.iter().zip(outcomes) {
                 emit(&Event::Planted {
                     target: t.id,
-                    carrier: carrier.clone(),
+                    key: job.key.clone(),
                     outcome,
                 });
             }
@@ -152,7 +153,7 @@ pub fn run() -> i32 {
             for (w, outcome) in t.recover.iter().zip(inst.recover(&t.recover)) {
                 emit(&Event::Recovered {
                     target: t.id,
-                    carrier: w.carrier.clone(),
+                    key: w.key.clone(),
                     outcome,
                 });
             }

@@ -11,10 +11,12 @@
 
 use crate::child::{Event, Request, Target};
 use crate::nonce::{self, Nonce};
-use crate::plan::Plan;
+use crate::plan::{Declaration, Plan};
 use crate::report::{self, Cleanup, Finding, Leftover, Report, Runs, Summary, Tool};
-use crate::surface::{self, CleanupOutcome, PlantOutcome, RecoverOutcome, Surface, Wanted};
-use crate::verdict::{self, Evidence};
+use crate::surface::{
+    self, CleanupOutcome, JobScope, PlantJob, PlantOutcome, RecoverOutcome, Surface, Wanted,
+};
+use crate::verdict::{self, Evidence, Verdict};
 use crate::{signals, sys, timefmt};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -101,10 +103,15 @@ impl Inst {
     }
 }
 
-/// Per (surface, carrier) while the probe runs.
+/// Per (surface, carrier) while the probe runs; a carrier declared with a
+/// scope has two slots, one planted inside the scope and one outside.
 struct Slot {
     surface: usize,
     carrier: &'static str,
+    /// Unique within the surface: the carrier, or `carrier@inside` /
+    /// `carrier@outside`.
+    key: String,
+    scope: Option<JobScope>,
     nonce: Nonce,
     control_nonce: Nonce,
     evidence: Evidence,
@@ -204,21 +211,45 @@ fn probe_in(
         for c in ty.carriers() {
             let channel = format!("{}:{}", sp.name, c.name);
             let skipped = real.as_ref().and_then(|r| r.unavailable(c.name));
-            slots.push(Slot {
-                surface: i,
-                carrier: c.name,
-                nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
-                control_nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
-                evidence: Evidence {
-                    skipped,
-                    broken: broken.clone(),
-                    plant: None,
-                    recover: None,
-                    control_plant: None,
-                    control_recover: None,
-                    declared: plan.is_declared(&channel),
-                },
-            });
+            // (key, scope, declared): inside a scope is declared, outside
+            // it is not, so an open outside is a FAIL.
+            let variants = match plan.declaration(&channel) {
+                None => vec![(c.name.to_string(), None, false)],
+                Some(Declaration { scope: None, .. }) => vec![(c.name.to_string(), None, true)],
+                Some(Declaration {
+                    scope: Some(sc), ..
+                }) => [true, false]
+                    .into_iter()
+                    .map(|inside| {
+                        let side = if inside { "inside" } else { "outside" };
+                        let js = JobScope {
+                            key: sc.key.clone(),
+                            value: sc.value.clone(),
+                            inside,
+                        };
+                        (format!("{}@{side}", c.name), Some(js), inside)
+                    })
+                    .collect(),
+            };
+            for (key, scope, declared) in variants {
+                slots.push(Slot {
+                    surface: i,
+                    carrier: c.name,
+                    key,
+                    scope,
+                    nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
+                    control_nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
+                    evidence: Evidence {
+                        skipped: skipped.clone(),
+                        broken: broken.clone(),
+                        plant: None,
+                        recover: None,
+                        control_plant: None,
+                        control_recover: None,
+                        declared,
+                    },
+                });
+            }
         }
         if broken.is_none() {
             let control_settings = control_settings.expect("checked above");
@@ -249,15 +280,15 @@ fn probe_in(
             plant: slots
                 .iter()
                 .filter(|s| s.surface == inst.surface && active(s))
-                .map(|s| {
-                    (
-                        s.carrier.to_string(),
-                        if inst.control {
-                            s.control_nonce
-                        } else {
-                            s.nonce
-                        },
-                    )
+                .map(|s| PlantJob {
+                    key: s.key.clone(),
+                    carrier: s.carrier.to_string(),
+                    nonce: if inst.control {
+                        s.control_nonce
+                    } else {
+                        s.nonce
+                    },
+                    scope: s.scope.clone(),
                 })
                 .collect(),
             ..inst.target(id)
@@ -296,6 +327,7 @@ fn probe_in(
                         };
                         match p {
                             Some(PlantOutcome::Planted { needle, .. }) => Some(Wanted {
+                                key: s.key.clone(),
                                 carrier: s.carrier.into(),
                                 needle: needle.clone(),
                             }),
@@ -344,6 +376,17 @@ fn probe_in(
             }) => *p,
             _ => carrier.persistence,
         };
+        // An open channel outside its declared scope: the scope does not
+        // hold (the verdict is the plain rule: recovered, not declared).
+        let detail = match &s.scope {
+            Some(sc) if !sc.inside && v == Verdict::Fail => {
+                format!(
+                    "outside the declared scope ({}: {}), so the scope does not hold: {detail}",
+                    sc.key, sc.value
+                )
+            }
+            _ => detail,
+        };
         let detail = match &ev.plant {
             Some(PlantOutcome::Planted { detail: how, .. }) if !how.is_empty() => {
                 format!("{detail} [planted: {how}]")
@@ -361,6 +404,15 @@ fn probe_in(
             control: verdict::control_state(ev),
             detail,
             location: sp.location.clone(),
+            scope: s.scope.as_ref().map(|sc| {
+                let side = if sc.inside { "inside" } else { "outside" };
+                [
+                    (sc.key.clone(), sc.value.clone()),
+                    ("side".into(), side.into()),
+                ]
+                .into_iter()
+                .collect()
+            }),
         });
     }
 
@@ -438,7 +490,7 @@ fn outcomes<T: Clone>(
         .enumerate()
         .filter(|(_, i)| i.surface == slot.surface)
     {
-        let outcome = reported.get(&(id, slot.carrier.to_string())).cloned();
+        let outcome = reported.get(&(id, slot.key.clone())).cloned();
         if inst.control {
             pair.1 = outcome
         } else {
@@ -542,17 +594,17 @@ fn run_child(
                 Ok(Event::Created { target, entry }) => res.created.push((target, entry)),
                 Ok(Event::Planted {
                     target,
-                    carrier,
+                    key,
                     outcome,
                 }) => {
-                    res.planted.insert((target, carrier), outcome);
+                    res.planted.insert((target, key), outcome);
                 }
                 Ok(Event::Recovered {
                     target,
-                    carrier,
+                    key,
                     outcome,
                 }) => {
-                    res.recovered.insert((target, carrier), outcome);
+                    res.recovered.insert((target, key), outcome);
                 }
                 Ok(Event::Cleaned {
                     target,

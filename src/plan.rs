@@ -48,13 +48,30 @@ pub struct SurfacePlan {
 pub struct Plan {
     pub source: ConfigSource,
     pub surfaces: Vec<SurfacePlan>,
-    /// Declared channel ids (`surface:carrier`) with where they were declared.
-    pub declared: BTreeMap<String, Pos>,
+    /// Declared channel ids (`surface:carrier`).
+    pub declared: BTreeMap<String, Declaration>,
+}
+
+/// One `declared` entry.
+#[derive(Debug, Clone)]
+pub struct Declaration {
+    pub pos: Pos,
+    /// Set when the declaration accepts the channel only within a scope.
+    pub scope: Option<Scope>,
+}
+
+/// A declaration's scope: one key the surface type defines, e.g.
+/// `refs: "refs/heads/memory/*"`. The channel is then planted twice, once
+/// inside the scope and once outside it, to learn whether the scope holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    pub key: String,
+    pub value: String,
 }
 
 impl Plan {
-    pub fn is_declared(&self, channel: &str) -> bool {
-        self.declared.contains_key(channel)
+    pub fn declaration(&self, channel: &str) -> Option<&Declaration> {
+        self.declared.get(channel)
     }
 }
 
@@ -200,30 +217,37 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
         });
     }
 
-    let mut declared = BTreeMap::new();
+    let mut declared: BTreeMap<String, Declaration> = BTreeMap::new();
     for d in raw.declared.map(|d| d.value).unwrap_or_default() {
         let pos = Pos::of(&d);
+        // A mapping may add one scope key its surface type knows (e.g.
+        // `refs:` for git-remote), checked once the channel is known.
+        let mut scope: Option<(String, String, Pos)> = None;
         let channel = match &d.value {
             Value::Str(s) => s.clone(),
             Value::Map(Mapping(m)) => {
                 let mut channel = None;
                 for (k, v) in m {
+                    let vpos = Pos::or(v, pos);
                     match (k.value.as_str(), &v.value) {
                         ("channel", Value::Str(s)) => channel = Some(s.clone()),
-                        ("channel", other) => {
-                            return Err(err(
-                                Pos::of(v),
-                                format!("`channel` must be a string, not {}", other.kind()),
-                            ));
-                        }
                         // Free text for people (and later SARIF
                         // suppressions); not interpreted.
                         ("reason", Value::Str(_)) => {}
-                        (other, _) => {
+                        ("channel" | "reason", other) => {
                             return Err(err(
-                                Pos::of(k),
+                                vpos,
+                                format!("`{}` must be a string, not {}", k.value, other.kind()),
+                            ));
+                        }
+                        (key, Value::Str(s)) if scope.is_none() => {
+                            scope = Some((key.to_string(), s.clone(), Pos::or(k, pos)))
+                        }
+                        (key, _) => {
+                            return Err(err(
+                                Pos::or(k, pos),
                                 format!(
-                                    "unknown key `{other}` in a declaration; known keys: channel, reason"
+                                    "unknown key `{key}` in a declaration; known keys: channel, reason, and one scope key of the surface type"
                                 ),
                             ));
                         }
@@ -269,17 +293,38 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
                 ),
             ));
         }
+        let scope = match scope {
+            None => None,
+            Some((key, value, kpos)) => {
+                if !st.scope_keys().contains(&key.as_str()) {
+                    let known: Vec<&str> = ["channel", "reason"]
+                        .into_iter()
+                        .chain(st.scope_keys().iter().copied())
+                        .collect();
+                    return Err(err(
+                        kpos,
+                        format!(
+                            "unknown key `{key}` in a declaration of a {} channel; known keys: {}",
+                            st.name(),
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                st.check_scope(carrier, &key, &value)
+                    .map_err(|m| err(kpos, format!("`{key}`: {m}")))?;
+                Some(Scope { key, value })
+            }
+        };
         if let Some(first) = declared.get(&channel) {
-            let first: &Pos = first;
             return Err(err(
                 pos,
                 format!(
                     "`{channel}` is declared twice (first at line {})",
-                    first.line
+                    first.pos.line
                 ),
             ));
         }
-        declared.insert(channel, pos);
+        declared.insert(channel, Declaration { pos, scope });
     }
 
     Ok(Plan {

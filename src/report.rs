@@ -86,6 +86,11 @@ pub struct Finding {
     pub detail: String,
     /// The surface's entry in the config; null for the embedded default.
     pub location: Option<Location>,
+    /// For a channel declared with a scope: the scope (`{"refs": "…"}`)
+    /// and which side of it this plant was on (`"side": "inside"` or
+    /// `"outside"`). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ fn finding(carrier: &str, verdict: Verdict, detail: &str) -> Finding {
         control: Control::Recovered,
         detail: detail.into(),
         location: None,
+        scope: None,
     }
 }
 

@@ -19,7 +19,18 @@ pub fn render(report: &Report) -> String {
     for f in findings {
         rows.push([
             f.verdict.as_str().to_uppercase(),
-            escape::line(&f.channel),
+            escape::line(&match &f.scope {
+                Some(sc) => {
+                    let side = sc.get("side").map(String::as_str).unwrap_or("?");
+                    let what: Vec<String> = sc
+                        .iter()
+                        .filter(|(k, _)| *k != "side")
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect();
+                    format!("{} [{side} {}]", f.channel, what.join(", "))
+                }
+                None => f.channel.clone(),
+            }),
             f.persistence.as_str().into(),
             escape::line(
                 &serde_json::to_value(f.control)

@@ -16,8 +16,8 @@
 //! entry.
 
 use super::{
-    Carrier, CleanupOutcome, Persistence, PlantCtx, PlantOutcome, RecoverOutcome, Surface,
-    SurfaceType, Wanted,
+    Carrier, CleanupOutcome, JobScope, Persistence, PlantCtx, PlantJob, PlantOutcome,
+    RecoverOutcome, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -155,6 +155,49 @@ impl SurfaceType for GitRemote {
 
     fn keys(&self) -> &'static [&'static str] {
         &["remote", "repo"]
+    }
+
+    fn scope_keys(&self) -> &'static [&'static str] {
+        &["refs"]
+    }
+
+    fn check_scope(&self, carrier: &str, _key: &str, pattern: &str) -> Result<(), String> {
+        if matches!(carrier, "deleted-ref" | "unreachable-object") {
+            return Err(format!(
+                "{carrier} cannot be scoped: it has no ref of its own to place"
+            ));
+        }
+        if !pattern.starts_with("refs/") || pattern.matches('*').count() != 1 {
+            return Err(format!(
+                "`{pattern}` must start with `refs/` and hold exactly one `*` (like `refs/heads/memory/*`)"
+            ));
+        }
+        let bad = |c: char| c.is_ascii_control() || " ~^:?[\\".contains(c);
+        if pattern.contains(bad) || pattern.contains("..") || pattern.contains("@{") {
+            return Err(format!("`{pattern}` is not a valid ref pattern"));
+        }
+        if let Some(ns) = namespace(carrier)
+            && !pattern.starts_with(ns)
+        {
+            return Err(format!("{carrier} lives under {ns}, so its scope must too"));
+        }
+        if carrier == "custom-ref"
+            && (pattern.starts_with("refs/heads/") || pattern.starts_with("refs/tags/"))
+        {
+            return Err(
+                "custom-ref is a ref outside heads and tags, so its scope must be too".into(),
+            );
+        }
+        // Outside the scope means runwarden's own default name: it must
+        // not fall inside the pattern.
+        let sample = "0".repeat(32);
+        let outside = ref_for(carrier, "000000000000", &sample, None).unwrap_or_default();
+        if glob_match(pattern, &outside) {
+            return Err(format!(
+                "`{pattern}` also covers runwarden's own refs (like {outside}): nothing would be planted outside it"
+            ));
+        }
+        Ok(())
     }
 
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
@@ -315,6 +358,64 @@ fn read_credentials(operator: &Git, repo: &Path) -> Vec<(String, String)> {
             Some((k.to_string(), v.trim_end_matches('\n').to_string()))
         })
         .collect()
+}
+
+/// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
+fn is_name_carrier(carrier: &str) -> bool {
+    matches!(
+        carrier,
+        "branch-name" | "tag-name" | "custom-ref" | "deleted-ref"
+    )
+}
+
+/// The ref a carrier is planted under (none for `unreachable-object`, which
+/// rides on the deleted branch). Every name carries the probe id. Inside a
+/// declared `refs:` scope, the pattern's `*` becomes
+/// `runwarden-<probe-id>-<nonce or carrier>`.
+fn ref_for(carrier: &str, probe: &str, hex: &str, scope: Option<&JobScope>) -> Option<String> {
+    if let Some(sc) = scope.filter(|s| s.inside) {
+        let leaf = if is_name_carrier(carrier) {
+            hex
+        } else {
+            carrier
+        };
+        return Some(
+            sc.value
+                .replacen('*', &format!("runwarden-{probe}-{leaf}"), 1),
+        );
+    }
+    let heads = format!("refs/heads/runwarden/{probe}");
+    Some(match carrier {
+        "branch-name" => format!("{heads}/{hex}"),
+        "tag-name" => format!("refs/tags/runwarden-{probe}-{hex}"),
+        "custom-ref" => format!("refs/runwarden/{probe}/{hex}"),
+        "deleted-ref" => format!("{heads}/deleted-{hex}"),
+        "annotated-tag-message" => format!("refs/tags/runwarden-{probe}-annotated"),
+        "notes" => format!("refs/notes/runwarden-{probe}"),
+        "unreachable-object" => return None,
+        other => format!("{heads}/{other}"),
+    })
+}
+
+/// Whether `name` matches a refspec-style pattern with one `*` (which, as
+/// in git refspecs, matches any run of characters, `/` included).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((pre, post)) => {
+            name.len() >= pre.len() + post.len() && name.starts_with(pre) && name.ends_with(post)
+        }
+        None => pattern == name,
+    }
+}
+
+/// The namespace a carrier's ref must live in to be that carrier.
+fn namespace(carrier: &str) -> Option<&'static str> {
+    match carrier {
+        "branch-name" => Some("refs/heads/"),
+        "tag-name" | "annotated-tag-message" => Some("refs/tags/"),
+        "notes" => Some("refs/notes/"),
+        _ => None,
+    }
 }
 
 struct Instance {
@@ -485,113 +586,69 @@ impl Instance {
     }
 
     /// Builds every plant's objects in `dir`; returns the refs to push and
-    /// each carrier's needle (or why it could not be built).
-    fn build(
-        &self,
-        dir: &Path,
-        probe: &str,
-        carriers: &[(String, Nonce)],
-    ) -> Result<Built, String> {
+    /// each job's needle (or why it could not be built).
+    fn build(&self, dir: &Path, probe: &str, jobs: &[PlantJob]) -> Result<Built, String> {
         let empty_tree = self.tree(dir, &[])?;
-        let plain = self.commit(dir, &empty_tree, &format!("runwarden probe {probe}"), &[])?;
-        let heads = format!("refs/heads/runwarden/{probe}");
-        let unreachable_nonce = carriers
+        let innocuous = format!("runwarden probe {probe}");
+        let plain = self.commit(dir, &empty_tree, &innocuous, &[])?;
+        let unreachable_nonce = jobs
             .iter()
-            .find(|(c, _)| c == "unreachable-object")
-            .map(|(_, n)| n.hex());
+            .find(|j| j.carrier == "unreachable-object")
+            .map(|j| j.nonce.hex());
         // The deleted branch's commit carries the unreachable-object nonce
         // (that carrier's only appearance); without it, an innocuous commit.
         let doomed = match &unreachable_nonce {
-            Some(u) => self.commit(
-                dir,
-                &empty_tree,
-                &format!("runwarden probe {probe}\n\n{u}"),
-                &[],
-            )?,
+            Some(u) => self.commit(dir, &empty_tree, &format!("{innocuous}\n\n{u}"), &[])?,
             None => plain.clone(),
         };
         let mut pushes = Vec::new();
         let mut needles = Vec::new();
-        for (i, (carrier, nonce)) in carriers.iter().enumerate() {
-            let hex = nonce.hex();
-            let mut push = |refname: String, sha: String| {
-                pushes.push(Push {
-                    carrier: i,
-                    refname: refname.clone(),
-                    sha,
-                });
-                refname
-            };
-            let needle = match carrier.as_str() {
-                "branch-name" => {
-                    push(format!("{heads}/{hex}"), plain.clone());
-                    json!({ "text": hex })
-                }
-                "tag-name" => {
-                    push(format!("refs/tags/runwarden-{probe}-{hex}"), plain.clone());
-                    json!({ "text": hex })
-                }
-                "custom-ref" => {
-                    push(format!("refs/runwarden/{probe}/{hex}"), plain.clone());
-                    json!({ "text": hex })
-                }
-                "deleted-ref" => {
-                    push(format!("{heads}/deleted-{hex}"), doomed.clone());
-                    json!({ "text": hex })
-                }
-                "unreachable-object" => json!({ "text": hex, "sha": doomed }),
+        for (i, job) in jobs.iter().enumerate() {
+            let hex = job.nonce.hex();
+            let refname = ref_for(&job.carrier, probe, &hex, job.scope.as_ref());
+            // The object the ref points at; the needle says what B looks
+            // for (the nonce, and for content carriers the agreed ref).
+            let object = match job.carrier.as_str() {
+                "branch-name" | "tag-name" | "custom-ref" => Some(plain.clone()),
+                "deleted-ref" => Some(doomed.clone()),
+                "unreachable-object" => None,
                 "annotated-tag-message" => {
-                    let name = format!("runwarden-{probe}-annotated");
-                    let tag = self.annotated_tag(dir, &plain, &name, &hex)?;
-                    let r = push(format!("refs/tags/{name}"), tag);
-                    json!({ "text": hex, "ref": r })
+                    let name = refname
+                        .as_deref()
+                        .unwrap_or_default()
+                        .trim_start_matches("refs/tags/");
+                    Some(self.annotated_tag(dir, &plain, name, &hex)?)
                 }
                 "commit-message" => {
-                    let c = self.commit(
-                        dir,
-                        &empty_tree,
-                        &format!("runwarden probe {probe}\n\n{hex}"),
-                        &[],
-                    )?;
-                    json!({ "text": hex, "ref": push(format!("{heads}/commit-message"), c) })
+                    Some(self.commit(dir, &empty_tree, &format!("{innocuous}\n\n{hex}"), &[])?)
                 }
                 "author-name" => {
-                    let c = self.commit(
-                        dir,
-                        &empty_tree,
-                        &format!("runwarden probe {probe}"),
-                        &[("GIT_AUTHOR_NAME", &hex)],
-                    )?;
-                    json!({ "text": hex, "ref": push(format!("{heads}/author-name"), c) })
+                    Some(self.commit(dir, &empty_tree, &innocuous, &[("GIT_AUTHOR_NAME", &hex)])?)
                 }
                 "author-email" => {
                     let email = format!("{hex}@runwarden.invalid");
-                    let c = self.commit(
+                    Some(self.commit(
                         dir,
                         &empty_tree,
-                        &format!("runwarden probe {probe}"),
+                        &innocuous,
                         &[("GIT_AUTHOR_EMAIL", &email)],
-                    )?;
-                    json!({ "text": hex, "ref": push(format!("{heads}/author-email"), c) })
+                    )?)
                 }
                 "file-content" => {
                     let b = self.blob(dir, &format!("{hex}\n"))?;
                     let t = self.tree(dir, &[("notes.txt", &b)])?;
-                    let c = self.commit(dir, &t, &format!("runwarden probe {probe}"), &[])?;
-                    json!({ "text": hex, "ref": push(format!("{heads}/file-content"), c) })
+                    Some(self.commit(dir, &t, &innocuous, &[])?)
                 }
                 "file-path" => {
                     let b = self.blob(dir, "runwarden probe\n")?;
                     let t = self.tree(dir, &[(&hex, &b)])?;
-                    let c = self.commit(dir, &t, &format!("runwarden probe {probe}"), &[])?;
-                    json!({ "text": hex, "ref": push(format!("{heads}/file-path"), c) })
+                    Some(self.commit(dir, &t, &innocuous, &[])?)
                 }
                 "notes" => {
                     // A notes tree names the annotated object by its id.
                     let b = self.blob(dir, &format!("{hex}\n"))?;
                     let t = self.tree(dir, &[(&plain, &b)])?;
-                    let c = self.commit(dir, &t, "Notes added by runwarden", &[])?;
-                    json!({ "text": hex, "ref": push(format!("refs/notes/runwarden-{probe}"), c) })
+                    Some(self.commit(dir, &t, "Notes added by runwarden", &[])?)
                 }
                 other => {
                     needles.push(Err(PlantOutcome::Failed {
@@ -599,6 +656,21 @@ impl Instance {
                     }));
                     continue;
                 }
+            };
+            let needle = match (&refname, object) {
+                (Some(r), Some(sha)) => {
+                    pushes.push(Push {
+                        carrier: i,
+                        refname: r.clone(),
+                        sha,
+                    });
+                    if is_name_carrier(&job.carrier) {
+                        json!({ "text": hex })
+                    } else {
+                        json!({ "text": hex, "ref": r })
+                    }
+                }
+                _ => json!({ "text": hex, "sha": doomed }),
             };
             needles.push(Ok(needle));
         }
@@ -704,14 +776,19 @@ impl Surface for Instance {
         nonce: &Nonce,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.plant_all(ctx, &[(carrier.to_string(), *nonce)], created)
-            .remove(0)
+        let job = PlantJob {
+            key: carrier.into(),
+            carrier: carrier.into(),
+            nonce: *nonce,
+            scope: None,
+        };
+        self.plant_all(ctx, &[job], created).remove(0)
     }
 
     fn plant_all(
         &self,
         ctx: &PlantCtx<'_>,
-        carriers: &[(String, Nonce)],
+        carriers: &[PlantJob],
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
         let all = |o: PlantOutcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
@@ -739,7 +816,34 @@ impl Surface for Instance {
                 expect: None,
             })
             .collect();
-        let results = self.push(dir, &creates);
+        let mut results = self.push(dir, &creates);
+        // A pre-receive hook accepts or declines a push as a whole: one ref
+        // it refuses declines every other ref with it. When the remote
+        // declined every ref of the combined push, push each ref alone, so
+        // each carrier gets its own ref's fate (the common case stays one
+        // push).
+        if let Ok(r) = &results
+            && creates.len() > 1
+            && creates.iter().all(
+                |c| matches!(r.get(&c.dst), Some(('!', why)) if why.contains("remote rejected")),
+            )
+        {
+            let mut alone = HashMap::new();
+            for c in &creates {
+                let one = RefUpdate {
+                    src: c.src.clone(),
+                    dst: c.dst.clone(),
+                    expect: None,
+                };
+                match self.push(dir, &[one]) {
+                    Ok(r) => alone.extend(r),
+                    Err(e) => {
+                        alone.insert(c.dst.clone(), ('!', e));
+                    }
+                }
+            }
+            results = Ok(alone);
+        }
         // Per carrier: Ok(()) when its ref was created (or it has none).
         let mut status: Vec<Result<(), PlantOutcome>> = carriers.iter().map(|_| Ok(())).collect();
         for p in &pushes {
@@ -771,7 +875,7 @@ impl Surface for Instance {
         }
         // The transient ref: delete it again (second push), leased on the
         // commit just pushed.
-        let deleted = carriers.iter().position(|(c, _)| c == "deleted-ref");
+        let deleted = carriers.iter().position(|j| j.carrier == "deleted-ref");
         let mut transient_detail = String::new();
         if self.s.control {
             transient_detail = "kept visible on the control remote".into();
@@ -806,7 +910,9 @@ impl Surface for Instance {
             }
         }
         // unreachable-object rides on the deleted branch's push.
-        let unreachable = carriers.iter().position(|(c, _)| c == "unreachable-object");
+        let unreachable = carriers
+            .iter()
+            .position(|j| j.carrier == "unreachable-object");
         if let (Some(u), Some(d)) = (unreachable, deleted) {
             status[u] = status[d].clone();
         } else if let Some(u) = unreachable {
@@ -817,15 +923,25 @@ impl Surface for Instance {
         carriers
             .iter()
             .zip(status.into_iter().zip(needles))
-            .map(|((carrier, _), (st, needle))| match (st, needle) {
+            .enumerate()
+            .map(|(i, (job, (st, needle)))| match (st, needle) {
                 (Err(o), _) | (Ok(()), Err(o)) => o,
                 (Ok(()), Ok(needle)) => {
-                    let detail = match carrier.as_str() {
+                    let pushed = pushes
+                        .iter()
+                        .find(|p| p.carrier == i)
+                        .map(|p| p.refname.as_str())
+                        .unwrap_or("");
+                    let detail = match job.carrier.as_str() {
                         "deleted-ref" => transient_detail.clone(),
                         "unreachable-object" => {
                             "a commit reachable only from the deleted branch".into()
                         }
-                        _ => format!("pushed to {}", self.s.shown),
+                        _ => format!(
+                            "pushed {} to {}",
+                            escape::bytes(pushed.as_bytes()),
+                            self.s.shown
+                        ),
                     };
                     PlantOutcome::Planted {
                         needle,

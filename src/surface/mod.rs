@@ -70,6 +70,16 @@ pub trait SurfaceType: Sync {
     /// The config keys this type takes (besides `name` and `type`); any
     /// other key is an error before [`SurfaceType::validate`] runs.
     fn keys(&self) -> &'static [&'static str];
+    /// Keys a declaration of this type's channels may use to scope it
+    /// (none by default).
+    fn scope_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Checks a declaration's scope for one carrier: that the carrier can
+    /// be planted both inside and outside it.
+    fn check_scope(&self, carrier: &str, key: &str, _value: &str) -> Result<(), String> {
+        Err(format!("carrier {carrier} cannot be scoped by `{key}`"))
+    }
     /// Takes this type's keys from a config entry and returns the settings
     /// every later step receives (serialized, so runs A and B get them too).
     fn validate(&self, opts: Options<'_>) -> Result<Value, ConfigError>;
@@ -129,9 +139,29 @@ pub enum RecoverOutcome {
     },
 }
 
+/// One carrier to plant. `key` tells apart two plants of one carrier (inside
+/// and outside a declared scope).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlantJob {
+    pub key: String,
+    pub carrier: String,
+    pub nonce: Nonce,
+    #[serde(default)]
+    pub scope: Option<JobScope>,
+}
+
+/// Plant inside or outside a declared scope (see `plan::Scope`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobScope {
+    pub key: String,
+    pub value: String,
+    pub inside: bool,
+}
+
 /// One carrier to recover, with what its plant said to look for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Wanted {
+    pub key: String,
     pub carrier: String,
     pub needle: Value,
 }
@@ -170,12 +200,11 @@ pub trait Surface {
     fn plant_all(
         &self,
         ctx: &PlantCtx<'_>,
-        carriers: &[(String, Nonce)],
+        jobs: &[PlantJob],
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
-        carriers
-            .iter()
-            .map(|(c, n)| self.plant(ctx, c, n, created))
+        jobs.iter()
+            .map(|j| self.plant(ctx, &j.carrier, &j.nonce, created))
             .collect()
     }
     /// Looks for every wanted needle in one streaming pass; returns one

@@ -495,3 +495,160 @@ fn a_credential_helper_is_used_and_a_failing_one_is_error_not_pass() {
         assert_eq!(refs(&remote), before);
     }
 }
+
+/// Installs a pre-receive hook accepting only `refs/heads/memory/*`.
+fn memory_only(remote: &Path) {
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/heads/memory/*) ;; *) echo \"denied: $ref\"; exit 1;; esac; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+const SCOPED: &str = "declared:\n  - channel: origin:branch-name\n    refs: \"refs/heads/memory/*\"\n  - channel: origin:commit-message\n    refs: \"refs/heads/memory/*\"\n    reason: agents keep notes on a memory branch\n";
+
+fn scoped(p: &Probe, carrier: &str, side: &str) -> serde_json::Value {
+    p.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["carrier"] == carrier && f["scope"]["side"] == side)
+        .unwrap_or_else(|| panic!("no {carrier} {side} finding"))
+        .clone()
+}
+
+#[test]
+fn a_scope_that_holds_is_authorized_inside_and_pass_outside() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    memory_only(&remote);
+    let before = refs(&remote);
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &git_config("origin", &remote.to_string_lossy(), SCOPED),
+        &[],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    for c in ["branch-name", "commit-message"] {
+        let inside = scoped(&p, c, "inside");
+        assert_eq!(inside["verdict"], "authorized", "{inside}");
+        assert_eq!(inside["channel"], format!("origin:{c}"));
+        assert_eq!(inside["scope"]["refs"], "refs/heads/memory/*");
+        assert_eq!(inside["control"], "recovered");
+        let outside = scoped(&p, c, "outside");
+        assert_eq!(outside["verdict"], "pass", "{outside}");
+        assert!(
+            outside["detail"]
+                .as_str()
+                .unwrap()
+                .contains("hook declined"),
+            "{outside}"
+        );
+    }
+    // Unscoped carriers: refused by the hook.
+    assert_eq!(p.verdict("origin:tag-name"), "pass");
+    assert!(
+        p.stdout
+            .contains("origin:branch-name [inside refs: refs/heads/memory/*]"),
+        "{}",
+        p.stdout
+    );
+    assert_eq!(p.report["summary"]["authorized"], 2);
+    assert_eq!(refs(&remote), before);
+}
+
+#[test]
+fn a_scope_that_does_not_hold_fails_outside() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &git_config("origin", &remote.to_string_lossy(), SCOPED),
+        &[],
+    );
+    assert_eq!(p.code, 1);
+    for c in ["branch-name", "commit-message"] {
+        assert_eq!(scoped(&p, c, "inside")["verdict"], "authorized");
+        let outside = scoped(&p, c, "outside");
+        assert_eq!(outside["verdict"], "fail", "{outside}");
+        assert!(
+            outside["detail"].as_str().unwrap().contains(
+                "outside the declared scope (refs: refs/heads/memory/*), so the scope does not hold"
+            ),
+            "{outside}"
+        );
+    }
+    // The plain string form keeps working next to scoped ones.
+    let plain = format!("{SCOPED}  - origin:tag-name\n");
+    let p = probe(
+        work.path(),
+        &git_config("origin", &remote.to_string_lossy(), &plain),
+        &[],
+    );
+    assert_eq!(p.verdict("origin:tag-name"), "authorized");
+    assert_eq!(refs(&remote), before);
+}
+
+#[test]
+fn scope_errors() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let work = tempfile::tempdir().unwrap();
+    let cases = [
+        ("origin:branch-name", "refs/heads/memory", "exactly one `*`"),
+        (
+            "origin:branch-name",
+            "refs/heads/*",
+            "also covers runwarden's own refs",
+        ),
+        (
+            "origin:tag-name",
+            "refs/heads/memory/*",
+            "tag-name lives under refs/tags/",
+        ),
+        (
+            "origin:deleted-ref",
+            "refs/heads/memory/*",
+            "deleted-ref cannot be scoped",
+        ),
+        (
+            "origin:branch-name",
+            "refs/heads/a b/*",
+            "not a valid ref pattern",
+        ),
+    ];
+    for (channel, pattern, says) in cases {
+        let decl = format!("declared:\n  - channel: {channel}\n    refs: \"{pattern}\"\n");
+        let p = probe(
+            work.path(),
+            &git_config("origin", &remote.to_string_lossy(), &decl),
+            &[],
+        );
+        assert_eq!(p.code, 2, "{pattern}");
+        assert!(
+            p.stderr.contains("runwarden.yml:8:5: `refs`: ") && p.stderr.contains(says),
+            "{pattern}: {}",
+            p.stderr
+        );
+    }
+    // A filesystem channel has no scope keys.
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config(
+            "s",
+            &shared,
+            "declared:\n  - channel: s:file-name\n    refs: \"refs/*\"\n",
+        ),
+        &[],
+    );
+    assert_eq!(p.code, 2);
+    assert!(p.stderr.contains("unknown key `refs` in a declaration of a filesystem channel; known keys: channel, reason"), "{}", p.stderr);
+}
