@@ -652,3 +652,65 @@ fn scope_errors() {
     assert_eq!(p.code, 2);
     assert!(p.stderr.contains("unknown key `refs` in a declaration of a filesystem channel; known keys: channel, reason"), "{}", p.stderr);
 }
+
+#[test]
+fn ssh_remotes_are_skipped_without_a_client_and_error_when_unreachable() {
+    let work = tempfile::tempdir().unwrap();
+    // A PATH holding git and nothing else: no ssh client.
+    let bin_dir = work.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let git_path = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(git_path.trim(), bin_dir.join("git")).unwrap();
+    let cfg = work.path().join("rw.yml");
+    for remote in ["ssh://git@127.0.0.1:1/x.git", "git@127.0.0.1:x.git"] {
+        std::fs::write(&cfg, git_config("origin", remote, "")).unwrap();
+        let report = work.path().join("r.json");
+        let out = bin()
+            .args(["probe", "--config"])
+            .arg(&cfg)
+            .arg("--report")
+            .arg(&report)
+            .env("PATH", &bin_dir)
+            .output()
+            .unwrap();
+        let p = finish(out, &report);
+        for c in WRITE_CARRIERS {
+            let f = p.finding(&format!("origin:{c}"));
+            assert_eq!(f["verdict"], "skipped", "{remote} {c}: {f}");
+            assert!(
+                f["detail"].as_str().unwrap().contains("no ssh client"),
+                "{f}"
+            );
+        }
+    }
+    // With a client but nothing listening: unreachable is ERROR.
+    if Command::new("sh")
+        .args(["-c", "command -v ssh"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        let p = probe(
+            work.path(),
+            &git_config("origin", "ssh://git@127.0.0.1:1/x.git", ""),
+            &[],
+        );
+        for c in WRITE_CARRIERS {
+            assert_eq!(p.verdict(&format!("origin:{c}")), "error", "{c}");
+        }
+        assert!(
+            p.finding("origin:branch-name")["detail"]
+                .as_str()
+                .unwrap()
+                .contains("remote unreachable")
+        );
+    }
+}
