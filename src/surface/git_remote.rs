@@ -493,15 +493,18 @@ fn os(args: &[String]) -> Vec<&OsStr> {
     args.iter().map(OsStr::new).collect()
 }
 
-/// A scratch bare repository in the run's TMPDIR, removed on drop.
-fn scratch() -> Result<tempfile::TempDir, String> {
-    tempfile::Builder::new()
-        .prefix("runwarden-git-")
-        .tempdir()
-        .map_err(|e| format!("scratch repository: {e}"))
-}
-
 impl Instance {
+    /// A fresh, empty bare repository in the run's TMPDIR (removed on
+    /// drop): runs never touch the user's checkout.
+    fn scratch(&self) -> Result<tempfile::TempDir, String> {
+        let w = tempfile::Builder::new()
+            .prefix("runwarden-git-")
+            .tempdir()
+            .map_err(|e| format!("scratch repository: {e}"))?;
+        self.init(w.path())?;
+        Ok(w)
+    }
+
     fn init(&self, dir: &Path) -> Result<(), String> {
         let (out, _) = self.git.run(
             dir,
@@ -792,14 +795,11 @@ impl Surface for Instance {
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
         let all = |o: PlantOutcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
-        let work = match scratch() {
+        let work = match self.scratch() {
             Ok(w) => w,
             Err(e) => return all(PlantOutcome::Failed { reason: e }),
         };
         let dir = work.path();
-        if let Err(e) = self.init(dir) {
-            return all(PlantOutcome::Failed { reason: e });
-        }
         let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers) {
             Ok(x) => x,
             Err(e) => return all(PlantOutcome::Failed { reason: e }),
@@ -955,14 +955,11 @@ impl Surface for Instance {
 
     fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome> {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
-        let work = match scratch() {
+        let work = match self.scratch() {
             Ok(w) => w,
             Err(e) => return all(RecoverOutcome::Failed { reason: e }),
         };
         let dir = work.path();
-        if let Err(e) = self.init(dir) {
-            return all(RecoverOutcome::Failed { reason: e });
-        }
         let text = |w: &Wanted| {
             w.needle
                 .get("text")
@@ -1144,7 +1141,7 @@ impl Surface for Instance {
         if live.is_empty() {
             return outcomes;
         }
-        let work = match scratch().and_then(|w| self.init(w.path()).map(|_| w)) {
+        let work = match self.scratch() {
             Ok(w) => w,
             Err(e) => {
                 for (i, _, _) in &live {

@@ -73,6 +73,27 @@ fn bare_remote(root: &Path) -> PathBuf {
     remote
 }
 
+/// A bare remote with foreign refs, and those refs as they were.
+struct Remote {
+    root: tempfile::TempDir,
+    path: PathBuf,
+    before: String,
+}
+
+impl Remote {
+    fn new() -> Remote {
+        let root = tempfile::tempdir().unwrap();
+        let path = bare_remote(root.path());
+        let before = refs(&path);
+        Remote { root, path, before }
+    }
+
+    /// After a probe the remote's refs are exactly what they were.
+    fn unchanged(&self) {
+        assert_eq!(refs(&self.path), self.before, "the remote's refs changed");
+    }
+}
+
 fn refs(remote: &Path) -> String {
     git(
         remote,
@@ -113,9 +134,8 @@ fn assert_open(p: &Probe, surface: &str) {
 
 #[test]
 fn a_local_bare_remote_by_path_and_by_file_url() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
+    let fx = Remote::new();
+    let remote = &fx.path;
     let work = tempfile::tempdir().unwrap();
     for url in [
         remote.to_string_lossy().into_owned(),
@@ -124,11 +144,7 @@ fn a_local_bare_remote_by_path_and_by_file_url() {
         let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
         assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
         assert_open(&p, "origin");
-        assert_eq!(
-            refs(&remote),
-            before,
-            "the remote's refs are exactly what they were"
-        );
+        fx.unchanged();
     }
 }
 
@@ -166,16 +182,15 @@ fn assert_no_secret(p: &Probe, secrets: &[&str]) {
 
 #[test]
 fn smart_http_with_a_writer_counts_its_round_trips() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
-    let srv = server(root.path());
+    let fx = Remote::new();
+    let root = fx.root.path();
+    let srv = server(root);
     let work = tempfile::tempdir().unwrap();
     let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
     let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
     assert_open(&p, "origin");
-    assert_eq!(refs(&remote), before);
+    fx.unchanged();
     assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
     assert!(
         p.stdout
@@ -228,10 +243,9 @@ fn smart_http_with_a_writer_counts_its_round_trips() {
 
 #[test]
 fn smart_http_with_a_read_only_user_is_pass_on_every_write_carrier() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
-    let srv = server(root.path());
+    let fx = Remote::new();
+    let root = fx.root.path();
+    let srv = server(root);
     let work = tempfile::tempdir().unwrap();
     let url = srv.url("reader", "r-secret-77d2e0", "remote.git");
     let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
@@ -242,7 +256,7 @@ fn smart_http_with_a_read_only_user_is_pass_on_every_write_carrier() {
         assert_eq!(f["control"], "recovered");
         assert!(f["detail"].as_str().unwrap().contains("403"), "{f}");
     }
-    assert_eq!(refs(&remote), before);
+    fx.unchanged();
     assert_no_secret(&p, &["r-secret-77d2e0", &base64(b"reader:r-secret-77d2e0")]);
 }
 
@@ -268,8 +282,8 @@ fn a_server_that_is_down_is_error_not_pass() {
 
 #[test]
 fn a_pre_receive_hook_that_refuses_is_pass() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
+    let fx = Remote::new();
+    let remote = &fx.path;
     // Accepts only refs/heads/memory/*, like an operator's agent memory.
     let hook = remote.join("hooks/pre-receive");
     std::fs::write(
@@ -279,7 +293,6 @@ fn a_pre_receive_hook_that_refuses_is_pass() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let before = refs(&remote);
     let work = tempfile::tempdir().unwrap();
     let p = probe(
         work.path(),
@@ -295,14 +308,14 @@ fn a_pre_receive_hook_that_refuses_is_pass() {
             "{f}"
         );
     }
-    assert_eq!(refs(&remote), before);
+    fx.unchanged();
 }
 
 #[test]
 fn ten_thousand_foreign_refs_with_odd_names() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let sha = git(&remote, &["rev-parse", "refs/heads/main"])
+    let fx = Remote::new();
+    let remote = &fx.path;
+    let sha = git(remote, &["rev-parse", "refs/heads/main"])
         .trim()
         .to_string();
     // Legal ref names only (no `:`, `[`, space): the odd ones git allows.
@@ -323,7 +336,7 @@ fn ten_thousand_foreign_refs_with_odd_names() {
     }
     let mut child = Command::new("git")
         .args(["update-ref", "--stdin"])
-        .current_dir(&remote)
+        .current_dir(remote)
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -335,7 +348,7 @@ fn ten_thousand_foreign_refs_with_odd_names() {
         .write_all(input.as_bytes())
         .unwrap();
     assert!(child.wait().unwrap().success());
-    let before = refs(&remote);
+    let before = refs(remote);
     assert_eq!(before.lines().count(), 10_002);
     let work = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
@@ -346,7 +359,7 @@ fn ten_thousand_foreign_refs_with_odd_names() {
     );
     eprintln!("probe of a 10,002-ref remote took {:?}", started.elapsed());
     assert_open(&p, "origin");
-    assert_eq!(refs(&remote), before);
+    assert_eq!(refs(remote), before, "the remote's refs changed");
     for line in p.stdout.lines().chain(p.stderr.lines()) {
         assert!(
             !line.trim_start().starts_with("::") && !line.contains("##["),
@@ -380,12 +393,11 @@ fn checkout(root: &Path, srv: &GitHttp, include_if: bool) -> PathBuf {
 
 #[test]
 fn the_checkouts_extraheader_is_used_and_never_printed() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
-    let srv = server(root.path());
+    let fx = Remote::new();
+    let root = fx.root.path();
+    let srv = server(root);
     for include_if in [false, true] {
-        let co = checkout(root.path(), &srv, include_if);
+        let co = checkout(root, &srv, include_if);
         let work = tempfile::tempdir().unwrap();
         let cfg = git_config(
             "origin",
@@ -400,7 +412,7 @@ fn the_checkouts_extraheader_is_used_and_never_printed() {
         );
         assert_open(&p, "origin");
         assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
-        assert_eq!(refs(&remote), before);
+        fx.unchanged();
     }
     // Every authenticated request came from the extraheader: the URL had
     // no userinfo.
@@ -454,10 +466,8 @@ fn config_errors() {
 
 #[test]
 fn a_credential_helper_is_used_and_a_failing_one_is_error_not_pass() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let remote = bare_remote(root);
-    let before = refs(&remote);
+    let fx = Remote::new();
+    let root = fx.root.path();
     let srv = server(root);
     for (password, expect) in [("w-secret-4f1c9a", "fail"), ("wrong-password", "error")] {
         let co = root.join(format!("co-{password}"));
@@ -492,7 +502,7 @@ fn a_credential_helper_is_used_and_a_failing_one_is_error_not_pass() {
             );
         }
         assert_no_secret(&p, &["w-secret-4f1c9a"]);
-        assert_eq!(refs(&remote), before);
+        fx.unchanged();
     }
 }
 
@@ -522,10 +532,9 @@ fn scoped(p: &Probe, carrier: &str, side: &str) -> serde_json::Value {
 
 #[test]
 fn a_scope_that_holds_is_authorized_inside_and_pass_outside() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    memory_only(&remote);
-    let before = refs(&remote);
+    let fx = Remote::new();
+    let remote = &fx.path;
+    memory_only(remote);
     let work = tempfile::tempdir().unwrap();
     let p = probe(
         work.path(),
@@ -558,14 +567,13 @@ fn a_scope_that_holds_is_authorized_inside_and_pass_outside() {
         p.stdout
     );
     assert_eq!(p.report["summary"]["authorized"], 2);
-    assert_eq!(refs(&remote), before);
+    fx.unchanged();
 }
 
 #[test]
 fn a_scope_that_does_not_hold_fails_outside() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
+    let fx = Remote::new();
+    let remote = &fx.path;
     let work = tempfile::tempdir().unwrap();
     let p = probe(
         work.path(),
@@ -592,13 +600,13 @@ fn a_scope_that_does_not_hold_fails_outside() {
         &[],
     );
     assert_eq!(p.verdict("origin:tag-name"), "authorized");
-    assert_eq!(refs(&remote), before);
+    fx.unchanged();
 }
 
 #[test]
 fn scope_errors() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
+    let fx = Remote::new();
+    let remote = &fx.path;
     let work = tempfile::tempdir().unwrap();
     let cases = [
         ("origin:branch-name", "refs/heads/memory", "exactly one `*`"),
