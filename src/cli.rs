@@ -53,6 +53,9 @@ pub struct ProbeArgs {
     /// Write the JSON report here (atomically).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Write SARIF 2.1.0 for GitHub code scanning here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -188,24 +191,10 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
             std::env::temp_dir().display()
         ));
     }
-    // Open the report's temp file before any work: an unwritable report
+    // Open the output files' temp files before any work: an unwritable
     // location is "could not run", not a surprise after the probe.
-    let report_tmp = match &args.report {
-        Some(path) => {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            let tmp = tempfile::Builder::new()
-                .prefix(".runwarden-report-")
-                .tempfile_in(&dir)
-                .map_err(|e| {
-                    Failure::Other(format!("report {} is not writable: {e}", path.display()))
-                })?;
-            Some((tmp, path.clone()))
-        }
-        None => None,
-    };
+    let report_out = args.report.as_deref().map(Pending::open).transpose()?;
+    let sarif_out = args.sarif.as_deref().map(Pending::open).transpose()?;
     crate::signals::install();
     let opts = ProbeOptions {
         work_dir: args.work_dir,
@@ -225,18 +214,53 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
             "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
         ));
     }
-    if let Some((mut tmp, path)) = report_tmp {
-        let failed = |e: &dyn std::fmt::Display| {
-            Failure::Other(format!("cannot write report {}: {e}", path.display()))
-        };
-        // The rename makes the write atomic for readers; no fsync: it costs
-        // a journal commit (~30 ms on ext4) and buys durability across a
-        // power cut, which a CI report does not need.
-        tmp.write_all(output::json::render(&report).as_bytes())
-            .map_err(|e| failed(&e))?;
-        tmp.persist(&path).map_err(|e| failed(&e.error))?;
+    if let Some(out) = report_out {
+        out.write(&output::json::render(&report))?;
+    }
+    if let Some(out) = sarif_out {
+        let ctx = output::sarif::Context::from_env(&report);
+        out.write(&output::sarif::render(&report, &ctx))?;
     }
     Ok(report.exit_code())
+}
+
+/// An output file written atomically: a temporary file in the target's
+/// directory, made before the probe starts, renamed over the target at the
+/// end.
+struct Pending {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl Pending {
+    fn open(path: &Path) -> Result<Pending, Failure> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".runwarden-")
+            .tempfile_in(&dir)
+            .map_err(|e| Failure::Other(format!("{} is not writable: {e}", path.display())))?;
+        Ok(Pending {
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// No fsync: the rename makes the write atomic for readers, and
+    /// durability across a power cut (a journal commit, ~30 ms on ext4) is
+    /// not worth it for a CI report.
+    fn write(mut self, body: &str) -> Result<(), Failure> {
+        let failed = |e: &dyn std::fmt::Display| {
+            Failure::Other(format!("cannot write {}: {e}", self.path.display()))
+        };
+        self.tmp
+            .write_all(body.as_bytes())
+            .map_err(|e| failed(&e))?;
+        self.tmp.persist(&self.path).map_err(|e| failed(&e.error))?;
+        Ok(())
+    }
 }
 
 fn print_stdout(text: &str) -> Result<(), Failure> {

@@ -11,7 +11,7 @@
 
 use crate::child::{Event, Request, Target};
 use crate::nonce::{self, Nonce};
-use crate::plan::{Declaration, Plan};
+use crate::plan::{Declaration, Location, Plan};
 use crate::report::{self, Cleanup, Finding, Leftover, Report, Runs, Summary, Tool};
 use crate::surface::{
     self, CleanupOutcome, JobScope, PlantJob, PlantOutcome, RecoverOutcome, Surface, Wanted,
@@ -404,6 +404,17 @@ fn probe_in(
             control: verdict::control_state(ev),
             detail,
             location: sp.location.clone(),
+            declared_at: match (
+                &plan.source.path,
+                plan.declaration(&format!("{}:{}", sp.name, s.carrier)),
+            ) {
+                (Some(path), Some(d)) if ev.declared => Some(Location {
+                    path: path.clone(),
+                    line: d.pos.line,
+                    column: d.pos.column,
+                }),
+                _ => None,
+            },
             scope: s.scope.as_ref().map(|sc| {
                 let side = if sc.inside { "inside" } else { "outside" };
                 [

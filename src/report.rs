@@ -86,6 +86,9 @@ pub struct Finding {
     pub detail: String,
     /// The surface's entry in the config; null for the embedded default.
     pub location: Option<Location>,
+    /// Where the channel is declared in the config, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_at: Option<Location>,
     /// For a channel declared with a scope: the scope (`{"refs": "…"}`)
     /// and which side of it this plant was on (`"side": "inside"` or
     /// `"outside"`). Absent otherwise.

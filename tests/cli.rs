@@ -208,6 +208,7 @@ fn report_schema() {
             "channel",
             "control",
             "declared",
+            "declared_at",
             "detail",
             "location",
             "persistence",
@@ -216,6 +217,8 @@ fn report_schema() {
             "verdict"
         ]
     );
+    assert_eq!(f["declared_at"]["line"], 7);
+    assert!(p.finding("s:mtime").get("declared_at").is_none());
     assert_eq!(f["surface_type"], "filesystem");
     assert_eq!(f["carrier"], "xattr");
     assert_eq!(f["verdict"], "authorized");
@@ -240,7 +243,7 @@ fn an_unwritable_report_is_exit_2_before_any_work() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("report /nonexistent-dir/report.json is not writable")
+            .contains("/nonexistent-dir/report.json is not writable")
     );
     assert!(std::fs::read_dir(&shared).unwrap().next().is_none());
 }

@@ -19,6 +19,7 @@ fn finding(carrier: &str, verdict: Verdict, detail: &str) -> Finding {
         control: Control::Recovered,
         detail: detail.into(),
         location: None,
+        declared_at: None,
         scope: None,
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod carriers;
 pub mod json;
+pub mod sarif;
 pub mod table;
 
 use clap::ValueEnum;

@@ -1,0 +1,440 @@
+//! SARIF 2.1.0 for GitHub code scanning: a function over the report.
+//!
+//! One rule per surface type and carrier (`runwarden/<type>/<carrier>`).
+//! FAIL is an `error` result, ERROR a `warning`, AUTHORIZED a `note` with an
+//! external suppression naming the declaration; SKIPPED and PASS are not
+//! results. Every result has a repo-relative location (the surface's entry
+//! in the config, or a fallback for the embedded default) and the
+//! `primaryLocationLineHash` fingerprint computed the way
+//! github/codeql-action computes it.
+
+use crate::report::{Finding, Report};
+use crate::surface::{self, Persistence};
+use crate::verdict::Verdict;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const DOCS: &str = "https://github.com/runwarden/action/blob/main/docs";
+
+/// What SARIF needs beyond the report: where the repository is, and how
+/// this run is named.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The repository root: uris are relative to it, and the files they
+    /// name are read for line fingerprints.
+    pub root: PathBuf,
+    /// The directory relative config paths are relative to.
+    pub cwd: PathBuf,
+    /// `automationDetails.id`: `category/run-id`.
+    pub automation_id: String,
+    /// The running workflow's file (from `GITHUB_WORKFLOW_REF`), where
+    /// results of the embedded default point.
+    pub workflow: Option<String>,
+}
+
+impl Context {
+    /// From the environment: `GITHUB_WORKSPACE` (else the working
+    /// directory), `GITHUB_RUN_ID`/`GITHUB_RUN_ATTEMPT` (else the probe id)
+    /// and `GITHUB_WORKFLOW_REF`.
+    pub fn from_env(report: &Report) -> Context {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let root = var("GITHUB_WORKSPACE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cwd.clone());
+        let run = match (var("GITHUB_RUN_ID"), var("GITHUB_RUN_ATTEMPT")) {
+            (Some(id), Some(attempt)) => format!("{id}-{attempt}"),
+            (Some(id), None) => id,
+            _ => report.probe_id.clone(),
+        };
+        // owner/repo/.github/workflows/ci.yml@refs/heads/main
+        let workflow = var("GITHUB_WORKFLOW_REF").and_then(|r| {
+            let path = r.split('@').next()?;
+            let mut parts = path.splitn(3, '/');
+            let (_, _, file) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(file.to_string())
+        });
+        Context {
+            root,
+            cwd,
+            automation_id: format!("runwarden/{run}"),
+            workflow,
+        }
+    }
+
+    /// A path as a repo-relative, percent-encoded uri of an existing file.
+    fn uri(&self, path: &str) -> Option<String> {
+        let p = Path::new(path);
+        let abs = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        };
+        let abs = std::path::absolute(&abs).ok()?;
+        let root = std::path::absolute(&self.root).ok()?;
+        let rel = abs.strip_prefix(&root).ok()?;
+        if rel.as_os_str().is_empty() || !abs.is_file() {
+            return None;
+        }
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| encode(&c.as_os_str().to_string_lossy()))
+            .collect();
+        Some(parts.join("/"))
+    }
+
+    /// Where a result points when its surface has no config entry in the
+    /// repository (the embedded default): the workflow file, else the
+    /// first line of a real file at the repository root.
+    fn fallback(&self) -> Option<(String, u64, u64)> {
+        if let Some(uri) = self
+            .workflow
+            .as_deref()
+            .and_then(|w| self.uri(&self.root.join(w).to_string_lossy()))
+        {
+            return Some((uri, 1, 1));
+        }
+        let mut names: Vec<PathBuf> = std::fs::read_dir(&self.root)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        names.sort();
+        let preferred = ["README.md", "README", "readme.md"];
+        let pick = preferred
+            .iter()
+            .map(|n| self.root.join(n))
+            .find(|p| p.is_file())
+            .or_else(|| names.into_iter().next())?;
+        Some((self.uri(&pick.to_string_lossy())?, 1, 1))
+    }
+
+    fn location(&self, f: &Finding) -> Option<(String, u64, u64)> {
+        f.location
+            .as_ref()
+            .and_then(|l| Some((self.uri(&l.path)?, l.line, l.column)))
+            .or_else(|| self.fallback())
+    }
+}
+
+/// Percent-encodes one path segment for a uri (RFC 3986 unreserved and a
+/// few sub-delimiters stay as they are).
+fn encode(segment: &str) -> String {
+    let mut out = String::new();
+    for b in segment.bytes() {
+        match b {
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'-'
+            | b'.'
+            | b'_'
+            | b'~'
+            | b'+'
+            | b'='
+            | b'@' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `runwarden/<surface-type>/<carrier>`.
+pub fn rule_id(surface_type: &str, carrier: &str) -> String {
+    format!("runwarden/{surface_type}/{carrier}")
+}
+
+fn severity(p: Persistence) -> &'static str {
+    match p {
+        Persistence::Durable => "8.0",
+        Persistence::UntilGc | Persistence::UntilEvicted | Persistence::Unknown => "7.0",
+        Persistence::Transient => "5.5",
+    }
+}
+
+fn rule(surface_type: &str, c: &surface::Carrier) -> Value {
+    let id = rule_id(surface_type, c.name);
+    let doc = format!("{DOCS}/surfaces/{surface_type}.md#{}", c.name);
+    let full = format!(
+        "{} ({surface_type} surface). runwarden plants a fresh random nonce this way in one run and recovers it in a later, separate run: a recovered nonce proves the two runs can communicate through the surface, whatever a firewall allows. Persistence: {}.",
+        capitalize(c.description),
+        c.persistence.as_str()
+    );
+    let help = format!(
+        "Two runs that should be isolated can pass messages through this carrier. Close it (see {doc}: per-run storage, permissions or a read-only credential for agent jobs), or, if the channel is intended, declare it in the runwarden config under `declared:` as `<surface>:{}`; a declared channel is reported as authorized and stays in the record.",
+        c.name
+    );
+    let markdown = format!(
+        "Two runs that should be isolated can pass messages through **{surface_type} `{}`**: {}.\n\n**Fix:** close the channel ([how]({doc})), or, if it is intended, declare it in the runwarden config:\n\n```yaml\ndeclared:\n  - <surface>:{}\n```\n\nA declared channel is reported as authorized and stays in the record.",
+        c.name, c.description, c.name
+    );
+    json!({
+        "id": id,
+        "name": format!("{}/{}", surface_type, c.name),
+        "shortDescription": { "text": format!("Open channel: {surface_type} {}", c.name) },
+        "fullDescription": { "text": truncate(&full, 1024) },
+        "help": { "text": help, "markdown": markdown },
+        "helpUri": doc,
+        "defaultConfiguration": { "level": "error" },
+        "properties": {
+            "tags": ["security", "ci", "isolation", "covert-channel"],
+            "precision": "very-high",
+            "problem.severity": "error",
+            "security-severity": severity(c.persistence),
+        },
+    })
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        s.chars().take(max - 1).collect::<String>() + "…"
+    }
+}
+
+/// The SARIF log for a report.
+pub fn render(report: &Report, ctx: &Context) -> String {
+    // Rules: every carrier of every surface type in the report, in the
+    // registry's order, so rule indexes are stable for a given config.
+    let mut rules = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for ty in surface::REGISTRY
+        .iter()
+        .filter(|t| report.findings.iter().any(|f| f.surface_type == t.name()))
+    {
+        for c in ty.carriers() {
+            index.insert(rule_id(ty.name(), c.name), rules.len());
+            rules.push(rule(ty.name(), c));
+        }
+    }
+    let mut hashes: HashMap<String, HashMap<u64, String>> = HashMap::new();
+    let mut results = Vec::new();
+    for f in &report.findings {
+        let (level, title) = match f.verdict {
+            Verdict::Fail => ("error", "Undeclared channel"),
+            Verdict::Error => ("warning", "Probe error on channel"),
+            Verdict::Authorized => ("note", "Declared channel"),
+            Verdict::Skipped | Verdict::Pass => continue,
+        };
+        // A result without a location fails the whole upload: leave it out
+        // (it stays in the report and the exit code).
+        let Some((uri, line, column)) = ctx.location(f) else {
+            continue;
+        };
+        let id = rule_id(&f.surface_type, &f.carrier);
+        let side = f
+            .scope
+            .as_ref()
+            .and_then(|s| s.get("side"))
+            .map(|s| format!("@{s}"))
+            .unwrap_or_default();
+        let line_hash = hashes
+            .entry(uri.clone())
+            .or_insert_with(|| file_hashes(&ctx.root, &uri))
+            .get(&line)
+            .cloned();
+        let mut fingerprints = json!({ "runwardenChannel/v1": format!("{}{side}", f.channel) });
+        if let Some(h) = line_hash {
+            fingerprints["primaryLocationLineHash"] = json!(h);
+        }
+        let mut result = json!({
+            "ruleId": id,
+            "ruleIndex": index.get(&id).copied().unwrap_or(0),
+            "level": level,
+            "message": { "text": format!("{title} {}{side}: {}", f.channel, f.detail) },
+            "locations": [{
+                "physicalLocation": {
+                    "artifactLocation": { "uri": uri },
+                    "region": { "startLine": line, "startColumn": column },
+                },
+            }],
+            "partialFingerprints": fingerprints,
+            "properties": {
+                "channel": f.channel,
+                "verdict": f.verdict.as_str(),
+                "persistence": f.persistence.as_str(),
+            },
+        });
+        if f.verdict == Verdict::Authorized {
+            let at = f
+                .declared_at
+                .as_ref()
+                .map(|d| format!("{}:{}", d.path, d.line))
+                .unwrap_or_else(|| "the runwarden config".into());
+            result["suppressions"] =
+                json!([{ "kind": "external", "justification": format!("declared in {at}") }]);
+        }
+        results.push(result);
+    }
+    let log = json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": {
+                "name": "runwarden",
+                "version": report.tool.version,
+                "semanticVersion": report.tool.version,
+                "informationUri": "https://github.com/runwarden/action",
+                "rules": rules,
+            }},
+            "automationDetails": { "id": ctx.automation_id },
+            "columnKind": "unicodeCodePoints",
+            "invocations": [{
+                "executionSuccessful": report.summary.error == 0,
+                "startTimeUtc": report.started_at,
+                "endTimeUtc": report.finished_at,
+            }],
+            "results": results,
+        }],
+    });
+    serde_json::to_string_pretty(&log).expect("sarif serializes") + "\n"
+}
+
+/// Line fingerprints of a repository file (none if it cannot be read).
+fn file_hashes(root: &Path, uri: &str) -> HashMap<u64, String> {
+    let path = uri
+        .split('/')
+        .fold(root.to_path_buf(), |p, seg| p.join(decode(seg)));
+    match std::fs::read(&path) {
+        Ok(bytes) => line_hashes(&String::from_utf8_lossy(&bytes)),
+        Err(_) => HashMap::new(),
+    }
+}
+
+fn decode(seg: &str) -> String {
+    let b = seg.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&seg[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `primaryLocationLineHash` of every line of `text`, as
+/// github/codeql-action's `fingerprints.ts` computes it: for each line, a
+/// rolling polynomial hash (base 37, wrapping 64-bit) of the 100 characters
+/// (UTF-16 code units) that start the line, with spaces and tabs skipped
+/// and line endings normalised to `\n`, the end of the file marked by
+/// 65535 and padded with zeros; the hash in hex, then `:` and how many
+/// times that hash has occurred so far in the file.
+pub fn line_hashes(text: &str) -> HashMap<u64, String> {
+    const BLOCK: usize = 100;
+    const BASE: u64 = 37;
+    let first_mod = (0..BLOCK).fold(1u64, |m, _| m.wrapping_mul(BASE));
+    struct State {
+        window: [u64; BLOCK],
+        starts: [Option<u64>; BLOCK],
+        idx: usize,
+        hash: u64,
+        counts: HashMap<u64, u32>,
+        out: HashMap<u64, String>,
+    }
+    let mut st = State {
+        window: [0; BLOCK],
+        starts: [None; BLOCK],
+        idx: 0,
+        hash: 0,
+        counts: HashMap::new(),
+        out: HashMap::new(),
+    };
+    let emit = |st: &mut State| {
+        if let Some(line) = st.starts[st.idx].take() {
+            let n = st.counts.entry(st.hash).or_insert(0);
+            *n += 1;
+            st.out.insert(line, format!("{:x}:{n}", st.hash));
+        }
+    };
+    let push = |st: &mut State, c: u64| {
+        let oldest = st.window[st.idx];
+        st.window[st.idx] = c;
+        st.hash = st
+            .hash
+            .wrapping_mul(BASE)
+            .wrapping_add(c)
+            .wrapping_sub(first_mod.wrapping_mul(oldest));
+        st.idx = (st.idx + 1) % BLOCK;
+    };
+    let (mut line, mut line_start, mut prev_cr) = (0u64, true, false);
+    let units = text
+        .encode_utf16()
+        .map(u64::from)
+        .chain(std::iter::once(0xFFFF));
+    for mut c in units {
+        if c == u64::from(b' ') || c == u64::from(b'\t') || (prev_cr && c == u64::from(b'\n')) {
+            prev_cr = false;
+            continue;
+        }
+        prev_cr = c == u64::from(b'\r');
+        if prev_cr {
+            c = u64::from(b'\n');
+        }
+        emit(&mut st);
+        if line_start {
+            line += 1;
+            st.starts[st.idx] = Some(line);
+        }
+        line_start = c == u64::from(b'\n');
+        push(&mut st, c);
+    }
+    for _ in 0..BLOCK {
+        emit(&mut st);
+        push(&mut st, 0);
+    }
+    st.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Expected values computed with github/codeql-action's algorithm (its
+    /// fingerprints.ts logic run on the same text): CRLF, tabs, trailing
+    /// text, a non-BMP character and blank lines.
+    #[test]
+    fn line_hashes_match_codeql_action() {
+        let text = "version: 1\r\nsurfaces:\n  - name: shared-tmp\n    type: filesystem\n\tpath: ${RUNNER_TEMP}/../shared  # ünïcödé 😀\n\n\ndeclared:\n  - shared-tmp:directory-name\n  - shared-tmp:directory-name\n";
+        let h = line_hashes(text);
+        let expect = [
+            (1, "4fd8058bc3b859c6:1"),
+            (2, "312e1c12f1ed56b5:1"),
+            (3, "6ba510a7633813e9:1"),
+            (4, "c73b2f1017910d43:1"),
+            (5, "c7fccac95949dd9a:1"),
+            (6, "9799b150fd3d6e69:1"),
+            (7, "f1167aae9ac062c3:1"),
+            (8, "e01f95365eadb3c5:1"),
+            (9, "80efa9c804f1b429:1"),
+            (10, "5c0cb673c38c3f6c:1"),
+            (11, "c129715d7a2bc9a3:1"),
+        ];
+        assert_eq!(h.len(), expect.len());
+        for (line, hash) in expect {
+            assert_eq!(h[&line], hash, "line {line}");
+        }
+    }
+
+    #[test]
+    fn uris_are_encoded_and_decoded() {
+        assert_eq!(encode("a b#c"), "a%20b%23c");
+        assert_eq!(decode("a%20b%23c"), "a b#c");
+    }
+}

@@ -1,0 +1,262 @@
+//! SARIF (src/output/sarif.rs) as GitHub code scanning takes it: valid
+//! against the official SARIF 2.1.0 schema, and meeting each field GitHub
+//! requires. These simulate a runner (GITHUB_* set on purpose).
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The official schema, from the npm package `@microsoft/jest-sarif`
+/// (fetched with `npm pack` once, never committed).
+fn schema() -> PathBuf {
+    // Once per test binary: the tests run in parallel threads.
+    static SCHEMA: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(fetch_schema).clone()
+}
+
+fn fetch_schema() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sarif-schema");
+    let file = dir.join("package/lib/schemas/sarif-2.1.0-rtm.5.json");
+    if !file.exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("npm")
+            .args([
+                "pack",
+                "@microsoft/jest-sarif@1.0.0-beta.0",
+                "--silent",
+                "--pack-destination",
+            ])
+            .arg(&dir)
+            .status()
+            .expect("npm is needed to fetch the SARIF schema");
+        assert!(st.success(), "npm pack @microsoft/jest-sarif failed");
+        let st = Command::new("tar")
+            .args([
+                "-xzf",
+                "microsoft-jest-sarif-1.0.0-beta.0.tgz",
+                "package/lib/schemas/sarif-2.1.0-rtm.5.json",
+            ])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    file
+}
+
+/// Validates with Python's jsonschema (installed by .ci/run).
+fn assert_schema_valid(sarif: &Path) {
+    let script = "import json,sys,jsonschema\ns=json.load(open(sys.argv[1]))\nd=json.load(open(sys.argv[2]))\njsonschema.validators.validator_for(s)(s).validate(d)\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(schema())
+        .arg(sarif)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "SARIF invalid against the 2.1.0 schema:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository checkout with a config at .github/runwarden.yml.
+struct Repo {
+    root: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(config: &str) -> Repo {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join(".github/workflows")).unwrap();
+        std::fs::write(root.path().join(".github/runwarden.yml"), config).unwrap();
+        std::fs::write(root.path().join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        std::fs::write(root.path().join("README.md"), "# project\n").unwrap();
+        Repo { root }
+    }
+
+    fn probe(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+        let out = bin()
+            .current_dir(self.root.path())
+            .env("GITHUB_WORKSPACE", self.root.path())
+            .env("GITHUB_RUN_ID", "123")
+            .env("GITHUB_RUN_ATTEMPT", "2")
+            .envs(env.iter().copied())
+            .args(["probe", "--sarif", "out.sarif"])
+            .args(args)
+            .output()
+            .unwrap();
+        let path = self.root.path().join("out.sarif");
+        assert_schema_valid(&path);
+        let v = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        (
+            out.status.code().unwrap(),
+            v,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn sarif_meets_every_github_requirement() {
+    let shared = tempfile::tempdir().unwrap();
+    let cfg = fs_config(
+        "shared-tmp",
+        shared.path(),
+        "declared:\n  - shared-tmp:xattr\n",
+    );
+    let repo = Repo::new(&cfg);
+    let (code, s, err) = repo.probe(&["--config", ".github/runwarden.yml"], &[]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(s["version"], "2.1.0");
+    assert!(s["$schema"].as_str().unwrap().contains("sarif"));
+    let run = &s["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "runwarden");
+    assert_eq!(run["automationDetails"]["id"], "runwarden/123-2");
+    assert_eq!(run["columnKind"], "unicodeCodePoints");
+    assert_eq!(run["invocations"][0]["executionSuccessful"], true);
+
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), ALL_CARRIERS.len());
+    for (r, c) in rules.iter().zip(ALL_CARRIERS) {
+        assert_eq!(r["id"], format!("runwarden/filesystem/{c}"));
+        assert!(!r["shortDescription"]["text"].as_str().unwrap().is_empty());
+        assert!(
+            r["fullDescription"]["text"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count()
+                <= 1024
+        );
+        assert!(r["help"]["text"].as_str().unwrap().contains("declared:"));
+        assert!(
+            r["help"]["markdown"]
+                .as_str()
+                .unwrap()
+                .contains("declared:")
+        );
+        assert_eq!(r["defaultConfiguration"]["level"], "error");
+        let tags: Vec<&str> = r["properties"]["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert!(tags.contains(&"security"));
+        assert!(r["properties"]["precision"].is_string());
+        let sev: f64 = r["properties"]["security-severity"]
+            .as_str()
+            .expect("a string")
+            .parse()
+            .unwrap();
+        assert!((0.1..=10.0).contains(&sev));
+        assert!(
+            r["helpUri"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("docs/surfaces/filesystem.md#{c}"))
+        );
+    }
+
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(
+        results.len(),
+        9,
+        "8 FAIL + 1 AUTHORIZED; PASS and SKIPPED are not results"
+    );
+    let hashes = runwarden::output::sarif::line_hashes(&cfg);
+    for r in results {
+        let rule = &rules[r["ruleIndex"].as_u64().unwrap() as usize];
+        assert_eq!(rule["id"], r["ruleId"]);
+        let loc = &r["locations"][0]["physicalLocation"];
+        assert_eq!(loc["artifactLocation"]["uri"], ".github/runwarden.yml");
+        assert_eq!(loc["region"]["startLine"], 3);
+        assert_eq!(loc["region"]["startColumn"], 5);
+        assert_eq!(
+            r["partialFingerprints"]["primaryLocationLineHash"],
+            hashes[&3].as_str()
+        );
+        assert!(!r["message"]["text"].as_str().unwrap().is_empty());
+        if r["ruleId"] == "runwarden/filesystem/xattr" {
+            assert_eq!(r["level"], "note");
+            assert_eq!(r["suppressions"][0]["kind"], "external");
+            assert_eq!(
+                r["suppressions"][0]["justification"],
+                "declared in .github/runwarden.yml:7"
+            );
+        } else {
+            assert_eq!(r["level"], "error");
+            assert!(r.get("suppressions").is_none());
+        }
+    }
+}
+
+#[test]
+fn errors_are_warnings_and_execution_is_unsuccessful() {
+    let cfg = fs_config("gone", Path::new("/nonexistent/runwarden-test"), "");
+    let repo = Repo::new(&cfg);
+    let (code, s, _) = repo.probe(&["--config", ".github/runwarden.yml"], &[]);
+    assert_eq!(code, 1);
+    let run = &s["runs"][0];
+    assert_eq!(run["invocations"][0]["executionSuccessful"], false);
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 9);
+    assert!(results.iter().all(|r| r["level"] == "warning"));
+}
+
+#[test]
+fn the_embedded_default_points_at_the_workflow_or_a_real_file() {
+    let repo = Repo::new("unused: true\n");
+    std::fs::remove_file(repo.root.path().join(".github/runwarden.yml")).unwrap();
+    let tmp = repo.root.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let tmp_s = tmp.to_string_lossy().into_owned();
+    let workflow = [
+        ("TMPDIR", tmp_s.as_str()),
+        (
+            "GITHUB_WORKFLOW_REF",
+            "o/r/.github/workflows/ci.yml@refs/heads/main",
+        ),
+    ];
+    let (_, s, err) = repo.probe(&[], &workflow);
+    assert!(err.contains("embedded default"), "{err}");
+    for r in s["runs"][0]["results"].as_array().unwrap() {
+        let loc = &r["locations"][0]["physicalLocation"];
+        assert_eq!(loc["artifactLocation"]["uri"], ".github/workflows/ci.yml");
+        assert_eq!(loc["region"]["startLine"], 1);
+    }
+    let (_, s, _) = repo.probe(&[], &[("TMPDIR", tmp_s.as_str())]);
+    let uris: Vec<&Value> = s["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+        .collect();
+    assert!(
+        !uris.is_empty() && uris.iter().all(|u| *u == "README.md"),
+        "{uris:?}"
+    );
+}
+
+#[test]
+fn an_unwritable_sarif_path_is_exit_2_before_any_work() {
+    let shared = tempfile::tempdir().unwrap();
+    let cfg = shared.path().join("rw.yml");
+    std::fs::write(&cfg, fs_config("s", &shared.path().join("d"), "")).unwrap();
+    std::fs::create_dir(shared.path().join("d")).unwrap();
+    let out = bin()
+        .args(["probe", "--sarif", "/nonexistent-dir/x.sarif", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        std::fs::read_dir(shared.path().join("d"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
