@@ -36,12 +36,19 @@ pub enum Cmd {
     },
     /// List every surface type and carrier.
     Carriers {
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = CatalogFormat::Table)]
+        format: CatalogFormat,
     },
     /// Internal: one run (A or B) of a probe. Reads a request on stdin.
     #[command(name = "__run", hide = true)]
     Run,
+}
+
+/// How `carriers` prints the catalogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CatalogFormat {
+    Table,
+    Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,8 +159,8 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Cmd::Run => Ok(crate::child::run()),
         Cmd::Carriers { format } => {
             let text = match format {
-                Format::Table => output::carriers::table(),
-                Format::Json => output::carriers::json(),
+                CatalogFormat::Table => output::carriers::table(),
+                CatalogFormat::Json => output::carriers::json(),
             };
             print_stdout(&text)?;
             Ok(0)
@@ -182,7 +189,75 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
     }
 }
 
+/// Environment variables whose values are credentials: masked in the
+/// Actions log before runwarden prints anything else.
+fn secret_env() -> Vec<String> {
+    let secretive = |k: &str| {
+        let k = k.to_ascii_uppercase();
+        [
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "PRIVATE_KEY",
+            "API_KEY",
+        ]
+        .iter()
+        .any(|w| k.contains(w))
+    };
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, v)| secretive(k) && v.len() >= 4)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Appends the job summary to `$GITHUB_STEP_SUMMARY` and the outputs to
+/// `$GITHUB_OUTPUT`, when the runner provides them.
+fn github_files(
+    report: &crate::report::Report,
+    report_path: Option<&str>,
+    sarif_path: Option<&str>,
+) -> Result<(), Failure> {
+    use std::fs::OpenOptions;
+    let append = |var: &str, body: &str| -> Result<(), Failure> {
+        let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else {
+            return Ok(());
+        };
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(body.as_bytes()))
+            .map_err(|e| Failure::Other(format!("cannot write ${var}: {e}")))
+    };
+    append(
+        "GITHUB_STEP_SUMMARY",
+        &output::github::summary(report, report_path),
+    )?;
+    let delimiter = format!(
+        "runwarden_{}",
+        crate::nonce::Nonce::generate()
+            .map_err(|e| Failure::Other(e.to_string()))?
+            .hex()
+    );
+    let outputs = output::github::outputs(report, report_path, sarif_path);
+    let body = output::github::output_file(&outputs, &delimiter).map_err(Failure::Other)?;
+    append("GITHUB_OUTPUT", &body)
+}
+
 fn probe(args: ProbeArgs) -> Result<i32, Failure> {
+    if args.format == Format::Github {
+        // Before anything else is printed: the runner then hides these
+        // values wherever they would appear later in the log.
+        let mut out = std::io::stdout().lock();
+        for secret in secret_env() {
+            for line in secret.lines().filter(|l| l.len() >= 4) {
+                let _ = writeln!(out, "::add-mask::{}", escape::data(line));
+            }
+        }
+    }
     let found = find_config(args.config.as_deref());
     let plan = load_plan(&found)?;
     if let Found::Embedded = found {
@@ -204,9 +279,22 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
     let report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     // The results are printed first: a report that cannot be written at the
     // end (a full disk) must not swallow them.
+    let report_path = args
+        .report
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
+    let sarif_path = args
+        .sarif
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
+    let ctx = output::sarif::Context::from_env(&report);
     let text = match args.format {
         Format::Table => output::table::render(&report),
         Format::Json => output::json::render(&report),
+        Format::Github => {
+            output::table::render(&report)
+                + &output::github::annotations(&report, &ctx, report_path.as_deref())
+        }
     };
     print_stdout(&text)?;
     if let Some(sig) = crate::signals::received() {
@@ -218,8 +306,10 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
         out.write(&output::json::render(&report))?;
     }
     if let Some(out) = sarif_out {
-        let ctx = output::sarif::Context::from_env(&report);
         out.write(&output::sarif::render(&report, &ctx))?;
+    }
+    if args.format == Format::Github {
+        github_files(&report, report_path.as_deref(), sarif_path.as_deref())?;
     }
     Ok(report.exit_code())
 }

@@ -70,6 +70,14 @@ pub fn line(text: &str) -> String {
     out
 }
 
+/// The runner's data escaping only (`%`, `\r`, `\n`): for the value of a
+/// command such as `::add-mask::`, which the runner unescapes exactly so.
+pub fn data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
 /// Makes a serialized JSON document safe to print in an Actions log.
 ///
 /// serde_json already escapes control characters inside strings, and no

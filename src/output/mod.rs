@@ -4,7 +4,9 @@
 //! ([`crate::escape`]).
 
 pub mod carriers;
+pub mod github;
 pub mod json;
+pub mod repo;
 pub mod sarif;
 pub mod table;
 
@@ -16,4 +18,7 @@ pub enum Format {
     Table,
     /// The JSON report.
     Json,
+    /// The table plus GitHub Actions annotations; also writes the job
+    /// summary and step outputs when the runner provides their files.
+    Github,
 }

@@ -1,0 +1,267 @@
+//! GitHub Actions: annotations, the job summary and step outputs, each a
+//! function over the report.
+//!
+//! Everything here can carry surface data or config values (a pull request
+//! can change the config), so every annotation is built with the runner's
+//! own escaping rules, every summary cell is entity-escaped so that no value
+//! can break the table or inject markup, and outputs use a random heredoc
+//! delimiter that no value may contain.
+
+use super::repo::Context;
+use crate::escape;
+use crate::report::{Finding, Report};
+use crate::verdict::Verdict;
+use std::fmt::Write as _;
+
+/// Annotations of one kind a step may show (GitHub's limit: 10 errors and
+/// 10 warnings per step).
+pub const PER_KIND: usize = 10;
+
+/// The job summary stays under GitHub's 1 MiB per step, with room to spare.
+pub const SUMMARY_BUDGET: usize = 900 * 1024;
+
+/// Escapes a workflow command's message: `%`, `\r`, `\n` (the runner's
+/// data escaping), and the first `#` of every `##[`.
+fn data(s: &str) -> String {
+    escape::line(s)
+}
+
+/// Escapes a workflow command property value: the data escaping plus `:`
+/// and `,`.
+fn property(s: &str) -> String {
+    data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+fn annotation(kind: &str, f: &Finding, ctx: &Context, title: &str) -> String {
+    let mut props = Vec::new();
+    if let Some((uri, line, col)) = ctx.location(f) {
+        // The runner wants a path; uris are percent-encoded.
+        props.push(format!("file={}", property(&super::repo::decode(&uri))));
+        props.push(format!("line={line}"));
+        props.push(format!("col={col}"));
+    }
+    props.push(format!(
+        "title={}",
+        property(&format!("{title} {}", f.channel))
+    ));
+    format!("::{kind} {}::{}", props.join(","), data(&f.detail))
+}
+
+/// One `::error` per FAIL and `::warning` per ERROR, at most [`PER_KIND`]
+/// of each, then one `::notice` saying how many more and where the report
+/// is.
+pub fn annotations(report: &Report, ctx: &Context, report_path: Option<&str>) -> String {
+    let mut out = String::new();
+    for (verdict, kind, title) in [
+        (Verdict::Fail, "error", "Undeclared channel"),
+        (Verdict::Error, "warning", "Probe error on"),
+    ] {
+        let all: Vec<&Finding> = report
+            .findings
+            .iter()
+            .filter(|f| f.verdict == verdict)
+            .collect();
+        for f in all.iter().take(PER_KIND) {
+            out += &annotation(kind, f, ctx, title);
+            out.push('\n');
+        }
+        if all.len() > PER_KIND {
+            let where_ = report_path.map(|p| format!(" in {p}")).unwrap_or_default();
+            let msg = format!(
+                "{} more {} findings are not annotated; all are in the report{where_}",
+                all.len() - PER_KIND,
+                verdict.as_str()
+            );
+            let _ = writeln!(
+                out,
+                "::notice title={}::{}",
+                property("runwarden"),
+                data(&msg)
+            );
+        }
+    }
+    out
+}
+
+/// Escapes text for a markdown table cell: every character that markdown
+/// or HTML could act on becomes an entity, and line breaks become spaces,
+/// so no value can end the cell, the row or the table, or inject markup.
+pub fn cell(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '|' => out.push_str("&#124;"),
+            '`' => out.push_str("&#96;"),
+            '*' | '_' | '[' | ']' | '(' | ')' | '#' | '~' | '\\' | '!' | '$' | ':' | '@' => {
+                let _ = write!(out, "&#{};", c as u32);
+            }
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn docs_link(f: &Finding) -> String {
+    format!(
+        "https://github.com/runwarden/action/blob/main/docs/surfaces/{}.md#{}",
+        f.surface_type, f.carrier
+    )
+}
+
+/// The job summary: counts, a mermaid diagram of the open channels (run A
+/// -> surface -> run B), then every finding, worst first, each with a link
+/// to its carrier's docs. Stays under [`SUMMARY_BUDGET`]: past it, rows are
+/// cut with a line saying how many (the report keeps them all).
+pub fn summary(report: &Report, report_path: Option<&str>) -> String {
+    let s = &report.summary;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## runwarden: {} open undeclared, {} errors\n",
+        s.fail, s.error
+    );
+    let _ = writeln!(
+        out,
+        "**{}** fail · **{}** error · **{}** authorized · **{}** skipped · **{}** pass (probe `{}`)\n",
+        s.fail,
+        s.error,
+        s.authorized,
+        s.skipped,
+        s.pass,
+        cell(&report.probe_id)
+    );
+    let open: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| matches!(f.verdict, Verdict::Fail | Verdict::Authorized))
+        .collect();
+    if !open.is_empty() {
+        // Surface names are validated ([a-z0-9-]) and carriers are
+        // kebab-case constants: nothing here comes from a surface.
+        out += "```mermaid\nflowchart LR\n  A([run A])\n  B([run B])\n";
+        let mut surfaces: Vec<&str> = open.iter().map(|f| f.surface.as_str()).collect();
+        surfaces.dedup();
+        for (i, name) in surfaces.iter().enumerate() {
+            let carriers: Vec<&str> = open
+                .iter()
+                .filter(|f| f.surface == *name)
+                .map(|f| {
+                    if f.verdict == Verdict::Authorized {
+                        "declared"
+                    } else {
+                        f.carrier.as_str()
+                    }
+                })
+                .collect();
+            let mut unique = carriers.clone();
+            unique.sort();
+            unique.dedup();
+            let _ = writeln!(out, "  S{i}[({})]", mermaid_text(name));
+            let _ = writeln!(
+                out,
+                "  A -- \"{}\" --> S{i} --> B",
+                mermaid_text(&unique.join(", "))
+            );
+        }
+        out += "```\n\n";
+    }
+    out +=
+        "| Verdict | Channel | Persistence | Control | Detail |\n| --- | --- | --- | --- | --- |\n";
+    let mut rows: Vec<&Finding> = report.findings.iter().collect();
+    rows.sort_by_key(|f| f.verdict);
+    let footer_room = 512;
+    for (i, f) in rows.iter().enumerate() {
+        let side = f
+            .scope
+            .as_ref()
+            .and_then(|s| s.get("side"))
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        let row = format!(
+            "| {} | [{}]({}){} | {} | {} | {} |\n",
+            f.verdict.as_str().to_uppercase(),
+            cell(&f.channel),
+            docs_link(f),
+            cell(&side),
+            f.persistence.as_str(),
+            cell(
+                &serde_json::to_value(f.control)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+            cell(&f.detail)
+        );
+        if out.len() + row.len() + footer_room > SUMMARY_BUDGET {
+            let where_ = report_path
+                .map(|p| format!(" in `{}`", cell(p)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "\n{} more findings are not shown here; the report{where_} has them all.",
+                rows.len() - i
+            );
+            return out;
+        }
+        out += &row;
+    }
+    if !report.cleanup.left.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCleanup left {} planted entries in place; see the report.",
+            report.cleanup.left.len()
+        );
+    }
+    out
+}
+
+/// Text inside a mermaid label: only characters that cannot end it.
+fn mermaid_text(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | ' ' | ',' | '_'))
+        .collect()
+}
+
+/// The step outputs: `report`, `sarif`, `fail-count`, `error-count` and
+/// `open-channels` (FAIL and AUTHORIZED channel ids, comma-separated).
+pub fn outputs(
+    report: &Report,
+    report_path: Option<&str>,
+    sarif_path: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let mut open: Vec<String> = report
+        .findings
+        .iter()
+        .filter(|f| matches!(f.verdict, Verdict::Fail | Verdict::Authorized))
+        .map(|f| f.channel.clone())
+        .collect();
+    open.dedup();
+    vec![
+        ("report", report_path.unwrap_or("").to_string()),
+        ("sarif", sarif_path.unwrap_or("").to_string()),
+        ("fail-count", report.summary.fail.to_string()),
+        ("error-count", report.summary.error.to_string()),
+        ("open-channels", open.join(",")),
+    ]
+}
+
+/// Renders outputs for `$GITHUB_OUTPUT` with a heredoc delimiter; a value
+/// that contains the delimiter is refused (it could end the value early
+/// and set other outputs).
+pub fn output_file(outputs: &[(&str, String)], delimiter: &str) -> Result<String, String> {
+    let mut out = String::new();
+    for (name, value) in outputs {
+        if value.contains(delimiter) {
+            return Err(format!("output {name} contains the delimiter; refused"));
+        }
+        let _ = write!(out, "{name}<<{delimiter}\n{value}\n{delimiter}\n");
+    }
+    Ok(out)
+}

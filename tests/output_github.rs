@@ -1,0 +1,263 @@
+//! GitHub Actions output (src/output/github.rs, `--format github`): hostile
+//! names never start or forge a workflow command, annotation limits, the
+//! job summary, outputs and masking. These simulate a runner.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    summary: String,
+    outputs: String,
+}
+
+fn run_github(root: &Path, config: &str, env: &[(&str, &str)]) -> Run {
+    std::fs::create_dir_all(root.join(".github")).unwrap();
+    std::fs::write(root.join(".github/runwarden.yml"), config).unwrap();
+    let summary = root.join("summary.md");
+    let outputs = root.join("outputs.txt");
+    let out = bin()
+        .current_dir(root)
+        .env("GITHUB_WORKSPACE", root)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("GITHUB_OUTPUT", &outputs)
+        .envs(env.iter().copied())
+        .args([
+            "probe",
+            "--format",
+            "github",
+            "--config",
+            ".github/runwarden.yml",
+            "--report",
+            "r.json",
+        ])
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        summary: std::fs::read_to_string(summary).unwrap_or_default(),
+        outputs: std::fs::read_to_string(outputs).unwrap_or_default(),
+    }
+}
+
+const HOSTILE: &str = "x\n::set-output name=a::b ##[error]x %0A::warning::y,z:w";
+
+#[test]
+fn hostile_names_never_start_or_forge_a_command() {
+    let root = tempfile::tempdir().unwrap();
+    // A reachable directory and a missing one, both named with command
+    // syntax: their paths reach details, annotations and the summary.
+    let open = root.path().join(HOSTILE);
+    std::fs::create_dir(&open).unwrap();
+    let missing = root.path().join(format!("{HOSTILE}-missing"));
+    let cfg = format!(
+        "{}  - name: gone\n    type: filesystem\n    path: {}\n",
+        fs_config("open", &open, ""),
+        serde_json::to_string(&missing.to_string_lossy()).unwrap()
+    );
+    let r = run_github(root.path(), &cfg, &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let allowed = ["::add-mask::", "::error ", "::warning ", "::notice "];
+    for line in r.stdout.lines().chain(r.stderr.lines()) {
+        assert!(!line.contains("##["), "legacy command in: {line}");
+        let t = line.trim_start();
+        if t.starts_with("::") {
+            assert!(
+                allowed.iter().any(|a| t.starts_with(a)),
+                "forged command: {line}"
+            );
+        }
+    }
+    assert!(r.stderr.lines().all(|l| !l.trim_start().starts_with("::")));
+    let errors: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::error "))
+        .collect();
+    let warnings: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::warning "))
+        .collect();
+    assert_eq!(errors.len(), 9, "one per FAIL");
+    assert_eq!(warnings.len(), 9, "one per ERROR");
+    for a in errors.iter().chain(&warnings) {
+        let (props, msg) = a.split_once(' ').unwrap().1.split_once("::").unwrap();
+        // Properties: no raw separator inside a value.
+        for p in props.split(',') {
+            let (k, v) = p.split_once('=').unwrap();
+            assert!(["file", "line", "col", "title"].contains(&k), "{p}");
+            assert!(!v.contains(':') && !v.contains(','), "{p}");
+        }
+        assert!(props.contains("file=.github/runwarden.yml"), "{props}");
+        assert!(!msg.contains('\n') && !msg.contains('\r'));
+    }
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("%0A%3A%3Aset-output") || w.contains("::set-output")),
+        "the path is in the message, escaped"
+    );
+    // The summary table: every row has exactly its six separators.
+    let rows: Vec<&str> = r
+        .summary
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| Verdict") && !l.starts_with("| ---"))
+        .collect();
+    assert_eq!(rows.len(), 18);
+    for row in &rows {
+        assert_eq!(row.matches('|').count(), 6, "{row}");
+        assert!(
+            !row.contains('<') && !row.contains('`') && !row.contains("##["),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn annotations_stop_at_ten_per_kind_and_say_how_many_more() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let cfg = format!(
+        "{}  - name: b\n    type: filesystem\n    path: {}\n",
+        fs_config("a", &a, ""),
+        serde_json::to_string(&b).unwrap()
+    );
+    let r = run_github(root.path(), &cfg, &[]);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.starts_with("::error "))
+            .count(),
+        10
+    );
+    let notice: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("::notice "))
+        .collect();
+    assert_eq!(notice.len(), 1);
+    assert!(
+        notice[0].contains("8 more fail findings are not annotated")
+            && notice[0].contains("r.json"),
+        "{}",
+        notice[0]
+    );
+    // The mermaid diagram names both surfaces.
+    assert!(
+        r.summary.contains("```mermaid")
+            && r.summary.contains("S0[(a)]")
+            && r.summary.contains("S1[(b)]"),
+        "{}",
+        r.summary
+    );
+}
+
+/// Parses `$GITHUB_OUTPUT` heredocs.
+fn parse_outputs(text: &str) -> (Vec<(String, String)>, String) {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    let mut delimiter = String::new();
+    while let Some(head) = lines.next() {
+        let (name, delim) = head.split_once("<<").unwrap();
+        delimiter = delim.to_string();
+        let mut value = Vec::new();
+        for l in lines.by_ref() {
+            if l == delim {
+                break;
+            }
+            value.push(l);
+        }
+        out.push((name.to_string(), value.join("\n")));
+    }
+    (out, delimiter)
+}
+
+#[test]
+fn outputs_use_a_random_delimiter_and_tokens_are_masked_first() {
+    let root = tempfile::tempdir().unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let cfg = fs_config("shared", &shared, "declared:\n  - shared:xattr\n");
+    let r = run_github(root.path(), &cfg, &[("MY_API_TOKEN", "tok-1234-secret")]);
+    assert_eq!(
+        r.stdout.lines().next().unwrap(),
+        "::add-mask::tok-1234-secret",
+        "masking comes first"
+    );
+    let (outs, delim1) = parse_outputs(&r.outputs);
+    let get = |k: &str| outs.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    assert_eq!(get("fail-count"), "8");
+    assert_eq!(get("error-count"), "0");
+    assert_eq!(get("report"), "r.json");
+    assert!(get("open-channels").split(',').any(|c| c == "shared:xattr"));
+    assert_eq!(get("open-channels").split(',').count(), 9);
+    std::fs::remove_file(root.path().join("outputs.txt")).unwrap();
+    let r2 = run_github(root.path(), &cfg, &[]);
+    let (_, delim2) = parse_outputs(&r2.outputs);
+    assert!(
+        delim1.starts_with("runwarden_") && delim1 != delim2,
+        "a fresh delimiter each run"
+    );
+    assert!(
+        r.summary
+            .contains("## runwarden: 8 open undeclared, 0 errors")
+    );
+}
+
+#[test]
+fn output_values_containing_the_delimiter_are_refused() {
+    let outs = vec![("report", "a\nD\nevil<<x".to_string())];
+    assert!(runwarden::output::github::output_file(&outs, "D").is_err());
+    assert!(runwarden::output::github::output_file(&outs, "runwarden_abc").is_ok());
+}
+
+#[test]
+fn the_summary_stays_under_one_mebibyte() {
+    use runwarden::plan::ConfigSource;
+    use runwarden::report::*;
+    let finding = Finding {
+        channel: "s:file-name".into(),
+        surface: "s".into(),
+        surface_type: "filesystem".into(),
+        carrier: "file-name".into(),
+        verdict: runwarden::verdict::Verdict::Fail,
+        persistence: runwarden::surface::Persistence::Durable,
+        declared: false,
+        control: runwarden::verdict::Control::Recovered,
+        detail: "|<x>|".repeat(500),
+        location: None,
+        declared_at: None,
+        scope: None,
+    };
+    let findings = vec![finding; 5_000];
+    let report = Report {
+        schema: SCHEMA.into(),
+        tool: Tool::default(),
+        probe_id: "p".into(),
+        started_at: "t".into(),
+        finished_at: "t".into(),
+        config: ConfigSource {
+            path: None,
+            embedded_default: true,
+        },
+        runs: Runs {
+            a: "a".into(),
+            b: "b".into(),
+            b_uid: None,
+        },
+        summary: Summary::of(&findings),
+        findings,
+        cleanup: Cleanup::default(),
+    };
+    let s = runwarden::output::github::summary(&report, Some("r.json"));
+    assert!(s.len() < 1024 * 1024, "{} bytes", s.len());
+    assert!(s.contains("more findings are not shown here; the report in"));
+}
