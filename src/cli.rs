@@ -39,6 +39,8 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value_t = CatalogFormat::Table)]
         format: CatalogFormat,
     },
+    /// Run as the GitHub Action: inputs from `INPUT_*` (see docs/action.md).
+    Action,
     /// Internal: one run (A or B) of a probe. Reads a request on stdin.
     #[command(name = "__run", hide = true)]
     Run,
@@ -185,7 +187,8 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             ));
             Ok(0)
         }
-        Cmd::Probe(args) => probe(args),
+        Cmd::Probe(args) => probe(args, &GithubOptions::default()),
+        Cmd::Action => action(),
     }
 }
 
@@ -219,6 +222,7 @@ fn github_files(
     report: &crate::report::Report,
     report_path: Option<&str>,
     sarif_path: Option<&str>,
+    summary: bool,
 ) -> Result<(), Failure> {
     use std::fs::OpenOptions;
     let append = |var: &str, body: &str| -> Result<(), Failure> {
@@ -232,10 +236,12 @@ fn github_files(
             .and_then(|mut f| f.write_all(body.as_bytes()))
             .map_err(|e| Failure::Other(format!("cannot write ${var}: {e}")))
     };
-    append(
-        "GITHUB_STEP_SUMMARY",
-        &output::github::summary(report, report_path),
-    )?;
+    if summary {
+        append(
+            "GITHUB_STEP_SUMMARY",
+            &output::github::summary(report, report_path),
+        )?;
+    }
     let delimiter = format!(
         "runwarden_{}",
         crate::nonce::Nonce::generate()
@@ -247,7 +253,74 @@ fn github_files(
     append("GITHUB_OUTPUT", &body)
 }
 
-fn probe(args: ProbeArgs) -> Result<i32, Failure> {
+/// What `--format github` writes besides the table (the action's
+/// `annotations` and `summary` inputs).
+pub struct GithubOptions {
+    pub annotations: bool,
+    pub summary: bool,
+}
+
+impl Default for GithubOptions {
+    fn default() -> Self {
+        GithubOptions {
+            annotations: true,
+            summary: true,
+        }
+    }
+}
+
+/// One action input, as the runner passes it: `INPUT_` + the name upper
+/// cased, spaces to `_`, hyphens kept.
+fn input(name: &str) -> Option<String> {
+    let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
+    std::env::var(var)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+fn bool_input(name: &str, default: bool) -> Result<bool, Failure> {
+    match input(name).as_deref() {
+        None => Ok(default),
+        Some("true" | "True" | "TRUE") => Ok(true),
+        Some("false" | "False" | "FALSE") => Ok(false),
+        Some(other) => Err(Failure::Other(format!(
+            "input `{name}` must be true or false, not `{other}`"
+        ))),
+    }
+}
+
+/// `runwarden action`: the GitHub Action's entry point.
+fn action() -> Result<i32, Failure> {
+    let fail_on = input("fail-on").unwrap_or_else(|| "undeclared".into());
+    if !matches!(fail_on.as_str(), "undeclared" | "never") {
+        return Err(Failure::Other(format!(
+            "input `fail-on` must be `undeclared` or `never`, not `{fail_on}`"
+        )));
+    }
+    let opts = GithubOptions {
+        annotations: bool_input("annotations", true)?,
+        summary: bool_input("summary", true)?,
+    };
+    let args = ProbeArgs {
+        config: input("config").map(PathBuf::from),
+        report: Some(PathBuf::from(
+            input("report").unwrap_or_else(|| "runwarden-report.json".into()),
+        )),
+        sarif: Some(PathBuf::from(
+            input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
+        )),
+        format: Format::Github,
+        work_dir: None,
+        run_b_as: None,
+        timeout: 300,
+    };
+    let code = probe(args, &opts)?;
+    // `never`: report, annotate and summarise, but let the job go on.
+    Ok(if fail_on == "never" { 0 } else { code })
+}
+
+fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
     if args.format == Format::Github {
         // Before anything else is printed: the runner then hides these
         // values wherever they would appear later in the log.
@@ -291,10 +364,11 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
     let text = match args.format {
         Format::Table => output::table::render(&report),
         Format::Json => output::json::render(&report),
-        Format::Github => {
+        Format::Github if gh.annotations => {
             output::table::render(&report)
                 + &output::github::annotations(&report, &ctx, report_path.as_deref())
         }
+        Format::Github => output::table::render(&report),
     };
     print_stdout(&text)?;
     if let Some(sig) = crate::signals::received() {
@@ -309,7 +383,12 @@ fn probe(args: ProbeArgs) -> Result<i32, Failure> {
         out.write(&output::sarif::render(&report, &ctx))?;
     }
     if args.format == Format::Github {
-        github_files(&report, report_path.as_deref(), sarif_path.as_deref())?;
+        github_files(
+            &report,
+            report_path.as_deref(),
+            sarif_path.as_deref(),
+            gh.summary,
+        )?;
     }
     Ok(report.exit_code())
 }

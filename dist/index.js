@@ -1,0 +1,62 @@
+// runwarden's GitHub Action shim: picks the prebuilt binary for this
+// runner, verifies its SHA-256 against SHA256SUMS, and runs `runwarden
+// action` with the inherited environment, passing the exit code through.
+// Plain Node, no dependencies.
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const crypto = require("crypto");
+const { spawnSync } = require("child_process");
+
+// Workflow-command data escaping: these messages can carry paths.
+function escapeData(s) {
+  return String(s).replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A").replace(/##\[/g, "%23#[");
+}
+
+function fail(message) {
+  process.stdout.write(`::error title=runwarden::${escapeData(message)}\n`);
+  process.exit(2);
+}
+
+function input(name) {
+  return (process.env[`INPUT_${name.toUpperCase().replace(/ /g, "_")}`] || "").trim();
+}
+
+const PLATFORMS = { linux: { x64: "x86_64-linux", arm64: "aarch64-linux" } };
+
+function bundled() {
+  const key = (PLATFORMS[process.platform] || {})[process.arch];
+  if (!key) {
+    fail(
+      `runwarden has no prebuilt binary for ${process.platform}/${process.arch}. ` +
+        "Build it from source (cargo build --release in a checkout of runwarden) " +
+        "and pass the path of target/release/runwarden as the `binary` input."
+    );
+  }
+  const rel = `${key}/runwarden`;
+  const file = path.join(__dirname, rel);
+  let sums;
+  try {
+    sums = fs.readFileSync(path.join(__dirname, "SHA256SUMS"), "utf8");
+  } catch (e) {
+    fail(`cannot read dist/SHA256SUMS: ${e.message}`);
+  }
+  const line = sums.split("\n").map((l) => l.trim().split(/\s+/)).find((p) => p[1] === rel || p[1] === `*${rel}`);
+  if (!line) fail(`dist/SHA256SUMS has no entry for ${rel}`);
+  let actual;
+  try {
+    actual = crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex");
+  } catch (e) {
+    fail(`cannot read dist/${rel}: ${e.message}`);
+  }
+  if (actual !== line[0]) {
+    fail(`checksum mismatch for dist/${rel}: expected ${line[0]}, got ${actual}; refusing to run it`);
+  }
+  return file;
+}
+
+const override = input("binary");
+const binary = override ? path.resolve(process.env.GITHUB_WORKSPACE || process.cwd(), override) : bundled();
+const run = spawnSync(binary, ["action"], { stdio: "inherit", env: process.env });
+if (run.error) fail(`cannot run ${binary}: ${run.error.message}`);
+process.exit(run.status === null ? 2 : run.status);

@@ -1,0 +1,258 @@
+//! The GitHub Action (action.yml, dist/index.js, `runwarden action`), driven
+//! the way the runner drives it: node runs the shim with INPUT_* (hyphens
+//! kept), GITHUB_OUTPUT, GITHUB_STEP_SUMMARY and GITHUB_WORKSPACE set. Also
+//! the bundled static binary: its checksum, version, and a full probe in an
+//! empty chroot.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn dist() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("dist")
+}
+
+/// A workspace with a config whose surface is a shared directory.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".github")).unwrap();
+        std::fs::create_dir(dir.path().join("shared")).unwrap();
+        std::fs::write(
+            dir.path().join(".github/runwarden.yml"),
+            fs_config("shared", &dir.path().join("shared"), ""),
+        )
+        .unwrap();
+        Workspace { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `node <shim>` as the runner would, with these inputs.
+    fn run(&self, shim: &Path, inputs: &[(&str, &str)], node_args: &[&str]) -> Output {
+        let mut c = Command::new("node");
+        c.args(node_args).arg(shim).current_dir(self.path());
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy().into_owned();
+            if ["GITHUB_", "RUNNER_", "ACTIONS_", "INPUT_", "RUNWARDEN_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+            {
+                c.env_remove(&k);
+            }
+        }
+        c.env("GITHUB_WORKSPACE", self.path())
+            .env("GITHUB_OUTPUT", self.path().join("out.txt"))
+            .env("GITHUB_STEP_SUMMARY", self.path().join("summary.md"));
+        for (k, v) in inputs {
+            c.env(format!("INPUT_{}", k.to_uppercase()), v);
+        }
+        c.output().unwrap()
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path().join(name)).unwrap_or_default()
+    }
+}
+
+fn shim() -> PathBuf {
+    dist().join("index.js")
+}
+
+fn our_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_runwarden")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_shim_runs_the_action_with_inputs_outputs_and_summary() {
+    let ws = Workspace::new();
+    let out = ws.run(
+        &shim(),
+        &[
+            ("binary", our_binary()),
+            ("config", ".github/runwarden.yml"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("::error ")).count(),
+        9
+    );
+    let outputs = ws.read("out.txt");
+    assert!(
+        outputs.contains("fail-count<<runwarden_") && outputs.contains("\n9\n"),
+        "{outputs}"
+    );
+    assert!(outputs.contains("report<<") && outputs.contains("\nrunwarden-report.json\n"));
+    assert!(outputs.contains("\nrunwarden.sarif\n"));
+    assert!(
+        ws.read("summary.md")
+            .starts_with("## runwarden: 9 open undeclared")
+    );
+    assert!(ws.path().join("runwarden-report.json").is_file());
+    assert!(ws.path().join("runwarden.sarif").is_file());
+}
+
+#[test]
+fn inputs_turn_annotations_summary_and_failing_off() {
+    let ws = Workspace::new();
+    let inputs = [
+        ("binary", our_binary()),
+        ("config", ".github/runwarden.yml"),
+        ("annotations", "false"),
+        ("summary", "false"),
+        ("fail-on", "never"),
+        ("report", "custom.json"),
+    ];
+    let out = ws.run(&shim(), &inputs, &[]);
+    assert_eq!(out.status.code(), Some(0), "fail-on: never");
+    assert!(!stdout(&out).lines().any(|l| l.starts_with("::error ")));
+    assert!(ws.read("summary.md").is_empty());
+    assert!(ws.path().join("custom.json").is_file());
+    for (input, bad) in [("fail-on", "sometimes"), ("annotations", "yes")] {
+        let out = ws.run(&shim(), &[("binary", our_binary()), (input, bad)], &[]);
+        assert_eq!(out.status.code(), Some(2), "{input}={bad}");
+    }
+}
+
+#[test]
+fn the_shim_refuses_a_binary_whose_checksum_does_not_match() {
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(shim(), copy.path().join("index.js")).unwrap();
+    std::fs::copy(dist().join("SHA256SUMS"), copy.path().join("SHA256SUMS")).unwrap();
+    std::fs::create_dir(copy.path().join("x86_64-linux")).unwrap();
+    let bin = copy.path().join("x86_64-linux/runwarden");
+    std::fs::copy(dist().join("x86_64-linux/runwarden"), &bin).unwrap();
+    let mut bytes = std::fs::read(&bin).unwrap();
+    bytes.push(0);
+    std::fs::write(&bin, bytes).unwrap();
+    let ws = Workspace::new();
+    let out = ws.run(&copy.path().join("index.js"), &[], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(
+            "::error title=runwarden::checksum mismatch for dist/x86_64-linux/runwarden"
+        ),
+        "{text}"
+    );
+    assert!(
+        ws.read("out.txt").is_empty() && !ws.path().join("runwarden-report.json").exists(),
+        "never ran"
+    );
+}
+
+#[test]
+fn an_unsupported_platform_says_how_to_build_from_source() {
+    let ws = Workspace::new();
+    let preload = ws.path().join("arch.js");
+    std::fs::write(
+        &preload,
+        "Object.defineProperty(process, 'arch', { value: 's390x' });\n",
+    )
+    .unwrap();
+    let out = ws.run(&shim(), &[], &["--require", preload.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no prebuilt binary for linux/s390x") && text.contains("`binary` input"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_bundled_binary_matches_its_checksum_and_version() {
+    let sums = std::fs::read_to_string(dist().join("SHA256SUMS")).unwrap();
+    let out = Command::new("sha256sum")
+        .arg("-c")
+        .arg("SHA256SUMS")
+        .current_dir(dist())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dist/SHA256SUMS does not match:\n{sums}\n{}",
+        stdout(&out)
+    );
+    let bin = dist().join("x86_64-linux/runwarden");
+    let v = Command::new(&bin).arg("--version").output().unwrap();
+    assert_eq!(
+        stdout(&v).trim(),
+        format!("runwarden {}", env!("CARGO_PKG_VERSION")),
+        "dist/ holds another version than Cargo.toml: run scripts/build-dist.sh"
+    );
+    let size = std::fs::metadata(&bin).unwrap().len();
+    assert!(size <= 12 * 1024 * 1024, "{size} bytes");
+}
+
+#[test]
+fn the_bundled_binary_probes_in_an_empty_chroot() {
+    if needs_root("chroot") {
+        return;
+    }
+    // Only /etc/hosts, /etc/resolv.conf and an empty /tmp: no /dev, no
+    // /proc, no libraries.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    std::fs::write(root.path().join("etc/hosts"), "127.0.0.1 localhost\n").unwrap();
+    std::fs::write(root.path().join("etc/resolv.conf"), "").unwrap();
+    std::fs::create_dir(root.path().join("tmp")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        root.path().join("tmp"),
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .unwrap();
+    std::fs::copy(
+        dist().join("x86_64-linux/runwarden"),
+        root.path().join("runwarden"),
+    )
+    .unwrap();
+    // env_clear() below also hides PATH from the lookup: resolve it here.
+    let chroot = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v chroot"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let out = Command::new(chroot.trim())
+        .arg(root.path())
+        .args(["/runwarden", "probe", "--format", "json"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["summary"]["fail"], 9, "{report}");
+    assert_eq!(
+        std::fs::read_dir(root.path().join("tmp")).unwrap().count(),
+        0,
+        "cleaned up"
+    );
+}
