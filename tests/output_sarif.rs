@@ -72,7 +72,11 @@ impl Repo {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join(".github/workflows")).unwrap();
         std::fs::write(root.path().join(".github/runwarden.yml"), config).unwrap();
-        std::fs::write(root.path().join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        std::fs::write(
+            root.path().join(".github/workflows/ci.yml"),
+            "on: push\njobs:\n  probe:\n    runs-on: ubuntu-24.04\n    steps:\n      - uses: runwarden/action@v1\n",
+        )
+        .unwrap();
         std::fs::write(root.path().join("README.md"), "# project\n").unwrap();
         Repo { root }
     }
@@ -226,7 +230,10 @@ fn the_embedded_default_points_at_the_workflow_or_a_real_file() {
     for r in s["runs"][0]["results"].as_array().unwrap() {
         let loc = &r["locations"][0]["physicalLocation"];
         assert_eq!(loc["artifactLocation"]["uri"], ".github/workflows/ci.yml");
-        assert_eq!(loc["region"]["startLine"], 1);
+        assert_eq!(
+            loc["region"]["startLine"], 6,
+            "the step that runs runwarden"
+        );
     }
     let (_, s, _) = repo.probe(&[], &[("TMPDIR", tmp_s.as_str())]);
     let uris: Vec<&Value> = s["runs"][0]["results"]

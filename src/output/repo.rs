@@ -73,15 +73,21 @@ impl Context {
     }
 
     /// Where a result points when its surface has no config entry in the
-    /// repository (the embedded default): the workflow file, else the
-    /// first line of a real file at the repository root.
+    /// repository (the embedded default): the step of the workflow file
+    /// that runs runwarden, else the first line of a real file at the
+    /// repository root.
     fn fallback(&self) -> Option<(String, u64, u64)> {
-        if let Some(uri) = self
-            .workflow
-            .as_deref()
-            .and_then(|w| self.uri(&self.root.join(w).to_string_lossy()))
+        if let Some(w) = self.workflow.as_deref()
+            && let Some(uri) = self.uri(&self.root.join(w).to_string_lossy())
         {
-            return Some((uri, 1, 1));
+            // The step: the first line that runs runwarden (`uses:
+            // runwarden/action…` or a `run:` of the binary), else line 1.
+            let line = std::fs::read_to_string(self.root.join(w))
+                .ok()
+                .and_then(|t| t.lines().position(|l| l.contains("runwarden")))
+                .map(|i| i as u64 + 1)
+                .unwrap_or(1);
+            return Some((uri, line, 1));
         }
         let mut names: Vec<PathBuf> = std::fs::read_dir(&self.root)
             .ok()?
