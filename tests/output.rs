@@ -1,49 +1,16 @@
 //! Outputs (src/output/): functions over a report. These build reports by
 //! hand, including hostile text, and check what is printed.
 
+mod common;
+use common::{finding, report_of};
 use runwarden::output;
-use runwarden::plan::ConfigSource;
-use runwarden::report::{Cleanup, Finding, Leftover, Report, Runs, Summary, Tool};
-use runwarden::surface::Persistence;
-use runwarden::verdict::{Control, Verdict};
-
-fn finding(carrier: &str, verdict: Verdict, detail: &str) -> Finding {
-    Finding {
-        channel: format!("s:{carrier}"),
-        surface: "s".into(),
-        surface_type: "filesystem".into(),
-        carrier: carrier.into(),
-        verdict,
-        persistence: Persistence::Durable,
-        declared: verdict == Verdict::Authorized,
-        control: Control::Recovered,
-        detail: detail.into(),
-        location: None,
-        declared_at: None,
-        scope: None,
-    }
-}
+use runwarden::report::{Finding, Leftover, Report};
+use runwarden::verdict::Verdict;
 
 fn report(findings: Vec<Finding>, left: Vec<Leftover>) -> Report {
-    Report {
-        schema: runwarden::report::SCHEMA.into(),
-        tool: Tool::default(),
-        probe_id: "p".into(),
-        started_at: "2026-11-30T00:00:00Z".into(),
-        finished_at: "2026-11-30T00:00:01Z".into(),
-        config: ConfigSource {
-            path: Some("rw.yml".into()),
-            embedded_default: false,
-        },
-        runs: Runs {
-            a: "a".into(),
-            b: "b".into(),
-            b_uid: None,
-        },
-        summary: Summary::of(&findings),
-        findings,
-        cleanup: Cleanup { removed: 0, left },
-    }
+    let mut r = report_of(findings);
+    r.cleanup.left = left;
+    r
 }
 
 #[test]

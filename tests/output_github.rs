@@ -221,42 +221,12 @@ fn output_values_containing_the_delimiter_are_refused() {
 
 #[test]
 fn the_summary_stays_under_one_mebibyte() {
-    use runwarden::plan::ConfigSource;
-    use runwarden::report::*;
-    let finding = Finding {
-        channel: "s:file-name".into(),
-        surface: "s".into(),
-        surface_type: "filesystem".into(),
-        carrier: "file-name".into(),
-        verdict: runwarden::verdict::Verdict::Fail,
-        persistence: runwarden::surface::Persistence::Durable,
-        declared: false,
-        control: runwarden::verdict::Control::Recovered,
-        detail: "|<x>|".repeat(500),
-        location: None,
-        declared_at: None,
-        scope: None,
-    };
-    let findings = vec![finding; 5_000];
-    let report = Report {
-        schema: SCHEMA.into(),
-        tool: Tool::default(),
-        probe_id: "p".into(),
-        started_at: "t".into(),
-        finished_at: "t".into(),
-        config: ConfigSource {
-            path: None,
-            embedded_default: true,
-        },
-        runs: Runs {
-            a: "a".into(),
-            b: "b".into(),
-            b_uid: None,
-        },
-        summary: Summary::of(&findings),
-        findings,
-        cleanup: Cleanup::default(),
-    };
+    let f = finding(
+        "file-name",
+        runwarden::verdict::Verdict::Fail,
+        &"|<x>|".repeat(500),
+    );
+    let report = report_of(vec![f; 5_000]);
     let s = runwarden::output::github::summary(&report, Some("r.json"));
     assert!(s.len() < 1024 * 1024, "{} bytes", s.len());
     assert!(s.contains("more findings are not shown here; the report in"));

@@ -6,60 +6,26 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// The official schema, from the npm package `@microsoft/jest-sarif`
-/// (fetched with `npm pack` once, never committed).
+/// The official schema, from the npm package `@microsoft/jest-sarif`.
 fn schema() -> PathBuf {
     // Once per test binary: the tests run in parallel threads.
     static SCHEMA: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    SCHEMA.get_or_init(fetch_schema).clone()
+    SCHEMA
+        .get_or_init(|| {
+            npm_file(
+                "@microsoft/jest-sarif",
+                "1.0.0-beta.0",
+                "lib/schemas/sarif-2.1.0-rtm.5.json",
+            )
+        })
+        .clone()
 }
 
-fn fetch_schema() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sarif-schema");
-    let file = dir.join("package/lib/schemas/sarif-2.1.0-rtm.5.json");
-    if !file.exists() {
-        std::fs::create_dir_all(&dir).unwrap();
-        let st = Command::new("npm")
-            .args([
-                "pack",
-                "@microsoft/jest-sarif@1.0.0-beta.0",
-                "--silent",
-                "--pack-destination",
-            ])
-            .arg(&dir)
-            .status()
-            .expect("npm is needed to fetch the SARIF schema");
-        assert!(st.success(), "npm pack @microsoft/jest-sarif failed");
-        let st = Command::new("tar")
-            .args([
-                "-xzf",
-                "microsoft-jest-sarif-1.0.0-beta.0.tgz",
-                "package/lib/schemas/sarif-2.1.0-rtm.5.json",
-            ])
-            .current_dir(&dir)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    file
-}
-
-/// Validates with Python's jsonschema (installed by .ci/run).
 fn assert_schema_valid(sarif: &Path) {
-    let script = "import json,sys,jsonschema\ns=json.load(open(sys.argv[1]))\nd=json.load(open(sys.argv[2]))\njsonschema.validators.validator_for(s)(s).validate(d)\n";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(schema())
-        .arg(sarif)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "SARIF invalid against the 2.1.0 schema:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Some(e) = schema_errors(&schema(), sarif) {
+        panic!("SARIF invalid against the 2.1.0 schema:\n{e}");
+    }
 }
 
 /// A repository checkout with a config at .github/runwarden.yml.

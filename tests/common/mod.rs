@@ -222,3 +222,97 @@ pub const ALL_CARRIERS: [&str; 9] = [
 
 /// The uid tests drop run B to.
 pub const NOBODY: &str = "65534:65534";
+
+/// A file from an npm package, fetched once with `npm pack` into the
+/// target directory (never committed): the official SARIF schema, the
+/// published action metadata schema.
+pub fn npm_file(package: &str, version: &str, inner: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("npm")
+        .join(format!("{package}@{version}").replace('/', "_"));
+    let file = dir.join("package").join(inner);
+    if !file.exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("npm")
+            .args([
+                "pack",
+                &format!("{package}@{version}"),
+                "--silent",
+                "--pack-destination",
+            ])
+            .arg(&dir)
+            .status()
+            .expect("npm is needed to fetch test schemas");
+        assert!(st.success(), "npm pack {package}@{version} failed");
+        let tgz = format!(
+            "{}-{version}.tgz",
+            package.trim_start_matches('@').replace('/', "-")
+        );
+        let st = Command::new("tar")
+            .args(["-xzf", &tgz, &format!("package/{inner}")])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    file
+}
+
+/// Validates a JSON document against a JSON schema with Python's
+/// jsonschema (installed by .ci/run); the error text on failure.
+pub fn schema_errors(schema: &Path, document: &Path) -> Option<String> {
+    let script = "import json,sys,jsonschema\ns=json.load(open(sys.argv[1]))\nd=json.load(open(sys.argv[2]))\njsonschema.validators.validator_for(s)(s).validate(d)\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(schema)
+        .arg(document)
+        .output()
+        .unwrap();
+    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A report built by hand around `findings`, for output tests.
+pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report::Report {
+    use runwarden::report::*;
+    Report {
+        schema: SCHEMA.into(),
+        tool: Tool::default(),
+        probe_id: "p".into(),
+        started_at: "2026-11-30T00:00:00Z".into(),
+        finished_at: "2026-11-30T00:00:01Z".into(),
+        config: runwarden::plan::ConfigSource {
+            path: Some("rw.yml".into()),
+            embedded_default: false,
+        },
+        runs: Runs {
+            a: "a".into(),
+            b: "b".into(),
+            b_uid: None,
+        },
+        summary: Summary::of(&findings),
+        findings,
+        cleanup: Cleanup::default(),
+    }
+}
+
+/// A filesystem finding for output tests.
+pub fn finding(
+    carrier: &str,
+    verdict: runwarden::verdict::Verdict,
+    detail: &str,
+) -> runwarden::report::Finding {
+    runwarden::report::Finding {
+        channel: format!("s:{carrier}"),
+        surface: "s".into(),
+        surface_type: "filesystem".into(),
+        carrier: carrier.into(),
+        verdict,
+        persistence: runwarden::surface::Persistence::Durable,
+        declared: verdict == runwarden::verdict::Verdict::Authorized,
+        control: runwarden::verdict::Control::Recovered,
+        detail: detail.into(),
+        location: None,
+        declared_at: None,
+        scope: None,
+    }
+}
