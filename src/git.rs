@@ -147,6 +147,14 @@ impl Git {
         cmd.env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null");
         let mut config: Vec<(&str, &str)> = vec![
+            // Only the transports runwarden supports; never `ext::` (runs a
+            // command) or `fd::`, whatever a checkout's config says.
+            ("protocol.allow", "never"),
+            ("protocol.file.allow", "always"),
+            ("protocol.http.allow", "always"),
+            ("protocol.https.allow", "always"),
+            ("protocol.ssh.allow", "always"),
+            ("protocol.git.allow", "always"),
             ("core.hooksPath", "/dev/null"),
             ("core.fsmonitor", "false"),
             ("advice.detachedHead", "false"),

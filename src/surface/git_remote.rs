@@ -125,6 +125,25 @@ pub struct Settings {
     pub control: bool,
 }
 
+/// Config values reach git's command line (a pull request can change the
+/// config): a remote that git could read as an option, or a transport
+/// helper (`ext::<command>` runs a command), is refused outright.
+fn check_remote(remote: &str) -> Result<(), String> {
+    if remote.starts_with('-') {
+        return Err("must not start with `-` (git would read it as an option)".into());
+    }
+    if remote.contains("::") {
+        return Err(
+            "uses a transport helper (`<transport>::<address>`), which runwarden does not allow"
+                .into(),
+        );
+    }
+    if remote.chars().any(|c| c.is_control()) {
+        return Err("contains control characters".into());
+    }
+    Ok(())
+}
+
 /// `git@host:path` (scp-like ssh syntax): a colon before any slash, after
 /// more than one character (not a drive letter).
 fn is_scp(remote: &str) -> bool {
@@ -216,6 +235,7 @@ impl SurfaceType for GitRemote {
         };
         let repo =
             std::path::absolute(&repo).map_err(|e| opts.error(pos, format!("`repo`: {e}")))?;
+        check_remote(&remote).map_err(|m| opts.error(pos, format!("`remote`: {m}")))?;
         let mut credentials = vec![];
         let url = if let Some((scheme, _)) = remote.split_once("://") {
             if !["file", "http", "https", "ssh", "git"].contains(&scheme) {
@@ -253,6 +273,13 @@ impl SurfaceType for GitRemote {
                 ));
             }
             let url = String::from_utf8_lossy(&stdout).trim().to_string();
+            // The checkout's own URL is held to the same rules.
+            check_remote(&url).map_err(|m| {
+                opts.error(
+                    pos,
+                    format!("`remote`: `{remote}` resolves to a URL that {m}"),
+                )
+            })?;
             credentials = read_credentials(&operator, &repo);
             // A relative local URL is relative to the checkout.
             if !url.contains("://") && !is_scp(&url) && !url.starts_with('/') {

@@ -722,3 +722,50 @@ fn ssh_remotes_are_skipped_without_a_client_and_error_when_unreachable() {
         );
     }
 }
+
+#[test]
+fn remotes_git_could_read_as_options_or_commands_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let marker = root.path().join("PWNED");
+    for remote in [
+        "--upload-pack=x".to_string(),
+        "-oProxyCommand=x".to_string(),
+        format!("ext::sh -c touch% {}", marker.display()),
+        "fd::3".to_string(),
+    ] {
+        let p = probe(work.path(), &git_config("origin", &remote, ""), &[]);
+        assert_eq!(p.code, 2, "{remote}: {}", p.stderr);
+        assert!(
+            p.stderr.contains("runwarden.yml:5:13: `remote`: "),
+            "{remote}: {}",
+            p.stderr
+        );
+    }
+    // The same through a checkout whose origin URL is a transport helper.
+    let co = root.path().join("co");
+    git(root.path(), &["init", "-q", co.to_str().unwrap()]);
+    git(
+        &co,
+        &[
+            "remote",
+            "add",
+            "origin",
+            &format!("ext::sh -c touch% {}", marker.display()),
+        ],
+    );
+    let cfg = git_config(
+        "origin",
+        "origin",
+        &format!("    repo: {}\n", serde_json::to_string(&co).unwrap()),
+    );
+    let p = probe(work.path(), &cfg, &[]);
+    assert_eq!(p.code, 2, "{}", p.stderr);
+    assert!(
+        p.stderr
+            .contains("resolves to a URL that uses a transport helper"),
+        "{}",
+        p.stderr
+    );
+    assert!(!marker.exists(), "a command ran");
+}
