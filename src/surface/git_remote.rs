@@ -445,6 +445,97 @@ fn namespace(carrier: &str) -> Option<&'static str> {
     }
 }
 
+/// One job's ref and object mark, before fast-import gives ids.
+type Planned = (Option<String>, Option<u32>);
+
+/// A `git fast-import` stream under construction: all of run A's objects
+/// are built by one git process instead of one per object.
+struct Stream {
+    text: Vec<u8>,
+    next: u32,
+    time: u64,
+}
+
+impl Stream {
+    fn new() -> Stream {
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Stream {
+            text: Vec::new(),
+            next: 0,
+            time,
+        }
+    }
+
+    fn mark(&mut self) -> u32 {
+        self.next += 1;
+        self.next
+    }
+
+    fn line(&mut self, l: &str) {
+        self.text.extend_from_slice(l.as_bytes());
+        self.text.push(b'\n');
+    }
+
+    fn data(&mut self, body: &str) {
+        self.line(&format!("data {}", body.len()));
+        self.line(body);
+    }
+
+    fn blob(&mut self, content: &str) -> u32 {
+        let m = self.mark();
+        self.line("blob");
+        self.line(&format!("mark :{m}"));
+        self.data(content);
+        m
+    }
+
+    /// A root commit holding `files` (path, blob mark). Each commit goes on
+    /// a scratch ref of its own: a commit with no `from` on a new ref has
+    /// no parent.
+    fn commit(&mut self, author: &(String, String), message: &str, files: &[(&str, u32)]) -> u32 {
+        let m = self.mark();
+        let t = self.time;
+        self.line(&format!("commit refs/runwarden-build/{m}"));
+        self.line(&format!("mark :{m}"));
+        self.line(&format!("author {} <{}> {t} +0000", author.0, author.1));
+        self.line(&format!("committer {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000"));
+        self.data(message);
+        for (path, blob) in files {
+            self.line(&format!("M 100644 :{blob} {path}"));
+        }
+        self.line("");
+        m
+    }
+
+    fn tag(&mut self, name: &str, target: u32, message: &str) -> u32 {
+        let m = self.mark();
+        let t = self.time;
+        self.line(&format!("tag {name}"));
+        self.line(&format!("mark :{m}"));
+        self.line(&format!("from :{target}"));
+        self.line(&format!("tagger {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000"));
+        self.data(message);
+        m
+    }
+
+    /// A notes commit whose tree notes `target` with `note`.
+    fn note(&mut self, target: u32, note: &str) -> u32 {
+        let m = self.mark();
+        let t = self.time;
+        self.line(&format!("commit refs/runwarden-build/notes-{m}"));
+        self.line(&format!("mark :{m}"));
+        self.line(&format!("committer {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000"));
+        self.data("Notes added by runwarden");
+        self.line(&format!("N inline :{target}"));
+        self.data(note);
+        self.line("");
+        m
+    }
+}
+
 struct Instance {
     s: Settings,
     git: Git,
@@ -563,146 +654,117 @@ impl Instance {
         }
     }
 
-    fn blob(&self, dir: &Path, content: &str) -> Result<String, String> {
-        self.plumb(
-            dir,
-            &["hash-object", "-w", "--stdin"],
-            &[],
-            content.as_bytes(),
-        )
-    }
-
-    /// A tree holding `files` (path, blob id).
-    fn tree(&self, dir: &Path, files: &[(&str, &str)]) -> Result<String, String> {
-        let input: String = files
-            .iter()
-            .map(|(p, b)| format!("100644 blob {b}\t{p}\n"))
-            .collect();
-        self.plumb(dir, &["mktree"], &[], input.as_bytes())
-    }
-
-    fn commit(
-        &self,
-        dir: &Path,
-        tree: &str,
-        message: &str,
-        ident: &[(&str, &str)],
-    ) -> Result<String, String> {
-        let mut envs = vec![
-            ("GIT_AUTHOR_NAME", IDENT_NAME),
-            ("GIT_AUTHOR_EMAIL", IDENT_EMAIL),
-            ("GIT_COMMITTER_NAME", IDENT_NAME),
-            ("GIT_COMMITTER_EMAIL", IDENT_EMAIL),
+    /// Runs one `git fast-import` over `stream` and returns each mark's
+    /// object id.
+    fn fast_import(&self, dir: &Path, stream: &Stream) -> Result<HashMap<u32, String>, String> {
+        let marks = dir.join("runwarden-marks");
+        let args = vec![
+            "fast-import".to_string(),
+            "--quiet".into(),
+            format!("--export-marks={}", marks.display()),
         ];
-        envs.extend_from_slice(ident);
-        self.plumb(dir, &["commit-tree", tree, "-m", message], &envs, b"")
+        let (out, _) = self.git.run(dir, &os(&args), &[], &stream.text);
+        if !out.success {
+            return Err(format!("git fast-import failed: {}", out.reason()));
+        }
+        let text =
+            std::fs::read_to_string(&marks).map_err(|e| format!("fast-import marks: {e}"))?;
+        Ok(text
+            .lines()
+            .filter_map(|l| {
+                let (m, sha) = l.strip_prefix(':')?.split_once(' ')?;
+                Some((m.parse().ok()?, sha.to_string()))
+            })
+            .collect())
     }
 
-    fn annotated_tag(
-        &self,
-        dir: &Path,
-        target: &str,
-        name: &str,
-        message: &str,
-    ) -> Result<String, String> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let body = format!(
-            "object {target}\ntype commit\ntag {name}\ntagger {IDENT_NAME} <{IDENT_EMAIL}> {now} +0000\n\n{message}\n"
-        );
-        self.plumb(dir, &["mktag"], &[], body.as_bytes())
-    }
-
-    /// Builds every plant's objects in `dir`; returns the refs to push and
-    /// each job's needle (or why it could not be built).
+    /// Builds every plant's objects in `dir` (one fast-import); returns the
+    /// refs to push and each job's needle (or why it could not be built).
     fn build(&self, dir: &Path, probe: &str, jobs: &[PlantJob]) -> Result<Built, String> {
-        let empty_tree = self.tree(dir, &[])?;
+        let mut st = Stream::new();
         let innocuous = format!("runwarden probe {probe}");
-        let plain = self.commit(dir, &empty_tree, &innocuous, &[])?;
-        let unreachable_nonce = jobs
-            .iter()
-            .find(|j| j.carrier == "unreachable-object")
-            .map(|j| j.nonce.hex());
+        let ident = (IDENT_NAME.to_string(), IDENT_EMAIL.to_string());
+        let plain = st.commit(&ident, &innocuous, &[]);
         // The deleted branch's commit carries the unreachable-object nonce
-        // (that carrier's only appearance); without it, an innocuous commit.
-        let doomed = match &unreachable_nonce {
-            Some(u) => self.commit(dir, &empty_tree, &format!("{innocuous}\n\n{u}"), &[])?,
-            None => plain.clone(),
+        // (that carrier's only appearance); without it, the innocuous one.
+        let doomed = match jobs.iter().find(|j| j.carrier == "unreachable-object") {
+            Some(u) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[]),
+            None => plain,
         };
-        let mut pushes = Vec::new();
-        let mut needles = Vec::new();
-        for (i, job) in jobs.iter().enumerate() {
+        // Per job: its ref and the mark of the object the ref points at
+        // (both none for unreachable-object, which rides on the deleted
+        // branch).
+        let mut planned: Vec<Result<Planned, PlantOutcome>> = Vec::new();
+        for job in jobs {
             let hex = job.nonce.hex();
             let refname = ref_for(&job.carrier, probe, &hex, job.scope.as_ref());
-            // The object the ref points at; the needle says what B looks
-            // for (the nonce, and for content carriers the agreed ref).
             let object = match job.carrier.as_str() {
-                "branch-name" | "tag-name" | "custom-ref" => Some(plain.clone()),
-                "deleted-ref" => Some(doomed.clone()),
+                "branch-name" | "tag-name" | "custom-ref" => Some(plain),
+                "deleted-ref" => Some(doomed),
                 "unreachable-object" => None,
                 "annotated-tag-message" => {
                     let name = refname
                         .as_deref()
                         .unwrap_or_default()
                         .trim_start_matches("refs/tags/");
-                    Some(self.annotated_tag(dir, &plain, name, &hex)?)
+                    Some(st.tag(name, plain, &hex))
                 }
-                "commit-message" => {
-                    Some(self.commit(dir, &empty_tree, &format!("{innocuous}\n\n{hex}"), &[])?)
-                }
+                "commit-message" => Some(st.commit(&ident, &format!("{innocuous}\n\n{hex}"), &[])),
                 "author-name" => {
-                    Some(self.commit(dir, &empty_tree, &innocuous, &[("GIT_AUTHOR_NAME", &hex)])?)
+                    Some(st.commit(&(hex.clone(), IDENT_EMAIL.into()), &innocuous, &[]))
                 }
-                "author-email" => {
-                    let email = format!("{hex}@runwarden.invalid");
-                    Some(self.commit(
-                        dir,
-                        &empty_tree,
-                        &innocuous,
-                        &[("GIT_AUTHOR_EMAIL", &email)],
-                    )?)
-                }
+                "author-email" => Some(st.commit(
+                    &(IDENT_NAME.into(), format!("{hex}@runwarden.invalid")),
+                    &innocuous,
+                    &[],
+                )),
                 "file-content" => {
-                    let b = self.blob(dir, &format!("{hex}\n"))?;
-                    let t = self.tree(dir, &[("notes.txt", &b)])?;
-                    Some(self.commit(dir, &t, &innocuous, &[])?)
+                    let b = st.blob(&format!("{hex}\n"));
+                    Some(st.commit(&ident, &innocuous, &[("notes.txt", b)]))
                 }
                 "file-path" => {
-                    let b = self.blob(dir, "runwarden probe\n")?;
-                    let t = self.tree(dir, &[(&hex, &b)])?;
-                    Some(self.commit(dir, &t, &innocuous, &[])?)
+                    let b = st.blob("runwarden probe\n");
+                    Some(st.commit(&ident, &innocuous, &[(&hex, b)]))
                 }
-                "notes" => {
-                    // A notes tree names the annotated object by its id.
-                    let b = self.blob(dir, &format!("{hex}\n"))?;
-                    let t = self.tree(dir, &[(&plain, &b)])?;
-                    Some(self.commit(dir, &t, "Notes added by runwarden", &[])?)
-                }
+                "notes" => Some(st.note(plain, &format!("{hex}\n"))),
                 other => {
-                    needles.push(Err(PlantOutcome::Failed {
+                    planned.push(Err(PlantOutcome::Failed {
                         reason: format!("unknown carrier {other}"),
                     }));
                     continue;
                 }
             };
-            let needle = match (&refname, object) {
-                (Some(r), Some(sha)) => {
+            planned.push(Ok((refname, object)));
+        }
+        let marks = self.fast_import(dir, &st)?;
+        let sha = |m: u32| {
+            marks
+                .get(&m)
+                .cloned()
+                .ok_or_else(|| format!("fast-import gave no object for mark :{m}"))
+        };
+        let doomed = sha(doomed)?;
+        let mut pushes = Vec::new();
+        let mut needles = Vec::new();
+        for (i, (job, plan)) in jobs.iter().zip(planned).enumerate() {
+            let hex = job.nonce.hex();
+            let needle = match plan {
+                Err(o) => Err(o),
+                Ok((Some(r), Some(m))) => {
                     pushes.push(Push {
                         carrier: i,
                         refname: r.clone(),
-                        sha,
+                        sha: sha(m)?,
                     });
-                    if is_name_carrier(&job.carrier) {
+                    Ok(if is_name_carrier(&job.carrier) {
                         json!({ "text": hex })
                     } else {
                         json!({ "text": hex, "ref": r })
-                    }
+                    })
                 }
-                _ => json!({ "text": hex, "sha": doomed }),
+                Ok(_) => Ok(json!({ "text": hex, "sha": doomed })),
             };
-            needles.push(Ok(needle));
+            needles.push(needle);
         }
         Ok(Built { pushes, needles })
     }
