@@ -559,6 +559,7 @@ fn run_child(
         // orchestrator, which stops the run it chooses to stop and still
         // cleans up.
         .process_group(0);
+    crate::sys::die_with_parent(&mut cmd);
     if let Some((uid, gid)) = as_user {
         // std drops supplementary groups too when root switches uid.
         cmd.uid(uid).gid(gid);

@@ -337,3 +337,19 @@ pub fn birth_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<(i64, u32)>> {
     }
     Ok(Some((stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)))
 }
+
+/// Makes a child process die (SIGKILL) when the thread that spawned it
+/// exits: a run that is killed must not leave its git push finishing after
+/// cleanup ran, and a killed probe must not leave its runs behind. For
+/// `CommandExt::pre_exec`: only async-signal-safe calls.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

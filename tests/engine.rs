@@ -204,3 +204,139 @@ fn a_run_that_hangs_is_killed_at_the_timeout() {
     assert!(leftovers(busy.path()).is_empty());
     assert!(probe_dirs(work.path()).is_empty());
 }
+
+/// A local bare remote holding 10,000 refs: run A's push (the ref
+/// advertisement alone) takes long enough for A to be killed mid-plant.
+fn busy_remote(root: &Path) -> PathBuf {
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let remote = root.join("remote.git");
+    git(root, &["init", "-q", "--bare", "remote.git"]);
+    git(root, &["init", "-q", "seed"]);
+    let seed = root.join("seed");
+    git(
+        &seed,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+    );
+    git(
+        &seed,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/main",
+        ],
+    );
+    let sha = git(&seed, &["rev-parse", "HEAD"]);
+    let input: String = (0..10_000)
+        .map(|i| format!("create refs/heads/f/{i} {sha}\n"))
+        .collect();
+    let mut child = std::process::Command::new("git")
+        .args(["update-ref", "--stdin"])
+        .current_dir(&remote)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    remote
+}
+
+fn refs(remote: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["for-each-ref"])
+        .current_dir(remote)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn run_a_killed_mid_plant_leaves_nothing_behind() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = busy_remote(root.path());
+    let before = refs(&remote);
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("rw.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+            serde_json::to_string(&remote).unwrap()
+        ),
+    )
+    .unwrap();
+    let report = work.path().join("r.json");
+    let child = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(work.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill run A the moment it appears.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let a = loop {
+        assert!(Instant::now() < deadline, "run A never appeared");
+        let found = children(child.id()).into_iter().find(|c| {
+            let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
+            env.split(|b| *b == 0)
+                .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/a"))
+        });
+        if let Some(a) = found {
+            break a;
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    unsafe { libc::kill(a as i32, libc::SIGKILL) };
+    let p = finish(child.wait_with_output().unwrap(), &report);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["verdict"], "error", "{f}");
+        assert!(f["detail"].as_str().unwrap().contains("run A"), "{f}");
+    }
+    eprintln!("cleanup: {}", p.report["cleanup"]);
+    // Whatever A pushed before it died, cleanup removed it; nothing A had
+    // only journalled is reported as left.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(refs(&remote), before, "refs left on the remote");
+    assert!(
+        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
+        "{}",
+        p.report["cleanup"]
+    );
+}

@@ -1250,21 +1250,42 @@ impl Surface for Instance {
             })
             .collect();
         let results = self.push(work.path(), &deletes);
-        for (i, r, _) in &live {
+        // A refused lease cannot tell a ref that is gone (run A died
+        // before its push) from one someone moved: only then, ask the
+        // remote once which of them still exist.
+        let rejected = matches!(&results, Ok(res) if live.iter().any(|(_, r, _)| !matches!(res.get(r), Some(('-', _)))));
+        let now: Option<HashMap<String, String>> = rejected
+            .then(|| {
+                let mut refs = HashMap::new();
+                let wanted: HashSet<&str> = live.iter().map(|(_, r, _)| r.as_str()).collect();
+                let ls = self.git.stream(
+                    work.path(),
+                    &os(&["ls-remote".into(), self.s.url.clone()]),
+                    &[],
+                    b"",
+                    |line| {
+                        let l = String::from_utf8_lossy(line);
+                        if let Some((sha, name)) = l.split_once('\t')
+                            && wanted.contains(name)
+                        {
+                            refs.insert(name.to_string(), sha.to_string());
+                        }
+                    },
+                );
+                ls.success.then_some(refs)
+            })
+            .flatten();
+        for (i, r, pushed) in &live {
             outcomes[*i] = match &results {
-                Err(e) => CleanupOutcome::Left {
-                    reason: format!("the deleting push failed: {e}"),
-                },
-                Ok(res) => match res.get(r) {
-                    Some(('-', _)) => CleanupOutcome::Removed,
-                    Some((_, summary)) => CleanupOutcome::Left {
-                        reason: format!(
-                            "not deleted ({summary}): it no longer points at what runwarden pushed, or is gone"
-                        ),
+                Err(e) => CleanupOutcome::Left { reason: format!("the deleting push failed: {e}") },
+                Ok(res) => match (res.get(r), &now) {
+                    (Some(('-', _)), _) => CleanupOutcome::Removed,
+                    (_, Some(now)) if !now.contains_key(r) => CleanupOutcome::Gone,
+                    (_, Some(now)) if now.get(r) != Some(pushed) => CleanupOutcome::Left {
+                        reason: "it now points at another object than runwarden pushed: someone moved it; left alone".into(),
                     },
-                    None => CleanupOutcome::Left {
-                        reason: "the push reported nothing for this ref".into(),
-                    },
+                    (Some((_, summary)), _) => CleanupOutcome::Left { reason: format!("not deleted: {summary}") },
+                    (None, _) => CleanupOutcome::Left { reason: "the push reported nothing for this ref".into() },
                 },
             };
         }
