@@ -29,9 +29,6 @@ impl Stat {
     pub fn is_reg(&self) -> bool {
         self.file_type() == libc::S_IFREG
     }
-    pub fn is_dir(&self) -> bool {
-        self.file_type() == libc::S_IFDIR
-    }
     pub fn is_symlink(&self) -> bool {
         self.file_type() == libc::S_IFLNK
     }
