@@ -208,76 +208,9 @@ fn a_run_that_hangs_is_killed_at_the_timeout() {
 /// A local bare remote holding 10,000 refs: run A's push (the ref
 /// advertisement alone) takes long enough for A to be killed mid-plant.
 fn busy_remote(root: &Path) -> PathBuf {
-    let git = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    let remote = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", "remote.git"]);
-    git(root, &["init", "-q", "seed"]);
-    let seed = root.join("seed");
-    git(
-        &seed,
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "x",
-        ],
-    );
-    git(
-        &seed,
-        &[
-            "push",
-            "-q",
-            remote.to_str().unwrap(),
-            "HEAD:refs/heads/main",
-        ],
-    );
-    let sha = git(&seed, &["rev-parse", "HEAD"]);
-    let input: String = (0..10_000)
-        .map(|i| format!("create refs/heads/f/{i} {sha}\n"))
-        .collect();
-    let mut child = std::process::Command::new("git")
-        .args(["update-ref", "--stdin"])
-        .current_dir(&remote)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    let remote = bare_remote(root);
+    add_refs(&remote, 10_000, &["f"]);
     remote
-}
-
-fn refs(remote: &Path) -> String {
-    let out = std::process::Command::new("git")
-        .args(["for-each-ref"])
-        .current_dir(remote)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -316,3 +316,94 @@ pub fn finding(
         scope: None,
     }
 }
+
+/// Runs git with no system or global config; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare repository `remote.git` under `root` holding a few foreign refs
+/// (a `main` branch and a `v1` tag), pushable over smart HTTP.
+pub fn bare_remote(root: &Path) -> PathBuf {
+    let remote = root.join("remote.git");
+    git(root, &["init", "-q", "--bare", "remote.git"]);
+    git(&remote, &["config", "http.receivepack", "true"]);
+    let seed = root.join("seed");
+    git(root, &["init", "-q", "seed"]);
+    git(
+        &seed,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "foreign",
+        ],
+    );
+    git(&seed, &["tag", "v1"]);
+    git(
+        &seed,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/main",
+            "v1",
+        ],
+    );
+    remote
+}
+
+/// Adds `n` foreign branches to a remote, `refs/heads/foreign/<i>/<name>`
+/// with names taken in turn from `names`, all at `main`.
+pub fn add_refs(remote: &Path, n: usize, names: &[&str]) {
+    use std::io::Write;
+    let sha = git(remote, &["rev-parse", "refs/heads/main"])
+        .trim()
+        .to_string();
+    let input: String = (0..n)
+        .map(|i| {
+            format!(
+                "create refs/heads/foreign/{i}/{} {sha}\n",
+                names[i % names.len()]
+            )
+        })
+        .collect();
+    let mut child = Command::new("git")
+        .args(["update-ref", "--stdin"])
+        .current_dir(remote)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// A remote's refs, for comparing before and after a probe.
+pub fn refs(remote: &Path) -> String {
+    git(
+        remote,
+        &["for-each-ref", "--format=%(objectname) %(refname)"],
+    )
+}

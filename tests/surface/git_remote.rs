@@ -22,57 +22,6 @@ const WRITE_CARRIERS: [&str; 12] = [
     "unreachable-object",
 ];
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A bare repository `remote.git` under `root` holding a few foreign refs.
-fn bare_remote(root: &Path) -> PathBuf {
-    let remote = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", "remote.git"]);
-    git(&remote, &["config", "http.receivepack", "true"]);
-    let seed = root.join("seed");
-    git(root, &["init", "-q", "seed"]);
-    git(
-        &seed,
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "foreign",
-        ],
-    );
-    git(&seed, &["tag", "v1"]);
-    git(
-        &seed,
-        &[
-            "push",
-            "-q",
-            remote.to_str().unwrap(),
-            "HEAD:refs/heads/main",
-            "v1",
-        ],
-    );
-    remote
-}
-
 /// A bare remote with foreign refs, and those refs as they were.
 struct Remote {
     root: tempfile::TempDir,
@@ -92,13 +41,6 @@ impl Remote {
     fn unchanged(&self) {
         assert_eq!(refs(&self.path), self.before, "the remote's refs changed");
     }
-}
-
-fn refs(remote: &Path) -> String {
-    git(
-        remote,
-        &["for-each-ref", "--format=%(objectname) %(refname)"],
-    )
 }
 
 fn git_config(name: &str, remote: &str, extra: &str) -> String {
@@ -315,9 +257,6 @@ fn a_pre_receive_hook_that_refuses_is_pass() {
 fn ten_thousand_foreign_refs_with_odd_names() {
     let fx = Remote::new();
     let remote = &fx.path;
-    let sha = git(remote, &["rev-parse", "refs/heads/main"])
-        .trim()
-        .to_string();
     // Legal ref names only (no `:`, `[`, space): the odd ones git allows.
     let odd = [
         "%0A%3A%3Awarning",
@@ -329,25 +268,7 @@ fn ten_thousand_foreign_refs_with_odd_names() {
         "-dash",
         "x.y;&amp",
     ];
-    let mut input = String::new();
-    for i in 0..10_000 {
-        let name = odd[i % odd.len()];
-        input += &format!("create refs/heads/foreign/{i}/{name} {sha}\n");
-    }
-    let mut child = Command::new("git")
-        .args(["update-ref", "--stdin"])
-        .current_dir(remote)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    add_refs(remote, 10_000, &odd);
     let before = refs(remote);
     assert_eq!(before.lines().count(), 10_002);
     let work = tempfile::tempdir().unwrap();
