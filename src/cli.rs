@@ -39,6 +39,13 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value_t = CatalogFormat::Table)]
         format: CatalogFormat,
     },
+    /// Inspect this environment and propose a starter config.
+    Discover {
+        /// Write the config here instead of stdout (never over an existing
+        /// file).
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
     /// Run as the GitHub Action: inputs from `INPUT_*` (see docs/action.md).
     Action,
     /// Internal: one run (A or B) of a probe. Reads a request on stdin.
@@ -189,6 +196,31 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         }
         Cmd::Probe(args) => probe(args, &GithubOptions::default()),
         Cmd::Action => action(),
+        Cmd::Discover { write } => {
+            let env = |k: &str| std::env::var(k).ok();
+            // Paths come from the environment: keep `##[` out of the log.
+            let text = escape::json(&crate::discover::render(&crate::discover::discover(&env)));
+            match write {
+                None => print_stdout(&text)?,
+                Some(path) => {
+                    use std::fs::OpenOptions;
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .and_then(|mut f| f.write_all(text.as_bytes()))
+                        .map_err(|e| {
+                            Failure::Other(format!("cannot write {}: {e}", path.display()))
+                        })?;
+                    note(&format!(
+                        "wrote {}; check it with `runwarden check-config {}`",
+                        path.display(),
+                        path.display()
+                    ));
+                }
+            }
+            Ok(0)
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod child;
 pub mod cli;
 pub mod config;
+pub mod discover;
 pub mod engine;
 pub mod escape;
 pub mod git;

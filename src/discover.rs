@@ -1,0 +1,273 @@
+//! `runwarden discover`: inspects the environment and proposes a commented
+//! starter config, each surface with a one-line why.
+//!
+//! Discovery reads only environment variables and the filesystem (and the
+//! workspace's git config): it plants nothing. Paths are written literally
+//! (not as `${VAR}`) so the config validates wherever it is checked. A git
+//! remote is proposed live only in CI: outside CI runwarden never writes to
+//! a remote unless the operator uncomments it.
+
+use crate::git::Git;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What kind of runner this is, as far as the environment tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runner {
+    NotActions,
+    GithubHosted,
+    SelfHosted,
+    /// actions-runner-controller: ephemeral pods.
+    Arc,
+}
+
+impl Runner {
+    fn describe(&self) -> &'static str {
+        match self {
+            Runner::NotActions => {
+                "not in GitHub Actions (no GITHUB_ACTIONS=true): probing this machine"
+            }
+            Runner::GithubHosted => {
+                "GitHub-hosted runner: a fresh VM per job, so state does not outlive the job; channels here are between steps and processes of one job"
+            }
+            Runner::SelfHosted => {
+                "self-hosted runner: the work directory, HOME, the tool cache and /tmp persist between jobs unless the runner is ephemeral"
+            }
+            Runner::Arc => {
+                "actions-runner-controller pod: ephemeral per job, but volumes and caches mounted into the pod may be shared"
+            }
+        }
+    }
+}
+
+/// One proposed surface.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub why: String,
+    /// The YAML of the surface entry (two-space list item indentation).
+    pub entry: String,
+    /// Proposed but commented out (a write the operator must opt into).
+    pub commented: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    pub runner: Runner,
+    pub surfaces: Vec<Candidate>,
+    /// Things found that no surface type covers yet, or hints.
+    pub notes: Vec<String>,
+}
+
+fn quoted(p: &Path) -> String {
+    serde_json::to_string(&p.to_string_lossy()).expect("string serializes")
+}
+
+fn fs_entry(name: &str, path: &Path) -> String {
+    format!(
+        "  - name: {name}\n    type: filesystem\n    path: {}\n",
+        quoted(path)
+    )
+}
+
+/// Looks at the environment through `env` (injected, so tests can shape
+/// any runner) and at the filesystem.
+pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty());
+    let in_actions = var("GITHUB_ACTIONS").as_deref() == Some("true");
+    let workspace = var("GITHUB_WORKSPACE").map(PathBuf::from);
+    let arc = var("KUBERNETES_PORT").is_some()
+        || var("GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT")
+            .is_some_and(|v| v.contains("actions-runner-controller/"))
+        || workspace.as_deref().is_some_and(|w| w.starts_with("/__w"));
+    let runner = match (in_actions, var("RUNNER_ENVIRONMENT").as_deref()) {
+        (false, _) => Runner::NotActions,
+        _ if arc => Runner::Arc,
+        (true, Some("github-hosted")) => Runner::GithubHosted,
+        (true, _) => Runner::SelfHosted,
+    };
+    let mut surfaces = Vec::new();
+    let mut notes = Vec::new();
+    let mut add = |name: &str, path: &Path, why: &str| {
+        if path.is_dir()
+            && !surfaces
+                .iter()
+                .any(|c: &Candidate| c.entry.contains(&quoted(path)))
+        {
+            surfaces.push(Candidate {
+                why: why.into(),
+                entry: fs_entry(name, path),
+                commented: false,
+            });
+        }
+    };
+
+    // The runner's work directory (`_work`): RUNNER_TEMP is `_work/_temp`.
+    if let Some(work) = var("RUNNER_TEMP")
+        .map(PathBuf::from)
+        .and_then(|t| t.parent().map(Path::to_path_buf))
+    {
+        add(
+            "runner-work",
+            &work,
+            "the runner's work directory (_work): every job's checkout lives under it, and on a persistent runner it survives the job",
+        );
+    }
+    if let Some(tc) = var("RUNNER_TOOL_CACHE") {
+        add(
+            "tool-cache",
+            Path::new(&tc),
+            "RUNNER_TOOL_CACHE: setup-* actions share it across jobs and it is never wiped",
+        );
+    }
+    let home = var("HOME").map(PathBuf::from);
+    if let Some(h) = &home {
+        add(
+            "home",
+            h,
+            "$HOME: persists on self-hosted runners; dotfiles and caches of every job land here",
+        );
+    }
+    // Package caches: shared by every build on the machine.
+    let caches: [(&str, Option<PathBuf>, &str); 6] = [
+        (
+            "cargo-registry",
+            home.as_ref().map(|h| h.join(".cargo/registry")),
+            "cargo's registry cache",
+        ),
+        (
+            "npm-cache",
+            home.as_ref().map(|h| h.join(".npm")),
+            "npm's cache",
+        ),
+        (
+            "pip-cache",
+            home.as_ref().map(|h| h.join(".cache/pip")),
+            "pip's cache",
+        ),
+        (
+            "maven-repository",
+            home.as_ref().map(|h| h.join(".m2/repository")),
+            "Maven's local repository",
+        ),
+        (
+            "gradle-caches",
+            home.as_ref().map(|h| h.join(".gradle/caches")),
+            "Gradle's caches",
+        ),
+        (
+            "go-module-cache",
+            var("GOMODCACHE")
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join("go/pkg/mod"))),
+            "Go's module cache",
+        ),
+    ];
+    for (name, path, what) in caches {
+        if let Some(p) = path {
+            add(
+                name,
+                &p,
+                &format!("{what}: written by builds, read by every later build on this machine"),
+            );
+        }
+    }
+    let tmp = var("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    add(
+        "system-temp",
+        &tmp,
+        "the system temp directory: shared by every process on the host",
+    );
+    add(
+        "dev-shm",
+        Path::new("/dev/shm"),
+        "/dev/shm: shared memory, a tmpfs every process can write",
+    );
+
+    // The workspace's git remote.
+    let repo = workspace.clone().or_else(|| std::env::current_dir().ok());
+    if let Some(repo) = repo.filter(|r| r.join(".git").exists()) {
+        let git = Git::operator(Duration::from_secs(10));
+        let args: Vec<&OsStr> = vec![
+            "-C".as_ref(),
+            repo.as_os_str(),
+            "remote".as_ref(),
+            "get-url".as_ref(),
+            "origin".as_ref(),
+        ];
+        let (out, _) = git.run(Path::new("/"), &args, &[], b"");
+        if out.success {
+            let cred_args: Vec<&OsStr> = vec![
+                "-C".as_ref(),
+                repo.as_os_str(),
+                "config".as_ref(),
+                "--includes".as_ref(),
+                "--name-only".as_ref(),
+                "--get-regexp".as_ref(),
+                r"^http\..*extraheader$".as_ref(),
+            ];
+            let (cred, _) = git.run(Path::new("/"), &cred_args, &[], b"");
+            let credential = if cred.success {
+                "the checkout left a push credential (persist-credentials): the job can write to the remote"
+            } else {
+                "no credential from the checkout: writes will test what the job can do without one"
+            };
+            let entry = format!(
+                "  - name: origin\n    type: git-remote\n    remote: origin\n    repo: {}\n",
+                quoted(&repo)
+            );
+            surfaces.push(Candidate {
+                why: format!("the workspace's git remote: a branch name alone carries a message; {credential}"),
+                entry,
+                // Outside CI, runwarden never writes to a remote unasked.
+                commented: !in_actions,
+            });
+        }
+    }
+
+    if var("ACTIONS_RESULTS_URL").is_some()
+        && (var("ACTIONS_RUNTIME_TOKEN").is_some()
+            || var("ACTIONS_ID_TOKEN_REQUEST_TOKEN").is_some())
+    {
+        notes.push("the Actions cache service is reachable with a token in this environment: any step holding it can write cache entries a later run restores (no surface type for it yet)".into());
+    }
+    if var("ACTIONS_ID_TOKEN_REQUEST_TOKEN").is_some() {
+        notes.push("an OIDC request token is present (id-token: write): a run step holding it can also use the cache service".into());
+    }
+    if Path::new("/var/run/docker.sock").exists() {
+        notes.push("a Docker socket exists (/var/run/docker.sock): images, volumes and containers outlive jobs (no surface type for it yet)".into());
+    }
+    Discovery {
+        runner,
+        surfaces,
+        notes,
+    }
+}
+
+/// The starter config: valid as it is (commented surfaces and notes are
+/// comments).
+pub fn render(d: &Discovery) -> String {
+    let mut out = String::new();
+    out += "# runwarden config proposed by `runwarden discover`.\n";
+    out += &format!("# Runner: {}.\n", d.runner.describe());
+    out += "# Review it, remove what you do not want probed, and declare channels\n# you accept under `declared:`.\nversion: 1\nsurfaces:\n";
+    for c in &d.surfaces {
+        out += &format!("  # {}\n", c.why);
+        if c.commented {
+            out +=
+                "  # Outside CI runwarden does not write to a remote unless you uncomment this:\n";
+            for l in c.entry.lines() {
+                out += &format!("  # {}\n", l.strip_prefix("  ").unwrap_or(l));
+            }
+        } else {
+            out += &c.entry;
+        }
+    }
+    for n in &d.notes {
+        out += &format!("# Note: {n}\n");
+    }
+    out += "declared: []\n";
+    out
+}

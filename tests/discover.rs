@@ -1,0 +1,205 @@
+//! `runwarden discover` (src/discover.rs) on fixture trees shaped like each
+//! runner kind, through environment overrides: never this machine's home.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+/// Runs discover with exactly these runner variables (plus PATH).
+fn discover(env: &[(&str, String)]) -> (String, String, i32) {
+    let mut c = bin();
+    c.arg("discover")
+        .env_remove("HOME")
+        .env_remove("TMPDIR")
+        .env_remove("GOMODCACHE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap(),
+    )
+}
+
+fn assert_valid(config: &str) {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), config).unwrap();
+    let out = bin().arg("check-config").arg(f.path()).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{config}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn mkdirs(root: &Path, dirs: &[&str]) {
+    for d in dirs {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+}
+
+#[test]
+fn a_self_hosted_runner_layout() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    mkdirs(
+        r,
+        &[
+            "runner/_work/_temp",
+            "runner/_work/_tool",
+            "runner/_work/app/app",
+            "home/.cargo/registry",
+            "home/.npm",
+            "home/.m2/repository",
+            "tmp",
+        ],
+    );
+    let p = |s: &str| r.join(s).to_string_lossy().into_owned();
+    let env = [
+        ("GITHUB_ACTIONS", "true".to_string()),
+        ("RUNNER_ENVIRONMENT", "self-hosted".to_string()),
+        ("RUNNER_TEMP", p("runner/_work/_temp")),
+        ("RUNNER_TOOL_CACHE", p("runner/_work/_tool")),
+        ("GITHUB_WORKSPACE", p("runner/_work/app/app")),
+        ("HOME", p("home")),
+        ("TMPDIR", p("tmp")),
+    ];
+    let (out, err, code) = discover(&env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# Runner: self-hosted runner"), "{out}");
+    for (name, path) in [
+        ("runner-work", "runner/_work"),
+        ("tool-cache", "runner/_work/_tool"),
+        ("home", "home"),
+        ("cargo-registry", "home/.cargo/registry"),
+        ("npm-cache", "home/.npm"),
+        ("maven-repository", "home/.m2/repository"),
+        ("system-temp", "tmp"),
+    ] {
+        assert!(
+            out.contains(&format!(
+                "  - name: {name}\n    type: filesystem\n    path: \"{}\"",
+                p(path)
+            )),
+            "{name}:\n{out}"
+        );
+    }
+    assert!(!out.contains("pip-cache"), "absent caches are not proposed");
+    assert_valid(&out);
+}
+
+#[test]
+fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    mkdirs(r, &["work/_temp", "home", "tmp"]);
+    // The workspace: a checkout whose origin carries actions/checkout's
+    // extraheader.
+    let ws = r.join("work/repo");
+    git(r, &["init", "-q", ws.to_str().unwrap()]);
+    git(&ws, &["remote", "add", "origin", "https://github.com/o/r"]);
+    git(
+        &ws,
+        &[
+            "config",
+            "--local",
+            "http.https://github.com/.extraheader",
+            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3h4eA==",
+        ],
+    );
+    let p = |s: &Path| s.to_string_lossy().into_owned();
+    let env = [
+        ("GITHUB_ACTIONS", "true".to_string()),
+        ("RUNNER_ENVIRONMENT", "github-hosted".to_string()),
+        ("RUNNER_TEMP", p(&r.join("work/_temp"))),
+        ("GITHUB_WORKSPACE", p(&ws)),
+        ("HOME", p(&r.join("home"))),
+        ("TMPDIR", p(&r.join("tmp"))),
+        (
+            "ACTIONS_RESULTS_URL",
+            "https://results.example/".to_string(),
+        ),
+        ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "x".to_string()),
+    ];
+    let (out, err, code) = discover(&env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# Runner: GitHub-hosted runner"), "{out}");
+    // In CI the remote is proposed live, with what the checkout left.
+    assert!(
+        out.contains("  - name: origin\n    type: git-remote\n    remote: origin\n"),
+        "{out}"
+    );
+    assert!(out.contains("left a push credential"), "{out}");
+    assert!(
+        out.contains("# Note: the Actions cache service is reachable"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# Note: an OIDC request token is present"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("eC1hY2Nlc3M"),
+        "the credential itself is never printed"
+    );
+    assert_valid(&out);
+    // Outside CI the same checkout is only a commented suggestion.
+    let outside: Vec<(&str, String)> = env
+        .iter()
+        .filter(|(k, _)| *k != "GITHUB_ACTIONS")
+        .cloned()
+        .collect();
+    let (out, _, _) = discover(&outside);
+    assert!(out.contains("# Runner: not in GitHub Actions"), "{out}");
+    assert!(
+        out.contains("  # - name: origin\n  #   type: git-remote"),
+        "{out}"
+    );
+    assert!(!out.contains("\n  - name: origin"), "{out}");
+    assert_valid(&out);
+}
+
+#[test]
+fn an_arc_pod_and_write_never_overwrites() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    mkdirs(r, &["home", "tmp"]);
+    let p = |s: &str| r.join(s).to_string_lossy().into_owned();
+    let env = [
+        ("GITHUB_ACTIONS", "true".to_string()),
+        ("RUNNER_ENVIRONMENT", "self-hosted".to_string()),
+        ("KUBERNETES_PORT", "tcp://10.0.0.1:443".to_string()),
+        ("HOME", p("home")),
+        ("TMPDIR", p("tmp")),
+    ];
+    let (out, _, _) = discover(&env);
+    assert!(
+        out.contains("# Runner: actions-runner-controller pod"),
+        "{out}"
+    );
+    assert_valid(&out);
+    let target = r.join("runwarden.yml");
+    std::fs::write(&target, "mine").unwrap();
+    let o = bin()
+        .args(["discover", "--write"])
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "mine",
+        "an existing file is never overwritten"
+    );
+    let fresh = r.join("new.yml");
+    let o = bin()
+        .args(["discover", "--write"])
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_valid(&std::fs::read_to_string(&fresh).unwrap());
+}
