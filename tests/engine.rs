@@ -240,7 +240,8 @@ fn run_a_killed_mid_plant_leaves_nothing_behind() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Kill run A the moment it appears.
+    // Find run A, then kill it the moment its `git push` is under way: the
+    // push (A's grandchild) dies with it, mid-transfer.
     let deadline = Instant::now() + Duration::from_secs(60);
     let a = loop {
         assert!(Instant::now() < deadline, "run A never appeared");
@@ -254,7 +255,20 @@ fn run_a_killed_mid_plant_leaves_nothing_behind() {
         }
         std::thread::sleep(Duration::from_micros(300));
     };
-    std::thread::sleep(Duration::from_millis(30));
+    loop {
+        assert!(
+            Path::new(&format!("/proc/{a}")).exists(),
+            "run A finished before its push was seen"
+        );
+        let pushing = children(a).into_iter().any(|c| {
+            let cmd = std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default();
+            cmd.split(|b| *b == 0).any(|arg| arg == b"push")
+        });
+        if pushing {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
     unsafe { libc::kill(a as i32, libc::SIGKILL) };
     let p = finish(child.wait_with_output().unwrap(), &report);
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
