@@ -33,14 +33,21 @@ impl Outcome {
         if self.timed_out {
             return "git timed out".into();
         }
-        let line = self
+        // git's first fatal or error line says what went wrong; the lines
+        // after it are advice.
+        let lines: Vec<&str> = self
             .stderr
             .lines()
-            .rev()
             .map(str::trim)
-            .find(|l| !l.is_empty())
-            .unwrap_or("git failed without a message");
-        line.to_string()
+            .filter(|l| !l.is_empty())
+            .collect();
+        lines
+            .iter()
+            .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+            .or(lines.last())
+            .copied()
+            .unwrap_or("git failed without a message")
+            .to_string()
     }
 }
 
@@ -130,7 +137,6 @@ impl Git {
     fn command(&self, dir: &Path, args: &[&OsStr], envs: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new("git");
         cmd.args(args)
-            .envs(envs.iter().copied())
             .current_dir(dir)
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ASKPASS", "")
@@ -142,6 +148,7 @@ impl Git {
             .env("LC_ALL", "C")
             .env("GIT_OPTIONAL_LOCKS", "0");
         if !self.isolated {
+            cmd.envs(envs.iter().copied());
             return cmd;
         }
         cmd.env("GIT_CONFIG_NOSYSTEM", "1")
@@ -171,6 +178,9 @@ impl Git {
         if let Some(home) = &self.credential_home {
             cmd.env("HOME", home);
         }
+        // The caller's variables last: they may override the defaults
+        // (e.g. a global config that trusts a local remote).
+        cmd.envs(envs.iter().copied());
         cmd
     }
 

@@ -30,6 +30,10 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The global config a run gives git for a local remote (in its scratch
+/// repository).
+const TRUST_FILE: &str = "runwarden-trust.gitconfig";
+
 /// Longest one git invocation may take (the run's own timeout bounds the
 /// whole run as well).
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -620,7 +624,53 @@ impl Instance {
             .tempdir()
             .map_err(|e| format!("scratch repository: {e}"))?;
         self.init(w.path())?;
+        // A remote on this machine owned by another user (run B as another
+        // uid, a shared runner directory) trips git's `safe.directory`
+        // check: a client-side safety rule, not the surface's access
+        // control, so a run trusts exactly that one repository. It has to
+        // be a global config file: git drops command-line and environment
+        // config when it starts upload-pack in the other repository.
+        if let Some(path) = self.local_path() {
+            let quoted = path.replace('\\', "\\\\").replace('"', "\\\"");
+            std::fs::write(
+                w.path().join(TRUST_FILE),
+                format!("[safe]\n\tdirectory = \"{quoted}\"\n"),
+            )
+            .map_err(|e| format!("scratch repository: {e}"))?;
+        }
         Ok(w)
+    }
+
+    /// The repository path of a remote on this machine (a path or file://).
+    fn local_path(&self) -> Option<&str> {
+        let url = self.s.url.as_str();
+        url.strip_prefix("file://")
+            .or_else(|| url.starts_with('/').then_some(url))
+    }
+
+    /// Environment for git that talks to the remote: the trust file of a
+    /// local remote as the (otherwise empty) global config.
+    fn remote_env(&self, dir: &Path) -> Option<String> {
+        self.local_path()
+            .map(|_| dir.join(TRUST_FILE).to_string_lossy().into_owned())
+    }
+
+    fn remote_run(&self, dir: &Path, args: &[String]) -> (git::Outcome, Vec<u8>) {
+        let global = self.remote_env(dir);
+        let envs: Vec<(&str, &str)> = global
+            .iter()
+            .map(|g| ("GIT_CONFIG_GLOBAL", g.as_str()))
+            .collect();
+        self.git.run(dir, &os(args), &envs, b"")
+    }
+
+    fn remote_stream(&self, dir: &Path, args: &[String], line: impl FnMut(&[u8])) -> git::Outcome {
+        let global = self.remote_env(dir);
+        let envs: Vec<(&str, &str)> = global
+            .iter()
+            .map(|g| ("GIT_CONFIG_GLOBAL", g.as_str()))
+            .collect();
+        self.git.stream(dir, &os(args), &envs, b"", line)
     }
 
     fn init(&self, dir: &Path) -> Result<(), String> {
@@ -787,7 +837,7 @@ impl Instance {
         for u in updates {
             args.push(format!("{}:{}", u.src, u.dst));
         }
-        let (out, stdout) = self.git.run(dir, &os(&args), &[], b"");
+        let (out, stdout) = self.remote_run(dir, &args);
         let results = porcelain(&stdout);
         if results.is_empty() && !out.success {
             return Err(out.reason());
@@ -1080,32 +1130,26 @@ impl Surface for Instance {
         let agreed: HashSet<String> = wanted.iter().filter_map(refname).collect();
         let mut present: HashSet<String> = HashSet::new();
         let mut listed: u64 = 0;
-        let ls = self.git.stream(
-            dir,
-            &os(&["ls-remote".into(), self.s.url.clone()]),
-            &[],
-            b"",
-            |line| {
-                listed += 1;
-                let Some(tab) = line.iter().position(|b| *b == b'\t') else {
-                    return;
-                };
-                let name = &line[tab + 1..];
-                for (i, t) in &names {
-                    if found[*i].is_none() && memchr::memmem::find(name, t.as_bytes()).is_some() {
-                        found[*i] = Some(format!(
-                            "run B listed ref {} whose name carries the nonce",
-                            escape::bytes(name)
-                        ));
-                    }
+        let ls = self.remote_stream(dir, &["ls-remote".into(), self.s.url.clone()], |line| {
+            listed += 1;
+            let Some(tab) = line.iter().position(|b| *b == b'\t') else {
+                return;
+            };
+            let name = &line[tab + 1..];
+            for (i, t) in &names {
+                if found[*i].is_none() && memchr::memmem::find(name, t.as_bytes()).is_some() {
+                    found[*i] = Some(format!(
+                        "run B listed ref {} whose name carries the nonce",
+                        escape::bytes(name)
+                    ));
                 }
-                if let Ok(n) = std::str::from_utf8(name)
-                    && agreed.contains(n)
-                {
-                    present.insert(n.to_string());
-                }
-            },
-        );
+            }
+            if let Ok(n) = std::str::from_utf8(name)
+                && agreed.contains(n)
+            {
+                present.insert(n.to_string());
+            }
+        });
         if !ls.success {
             let reason = ls.reason();
             return all(if self.refused(&reason) {
@@ -1139,7 +1183,7 @@ impl Surface for Instance {
                 args.push(format!("+{r}:{dst}"));
                 local.insert(r.clone(), dst);
             }
-            let (out, _) = self.git.run(dir, &os(&args), &[], b"");
+            let (out, _) = self.remote_run(dir, &args);
             if !out.success {
                 fetch_error = Some(out.reason());
             }
@@ -1258,11 +1302,9 @@ impl Surface for Instance {
             .then(|| {
                 let mut refs = HashMap::new();
                 let wanted: HashSet<&str> = live.iter().map(|(_, r, _)| r.as_str()).collect();
-                let ls = self.git.stream(
+                let ls = self.remote_stream(
                     work.path(),
-                    &os(&["ls-remote".into(), self.s.url.clone()]),
-                    &[],
-                    b"",
+                    &["ls-remote".into(), self.s.url.clone()],
                     |line| {
                         let l = String::from_utf8_lossy(line);
                         if let Some((sha, name)) = l.split_once('\t')
@@ -1341,7 +1383,7 @@ impl Instance {
             self.s.url.clone(),
             sha.into(),
         ];
-        let (out, _) = self.git.run(dir, &os(&args), &[], b"");
+        let (out, _) = self.remote_run(dir, &args);
         if !out.success {
             let reason = out.reason();
             // The server declining to serve an unadvertised object is its

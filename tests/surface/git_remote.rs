@@ -690,3 +690,30 @@ fn remotes_git_could_read_as_options_or_commands_are_refused() {
     );
     assert!(!marker.exists(), "a command ran");
 }
+
+#[test]
+fn a_local_remote_of_another_user_is_read_by_run_b_as_that_user() {
+    if needs_root("running B as another uid") {
+        return;
+    }
+    // git refuses repositories other users own (`safe.directory`): a
+    // client-side safety rule, not the surface's access control. A second
+    // tenant can read these files, so the channel must show as open.
+    let fx = Remote::new();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(fx.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let st = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&fx.path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &git_config("origin", &fx.path.to_string_lossy(), ""),
+        &["--run-b-as", NOBODY],
+    );
+    assert_open(&p, "origin");
+    fx.unchanged();
+}
