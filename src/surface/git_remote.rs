@@ -1189,56 +1189,51 @@ impl Surface for Instance {
             }
         }
 
-        // 3. Read each carrier's agreed object.
-        let mut errors: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
+        // 3. Read each carrier's agreed object. Failures are typed where
+        // they happen (a refusal is Denied, anything else Failed), never
+        // re-read from their text.
+        let mut failures: Vec<Option<RecoverOutcome>> = wanted.iter().map(|_| None).collect();
         for (i, w) in wanted.iter().enumerate() {
             if found[i].is_some() {
                 continue;
             }
             let t = text(w);
-            let probe = |content: &str| content.contains(&t);
-            let got: Result<Option<String>, String> = match w.carrier.as_str() {
-                "unreachable-object" => self.fetch_by_id(dir, w, &t),
-                c => match refname(w) {
-                    None => Ok(None),
-                    Some(r) if !present.contains(&r) => Ok(None),
-                    Some(_) if fetch_error.is_some() => {
-                        Err(fetch_error.clone().unwrap_or_default())
-                    }
-                    Some(r) => {
-                        let l = &local[&r];
-                        self.read_carrier(dir, c, l).map(|content| {
-                            probe(&content).then(|| {
-                                format!(
-                                    "run B fetched {} and read the nonce in its {}",
-                                    escape::bytes(r.as_bytes()),
-                                    c
-                                )
-                            })
-                        })
-                    }
+            let got: Result<Option<String>, RecoverOutcome> = match (w.carrier.as_str(), refname(w))
+            {
+                ("unreachable-object", _) => self.fetch_by_id(dir, w, &t),
+                // Name carriers were looked for in the listing.
+                (c, None) if is_name_carrier(c) => Ok(None),
+                // A content carrier without its agreed ref was never read:
+                // that is no PASS.
+                (c, None) => Err(RecoverOutcome::Failed {
+                    reason: format!("no agreed ref to read {c} from"),
+                }),
+                (_, Some(r)) if !present.contains(&r) => Ok(None),
+                (_, Some(_)) if fetch_error.is_some() => {
+                    Err(self.failure(fetch_error.clone().unwrap_or_default()))
+                }
+                (c, Some(r)) => match self.read_carrier(dir, c, &local[&r]) {
+                    Ok(content) => Ok(content.contains(&t).then(|| {
+                        format!(
+                            "run B fetched {} and read the nonce in its {c}",
+                            escape::bytes(r.as_bytes())
+                        )
+                    })),
+                    Err(e) => Err(self.failure(e)),
                 },
             };
             match got {
                 Ok(hit) => found[i] = hit,
-                Err(e) => errors[i] = Some(e),
+                Err(o) => failures[i] = Some(o),
             }
         }
 
-        wanted
-            .iter()
-            .enumerate()
-            .map(|(i, _)| {
+        (0..wanted.len())
+            .map(|i| {
                 if let Some(d) = found[i].take() {
                     RecoverOutcome::Found { detail: d }
-                } else if let Some(e) = errors[i].take() {
-                    if self.refused(&e) {
-                        RecoverOutcome::Denied {
-                            reason: format!("the remote refused run B: {e}"),
-                        }
-                    } else {
-                        RecoverOutcome::Failed { reason: e }
-                    }
+                } else if let Some(o) = failures[i].take() {
+                    o
                 } else {
                     RecoverOutcome::NotFound {
                         detail: format!(
@@ -1372,9 +1367,27 @@ impl Instance {
     }
 
     /// Fetches one commit by id (not advertised by any ref) and reads it.
-    fn fetch_by_id(&self, dir: &Path, w: &Wanted, text: &str) -> Result<Option<String>, String> {
+    /// A failure of run B's git, as the outcome it means.
+    fn failure(&self, reason: String) -> RecoverOutcome {
+        if self.refused(&reason) {
+            RecoverOutcome::Denied {
+                reason: format!("the remote refused run B: {reason}"),
+            }
+        } else {
+            RecoverOutcome::Failed { reason }
+        }
+    }
+
+    fn fetch_by_id(
+        &self,
+        dir: &Path,
+        w: &Wanted,
+        text: &str,
+    ) -> Result<Option<String>, RecoverOutcome> {
         let Some(sha) = w.needle.get("sha").and_then(Value::as_str) else {
-            return Err("no object id to fetch".into());
+            return Err(RecoverOutcome::Failed {
+                reason: "no object id to fetch".into(),
+            });
         };
         let args: Vec<String> = vec![
             "fetch".into(),
@@ -1388,15 +1401,16 @@ impl Instance {
             let reason = out.reason();
             // The server declining to serve an unadvertised object is its
             // own policy: the channel is closed.
-            if reason.contains("not our ref")
-                || reason.contains("unadvertised object")
-                || self.refused(&reason)
-            {
-                return Err(format!("access control: {reason}"));
+            if reason.contains("not our ref") || reason.contains("unadvertised object") {
+                return Err(RecoverOutcome::Denied {
+                    reason: format!("the remote does not serve unadvertised objects: {reason}"),
+                });
             }
-            return Err(reason);
+            return Err(self.failure(reason));
         }
-        let body = self.plumb(dir, &["cat-file", "-p", sha], &[], b"")?;
+        let body = self
+            .plumb(dir, &["cat-file", "-p", sha], &[], b"")
+            .map_err(|e| self.failure(e))?;
         Ok(body.contains(text).then(|| {
             format!(
                 "run B fetched commit {} by id (no ref points at it) and read the nonce",

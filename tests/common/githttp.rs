@@ -46,6 +46,13 @@ pub fn base64(input: &[u8]) -> String {
 impl GitHttp {
     /// Serves the bare repositories under `root` (as /<name>.git).
     pub fn start(root: &Path, users: HashMap<&'static str, User>) -> GitHttp {
+        GitHttp::start_with(root, users, true)
+    }
+
+    /// As [`GitHttp::start`]; with `protocol_v2: false` the server ignores
+    /// the client's `Git-Protocol` header and speaks protocol v0, which
+    /// refuses to serve objects no ref advertises.
+    pub fn start_with(root: &Path, users: HashMap<&'static str, User>, protocol_v2: bool) -> GitHttp {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let port = server.server_addr().to_ip().unwrap().port();
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -63,7 +70,7 @@ impl GitHttp {
             .collect();
         let thread = std::thread::spawn(move || {
             for req in srv.incoming_requests() {
-                serve(req, &root_c, &auth, &lg);
+                serve(req, &root_c, &auth, &lg, protocol_v2);
             }
         });
         GitHttp {
@@ -110,6 +117,7 @@ fn serve(
     root: &Path,
     auth: &HashMap<String, (String, bool)>,
     log: &Mutex<Vec<(String, String, String)>>,
+    protocol_v2: bool,
 ) {
     let headers_in: Vec<(String, String)> = req
         .headers()
@@ -186,6 +194,9 @@ fn serve(
         ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
         ("Git-Protocol", "GIT_PROTOCOL"),
     ] {
+        if h == "Git-Protocol" && !protocol_v2 {
+            continue;
+        }
         if let Some(v) = header(h) {
             cmd.env(var, v);
         }

@@ -91,6 +91,10 @@ fn a_local_bare_remote_by_path_and_by_file_url() {
 }
 
 fn server(root: &Path) -> GitHttp {
+    server_with(root, true)
+}
+
+fn server_with(root: &Path, protocol_v2: bool) -> GitHttp {
     let mut users = HashMap::new();
     users.insert(
         "writer",
@@ -106,7 +110,7 @@ fn server(root: &Path) -> GitHttp {
             can_push: false,
         },
     );
-    GitHttp::start(root, users)
+    GitHttp::start_with(root, users, protocol_v2)
 }
 
 fn assert_no_secret(p: &Probe, secrets: &[&str]) {
@@ -715,5 +719,21 @@ fn a_local_remote_of_another_user_is_read_by_run_b_as_that_user() {
         &["--run-b-as", NOBODY],
     );
     assert_open(&p, "origin");
+    fx.unchanged();
+}
+
+#[test]
+fn a_server_that_refuses_unadvertised_objects_closes_unreachable_object() {
+    let fx = Remote::new();
+    let srv = server_with(fx.root.path(), false);
+    let work = tempfile::tempdir().unwrap();
+    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
+    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    let f = p.finding("origin:unreachable-object");
+    assert_eq!(f["verdict"], "pass", "{f}");
+    assert_eq!(f["control"], "recovered");
+    assert!(f["detail"].as_str().unwrap().contains("does not serve unadvertised objects"), "{f}");
+    assert_eq!(p.verdict("origin:branch-name"), "fail");
+    assert_eq!(p.verdict("origin:commit-message"), "fail");
     fx.unchanged();
 }
