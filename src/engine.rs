@@ -664,10 +664,19 @@ fn run_child(
             }
         }
     };
-    // Journal lines written just before the exit are still in the pipe.
-    while let Ok(line) = rx.try_recv() {
-        if let Ok(Event::Created { target, entry }) = serde_json::from_str::<Event>(&line) {
-            res.created.push((target, entry));
+    // A killed run's last journal lines may still be on their way from the
+    // reader thread: drain until its pipe closes (at once, now the run is
+    // gone; bounded in case something still holds it). They are exactly
+    // the entries cleanup must not miss.
+    let drain_deadline = Instant::now() + Duration::from_secs(2);
+    while let Some(left) = drain_deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Ok(Event::Created { target, entry }) = serde_json::from_str::<Event>(&line) {
+                    res.created.push((target, entry));
+                }
+            }
+            Err(_) => break,
         }
     }
     res.problem = res.problem.or(killed).or_else(|| match status {

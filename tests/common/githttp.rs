@@ -52,7 +52,11 @@ impl GitHttp {
     /// As [`GitHttp::start`]; with `protocol_v2: false` the server ignores
     /// the client's `Git-Protocol` header and speaks protocol v0, which
     /// refuses to serve objects no ref advertises.
-    pub fn start_with(root: &Path, users: HashMap<&'static str, User>, protocol_v2: bool) -> GitHttp {
+    pub fn start_with(
+        root: &Path,
+        users: HashMap<&'static str, User>,
+        protocol_v2: bool,
+    ) -> GitHttp {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let port = server.server_addr().to_ip().unwrap().port();
         let log = Arc::new(Mutex::new(Vec::new()));

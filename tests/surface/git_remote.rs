@@ -732,7 +732,13 @@ fn a_server_that_refuses_unadvertised_objects_closes_unreachable_object() {
     let f = p.finding("origin:unreachable-object");
     assert_eq!(f["verdict"], "pass", "{f}");
     assert_eq!(f["control"], "recovered");
-    assert!(f["detail"].as_str().unwrap().contains("does not serve unadvertised objects"), "{f}");
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("does not serve unadvertised objects"),
+        "{f}"
+    );
     assert_eq!(p.verdict("origin:branch-name"), "fail");
     assert_eq!(p.verdict("origin:commit-message"), "fail");
     fx.unchanged();
