@@ -107,7 +107,12 @@ impl Inst {
 /// scope has two slots, one planted inside the scope and one outside.
 struct Slot {
     surface: usize,
-    carrier: &'static str,
+    carrier: &'static surface::Carrier,
+    /// `surface:carrier`.
+    channel: String,
+    /// Where the channel is declared, when it is (and this slot is inside
+    /// the declaration).
+    declared_at: Option<crate::config::Pos>,
     /// Unique within the surface: the carrier, or `carrier@inside` /
     /// `carrier@outside`.
     key: String,
@@ -213,7 +218,8 @@ fn probe_in(
             let skipped = real.as_ref().and_then(|r| r.unavailable(c.name));
             // (key, scope, declared): inside a scope is declared, outside
             // it is not, so an open outside is a FAIL.
-            let variants = match plan.declaration(&channel) {
+            let declaration = plan.declaration(&channel);
+            let variants = match declaration {
                 None => vec![(c.name.to_string(), None, false)],
                 Some(Declaration { scope: None, .. }) => vec![(c.name.to_string(), None, true)],
                 Some(Declaration {
@@ -231,10 +237,13 @@ fn probe_in(
                     })
                     .collect(),
             };
+            let pos = declaration.map(|d| d.pos);
             for (key, scope, declared) in variants {
                 slots.push(Slot {
                     surface: i,
-                    carrier: c.name,
+                    carrier: c,
+                    channel: channel.clone(),
+                    declared_at: pos.filter(|_| declared),
                     key,
                     scope,
                     nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
@@ -282,7 +291,7 @@ fn probe_in(
                 .filter(|s| s.surface == inst.surface && active(s))
                 .map(|s| PlantJob {
                     key: s.key.clone(),
-                    carrier: s.carrier.to_string(),
+                    carrier: s.carrier.name.to_string(),
                     nonce: if inst.control {
                         s.control_nonce
                     } else {
@@ -328,7 +337,7 @@ fn probe_in(
                         match p {
                             Some(PlantOutcome::Planted { needle, .. }) => Some(Wanted {
                                 key: s.key.clone(),
-                                carrier: s.carrier.into(),
+                                carrier: s.carrier.name.into(),
                                 needle: needle.clone(),
                             }),
                             _ => None,
@@ -366,15 +375,12 @@ fn probe_in(
         }
         let (v, detail) = verdict::decide(ev);
         let sp = &plan.surfaces[s.surface];
-        let carrier = surface::by_name(sp.type_name)
-            .and_then(|t| t.carriers().iter().find(|c| c.name == s.carrier))
-            .expect("carrier of a known type");
         let persistence = match &ev.plant {
             Some(PlantOutcome::Planted {
                 persistence: Some(p),
                 ..
             }) => *p,
-            _ => carrier.persistence,
+            _ => s.carrier.persistence,
         };
         // An open channel outside its declared scope: the scope does not
         // hold (the verdict is the plain rule: recovered, not declared).
@@ -394,24 +400,21 @@ fn probe_in(
             _ => detail,
         };
         findings.push(Finding {
-            channel: format!("{}:{}", sp.name, s.carrier),
+            channel: s.channel.clone(),
             surface: sp.name.clone(),
             surface_type: sp.type_name.into(),
-            carrier: s.carrier.into(),
+            carrier: s.carrier.name.into(),
             verdict: v,
             persistence,
             declared: ev.declared,
             control: verdict::control_state(ev),
             detail,
             location: sp.location.clone(),
-            declared_at: match (
-                &plan.source.path,
-                plan.declaration(&format!("{}:{}", sp.name, s.carrier)),
-            ) {
-                (Some(path), Some(d)) if ev.declared => Some(Location {
+            declared_at: match (&plan.source.path, s.declared_at) {
+                (Some(path), Some(pos)) => Some(Location {
                     path: path.clone(),
-                    line: d.pos.line,
-                    column: d.pos.column,
+                    line: pos.line,
+                    column: pos.column,
                 }),
                 _ => None,
             },
