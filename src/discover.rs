@@ -59,6 +59,25 @@ pub struct Discovery {
     pub notes: Vec<String>,
 }
 
+/// Package caches proposed where they exist: (surface name, path under
+/// $HOME, what it is).
+const HOME_CACHES: [(&str, &str, &str); 6] = [
+    (
+        "cargo-registry",
+        ".cargo/registry",
+        "cargo's registry cache",
+    ),
+    ("npm-cache", ".npm", "npm's cache"),
+    ("pip-cache", ".cache/pip", "pip's cache"),
+    (
+        "maven-repository",
+        ".m2/repository",
+        "Maven's local repository",
+    ),
+    ("gradle-caches", ".gradle/caches", "Gradle's caches"),
+    ("go-module-cache", "go/pkg/mod", "Go's module cache"),
+];
+
 fn quoted(p: &Path) -> String {
     serde_json::to_string(&p.to_string_lossy()).expect("string serializes")
 }
@@ -129,42 +148,12 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
         );
     }
     // Package caches: shared by every build on the machine.
-    let caches: [(&str, Option<PathBuf>, &str); 6] = [
-        (
-            "cargo-registry",
-            home.as_ref().map(|h| h.join(".cargo/registry")),
-            "cargo's registry cache",
-        ),
-        (
-            "npm-cache",
-            home.as_ref().map(|h| h.join(".npm")),
-            "npm's cache",
-        ),
-        (
-            "pip-cache",
-            home.as_ref().map(|h| h.join(".cache/pip")),
-            "pip's cache",
-        ),
-        (
-            "maven-repository",
-            home.as_ref().map(|h| h.join(".m2/repository")),
-            "Maven's local repository",
-        ),
-        (
-            "gradle-caches",
-            home.as_ref().map(|h| h.join(".gradle/caches")),
-            "Gradle's caches",
-        ),
-        (
-            "go-module-cache",
-            var("GOMODCACHE")
-                .map(PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join("go/pkg/mod"))),
-            "Go's module cache",
-        ),
-    ];
-    for (name, path, what) in caches {
-        if let Some(p) = path {
+    for (name, under_home, what) in HOME_CACHES {
+        // Go's cache moves with GOMODCACHE.
+        let moved = (name == "go-module-cache")
+            .then(|| var("GOMODCACHE").map(PathBuf::from))
+            .flatten();
+        if let Some(p) = moved.or_else(|| home.as_ref().map(|h| h.join(under_home))) {
             add(
                 name,
                 &p,
