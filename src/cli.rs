@@ -140,26 +140,19 @@ fn find_config(explicit: Option<&Path>) -> Found {
 }
 
 fn load_plan(found: &Found) -> Result<Plan, Failure> {
-    let env = |name: &str| std::env::var_os(name);
-    match found {
-        Found::File(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?;
-            let source = ConfigSource {
-                path: Some(p.to_string_lossy().into_owned()),
-                embedded_default: false,
-            };
-            plan::build(&text, source, &env).map_err(Failure::Config)
-        }
-        Found::Embedded => {
-            let text = plan::embedded_default(&std::env::temp_dir());
-            let source = ConfigSource {
-                path: None,
-                embedded_default: true,
-            };
-            plan::build(&text, source, &env).map_err(Failure::Config)
-        }
-    }
+    let (text, path) = match found {
+        Found::File(p) => (
+            std::fs::read_to_string(p)
+                .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?,
+            Some(p.to_string_lossy().into_owned()),
+        ),
+        Found::Embedded => (plan::embedded_default(&std::env::temp_dir()), None),
+    };
+    let source = ConfigSource {
+        embedded_default: path.is_none(),
+        path,
+    };
+    plan::build(&text, source, &|name: &str| std::env::var_os(name)).map_err(Failure::Config)
 }
 
 /// Runs a parsed command line; returns the exit code.
