@@ -15,6 +15,7 @@ pub mod discover;
 pub mod engine;
 pub mod escape;
 pub mod git;
+pub mod marker;
 pub mod nonce;
 pub mod output;
 pub mod plan;
