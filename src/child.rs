@@ -8,7 +8,7 @@
 //! so the engine can clean up even after A is killed.
 
 use crate::surface::{
-    self, CleanupOutcome, PlantCtx, PlantJob, PlantOutcome, RecoverOutcome, Wanted,
+    self, CleanupOutcome, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Wanted,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,11 +30,19 @@ pub struct Target {
     /// this order.
     #[serde(default)]
     pub cleanup: Vec<Value>,
+    /// For cleanup by probe id: the jobs whose plants to find (reported as
+    /// `Created`) and then remove after `cleanup`'s entries.
+    #[serde(default)]
+    pub find: Vec<PlantJob>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
     pub probe_id: String,
+    /// The configured marker key in hex, to verify beacons (stdin only:
+    /// never on a command line, in the environment or in any output).
+    #[serde(default)]
+    pub key: Option<String>,
     pub targets: Vec<Target>,
 }
 
@@ -55,7 +63,18 @@ pub enum Event {
         key: String,
         outcome: RecoverOutcome,
     },
-    /// One entry of `Target::cleanup`, by its index there.
+    /// Something recovery saw besides its needles (see [`Notice`]).
+    Notice {
+        target: usize,
+        notice: Notice,
+    },
+    /// `Target::find` could not look (e.g. the surface is unreachable).
+    FindFailed {
+        target: usize,
+        reason: String,
+    },
+    /// One entry of `Target::cleanup` (then of what `find` found), by its
+    /// index there.
     Cleaned {
         target: usize,
         index: usize,
@@ -90,8 +109,10 @@ pub fn run() -> i32 {
             return 2;
         }
     };
-    let ctx = PlantCtx {
+    let key = crate::marker::Key::from_hex(req.key.as_deref());
+    let ctx = RunCtx {
         probe_id: &req.probe_id,
+        key: &key,
     };
     for t in &req.targets {
         let opened = surface::by_name(&t.type_name)
@@ -118,6 +139,12 @@ pub fn run() -> i32 {
                         target: t.id,
                         key: w.key.clone(),
                         outcome,
+                    });
+                }
+                if !t.find.is_empty() {
+                    emit(&Event::FindFailed {
+                        target: t.id,
+                        reason: reason.clone(),
                     });
                 }
                 for index in 0..t.cleanup.len() {
@@ -150,7 +177,14 @@ pub fn run() -> i32 {
             }
         }
         if !t.recover.is_empty() {
-            for (w, outcome) in t.recover.iter().zip(inst.recover(&t.recover)) {
+            let mut notice = |notice: Notice| {
+                emit(&Event::Notice {
+                    target: t.id,
+                    notice,
+                })
+            };
+            let outcomes = inst.recover(&ctx, &t.recover, &mut notice);
+            for (w, outcome) in t.recover.iter().zip(outcomes) {
                 emit(&Event::Recovered {
                     target: t.id,
                     key: w.key.clone(),
@@ -158,7 +192,25 @@ pub fn run() -> i32 {
                 });
             }
         }
-        for (index, outcome) in inst.cleanup_all(&t.cleanup).into_iter().enumerate() {
+        let mut entries = t.cleanup.clone();
+        if !t.find.is_empty() {
+            match inst.find_planted(&ctx, &t.find) {
+                Ok(found) => {
+                    for entry in found {
+                        emit(&Event::Created {
+                            target: t.id,
+                            entry: entry.clone(),
+                        });
+                        entries.push(entry);
+                    }
+                }
+                Err(reason) => emit(&Event::FindFailed {
+                    target: t.id,
+                    reason,
+                }),
+            }
+        }
+        for (index, outcome) in inst.cleanup_all(&entries).into_iter().enumerate() {
             emit(&Event::Cleaned {
                 target: t.id,
                 index,

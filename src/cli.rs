@@ -7,8 +7,11 @@
 use crate::config::ConfigError;
 use crate::engine::{self, ProbeOptions};
 use crate::escape;
+use crate::marker::{self, Key};
 use crate::output::{self, Format};
 use crate::plan::{self, ConfigSource, Plan};
+use crate::receipt::Receipt;
+use crate::report::{Mode, Report};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,6 +32,14 @@ pub struct Cli {
 pub enum Cmd {
     /// Plant nonces in run A, recover them in run B, report every channel.
     Probe(ProbeArgs),
+    /// Plant markers for a later job's `recover` and write a receipt.
+    Plant(PlantArgs),
+    /// Recover the markers an earlier job's `plant` left; report every
+    /// channel (in a later job, on the same or another runner).
+    Recover(RecoverArgs),
+    /// Remove exactly what a `plant` created (by receipt, or found by
+    /// probe id). Idempotent.
+    Cleanup(CleanupArgs),
     /// Validate a config and exit (0 valid, 2 invalid).
     CheckConfig {
         /// The config file; default: found as `probe` finds it.
@@ -85,6 +96,71 @@ pub struct ProbeArgs {
     /// Seconds each run (A, B) may take before it is killed (ERROR).
     #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
+}
+
+/// What `plant`, `recover` and `cleanup` share.
+#[derive(clap::Args, Debug)]
+pub struct CrossArgs {
+    /// Config file (found as `probe` finds it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The probe id shared by plant, recover and cleanup (default in
+    /// GitHub Actions: gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT). The marker
+    /// key comes from $RUNWARDEN_KEY.
+    #[arg(long, value_name = "ID")]
+    pub probe_id: Option<String>,
+    /// Where to make the private work directory (default: system temp).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Seconds each run may take before it is killed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PlantArgs {
+    #[command(flatten)]
+    pub cross: CrossArgs,
+    /// Where to write the receipt (default:
+    /// runwarden-receipt-<probe id>.json).
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
+    /// Plant only the signed runner-persistence beacons of filesystem
+    /// surfaces, to be left for later jobs to find.
+    #[arg(long)]
+    pub beacon: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    pub cross: CrossArgs,
+    /// The plant's receipt (default: runwarden-receipt-<probe id>.json if
+    /// it exists; without one, needles are derived from the probe id).
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
+    /// Write the JSON report here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write SARIF 2.1.0 here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CleanupArgs {
+    #[command(flatten)]
+    pub cross: CrossArgs,
+    /// Remove what this receipt lists (its probe id is used).
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
+    /// Write the JSON report here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
@@ -188,6 +264,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Ok(0)
         }
         Cmd::Probe(args) => probe(args, &GithubOptions::default()),
+        Cmd::Plant(args) => plant(args),
+        Cmd::Recover(args) => recover(args, &GithubOptions::default()),
+        Cmd::Cleanup(args) => cleanup(args),
         Cmd::Action => action(),
         Cmd::Discover { write } => {
             let env = |k: &str| std::env::var(k).ok();
@@ -347,14 +426,7 @@ fn action() -> Result<i32, Failure> {
 
 fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
     if args.format == Format::Github {
-        // Before anything else is printed: the runner then hides these
-        // values wherever they would appear later in the log.
-        let mut out = std::io::stdout().lock();
-        for secret in secret_env() {
-            for line in secret.lines().filter(|l| l.len() >= 4) {
-                let _ = writeln!(out, "::add-mask::{}", escape::data(line));
-            }
-        }
+        mask_secrets();
     }
     let found = find_config(args.config.as_deref());
     let plan = load_plan(&found)?;
@@ -373,27 +445,46 @@ fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
         work_dir: args.work_dir,
         run_b_as: args.run_b_as,
         phase_timeout: Duration::from_secs(args.timeout),
+        key: Key::from_env(),
     };
     let report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
+    let outs = Outputs {
+        report: args.report.as_deref().zip(report_out),
+        sarif: args.sarif.as_deref().zip(sarif_out),
+        format: args.format,
+    };
+    publish(&report, outs, gh)
+}
+
+/// Where a report goes: its files (opened before the work) and stdout.
+struct Outputs<'a> {
+    report: Option<(&'a Path, Pending)>,
+    sarif: Option<(&'a Path, Pending)>,
+    format: Format,
+}
+
+/// Prints and writes a finished report; returns its exit code.
+fn publish(report: &Report, outs: Outputs<'_>, gh: &GithubOptions) -> Result<i32, Failure> {
+    let args = &outs;
     // The results are printed first: a report that cannot be written at the
     // end (a full disk) must not swallow them.
     let report_path = args
         .report
         .as_ref()
-        .map(|p| p.to_string_lossy().into_owned());
+        .map(|(p, _)| p.to_string_lossy().into_owned());
     let sarif_path = args
         .sarif
         .as_ref()
-        .map(|p| p.to_string_lossy().into_owned());
-    let ctx = output::sarif::Context::from_env(&report);
+        .map(|(p, _)| p.to_string_lossy().into_owned());
+    let ctx = output::sarif::Context::from_env(report);
     let text = match args.format {
-        Format::Table => output::table::render(&report),
-        Format::Json => output::json::render(&report),
-        Format::Github if gh.annotations => {
-            output::table::render(&report)
-                + &output::github::annotations(&report, &ctx, report_path.as_deref())
+        Format::Table => output::table::render(report),
+        Format::Json => output::json::render(report),
+        Format::Github if gh.annotations && report.mode != Mode::Cleanup => {
+            output::table::render(report)
+                + &output::github::annotations(report, &ctx, report_path.as_deref())
         }
-        Format::Github => output::table::render(&report),
+        Format::Github => output::table::render(report),
     };
     print_stdout(&text)?;
     if let Some(sig) = crate::signals::received() {
@@ -401,21 +492,167 @@ fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
             "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
         ));
     }
-    if let Some(out) = report_out {
-        out.write(&output::json::render(&report))?;
+    let Outputs {
+        report: report_out,
+        sarif: sarif_out,
+        format,
+    } = outs;
+    if let Some((_, out)) = report_out {
+        out.write(&output::json::render(report))?;
     }
-    if let Some(out) = sarif_out {
-        out.write(&output::sarif::render(&report, &ctx))?;
+    if let Some((_, out)) = sarif_out {
+        out.write(&output::sarif::render(report, &ctx))?;
     }
-    if args.format == Format::Github {
+    if format == Format::Github && report.mode != Mode::Cleanup {
         github_files(
-            &report,
+            report,
             report_path.as_deref(),
             sarif_path.as_deref(),
             gh.summary,
         )?;
     }
     Ok(report.exit_code())
+}
+
+/// The probe id a cross-job command works on: `--probe-id`, else the one
+/// derived from the GitHub Actions run.
+fn probe_id_of(args: &CrossArgs) -> Result<String, Failure> {
+    let env = |k: &str| std::env::var(k).ok();
+    let id = match &args.probe_id {
+        Some(id) => id.clone(),
+        None => marker::default_probe_id(&env).ok_or_else(|| {
+            Failure::Other(
+                "--probe-id is needed outside GitHub Actions (there it defaults to gh-<run id>-<attempt>)".into(),
+            )
+        })?,
+    };
+    marker::check_probe_id(&id).map_err(Failure::Other)?;
+    Ok(id)
+}
+
+fn cross_options(args: &CrossArgs) -> ProbeOptions {
+    ProbeOptions {
+        work_dir: args.work_dir.clone(),
+        run_b_as: None,
+        phase_timeout: Duration::from_secs(args.timeout),
+        key: Key::from_env(),
+    }
+}
+
+fn default_receipt(probe_id: &str) -> PathBuf {
+    PathBuf::from(format!("runwarden-receipt-{probe_id}.json"))
+}
+
+/// Says once, on stderr, what an unkeyed cross-job marker means.
+fn warn_unkeyed(opts: &ProbeOptions) {
+    if !opts.key.is_configured() {
+        note(&format!(
+            "no ${} set: markers use a key derived from the probe id, so anyone who knows the probe id could forge one",
+            marker::KEY_ENV
+        ));
+    }
+}
+
+fn plant(args: PlantArgs) -> Result<i32, Failure> {
+    let probe_id = probe_id_of(&args.cross)?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let path = args.receipt.unwrap_or_else(|| default_receipt(&probe_id));
+    let out = Pending::open(&path)?;
+    crate::signals::install();
+    let opts = cross_options(&args.cross);
+    warn_unkeyed(&opts);
+    let receipt =
+        engine::plant(&plan, &opts, &probe_id, args.beacon).map_err(|e| Failure::Other(e.0))?;
+    print_stdout(&output::table::render_receipt(&receipt))?;
+    // Written even when run A was cut short: it lists everything A
+    // reported creating, which is what cleanup needs.
+    out.write(&(serde_json::to_string_pretty(&receipt).expect("receipt serializes") + "\n"))?;
+    note(&format!(
+        "wrote the receipt {}; recover with `runwarden recover --probe-id {probe_id}` in a later job",
+        path.display()
+    ));
+    Ok(if receipt.complete && receipt.failures() == 0 {
+        0
+    } else {
+        1
+    })
+}
+
+fn recover(args: RecoverArgs, gh: &GithubOptions) -> Result<i32, Failure> {
+    if args.format == Format::Github {
+        mask_secrets();
+    }
+    let probe_id = probe_id_of(&args.cross)?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let receipt_path = match args.receipt {
+        Some(p) => Some(p),
+        None => Some(default_receipt(&probe_id)).filter(|p| p.is_file()),
+    };
+    let receipt = receipt_path
+        .as_deref()
+        .map(|p| Receipt::read(p, Some(&probe_id)))
+        .transpose()
+        .map_err(Failure::Other)?;
+    if receipt.is_none() {
+        note(
+            "no plant receipt found: looking for the markers derived from the probe id and key; carriers whose needle only the plant knows are SKIPPED",
+        );
+    }
+    let report_out = args.report.as_deref().map(Pending::open).transpose()?;
+    let sarif_out = args.sarif.as_deref().map(Pending::open).transpose()?;
+    crate::signals::install();
+    let opts = cross_options(&args.cross);
+    warn_unkeyed(&opts);
+    let shown = receipt_path.map(|p| p.to_string_lossy().into_owned());
+    let report = engine::recover(
+        &plan,
+        &opts,
+        &probe_id,
+        receipt.as_ref().zip(shown.as_deref()),
+    )
+    .map_err(|e| Failure::Other(e.0))?;
+    let outs = Outputs {
+        report: args.report.as_deref().zip(report_out),
+        sarif: args.sarif.as_deref().zip(sarif_out),
+        format: args.format,
+    };
+    publish(&report, outs, gh)
+}
+
+fn cleanup(args: CleanupArgs) -> Result<i32, Failure> {
+    let receipt = args
+        .receipt
+        .as_deref()
+        .map(|p| Receipt::read(p, args.cross.probe_id.as_deref()))
+        .transpose()
+        .map_err(Failure::Other)?;
+    let probe_id = match &receipt {
+        Some(r) => r.probe_id.clone(),
+        None => probe_id_of(&args.cross)?,
+    };
+    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let report_out = args.report.as_deref().map(Pending::open).transpose()?;
+    crate::signals::install();
+    let opts = cross_options(&args.cross);
+    let report = engine::cleanup(&plan, &opts, &probe_id, receipt.as_ref())
+        .map_err(|e| Failure::Other(e.0))?;
+    let outs = Outputs {
+        report: args.report.as_deref().zip(report_out),
+        sarif: None,
+        format: args.format,
+    };
+    publish(&report, outs, &GithubOptions::default())
+}
+
+/// Before anything else is printed in an Actions log: the runner then
+/// hides these values wherever they would appear later.
+fn mask_secrets() {
+    let mut out = std::io::stdout().lock();
+    for secret in secret_env() {
+        for line in secret.lines().filter(|l| l.len() >= 4) {
+            let _ = writeln!(out, "::add-mask::{}", escape::data(line));
+        }
+    }
 }
 
 /// An output file written atomically: a temporary file in the target's

@@ -10,14 +10,20 @@
 //! died; one broken surface never stops the others.
 
 use crate::child::{Event, Request, Target};
+use crate::marker::{Key, Origin};
 use crate::nonce::{self, Nonce};
 use crate::plan::{Declaration, Location, Plan};
-use crate::report::{self, Cleanup, Finding, Leftover, Report, Runs, Summary, Tool};
+use crate::receipt::{self, Receipt, ReceiptPlant, ReceiptSurface};
+use crate::report::{
+    self, Cleanup, CrossJob, Finding, KeyKind, Leftover, Mode, NoticeRecord, Report, Runs, Summary,
+    Tool,
+};
 use crate::surface::{
-    self, CleanupOutcome, JobScope, PlantJob, PlantOutcome, RecoverOutcome, Surface, Wanted,
+    self, CleanupOutcome, JobScope, Notice, NoticeKind, PlantJob, PlantOutcome, RecoverOutcome,
+    Surface, Wanted,
 };
 use crate::verdict::{self, Evidence, Verdict};
-use crate::{signals, sys, timefmt};
+use crate::{escape, signals, sys, timefmt};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -36,6 +42,8 @@ pub struct ProbeOptions {
     pub run_b_as: Option<(u32, u32)>,
     /// Longest a run (A or B) may take before it is killed.
     pub phase_timeout: Duration,
+    /// Signs beacons and derives cross-job nonces.
+    pub key: Key,
 }
 
 impl Default for ProbeOptions {
@@ -44,6 +52,7 @@ impl Default for ProbeOptions {
             work_dir: None,
             run_b_as: None,
             phase_timeout: Duration::from_secs(300),
+            key: Key::new(None),
         }
     }
 }
@@ -99,6 +108,7 @@ impl Inst {
             plant: vec![],
             recover: vec![],
             cleanup: vec![],
+            find: vec![],
         }
     }
 }
@@ -119,6 +129,9 @@ struct Slot {
     scope: Option<JobScope>,
     nonce: Nonce,
     control_nonce: Nonce,
+    /// For runner-persistence: the signed beacons to plant.
+    beacon: Option<String>,
+    control_beacon: Option<String>,
     evidence: Evidence,
 }
 
@@ -129,87 +142,115 @@ struct RunResult {
     planted: HashMap<(usize, String), PlantOutcome>,
     recovered: HashMap<(usize, String), RecoverOutcome>,
     cleaned: HashMap<(usize, usize), CleanupOutcome>,
+    notices: Vec<(usize, Notice)>,
+    /// Instances that could not look for a probe's plants, and why.
+    find_failed: Vec<(usize, String)>,
     /// Set when the run did not finish normally.
     problem: Option<String>,
 }
 
-pub fn probe(plan: &Plan, opts: &ProbeOptions) -> Result<Report, EngineError> {
-    let started_at = timefmt::now_rfc3339();
-    let rng = |e: std::io::Error| EngineError(e.to_string());
-    let probe_id = nonce::short_id().map_err(rng)?;
-    let runs = Runs {
-        a: nonce::short_id().map_err(rng)?,
-        b: nonce::short_id().map_err(rng)?,
-        b_uid: opts.run_b_as.map(|(u, _)| u),
-    };
-    if opts.run_b_as.is_some() && !sys::is_root() {
-        return Err(EngineError(
-            "--run-b-as needs root (it switches run B to another user)".into(),
-        ));
-    }
-    let exe = self_exe()?;
-
-    // The probe directory: traversable by run B even as another user (0711),
-    // with A's and B's own directories private to each.
-    let base = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let work = base.join(format!("runwarden-{probe_id}"));
-    mkdir_mode(&work, 0o711)?;
-    let result = probe_in(plan, opts, &exe, &work, &probe_id, &runs);
-    // Our own directory, made fresh above; remove_dir_all never follows
-    // symlinks inside it.
-    if let Err(e) = std::fs::remove_dir_all(&work) {
-        eprintln!(
-            "runwarden: warning: could not remove the probe directory {}: {e}",
-            work.display()
-        );
-    }
-    let (findings, cleanup) = result?;
-    Ok(Report {
-        schema: report::SCHEMA.into(),
-        tool: Tool::default(),
-        probe_id,
-        started_at,
-        finished_at: timefmt::now_rfc3339(),
-        config: plan.source.clone(),
-        runs,
-        summary: Summary::of(&findings),
-        findings,
-        cleanup,
-    })
+/// The probe's private directory: `a` and `b` for the runs (0700 each, B's
+/// owned by B's user), `control` for the control instances (0755), under a
+/// directory run B can traverse (0711). Removed when dropped.
+struct Workspace {
+    root: PathBuf,
+    a: PathBuf,
+    b: PathBuf,
+    control: PathBuf,
 }
 
-fn probe_in(
-    plan: &Plan,
-    opts: &ProbeOptions,
-    exe: &Path,
-    work: &Path,
-    probe_id: &str,
-    runs: &Runs,
-) -> Result<(Vec<Finding>, Cleanup), EngineError> {
-    let (dir_a, dir_b, dir_control) = (work.join("a"), work.join("b"), work.join("control"));
-    for d in [&dir_a, &dir_b] {
-        mkdir_mode(d, 0o700)?;
-        mkdir_mode(&d.join("tmp"), 0o700)?;
+impl Workspace {
+    fn make(opts: &ProbeOptions, probe_id: &str) -> Result<Workspace, EngineError> {
+        let base = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        // A fresh suffix: cross-job probe ids repeat (a plant and its
+        // recover on one host share one).
+        let suffix = nonce::short_id().map_err(|e| EngineError(e.to_string()))?;
+        let root = base.join(format!("runwarden-{probe_id}-{suffix}"));
+        mkdir_mode(&root, 0o711)?;
+        let ws = Workspace {
+            a: root.join("a"),
+            b: root.join("b"),
+            control: root.join("control"),
+            root,
+        };
+        for d in [&ws.a, &ws.b] {
+            mkdir_mode(d, 0o700)?;
+            mkdir_mode(&d.join("tmp"), 0o700)?;
+        }
+        mkdir_mode(&ws.control, 0o755)?;
+        if let Some((uid, gid)) = opts.run_b_as {
+            for d in [ws.b.clone(), ws.b.join("tmp")] {
+                sys::lchown(&d, uid, gid)
+                    .map_err(|e| EngineError(format!("chown {}: {e}", d.display())))?;
+            }
+        }
+        Ok(ws)
     }
-    mkdir_mode(&dir_control, 0o755)?;
-    if let Some((uid, gid)) = opts.run_b_as {
-        for d in [dir_b.clone(), dir_b.join("tmp")] {
-            sys::lchown(&d, uid, gid)
-                .map_err(|e| EngineError(format!("chown {}: {e}", d.display())))?;
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        // Our own directory, made fresh above; remove_dir_all never follows
+        // symlinks inside it.
+        if let Err(e) = std::fs::remove_dir_all(&self.root) {
+            eprintln!(
+                "runwarden: warning: could not remove the probe directory {}: {e}",
+                self.root.display()
+            );
         }
     }
+}
 
-    // Setup: open every surface and make its control. A surface that
-    // breaks here gets ERROR on all its carriers; the others go on.
+/// Where nonces come from: fresh random ones for an in-job probe, or
+/// derived from the key and probe id, so a later job can recompute them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Nonces {
+    Random,
+    Derived,
+}
+
+/// Every instance and slot of one plan.
+struct Setup {
+    insts: Vec<Inst>,
+    slots: Vec<Slot>,
+}
+
+/// The control beacon's probe id: another probe's, so the control proves
+/// that a foreign beacon is found and verified.
+fn control_probe_id(probe_id: &str) -> String {
+    if probe_id.len() < 64 {
+        format!("{probe_id}c")
+    } else {
+        let last = if probe_id.ends_with('c') { 'd' } else { 'c' };
+        format!("{}{last}", &probe_id[..63])
+    }
+}
+
+/// Opens every surface (and, with a control directory, makes its control)
+/// and makes one slot per carrier, two for a carrier declared with a scope.
+/// A surface that breaks here gets ERROR on all its carriers; the others
+/// go on.
+fn setup(
+    plan: &Plan,
+    opts: &ProbeOptions,
+    probe_id: &str,
+    control_dir: Option<&Path>,
+    nonces: Nonces,
+) -> Result<Setup, EngineError> {
+    let rng = |e: std::io::Error| EngineError(e.to_string());
+    let now = timefmt::now_rfc3339();
+    let origin = Origin::from_env(&|k| std::env::var(k).ok());
+    let beacon = opts.key.beacon(probe_id, &now, origin.clone());
+    let control_beacon = opts.key.beacon(&control_probe_id(probe_id), &now, origin);
     let mut insts: Vec<Inst> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
     for (i, sp) in plan.surfaces.iter().enumerate() {
         let ty = surface::by_name(sp.type_name).expect("plan holds known types");
         let real = ty.open(&sp.settings);
-        let control_settings = ty.control(&sp.settings, &dir_control.join(&sp.name));
+        let control_settings = control_dir.map(|d| ty.control(&sp.settings, &d.join(&sp.name)));
         let broken = match (&real, &control_settings) {
             (Err(e), _) => Some(format!("surface could not be opened: {e}")),
-            (_, Err(e)) => Some(format!("control instance could not be set up: {e}")),
+            (_, Some(Err(e))) => Some(format!("control instance could not be set up: {e}")),
             _ => None,
         };
         let real = real.ok();
@@ -238,7 +279,12 @@ fn probe_in(
                     .collect(),
             };
             let pos = declaration.map(|d| d.pos);
+            let beacons = c.name == surface::RUNNER_PERSISTENCE;
             for (key, scope, declared) in variants {
+                let nonce = match nonces {
+                    Nonces::Random => Nonce::generate().map_err(rng)?,
+                    Nonces::Derived => opts.key.nonce(probe_id, &sp.name, &key),
+                };
                 slots.push(Slot {
                     surface: i,
                     carrier: c,
@@ -246,8 +292,10 @@ fn probe_in(
                     declared_at: pos.filter(|_| declared),
                     key,
                     scope,
-                    nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
-                    control_nonce: Nonce::generate().map_err(|e| EngineError(e.to_string()))?,
+                    nonce,
+                    control_nonce: Nonce::generate().map_err(rng)?,
+                    beacon: beacons.then(|| beacon.clone()),
+                    control_beacon: beacons.then(|| control_beacon.clone()),
                     evidence: Evidence {
                         skipped: skipped.clone(),
                         broken: broken.clone(),
@@ -261,8 +309,6 @@ fn probe_in(
             }
         }
         if broken.is_none() {
-            let control_settings = control_settings.expect("checked above");
-            let control = ty.open(&control_settings).ok();
             insts.push(Inst {
                 surface: i,
                 control: false,
@@ -270,62 +316,60 @@ fn probe_in(
                 settings: sp.settings.clone(),
                 opened: real,
             });
-            insts.push(Inst {
-                surface: i,
-                control: true,
-                type_name: ty.name(),
-                settings: control_settings,
-                opened: control,
-            });
+            if let Some(Ok(cs)) = control_settings {
+                let control = ty.open(&cs).ok();
+                insts.push(Inst {
+                    surface: i,
+                    control: true,
+                    type_name: ty.name(),
+                    settings: cs,
+                    opened: control,
+                });
+            }
         }
     }
-    let active = |s: &Slot| s.evidence.broken.is_none() && s.evidence.skipped.is_none();
+    Ok(Setup { insts, slots })
+}
 
-    // Plant: run A.
-    let targets_a: Vec<Target> = insts
-        .iter()
-        .enumerate()
-        .map(|(id, inst)| Target {
-            plant: slots
-                .iter()
-                .filter(|s| s.surface == inst.surface && active(s))
-                .map(|s| PlantJob {
-                    key: s.key.clone(),
-                    carrier: s.carrier.name.to_string(),
-                    nonce: if inst.control {
-                        s.control_nonce
-                    } else {
-                        s.nonce
-                    },
-                    scope: s.scope.clone(),
-                })
-                .collect(),
-            ..inst.target(id)
-        })
-        .collect();
-    let run_a = Run {
-        role: "A",
-        dir: &dir_a,
-        id: &runs.a,
-        as_user: None,
-        interruptible: true,
-    };
-    let a = run_child(&run_a, exe, probe_id, targets_a, opts.phase_timeout);
-    for s in slots.iter_mut() {
-        (s.evidence.plant, s.evidence.control_plant) = outcomes(&a.planted, &insts, s);
-    }
+fn active(s: &Slot) -> bool {
+    s.evidence.broken.is_none() && s.evidence.skipped.is_none()
+}
 
-    // Recover: run B, only if A finished and nobody asked us to stop.
-    let mut b = RunResult::default();
-    let stop = signals::received().map(|s| format!("interrupted by {s}"));
-    if let Some(p) = a.problem.clone().or(stop) {
-        b.problem = Some(p);
-    } else {
-        let targets_b: Vec<Target> = insts
+impl Setup {
+    /// Run A's targets: the slots `which` picks, on the instances `on`
+    /// picks (controls get control nonces and beacons).
+    fn plant_targets(
+        &self,
+        on: impl Fn(&Inst) -> bool,
+        which: impl Fn(&Slot) -> bool,
+    ) -> Vec<Target> {
+        self.insts
             .iter()
             .enumerate()
             .map(|(id, inst)| Target {
-                recover: slots
+                plant: if on(inst) {
+                    self.slots
+                        .iter()
+                        .filter(|s| s.surface == inst.surface && active(s) && which(s))
+                        .map(|s| s.job(inst.control))
+                        .collect()
+                } else {
+                    vec![]
+                },
+                ..inst.target(id)
+            })
+            .collect()
+    }
+
+    /// Run B's targets: every slot whose plant (on that instance) said
+    /// what to look for.
+    fn recover_targets(&self) -> Vec<Target> {
+        self.insts
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| Target {
+                recover: self
+                    .slots
                     .iter()
                     .filter(|s| s.surface == inst.surface)
                     .filter_map(|s| {
@@ -346,33 +390,584 @@ fn probe_in(
                     .collect(),
                 ..inst.target(id)
             })
-            .collect();
-        let run_b = Run {
-            role: "B",
-            dir: &dir_b,
-            id: &runs.b,
-            as_user: opts.run_b_as,
-            interruptible: true,
-        };
-        b = run_child(&run_b, exe, probe_id, targets_b, opts.phase_timeout);
-    }
-    for s in slots.iter_mut() {
-        (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &insts, s);
+            .collect()
     }
 
-    // Verdicts. A run that died or was stopped explains every step it
-    // never reported.
-    let mut findings = Vec::new();
+    /// Cleanup's targets: per instance, the entries to remove (newest
+    /// first) and, for cleanup by probe id, the jobs whose plants to find.
+    fn cleanup_targets(&self, entries: &[Vec<Value>], find: &[Vec<PlantJob>]) -> Vec<Target> {
+        self.insts
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| Target {
+                cleanup: entries.get(id).cloned().unwrap_or_default(),
+                find: find.get(id).cloned().unwrap_or_default(),
+                ..inst.target(id)
+            })
+            .collect()
+    }
+}
+
+impl Slot {
+    fn job(&self, control: bool) -> PlantJob {
+        PlantJob {
+            key: self.key.clone(),
+            carrier: self.carrier.name.to_string(),
+            nonce: if control {
+                self.control_nonce
+            } else {
+                self.nonce
+            },
+            scope: self.scope.clone(),
+            beacon: if control {
+                self.control_beacon.clone()
+            } else {
+                self.beacon.clone()
+            },
+        }
+    }
+}
+
+/// Runs that died or were stopped explain every step they never reported.
+fn explain_gaps(slots: &mut [Slot], a: Option<&str>, b: Option<&str>) {
     for s in slots.iter_mut() {
         let ev = &mut s.evidence;
         if ev.broken.is_none() && ev.skipped.is_none() {
             let planted = matches!(ev.plant, Some(PlantOutcome::Planted { .. }));
-            if ev.plant.is_none() && a.problem.is_some() {
-                ev.broken = a.problem.clone();
-            } else if planted && ev.recover.is_none() && b.problem.is_some() {
-                ev.broken = b.problem.clone();
+            if ev.plant.is_none() && a.is_some() {
+                ev.broken = a.map(String::from);
+            } else if planted && ev.recover.is_none() && b.is_some() {
+                ev.broken = b.map(String::from);
             }
         }
+    }
+}
+
+/// What the runs share: the binary, the workspace and the ids.
+struct Runner<'a> {
+    exe: PathBuf,
+    ws: &'a Workspace,
+    probe_id: &'a str,
+    runs: &'a Runs,
+    opts: &'a ProbeOptions,
+}
+
+impl Runner<'_> {
+    fn run(&self, role: &'static str, targets: Vec<Target>) -> RunResult {
+        let (dir, id, as_user, interruptible) = match role {
+            "A" => (&self.ws.a, &self.runs.a, None, true),
+            "B" => (&self.ws.b, &self.runs.b, self.opts.run_b_as, true),
+            // Cleanup runs as A: it removes what A made. A signal does not
+            // stop it; its timeout does.
+            _ => (&self.ws.a, &self.runs.a, None, false),
+        };
+        let run = Run {
+            role,
+            dir,
+            id,
+            as_user,
+            interruptible,
+        };
+        let key = self.opts.key.configured_hex();
+        run_child(
+            &run,
+            &self.exe,
+            self.probe_id,
+            key,
+            targets,
+            self.opts.phase_timeout,
+        )
+    }
+
+    /// Run B, unless run A had a problem or someone asked us to stop.
+    fn recover(&self, a: &RunResult, setup: &Setup) -> RunResult {
+        let stop = signals::received().map(|s| format!("interrupted by {s}"));
+        match a.problem.clone().or(stop) {
+            Some(p) => RunResult {
+                problem: Some(p),
+                ..RunResult::default()
+            },
+            None => self.run("B", setup.recover_targets()),
+        }
+    }
+
+    /// Removes `entries` (per instance, in order) and, for cleanup by probe
+    /// id, whatever the instances find of `find`; returns what happened.
+    fn clean(
+        &self,
+        plan: &Plan,
+        setup: &Setup,
+        entries: Vec<Vec<Value>>,
+        find: Vec<Vec<PlantJob>>,
+    ) -> Cleanup {
+        let mut cleanup = Cleanup::default();
+        if entries.iter().all(Vec::is_empty) && find.iter().all(Vec::is_empty) {
+            return cleanup;
+        }
+        let c = self.run("cleanup", setup.cleanup_targets(&entries, &find));
+        // Per instance: the given entries, then the ones it found.
+        let mut all: Vec<Vec<Value>> = entries;
+        all.resize(setup.insts.len(), Vec::new());
+        for (id, entry) in &c.created {
+            if let Some(list) = all.get_mut(*id) {
+                list.push(entry.clone());
+            }
+        }
+        for (id, reason) in &c.find_failed {
+            cleanup.left.push(Leftover {
+                surface: plan.surfaces[setup.insts[*id].surface].name.clone(),
+                control: setup.insts[*id].control,
+                entry: "(anything this probe planted)".into(),
+                reason: format!("could not look for this probe's plants: {reason}"),
+            });
+        }
+        for (id, list) in all.iter().enumerate() {
+            let inst = &setup.insts[id];
+            for (index, entry) in list.iter().enumerate() {
+                let outcome =
+                    c.cleaned
+                        .get(&(id, index))
+                        .cloned()
+                        .unwrap_or_else(|| CleanupOutcome::Left {
+                            reason: c
+                                .problem
+                                .clone()
+                                .unwrap_or_else(|| "cleanup never reported this entry".into()),
+                        });
+                match outcome {
+                    // The control lives in the probe's own directory, removed
+                    // whole; only the user's surfaces count.
+                    CleanupOutcome::Removed | CleanupOutcome::Gone if !inst.control => {
+                        cleanup.removed += 1
+                    }
+                    CleanupOutcome::Removed | CleanupOutcome::Gone => {}
+                    CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
+                        surface: plan.surfaces[inst.surface].name.clone(),
+                        control: inst.control,
+                        entry: inst
+                            .opened
+                            .as_ref()
+                            .map(|s| s.describe(entry))
+                            .unwrap_or_else(|| escape::line(&entry.to_string())),
+                        reason,
+                    }),
+                }
+            }
+        }
+        cleanup
+    }
+}
+
+/// A run's created entries per instance, newest first (cleanup's order).
+fn newest_first(created: &[(usize, Value)], n: usize) -> Vec<Vec<Value>> {
+    let mut entries: Vec<Vec<Value>> = vec![Vec::new(); n];
+    for (id, entry) in created.iter().rev() {
+        if let Some(list) = entries.get_mut(*id) {
+            list.push(entry.clone());
+        }
+    }
+    entries
+}
+
+fn fresh_runs(opts: &ProbeOptions) -> Result<Runs, EngineError> {
+    let rng = |e: std::io::Error| EngineError(e.to_string());
+    if opts.run_b_as.is_some() && !sys::is_root() {
+        return Err(EngineError(
+            "--run-b-as needs root (it switches run B to another user)".into(),
+        ));
+    }
+    Ok(Runs {
+        a: nonce::short_id().map_err(rng)?,
+        b: nonce::short_id().map_err(rng)?,
+        b_uid: opts.run_b_as.map(|(u, _)| u),
+    })
+}
+
+/// An in-job probe: plant (run A), recover (run B), verdicts, cleanup.
+pub fn probe(plan: &Plan, opts: &ProbeOptions) -> Result<Report, EngineError> {
+    let started_at = timefmt::now_rfc3339();
+    let probe_id = nonce::short_id().map_err(|e| EngineError(e.to_string()))?;
+    let runs = fresh_runs(opts)?;
+    let ws = Workspace::make(opts, &probe_id)?;
+    let runner = Runner {
+        exe: self_exe()?,
+        ws: &ws,
+        probe_id: &probe_id,
+        runs: &runs,
+        opts,
+    };
+    let mut st = setup(plan, opts, &probe_id, Some(&ws.control), Nonces::Random)?;
+    let a = runner.run("A", st.plant_targets(|_| true, |_| true));
+    for s in st.slots.iter_mut() {
+        (s.evidence.plant, s.evidence.control_plant) = outcomes(&a.planted, &st.insts, s);
+    }
+    let b = runner.recover(&a, &st);
+    for s in st.slots.iter_mut() {
+        (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
+    }
+    explain_gaps(&mut st.slots, a.problem.as_deref(), b.problem.as_deref());
+    let findings = findings(plan, &st.slots);
+    // Cleanup: exactly what A reported creating, newest first.
+    let cleanup = runner.clean(plan, &st, newest_first(&a.created, st.insts.len()), vec![]);
+    Ok(Report {
+        schema: report::SCHEMA.into(),
+        tool: Tool::default(),
+        mode: Mode::Probe,
+        probe_id,
+        started_at,
+        finished_at: timefmt::now_rfc3339(),
+        config: plan.source.clone(),
+        runs,
+        key: key_kind(opts),
+        cross_job: None,
+        summary: Summary::of(&findings),
+        findings,
+        notices: notices(plan, &st, &b),
+        cleanup,
+    })
+}
+
+fn key_kind(opts: &ProbeOptions) -> KeyKind {
+    if opts.key.is_configured() {
+        KeyKind::Configured
+    } else {
+        KeyKind::DerivedDefault
+    }
+}
+
+/// `runwarden plant`: run A alone, with nonces derived from the key and
+/// probe id, and nothing cleaned up. `beacon_only` plants just the
+/// runner-persistence beacons; otherwise everything else is planted.
+pub fn plant(
+    plan: &Plan,
+    opts: &ProbeOptions,
+    probe_id: &str,
+    beacon_only: bool,
+) -> Result<Receipt, EngineError> {
+    let planted_at = timefmt::now_rfc3339();
+    let runs = fresh_runs(opts)?;
+    let ws = Workspace::make(opts, probe_id)?;
+    let runner = Runner {
+        exe: self_exe()?,
+        ws: &ws,
+        probe_id,
+        runs: &runs,
+        opts,
+    };
+    let mut st = setup(plan, opts, probe_id, None, Nonces::Derived)?;
+    let beacons = |s: &Slot| (s.carrier.name == surface::RUNNER_PERSISTENCE) == beacon_only;
+    let a = runner.run("A", st.plant_targets(|_| true, beacons));
+    for s in st.slots.iter_mut() {
+        s.evidence.plant = outcomes(&a.planted, &st.insts, s).0;
+    }
+    let created = newest_first(&a.created, st.insts.len());
+    let mut surfaces = Vec::new();
+    for (i, sp) in plan.surfaces.iter().enumerate() {
+        let inst = st.insts.iter().position(|x| x.surface == i);
+        let mut entries: Vec<Value> = inst.map(|id| created[id].clone()).unwrap_or_default();
+        // The receipt keeps creation order; cleanup reverses it.
+        entries.reverse();
+        let plants = st
+            .slots
+            .iter()
+            .filter(|s| s.surface == i && beacons(s))
+            .map(|s| ReceiptPlant {
+                key: s.key.clone(),
+                carrier: s.carrier.name.into(),
+                scope: s.scope.clone(),
+                outcome: match (&s.evidence.broken, &s.evidence.skipped, &s.evidence.plant) {
+                    (Some(r), _, _) => PlantOutcome::Failed { reason: r.clone() },
+                    (_, Some(r), _) => PlantOutcome::Unsupported { reason: r.clone() },
+                    (_, _, Some(o)) => o.clone(),
+                    (_, _, None) => PlantOutcome::Failed {
+                        reason: a
+                            .problem
+                            .clone()
+                            .unwrap_or_else(|| "run A never reported planting it".into()),
+                    },
+                },
+            })
+            .collect();
+        surfaces.push(ReceiptSurface {
+            name: sp.name.clone(),
+            type_name: sp.type_name.into(),
+            plants,
+            entries,
+        });
+    }
+    Ok(Receipt {
+        schema: receipt::SCHEMA.into(),
+        tool: Tool::default(),
+        probe_id: probe_id.into(),
+        planted_at,
+        finished_at: timefmt::now_rfc3339(),
+        key: key_kind(opts),
+        origin: Origin::from_env(&|k| std::env::var(k).ok()),
+        config: plan.source.clone(),
+        beacon_only,
+        complete: a.problem.is_none(),
+        problem: a.problem,
+        surfaces,
+    })
+}
+
+/// `runwarden recover`: run B on the configured surfaces for the plant of
+/// `probe_id` (from its receipt when there is one, else from needles
+/// derived from the key and probe id), with a fresh control planted and
+/// recovered by the same code. Cleans only the control.
+pub fn recover(
+    plan: &Plan,
+    opts: &ProbeOptions,
+    probe_id: &str,
+    receipt: Option<(&Receipt, &str)>,
+) -> Result<Report, EngineError> {
+    let started_at = timefmt::now_rfc3339();
+    let runs = fresh_runs(opts)?;
+    let ws = Workspace::make(opts, probe_id)?;
+    let runner = Runner {
+        exe: self_exe()?,
+        ws: &ws,
+        probe_id,
+        runs: &runs,
+        opts,
+    };
+    let mut st = setup(plan, opts, probe_id, Some(&ws.control), Nonces::Derived)?;
+    // What the plant did, per slot: the receipt's word, else the derived
+    // needle (the plant may or may not have run).
+    for s in st.slots.iter_mut().filter(|s| active(s)) {
+        let sp = &plan.surfaces[s.surface];
+        let from_receipt = receipt.and_then(|(r, _)| {
+            let rs = r
+                .surfaces
+                .iter()
+                .find(|x| x.name == sp.name && x.type_name == sp.type_name)?;
+            rs.plants
+                .iter()
+                .find(|p| p.key == s.key)
+                .map(|p| p.outcome.clone())
+        });
+        if s.carrier.name == surface::RUNNER_PERSISTENCE {
+            // Nothing of this probe's to find: the plant here is the scan
+            // for beacons of others.
+            s.evidence.plant = Some(PlantOutcome::Planted {
+                needle: serde_json::json!({ "beacons": true }),
+                persistence: None,
+                detail: String::new(),
+            });
+            continue;
+        }
+        match from_receipt {
+            Some(o) => s.evidence.plant = Some(o),
+            None => {
+                let ty = surface::by_name(sp.type_name).expect("plan holds known types");
+                match ty.derive_needle(s.carrier.name, probe_id, &s.nonce, s.scope.as_ref()) {
+                    Ok(needle) => {
+                        s.evidence.plant = Some(PlantOutcome::Planted {
+                            needle,
+                            persistence: None,
+                            detail: if receipt.is_some() {
+                                "not in the plant receipt: looked for the marker derived from the probe id".into()
+                            } else {
+                                "no plant receipt: looked for the marker derived from the probe id"
+                                    .into()
+                            },
+                        })
+                    }
+                    Err(why) => {
+                        s.evidence.skipped =
+                            Some(format!("no plant receipt for this carrier, and {why}"))
+                    }
+                }
+            }
+        }
+    }
+    // The control: planted here and now (run A), on the control only.
+    let a = runner.run("A", st.plant_targets(|i| i.control, |_| true));
+    for s in st.slots.iter_mut() {
+        s.evidence.control_plant = outcomes(&a.planted, &st.insts, s).1;
+    }
+    let b = runner.recover(&a, &st);
+    for s in st.slots.iter_mut() {
+        (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
+    }
+    explain_gaps(&mut st.slots, None, b.problem.as_deref());
+    // A control that never ran explains nothing about the real plant, but
+    // leaves no PASS: the verdict rules see the missing control.
+    let findings = findings(plan, &st.slots);
+    let cleanup = runner.clean(plan, &st, newest_first(&a.created, st.insts.len()), vec![]);
+    let cross_job = CrossJob {
+        receipt: receipt.map(|(_, path)| path.to_string()),
+        planted_at: receipt.map(|(r, _)| r.planted_at.clone()),
+        plant_origin: receipt.map(|(r, _)| r.origin.clone()),
+        plant_complete: receipt.map(|(r, _)| r.complete),
+    };
+    Ok(Report {
+        schema: report::SCHEMA.into(),
+        tool: Tool::default(),
+        mode: Mode::Recover,
+        probe_id: probe_id.into(),
+        started_at,
+        finished_at: timefmt::now_rfc3339(),
+        config: plan.source.clone(),
+        runs,
+        key: key_kind(opts),
+        cross_job: Some(cross_job),
+        summary: Summary::of(&findings),
+        findings,
+        notices: notices(plan, &st, &b),
+        cleanup,
+    })
+}
+
+/// `runwarden cleanup`: removes what the plant of `probe_id` made: the
+/// receipt's entries when there is one, else whatever each surface finds
+/// under the names and nonces derived from the key and probe id. Each
+/// entry is checked again right before removal. Idempotent.
+pub fn cleanup(
+    plan: &Plan,
+    opts: &ProbeOptions,
+    probe_id: &str,
+    receipt: Option<&Receipt>,
+) -> Result<Report, EngineError> {
+    let started_at = timefmt::now_rfc3339();
+    let runs = fresh_runs(opts)?;
+    let ws = Workspace::make(opts, probe_id)?;
+    let runner = Runner {
+        exe: self_exe()?,
+        ws: &ws,
+        probe_id,
+        runs: &runs,
+        opts,
+    };
+    let st = setup(plan, opts, probe_id, None, Nonces::Derived)?;
+    let n = st.insts.len();
+    let mut entries: Vec<Vec<Value>> = vec![Vec::new(); n];
+    let mut find: Vec<Vec<PlantJob>> = vec![Vec::new(); n];
+    let mut left = Vec::new();
+    for (id, inst) in st.insts.iter().enumerate() {
+        let sp = &plan.surfaces[inst.surface];
+        match receipt {
+            Some(r) => {
+                if let Some(rs) = r
+                    .surfaces
+                    .iter()
+                    .find(|x| x.name == sp.name && x.type_name == sp.type_name)
+                {
+                    entries[id] = rs.entries.iter().rev().cloned().collect();
+                }
+            }
+            None => {
+                find[id] = st
+                    .slots
+                    .iter()
+                    .filter(|s| s.surface == inst.surface)
+                    .map(|s| s.job(false))
+                    .collect();
+            }
+        }
+    }
+    // Receipt surfaces the config no longer has: say so, touch nothing.
+    if let Some(r) = receipt {
+        for rs in &r.surfaces {
+            let known = plan
+                .surfaces
+                .iter()
+                .any(|sp| sp.name == rs.name && sp.type_name == rs.type_name);
+            if !known && !rs.entries.is_empty() {
+                left.push(Leftover {
+                    surface: rs.name.clone(),
+                    control: false,
+                    entry: format!("{} entries", rs.entries.len()),
+                    reason: "this surface is not in the config (renamed or removed): nothing to reach it with".into(),
+                });
+            }
+        }
+    }
+    // Surfaces that could not be opened: their plants cannot be reached.
+    for (i, sp) in plan.surfaces.iter().enumerate() {
+        if !st.insts.iter().any(|x| x.surface == i) {
+            let why = st
+                .slots
+                .iter()
+                .find(|s| s.surface == i)
+                .and_then(|s| s.evidence.broken.clone())
+                .unwrap_or_else(|| "surface could not be opened".into());
+            left.push(Leftover {
+                surface: sp.name.clone(),
+                control: false,
+                entry: "(anything this probe planted)".into(),
+                reason: why,
+            });
+        }
+    }
+    let mut cleanup = runner.clean(plan, &st, entries, find);
+    cleanup.left.extend(left);
+    Ok(Report {
+        schema: report::SCHEMA.into(),
+        tool: Tool::default(),
+        mode: Mode::Cleanup,
+        probe_id: probe_id.into(),
+        started_at,
+        finished_at: timefmt::now_rfc3339(),
+        config: plan.source.clone(),
+        runs,
+        key: key_kind(opts),
+        cross_job: None,
+        summary: Summary::default(),
+        findings: vec![],
+        notices: vec![],
+        cleanup,
+    })
+}
+
+/// What run B noticed on the configured surfaces (the control's beacons
+/// are the control's business), at most [`MAX_NOTICES`] per surface with
+/// a count of the rest.
+fn notices(plan: &Plan, st: &Setup, b: &RunResult) -> Vec<NoticeRecord> {
+    let mut out: Vec<NoticeRecord> = Vec::new();
+    let mut per: HashMap<usize, usize> = HashMap::new();
+    for (id, n) in &b.notices {
+        let Some(inst) = st.insts.get(*id).filter(|i| !i.control) else {
+            continue;
+        };
+        let count = per.entry(inst.surface).or_default();
+        *count += 1;
+        if *count <= MAX_NOTICES {
+            out.push(NoticeRecord {
+                surface: plan.surfaces[inst.surface].name.clone(),
+                kind: n.kind,
+                entry: n.entry.clone(),
+                detail: n.detail.clone(),
+                beacon: n.beacon.clone(),
+            });
+        }
+    }
+    for (surface, count) in per {
+        if count > MAX_NOTICES {
+            out.push(NoticeRecord {
+                surface: plan.surfaces[surface].name.clone(),
+                kind: NoticeKind::Omitted,
+                entry: String::new(),
+                detail: format!(
+                    "{} more notices on this surface not listed",
+                    count - MAX_NOTICES
+                ),
+                beacon: None,
+            });
+        }
+    }
+    out
+}
+
+/// Notices kept per surface in a report: 10,000 forged markers are worth
+/// one line each in a log, not in a report.
+pub const MAX_NOTICES: usize = 100;
+
+/// One finding per slot, from its evidence.
+fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for s in slots {
+        let ev = &s.evidence;
         let (v, detail) = verdict::decide(ev);
         let sp = &plan.surfaces[s.surface];
         let persistence = match &ev.plant {
@@ -429,67 +1024,7 @@ fn probe_in(
             }),
         });
     }
-
-    // Cleanup: exactly what A reported creating, newest first, removed by
-    // a third child run with A's identity and the same timeout (a surface
-    // that hangs must not hang the probe). A signal does not stop it.
-    let mut entries: Vec<Vec<Value>> = vec![Vec::new(); insts.len()];
-    for (id, entry) in a.created.iter().rev() {
-        entries[*id].push(entry.clone());
-    }
-    let mut cleanup = Cleanup::default();
-    if entries.iter().any(|e| !e.is_empty()) {
-        let targets_c: Vec<Target> = insts
-            .iter()
-            .enumerate()
-            .map(|(id, inst)| Target {
-                cleanup: entries[id].clone(),
-                ..inst.target(id)
-            })
-            .collect();
-        let run_c = Run {
-            role: "cleanup",
-            dir: &dir_a,
-            id: &runs.a,
-            as_user: None,
-            interruptible: false,
-        };
-        let c = run_child(&run_c, exe, probe_id, targets_c, opts.phase_timeout);
-        for (id, list) in entries.iter().enumerate() {
-            let inst = &insts[id];
-            for (index, entry) in list.iter().enumerate() {
-                let outcome =
-                    c.cleaned
-                        .get(&(id, index))
-                        .cloned()
-                        .unwrap_or_else(|| CleanupOutcome::Left {
-                            reason: c
-                                .problem
-                                .clone()
-                                .unwrap_or_else(|| "cleanup never reported this entry".into()),
-                        });
-                match outcome {
-                    // The control lives in the probe's own directory, removed
-                    // whole below; only the user's surfaces count.
-                    CleanupOutcome::Removed | CleanupOutcome::Gone if !inst.control => {
-                        cleanup.removed += 1
-                    }
-                    CleanupOutcome::Removed | CleanupOutcome::Gone => {}
-                    CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
-                        surface: plan.surfaces[inst.surface].name.clone(),
-                        control: inst.control,
-                        entry: inst
-                            .opened
-                            .as_ref()
-                            .map(|s| s.describe(entry))
-                            .unwrap_or_else(|| entry.to_string()),
-                        reason,
-                    }),
-                }
-            }
-        }
-    }
-    Ok((findings, cleanup))
+    findings
 }
 
 /// A slot's outcomes from one run's report: (configured surface, control).
@@ -532,6 +1067,7 @@ fn run_child(
     run: &Run<'_>,
     exe: &Path,
     probe_id: &str,
+    key: Option<String>,
     targets: Vec<Target>,
     timeout: Duration,
 ) -> RunResult {
@@ -576,6 +1112,7 @@ fn run_child(
     };
     let req = Request {
         probe_id: probe_id.into(),
+        key,
         targets,
     };
     // The child reads all of stdin before writing anything, so writing the
@@ -628,6 +1165,8 @@ fn run_child(
                 }) => {
                     res.cleaned.insert((target, index), outcome);
                 }
+                Ok(Event::Notice { target, notice }) => res.notices.push((target, notice)),
+                Ok(Event::FindFailed { target, reason }) => res.find_failed.push((target, reason)),
                 Ok(Event::Done) => done = true,
                 Err(e) => killed = Some(format!("run {role} sent a malformed event: {e}")),
             },

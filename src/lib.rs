@@ -19,6 +19,7 @@ pub mod marker;
 pub mod nonce;
 pub mod output;
 pub mod plan;
+pub mod receipt;
 pub mod report;
 pub mod signals;
 pub mod surface;

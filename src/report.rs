@@ -1,8 +1,9 @@
 //! The versioned report (`runwarden-report/1`): what every output renders.
 //! Documented, with its stability promise, in docs/report-schema.md.
 
+use crate::marker::{BeaconBody, Origin};
 use crate::plan::{ConfigSource, Location};
-use crate::surface::Persistence;
+use crate::surface::{NoticeKind, Persistence};
 use crate::verdict::{Control, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -12,14 +13,71 @@ pub const SCHEMA: &str = "runwarden-report/1";
 pub struct Report {
     pub schema: String,
     pub tool: Tool,
+    /// Which command made it; absent in reports from before it existed
+    /// (read as `probe`).
+    #[serde(default)]
+    pub mode: Mode,
     pub probe_id: String,
     pub started_at: String,
     pub finished_at: String,
     pub config: ConfigSource,
     pub runs: Runs,
+    /// Whether markers were signed with a configured key or the public
+    /// default derived from the probe id (never the key itself).
+    #[serde(default)]
+    pub key: KeyKind,
+    /// For `recover`: the plant it looked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_job: Option<CrossJob>,
     pub summary: Summary,
     pub findings: Vec<Finding>,
+    /// Beacons of other probes and markers that do not verify, seen by run
+    /// B on the configured surfaces (at most 100 per surface, then one
+    /// `omitted` line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<NoticeRecord>,
     pub cleanup: Cleanup,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    #[default]
+    Probe,
+    Recover,
+    Cleanup,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyKind {
+    Configured,
+    /// Anyone who knows the probe id can forge a marker.
+    #[default]
+    DerivedDefault,
+}
+
+/// What a `recover` knew of the plant it looked for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CrossJob {
+    /// The receipt used; `None`: no plant receipt was found, and needles
+    /// were derived from the probe id and key.
+    pub receipt: Option<String>,
+    pub planted_at: Option<String>,
+    pub plant_origin: Option<Origin>,
+    /// Whether the plant finished (a killed plant's receipt is partial).
+    pub plant_complete: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NoticeRecord {
+    pub surface: String,
+    pub kind: NoticeKind,
+    /// The entry, escaped.
+    pub entry: String,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<BeaconBody>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

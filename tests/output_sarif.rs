@@ -89,8 +89,11 @@ fn sarif_meets_every_github_requirement() {
     assert_eq!(run["invocations"][0]["executionSuccessful"], true);
 
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), ALL_CARRIERS.len());
-    for (r, c) in rules.iter().zip(ALL_CARRIERS) {
+    assert_eq!(rules.len(), ALL_CARRIERS.len() + 1);
+    for (r, c) in rules
+        .iter()
+        .zip(ALL_CARRIERS.iter().chain(&["runner-persistence"]))
+    {
         assert_eq!(r["id"], format!("runwarden/filesystem/{c}"));
         assert!(!r["shortDescription"]["text"].as_str().unwrap().is_empty());
         assert!(
@@ -173,7 +176,7 @@ fn errors_are_warnings_and_execution_is_unsuccessful() {
     let run = &s["runs"][0];
     assert_eq!(run["invocations"][0]["executionSuccessful"], false);
     let results = run["results"].as_array().unwrap();
-    assert_eq!(results.len(), 9);
+    assert_eq!(results.len(), 10);
     assert!(results.iter().all(|r| r["level"] == "warning"));
 }
 

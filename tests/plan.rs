@@ -39,7 +39,7 @@ fn valid_config() {
     ));
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("is valid: 1 surfaces, 9 channels, 2 declared"),
+        err.contains("is valid: 1 surfaces, 10 channels, 2 declared"),
         "{err}"
     );
 }
@@ -219,7 +219,7 @@ fn the_shipped_example_validates_on_a_runner() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("is valid: 2 surfaces, 18 channels, 2 declared"),
+        err.contains("is valid: 2 surfaces, 20 channels, 2 declared"),
         "{err}"
     );
     // Off a runner the variables are unset: an error, never a probe of `/..`.

@@ -1,11 +1,86 @@
 //! The table printed on stdout: one row per finding, worst first, then the
-//! counts and anything cleanup had to leave behind.
+//! counts, what run B noticed, and anything cleanup had to leave behind.
+//! Also the table `plant` prints from its receipt.
 
 use crate::escape;
-use crate::report::Report;
+use crate::receipt::Receipt;
+use crate::report::{KeyKind, Mode, Report};
+use crate::surface::PlantOutcome;
 use std::fmt::Write as _;
 
+/// Columns padded to their widest cell; the last column is not padded.
+fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for r in rows {
+        for (w, cell) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in rows {
+        for (w, cell) in widths.iter().zip(r.iter()).take(N - 1) {
+            let _ = write!(out, "{cell:<w$}  ", w = *w);
+        }
+        out.push_str(&r[N - 1]);
+        out.push('\n');
+    }
+    out
+}
+
+/// What `plant` did, carrier by carrier.
+pub fn render_receipt(r: &Receipt) -> String {
+    let mut rows: Vec<[String; 3]> = vec![["PLANT".into(), "CHANNEL".into(), "DETAIL".into()]];
+    let mut entries = 0;
+    for s in &r.surfaces {
+        entries += s.entries.len();
+        for p in &s.plants {
+            let (what, detail) = match &p.outcome {
+                PlantOutcome::Planted { detail, .. } => ("planted", detail),
+                PlantOutcome::Refused { reason } => ("refused", reason),
+                PlantOutcome::Unsupported { reason } => ("unsupported", reason),
+                PlantOutcome::Failed { reason } => ("failed", reason),
+            };
+            let channel = match &p.scope {
+                Some(sc) => {
+                    let side = if sc.inside { "inside" } else { "outside" };
+                    format!("{}:{} [{side} {}: {}]", s.name, p.carrier, sc.key, sc.value)
+                }
+                None => format!("{}:{}", s.name, p.carrier),
+            };
+            rows.push([
+                what.to_uppercase(),
+                escape::line(&channel),
+                escape::line(detail),
+            ]);
+        }
+    }
+    let mut out = columns(&rows);
+    let _ = writeln!(
+        out,
+        "\nprobe {}: {} entries created{}",
+        escape::line(&r.probe_id),
+        entries,
+        match &r.problem {
+            Some(p) => format!("; run A did not finish: {}", escape::line(p)),
+            None => String::new(),
+        }
+    );
+    out
+}
+
+fn render_cleanup(report: &Report) -> String {
+    format!(
+        "cleanup of probe {}: {} entries removed or already gone, {} left\n",
+        escape::line(&report.probe_id),
+        report.cleanup.removed,
+        report.cleanup.left.len()
+    )
+}
+
 pub fn render(report: &Report) -> String {
+    if report.mode == Mode::Cleanup {
+        return render_cleanup(report) + &leftovers(report);
+    }
     let mut rows: Vec<[String; 5]> = vec![[
         "VERDICT".into(),
         "CHANNEL".into(),
@@ -41,20 +116,7 @@ pub fn render(report: &Report) -> String {
             escape::line(&f.detail),
         ]);
     }
-    let mut widths = [0usize; 4];
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in &rows {
-        for (w, cell) in widths.iter().zip(r.iter()) {
-            let _ = write!(out, "{cell:<w$}  ", w = *w);
-        }
-        out.push_str(&r[4]);
-        out.push('\n');
-    }
+    let mut out = columns(&rows);
     let s = &report.summary;
     let _ = writeln!(
         out,
@@ -66,6 +128,41 @@ pub fn render(report: &Report) -> String {
         s.pass,
         escape::line(&report.probe_id)
     );
+    if let Some(cj) = &report.cross_job {
+        let _ = match &cj.receipt {
+            Some(path) => writeln!(
+                out,
+                "recovered the plant of {} (receipt {})",
+                escape::line(cj.planted_at.as_deref().unwrap_or("?")),
+                escape::line(path)
+            ),
+            None => writeln!(
+                out,
+                "no plant receipt was found: a PASS means recovery looked for the derived markers and found none, not that a plant happened"
+            ),
+        };
+        if report.key == KeyKind::DerivedDefault {
+            let _ = writeln!(
+                out,
+                "no key configured (RUNWARDEN_KEY): anyone who knows the probe id could forge a marker"
+            );
+        }
+    }
+    for n in &report.notices {
+        let _ = writeln!(
+            out,
+            "notice: {}: {}: {} {}",
+            escape::line(&n.surface),
+            n.kind.as_str(),
+            escape::line(&n.entry),
+            escape::line(&n.detail)
+        );
+    }
+    out + &leftovers(report)
+}
+
+fn leftovers(report: &Report) -> String {
+    let mut out = String::new();
     if !report.cleanup.left.is_empty() {
         let _ = writeln!(
             out,

@@ -11,11 +11,12 @@
 //! FIFOs, sockets and devices are never opened; symlinks are never followed.
 
 use super::{
-    Carrier, CleanupOutcome, Persistence, PlantCtx, PlantOutcome, RecoverOutcome, Surface,
-    SurfaceType, Wanted,
+    Carrier, CleanupOutcome, JobScope, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
+    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::marker::{self, Checked};
 use crate::nonce::Nonce;
 use crate::sys::{self, Stat};
 use memchr::memmem::Finder;
@@ -85,6 +86,11 @@ static CARRIERS: &[Carrier] = &[
         persistence: Persistence::Durable,
         description: "the nonce in the name of a FIFO (recovery lists it, never opens it)",
     },
+    Carrier {
+        name: RUNNER_PERSISTENCE,
+        persistence: Persistence::Durable,
+        description: "a signed beacon of another probe (an earlier job, another repository) found here: the surface kept state between jobs",
+    },
 ];
 
 /// Settings after validation; also what runs A and B receive.
@@ -146,6 +152,26 @@ impl SurfaceType for Filesystem {
         Ok(serde_json::to_value(control).expect("settings serialize"))
     }
 
+    fn derive_needle(
+        &self,
+        carrier: &str,
+        _probe_id: &str,
+        nonce: &Nonce,
+        _scope: Option<&JobScope>,
+    ) -> Result<Value, String> {
+        Ok(match carrier {
+            // Without the receipt, the precision the plant's filesystem
+            // kept is unknown: a truncated mtime matches too.
+            "mtime" => {
+                let (sec, nsec) = derived_mtime(nonce);
+                json!({ "mtime": [sec, nsec], "coarse": true })
+            }
+            "file-size" => json!({ "size": derived_size(nonce) }),
+            RUNNER_PERSISTENCE => json!({ "beacons": true }),
+            _ => json!({ "text": nonce.hex() }),
+        })
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         Ok(Box::new(Instance {
             s: parse(settings)?,
@@ -182,6 +208,11 @@ struct Entry {
     /// tell our entry from a replacement that got the freed inode number.
     #[serde(default)]
     btime: Option<(i64, u32)>,
+    /// Set by cleanup-by-probe-id for an entry named like a plant whose
+    /// carrier does not show it is one (e.g. a plant killed between
+    /// creating a file and setting its xattr): left, with this reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unverified: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -232,6 +263,66 @@ fn derived_size(n: &Nonce) -> u64 {
     (1u64 << 32) + u64::from(n.word(8))
 }
 
+/// Whether a stored mtime is `want`, or (`coarse`) `want` truncated to a
+/// filesystem's coarser granularity (10 ns to 1 s): a later job without the
+/// plant's receipt does not know how precisely the plant's filesystem
+/// stored it, and must not call a truncated mtime a miss.
+fn mtime_matches(stored: (i64, i64), want: (i64, i64), coarse: bool) -> bool {
+    if stored == want {
+        return true;
+    }
+    coarse
+        && stored.0 == want.0
+        && (1..=9)
+            .map(|e| 10i64.pow(e))
+            .any(|g| stored.1 == want.1 - want.1 % g)
+}
+
+/// The name and type of the entry a plant of `carrier` makes, from the
+/// probe id and the nonce: plant and cleanup-by-probe-id agree through it.
+fn planted_name(carrier: &str, probe_id: &str, hex: &str) -> Option<(OsString, Kind)> {
+    let tag = format!(".runwarden-{probe_id}");
+    let (name, kind) = match carrier {
+        "file-content" | "xattr" | "xattr-name" | "mtime" | "file-size" => {
+            (format!("{tag}-{carrier}"), Kind::File)
+        }
+        "file-name" => (format!("{tag}-{hex}"), Kind::File),
+        "directory-name" => (format!("{tag}-{hex}"), Kind::Dir),
+        "symlink-target" => (format!("{tag}-symlink-target"), Kind::Symlink),
+        "special-file-name" => (format!("{tag}-{hex}"), Kind::Fifo),
+        RUNNER_PERSISTENCE => (format!("{}{probe_id}", marker::BEACON_PREFIX), Kind::File),
+        _ => return None,
+    };
+    Some((OsString::from(name), kind))
+}
+
+/// Reads at most `max` bytes of a regular file: opened no-follow and
+/// non-blocking and re-checked with fstat. `None` when it is not a regular
+/// file.
+fn read_small(dir: &OwnedFd, name: &OsStr, max: usize) -> io::Result<Option<Vec<u8>>> {
+    let f = sys::open_read_at(dir, name)?;
+    if !sys::file_stat(&f)?.is_reg() {
+        return Ok(None);
+    }
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    Ok(Some(buf))
+}
+
+/// Whether `name` has the form of a name-carrier marker of `probe_id`
+/// (`.runwarden-<probe id>-<32 hex digits>`); returns the hex.
+fn marker_hex<'n>(name: &'n [u8], probe_id: &str) -> Option<&'n [u8]> {
+    let rest = name
+        .strip_prefix(b".runwarden-")?
+        .strip_prefix(probe_id.as_bytes())?
+        .strip_prefix(b"-")?;
+    (rest.len() == 32
+        && rest
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+    .then_some(rest)
+}
+
 impl Instance {
     fn open_surface(&self) -> io::Result<OwnedFd> {
         sys::open_dir(&self.s.path)
@@ -261,6 +352,7 @@ impl Instance {
             dir_dev: dir_st.dev,
             dir_ino: dir_st.ino,
             btime,
+            unverified: None,
         };
         created(serde_json::to_value(entry).expect("entry serializes"));
         Ok(st)
@@ -274,8 +366,11 @@ enum Needle {
     LinkTarget(Finder<'static>),
     XattrValue(Finder<'static>),
     XattrName(Finder<'static>),
-    Mtime(i64, i64),
+    /// `coarse`: also a truncation of it (see [`mtime_matches`]).
+    Mtime(i64, i64, bool),
     Size(u64),
+    /// A valid beacon of another probe id.
+    Beacons,
     Invalid(String),
 }
 
@@ -292,10 +387,15 @@ fn needle_of(w: &Wanted) -> Needle {
         "symlink-target" => text().map(Needle::LinkTarget),
         "xattr" => text().map(Needle::XattrValue),
         "xattr-name" => text().map(Needle::XattrName),
-        "mtime" => w
-            .needle
-            .get("mtime")
-            .and_then(|m| Some(Needle::Mtime(m.get(0)?.as_i64()?, m.get(1)?.as_i64()?))),
+        "mtime" => w.needle.get("mtime").and_then(|m| {
+            let coarse = w.needle.get("coarse").and_then(Value::as_bool) == Some(true);
+            Some(Needle::Mtime(
+                m.get(0)?.as_i64()?,
+                m.get(1)?.as_i64()?,
+                coarse,
+            ))
+        }),
+        RUNNER_PERSISTENCE => Some(Needle::Beacons),
         "file-size" => w
             .needle
             .get("size")
@@ -408,11 +508,11 @@ impl Surface for Instance {
 
     fn plant(
         &self,
-        ctx: &PlantCtx<'_>,
-        carrier: &str,
-        nonce: &Nonce,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
+        let (carrier, nonce) = (job.carrier.as_str(), &job.nonce);
         let dir = match self.open_surface() {
             Ok(d) => d,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
@@ -442,7 +542,11 @@ impl Surface for Instance {
             ""
         };
         let hex = nonce.hex();
-        let tag = format!(".runwarden-{}", ctx.probe_id);
+        let Some((name, _)) = planted_name(carrier, ctx.probe_id, &hex) else {
+            return PlantOutcome::Failed {
+                reason: format!("unknown carrier {carrier}"),
+            };
+        };
         let planted = |needle: Value, detail: String| PlantOutcome::Planted {
             needle,
             persistence,
@@ -462,7 +566,6 @@ impl Surface for Instance {
             };
             match carrier {
                 "file-content" => {
-                    let name = OsString::from(format!("{tag}-file-content"));
                     let mut f = create(&name, created)?;
                     f.write_all(format!("runwarden probe marker\n{hex}\n").as_bytes())
                         .map_err(|e| plant_error("writing file content", e))?;
@@ -472,14 +575,13 @@ impl Surface for Instance {
                     ))
                 }
                 "file-name" => {
-                    create(OsStr::new(&format!("{tag}-{hex}")), created)?;
+                    create(&name, created)?;
                     Ok(planted(
                         text_needle,
                         "an empty file named after the nonce".into(),
                     ))
                 }
                 "directory-name" => {
-                    let name = OsString::from(format!("{tag}-{hex}"));
                     sys::mkdir_at(&dir, &name, 0o755)
                         .map_err(|e| plant_error("creating a directory", e))?;
                     self.journal(&dir, &dir_st, &name, created)
@@ -490,7 +592,6 @@ impl Surface for Instance {
                     ))
                 }
                 "symlink-target" => {
-                    let name = OsString::from(format!("{tag}-symlink-target"));
                     sys::symlink_at(OsStr::new(&hex), &dir, &name)
                         .map_err(|e| plant_error("creating a symlink", e))?;
                     self.journal(&dir, &dir_st, &name, created)
@@ -501,7 +602,6 @@ impl Surface for Instance {
                     ))
                 }
                 "xattr" | "xattr-name" => {
-                    let name = OsString::from(format!("{tag}-{carrier}"));
                     let f = create(&name, created)?;
                     let (key, value) = if carrier == "xattr" {
                         (XATTR_KEY.to_string(), hex.as_bytes())
@@ -528,7 +628,6 @@ impl Surface for Instance {
                     }
                 }
                 "mtime" => {
-                    let name = OsString::from(format!("{tag}-mtime"));
                     let f = create(&name, created)?;
                     let (sec, nsec) = derived_mtime(nonce);
                     sys::set_mtime(&f, sec, nsec).map_err(|e| plant_error("setting mtime", e))?;
@@ -549,7 +648,6 @@ impl Surface for Instance {
                     ))
                 }
                 "file-size" => {
-                    let name = OsString::from(format!("{tag}-file-size"));
                     let f = create(&name, created)?;
                     match f.set_len(derived_size(nonce)) {
                         Ok(()) => {}
@@ -569,7 +667,6 @@ impl Surface for Instance {
                     ))
                 }
                 "special-file-name" => {
-                    let name = OsString::from(format!("{tag}-{hex}"));
                     match sys::mkfifo_at(&dir, &name, 0o644) {
                         Ok(()) => {}
                         // mknod(2): EPERM means "this filesystem does not
@@ -585,6 +682,23 @@ impl Surface for Instance {
                         .map_err(|e| plant_error("stat", e))?;
                     Ok(planted(text_needle, "a FIFO named after the nonce".into()))
                 }
+                RUNNER_PERSISTENCE => {
+                    let Some(beacon) = &job.beacon else {
+                        return Err(PlantOutcome::Failed {
+                            reason: "no beacon to plant".into(),
+                        });
+                    };
+                    let mut f = create(&name, created)?;
+                    f.write_all(beacon.as_bytes())
+                        .map_err(|e| plant_error("writing the beacon", e))?;
+                    Ok(planted(
+                        json!({ "beacons": true }),
+                        format!(
+                            "a signed beacon {}; recovery looks for beacons of other probes",
+                            escape::bytes(name.as_bytes())
+                        ),
+                    ))
+                }
                 other => Err(PlantOutcome::Failed {
                     reason: format!("unknown carrier {other}"),
                 }),
@@ -593,7 +707,12 @@ impl Surface for Instance {
         result.unwrap_or_else(|o| o)
     }
 
-    fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome> {
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
         let dir = match self.open_surface() {
             Ok(d) => d,
@@ -608,6 +727,24 @@ impl Surface for Instance {
         let want_link = scan.wants(is_link_target);
         let want_xattr = scan.wants(is_xattr);
         let want_content = scan.wants(is_content);
+        let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
+        // The nonces of this probe's name markers: any other name in that
+        // form is a marker this key never made.
+        let ours: Vec<Vec<u8>> = wanted
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w.carrier.as_str(),
+                    "file-name" | "directory-name" | "special-file-name"
+                )
+            })
+            .filter_map(|w| {
+                w.needle
+                    .get("text")?
+                    .as_str()
+                    .map(|t| t.as_bytes().to_vec())
+            })
+            .collect();
         let mut window = vec![0u8; CONTENT_WINDOW];
         let mut listed: u64 = 0;
         let mut list_error: Option<io::Error> = None;
@@ -623,6 +760,20 @@ impl Surface for Instance {
             listed += 1;
             let nb = name.as_bytes();
             let shown = || escape::bytes(nb);
+            if !ours.is_empty()
+                && let Some(hex) = marker_hex(nb, ctx.probe_id)
+                && !ours.iter().any(|o| o == hex)
+            {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: shown(),
+                    detail: "named like a marker of this probe, with a nonce no plant with this key made: someone else writes here".into(),
+                    beacon: None,
+                });
+            }
+            if want_beacons && nb.starts_with(marker::BEACON_PREFIX.as_bytes()) {
+                self.check_beacon(ctx, &dir, &name, &mut scan, notice);
+            }
             scan.hit(
                 |n| matches!(n, Needle::Name(f) if f.find(nb).is_some()),
                 || {
@@ -650,7 +801,7 @@ impl Surface for Instance {
             let is_link = st.map(|s| s.is_symlink()).unwrap_or(dtype == libc::DT_LNK);
             if let Some(s) = st {
                 scan.hit(
-                    |n| matches!(n, Needle::Mtime(sec, nsec) if s.mtime_sec == *sec && s.mtime_nsec == *nsec),
+                    |n| matches!(n, Needle::Mtime(sec, nsec, coarse) if mtime_matches((s.mtime_sec, s.mtime_nsec), (*sec, *nsec), *coarse)),
                     || format!("run B saw the nonce-derived mtime on entry {}", shown()),
                 );
                 scan.hit(
@@ -683,7 +834,8 @@ impl Surface for Instance {
         let path = self.path_text();
         scan.tallies
             .into_iter()
-            .map(|t| {
+            .zip(&scan.needles)
+            .map(|(t, n)| {
                 if let Some(d) = t.found {
                     return RecoverOutcome::Found { detail: d };
                 }
@@ -706,13 +858,53 @@ impl Surface for Instance {
                 } else {
                     String::new()
                 };
+                let what = if matches!(n, Needle::Beacons) {
+                    "no valid beacon of another probe among them"
+                } else {
+                    "none carried the nonce"
+                };
                 RecoverOutcome::NotFound {
-                    detail: format!(
-                        "run B listed {listed} entries of {path}; none carried the nonce{denied}"
-                    ),
+                    detail: format!("run B listed {listed} entries of {path}; {what}{denied}"),
                 }
             })
             .collect()
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        let dir = self
+            .open_surface()
+            .map_err(|e| format!("cannot open {}: {e}", self.path_text()))?;
+        let dir_st = sys::fstat(&dir).map_err(|e| format!("fstat of surface: {e}"))?;
+        let mut found = Vec::new();
+        for job in jobs {
+            let Some((name, kind)) = planted_name(&job.carrier, ctx.probe_id, &job.nonce.hex())
+            else {
+                continue;
+            };
+            let st = match sys::lstat_at(&dir, &name) {
+                Ok(st) => st,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                Err(e) => return Err(format!("lstat of {}: {e}", escape::bytes(name.as_bytes()))),
+            };
+            let unverified = if Kind::of(&st) != Some(kind) {
+                Some("named like a plant of this probe, but of another type".to_string())
+            } else {
+                self.verify_planted(ctx, &dir, &name, &st, job).err()
+            };
+            let btime = sys::birth_at(&dir, &name).map_err(|e| format!("statx: {e}"))?;
+            let entry = Entry {
+                name: name.to_string_lossy().into_owned(),
+                kind,
+                dev: st.dev,
+                ino: st.ino,
+                dir_dev: dir_st.dev,
+                dir_ino: dir_st.ino,
+                btime,
+                unverified,
+            };
+            found.push(serde_json::to_value(entry).expect("entry serializes"));
+        }
+        Ok(found)
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
@@ -724,6 +916,18 @@ impl Surface for Instance {
                 };
             }
         };
+        if let Some(why) = e.unverified {
+            return CleanupOutcome::Left {
+                reason: format!("{why}: not provably ours, left alone"),
+            };
+        }
+        // Entries can come from a receipt file: only a plain name of
+        // runwarden's own form, directly in the surface, is ever removed.
+        if e.name.contains('/') || !e.name.starts_with(".runwarden-") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden entry name: left alone".into(),
+            };
+        }
         let dir = match self.open_surface() {
             Ok(d) => d,
             Err(err) => {
@@ -792,6 +996,134 @@ impl Surface for Instance {
 }
 
 impl Instance {
+    /// Reads one beacon-named entry (no-follow, regular files only, at most
+    /// [`marker::BEACON_MAX`] bytes) and checks it with the run's key. A
+    /// valid beacon of another probe is a hit for runner-persistence; every
+    /// beacon that is not this probe's own is a notice.
+    fn check_beacon(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &OwnedFd,
+        name: &OsStr,
+        scan: &mut Scan,
+        notice: &mut dyn FnMut(Notice),
+    ) {
+        let beacons = |n: &Needle| matches!(n, Needle::Beacons);
+        let shown = escape::bytes(name.as_bytes());
+        let bytes = match read_small(dir, name, marker::BEACON_MAX) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                return notice(Notice {
+                    kind: NoticeKind::MalformedBeacon,
+                    entry: shown,
+                    detail: "named like a beacon but not a regular file".into(),
+                    beacon: None,
+                });
+            }
+            Err(e) => return scan.trouble(beacons, "reading beacon", name, &e),
+        };
+        match ctx.key.check_beacon(&bytes) {
+            Checked::Valid(body) if body.probe_id == ctx.probe_id => {}
+            Checked::Valid(body) => {
+                let detail = format!(
+                    "beacon of probe {} planted {} by {}",
+                    escape::bytes(body.probe_id.as_bytes()),
+                    escape::bytes(body.planted_at.as_bytes()),
+                    escape::bytes(body.origin.describe().as_bytes())
+                );
+                scan.hit(beacons, || format!("run B found {shown}, a valid {detail}"));
+                notice(Notice {
+                    kind: NoticeKind::Beacon,
+                    entry: shown,
+                    detail,
+                    beacon: Some(body),
+                });
+            }
+            Checked::Unverified { body, why } => notice(Notice {
+                kind: NoticeKind::UnverifiedBeacon,
+                entry: shown,
+                detail: format!(
+                    "claims probe {}, but {why}; not counted",
+                    escape::bytes(body.probe_id.as_bytes())
+                ),
+                beacon: Some(body),
+            }),
+            Checked::Malformed(why) => notice(Notice {
+                kind: NoticeKind::MalformedBeacon,
+                entry: shown,
+                detail: format!("{}; not counted", escape::bytes(why.as_bytes())),
+                beacon: None,
+            }),
+        }
+    }
+
+    /// Whether an entry named like `job`'s plant shows, through its own
+    /// carrier, that it is that plant: `Err(why)` when it does not.
+    fn verify_planted(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        job: &PlantJob,
+    ) -> Result<(), String> {
+        let hex = job.nonce.hex();
+        let no = |what: &str| {
+            Err(format!(
+                "named like this probe's {} plant, but {what}",
+                job.carrier
+            ))
+        };
+        match job.carrier.as_str() {
+            // The nonce is in the name itself.
+            "file-name" | "directory-name" | "special-file-name" => Ok(()),
+            "file-content" => match read_small(dir, name, CONTENT_WINDOW) {
+                Ok(Some(b)) if memchr::memmem::find(&b, hex.as_bytes()).is_some() => Ok(()),
+                _ => no("its content does not hold the nonce"),
+            },
+            "symlink-target" => match sys::readlink_at(dir, name) {
+                Ok(t) if t == hex.as_bytes() => Ok(()),
+                _ => no("its target is not the nonce"),
+            },
+            "xattr" | "xattr-name" => {
+                let path = self.s.path.join(name);
+                let ok = if job.carrier == "xattr" {
+                    matches!(xattr::get(&path, XATTR_KEY), Ok(Some(v)) if v == hex.as_bytes())
+                } else {
+                    matches!(xattr::get(&path, format!("user.{hex}")), Ok(Some(_)))
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    no("it lacks the nonce's xattr")
+                }
+            }
+            "mtime" => {
+                let (sec, nsec) = derived_mtime(&job.nonce);
+                if mtime_matches((st.mtime_sec, st.mtime_nsec), (sec, nsec), true) {
+                    Ok(())
+                } else {
+                    no("its mtime is not the nonce's")
+                }
+            }
+            "file-size" => {
+                if st.size == derived_size(&job.nonce) {
+                    Ok(())
+                } else {
+                    no("its size is not the nonce's")
+                }
+            }
+            RUNNER_PERSISTENCE => match read_small(dir, name, marker::BEACON_MAX) {
+                Ok(Some(b)) => match ctx.key.check_beacon(&b) {
+                    Checked::Valid(body) if body.probe_id == ctx.probe_id => Ok(()),
+                    _ => no("it is not a valid beacon of this probe"),
+                },
+                _ => no("it cannot be read"),
+            },
+            other => Err(format!("unknown carrier {other}")),
+        }
+    }
+
     /// What a failure to open or list the surface itself means for every
     /// carrier: the surface's access control keeping run B out is a
     /// refusal; anything else leaves the scan undone.

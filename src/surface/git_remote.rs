@@ -16,8 +16,8 @@
 //! entry.
 
 use super::{
-    Carrier, CleanupOutcome, JobScope, Persistence, PlantCtx, PlantJob, PlantOutcome,
-    RecoverOutcome, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, JobScope, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -331,6 +331,21 @@ impl SurfaceType for GitRemote {
         Ok(serde_json::to_value(control).expect("settings serialize"))
     }
 
+    fn derive_needle(
+        &self,
+        carrier: &str,
+        probe_id: &str,
+        nonce: &Nonce,
+        scope: Option<&JobScope>,
+    ) -> Result<Value, String> {
+        let hex = nonce.hex();
+        match ref_for(carrier, probe_id, &hex, scope) {
+            Some(r) => Ok(ref_needle(carrier, &hex, &r)),
+            // The commit's id depends on the time it was made.
+            None => Err("the unreachable commit's id is known only to the plant".into()),
+        }
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|e| format!("bad git-remote settings: {}", e.classify_name()))?;
@@ -426,6 +441,16 @@ fn ref_for(carrier: &str, probe: &str, hex: &str, scope: Option<&JobScope>) -> O
         "unreachable-object" => return None,
         other => format!("{heads}/{other}"),
     })
+}
+
+/// What recovery looks for in a carrier that lives in a ref: the nonce,
+/// and for content carriers the ref it is agreed to be under.
+fn ref_needle(carrier: &str, hex: &str, refname: &str) -> Value {
+    if is_name_carrier(carrier) {
+        json!({ "text": hex })
+    } else {
+        json!({ "text": hex, "ref": refname })
+    }
 }
 
 /// Whether `name` matches a refspec-style pattern with one `*` (which, as
@@ -806,11 +831,7 @@ impl Instance {
                         refname: r.clone(),
                         sha: sha(m)?,
                     });
-                    Ok(if is_name_carrier(&job.carrier) {
-                        json!({ "text": hex })
-                    } else {
-                        json!({ "text": hex, "ref": r })
-                    })
+                    Ok(ref_needle(&job.carrier, &hex, &r))
                 }
                 Ok(_) => Ok(json!({ "text": hex, "sha": doomed })),
             };
@@ -913,23 +934,17 @@ impl Surface for Instance {
 
     fn plant(
         &self,
-        ctx: &PlantCtx<'_>,
-        carrier: &str,
-        nonce: &Nonce,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let job = PlantJob {
-            key: carrier.into(),
-            carrier: carrier.into(),
-            nonce: *nonce,
-            scope: None,
-        };
-        self.plant_all(ctx, &[job], created).remove(0)
+        self.plant_all(ctx, std::slice::from_ref(job), created)
+            .remove(0)
     }
 
     fn plant_all(
         &self,
-        ctx: &PlantCtx<'_>,
+        ctx: &RunCtx<'_>,
         carriers: &[PlantJob],
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
@@ -1092,7 +1107,12 @@ impl Surface for Instance {
             .collect()
     }
 
-    fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome> {
+    fn recover(
+        &self,
+        _ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        _notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
         let work = match self.scratch() {
             Ok(w) => w,
@@ -1244,6 +1264,34 @@ impl Surface for Instance {
                 }
             })
             .collect()
+    }
+
+    /// One ls-remote; every ref a plant of `jobs` would have made that
+    /// exists, leased on what it points at now. The deleted ref is included
+    /// (a plant killed before deleting it leaves it behind).
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        let expected: HashSet<String> = jobs
+            .iter()
+            .filter_map(|j| ref_for(&j.carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref()))
+            .collect();
+        let work = self.scratch()?;
+        let mut found = Vec::new();
+        let ls = self.remote_stream(
+            work.path(),
+            &["ls-remote".into(), self.s.url.clone()],
+            |line| {
+                let l = String::from_utf8_lossy(line);
+                if let Some((sha, name)) = l.split_once('\t')
+                    && expected.contains(name)
+                {
+                    found.push(json!({ "ref": name, "sha": sha }));
+                }
+            },
+        );
+        if !ls.success {
+            return Err(format!("ls-remote failed: {}", ls.reason()));
+        }
+        Ok(found)
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

@@ -11,6 +11,7 @@ pub mod filesystem;
 pub mod git_remote;
 
 use crate::config::{ConfigError, Options};
+use crate::marker::Key;
 use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,12 +91,77 @@ pub trait SurfaceType: Sync {
     fn control(&self, settings: &Value, dir: &Path) -> Result<Value, String>;
     /// Opens an instance from settings `validate` or `control` produced.
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String>;
+    /// The needle a plant of `carrier` with `nonce` would report, computed
+    /// without planting: what a `recover` in a later job looks for when it
+    /// has no plant receipt. `Err(why)` for a carrier whose needle depends
+    /// on what the plant really stored.
+    fn derive_needle(
+        &self,
+        carrier: &str,
+        _probe_id: &str,
+        _nonce: &Nonce,
+        _scope: Option<&JobScope>,
+    ) -> Result<Value, String> {
+        Err(format!(
+            "the {carrier} needle depends on what the plant stored"
+        ))
+    }
 }
 
-/// Context for planting: the probe id goes into every planted name so a
-/// killed probe's leftovers are identifiable.
-pub struct PlantCtx<'a> {
+/// What every run knows: the probe id (in every planted name, so a killed
+/// probe's leftovers are identifiable) and the marker key (to verify the
+/// beacons recovery finds).
+pub struct RunCtx<'a> {
     pub probe_id: &'a str,
+    pub key: &'a Key,
+}
+
+/// The carrier every surface type may offer whose plant is a signed beacon
+/// ([`crate::marker`]) and whose recovery finds beacons of OTHER probes:
+/// proof that the surface kept state from an earlier job.
+pub const RUNNER_PERSISTENCE: &str = "runner-persistence";
+
+/// Something recovery saw that is not a recovery but is worth telling: a
+/// beacon of another probe, or a marker in runwarden's form that does not
+/// verify (forged, altered, or signed with another key). Surface data:
+/// `entry` and `detail` are already escaped.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Notice {
+    pub kind: NoticeKind,
+    pub entry: String,
+    pub detail: String,
+    /// For beacons: what the beacon says (escaped when printed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<crate::marker::BeaconBody>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoticeKind {
+    /// A valid beacon of another probe id: counted for runner-persistence.
+    Beacon,
+    /// A well-formed beacon whose MAC does not verify with this run's key.
+    UnverifiedBeacon,
+    /// A file named like a beacon that is not one.
+    MalformedBeacon,
+    /// A name in runwarden's marker form for this probe id whose nonce no
+    /// plant with this key made.
+    ForgedMarker,
+    /// Not from a surface: the report's line saying how many more notices
+    /// there were than it lists.
+    Omitted,
+}
+
+impl NoticeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Beacon => "beacon",
+            NoticeKind::UnverifiedBeacon => "unverified-beacon",
+            NoticeKind::MalformedBeacon => "malformed-beacon",
+            NoticeKind::ForgedMarker => "forged-marker",
+            NoticeKind::Omitted => "omitted",
+        }
+    }
 }
 
 /// What planting one carrier did.
@@ -148,6 +214,9 @@ pub struct PlantJob {
     pub nonce: Nonce,
     #[serde(default)]
     pub scope: Option<JobScope>,
+    /// For [`RUNNER_PERSISTENCE`]: the signed beacon to leave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<String>,
 }
 
 /// Plant inside or outside a declared scope (see `plan::Scope`).
@@ -189,9 +258,8 @@ pub trait Surface {
     /// can find it even if the process dies right after.
     fn plant(
         &self,
-        ctx: &PlantCtx<'_>,
-        carrier: &str,
-        nonce: &Nonce,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome;
     /// Plants every carrier, each with its own nonce; one outcome per
@@ -199,17 +267,29 @@ pub trait Surface {
     /// override this to write everything at once.
     fn plant_all(
         &self,
-        ctx: &PlantCtx<'_>,
+        ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
-        jobs.iter()
-            .map(|j| self.plant(ctx, &j.carrier, &j.nonce, created))
-            .collect()
+        jobs.iter().map(|j| self.plant(ctx, j, created)).collect()
     }
     /// Looks for every wanted needle in one streaming pass; returns one
-    /// outcome per wanted carrier, in order.
-    fn recover(&self, wanted: &[Wanted]) -> Vec<RecoverOutcome>;
+    /// outcome per wanted carrier, in order. Markers that do not verify and
+    /// beacons of other probes go to `notice`.
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome>;
+    /// Finds what a plant of `jobs` (nonces derived from the probe id and
+    /// key) left here, as journal entries [`Surface::cleanup_all`] takes:
+    /// cleanup by probe id, for a plant whose receipt is lost (killed
+    /// halfway, or another job's). Only entries that carry their job's
+    /// derived name or nonce are returned.
+    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        Err("this surface type cannot find plants by probe id; use the receipt".into())
+    }
     /// Removes one entry `plant` reported through `created`, after checking
     /// it is still the one planted.
     fn cleanup(&self, entry: &Value) -> CleanupOutcome;

@@ -59,7 +59,7 @@ fn all_carriers_fail_on(dir: &Path, persistence: &str) {
     );
     assert!(leftovers(dir).is_empty());
     assert!(p.report["cleanup"]["left"].as_array().unwrap().is_empty());
-    assert_eq!(p.report["cleanup"]["removed"], 9);
+    assert_eq!(p.report["cleanup"]["removed"], 10);
 }
 
 #[test]
@@ -418,7 +418,7 @@ fn a_hostile_directory_is_survived_and_left_untouched() {
         .filter(|l| l.starts_with("FAIL") || l.starts_with("ERROR"))
         .count();
     assert_eq!(
-        rows, 18,
+        rows, 19,
         "one line per finding, no line breaks injected:\n{}",
         p.stdout
     );
@@ -470,8 +470,9 @@ mod cleanup {
     //! Cleanup removes only what run A planted, checked first: these call
     //! the surface directly on a real directory and change entries between
     //! plant and cleanup the way a hostile neighbour could.
+    use runwarden::marker::Key;
     use runwarden::nonce::Nonce;
-    use runwarden::surface::{self, CleanupOutcome, PlantCtx, PlantOutcome, Surface};
+    use runwarden::surface::{self, CleanupOutcome, PlantJob, PlantOutcome, RunCtx, Surface};
     use serde_json::Value;
     use std::path::Path;
 
@@ -481,17 +482,29 @@ mod cleanup {
         ty.open(&settings).unwrap()
     }
 
+    static KEY: std::sync::LazyLock<Key> = std::sync::LazyLock::new(|| Key::new(None));
+
+    fn ctx() -> RunCtx<'static> {
+        RunCtx {
+            probe_id: "testprobe",
+            key: &KEY,
+        }
+    }
+
+    fn job(carrier: &str) -> PlantJob {
+        PlantJob {
+            key: carrier.into(),
+            carrier: carrier.into(),
+            nonce: Nonce::generate().unwrap(),
+            scope: None,
+            beacon: None,
+        }
+    }
+
     /// Plants one carrier; returns the journalled entry.
     fn plant(s: &dyn Surface, carrier: &str) -> Value {
         let mut entries = Vec::new();
-        let outcome = s.plant(
-            &PlantCtx {
-                probe_id: "testprobe",
-            },
-            carrier,
-            &Nonce::generate().unwrap(),
-            &mut |e| entries.push(e),
-        );
+        let outcome = s.plant(&ctx(), &job(carrier), &mut |e| entries.push(e));
         assert!(
             matches!(outcome, PlantOutcome::Planted { .. }),
             "{outcome:?}"
@@ -590,14 +603,7 @@ mod cleanup {
         let existing = d.path().join(".runwarden-testprobe-file-content");
         std::fs::write(&existing, "theirs").unwrap();
         let mut entries = Vec::new();
-        let outcome = s.plant(
-            &PlantCtx {
-                probe_id: "testprobe",
-            },
-            "file-content",
-            &Nonce::generate().unwrap(),
-            &mut |e| entries.push(e),
-        );
+        let outcome = s.plant(&ctx(), &job("file-content"), &mut |e| entries.push(e));
         assert!(
             matches!(outcome, PlantOutcome::Failed { ref reason } if reason.contains("EEXIST")),
             "{outcome:?}"
@@ -626,10 +632,11 @@ fn a_directory_private_to_each_run_is_pass_after_a_full_scan() {
             f["detail"]
                 .as_str()
                 .unwrap()
-                .contains("none carried the nonce"),
+                .contains("none carried the nonce")
+                || f["carrier"] == "runner-persistence",
             "{f}"
         );
     }
-    assert_eq!(p.report["cleanup"]["removed"], 9);
+    assert_eq!(p.report["cleanup"]["removed"], 10);
     assert!(p.report["cleanup"]["left"].as_array().unwrap().is_empty());
 }
