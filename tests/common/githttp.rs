@@ -86,6 +86,27 @@ impl GitHttp {
         }
     }
 
+    /// A server with two users: `writer` (password `w-secret-4f1c9a`) may
+    /// push, `reader` (`r-secret-77d2e0`) may only fetch.
+    pub fn writer_and_reader(root: &Path, protocol_v2: bool) -> GitHttp {
+        let mut users = HashMap::new();
+        users.insert(
+            "writer",
+            User {
+                password: "w-secret-4f1c9a",
+                can_push: true,
+            },
+        );
+        users.insert(
+            "reader",
+            User {
+                password: "r-secret-77d2e0",
+                can_push: false,
+            },
+        );
+        GitHttp::start_with(root, users, protocol_v2)
+    }
+
     pub fn url(&self, user: &str, password: &str, repo: &str) -> String {
         format!("http://{user}:{password}@127.0.0.1:{}/{repo}", self.port)
     }

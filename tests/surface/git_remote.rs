@@ -1,9 +1,8 @@
 //! `type: git-remote` against real git: a local bare repository (by path
 //! and file://), and `git http-backend` over smart HTTP with basic auth.
 
-use crate::common::githttp::{GitHttp, User, base64};
+use crate::common::githttp::{GitHttp, base64};
 use crate::common::*;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -95,22 +94,7 @@ fn server(root: &Path) -> GitHttp {
 }
 
 fn server_with(root: &Path, protocol_v2: bool) -> GitHttp {
-    let mut users = HashMap::new();
-    users.insert(
-        "writer",
-        User {
-            password: "w-secret-4f1c9a",
-            can_push: true,
-        },
-    );
-    users.insert(
-        "reader",
-        User {
-            password: "r-secret-77d2e0",
-            can_push: false,
-        },
-    );
-    GitHttp::start_with(root, users, protocol_v2)
+    GitHttp::writer_and_reader(root, protocol_v2)
 }
 
 fn assert_no_secret(p: &Probe, secrets: &[&str]) {
