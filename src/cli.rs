@@ -9,7 +9,7 @@ use crate::engine::{self, ProbeOptions};
 use crate::escape;
 use crate::marker::{self, Key};
 use crate::output::{self, Format};
-use crate::plan::{self, ConfigSource, Plan};
+use crate::plan::{self, ConfigSource, Discovered, Plan};
 use crate::receipt::Receipt;
 use crate::report::{Mode, Report};
 use clap::{Parser, Subcommand};
@@ -74,7 +74,7 @@ pub enum CatalogFormat {
 #[derive(clap::Args, Debug)]
 pub struct ProbeArgs {
     /// Config file (else $RUNWARDEN_CONFIG, .github/runwarden.yml,
-    /// runwarden.yml, else the embedded default).
+    /// runwarden.yml, else what `runwarden discover` proposes).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Write the JSON report here (atomically).
@@ -215,20 +215,47 @@ fn find_config(explicit: Option<&Path>) -> Found {
     Found::Embedded
 }
 
+/// The plan from the config file, or (no file found) from what
+/// `runwarden discover` proposes for this environment, announced on stderr.
 fn load_plan(found: &Found) -> Result<Plan, Failure> {
-    let (text, path) = match found {
+    let (text, source) = match found {
         Found::File(p) => (
             std::fs::read_to_string(p)
                 .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?,
-            Some(p.to_string_lossy().into_owned()),
+            ConfigSource {
+                path: Some(p.to_string_lossy().into_owned()),
+                embedded_default: false,
+                discovered: None,
+            },
         ),
-        Found::Embedded => (plan::embedded_default(&std::env::temp_dir()), None),
+        Found::Embedded => {
+            let env = |k: &str| std::env::var(k).ok();
+            let d = crate::discover::discover(&env);
+            let source = ConfigSource {
+                path: None,
+                embedded_default: true,
+                discovered: Some(Discovered {
+                    runner: d.runner_kind().into(),
+                    skipped: d.skipped(),
+                }),
+            };
+            (crate::discover::render(&d), source)
+        }
     };
-    let source = ConfigSource {
-        embedded_default: path.is_none(),
-        path,
-    };
-    plan::build(&text, source, &|name: &str| std::env::var_os(name)).map_err(Failure::Config)
+    let plan = plan::build(&text, source, &|name: &str| std::env::var_os(name))
+        .map_err(Failure::Config)?;
+    if let Some(d) = &plan.source.discovered {
+        let names: Vec<&str> = plan.surfaces.iter().map(|s| s.name.as_str()).collect();
+        note(&format!(
+            "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); using the discovered config ({} runner): {}",
+            d.runner,
+            names.join(", ")
+        ));
+        for s in &d.skipped {
+            note(&format!("skipped: {s}"));
+        }
+    }
+    Ok(plan)
 }
 
 /// Runs a parsed command line; returns the exit code.
@@ -254,7 +281,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 .sum();
             let what = match &found {
                 Found::File(p) => p.display().to_string(),
-                Found::Embedded => "no config file found; the embedded default".into(),
+                Found::Embedded => "no config file found; the discovered config".into(),
             };
             note(&format!(
                 "{what} is valid: {} surfaces, {carriers} channels, {} declared",
@@ -428,14 +455,7 @@ fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
     if args.format == Format::Github {
         mask_secrets();
     }
-    let found = find_config(args.config.as_deref());
-    let plan = load_plan(&found)?;
-    if let Found::Embedded = found {
-        note(&format!(
-            "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); probing the embedded default: a filesystem surface on {}",
-            std::env::temp_dir().display()
-        ));
-    }
+    let plan = load_plan(&find_config(args.config.as_deref()))?;
     // Open the output files' temp files before any work: an unwritable
     // location is "could not run", not a surprise after the probe.
     let report_out = args.report.as_deref().map(Pending::open).transpose()?;

@@ -47,8 +47,9 @@ pub struct Candidate {
     pub why: String,
     /// The YAML of the surface entry (two-space list item indentation).
     pub entry: String,
-    /// Proposed but commented out (a write the operator must opt into).
-    pub commented: bool,
+    /// Proposed but commented out, with why (a write the operator must
+    /// opt into): `probe` without a config skips it and says so.
+    pub skipped: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -116,7 +117,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             surfaces.push(Candidate {
                 why: why.into(),
                 entry: fs_entry(name, path),
-                commented: false,
+                skipped: None,
             });
         }
     };
@@ -201,7 +202,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             let credential = if cred.success {
                 "the checkout left a push credential (persist-credentials): the job can write to the remote"
             } else {
-                "no credential from the checkout: writes will test what the job can do without one"
+                "no push credential from the checkout"
             };
             let entry = format!(
                 "  - name: origin\n    type: git-remote\n    remote: origin\n    repo: {}\n",
@@ -210,8 +211,15 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             surfaces.push(Candidate {
                 why: format!("the workspace's git remote: a branch name alone carries a message; {credential}"),
                 entry,
-                // Outside CI, runwarden never writes to a remote unasked.
-                commented: !in_actions,
+                // Outside CI, runwarden never writes to a remote unasked; in
+                // CI only with the credential the job itself was given.
+                skipped: if !in_actions {
+                    Some("outside CI runwarden does not write to a remote unless you uncomment this".into())
+                } else if !cred.success {
+                    Some("the checkout left no push credential: runwarden writes to a remote only with the job's own credential".into())
+                } else {
+                    None
+                },
             });
         }
     }
@@ -235,6 +243,34 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     }
 }
 
+impl Discovery {
+    /// The runner kind, as the report names it.
+    pub fn runner_kind(&self) -> &'static str {
+        match self.runner {
+            Runner::NotActions => "not-actions",
+            Runner::GithubHosted => "github-hosted",
+            Runner::SelfHosted => "self-hosted",
+            Runner::Arc => "arc",
+        }
+    }
+
+    /// What `probe` without a config leaves out, each with why: proposed
+    /// surfaces it will not write to, and things no surface type covers.
+    pub fn skipped(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .surfaces
+            .iter()
+            .filter_map(|c| {
+                let why = c.skipped.as_ref()?;
+                let name = c.entry.split_once("name: ")?.1.lines().next()?;
+                Some(format!("{name}: {why}"))
+            })
+            .collect();
+        out.extend(self.notes.iter().cloned());
+        out
+    }
+}
+
 /// The starter config: valid as it is (commented surfaces and notes are
 /// comments).
 pub fn render(d: &Discovery) -> String {
@@ -244,9 +280,8 @@ pub fn render(d: &Discovery) -> String {
     out += "# Review it, remove what you do not want probed, and declare channels\n# you accept under `declared:`.\nversion: 1\nsurfaces:\n";
     for c in &d.surfaces {
         out += &format!("  # {}\n", c.why);
-        if c.commented {
-            out +=
-                "  # Outside CI runwarden does not write to a remote unless you uncomment this:\n";
+        if let Some(why) = &c.skipped {
+            out += &format!("  # Skipped: {why}:\n");
             for l in c.entry.lines() {
                 out += &format!("  # {}\n", l.strip_prefix("  ").unwrap_or(l));
             }

@@ -16,6 +16,19 @@ pub struct ConfigSource {
     /// default.
     pub path: Option<String>,
     pub embedded_default: bool,
+    /// When no config file was found: what discovery made of this
+    /// environment (the surfaces probed are the findings' surfaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovered: Option<Discovered>,
+}
+
+/// The discovered config's provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discovered {
+    /// `not-actions`, `github-hosted`, `self-hosted` or `arc`.
+    pub runner: String,
+    /// What was left out, each with why.
+    pub skipped: Vec<String>,
 }
 
 impl ConfigSource {
@@ -23,7 +36,7 @@ impl ConfigSource {
     pub fn display(&self) -> String {
         self.path
             .clone()
-            .unwrap_or_else(|| "<embedded default>".into())
+            .unwrap_or_else(|| "<discovered config>".into())
     }
 }
 
@@ -73,17 +86,6 @@ impl Plan {
     pub fn declaration(&self, channel: &str) -> Option<&Declaration> {
         self.declared.get(channel)
     }
-}
-
-/// The config runwarden probes when it finds none: the system temp
-/// directory, which every process on the host shares. `$` in the path is
-/// written `$$` so that `${…}` expansion leaves it alone.
-pub fn embedded_default(temp_dir: &std::path::Path) -> String {
-    let path = temp_dir.to_string_lossy().replace('$', "$$");
-    let quoted = serde_json::to_string(&path).expect("string serializes");
-    format!(
-        "version: 1\nsurfaces:\n  - name: system-temp\n    type: filesystem\n    path: {quoted}\n"
-    )
 }
 
 fn is_valid_name(n: &str) -> bool {

@@ -3,16 +3,6 @@
 
 mod common;
 use common::*;
-use std::path::Path;
-
-fn run_in(cwd: &Path, args: &[&str]) -> std::process::Output {
-    bin()
-        .current_dir(cwd)
-        .args(args)
-        .env("TMPDIR", cwd.join("tmp"))
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn version_and_bad_arguments() {
@@ -70,28 +60,82 @@ fn carriers_lists_every_carrier() {
 }
 
 #[test]
-fn with_no_config_it_probes_the_embedded_default_and_says_so() {
+fn with_no_config_it_probes_the_discovered_surfaces_and_says_so() {
+    // A fixture home (never this machine's) with an npm cache, a temp
+    // dir, and a git checkout outside CI (so never written to).
     let cwd = tempfile::tempdir().unwrap();
+    let home = cwd.path().join("home");
+    std::fs::create_dir_all(home.join(".npm")).unwrap();
     std::fs::create_dir(cwd.path().join("tmp")).unwrap();
+    git(cwd.path(), &["init", "-q", "."]);
+    git(
+        cwd.path(),
+        &["remote", "add", "origin", "https://example.invalid/r.git"],
+    );
     let report = cwd.path().join("r.json");
-    let out = run_in(cwd.path(), &["probe", "--report", report.to_str().unwrap()]);
+    let out = bin()
+        .current_dir(cwd.path())
+        .args(["probe", "--report", report.to_str().unwrap()])
+        .env("TMPDIR", cwd.path().join("tmp"))
+        .env("HOME", &home)
+        .output()
+        .unwrap();
     let p = finish(out, &report);
     assert_eq!(p.code, 1, "{}", p.stderr);
     assert!(p.stderr.contains("no config found"), "{}", p.stderr);
-    assert!(p.stderr.contains("embedded default"), "{}", p.stderr);
-    assert_eq!(p.report["config"]["embedded_default"], true);
-    assert!(p.report["config"]["path"].is_null());
+    assert!(
+        p.stderr
+            .contains("using the discovered config (not-actions runner)"),
+        "{}",
+        p.stderr
+    );
+    assert!(
+        p.stderr.contains("skipped: origin: outside CI"),
+        "{}",
+        p.stderr
+    );
+    let config = &p.report["config"];
+    assert_eq!(config["embedded_default"], true);
+    assert!(config["path"].is_null());
+    assert_eq!(config["discovered"]["runner"], "not-actions");
+    assert!(
+        config["discovered"]["skipped"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("origin: ")
+    );
+    let surfaces: std::collections::BTreeSet<&str> = p.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["surface"].as_str().unwrap())
+        .collect();
+    assert!(
+        surfaces.contains("home") && surfaces.contains("npm-cache"),
+        "{surfaces:?}"
+    );
+    assert!(surfaces.contains("system-temp"), "{surfaces:?}");
+    assert!(!surfaces.contains("origin"), "{surfaces:?}");
     assert_eq!(p.verdict("system-temp:file-name"), "fail");
     assert!(p.finding("system-temp:file-name")["location"].is_null());
     assert!(
-        p.stdout.lines().filter(|l| l.starts_with("FAIL")).count() >= 8,
+        p.stdout
+            .contains("no config file: probed the surfaces discovered"),
         "{}",
         p.stdout
     );
-    assert!(leftovers(&cwd.path().join("tmp")).is_empty());
-    let out = run_in(cwd.path(), &["check-config"]);
+    for d in [cwd.path().join("tmp"), home.clone(), home.join(".npm")] {
+        assert!(leftovers(&d).is_empty(), "{}", d.display());
+    }
+    let out = bin()
+        .current_dir(cwd.path())
+        .arg("check-config")
+        .env("TMPDIR", cwd.path().join("tmp"))
+        .env("HOME", &home)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("embedded default"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the discovered config"));
 }
 
 #[test]

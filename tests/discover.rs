@@ -133,6 +133,33 @@ fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
         "{out}"
     );
     assert!(out.contains("left a push credential"), "{out}");
+    // Without the checkout's credential, CI proposes the remote but skips
+    // it: runwarden writes with the job's own credential or not at all.
+    git(
+        &ws,
+        &[
+            "config",
+            "--local",
+            "--unset-all",
+            "http.https://github.com/.extraheader",
+        ],
+    );
+    let (bare, _, _) = discover(&env);
+    assert!(
+        bare.contains("  # Skipped: the checkout left no push credential"),
+        "{bare}"
+    );
+    assert!(!bare.contains("\n  - name: origin"), "{bare}");
+    assert_valid(&bare);
+    git(
+        &ws,
+        &[
+            "config",
+            "--local",
+            "http.https://github.com/.extraheader",
+            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3h4eA==",
+        ],
+    );
     assert!(
         out.contains("# Note: the Actions cache service is reachable"),
         "{out}"
@@ -202,4 +229,50 @@ fn an_arc_pod_and_write_never_overwrites() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert_valid(&std::fs::read_to_string(&fresh).unwrap());
+}
+
+#[test]
+fn probe_without_a_config_in_ci_writes_to_the_remote_with_the_jobs_credential_and_cleans_up() {
+    // A checkout whose origin is a smart-HTTP server, with the credential
+    // actions/checkout leaves (an extraheader for the writer).
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    let remote = bare_remote(r);
+    let before = refs(&remote);
+    let srv = common::githttp::GitHttp::writer_and_reader(r, true);
+    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
+    let plain = url.replace("writer:w-secret-4f1c9a@", "");
+    mkdirs(r, &["work/_temp", "home", "tmp"]);
+    let ws = r.join("work/repo");
+    git(r, &["init", "-q", ws.to_str().unwrap()]);
+    git(&ws, &["remote", "add", "origin", &plain]);
+    let header = format!(
+        "AUTHORIZATION: basic {}",
+        common::githttp::base64(b"writer:w-secret-4f1c9a")
+    );
+    let key = format!("http.{plain}.extraheader");
+    git(&ws, &["config", "--local", &key, &header]);
+    let p = |s: &Path| s.to_string_lossy().into_owned();
+    let report = r.join("report.json");
+    let out = bin()
+        .current_dir(&ws)
+        .args(["probe", "--report"])
+        .arg(&report)
+        .env("GITHUB_ACTIONS", "true")
+        .env("RUNNER_ENVIRONMENT", "self-hosted")
+        .env("RUNNER_TEMP", p(&r.join("work/_temp")))
+        .env("GITHUB_WORKSPACE", p(&ws))
+        .env("HOME", p(&r.join("home")))
+        .env("TMPDIR", p(&r.join("tmp")))
+        .output()
+        .unwrap();
+    let pr = finish(out, &report);
+    assert_eq!(pr.code, 1, "{}", pr.stderr);
+    assert_eq!(pr.report["config"]["discovered"]["runner"], "self-hosted");
+    assert_eq!(pr.verdict("origin:branch-name"), "fail", "{}", pr.stdout);
+    assert_eq!(pr.verdict("runner-work:file-name"), "fail");
+    assert_eq!(refs(&remote), before, "the remote's refs changed");
+    for text in [&pr.stdout, &pr.stderr, &pr.report.to_string()] {
+        assert!(!text.contains("w-secret-4f1c9a"), "the password leaked");
+    }
 }

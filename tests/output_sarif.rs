@@ -181,21 +181,26 @@ fn errors_are_warnings_and_execution_is_unsuccessful() {
 }
 
 #[test]
-fn the_embedded_default_points_at_the_workflow_or_a_real_file() {
+fn the_discovered_config_points_at_the_workflow_or_a_real_file() {
     let repo = Repo::new("unused: true\n");
     std::fs::remove_file(repo.root.path().join(".github/runwarden.yml")).unwrap();
     let tmp = repo.root.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let tmp_s = tmp.to_string_lossy().into_owned();
+    // A fixture home: discovery must never probe this machine's.
+    let home = repo.root.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let home_s = home.to_string_lossy().into_owned();
     let workflow = [
         ("TMPDIR", tmp_s.as_str()),
+        ("HOME", home_s.as_str()),
         (
             "GITHUB_WORKFLOW_REF",
             "o/r/.github/workflows/ci.yml@refs/heads/main",
         ),
     ];
     let (_, s, err) = repo.probe(&[], &workflow);
-    assert!(err.contains("embedded default"), "{err}");
+    assert!(err.contains("using the discovered config"), "{err}");
     for r in s["runs"][0]["results"].as_array().unwrap() {
         let loc = &r["locations"][0]["physicalLocation"];
         assert_eq!(loc["artifactLocation"]["uri"], ".github/workflows/ci.yml");

@@ -128,6 +128,16 @@ pub fn render(report: &Report) -> String {
         s.pass,
         escape::line(&report.probe_id)
     );
+    if let Some(d) = &report.config.discovered {
+        let _ = writeln!(
+            out,
+            "no config file: probed the surfaces discovered on this {} runner (`runwarden discover --write FILE` to keep and edit them)",
+            escape::line(&d.runner)
+        );
+        for s in &d.skipped {
+            let _ = writeln!(out, "skipped: {}", escape::line(s));
+        }
+    }
     if let Some(cj) = &report.cross_job {
         let _ = match &cj.receipt {
             Some(path) => writeln!(

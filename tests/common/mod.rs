@@ -288,6 +288,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         config: runwarden::plan::ConfigSource {
             path: Some("rw.yml".into()),
             embedded_default: false,
+            discovered: None,
         },
         runs: Runs {
             a: "a".into(),
