@@ -290,10 +290,10 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             ));
             Ok(0)
         }
-        Cmd::Probe(args) => probe(args, &GithubOptions::default()),
-        Cmd::Plant(args) => plant(args),
-        Cmd::Recover(args) => recover(args, &GithubOptions::default()),
-        Cmd::Cleanup(args) => cleanup(args),
+        Cmd::Probe(args) => probe(args, &GithubOptions::default(), Key::from_env()),
+        Cmd::Plant(args) => plant(args, Key::from_env()),
+        Cmd::Recover(args) => recover(args, &GithubOptions::default(), Key::from_env()),
+        Cmd::Cleanup(args) => cleanup(args, Key::from_env()),
         Cmd::Action => action(),
         Cmd::Discover { write } => {
             let env = |k: &str| std::env::var(k).ok();
@@ -340,9 +340,11 @@ fn secret_env() -> Vec<String> {
         .iter()
         .any(|w| k.contains(w))
     };
+    // The marker key: $RUNWARDEN_KEY, or the action's `key` input.
+    let keys = |k: &str| k == marker::KEY_ENV || k == "INPUT_KEY";
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, v)| secretive(k) && v.len() >= 4)
+        .filter(|(k, v)| (secretive(k) || keys(k)) && v.len() >= 4)
         .map(|(_, v)| v)
         .collect()
 }
@@ -373,15 +375,31 @@ fn github_files(
             &output::github::summary(report, report_path),
         )?;
     }
+    let mut outputs = output::github::outputs(report, report_path, sarif_path);
+    outputs.push(("probe-id", report.probe_id.clone()));
+    append_outputs(&outputs)
+}
+
+/// Appends step outputs to `$GITHUB_OUTPUT` (when the runner provides it)
+/// with a random heredoc delimiter.
+fn append_outputs(outputs: &[(&str, String)]) -> Result<(), Failure> {
+    use std::fs::OpenOptions;
+    let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
     let delimiter = format!(
         "runwarden_{}",
         crate::nonce::Nonce::generate()
             .map_err(|e| Failure::Other(e.to_string()))?
             .hex()
     );
-    let outputs = output::github::outputs(report, report_path, sarif_path);
-    let body = output::github::output_file(&outputs, &delimiter).map_err(Failure::Other)?;
-    append("GITHUB_OUTPUT", &body)
+    let body = output::github::output_file(outputs, &delimiter).map_err(Failure::Other)?;
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(body.as_bytes()))
+        .map_err(|e| Failure::Other(format!("cannot write $GITHUB_OUTPUT: {e}")))
 }
 
 /// What `--format github` writes besides the table (the action's
@@ -421,7 +439,8 @@ fn bool_input(name: &str, default: bool) -> Result<bool, Failure> {
     }
 }
 
-/// `runwarden action`: the GitHub Action's entry point.
+/// `runwarden action`: the GitHub Action's entry point. `mode` picks the
+/// command; the other inputs map onto its flags.
 fn action() -> Result<i32, Failure> {
     let fail_on = input("fail-on").unwrap_or_else(|| "undeclared".into());
     if !matches!(fail_on.as_str(), "undeclared" | "never") {
@@ -433,25 +452,81 @@ fn action() -> Result<i32, Failure> {
         annotations: bool_input("annotations", true)?,
         summary: bool_input("summary", true)?,
     };
-    let args = ProbeArgs {
-        config: input("config").map(PathBuf::from),
-        report: Some(PathBuf::from(
-            input("report").unwrap_or_else(|| "runwarden-report.json".into()),
-        )),
-        sarif: Some(PathBuf::from(
-            input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
-        )),
-        format: Format::Github,
+    // The `key` input (a secret) wins over $RUNWARDEN_KEY; both are masked
+    // before anything is printed.
+    mask_secrets();
+    let key = match input("key") {
+        Some(k) => Key::new(Some(k.into_bytes())),
+        None => Key::from_env(),
+    };
+    let config = input("config").map(PathBuf::from);
+    let report = Some(PathBuf::from(
+        input("report").unwrap_or_else(|| "runwarden-report.json".into()),
+    ));
+    let sarif = Some(PathBuf::from(
+        input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
+    ));
+    let cross = || CrossArgs {
+        config: config.clone(),
+        probe_id: input("probe-id"),
         work_dir: None,
-        run_b_as: None,
         timeout: 300,
     };
-    let code = probe(args, &opts)?;
+    let receipt = input("receipt").map(PathBuf::from);
+    let mode = input("mode").unwrap_or_else(|| "probe".into());
+    let code = match mode.as_str() {
+        "probe" => probe(
+            ProbeArgs {
+                config: config.clone(),
+                report,
+                sarif,
+                format: Format::Github,
+                work_dir: None,
+                run_b_as: None,
+                timeout: 300,
+            },
+            &opts,
+            key,
+        )?,
+        "plant" => plant(
+            PlantArgs {
+                cross: cross(),
+                receipt,
+                beacon: bool_input("beacon", false)?,
+            },
+            key,
+        )?,
+        "recover" => recover(
+            RecoverArgs {
+                cross: cross(),
+                receipt,
+                report,
+                sarif,
+                format: Format::Github,
+            },
+            &opts,
+            key,
+        )?,
+        "cleanup" => cleanup(
+            CleanupArgs {
+                cross: cross(),
+                receipt,
+                report,
+                format: Format::Github,
+            },
+            key,
+        )?,
+        other => {
+            return Err(Failure::Other(format!(
+                "input `mode` must be probe, plant, recover or cleanup, not `{other}`"
+            )));
+        }
+    };
     // `never`: report, annotate and summarise, but let the job go on.
     Ok(if fail_on == "never" { 0 } else { code })
 }
 
-fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
+fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
     if args.format == Format::Github {
         mask_secrets();
     }
@@ -465,7 +540,7 @@ fn probe(args: ProbeArgs, gh: &GithubOptions) -> Result<i32, Failure> {
         work_dir: args.work_dir,
         run_b_as: args.run_b_as,
         phase_timeout: Duration::from_secs(args.timeout),
-        key: Key::from_env(),
+        key,
     };
     let report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     let outs = Outputs {
@@ -550,12 +625,12 @@ fn probe_id_of(args: &CrossArgs) -> Result<String, Failure> {
     Ok(id)
 }
 
-fn cross_options(args: &CrossArgs) -> ProbeOptions {
+fn cross_options(args: &CrossArgs, key: Key) -> ProbeOptions {
     ProbeOptions {
         work_dir: args.work_dir.clone(),
         run_b_as: None,
         phase_timeout: Duration::from_secs(args.timeout),
-        key: Key::from_env(),
+        key,
     }
 }
 
@@ -573,13 +648,13 @@ fn warn_unkeyed(opts: &ProbeOptions) {
     }
 }
 
-fn plant(args: PlantArgs) -> Result<i32, Failure> {
+fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     let probe_id = probe_id_of(&args.cross)?;
     let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
     let path = args.receipt.unwrap_or_else(|| default_receipt(&probe_id));
     let out = Pending::open(&path)?;
     crate::signals::install();
-    let opts = cross_options(&args.cross);
+    let opts = cross_options(&args.cross, key.clone());
     warn_unkeyed(&opts);
     let receipt =
         engine::plant(&plan, &opts, &probe_id, args.beacon).map_err(|e| Failure::Other(e.0))?;
@@ -591,6 +666,10 @@ fn plant(args: PlantArgs) -> Result<i32, Failure> {
         "wrote the receipt {}; recover with `runwarden recover --probe-id {probe_id}` in a later job",
         path.display()
     ));
+    append_outputs(&[
+        ("probe-id", probe_id.clone()),
+        ("receipt", path.to_string_lossy().into_owned()),
+    ])?;
     Ok(if receipt.complete && receipt.failures() == 0 {
         0
     } else {
@@ -598,7 +677,7 @@ fn plant(args: PlantArgs) -> Result<i32, Failure> {
     })
 }
 
-fn recover(args: RecoverArgs, gh: &GithubOptions) -> Result<i32, Failure> {
+fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
     if args.format == Format::Github {
         mask_secrets();
     }
@@ -621,7 +700,7 @@ fn recover(args: RecoverArgs, gh: &GithubOptions) -> Result<i32, Failure> {
     let report_out = args.report.as_deref().map(Pending::open).transpose()?;
     let sarif_out = args.sarif.as_deref().map(Pending::open).transpose()?;
     crate::signals::install();
-    let opts = cross_options(&args.cross);
+    let opts = cross_options(&args.cross, key.clone());
     warn_unkeyed(&opts);
     let shown = receipt_path.map(|p| p.to_string_lossy().into_owned());
     let report = engine::recover(
@@ -639,7 +718,7 @@ fn recover(args: RecoverArgs, gh: &GithubOptions) -> Result<i32, Failure> {
     publish(&report, outs, gh)
 }
 
-fn cleanup(args: CleanupArgs) -> Result<i32, Failure> {
+fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     let receipt = args
         .receipt
         .as_deref()
@@ -653,7 +732,7 @@ fn cleanup(args: CleanupArgs) -> Result<i32, Failure> {
     let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
     let report_out = args.report.as_deref().map(Pending::open).transpose()?;
     crate::signals::install();
-    let opts = cross_options(&args.cross);
+    let opts = cross_options(&args.cross, key.clone());
     let report = engine::cleanup(&plan, &opts, &probe_id, receipt.as_ref())
         .map_err(|e| Failure::Other(e.0))?;
     let outs = Outputs {
@@ -667,6 +746,14 @@ fn cleanup(args: CleanupArgs) -> Result<i32, Failure> {
 /// Before anything else is printed in an Actions log: the runner then
 /// hides these values wherever they would appear later.
 fn mask_secrets() {
+    // Once per process: the action masks first, then runs a command that
+    // would mask again.
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let mut first = false;
+    ONCE.call_once(|| first = true);
+    if !first {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     for secret in secret_env() {
         for line in secret.lines().filter(|l| l.len() >= 4) {

@@ -37,6 +37,17 @@ impl Workspace {
 
     /// Runs `node <shim>` as the runner would, with these inputs.
     fn run(&self, shim: &Path, inputs: &[(&str, &str)], node_args: &[&str]) -> Output {
+        let mut c = self.node(shim, node_args);
+        c.env("GITHUB_OUTPUT", self.path().join("out.txt"))
+            .env("GITHUB_STEP_SUMMARY", self.path().join("summary.md"));
+        for (k, v) in inputs {
+            c.env(format!("INPUT_{}", k.to_uppercase()), v);
+        }
+        c.output().unwrap()
+    }
+
+    /// `node <shim>` in the workspace, with a clean runner environment.
+    fn node(&self, shim: &Path, node_args: &[&str]) -> Command {
         let mut c = Command::new("node");
         c.args(node_args).arg(shim).current_dir(self.path());
         for (k, _) in std::env::vars_os() {
@@ -48,13 +59,8 @@ impl Workspace {
                 c.env_remove(&k);
             }
         }
-        c.env("GITHUB_WORKSPACE", self.path())
-            .env("GITHUB_OUTPUT", self.path().join("out.txt"))
-            .env("GITHUB_STEP_SUMMARY", self.path().join("summary.md"));
-        for (k, v) in inputs {
-            c.env(format!("INPUT_{}", k.to_uppercase()), v);
-        }
-        c.output().unwrap()
+        c.env("GITHUB_WORKSPACE", self.path());
+        c
     }
 
     fn read(&self, name: &str) -> String {
@@ -280,14 +286,27 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
         inputs,
         [
             "annotations",
+            "beacon",
             "binary",
             "config",
             "fail-on",
+            "key",
+            "mode",
+            "probe-id",
+            "receipt",
             "report",
             "sarif",
             "summary"
         ]
     );
+    // Every input but the shim's `binary` is read by `runwarden action`.
+    let cli = std::fs::read_to_string(root.join("src/cli.rs")).unwrap();
+    for name in inputs.iter().filter(|n| **n != "binary") {
+        assert!(
+            cli.contains(&format!("input(\"{name}\"")),
+            "input {name} is never read"
+        );
+    }
     for (name, input) in meta["inputs"].as_object().unwrap() {
         assert!(input["description"].is_string(), "{name}");
     }
@@ -304,6 +323,8 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "error-count",
             "fail-count",
             "open-channels",
+            "probe-id",
+            "receipt",
             "report",
             "sarif"
         ]
@@ -321,4 +342,67 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
     if let Some(e) = schema_errors(&schema, tmp.path()) {
         panic!("action.yml against github-action.json:\n{e}");
     }
+}
+
+#[test]
+fn modes_plant_recover_and_cleanup_across_two_jobs() {
+    let ws = Workspace::new();
+    let secret = "marker-key-5e7d1b";
+    // Job 1 plants; the probe id defaults to the workflow run's.
+    let job = |mode: &'static str, out_file: &str| {
+        let _ = std::fs::remove_file(ws.path().join(out_file));
+        let mut c = ws.node(&shim(), &[]);
+        c.env("GITHUB_OUTPUT", ws.path().join(out_file))
+            .env("GITHUB_RUN_ID", "4242")
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_JOB", mode)
+            .env("INPUT_BINARY", our_binary())
+            .env("INPUT_MODE", mode)
+            .env("INPUT_KEY", secret)
+            .env("INPUT_ANNOTATIONS", "true")
+            .env("INPUT_SUMMARY", "false");
+        c.output().unwrap()
+    };
+    let plant = job("plant", "plant.txt");
+    let text = stdout(&plant);
+    assert_eq!(plant.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with(&format!("::add-mask::{secret}\n")),
+        "the key is masked before anything else:\n{text}"
+    );
+    let outputs = ws.read("plant.txt");
+    assert!(outputs.contains("\ngh-4242-1\n"), "{outputs}");
+    assert!(
+        outputs.contains("\nrunwarden-receipt-gh-4242-1.json\n"),
+        "{outputs}"
+    );
+
+    let recover = job("recover", "recover.txt");
+    let text = stdout(&recover);
+    assert_eq!(recover.status.code(), Some(1), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("::error ")).count(),
+        9,
+        "{text}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&ws.read("runwarden-report.json")).unwrap();
+    assert_eq!(report["mode"], "recover");
+    assert_eq!(report["key"], "configured");
+    assert!(ws.read("recover.txt").contains("\ngh-4242-1\n"));
+
+    let cleanup = job("cleanup", "cleanup.txt");
+    assert_eq!(cleanup.status.code(), Some(0), "{}", stdout(&cleanup));
+    assert!(leftovers(&ws.path().join("shared")).is_empty());
+    for o in [&plant, &recover, &cleanup] {
+        let all = stdout(o) + &String::from_utf8_lossy(&o.stderr);
+        let unmasked = all.replace(&format!("::add-mask::{secret}"), "");
+        assert!(!unmasked.contains(secret), "the key was printed");
+    }
+    let bad = Command::new(our_binary())
+        .arg("action")
+        .env("INPUT_MODE", "sideways")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
 }
