@@ -40,6 +40,17 @@ pub enum Cmd {
     /// Remove exactly what a `plant` created (by receipt, or found by
     /// probe id). Idempotent.
     Cleanup(CleanupArgs),
+    /// Merge reports (one per runner label) into one Markdown table,
+    /// channel by label; exit 1 when any has a FAIL or ERROR.
+    Merge {
+        /// Report files, or directories searched (two levels deep) for
+        /// `*.json` reports.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// `github` also appends the table to the job summary.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Validate a config and exit (0 valid, 2 invalid).
     CheckConfig {
         /// The config file; default: found as `probe` finds it.
@@ -96,6 +107,10 @@ pub struct ProbeArgs {
     /// Seconds each run (A, B) may take before it is killed (ERROR).
     #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
+    /// A name for where this ran (e.g. the runner label), kept in the
+    /// report and used by `merge`.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
 }
 
 /// What `plant`, `recover` and `cleanup` share.
@@ -147,6 +162,10 @@ pub struct RecoverArgs {
     pub sarif: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// A name for where this ran (e.g. the runner label), kept in the
+    /// report and used by `merge`.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -294,6 +313,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Cmd::Plant(args) => plant(args, Key::from_env()),
         Cmd::Recover(args) => recover(args, &GithubOptions::default(), Key::from_env()),
         Cmd::Cleanup(args) => cleanup(args, Key::from_env()),
+        Cmd::Merge { paths, format } => merge(&paths, format),
         Cmd::Action => action(),
         Cmd::Discover { write } => {
             let env = |k: &str| std::env::var(k).ok();
@@ -484,6 +504,7 @@ fn action() -> Result<i32, Failure> {
                 work_dir: None,
                 run_b_as: None,
                 timeout: 300,
+                label: input("label"),
             },
             &opts,
             key,
@@ -503,6 +524,7 @@ fn action() -> Result<i32, Failure> {
                 report,
                 sarif,
                 format: Format::Github,
+                label: input("label"),
             },
             &opts,
             key,
@@ -516,9 +538,17 @@ fn action() -> Result<i32, Failure> {
             },
             key,
         )?,
+        "merge" => {
+            let paths: Vec<PathBuf> = input("reports")
+                .ok_or_else(|| Failure::Other("`mode: merge` needs the `reports` input".into()))?
+                .split_whitespace()
+                .map(PathBuf::from)
+                .collect();
+            merge(&paths, Format::Github)?
+        }
         other => {
             return Err(Failure::Other(format!(
-                "input `mode` must be probe, plant, recover or cleanup, not `{other}`"
+                "input `mode` must be probe, plant, recover, cleanup or merge, not `{other}`"
             )));
         }
     };
@@ -542,7 +572,8 @@ fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> 
         phase_timeout: Duration::from_secs(args.timeout),
         key,
     };
-    let report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
+    let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
+    report.label = args.label;
     let outs = Outputs {
         report: args.report.as_deref().zip(report_out),
         sarif: args.sarif.as_deref().zip(sarif_out),
@@ -703,13 +734,14 @@ fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failu
     let opts = cross_options(&args.cross, key.clone());
     warn_unkeyed(&opts);
     let shown = receipt_path.map(|p| p.to_string_lossy().into_owned());
-    let report = engine::recover(
+    let mut report = engine::recover(
         &plan,
         &opts,
         &probe_id,
         receipt.as_ref().zip(shown.as_deref()),
     )
     .map_err(|e| Failure::Other(e.0))?;
+    report.label = args.label;
     let outs = Outputs {
         report: args.report.as_deref().zip(report_out),
         sarif: args.sarif.as_deref().zip(sarif_out),
@@ -741,6 +773,86 @@ fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         format: args.format,
     };
     publish(&report, outs, &GithubOptions::default())
+}
+
+/// Report files under `path`: itself, or `*.json` files in it and its
+/// subdirectories (one level: the layout download-artifact makes).
+fn report_files(path: &Path) -> Result<Vec<PathBuf>, Failure> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let list = |d: &Path| -> Result<Vec<PathBuf>, Failure> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map_err(|e| Failure::Other(format!("cannot list {}: {e}", d.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        v.sort();
+        Ok(v)
+    };
+    let mut out = Vec::new();
+    for p in list(path)? {
+        let inner = if p.is_dir() { list(&p)? } else { vec![p] };
+        out.extend(
+            inner
+                .into_iter()
+                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "json")),
+        );
+    }
+    Ok(out)
+}
+
+fn merge(paths: &[PathBuf], format: Format) -> Result<i32, Failure> {
+    let mut reports: Vec<(String, Report)> = Vec::new();
+    for p in paths {
+        for file in report_files(p)? {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
+            let r: Report = serde_json::from_str(&text).map_err(|e| {
+                Failure::Other(format!("{} is not a runwarden report: {e}", file.display()))
+            })?;
+            if r.schema != crate::report::SCHEMA {
+                return Err(Failure::Other(format!(
+                    "{}: unsupported report schema `{}`",
+                    file.display(),
+                    escape::line(&r.schema)
+                )));
+            }
+            let heading = r
+                .label
+                .clone()
+                .unwrap_or_else(|| file.to_string_lossy().into_owned());
+            reports.push((heading, r));
+        }
+    }
+    if reports.is_empty() {
+        return Err(Failure::Other("no reports found to merge".into()));
+    }
+    let columns: Vec<output::fleet::Column<'_>> = reports
+        .iter()
+        .map(|(heading, report)| output::fleet::Column {
+            heading: heading.clone(),
+            report,
+        })
+        .collect();
+    let table = output::fleet::render(&columns);
+    // Safe to print as it is: every line starts with `|` or `## `, and the
+    // cells entity-escape `:`, `#` and `[`, so no workflow command can form.
+    print_stdout(&table)?;
+    if format == Format::Github
+        && let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty())
+    {
+        use std::fs::OpenOptions;
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(table.as_bytes()))
+            .map_err(|e| Failure::Other(format!("cannot write $GITHUB_STEP_SUMMARY: {e}")))?;
+    }
+    let failing = reports
+        .iter()
+        .any(|(_, r)| r.findings.iter().any(|f| f.verdict.fails_run()));
+    Ok(i32::from(failing))
 }
 
 /// Before anything else is printed in an Actions log: the runner then

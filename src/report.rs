@@ -18,6 +18,10 @@ pub struct Report {
     #[serde(default)]
     pub mode: Mode,
     pub probe_id: String,
+    /// `--label`: what the operator calls where this ran (the fleet
+    /// workflow passes the runner label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     pub started_at: String,
     pub finished_at: String,
     pub config: ConfigSource,

@@ -291,10 +291,12 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "config",
             "fail-on",
             "key",
+            "label",
             "mode",
             "probe-id",
             "receipt",
             "report",
+            "reports",
             "sarif",
             "summary"
         ]

@@ -4,6 +4,7 @@
 //! ([`crate::escape`]).
 
 pub mod carriers;
+pub mod fleet;
 pub mod github;
 pub mod json;
 pub mod repo;

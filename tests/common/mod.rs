@@ -283,6 +283,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         tool: Tool::default(),
         mode: Mode::Probe,
         probe_id: "p".into(),
+        label: None,
         started_at: "2026-11-30T00:00:00Z".into(),
         finished_at: "2026-11-30T00:00:01Z".into(),
         config: runwarden::plan::ConfigSource {

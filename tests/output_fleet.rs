@@ -1,0 +1,91 @@
+//! The fleet table (src/output/fleet.rs) and `runwarden merge`: reports of
+//! several runner labels merged into one table, channel by label.
+
+mod common;
+use common::{bin, finding, report_of};
+use runwarden::output::fleet::{self, Column};
+use runwarden::verdict::Verdict;
+
+fn labelled(label: &str, verdicts: [Verdict; 2]) -> runwarden::report::Report {
+    let mut r = report_of(vec![
+        finding("file-name", verdicts[0], "x"),
+        finding("mtime", verdicts[1], "y"),
+    ]);
+    r.label = Some(label.into());
+    r
+}
+
+#[test]
+fn one_row_per_channel_one_column_per_label_and_hostile_labels_are_inert() {
+    let a = labelled("self-hosted-a", [Verdict::Fail, Verdict::Pass]);
+    let b = labelled("x|y\n::error::z [l](u)", [Verdict::Pass, Verdict::Error]);
+    let t = fleet::render(&[
+        Column {
+            heading: "self-hosted-a".into(),
+            report: &a,
+        },
+        Column {
+            heading: b.label.clone().unwrap(),
+            report: &b,
+        },
+    ]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(
+        lines[0],
+        "## runwarden fleet: 2 of 2 runner labels with open undeclared channels or errors"
+    );
+    let rows: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(rows.len(), 2 + 2 + 1, "{t}");
+    for r in &rows {
+        assert_eq!(r.matches('|').count(), 4, "a label broke the table: {r}");
+        assert!(!r.contains("::"), "{r}");
+    }
+    assert!(
+        rows[2].contains("**FAIL**") && rows[2].contains("PASS"),
+        "{t}"
+    );
+    assert!(rows[3].contains("ERROR"), "{t}");
+    assert!(rows[4].ends_with("| 1 / 0 | 0 / 1 |"), "{t}");
+}
+
+#[test]
+fn merge_reads_a_directory_of_reports_and_fails_when_any_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (label, v)) in [
+        ("pool-a", [Verdict::Pass, Verdict::Pass]),
+        ("pool-b", [Verdict::Fail, Verdict::Pass]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // The layout download-artifact makes: one directory per artifact.
+        let sub = dir.path().join(format!("runwarden-report-{i}"));
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(
+            sub.join("runwarden-report.json"),
+            serde_json::to_string(&labelled(label, v)).unwrap(),
+        )
+        .unwrap();
+    }
+    let summary = dir.path().join("summary.md");
+    let out = bin()
+        .arg("merge")
+        .arg(dir.path())
+        .args(["--format", "github"])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| channel | pool-a | pool-b |"), "{text}");
+    assert!(text.contains("1 of 2 runner labels"), "{text}");
+    assert_eq!(std::fs::read_to_string(&summary).unwrap(), text);
+    // Something that is not a report is an error, not an empty column.
+    std::fs::write(dir.path().join("junk.json"), "{}").unwrap();
+    let out = bin().arg("merge").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
