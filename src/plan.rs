@@ -12,9 +12,11 @@ use std::collections::BTreeMap;
 /// Where the config came from, as the report states it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigSource {
-    /// As the user gave or runwarden found it; `None` for the embedded
-    /// default.
+    /// As the user gave or runwarden found it; `None` for a discovered
+    /// config.
     pub path: Option<String>,
+    /// No config file was found (the name predates discovery: the
+    /// report's field names are stable).
     pub embedded_default: bool,
     /// When no config file was found: what discovery made of this
     /// environment (the surfaces probed are the findings' surfaces).
@@ -53,7 +55,7 @@ pub struct SurfacePlan {
     pub name: String,
     pub type_name: &'static str,
     pub settings: serde_json::Value,
-    /// The surface's entry in the config; `None` for the embedded default.
+    /// The surface's entry in the config; `None` for a discovered config.
     pub location: Option<Location>,
 }
 

@@ -146,7 +146,7 @@ pub struct Finding {
     pub control: Control,
     /// For people; not part of the contract.
     pub detail: String,
-    /// The surface's entry in the config; null for the embedded default.
+    /// The surface's entry in the config; null for a discovered config.
     pub location: Option<Location>,
     /// Where the channel is declared in the config, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -452,6 +452,9 @@ fn cleanup_after_a_plant_killed_halfway() {
     let mut plant = bin()
         .current_dir(work.path())
         .args(["plant", "--config", "both.yml", "--probe-id", "killed"])
+        // Its private directory outlives a SIGKILL: keep it in the test's.
+        .arg("--work-dir")
+        .arg(work.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -17,7 +17,7 @@ pub struct Context {
     /// `automationDetails.id`: `category/run-id`.
     pub automation_id: String,
     /// The running workflow's file (from `GITHUB_WORKFLOW_REF`), where
-    /// results of the embedded default point.
+    /// results of a discovered config (no config file) point.
     pub workflow: Option<String>,
 }
 
@@ -73,7 +73,7 @@ impl Context {
     }
 
     /// Where a result points when its surface has no config entry in the
-    /// repository (the embedded default): the step of the workflow file
+    /// repository (a discovered config): the step of the workflow file
     /// that runs runwarden, else the first line of a real file at the
     /// repository root.
     fn fallback(&self) -> Option<(String, u64, u64)> {

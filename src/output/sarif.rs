@@ -4,7 +4,7 @@
 //! FAIL is an `error` result, ERROR a `warning`, AUTHORIZED a `note` with an
 //! external suppression naming the declaration; SKIPPED and PASS are not
 //! results. Every result has a repo-relative location (the surface's entry
-//! in the config, or a fallback for the embedded default) and the
+//! in the config, or a fallback for a discovered config) and the
 //! `primaryLocationLineHash` fingerprint computed the way
 //! github/codeql-action computes it.
 
