@@ -132,6 +132,9 @@ struct Slot {
     /// For runner-persistence: the signed beacons to plant.
     beacon: Option<String>,
     control_beacon: Option<String>,
+    /// Said after the verdict's detail (a recover without the plant's
+    /// word for this carrier).
+    note: Option<String>,
     evidence: Evidence,
 }
 
@@ -296,6 +299,7 @@ fn setup(
                     control_nonce: Nonce::generate().map_err(rng)?,
                     beacon: beacons.then(|| beacon.clone()),
                     control_beacon: beacons.then(|| control_beacon.clone()),
+                    note: None,
                     evidence: Evidence {
                         skipped: skipped.clone(),
                         broken: broken.clone(),
@@ -996,6 +1000,10 @@ fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
                 format!("{detail} [planted: {how}]")
             }
             _ => detail,
+        };
+        let detail = match &s.note {
+            Some(note) => format!("{detail} [{note}]"),
+            None => detail,
         };
         findings.push(Finding {
             channel: s.channel.clone(),
