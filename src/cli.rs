@@ -88,15 +88,8 @@ pub struct ProbeArgs {
     /// runwarden.yml, else what `runwarden discover` proposes).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Write the JSON report here (atomically).
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-    /// Write SARIF 2.1.0 for GitHub code scanning here (atomically).
-    #[arg(long, value_name = "FILE")]
-    pub sarif: Option<PathBuf>,
-    /// What to print on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Where to make the probe's private directory (default: system temp).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
@@ -107,6 +100,20 @@ pub struct ProbeArgs {
     /// Seconds each run (A, B) may take before it is killed (ERROR).
     #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
+}
+
+/// Where a report goes (`probe` and `recover`).
+#[derive(clap::Args, Debug)]
+pub struct OutputArgs {
+    /// Write the JSON report here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write SARIF 2.1.0 for GitHub code scanning here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     /// A name for where this ran (e.g. the runner label), kept in the
     /// report and used by `merge`.
     #[arg(long, value_name = "TEXT")]
@@ -154,18 +161,8 @@ pub struct RecoverArgs {
     /// it exists; without one, needles are derived from the probe id).
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
-    /// Write the JSON report here (atomically).
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-    /// Write SARIF 2.1.0 here (atomically).
-    #[arg(long, value_name = "FILE")]
-    pub sarif: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    /// A name for where this ran (e.g. the runner label), kept in the
-    /// report and used by `merge`.
-    #[arg(long, value_name = "TEXT")]
-    pub label: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -486,6 +483,12 @@ fn action() -> Result<i32, Failure> {
     let sarif = Some(PathBuf::from(
         input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
     ));
+    let out = || OutputArgs {
+        report: report.clone(),
+        sarif: sarif.clone(),
+        format: Format::Github,
+        label: input("label"),
+    };
     let cross = || CrossArgs {
         config: config.clone(),
         probe_id: input("probe-id"),
@@ -498,13 +501,10 @@ fn action() -> Result<i32, Failure> {
         "probe" => probe(
             ProbeArgs {
                 config: config.clone(),
-                report,
-                sarif,
-                format: Format::Github,
+                out: out(),
                 work_dir: None,
                 run_b_as: None,
                 timeout: 300,
-                label: input("label"),
             },
             &opts,
             key,
@@ -521,10 +521,7 @@ fn action() -> Result<i32, Failure> {
             RecoverArgs {
                 cross: cross(),
                 receipt,
-                report,
-                sarif,
-                format: Format::Github,
-                label: input("label"),
+                out: out(),
             },
             &opts,
             key,
@@ -557,14 +554,11 @@ fn action() -> Result<i32, Failure> {
 }
 
 fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
-    if args.format == Format::Github {
+    if args.out.format == Format::Github {
         mask_secrets();
     }
     let plan = load_plan(&find_config(args.config.as_deref()))?;
-    // Open the output files' temp files before any work: an unwritable
-    // location is "could not run", not a surprise after the probe.
-    let report_out = args.report.as_deref().map(Pending::open).transpose()?;
-    let sarif_out = args.sarif.as_deref().map(Pending::open).transpose()?;
+    let outs = args.out.open()?;
     crate::signals::install();
     let opts = ProbeOptions {
         work_dir: args.work_dir,
@@ -573,13 +567,24 @@ fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> 
         key,
     };
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
-    report.label = args.label;
-    let outs = Outputs {
-        report: args.report.as_deref().zip(report_out),
-        sarif: args.sarif.as_deref().zip(sarif_out),
-        format: args.format,
-    };
+    report.label = args.out.label.clone();
     publish(&report, outs, gh)
+}
+
+/// An output file's temp file, opened before any work: an unwritable
+/// location is "could not run", not a surprise after the probe.
+fn pending(path: Option<&Path>) -> Result<Option<(&Path, Pending)>, Failure> {
+    path.map(|p| Pending::open(p).map(|o| (p, o))).transpose()
+}
+
+impl OutputArgs {
+    fn open(&self) -> Result<Outputs<'_>, Failure> {
+        Ok(Outputs {
+            report: pending(self.report.as_deref())?,
+            sarif: pending(self.sarif.as_deref())?,
+            format: self.format,
+        })
+    }
 }
 
 /// Where a report goes: its files (opened before the work) and stdout.
@@ -709,7 +714,7 @@ fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
 }
 
 fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
-    if args.format == Format::Github {
+    if args.out.format == Format::Github {
         mask_secrets();
     }
     let probe_id = probe_id_of(&args.cross)?;
@@ -728,8 +733,7 @@ fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failu
             "no plant receipt found: looking for the markers derived from the probe id and key; carriers whose needle only the plant knows are SKIPPED",
         );
     }
-    let report_out = args.report.as_deref().map(Pending::open).transpose()?;
-    let sarif_out = args.sarif.as_deref().map(Pending::open).transpose()?;
+    let outs = args.out.open()?;
     crate::signals::install();
     let opts = cross_options(&args.cross, key.clone());
     warn_unkeyed(&opts);
@@ -741,12 +745,7 @@ fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failu
         receipt.as_ref().zip(shown.as_deref()),
     )
     .map_err(|e| Failure::Other(e.0))?;
-    report.label = args.label;
-    let outs = Outputs {
-        report: args.report.as_deref().zip(report_out),
-        sarif: args.sarif.as_deref().zip(sarif_out),
-        format: args.format,
-    };
+    report.label = args.out.label.clone();
     publish(&report, outs, gh)
 }
 
@@ -762,16 +761,15 @@ fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         None => probe_id_of(&args.cross)?,
     };
     let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
-    let report_out = args.report.as_deref().map(Pending::open).transpose()?;
+    let outs = Outputs {
+        report: pending(args.report.as_deref())?,
+        sarif: None,
+        format: args.format,
+    };
     crate::signals::install();
     let opts = cross_options(&args.cross, key.clone());
     let report = engine::cleanup(&plan, &opts, &probe_id, receipt.as_ref())
         .map_err(|e| Failure::Other(e.0))?;
-    let outs = Outputs {
-        report: args.report.as_deref().zip(report_out),
-        sarif: None,
-        format: args.format,
-    };
     publish(&report, outs, &GithubOptions::default())
 }
 

@@ -456,7 +456,43 @@ struct Runner<'a> {
     opts: &'a ProbeOptions,
 }
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
+    fn new(
+        ws: &'a Workspace,
+        probe_id: &'a str,
+        runs: &'a Runs,
+        opts: &'a ProbeOptions,
+    ) -> Result<Runner<'a>, EngineError> {
+        Ok(Runner {
+            exe: self_exe()?,
+            ws,
+            probe_id,
+            runs,
+            opts,
+        })
+    }
+
+    /// A report of this session with nothing in it yet.
+    fn report(&self, mode: Mode, plan: &Plan, started_at: String) -> Report {
+        Report {
+            schema: report::SCHEMA.into(),
+            tool: Tool::default(),
+            mode,
+            probe_id: self.probe_id.into(),
+            label: None,
+            started_at,
+            finished_at: timefmt::now_rfc3339(),
+            config: plan.source.clone(),
+            runs: self.runs.clone(),
+            key: KeyKind::of(&self.opts.key),
+            cross_job: None,
+            summary: Summary::default(),
+            findings: vec![],
+            notices: vec![],
+            cleanup: Cleanup::default(),
+        }
+    }
+
     fn run(&self, role: &'static str, targets: Vec<Target>) -> RunResult {
         let (dir, id, as_user, interruptible) = match role {
             "A" => (&self.ws.a, &self.runs.a, None, true),
@@ -481,6 +517,35 @@ impl Runner<'_> {
             targets,
             self.opts.phase_timeout,
         )
+    }
+
+    /// Run B, verdicts, and cleanup of what run A made (newest first):
+    /// the findings, notices and cleanup of `base`. `a_planted_all`: run A
+    /// planted the real surfaces too, so its problems explain their gaps.
+    fn conclude(
+        &self,
+        plan: &Plan,
+        st: &mut Setup,
+        a: &RunResult,
+        a_planted_all: bool,
+        base: Report,
+    ) -> Report {
+        let b = self.recover(a, st);
+        for s in st.slots.iter_mut() {
+            (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
+        }
+        let a_problem = a.problem.as_deref().filter(|_| a_planted_all);
+        explain_gaps(&mut st.slots, a_problem, b.problem.as_deref());
+        let findings = findings(plan, &st.slots);
+        let cleanup = self.clean(plan, st, newest_first(&a.created, st.insts.len()), vec![]);
+        Report {
+            summary: Summary::of(&findings),
+            findings,
+            notices: notices(plan, st, &b),
+            cleanup,
+            finished_at: timefmt::now_rfc3339(),
+            ..base
+        }
     }
 
     /// Run B, unless run A had a problem or someone asked us to stop.
@@ -591,53 +656,15 @@ fn fresh_runs(opts: &ProbeOptions) -> Result<Runs, EngineError> {
 pub fn probe(plan: &Plan, opts: &ProbeOptions) -> Result<Report, EngineError> {
     let started_at = timefmt::now_rfc3339();
     let probe_id = nonce::short_id().map_err(|e| EngineError(e.to_string()))?;
-    let runs = fresh_runs(opts)?;
-    let ws = Workspace::make(opts, &probe_id)?;
-    let runner = Runner {
-        exe: self_exe()?,
-        ws: &ws,
-        probe_id: &probe_id,
-        runs: &runs,
-        opts,
-    };
+    let (runs, ws) = (fresh_runs(opts)?, Workspace::make(opts, &probe_id)?);
+    let runner = Runner::new(&ws, &probe_id, &runs, opts)?;
     let mut st = setup(plan, opts, &probe_id, Some(&ws.control), Nonces::Random)?;
     let a = runner.run("A", st.plant_targets(|_| true, |_| true));
     for s in st.slots.iter_mut() {
         (s.evidence.plant, s.evidence.control_plant) = outcomes(&a.planted, &st.insts, s);
     }
-    let b = runner.recover(&a, &st);
-    for s in st.slots.iter_mut() {
-        (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
-    }
-    explain_gaps(&mut st.slots, a.problem.as_deref(), b.problem.as_deref());
-    let findings = findings(plan, &st.slots);
-    // Cleanup: exactly what A reported creating, newest first.
-    let cleanup = runner.clean(plan, &st, newest_first(&a.created, st.insts.len()), vec![]);
-    Ok(Report {
-        schema: report::SCHEMA.into(),
-        tool: Tool::default(),
-        mode: Mode::Probe,
-        probe_id,
-        label: None,
-        started_at,
-        finished_at: timefmt::now_rfc3339(),
-        config: plan.source.clone(),
-        runs,
-        key: key_kind(opts),
-        cross_job: None,
-        summary: Summary::of(&findings),
-        findings,
-        notices: notices(plan, &st, &b),
-        cleanup,
-    })
-}
-
-fn key_kind(opts: &ProbeOptions) -> KeyKind {
-    if opts.key.is_configured() {
-        KeyKind::Configured
-    } else {
-        KeyKind::DerivedDefault
-    }
+    let base = runner.report(Mode::Probe, plan, started_at);
+    Ok(runner.conclude(plan, &mut st, &a, true, base))
 }
 
 /// `runwarden plant`: run A alone, with nonces derived from the key and
@@ -650,15 +677,8 @@ pub fn plant(
     beacon_only: bool,
 ) -> Result<Receipt, EngineError> {
     let planted_at = timefmt::now_rfc3339();
-    let runs = fresh_runs(opts)?;
-    let ws = Workspace::make(opts, probe_id)?;
-    let runner = Runner {
-        exe: self_exe()?,
-        ws: &ws,
-        probe_id,
-        runs: &runs,
-        opts,
-    };
+    let (runs, ws) = (fresh_runs(opts)?, Workspace::make(opts, probe_id)?);
+    let runner = Runner::new(&ws, probe_id, &runs, opts)?;
     let mut st = setup(plan, opts, probe_id, None, Nonces::Derived)?;
     let beacons = |s: &Slot| (s.carrier.name == surface::RUNNER_PERSISTENCE) == beacon_only;
     let a = runner.run("A", st.plant_targets(|_| true, beacons));
@@ -706,7 +726,7 @@ pub fn plant(
         probe_id: probe_id.into(),
         planted_at,
         finished_at: timefmt::now_rfc3339(),
-        key: key_kind(opts),
+        key: KeyKind::of(&opts.key),
         origin: Origin::from_env(&|k| std::env::var(k).ok()),
         config: plan.source.clone(),
         beacon_only,
@@ -727,15 +747,8 @@ pub fn recover(
     receipt: Option<(&Receipt, &str)>,
 ) -> Result<Report, EngineError> {
     let started_at = timefmt::now_rfc3339();
-    let runs = fresh_runs(opts)?;
-    let ws = Workspace::make(opts, probe_id)?;
-    let runner = Runner {
-        exe: self_exe()?,
-        ws: &ws,
-        probe_id,
-        runs: &runs,
-        opts,
-    };
+    let (runs, ws) = (fresh_runs(opts)?, Workspace::make(opts, probe_id)?);
+    let runner = Runner::new(&ws, probe_id, &runs, opts)?;
     let mut st = setup(plan, opts, probe_id, Some(&ws.control), Nonces::Derived)?;
     // What the plant did, per slot: the receipt's word, else the derived
     // needle (the plant may or may not have run).
@@ -791,38 +804,20 @@ pub fn recover(
     for s in st.slots.iter_mut() {
         s.evidence.control_plant = outcomes(&a.planted, &st.insts, s).1;
     }
-    let b = runner.recover(&a, &st);
-    for s in st.slots.iter_mut() {
-        (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
-    }
-    explain_gaps(&mut st.slots, None, b.problem.as_deref());
-    // A control that never ran explains nothing about the real plant, but
-    // leaves no PASS: the verdict rules see the missing control.
-    let findings = findings(plan, &st.slots);
-    let cleanup = runner.clean(plan, &st, newest_first(&a.created, st.insts.len()), vec![]);
     let cross_job = CrossJob {
         receipt: receipt.map(|(_, path)| path.to_string()),
         planted_at: receipt.map(|(r, _)| r.planted_at.clone()),
         plant_origin: receipt.map(|(r, _)| r.origin.clone()),
         plant_complete: receipt.map(|(r, _)| r.complete),
     };
-    Ok(Report {
-        schema: report::SCHEMA.into(),
-        tool: Tool::default(),
-        mode: Mode::Recover,
-        probe_id: probe_id.into(),
-        label: None,
-        started_at,
-        finished_at: timefmt::now_rfc3339(),
-        config: plan.source.clone(),
-        runs,
-        key: key_kind(opts),
+    let base = Report {
         cross_job: Some(cross_job),
-        summary: Summary::of(&findings),
-        findings,
-        notices: notices(plan, &st, &b),
-        cleanup,
-    })
+        ..runner.report(Mode::Recover, plan, started_at)
+    };
+    // Run A planted only the control here: a control that never ran
+    // explains nothing about the real plant, but leaves no PASS (the
+    // verdict rules see the missing control).
+    Ok(runner.conclude(plan, &mut st, &a, false, base))
 }
 
 /// `runwarden cleanup`: removes what the plant of `probe_id` made: the
@@ -836,15 +831,8 @@ pub fn cleanup(
     receipt: Option<&Receipt>,
 ) -> Result<Report, EngineError> {
     let started_at = timefmt::now_rfc3339();
-    let runs = fresh_runs(opts)?;
-    let ws = Workspace::make(opts, probe_id)?;
-    let runner = Runner {
-        exe: self_exe()?,
-        ws: &ws,
-        probe_id,
-        runs: &runs,
-        opts,
-    };
+    let (runs, ws) = (fresh_runs(opts)?, Workspace::make(opts, probe_id)?);
+    let runner = Runner::new(&ws, probe_id, &runs, opts)?;
     let st = setup(plan, opts, probe_id, None, Nonces::Derived)?;
     let n = st.insts.len();
     let mut entries: Vec<Vec<Value>> = vec![Vec::new(); n];
@@ -909,21 +897,8 @@ pub fn cleanup(
     let mut cleanup = runner.clean(plan, &st, entries, find);
     cleanup.left.extend(left);
     Ok(Report {
-        schema: report::SCHEMA.into(),
-        tool: Tool::default(),
-        mode: Mode::Cleanup,
-        probe_id: probe_id.into(),
-        label: None,
-        started_at,
-        finished_at: timefmt::now_rfc3339(),
-        config: plan.source.clone(),
-        runs,
-        key: key_kind(opts),
-        cross_job: None,
-        summary: Summary::default(),
-        findings: vec![],
-        notices: vec![],
         cleanup,
+        ..runner.report(Mode::Cleanup, plan, started_at)
     })
 }
 

@@ -61,6 +61,16 @@ pub enum KeyKind {
     DerivedDefault,
 }
 
+impl KeyKind {
+    pub fn of(key: &crate::marker::Key) -> KeyKind {
+        if key.is_configured() {
+            KeyKind::Configured
+        } else {
+            KeyKind::DerivedDefault
+        }
+    }
+}
+
 /// What a `recover` knew of the plant it looked for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CrossJob {

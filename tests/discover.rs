@@ -35,6 +35,19 @@ fn assert_valid(config: &str) {
     );
 }
 
+/// What actions/checkout leaves with `persist-credentials: true`.
+fn leave_checkout_credential(ws: &Path) {
+    git(
+        ws,
+        &[
+            "config",
+            "--local",
+            "http.https://github.com/.extraheader",
+            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3h4eA==",
+        ],
+    );
+}
+
 fn mkdirs(root: &Path, dirs: &[&str]) {
     for d in dirs {
         std::fs::create_dir_all(root.join(d)).unwrap();
@@ -101,15 +114,7 @@ fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
     let ws = r.join("work/repo");
     git(r, &["init", "-q", ws.to_str().unwrap()]);
     git(&ws, &["remote", "add", "origin", "https://github.com/o/r"]);
-    git(
-        &ws,
-        &[
-            "config",
-            "--local",
-            "http.https://github.com/.extraheader",
-            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3h4eA==",
-        ],
-    );
+    leave_checkout_credential(&ws);
     let p = |s: &Path| s.to_string_lossy().into_owned();
     let env = [
         ("GITHUB_ACTIONS", "true".to_string()),
@@ -151,15 +156,7 @@ fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
     );
     assert!(!bare.contains("\n  - name: origin"), "{bare}");
     assert_valid(&bare);
-    git(
-        &ws,
-        &[
-            "config",
-            "--local",
-            "http.https://github.com/.extraheader",
-            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3h4eA==",
-        ],
-    );
+    leave_checkout_credential(&ws);
     assert!(
         out.contains("# Note: the Actions cache service is reachable"),
         "{out}"

@@ -215,6 +215,31 @@ struct Entry {
     unverified: Option<String>,
 }
 
+impl Entry {
+    /// The journal entry of `name` in `dir`, as it is now (`st` is its
+    /// lstat), ready for cleanup.
+    fn of(
+        dir: &OwnedFd,
+        dir_st: &Stat,
+        name: &OsStr,
+        st: &Stat,
+        kind: Kind,
+        unverified: Option<String>,
+    ) -> io::Result<Value> {
+        let entry = Entry {
+            name: name.to_string_lossy().into_owned(),
+            kind,
+            dev: st.dev,
+            ino: st.ino,
+            dir_dev: dir_st.dev,
+            dir_ino: dir_st.ino,
+            btime: sys::birth_at(dir, name)?,
+            unverified,
+        };
+        Ok(serde_json::to_value(entry).expect("entry serializes"))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Kind {
@@ -341,20 +366,9 @@ impl Instance {
         created: &mut dyn FnMut(Value),
     ) -> io::Result<Stat> {
         let st = sys::lstat_at(dir, name)?;
-        let btime = sys::birth_at(dir, name)?;
         let kind = Kind::of(&st)
             .ok_or_else(|| io::Error::other("created entry has an unexpected type"))?;
-        let entry = Entry {
-            name: name.to_string_lossy().into_owned(),
-            kind,
-            dev: st.dev,
-            ino: st.ino,
-            dir_dev: dir_st.dev,
-            dir_ino: dir_st.ino,
-            btime,
-            unverified: None,
-        };
-        created(serde_json::to_value(entry).expect("entry serializes"));
+        created(Entry::of(dir, dir_st, name, &st, kind, None)?);
         Ok(st)
     }
 }
@@ -891,18 +905,10 @@ impl Surface for Instance {
             } else {
                 self.verify_planted(ctx, &dir, &name, &st, job).err()
             };
-            let btime = sys::birth_at(&dir, &name).map_err(|e| format!("statx: {e}"))?;
-            let entry = Entry {
-                name: name.to_string_lossy().into_owned(),
-                kind,
-                dev: st.dev,
-                ino: st.ino,
-                dir_dev: dir_st.dev,
-                dir_ino: dir_st.ino,
-                btime,
-                unverified,
-            };
-            found.push(serde_json::to_value(entry).expect("entry serializes"));
+            found.push(
+                Entry::of(&dir, &dir_st, &name, &st, kind, unverified)
+                    .map_err(|e| format!("statx: {e}"))?,
+            );
         }
         Ok(found)
     }

@@ -689,6 +689,29 @@ impl Instance {
         self.git.run(dir, &os(args), &envs, b"")
     }
 
+    /// One streamed `ls-remote`: the refs `keep` picks, name to object id
+    /// (memory holds only those).
+    fn ls_refs(
+        &self,
+        dir: &Path,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<HashMap<String, String>, String> {
+        let mut refs = HashMap::new();
+        let ls = self.remote_stream(dir, &["ls-remote".into(), self.s.url.clone()], |line| {
+            let l = String::from_utf8_lossy(line);
+            if let Some((sha, name)) = l.split_once('\t')
+                && keep(name)
+            {
+                refs.insert(name.to_string(), sha.to_string());
+            }
+        });
+        if ls.success {
+            Ok(refs)
+        } else {
+            Err(format!("ls-remote failed: {}", ls.reason()))
+        }
+    }
+
     fn remote_stream(&self, dir: &Path, args: &[String], line: impl FnMut(&[u8])) -> git::Outcome {
         let global = self.remote_env(dir);
         let envs: Vec<(&str, &str)> = global
@@ -1275,22 +1298,11 @@ impl Surface for Instance {
             .filter_map(|j| ref_for(&j.carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref()))
             .collect();
         let work = self.scratch()?;
-        let mut found = Vec::new();
-        let ls = self.remote_stream(
-            work.path(),
-            &["ls-remote".into(), self.s.url.clone()],
-            |line| {
-                let l = String::from_utf8_lossy(line);
-                if let Some((sha, name)) = l.split_once('\t')
-                    && expected.contains(name)
-                {
-                    found.push(json!({ "ref": name, "sha": sha }));
-                }
-            },
-        );
-        if !ls.success {
-            return Err(format!("ls-remote failed: {}", ls.reason()));
-        }
+        let refs = self.ls_refs(work.path(), |name| expected.contains(name))?;
+        let found: Vec<Value> = refs
+            .into_iter()
+            .map(|(name, sha)| json!({ "ref": name, "sha": sha }))
+            .collect();
         Ok(found)
     }
 
@@ -1343,21 +1355,8 @@ impl Surface for Instance {
         let rejected = matches!(&results, Ok(res) if live.iter().any(|(_, r, _)| !matches!(res.get(r), Some(('-', _)))));
         let now: Option<HashMap<String, String>> = rejected
             .then(|| {
-                let mut refs = HashMap::new();
                 let wanted: HashSet<&str> = live.iter().map(|(_, r, _)| r.as_str()).collect();
-                let ls = self.remote_stream(
-                    work.path(),
-                    &["ls-remote".into(), self.s.url.clone()],
-                    |line| {
-                        let l = String::from_utf8_lossy(line);
-                        if let Some((sha, name)) = l.split_once('\t')
-                            && wanted.contains(name)
-                        {
-                            refs.insert(name.to_string(), sha.to_string());
-                        }
-                    },
-                );
-                ls.success.then_some(refs)
+                self.ls_refs(work.path(), |name| wanted.contains(name)).ok()
             })
             .flatten();
         for (i, r, pushed) in &live {
