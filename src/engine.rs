@@ -145,7 +145,10 @@ struct RunResult {
     planted: HashMap<(usize, String), PlantOutcome>,
     recovered: HashMap<(usize, String), RecoverOutcome>,
     cleaned: HashMap<(usize, usize), CleanupOutcome>,
+    /// The first [`MAX_NOTICES`] notices of each instance.
     notices: Vec<(usize, Notice)>,
+    /// How many notices each instance sent in all.
+    notice_counts: std::collections::BTreeMap<usize, usize>,
     /// Instances that could not look for a probe's plants, and why.
     find_failed: Vec<(usize, String)>,
     /// Set when the run did not finish normally.
@@ -903,31 +906,27 @@ pub fn cleanup(
 }
 
 /// What run B noticed on the configured surfaces (the control's beacons
-/// are the control's business), at most [`MAX_NOTICES`] per surface with
-/// a count of the rest.
+/// are the control's business): the first [`MAX_NOTICES`] of each, then a
+/// count of the rest.
 fn notices(plan: &Plan, st: &Setup, b: &RunResult) -> Vec<NoticeRecord> {
-    let mut out: Vec<NoticeRecord> = Vec::new();
-    let mut per: HashMap<usize, usize> = HashMap::new();
-    for (id, n) in &b.notices {
-        let Some(inst) = st.insts.get(*id).filter(|i| !i.control) else {
-            continue;
-        };
-        let count = per.entry(inst.surface).or_default();
-        *count += 1;
-        if *count <= MAX_NOTICES {
-            out.push(NoticeRecord {
-                surface: plan.surfaces[inst.surface].name.clone(),
+    let real = |id: usize| st.insts.get(id).filter(|i| !i.control);
+    let mut out: Vec<NoticeRecord> = b
+        .notices
+        .iter()
+        .filter_map(|(id, n)| {
+            Some(NoticeRecord {
+                surface: plan.surfaces[real(*id)?.surface].name.clone(),
                 kind: n.kind,
                 entry: n.entry.clone(),
                 detail: n.detail.clone(),
                 beacon: n.beacon.clone(),
-            });
-        }
-    }
-    for (surface, count) in per {
-        if count > MAX_NOTICES {
+            })
+        })
+        .collect();
+    for (id, count) in &b.notice_counts {
+        if let Some(inst) = real(*id).filter(|_| *count > MAX_NOTICES) {
             out.push(NoticeRecord {
-                surface: plan.surfaces[surface].name.clone(),
+                surface: plan.surfaces[inst.surface].name.clone(),
                 kind: NoticeKind::Omitted,
                 entry: String::new(),
                 detail: format!(
@@ -941,8 +940,9 @@ fn notices(plan: &Plan, st: &Setup, b: &RunResult) -> Vec<NoticeRecord> {
     out
 }
 
-/// Notices kept per surface in a report: 10,000 forged markers are worth
-/// one line each in a log, not in a report.
+/// Notices kept per surface (kept as they arrive, so memory stays bounded
+/// however many a hostile directory holds): 10,000 forged markers are
+/// worth a count in a report, not 10,000 entries.
 pub const MAX_NOTICES: usize = 100;
 
 /// One finding per slot, from its evidence.
@@ -1151,7 +1151,13 @@ fn run_child(
                 }) => {
                     res.cleaned.insert((target, index), outcome);
                 }
-                Ok(Event::Notice { target, notice }) => res.notices.push((target, notice)),
+                Ok(Event::Notice { target, notice }) => {
+                    let n = res.notice_counts.entry(target).or_default();
+                    *n += 1;
+                    if *n <= MAX_NOTICES {
+                        res.notices.push((target, notice));
+                    }
+                }
                 Ok(Event::FindFailed { target, reason }) => res.find_failed.push((target, reason)),
                 Ok(Event::Done) => done = true,
                 Err(e) => killed = Some(format!("run {role} sent a malformed event: {e}")),
