@@ -254,12 +254,12 @@ fn plant_recover_and_cleanup_over_smart_http() {
     let receipt = std::fs::read_to_string(work.path().join("runwarden-receipt-xj-1.json")).unwrap();
     assert!(!receipt.contains("w-secret-4f1c9a"), "the password leaked");
 
-    // With the receipt: everything but the transient ref is open.
-    let rec = run(
-        work.path(),
-        &[&["recover"][..], &ids].concat(),
-        &job("recover"),
-    );
+    // A job of a later workflow run recovers. With the receipt: everything
+    // but the transient ref is open.
+    let mut later = job("recover");
+    later.retain(|(k, _)| *k != "GITHUB_RUN_ID");
+    later.push(("GITHUB_RUN_ID", "101"));
+    let rec = run(work.path(), &[&["recover"][..], &ids].concat(), &later);
     for f in rec.report["findings"].as_array().unwrap() {
         let expect = if f["carrier"] == "deleted-ref" {
             "pass"
@@ -269,31 +269,89 @@ fn plant_recover_and_cleanup_over_smart_http() {
         assert_eq!(f["verdict"], expect, "{f}\n{}", rec.stderr);
         assert_eq!(f["control"], "recovered", "{f}");
     }
+    assert_eq!(rec.report["cross_job"]["plant_origin"]["run_id"], "100");
     // Without it: the same, except the unreachable commit, whose id only
     // the plant knew.
-    std::fs::remove_file(work.path().join("runwarden-receipt-xj-1.json")).unwrap();
-    let rec = run(
-        work.path(),
-        &[&["recover"][..], &ids].concat(),
-        &job("recover"),
-    );
-    assert_eq!(rec.verdict("origin:unreachable-object"), "skipped");
-    assert_eq!(rec.verdict("origin:commit-message"), "fail");
-    assert_eq!(rec.verdict("origin:branch-name"), "fail");
-    for p in [&plant, &rec] {
+    std::fs::rename(
+        work.path().join("runwarden-receipt-xj-1.json"),
+        work.path().join("kept.json"),
+    )
+    .unwrap();
+    let bare = run(work.path(), &[&["recover"][..], &ids].concat(), &later);
+    assert_eq!(bare.verdict("origin:unreachable-object"), "skipped");
+    assert_eq!(bare.verdict("origin:commit-message"), "fail");
+    assert_eq!(bare.verdict("origin:branch-name"), "fail");
+    for p in [&plant, &rec, &bare] {
         for text in [&p.stdout, &p.stderr, &p.report.to_string()] {
             assert!(!text.contains("w-secret-4f1c9a"), "the password leaked");
         }
     }
 
-    // Cleanup by probe id (no receipt): one ls-remote, one push.
+    // Cleanup by receipt: one push; the remote is as it was.
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--receipt", "kept.json"],
+        &job("cleanup"),
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    // Ten refs, and the deleted ref's two journal lines (created, then
+    // retracted), which count as already gone.
+    assert_eq!(c.report["cleanup"]["removed"], 12, "{}", c.stdout);
+    assert_eq!(refs(&remote), before, "the remote's refs changed");
+    // By probe id afterwards: nothing left to find.
     let c = run(
         work.path(),
         &[&["cleanup"][..], &ids].concat(),
         &job("cleanup"),
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert_eq!(c.report["cleanup"]["removed"], 0, "{}", c.stdout);
+}
+
+#[test]
+fn cleanup_by_probe_id_on_smart_http_removes_exactly_the_derived_refs() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let srv = GitHttp::writer_and_reader(root.path(), true);
+    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("rw.yml"),
+        format!(
+            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+            serde_json::to_string(&url).unwrap()
+        ),
+    )
+    .unwrap();
+    let env = [("RUNWARDEN_KEY", "k")];
+    for id in ["xj-2", "xj-3"] {
+        let p = run(
+            work.path(),
+            &["plant", "--config", "rw.yml", "--probe-id", id],
+            &env,
+        );
+        assert_eq!(p.code, 0, "{}", p.stderr);
+    }
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--probe-id", "xj-2"],
+        &env,
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert_eq!(c.report["cleanup"]["removed"], 10, "{}", c.stdout);
+    let now = refs(&remote);
+    assert!(!now.contains("xj-2"), "{now}");
+    assert!(
+        now.contains("xj-3"),
+        "another probe's refs were touched:\n{now}"
+    );
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--probe-id", "xj-3"],
+        &env,
+    );
+    assert_eq!(c.code, 0);
     assert_eq!(refs(&remote), before, "the remote's refs changed");
 }
 
