@@ -755,44 +755,51 @@ pub fn recover(
     let mut st = setup(plan, opts, probe_id, Some(&ws.control), Nonces::Derived)?;
     // What the plant did, per slot: the receipt's word, else the derived
     // needle (the plant may or may not have run).
+    let receipt_surface = |sp: &crate::plan::SurfacePlan| {
+        receipt.and_then(|(r, _)| {
+            r.surfaces
+                .iter()
+                .find(|x| x.name == sp.name && x.type_name == sp.type_name)
+        })
+    };
     for s in st.slots.iter_mut().filter(|s| active(s)) {
         let sp = &plan.surfaces[s.surface];
-        let from_receipt = receipt.and_then(|(r, _)| {
-            let rs = r
-                .surfaces
-                .iter()
-                .find(|x| x.name == sp.name && x.type_name == sp.type_name)?;
-            rs.plants
-                .iter()
-                .find(|p| p.key == s.key)
-                .map(|p| p.outcome.clone())
+        let rs = receipt_surface(sp);
+        // Where the plant knew better than the carrier's default (a
+        // directory on tmpfs), so do the carriers recover cannot ask it
+        // about: they live in the same place.
+        let known = rs.and_then(|rs| {
+            rs.plants.iter().find_map(|p| match &p.outcome {
+                PlantOutcome::Planted { persistence, .. } => *persistence,
+                _ => None,
+            })
         });
+        let looked = |needle| PlantOutcome::Planted {
+            needle,
+            persistence: known,
+            detail: String::new(),
+        };
         if s.carrier.name == surface::RUNNER_PERSISTENCE {
             // Nothing of this probe's to find: the plant here is the scan
             // for beacons of others.
-            s.evidence.plant = Some(PlantOutcome::Planted {
-                needle: serde_json::json!({ "beacons": true }),
-                persistence: None,
-                detail: String::new(),
-            });
+            s.evidence.plant = Some(looked(serde_json::json!({ "beacons": true })));
             continue;
         }
-        match from_receipt {
-            Some(o) => s.evidence.plant = Some(o),
+        match rs.and_then(|rs| rs.plants.iter().find(|p| p.key == s.key)) {
+            Some(p) => s.evidence.plant = Some(p.outcome.clone()),
             None => {
                 let ty = surface::by_name(sp.type_name).expect("plan holds known types");
                 match ty.derive_needle(s.carrier.name, probe_id, &s.nonce, s.scope.as_ref()) {
                     Ok(needle) => {
-                        s.evidence.plant = Some(PlantOutcome::Planted {
-                            needle,
-                            persistence: None,
-                            detail: if receipt.is_some() {
-                                "not in the plant receipt: looked for the marker derived from the probe id".into()
-                            } else {
-                                "no plant receipt: looked for the marker derived from the probe id"
-                                    .into()
-                            },
-                        })
+                        s.evidence.plant = Some(looked(needle));
+                        let why = if receipt.is_some() {
+                            "not in the plant receipt"
+                        } else {
+                            "no plant receipt"
+                        };
+                        s.note = Some(format!(
+                            "{why}: looked for the marker derived from the probe id and key"
+                        ));
                     }
                     Err(why) => {
                         s.evidence.skipped =

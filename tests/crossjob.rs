@@ -230,6 +230,13 @@ fn a_recover_whose_plant_never_ran_passes_only_where_it_looked() {
             .unwrap()
             .contains("no plant receipt")
     );
+    let detail = p.finding("shared:file-name")["detail"].as_str().unwrap();
+    assert!(
+        detail.ends_with(
+            "[no plant receipt: looked for the marker derived from the probe id and key]"
+        ),
+        "{detail}"
+    );
 }
 
 #[test]
