@@ -231,3 +231,43 @@ fn the_summary_stays_under_one_mebibyte() {
     assert!(s.len() < 1024 * 1024, "{} bytes", s.len());
     assert!(s.contains("more findings are not shown here; the report in"));
 }
+
+#[test]
+fn the_summary_says_what_a_recover_rests_on_and_lists_notices_inertly() {
+    use runwarden::report::{CrossJob, KeyKind, Mode, NoticeRecord};
+    use runwarden::surface::NoticeKind;
+    use runwarden::verdict::Verdict;
+    let mut r = report_of(vec![finding("file-name", Verdict::Pass, "none")]);
+    r.mode = Mode::Recover;
+    r.probe_id = "nightly_7".into();
+    r.key = KeyKind::DerivedDefault;
+    r.cross_job = Some(CrossJob {
+        receipt: None,
+        planted_at: None,
+        plant_origin: None,
+        plant_complete: None,
+    });
+    r.notices = (0..12)
+        .map(|i| NoticeRecord {
+            surface: "s".into(),
+            kind: NoticeKind::ForgedMarker,
+            entry: format!("\".runwarden-x|{i}\\n::error::y\""),
+            detail: "a | b [c](d)".into(),
+            beacon: None,
+        })
+        .collect();
+    let s = runwarden::output::github::summary(&r, None);
+    assert!(s.contains("(probe `nightly_7`)"), "{s}");
+    assert!(s.contains("No plant receipt was found"), "{s}");
+    assert!(s.contains("No key was configured"), "{s}");
+    let rows: Vec<&str> = s
+        .lines()
+        .filter(|l| l.starts_with("| forged-marker"))
+        .collect();
+    assert_eq!(rows.len(), 10, "{s}");
+    for row in rows {
+        assert_eq!(row.matches('|').count(), 5, "{row}");
+        assert!(!row.contains("::"), "{row}");
+    }
+    assert!(s.contains("2 more in the report's `notices`."), "{s}");
+}

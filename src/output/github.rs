@@ -135,8 +135,15 @@ pub fn summary(report: &Report, report_path: Option<&str>) -> String {
         s.authorized,
         s.skipped,
         s.pass,
-        cell(&report.probe_id)
+        // Probe ids are letters, digits, `-` and `_`: safe in a code span,
+        // where entities would show as typed.
+        if crate::marker::check_probe_id(&report.probe_id).is_ok() {
+            report.probe_id.clone()
+        } else {
+            cell(&report.probe_id)
+        }
     );
+    out += &context(report);
     let open: Vec<&Finding> = report
         .findings
         .iter()
@@ -218,6 +225,64 @@ pub fn summary(report: &Report, report_path: Option<&str>) -> String {
             "\nCleanup left {} planted entries in place; see the report.",
             report.cleanup.left.len()
         );
+    }
+    out
+}
+
+/// What the findings rest on, when it is not a plain probe of a config
+/// file: a discovered config, a recover (with or without the plant's
+/// receipt, signed or not), and what run B noticed (beacons of other
+/// probes, markers that do not verify), at most 10 listed.
+fn context(report: &Report) -> String {
+    let mut out = String::new();
+    if let Some(d) = &report.config.discovered {
+        let _ = writeln!(
+            out,
+            "No config file: probed the surfaces discovered on this {} runner; {} skipped (see the report's `config.discovered`).\n",
+            cell(&d.runner),
+            d.skipped.len()
+        );
+    }
+    if let Some(cj) = &report.cross_job {
+        let _ = match (&cj.receipt, &cj.plant_origin) {
+            (Some(_), Some(origin)) => writeln!(
+                out,
+                "Recovered the plant made {} by {}.\n",
+                cell(cj.planted_at.as_deref().unwrap_or("?")),
+                cell(&origin.describe())
+            ),
+            _ => writeln!(
+                out,
+                "No plant receipt was found: a PASS means recovery looked for the derived markers and found none, not that a plant happened.\n"
+            ),
+        };
+        if report.key == crate::report::KeyKind::DerivedDefault {
+            out += "No key was configured (`RUNWARDEN_KEY`): anyone who knows the probe id could forge a marker.\n\n";
+        }
+    }
+    if !report.notices.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Noticed by run B** (a valid beacon of another probe counts for runner-persistence; nothing else here counts):\n\n| Kind | Surface | Entry | Detail |\n| --- | --- | --- | --- |"
+        );
+        for n in report.notices.iter().take(10) {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                n.kind.as_str(),
+                cell(&n.surface),
+                cell(&n.entry),
+                cell(&n.detail)
+            );
+        }
+        if report.notices.len() > 10 {
+            let _ = writeln!(
+                out,
+                "\n{} more in the report's `notices`.",
+                report.notices.len() - 10
+            );
+        }
+        out += "\n";
     }
     out
 }
