@@ -239,22 +239,46 @@ fn a_recover_whose_plant_never_ran_passes_only_where_it_looked() {
     );
 }
 
+/// A smart-HTTP remote with foreign refs, and a work directory whose
+/// `rw.yml` names it as surface `origin`, reached as the writer.
+struct HttpOrigin {
+    _root: tempfile::TempDir,
+    _srv: GitHttp,
+    remote: std::path::PathBuf,
+    before: String,
+    work: tempfile::TempDir,
+}
+
+impl HttpOrigin {
+    fn new() -> HttpOrigin {
+        let root = tempfile::tempdir().unwrap();
+        let remote = bare_remote(root.path());
+        let before = refs(&remote);
+        let srv = GitHttp::writer_and_reader(root.path(), true);
+        let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(
+            work.path().join("rw.yml"),
+            format!(
+                "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+                serde_json::to_string(&url).unwrap()
+            ),
+        )
+        .unwrap();
+        HttpOrigin {
+            _root: root,
+            _srv: srv,
+            remote,
+            before,
+            work,
+        }
+    }
+}
+
 #[test]
 fn plant_recover_and_cleanup_over_smart_http() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
-    let srv = GitHttp::writer_and_reader(root.path(), true);
-    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
-    let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        work.path().join("rw.yml"),
-        format!(
-            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
-            serde_json::to_string(&url).unwrap()
-        ),
-    )
-    .unwrap();
+    let h = HttpOrigin::new();
+    let (remote, before, work) = (&h.remote, &h.before, &h.work);
     let ids = ["--config", "rw.yml", "--probe-id", "xj-1"];
     let plant = run(work.path(), &[&["plant"][..], &ids].concat(), &job("plant"));
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
@@ -304,7 +328,7 @@ fn plant_recover_and_cleanup_over_smart_http() {
     // Ten refs, and the deleted ref's two journal lines (created, then
     // retracted), which count as already gone.
     assert_eq!(c.report["cleanup"]["removed"], 12, "{}", c.stdout);
-    assert_eq!(refs(&remote), before, "the remote's refs changed");
+    assert_eq!(&refs(remote), before, "the remote's refs changed");
     // By probe id afterwards: nothing left to find.
     let c = run(
         work.path(),
@@ -317,20 +341,8 @@ fn plant_recover_and_cleanup_over_smart_http() {
 
 #[test]
 fn cleanup_by_probe_id_on_smart_http_removes_exactly_the_derived_refs() {
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let before = refs(&remote);
-    let srv = GitHttp::writer_and_reader(root.path(), true);
-    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
-    let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        work.path().join("rw.yml"),
-        format!(
-            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
-            serde_json::to_string(&url).unwrap()
-        ),
-    )
-    .unwrap();
+    let h = HttpOrigin::new();
+    let (remote, before, work) = (&h.remote, &h.before, &h.work);
     let env = [("RUNWARDEN_KEY", "k")];
     for id in ["xj-2", "xj-3"] {
         let p = run(
@@ -347,7 +359,7 @@ fn cleanup_by_probe_id_on_smart_http_removes_exactly_the_derived_refs() {
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert_eq!(c.report["cleanup"]["removed"], 10, "{}", c.stdout);
-    let now = refs(&remote);
+    let now = refs(remote);
     assert!(!now.contains("xj-2"), "{now}");
     assert!(
         now.contains("xj-3"),
@@ -359,7 +371,7 @@ fn cleanup_by_probe_id_on_smart_http_removes_exactly_the_derived_refs() {
         &env,
     );
     assert_eq!(c.code, 0);
-    assert_eq!(refs(&remote), before, "the remote's refs changed");
+    assert_eq!(&refs(remote), before, "the remote's refs changed");
 }
 
 /// A beacon planted by a job of another repository.
