@@ -2,6 +2,7 @@
 //! clean environment, mount real filesystems, read reports.
 #![allow(dead_code)]
 
+pub mod cachesvc;
 pub mod githttp;
 
 use serde_json::Value;

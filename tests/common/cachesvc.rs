@@ -1,0 +1,580 @@
+//! A loopback stand-in for GitHub's Actions cache service (v2), for tests:
+//! the Twirp JSON API the runtime token reaches
+//! (`/twirp/github.actions.results.api.v1.CacheService/<Method>`), signed
+//! blob URLs with Azure Put Blob semantics for the archive, and the REST
+//! API's cache listing and deletion (`/repos/{o}/{r}/actions/caches`).
+//!
+//! It follows the documented protocol and GitHub's scope rules (see
+//! ../shared/reference/github-actions-facts.md): the runtime token is a JWT
+//! whose `ac` claim lists scopes with permissions (1 read, 2 write, 3
+//! both); a write goes to the first writable scope, and a token with none
+//! gets `ok: false` with `cache write denied: …`; a lookup searches the
+//! readable scopes in order (exact key and version, then the key as a
+//! prefix, then each restore key as a prefix, newest first); entries are
+//! immutable. `tests/cachesvc.rs` proves it against the real client, npm
+//! `@actions/cache`, before anything of runwarden's is tested against it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const TWIRP: &str = "/twirp/github.actions.results.api.v1.CacheService/";
+
+/// One cache entry, as the service keeps it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub id: u64,
+    pub key: String,
+    pub version: String,
+    /// The ref (scope) it was written to.
+    pub scope: String,
+    pub blob: String,
+    pub data: Option<Vec<u8>>,
+    pub finalized: bool,
+    /// Creation order: newer entries win a prefix match.
+    pub seq: u64,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub entries: Vec<Entry>,
+    next: u64,
+    /// REST API tokens: token -> may delete (actions: write).
+    pub api_tokens: HashMap<String, bool>,
+    /// Every request: (method, url, Authorization header).
+    pub log: Vec<(String, String, String)>,
+    /// The signature every signed URL carries (a credential: tests check
+    /// it never appears in any output).
+    pub sig: String,
+}
+
+pub struct CacheService {
+    pub port: u16,
+    pub state: Arc<Mutex<State>>,
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for CacheService {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn b64url(input: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+fn b64url_decode(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|b| *b != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= val(*c)? << (18 - 6 * i);
+        }
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// A runtime token whose `ac` claim grants these scopes: (ref, permission)
+/// with 1 read, 2 write, 3 read and write. Unsigned: the stand-in trusts
+/// its own tokens, as the real service trusts the runner's.
+pub fn runtime_token(scopes: &[(&str, u8)]) -> String {
+    let ac: Vec<serde_json::Value> = scopes
+        .iter()
+        .map(|(s, p)| serde_json::json!({ "Scope": s, "Permission": p }))
+        .collect();
+    let claims = serde_json::json!({
+        "ac": serde_json::to_string(&ac).unwrap(),
+        "iss": "stand-in",
+        "scp": "Actions.Results",
+    });
+    format!(
+        "{}.{}.c2lnbmF0dXJl",
+        b64url(br#"{"alg":"RS256","typ":"JWT"}"#),
+        b64url(claims.to_string().as_bytes())
+    )
+}
+
+/// The scopes of a bearer token: (ref, permission), in order.
+fn scopes(auth: &str) -> Option<Vec<(String, u8)>> {
+    let token = auth.strip_prefix("Bearer ")?;
+    let payload = b64url_decode(token.split('.').nth(1)?)?;
+    let claims: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    let ac: Vec<serde_json::Value> = serde_json::from_str(claims["ac"].as_str()?).ok()?;
+    Some(
+        ac.iter()
+            .filter_map(|s| {
+                Some((
+                    s["Scope"].as_str()?.to_string(),
+                    s["Permission"].as_u64()? as u8,
+                ))
+            })
+            .collect(),
+    )
+}
+
+impl CacheService {
+    pub fn start() -> CacheService {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let state = Arc::new(Mutex::new(State {
+            sig: format!(
+                "sig-{:x}",
+                std::process::id() as u64 * 7919 + u64::from(port)
+            ),
+            ..State::default()
+        }));
+        let (srv, st) = (server.clone(), state.clone());
+        let thread = std::thread::spawn(move || {
+            for req in srv.incoming_requests() {
+                serve(req, &st, port);
+            }
+        });
+        CacheService {
+            port,
+            state,
+            server,
+            thread: Some(thread),
+        }
+    }
+
+    /// `ACTIONS_RESULTS_URL` for this service.
+    pub fn results_url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// `GITHUB_API_URL` for this service's REST side.
+    pub fn api_url(&self) -> String {
+        format!("http://127.0.0.1:{}/api", self.port)
+    }
+
+    /// Adds a finalized entry directly (foreign entries for tests).
+    pub fn add(&self, key: &str, version: &str, scope: &str, data: &[u8]) {
+        let mut st = self.state.lock().unwrap();
+        st.next += 1;
+        let id = st.next;
+        st.entries.push(Entry {
+            id,
+            key: key.into(),
+            version: version.into(),
+            scope: scope.into(),
+            blob: format!("blob-{id}"),
+            data: Some(data.to_vec()),
+            finalized: true,
+            seq: id,
+        });
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.state.lock().unwrap().entries.clone()
+    }
+}
+
+fn respond(req: tiny_http::Request, status: u16, body: Vec<u8>, headers: &[(&str, &str)]) {
+    let mut resp = tiny_http::Response::from_data(body).with_status_code(status);
+    for (k, v) in headers {
+        resp.add_header(tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap());
+    }
+    let _ = req.respond(resp);
+}
+
+fn json(req: tiny_http::Request, status: u16, v: serde_json::Value) {
+    respond(
+        req,
+        status,
+        v.to_string().into_bytes(),
+        &[("Content-Type", "application/json")],
+    );
+}
+
+/// A request field by its proto name or its JSON (camelCase) name.
+fn field<'a>(body: &'a serde_json::Value, proto: &str, camel: &str) -> &'a serde_json::Value {
+    if body[proto].is_null() {
+        &body[camel]
+    } else {
+        &body[proto]
+    }
+}
+
+fn query(url: &str) -> HashMap<String, String> {
+    url.split_once('?')
+        .map(|(_, q)| {
+            q.split('&')
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.to_string(), percent_decode(v)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
+    let header = |name: &str| {
+        req.headers()
+            .iter()
+            .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str().to_string())
+    };
+    let auth = header("Authorization").unwrap_or_default();
+    let blob_type = header("x-ms-blob-type");
+    let method = req.method().as_str().to_string();
+    let url = req.url().to_string();
+    let mut body = Vec::new();
+    let _ = req.as_reader().read_to_end(&mut body);
+    let mut st = state.lock().unwrap();
+    st.log.push((method.clone(), url.clone(), auth.clone()));
+    let path = url.split('?').next().unwrap_or("").to_string();
+
+    if let Some(rpc) = path.strip_prefix(TWIRP) {
+        let Some(scopes) = scopes(&auth) else {
+            drop(st);
+            return json(
+                req,
+                401,
+                serde_json::json!({ "code": "unauthenticated", "msg": "no valid runtime token" }),
+            );
+        };
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let key = field(&body, "key", "key")
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let version = field(&body, "version", "version")
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let reply = match rpc {
+            "CreateCacheEntry" => {
+                let Some(scope) = scopes
+                    .iter()
+                    .find(|(_, p)| p & 2 != 0)
+                    .map(|(s, _)| s.clone())
+                else {
+                    drop(st);
+                    return json(
+                        req,
+                        200,
+                        serde_json::json!({ "ok": false, "message": "cache write denied: token has no writable scopes" }),
+                    );
+                };
+                if st
+                    .entries
+                    .iter()
+                    .any(|e| e.key == key && e.version == version && e.scope == scope)
+                {
+                    serde_json::json!({ "ok": false, "message": "cache entry already exists" })
+                } else {
+                    st.next += 1;
+                    let id = st.next;
+                    let blob = format!("blob-{id}");
+                    st.entries.push(Entry {
+                        id,
+                        key,
+                        version,
+                        scope,
+                        blob: blob.clone(),
+                        data: None,
+                        finalized: false,
+                        seq: id,
+                    });
+                    serde_json::json!({
+                        "ok": true,
+                        "signed_upload_url": format!("http://127.0.0.1:{port}/devstoreaccount1/actions-cache/{blob}?sv=2025-01-05&sig={}", st.sig),
+                    })
+                }
+            }
+            "FinalizeCacheEntryUpload" => {
+                let writable: Vec<String> = scopes
+                    .iter()
+                    .filter(|(_, p)| p & 2 != 0)
+                    .map(|(s, _)| s.clone())
+                    .collect();
+                let size = field(&body, "size_bytes", "sizeBytes");
+                let size: u64 = size
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .or(size.as_u64())
+                    .unwrap_or(0);
+                match st.entries.iter_mut().find(|e| {
+                    e.key == key
+                        && e.version == version
+                        && writable.first() == Some(&e.scope)
+                        && !e.finalized
+                }) {
+                    Some(e) if e.data.as_ref().map(|d| d.len() as u64) == Some(size) => {
+                        e.finalized = true;
+                        serde_json::json!({ "ok": true, "entry_id": e.id.to_string() })
+                    }
+                    Some(_) => {
+                        serde_json::json!({ "ok": false, "message": "size does not match the upload" })
+                    }
+                    None => serde_json::json!({ "ok": false, "message": "no such pending entry" }),
+                }
+            }
+            "GetCacheEntryDownloadURL" => {
+                let readable: Vec<String> = scopes
+                    .iter()
+                    .filter(|(_, p)| p & 1 != 0)
+                    .map(|(s, _)| s.clone())
+                    .collect();
+                if readable.is_empty() {
+                    drop(st);
+                    return json(
+                        req,
+                        403,
+                        serde_json::json!({ "code": "permission_denied", "msg": "token has no readable scopes" }),
+                    );
+                }
+                let restore: Vec<String> = field(&body, "restore_keys", "restoreKeys")
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let found = lookup(&st.entries, &readable, &key, &restore, &version);
+                match found {
+                    Some(e) => serde_json::json!({
+                        "ok": true,
+                        "signed_download_url": format!("http://127.0.0.1:{port}/devstoreaccount1/actions-cache/{}?sv=2025-01-05&sig={}", e.blob, st.sig),
+                        "matched_key": e.key,
+                    }),
+                    None => {
+                        serde_json::json!({ "ok": false, "signed_download_url": "", "matched_key": "" })
+                    }
+                }
+            }
+            _ => {
+                drop(st);
+                return json(
+                    req,
+                    404,
+                    serde_json::json!({ "code": "bad_route", "msg": rpc }),
+                );
+            }
+        };
+        drop(st);
+        return json(req, 200, reply);
+    }
+
+    if let Some(blob) = path.strip_prefix("/devstoreaccount1/actions-cache/") {
+        if query(&url).get("sig") != Some(&st.sig) {
+            drop(st);
+            return respond(req, 403, b"AuthenticationFailed".to_vec(), &[]);
+        }
+        let blob = blob.to_string();
+        let Some(e) = st.entries.iter_mut().find(|e| e.blob == blob) else {
+            drop(st);
+            return respond(req, 404, b"BlobNotFound".to_vec(), &[]);
+        };
+        return match method.as_str() {
+            // Azure Put Blob: one request for a small archive.
+            "PUT" if blob_type.as_deref() == Some("BlockBlob") && !e.finalized => {
+                e.data = Some(body);
+                drop(st);
+                respond(
+                    req,
+                    201,
+                    vec![],
+                    &[
+                        ("ETag", "\"0x8DCSTANDIN\""),
+                        ("Last-Modified", "Mon, 30 Nov 2026 00:00:00 GMT"),
+                        ("x-ms-request-id", "00000000-0000-0000-0000-000000000000"),
+                        ("x-ms-version", "2025-01-05"),
+                        ("x-ms-request-server-encrypted", "true"),
+                    ],
+                )
+            }
+            "PUT" => {
+                drop(st);
+                respond(req, 409, b"unsupported upload".to_vec(), &[])
+            }
+            "GET" if e.finalized => {
+                let data = e.data.clone().unwrap_or_default();
+                drop(st);
+                respond(
+                    req,
+                    200,
+                    data,
+                    &[("Content-Type", "application/octet-stream")],
+                )
+            }
+            _ => {
+                drop(st);
+                respond(req, 404, vec![], &[])
+            }
+        };
+    }
+
+    if let Some(rest) = path.strip_prefix("/api/repos/") {
+        // /api/repos/{owner}/{repo}/actions/caches[/{id}]
+        let parts: Vec<&str> = rest.split('/').collect();
+        let token = auth
+            .strip_prefix("Bearer ")
+            .or_else(|| auth.strip_prefix("token "))
+            .unwrap_or("");
+        let Some(&can_write) = st.api_tokens.get(token) else {
+            drop(st);
+            return json(
+                req,
+                401,
+                serde_json::json!({ "message": "Bad credentials" }),
+            );
+        };
+        if parts.len() < 4 || parts[2] != "actions" || parts[3] != "caches" {
+            drop(st);
+            return json(req, 404, serde_json::json!({ "message": "Not Found" }));
+        }
+        let q = query(&url);
+        let matches = |e: &Entry| {
+            e.finalized
+                && q.get("key").is_none_or(|k| e.key.starts_with(k.as_str()))
+                && q.get("ref").is_none_or(|r| &e.scope == r)
+        };
+        return match method.as_str() {
+            "GET" => {
+                let per_page: usize = q
+                    .get("per_page")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(30)
+                    .min(100);
+                let page: usize = q
+                    .get("page")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1)
+                    .max(1);
+                let mut all: Vec<&Entry> = st.entries.iter().filter(|e| matches(e)).collect();
+                all.sort_by_key(|e| std::cmp::Reverse(e.seq));
+                let list: Vec<serde_json::Value> = all
+                    .iter()
+                    .skip((page - 1) * per_page)
+                    .take(per_page)
+                    .map(|e| {
+                        serde_json::json!({
+                            "id": e.id, "ref": e.scope, "key": e.key, "version": e.version,
+                            "size_in_bytes": e.data.as_ref().map(Vec::len).unwrap_or(0),
+                            "created_at": "2026-11-30T00:00:00Z", "last_accessed_at": "2026-11-30T00:00:00Z",
+                        })
+                    })
+                    .collect();
+                let total = all.len();
+                drop(st);
+                json(
+                    req,
+                    200,
+                    serde_json::json!({ "total_count": total, "actions_caches": list }),
+                )
+            }
+            "DELETE" if !can_write => {
+                drop(st);
+                json(
+                    req,
+                    403,
+                    serde_json::json!({ "message": "Resource not accessible by integration" }),
+                )
+            }
+            "DELETE" => {
+                let before = st.entries.len();
+                if let Some(id) = parts.get(4).and_then(|i| i.parse::<u64>().ok()) {
+                    st.entries.retain(|e| e.id != id);
+                } else if q.contains_key("key") {
+                    let key = q["key"].clone();
+                    let r = q.get("ref").cloned();
+                    st.entries
+                        .retain(|e| !(e.key == key && r.as_ref().is_none_or(|r| &e.scope == r)));
+                }
+                let gone = before - st.entries.len();
+                drop(st);
+                if gone == 0 {
+                    json(req, 404, serde_json::json!({ "message": "Not Found" }))
+                } else {
+                    respond(req, 204, vec![], &[])
+                }
+            }
+            _ => {
+                drop(st);
+                json(req, 404, serde_json::json!({ "message": "Not Found" }))
+            }
+        };
+    }
+    drop(st);
+    respond(req, 404, vec![], &[])
+}
+
+/// The documented lookup: per readable scope in order, an exact key and
+/// version, then the key as a prefix, then each restore key as a prefix;
+/// newest wins within a step.
+fn lookup<'a>(
+    entries: &'a [Entry],
+    scopes: &[String],
+    key: &str,
+    restore: &[String],
+    version: &str,
+) -> Option<&'a Entry> {
+    for scope in scopes {
+        let usable = |e: &&Entry| e.finalized && &e.scope == scope && e.version == version;
+        if let Some(e) = entries.iter().filter(usable).find(|e| e.key == key) {
+            return Some(e);
+        }
+        for prefix in std::iter::once(key).chain(restore.iter().map(String::as_str)) {
+            if let Some(e) = entries
+                .iter()
+                .filter(usable)
+                .filter(|e| e.key.starts_with(prefix))
+                .max_by_key(|e| e.seq)
+            {
+                return Some(e);
+            }
+        }
+    }
+    None
+}
