@@ -200,11 +200,19 @@ fn a_recover_whose_plant_never_ran_passes_only_where_it_looked() {
         serde_json::to_string(&remote).unwrap()
     );
     std::fs::write(work.path().join("rw.yml"), cfg).unwrap();
+    // Someone made a ref in this probe's marker form: reported, not counted.
+    let main = git(&remote, &["rev-parse", "refs/heads/main"]);
+    let forged = format!("refs/heads/runwarden/never/{}", "0".repeat(32));
+    git(&remote, &["update-ref", &forged, main.trim()]);
     let p = run(
         work.path(),
         &["recover", "--config", "rw.yml", "--probe-id", "never"],
         &[],
     );
+    let forgeries = notices(&p, "forged-marker");
+    assert_eq!(forgeries.len(), 1, "{}", p.stdout);
+    assert_eq!(forgeries[0]["surface"], "origin");
+    git(&remote, &["update-ref", "-d", &forged]);
     assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
     assert!(p.report["cross_job"]["receipt"].is_null());
     assert!(

@@ -16,8 +16,8 @@
 //! entry.
 
 use super::{
-    Carrier, CleanupOutcome, JobScope, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, JobScope, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -441,6 +441,27 @@ fn ref_for(carrier: &str, probe: &str, hex: &str, scope: Option<&JobScope>) -> O
         "unreachable-object" => return None,
         other => format!("{heads}/{other}"),
     })
+}
+
+/// The nonce of a ref named like a name-carrier marker of `probe`: a last
+/// component `<32 hex>` under `…/runwarden/<probe>/` (`deleted-<32 hex>`
+/// too), or `runwarden-<probe>-<32 hex>` (`tag`) anywhere (tags, scoped
+/// refs).
+fn marker_hex<'n>(name: &'n [u8], probe: &str, tag: &str) -> Option<&'n str> {
+    let name = std::str::from_utf8(name).ok()?;
+    let (dir, leaf) = name.rsplit_once('/')?;
+    let hex = if let Some(h) = leaf.strip_prefix(tag) {
+        h
+    } else if dir.ends_with(&format!("runwarden/{probe}")) {
+        leaf.strip_prefix("deleted-").unwrap_or(leaf)
+    } else {
+        return None;
+    };
+    (hex.len() == 32
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    .then_some(hex)
 }
 
 /// What recovery looks for in a carrier that lives in a ref: the nonce,
@@ -1132,9 +1153,9 @@ impl Surface for Instance {
 
     fn recover(
         &self,
-        _ctx: &RunCtx<'_>,
+        ctx: &RunCtx<'_>,
         wanted: &[Wanted],
-        _notice: &mut dyn FnMut(Notice),
+        notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
         let work = match self.scratch() {
@@ -1173,12 +1194,27 @@ impl Surface for Instance {
         let agreed: HashSet<String> = wanted.iter().filter_map(refname).collect();
         let mut present: HashSet<String> = HashSet::new();
         let mut listed: u64 = 0;
+        // This probe's name markers: any other ref in that form is one no
+        // plant with this key made.
+        let tag = format!("runwarden-{}-", ctx.probe_id);
+        let ours: HashSet<&str> = names.iter().map(|(_, t)| t.as_str()).collect();
         let ls = self.remote_stream(dir, &["ls-remote".into(), self.s.url.clone()], |line| {
             listed += 1;
             let Some(tab) = line.iter().position(|b| *b == b'\t') else {
                 return;
             };
             let name = &line[tab + 1..];
+            if !ours.is_empty()
+                && let Some(hex) = marker_hex(name, ctx.probe_id, &tag)
+                && !ours.contains(hex)
+            {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(name),
+                    detail: "a ref named like a marker of this probe, with a nonce no plant with this key made: someone else writes here".into(),
+                    beacon: None,
+                });
+            }
             for (i, t) in &names {
                 if found[*i].is_none() && memchr::memmem::find(name, t.as_bytes()).is_some() {
                     found[*i] = Some(format!(
