@@ -50,15 +50,7 @@ impl Workspace {
     fn node(&self, shim: &Path, node_args: &[&str]) -> Command {
         let mut c = Command::new("node");
         c.args(node_args).arg(shim).current_dir(self.path());
-        for (k, _) in std::env::vars_os() {
-            let k = k.to_string_lossy().into_owned();
-            if ["GITHUB_", "RUNNER_", "ACTIONS_", "INPUT_", "RUNWARDEN_"]
-                .iter()
-                .any(|p| k.starts_with(p))
-            {
-                c.env_remove(&k);
-            }
-        }
+        strip_runner_env(&mut c);
         c.env("GITHUB_WORKSPACE", self.path());
         c
     }

@@ -6,6 +6,7 @@
 
 mod common;
 use common::cachesvc::{CacheService, runtime_token};
+use common::strip_runner_env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -46,15 +47,7 @@ fn client(svc: &CacheService, token: &str, dir: &Path, request: serde_json::Valu
     std::fs::create_dir_all(&tmp).unwrap();
     let mut c = Command::new("node");
     c.arg(script).arg(request.to_string()).current_dir(dir);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if ["GITHUB_", "RUNNER_", "ACTIONS_", "RUNWARDEN_"]
-            .iter()
-            .any(|p| k.starts_with(p))
-        {
-            c.env_remove(&k);
-        }
-    }
+    strip_runner_env(&mut c);
     let out = c
         .env("ACTIONS_CACHE_LIB", client_lib())
         .env("ACTIONS_RESULTS_URL", svc.results_url())

@@ -9,21 +9,27 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The runwarden binary with `GITHUB_*`, `RUNNER_*`, `ACTIONS_*` and
-/// `RUNWARDEN_*` removed from its environment: tests must not depend on (or
+/// The runwarden binary with `GITHUB_*`, `RUNNER_*`, `ACTIONS_*`, `INPUT_*`
+/// and `RUNWARDEN_*` removed from its environment: tests must not depend on (or
 /// leak into) the CI runner they happen to run on.
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_runwarden"));
+    strip_runner_env(&mut c);
+    c
+}
+
+/// Removes `GITHUB_*`, `RUNNER_*`, `ACTIONS_*`, `INPUT_*` and `RUNWARDEN_*`
+/// from what `c` inherits, so a test sets exactly the runner it simulates.
+pub fn strip_runner_env(c: &mut Command) {
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
-        if ["GITHUB_", "RUNNER_", "ACTIONS_", "RUNWARDEN_"]
+        if ["GITHUB_", "RUNNER_", "ACTIONS_", "INPUT_", "RUNWARDEN_"]
             .iter()
             .any(|p| k.starts_with(p))
         {
             c.env_remove(&k);
         }
     }
-    c
 }
 
 pub fn is_root() -> bool {
