@@ -779,13 +779,14 @@ pub fn recover(
             persistence: known,
             detail: String::new(),
         };
-        if s.carrier.name == surface::RUNNER_PERSISTENCE {
-            // Nothing of this probe's to find: the plant here is the scan
-            // for beacons of others.
-            s.evidence.plant = Some(looked(serde_json::json!({ "beacons": true })));
-            continue;
-        }
-        match rs.and_then(|rs| rs.plants.iter().find(|p| p.key == s.key)) {
+        // runner-persistence has nothing of this probe's to find (its
+        // recovery scans for beacons of others): the surface's derived
+        // needle is the whole story, receipt or not.
+        let scan_only = s.carrier.name == surface::RUNNER_PERSISTENCE;
+        let planted = rs
+            .and_then(|rs| rs.plants.iter().find(|p| p.key == s.key))
+            .filter(|_| !scan_only);
+        match planted {
             Some(p) => s.evidence.plant = Some(p.outcome.clone()),
             None => {
                 let ty = surface::by_name(sp.type_name).expect("plan holds known types");
@@ -797,9 +798,11 @@ pub fn recover(
                         } else {
                             "no plant receipt"
                         };
-                        s.note = Some(format!(
-                            "{why}: looked for the marker derived from the probe id and key"
-                        ));
+                        s.note = (!scan_only).then(|| {
+                            format!(
+                                "{why}: looked for the marker derived from the probe id and key"
+                            )
+                        });
                     }
                     Err(why) => {
                         s.evidence.skipped =
