@@ -41,7 +41,7 @@ pub enum Cmd {
     /// probe id). Idempotent.
     Cleanup(CleanupArgs),
     /// Merge reports (one per runner label) into one Markdown table,
-    /// channel by label; exit 1 when any has a FAIL or ERROR.
+    /// channel by label; exit 1 when any report would (FAIL, ERROR, leftovers).
     Merge {
         /// Report files, or directories searched (two levels deep) for
         /// `*.json` reports.
@@ -847,10 +847,12 @@ fn merge(paths: &[PathBuf], format: Format) -> Result<i32, Failure> {
             .and_then(|mut f| f.write_all(table.as_bytes()))
             .map_err(|e| Failure::Other(format!("cannot write $GITHUB_STEP_SUMMARY: {e}")))?;
     }
-    let failing = reports
+    // Each report's own exit code: a FAIL, an ERROR or a leftover.
+    Ok(reports
         .iter()
-        .any(|(_, r)| r.findings.iter().any(|f| f.verdict.fails_run()));
-    Ok(i32::from(failing))
+        .map(|(_, r)| r.exit_code())
+        .max()
+        .unwrap_or(0))
 }
 
 /// Before anything else is printed in an Actions log: the runner then

@@ -32,7 +32,7 @@ fn one_row_per_channel_one_column_per_label_and_hostile_labels_are_inert() {
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(
         lines[0],
-        "## runwarden fleet: 2 of 2 runner labels with open undeclared channels or errors"
+        "## runwarden fleet: 2 of 2 runner labels with open undeclared channels, errors or leftovers"
     );
     let rows: Vec<&str> = lines
         .iter()

@@ -37,12 +37,9 @@ pub fn render(columns: &[Column<'_>]) -> String {
             }
         }
     }
-    let failing = columns
-        .iter()
-        .filter(|c| c.report.findings.iter().any(|f| f.verdict.fails_run()))
-        .count();
+    let failing = columns.iter().filter(|c| c.report.exit_code() != 0).count();
     let mut out = format!(
-        "## runwarden fleet: {} of {} runner labels with open undeclared channels or errors\n\n",
+        "## runwarden fleet: {} of {} runner labels with open undeclared channels, errors or leftovers\n\n",
         failing,
         columns.len()
     );
