@@ -157,16 +157,7 @@ fn runs_get_a_cut_environment_and_sigterm_still_cleans_up() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let p = finish(child.wait_with_output().unwrap(), &report);
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
-    for f in p.report["findings"].as_array().unwrap() {
-        assert_eq!(f["verdict"], "error", "{f}");
-        assert!(
-            f["detail"]
-                .as_str()
-                .unwrap()
-                .contains("interrupted by SIGTERM during run B"),
-            "{f}"
-        );
-    }
+    assert_all_error(&p, "interrupted by SIGTERM during run B");
     assert!(p.stderr.contains("interrupted by SIGTERM"), "{}", p.stderr);
     assert!(
         leftovers(busy.path()).is_empty(),
@@ -192,16 +183,7 @@ fn a_run_that_hangs_is_killed_at_the_timeout() {
     let p = finish(child.wait_with_output().unwrap(), &report);
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(p.code, 1);
-    for f in p.report["findings"].as_array().unwrap() {
-        assert_eq!(f["verdict"], "error", "{f}");
-        assert!(
-            f["detail"]
-                .as_str()
-                .unwrap()
-                .contains("run B timed out after 2s"),
-            "{f}"
-        );
-    }
+    assert_all_error(&p, "run B timed out after 2s");
     assert!(leftovers(busy.path()).is_empty());
     assert!(probe_dirs(work.path()).is_empty());
 }
@@ -273,10 +255,7 @@ fn run_a_killed_mid_plant_leaves_nothing_behind() {
     unsafe { libc::kill(a as i32, libc::SIGKILL) };
     let p = finish(child.wait_with_output().unwrap(), &report);
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
-    for f in p.report["findings"].as_array().unwrap() {
-        assert_eq!(f["verdict"], "error", "{f}");
-        assert!(f["detail"].as_str().unwrap().contains("run A"), "{f}");
-    }
+    assert_all_error(&p, "run A");
     eprintln!("cleanup: {}", p.report["cleanup"]);
     // Whatever A pushed before it died, cleanup removed it; nothing A had
     // only journalled is reported as left.
@@ -287,4 +266,12 @@ fn run_a_killed_mid_plant_leaves_nothing_behind() {
         "{}",
         p.report["cleanup"]
     );
+}
+
+/// Every finding is ERROR, saying `why`.
+fn assert_all_error(p: &Probe, why: &str) {
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["verdict"], "error", "{f}");
+        assert!(f["detail"].as_str().unwrap().contains(why), "{f}");
+    }
 }

@@ -90,11 +90,21 @@ fn a_local_bare_remote_by_path_and_by_file_url() {
 }
 
 fn server(root: &Path) -> GitHttp {
-    server_with(root, true)
+    GitHttp::writer_and_reader(root, true)
 }
 
-fn server_with(root: &Path, protocol_v2: bool) -> GitHttp {
-    GitHttp::writer_and_reader(root, protocol_v2)
+/// Probes `fx` through a smart-HTTP server as `user` (`writer` may push,
+/// `reader` may not); the server lives as long as the returned handle.
+fn probe_over_http(fx: &Remote, user: &str, protocol_v2: bool) -> (GitHttp, Probe) {
+    let srv = GitHttp::writer_and_reader(fx.root.path(), protocol_v2);
+    let password = match user {
+        "writer" => "w-secret-4f1c9a",
+        _ => "r-secret-77d2e0",
+    };
+    let work = tempfile::tempdir().unwrap();
+    let url = srv.url(user, password, "remote.git");
+    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    (srv, p)
 }
 
 fn assert_no_secret(p: &Probe, secrets: &[&str]) {
@@ -113,11 +123,7 @@ fn assert_no_secret(p: &Probe, secrets: &[&str]) {
 #[test]
 fn smart_http_with_a_writer_counts_its_round_trips() {
     let fx = Remote::new();
-    let root = fx.root.path();
-    let srv = server(root);
-    let work = tempfile::tempdir().unwrap();
-    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
-    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    let (srv, p) = probe_over_http(&fx, "writer", true);
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
     assert_open(&p, "origin");
     fx.unchanged();
@@ -174,11 +180,7 @@ fn smart_http_with_a_writer_counts_its_round_trips() {
 #[test]
 fn smart_http_with_a_read_only_user_is_pass_on_every_write_carrier() {
     let fx = Remote::new();
-    let root = fx.root.path();
-    let srv = server(root);
-    let work = tempfile::tempdir().unwrap();
-    let url = srv.url("reader", "r-secret-77d2e0", "remote.git");
-    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    let (_srv, p) = probe_over_http(&fx, "reader", true);
     assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
     for c in WRITE_CARRIERS {
         let f = p.finding(&format!("origin:{c}"));
@@ -709,10 +711,7 @@ fn a_local_remote_of_another_user_is_read_by_run_b_as_that_user() {
 #[test]
 fn a_server_that_refuses_unadvertised_objects_closes_unreachable_object() {
     let fx = Remote::new();
-    let srv = server_with(fx.root.path(), false);
-    let work = tempfile::tempdir().unwrap();
-    let url = srv.url("writer", "w-secret-4f1c9a", "remote.git");
-    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    let (_srv, p) = probe_over_http(&fx, "writer", false);
     let f = p.finding("origin:unreachable-object");
     assert_eq!(f["verdict"], "pass", "{f}");
     assert_eq!(f["control"], "recovered");
