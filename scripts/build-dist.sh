@@ -5,10 +5,11 @@
 # docs/releasing.md), not on every commit: the binary is large.
 #
 # Static glibc (crt-static): musl would need a toolchain target this
-# project's machines cannot fetch. runwarden resolves no names and reads no
-# user database (git does its own networking in its own process), so the
-# NSS hazard of a static glibc does not apply; getrandom uses the syscall
-# (no /dev/urandom), so a probe runs in an empty chroot.
+# project's machines cannot fetch. Name resolution (the actions-cache
+# surface) uses glibc's built-in `files` and `dns` services, which need no
+# dlopen since glibc 2.34; other NSS modules are not loaded (see
+# docs/releasing.md). getrandom uses the syscall (no /dev/urandom), so a
+# probe of local surfaces runs in an empty chroot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${TARGET:-x86_64-unknown-linux-gnu}"

@@ -258,8 +258,7 @@ fn load_plan(found: &Found) -> Result<Plan, Failure> {
             (crate::discover::render(&d), source)
         }
     };
-    let plan = plan::build(&text, source, &|name: &str| std::env::var_os(name))
-        .map_err(Failure::Config)?;
+    let plan = plan::build(&text, source, &config_env).map_err(Failure::Config)?;
     if let Some(d) = &plan.source.discovered {
         let names: Vec<&str> = plan.surfaces.iter().map(|s| s.name.as_str()).collect();
         note(&format!(
@@ -342,6 +341,19 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
 
 /// Environment variables whose values are credentials: masked in the
 /// Actions log before runwarden prints anything else.
+/// The environment a config sees. The action's `github-token` input (the
+/// job's GITHUB_TOKEN by default) stands in for an unset GITHUB_TOKEN: a
+/// node action gets the token only as an input, and the actions-cache
+/// surface lists and deletes entries with it.
+fn config_env(name: &str) -> Option<std::ffi::OsString> {
+    let set = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
+    set(name).or_else(|| {
+        (name == "GITHUB_TOKEN")
+            .then(|| set("INPUT_GITHUB-TOKEN"))
+            .flatten()
+    })
+}
+
 fn secret_env() -> Vec<String> {
     let secretive = |k: &str| {
         let k = k.to_ascii_uppercase();

@@ -5,7 +5,8 @@
 //! workspace's git config): it plants nothing. Paths are written literally
 //! (not as `${VAR}`) so the config validates wherever it is checked. A git
 //! remote is proposed live only in CI: outside CI runwarden never writes to
-//! a remote unless the operator uncomments it.
+//! a remote unless the operator uncomments it. The Actions cache is proposed
+//! only in CI, when the step holds a token that reaches it.
 
 use crate::git::Git;
 use std::ffi::OsStr;
@@ -224,14 +225,24 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
         }
     }
 
-    if var("ACTIONS_RESULTS_URL").is_some()
-        && (var("ACTIONS_RUNTIME_TOKEN").is_some()
-            || var("ACTIONS_ID_TOKEN_REQUEST_TOKEN").is_some())
-    {
-        notes.push("the Actions cache service is reachable with a token in this environment: any step holding it can write cache entries a later run restores (no surface type for it yet)".into());
-    }
-    if var("ACTIONS_ID_TOKEN_REQUEST_TOKEN").is_some() {
-        notes.push("an OIDC request token is present (id-token: write): a run step holding it can also use the cache service".into());
+    // The Actions cache: offered when this step holds a token that reaches
+    // it. The surface reads the token, URLs and repository from the same
+    // variables, so the entry needs no keys.
+    let runtime = var("ACTIONS_RUNTIME_TOKEN").is_some();
+    let id_token = var("ACTIONS_ID_TOKEN_REQUEST_TOKEN").is_some();
+    if in_actions && (runtime || id_token) {
+        let how = if runtime {
+            "this step holds the runtime token (ACTIONS_RUNTIME_TOKEN)"
+        } else {
+            "this step holds the id-token request token (id-token: write), which reaches the cache service too"
+        };
+        surfaces.push(Candidate {
+            why: format!(
+                "the repository's Actions cache: {how}; any step holding it can write entries a later run restores"
+            ),
+            entry: "  - name: actions-cache\n    type: actions-cache\n".into(),
+            skipped: None,
+        });
     }
     if Path::new("/var/run/docker.sock").exists() {
         notes.push("a Docker socket exists (/var/run/docker.sock): images, volumes and containers outlive jobs (no surface type for it yet)".into());

@@ -16,7 +16,7 @@ use crate::plan::{Declaration, Location, Plan};
 use crate::receipt::{self, Receipt, ReceiptPlant, ReceiptSurface};
 use crate::report::{
     self, Cleanup, CrossJob, Finding, KeyKind, Leftover, Mode, NoticeRecord, Report, Runs, Summary,
-    Tool,
+    SurfaceFacts, Tool,
 };
 use crate::surface::{
     self, CleanupOutcome, JobScope, Notice, NoticeKind, PlantJob, PlantOutcome, RecoverOutcome,
@@ -218,6 +218,9 @@ enum Nonces {
 /// Every instance and slot of one plan.
 struct Setup {
     insts: Vec<Inst>,
+    /// What the controls need alive (loopback services) until the probe
+    /// ends.
+    _keep: Vec<Box<dyn std::any::Any>>,
     slots: Vec<Slot>,
 }
 
@@ -250,6 +253,7 @@ fn setup(
     let control_beacon = opts.key.beacon(&control_probe_id(probe_id), &now, origin);
     let mut insts: Vec<Inst> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
+    let mut keep = Vec::new();
     for (i, sp) in plan.surfaces.iter().enumerate() {
         let ty = surface::by_name(sp.type_name).expect("plan holds known types");
         let real = ty.open(&sp.settings);
@@ -323,7 +327,9 @@ fn setup(
                 settings: sp.settings.clone(),
                 opened: real,
             });
-            if let Some(Ok(cs)) = control_settings {
+            if let Some(Ok(c)) = control_settings {
+                let cs = c.settings;
+                keep.extend(c.keep);
                 let control = ty.open(&cs).ok();
                 insts.push(Inst {
                     surface: i,
@@ -335,7 +341,11 @@ fn setup(
             }
         }
     }
-    Ok(Setup { insts, slots })
+    Ok(Setup {
+        insts,
+        slots,
+        _keep: keep,
+    })
 }
 
 fn active(s: &Slot) -> bool {
@@ -489,6 +499,19 @@ impl<'a> Runner<'a> {
             runs: self.runs.clone(),
             key: KeyKind::of(&self.opts.key),
             cross_job: None,
+            surfaces: plan
+                .surfaces
+                .iter()
+                .filter_map(|sp| {
+                    let ty = surface::by_name(sp.type_name)?;
+                    let facts = ty.facts(&sp.settings);
+                    (!facts.is_empty()).then(|| SurfaceFacts {
+                        surface: sp.name.clone(),
+                        surface_type: ty.name().into(),
+                        facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    })
+                })
+                .collect(),
             summary: Summary::default(),
             findings: vec![],
             notices: vec![],

@@ -108,6 +108,19 @@ impl Key {
         Nonce(n)
     }
 
+    /// A 64-bit tag (16 hex digits) over `name` for `probe_id`: a name that
+    /// carries it was made by a holder of the key, so cleanup may take it
+    /// for a plant even when the nonce it holds was random.
+    pub fn name_tag(&self, probe_id: &str, name: &str) -> String {
+        let msg = format!("runwarden-name/1\0{probe_id}\0{name}");
+        to_hex(&hmac_sha256(&self.for_probe(probe_id), msg.as_bytes())[..8])
+    }
+
+    /// Whether `tag` is [`Key::name_tag`] of `name` (in constant time).
+    pub fn check_name_tag(&self, probe_id: &str, name: &str, tag: &str) -> bool {
+        same(self.name_tag(probe_id, name).as_bytes(), tag.as_bytes())
+    }
+
     /// What the child runs get to verify beacons: the configured key only
     /// (the derived default is recomputed from each beacon's probe id).
     pub fn configured_hex(&self) -> Option<String> {

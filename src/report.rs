@@ -33,6 +33,11 @@ pub struct Report {
     /// For `recover`: the plant it looked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_job: Option<CrossJob>,
+    /// What surfaces say about how they were reached: which credential,
+    /// what it claims (never its value). Only surfaces with something to
+    /// say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub surfaces: Vec<SurfaceFacts>,
     pub summary: Summary,
     pub findings: Vec<Finding>,
     /// Beacons of other probes and markers that do not verify, seen by run
@@ -69,6 +74,16 @@ impl KeyKind {
             KeyKind::DerivedDefault
         }
     }
+}
+
+/// One surface's facts, e.g. `runtime-token: ACTIONS_RUNTIME_TOKEN`,
+/// `scopes: "refs/heads/main" (read, write)`. Values are escaped.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SurfaceFacts {
+    pub surface: String,
+    #[serde(rename = "type")]
+    pub surface_type: String,
+    pub facts: std::collections::BTreeMap<String, String>,
 }
 
 /// What a `recover` knew of the plant it looked for.

@@ -111,6 +111,56 @@ fn the_shim_runs_the_action_with_inputs_outputs_and_summary() {
 }
 
 #[test]
+fn the_action_reaches_the_cache_with_its_runtime_token_and_github_token_input() {
+    let svc = runwarden::cache_server::CacheServer::start().unwrap();
+    let token = svc.runtime_token(&[("refs/heads/main", 3)]);
+    let api = svc.api_token(true);
+    let ws = Workspace::new();
+    std::fs::write(
+        ws.path().join("cache.yml"),
+        "version: 1\nsurfaces:\n  - name: cache\n    type: actions-cache\n",
+    )
+    .unwrap();
+    // What a node action gets: the runtime token and results URL in its
+    // environment, GITHUB_TOKEN only as the `github-token` input.
+    let mut c = ws.node(&shim(), &[]);
+    c.env("GITHUB_OUTPUT", ws.path().join("out.txt"))
+        .env("GITHUB_STEP_SUMMARY", ws.path().join("summary.md"))
+        .env("GITHUB_ACTIONS", "true")
+        .env("ACTIONS_RUNTIME_TOKEN", &token)
+        .env("ACTIONS_RESULTS_URL", svc.results_url())
+        .env("GITHUB_API_URL", svc.api_url())
+        .env("GITHUB_REPOSITORY", "octo/repo")
+        .env("INPUT_BINARY", our_binary())
+        .env("INPUT_CONFIG", "cache.yml")
+        .env("INPUT_GITHUB-TOKEN", &api)
+        // Binds cache clients only: the carriers stay open, and the
+        // summary says the mode was set.
+        .env("ACTIONS_CACHE_MODE", "read");
+    let out = c.output().unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(ws.read("out.txt").contains("\n4\n"), "four open: {text}");
+    let summary = ws.read("summary.md");
+    assert!(summary.contains("api-token GITHUB&#95;TOKEN"), "{summary}");
+    assert!(summary.contains("cache-mode &quot;read&quot;"), "{summary}");
+    assert!(svc.entries().is_empty(), "the plants are deleted");
+    // The tokens are masked before anything else and never printed.
+    let first = text.lines().next().unwrap_or("");
+    assert!(first.starts_with("::add-mask::"), "{text}");
+    let unmasked: String = text
+        .lines()
+        .filter(|l| !l.starts_with("::add-mask::"))
+        .collect();
+    for secret in [&token, &api] {
+        assert!(!unmasked.contains(secret.as_str()), "{text}");
+        assert!(!summary.contains(secret.as_str()));
+        assert!(!ws.read("runwarden-report.json").contains(secret.as_str()));
+        assert!(!ws.read("runwarden.sarif").contains(secret.as_str()));
+    }
+}
+
+#[test]
 fn inputs_turn_annotations_summary_and_failing_off() {
     let ws = Workspace::new();
     let inputs = [
@@ -282,6 +332,7 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "binary",
             "config",
             "fail-on",
+            "github-token",
             "key",
             "label",
             "mode",
@@ -293,9 +344,14 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "summary"
         ]
     );
-    // Every input but the shim's `binary` is read by `runwarden action`.
+    // Every input but the shim's `binary` is read by `runwarden action`;
+    // `github-token` as the config's GITHUB_TOKEN.
     let cli = std::fs::read_to_string(root.join("src/cli.rs")).unwrap();
-    for name in inputs.iter().filter(|n| **n != "binary") {
+    assert!(cli.contains("set(\"INPUT_GITHUB-TOKEN\")"));
+    for name in inputs
+        .iter()
+        .filter(|n| !["binary", "github-token"].contains(n))
+    {
         assert!(
             cli.contains(&format!("input(\"{name}\"")),
             "input {name} is never read"

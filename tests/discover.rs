@@ -157,12 +157,10 @@ fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
     assert!(!bare.contains("\n  - name: origin"), "{bare}");
     assert_valid(&bare);
     leave_checkout_credential(&ws);
+    // The Actions cache, reached with the id-token request token.
     assert!(
-        out.contains("# Note: the Actions cache service is reachable"),
-        "{out}"
-    );
-    assert!(
-        out.contains("# Note: an OIDC request token is present"),
+        out.contains("holds the id-token request token (id-token: write)")
+            && out.contains("  - name: actions-cache\n    type: actions-cache\n"),
         "{out}"
     );
     assert!(

@@ -243,6 +243,20 @@ fn context(report: &Report) -> String {
             d.skipped.len()
         );
     }
+    for sf in &report.surfaces {
+        let facts: Vec<String> = sf
+            .facts
+            .iter()
+            .map(|(k, v)| format!("{k} {}", cell(v)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "Surface {} ({}): {}.\n",
+            cell(&sf.surface),
+            cell(&sf.surface_type),
+            facts.join("; ")
+        );
+    }
     if let Some(cj) = &report.cross_job {
         let _ = match (&cj.receipt, &cj.plant_origin) {
             (Some(_), Some(origin)) => writeln!(

@@ -138,6 +138,16 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(out, "skipped: {}", escape::line(s));
         }
     }
+    for sf in &report.surfaces {
+        let facts: Vec<String> = sf.facts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(
+            out,
+            "{} ({}): {}",
+            escape::line(&sf.surface),
+            escape::line(&sf.surface_type),
+            escape::line(&facts.join("; "))
+        );
+    }
     if let Some(cj) = &report.cross_job {
         let _ = match &cj.receipt {
             Some(path) => writeln!(

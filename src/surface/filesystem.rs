@@ -11,8 +11,8 @@
 //! FIFOs, sockets and devices are never opened; symlinks are never followed.
 
 use super::{
-    Carrier, CleanupOutcome, JobScope, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
-    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -142,14 +142,16 @@ impl SurfaceType for Filesystem {
         .expect("settings serialize"))
     }
 
-    fn control(&self, settings: &Value, dir: &Path) -> Result<Value, String> {
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, String> {
         let s = parse(settings)?;
         make_open_dir(dir).map_err(|e| format!("cannot create control directory: {e}"))?;
         let control = Settings {
             path: dir.to_path_buf(),
             content_reads: s.content_reads,
         };
-        Ok(serde_json::to_value(control).expect("settings serialize"))
+        Ok(Control::settings(
+            serde_json::to_value(control).expect("settings serialize"),
+        ))
     }
 
     fn derive_needle(

@@ -16,8 +16,8 @@
 //! entry.
 
 use super::{
-    Carrier, CleanupOutcome, JobScope, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -304,7 +304,7 @@ impl SurfaceType for GitRemote {
         Ok(serde_json::to_value(settings).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, dir: &Path) -> Result<Value, String> {
+    fn control(&self, _settings: &Value, dir: &Path) -> Result<Control, String> {
         let git = Git::new(vec![], None, GIT_TIMEOUT, "");
         let args: [&OsStr; 4] = [
             "init".as_ref(),
@@ -328,7 +328,9 @@ impl SurfaceType for GitRemote {
             ssh: false,
             control: true,
         };
-        Ok(serde_json::to_value(control).expect("settings serialize"))
+        Ok(Control::settings(
+            serde_json::to_value(control).expect("settings serialize"),
+        ))
     }
 
     fn derive_needle(

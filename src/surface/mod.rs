@@ -7,6 +7,7 @@
 //! that plant, recover and clean up ([`Surface`]). Surfaces report outcomes;
 //! they never format output and never decide verdicts ([`crate::verdict`]).
 
+pub mod actions_cache;
 pub mod filesystem;
 pub mod git_remote;
 
@@ -18,7 +19,11 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
-pub static REGISTRY: &[&dyn SurfaceType] = &[&filesystem::Filesystem, &git_remote::GitRemote];
+pub static REGISTRY: &[&dyn SurfaceType] = &[
+    &filesystem::Filesystem,
+    &git_remote::GitRemote,
+    &actions_cache::ActionsCache,
+];
 
 /// Finds a surface type by its config name.
 pub fn by_name(name: &str) -> Option<&'static dyn SurfaceType> {
@@ -85,10 +90,15 @@ pub trait SurfaceType: Sync {
     /// every later step receives (serialized, so runs A and B get them too).
     fn validate(&self, opts: Options<'_>) -> Result<Value, ConfigError>;
     /// Makes a control instance under `dir` (a fresh directory the probe
-    /// owns) that is known to be open, and returns its settings. The same
-    /// plant and recovery code runs on it; a PASS counts only if the control
-    /// was recovered.
-    fn control(&self, settings: &Value, dir: &Path) -> Result<Value, String>;
+    /// owns) that is known to be open. The same plant and recovery code
+    /// runs on it; a PASS counts only if the control was recovered.
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, String>;
+    /// What the report should say about an instance besides its carriers:
+    /// which credential it uses and what that credential claims, by name
+    /// and claim, never its value. Already escaped.
+    fn facts(&self, _settings: &Value) -> Vec<(&'static str, String)> {
+        vec![]
+    }
     /// Opens an instance from settings `validate` or `control` produced.
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String>;
     /// The needle a plant of `carrier` with `nonce` would report, computed
@@ -105,6 +115,23 @@ pub trait SurfaceType: Sync {
         Err(format!(
             "the {carrier} needle depends on what the plant stored"
         ))
+    }
+}
+
+/// A control instance: its settings, and whatever must stay alive while
+/// the probe runs (a loopback service), dropped when the probe ends.
+pub struct Control {
+    pub settings: Value,
+    pub keep: Option<Box<dyn std::any::Any>>,
+}
+
+impl Control {
+    /// A control that is only settings (a directory, a local repository).
+    pub fn settings(settings: Value) -> Control {
+        Control {
+            settings,
+            keep: None,
+        }
     }
 }
 

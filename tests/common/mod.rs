@@ -2,7 +2,6 @@
 //! clean environment, mount real filesystems, read reports.
 #![allow(dead_code)]
 
-pub mod cachesvc;
 pub mod githttp;
 
 use serde_json::Value;
@@ -305,6 +304,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         },
         key: KeyKind::DerivedDefault,
         cross_job: None,
+        surfaces: vec![],
         summary: Summary::of(&findings),
         findings,
         notices: vec![],

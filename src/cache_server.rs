@@ -1,18 +1,25 @@
-//! A loopback stand-in for GitHub's Actions cache service (v2), for tests:
-//! the Twirp JSON API the runtime token reaches
-//! (`/twirp/github.actions.results.api.v1.CacheService/<Method>`), signed
-//! blob URLs with Azure Put Blob semantics for the archive, and the REST
-//! API's cache listing and deletion (`/repos/{o}/{r}/actions/caches`).
+//! A loopback Actions cache service (v2): the known-open control instance
+//! of the `actions-cache` surface, and the tests' stand-in for GitHub's.
 //!
-//! It follows the documented protocol and GitHub's scope rules (see
-//! ../shared/reference/github-actions-facts.md): the runtime token is a JWT
-//! whose `ac` claim lists scopes with permissions (1 read, 2 write, 3
-//! both); a write goes to the first writable scope, and a token with none
-//! gets `ok: false` with `cache write denied: …`; a lookup searches the
-//! readable scopes in order (exact key and version, then the key as a
-//! prefix, then each restore key as a prefix, newest first); entries are
-//! immutable. `tests/cachesvc.rs` proves it against the real client, npm
-//! `@actions/cache`, before anything of runwarden's is tested against it.
+//! It speaks the documented protocol (see
+//! ../shared/reference/github-actions-facts.md): the Twirp JSON API the
+//! runtime token reaches (`/twirp/github.actions.results.api.v1.CacheService/
+//! <Method>`), signed blob URLs with Azure Put Blob semantics for the
+//! archive, and the REST API's cache listing and deletion
+//! (`/api/repos/{o}/{r}/actions/caches`). It follows GitHub's scope rules:
+//! the runtime token is a JWT whose `ac` claim lists scopes with
+//! permissions (1 read, 2 write, 3 both); a write goes to the first
+//! writable scope, and a token with none gets `ok: false` with `cache write
+//! denied: …`; a lookup searches the readable scopes in order (exact key
+//! and version, then the key as a prefix, then each restore key as a
+//! prefix, newest first); entries are immutable.
+//!
+//! `tests/cache_server.rs` proves it against the real client, npm
+//! `@actions/cache`, so the control runs the same protocol the real service
+//! does. It accepts only tokens it minted ([`CacheServer::runtime_token`],
+//! [`CacheServer::api_token`]) and signed URLs it signed, each with a fresh
+//! random secret: another local process cannot write into a probe's
+//! control.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -45,16 +52,18 @@ pub struct State {
     /// The signature every signed URL carries (a credential: tests check
     /// it never appears in any output).
     pub sig: String,
+    /// The signature part of every runtime token this server minted.
+    token_sig: String,
 }
 
-pub struct CacheService {
+pub struct CacheServer {
     pub port: u16,
     pub state: Arc<Mutex<State>>,
     server: Arc<tiny_http::Server>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Drop for CacheService {
+impl Drop for CacheServer {
     fn drop(&mut self) {
         self.server.unblock();
         if let Some(t) = self.thread.take() {
@@ -103,29 +112,10 @@ fn b64url_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A runtime token whose `ac` claim grants these scopes: (ref, permission)
-/// with 1 read, 2 write, 3 read and write. Unsigned: the stand-in trusts
-/// its own tokens, as the real service trusts the runner's.
-pub fn runtime_token(scopes: &[(&str, u8)]) -> String {
-    let ac: Vec<serde_json::Value> = scopes
-        .iter()
-        .map(|(s, p)| serde_json::json!({ "Scope": s, "Permission": p }))
-        .collect();
-    let claims = serde_json::json!({
-        "ac": serde_json::to_string(&ac).unwrap(),
-        "iss": "stand-in",
-        "scp": "Actions.Results",
-    });
-    format!(
-        "{}.{}.c2lnbmF0dXJl",
-        b64url(br#"{"alg":"RS256","typ":"JWT"}"#),
-        b64url(claims.to_string().as_bytes())
-    )
-}
-
-/// The scopes of a bearer token: (ref, permission), in order.
-fn scopes(auth: &str) -> Option<Vec<(String, u8)>> {
-    let token = auth.strip_prefix("Bearer ")?;
+/// The scopes a runtime token claims, (ref, permission) in order, read from
+/// its `ac` claim without verifying it (runwarden reports them; only the
+/// service can verify). `None` when it is not such a token.
+pub fn jwt_scopes(token: &str) -> Option<Vec<(String, u8)>> {
     let payload = b64url_decode(token.split('.').nth(1)?)?;
     let claims: serde_json::Value = serde_json::from_slice(&payload).ok()?;
     let ac: Vec<serde_json::Value> = serde_json::from_str(claims["ac"].as_str()?).ok()?;
@@ -141,15 +131,34 @@ fn scopes(auth: &str) -> Option<Vec<(String, u8)>> {
     )
 }
 
-impl CacheService {
-    pub fn start() -> CacheService {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
+/// The scopes of a bearer token this server minted.
+fn scopes(auth: &str, token_sig: &str) -> Option<Vec<(String, u8)>> {
+    let token = auth.strip_prefix("Bearer ")?;
+    if token.rsplit('.').next() != Some(token_sig) {
+        return None;
+    }
+    jwt_scopes(token)
+}
+
+impl CacheServer {
+    /// Starts serving on a fresh loopback port until dropped.
+    pub fn start() -> Result<CacheServer, String> {
+        let server = tiny_http::Server::http("127.0.0.1:0")
+            .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+        let server = Arc::new(server);
+        let port = server
+            .server_addr()
+            .to_ip()
+            .map(|a| a.port())
+            .ok_or("the loopback listener has no port")?;
+        let secret = || {
+            crate::nonce::Nonce::generate()
+                .map(|n| n.hex())
+                .map_err(|e| format!("no randomness: {e}"))
+        };
         let state = Arc::new(Mutex::new(State {
-            sig: format!(
-                "sig-{:x}",
-                std::process::id() as u64 * 7919 + u64::from(port)
-            ),
+            sig: secret()?,
+            token_sig: secret()?,
             ..State::default()
         }));
         let (srv, st) = (server.clone(), state.clone());
@@ -158,12 +167,50 @@ impl CacheService {
                 serve(req, &st, port);
             }
         });
-        CacheService {
+        Ok(CacheServer {
             port,
             state,
             server,
             thread: Some(thread),
-        }
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// A runtime token whose `ac` claim grants these scopes: (ref,
+    /// permission) with 1 read, 2 write, 3 read and write. Its signature is
+    /// this server's secret: the server trusts its own tokens, as the real
+    /// service trusts the runner's.
+    pub fn runtime_token(&self, scopes: &[(&str, u8)]) -> String {
+        let ac: Vec<serde_json::Value> = scopes
+            .iter()
+            .map(|(s, p)| serde_json::json!({ "Scope": s, "Permission": p }))
+            .collect();
+        let claims = serde_json::json!({
+            "ac": serde_json::Value::Array(ac).to_string(),
+            "iss": "runwarden-cache-server",
+            "scp": "Actions.Results",
+        });
+        format!(
+            "{}.{}.{}",
+            b64url(br#"{"alg":"RS256","typ":"JWT"}"#),
+            b64url(claims.to_string().as_bytes()),
+            self.lock().token_sig
+        )
+    }
+
+    /// A fresh REST API token; `can_delete` is actions: write.
+    pub fn api_token(&self, can_delete: bool) -> String {
+        let token = format!(
+            "ghs_{}",
+            crate::nonce::Nonce::generate()
+                .map(|n| n.hex())
+                .unwrap_or_else(|_| format!("fallback{}", self.port))
+        );
+        self.lock().api_tokens.insert(token.clone(), can_delete);
+        token
     }
 
     /// `ACTIONS_RESULTS_URL` for this service.
@@ -178,7 +225,7 @@ impl CacheService {
 
     /// Adds a finalized entry directly (foreign entries for tests).
     pub fn add(&self, key: &str, version: &str, scope: &str, data: &[u8]) {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.lock();
         st.next += 1;
         let id = st.next;
         st.entries.push(Entry {
@@ -194,14 +241,22 @@ impl CacheService {
     }
 
     pub fn entries(&self) -> Vec<Entry> {
-        self.state.lock().unwrap().entries.clone()
+        self.lock().entries.clone()
     }
+}
+
+/// A poisoned lock still holds consistent entries (every change is one
+/// push or retain): serve on.
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn respond(req: tiny_http::Request, status: u16, body: Vec<u8>, headers: &[(&str, &str)]) {
     let mut resp = tiny_http::Response::from_data(body).with_status_code(status);
     for (k, v) in headers {
-        resp.add_header(tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap());
+        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+            resp.add_header(h);
+        }
     }
     let _ = req.respond(resp);
 }
@@ -269,12 +324,12 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     let url = req.url().to_string();
     let mut body = Vec::new();
     let _ = req.as_reader().read_to_end(&mut body);
-    let mut st = state.lock().unwrap();
+    let mut st = lock(state);
     st.log.push((method.clone(), url.clone(), auth.clone()));
     let path = url.split('?').next().unwrap_or("").to_string();
 
     if let Some(rpc) = path.strip_prefix(TWIRP) {
-        let Some(scopes) = scopes(&auth) else {
+        let Some(scopes) = scopes(&auth, &st.token_sig) else {
             drop(st);
             return json(
                 req,

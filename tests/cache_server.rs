@@ -1,12 +1,13 @@
-//! The Actions cache stand-in (tests/common/cachesvc.rs) proven against the
+//! The loopback Actions cache service (src/cache_server.rs: the
+//! actions-cache control, and the tests' stand-in for GitHub's) proven against the
 //! real client, npm `@actions/cache`: save and restore through the Twirp
 //! API and signed blob URLs, restore through a prefix key, a read-only
 //! token refused, and the branch scope rules. Only a stand-in that passes
 //! these may be used to test runwarden's own client.
 
 mod common;
-use common::cachesvc::{CacheService, runtime_token};
 use common::strip_runner_env;
+use runwarden::cache_server::CacheServer;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,7 +42,7 @@ struct Client {
 }
 
 /// Runs the real client once, as a step holding `token` would.
-fn client(svc: &CacheService, token: &str, dir: &Path, request: serde_json::Value) -> Client {
+fn client(svc: &CacheServer, token: &str, dir: &Path, request: serde_json::Value) -> Client {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/actions-cache-client.mjs");
     let tmp = dir.join("runner-temp");
     std::fs::create_dir_all(&tmp).unwrap();
@@ -66,7 +67,7 @@ fn client(svc: &CacheService, token: &str, dir: &Path, request: serde_json::Valu
     }
 }
 
-fn save(svc: &CacheService, token: &str, dir: &Path, key: &str, content: &str) -> Client {
+fn save(svc: &CacheServer, token: &str, dir: &Path, key: &str, content: &str) -> Client {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     std::fs::write(dir.join("data/payload.txt"), content).unwrap();
     client(
@@ -79,7 +80,7 @@ fn save(svc: &CacheService, token: &str, dir: &Path, key: &str, content: &str) -
 
 /// Restores into an empty `data` and returns (matched key, content).
 fn restore(
-    svc: &CacheService,
+    svc: &CacheServer,
     token: &str,
     dir: &Path,
     key: &str,
@@ -102,9 +103,9 @@ const MAIN_RW: &[(&str, u8)] = &[("refs/heads/main", 3)];
 
 #[test]
 fn the_real_client_saves_and_restores_exactly_and_by_prefix() {
-    let svc = CacheService::start();
+    let svc = CacheServer::start().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let token = runtime_token(MAIN_RW);
+    let token = svc.runtime_token(MAIN_RW);
     let s = save(
         &svc,
         &token,
@@ -134,18 +135,18 @@ fn the_real_client_saves_and_restores_exactly_and_by_prefix() {
 
 #[test]
 fn a_read_only_token_is_refused_and_scopes_hold() {
-    let svc = CacheService::start();
+    let svc = CacheServer::start().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let read_only = runtime_token(&[("refs/heads/main", 1)]);
+    let read_only = svc.runtime_token(&[("refs/heads/main", 1)]);
     let s = save(&svc, &read_only, work.path(), "ro-key", "x\n");
     assert_eq!(s.result["cacheId"], -1, "{}", s.out);
     assert!(s.out.contains("cache write denied"), "{}", s.out);
     assert!(svc.entries().is_empty());
 
     // Written on the default branch: restorable from a pull request.
-    let main = runtime_token(MAIN_RW);
+    let main = svc.runtime_token(MAIN_RW);
     save(&svc, &main, work.path(), "shared-1", "from main\n");
-    let pr1 = runtime_token(&[("refs/pull/1/merge", 3), ("refs/heads/main", 1)]);
+    let pr1 = svc.runtime_token(&[("refs/pull/1/merge", 3), ("refs/heads/main", 1)]);
     let (matched, content) = restore(&svc, &pr1, work.path(), "shared-1", &[]);
     assert_eq!(matched.as_deref(), Some("shared-1"));
     assert_eq!(content.as_deref(), Some("from main\n"));
@@ -160,11 +161,11 @@ fn a_read_only_token_is_refused_and_scopes_hold() {
     assert_eq!(e.scope, "refs/pull/1/merge");
     let (matched, _) = restore(&svc, &pr1, work.path(), "pr-only", &[]);
     assert_eq!(matched.as_deref(), Some("pr-only"));
-    let pr2 = runtime_token(&[("refs/pull/2/merge", 3), ("refs/heads/main", 1)]);
+    let pr2 = svc.runtime_token(&[("refs/pull/2/merge", 3), ("refs/heads/main", 1)]);
     let (matched, _) = restore(&svc, &pr2, work.path(), "pr-only", &[]);
     assert_eq!(matched, None);
     // A token with no scope to read is refused by the service.
-    let write_only = runtime_token(&[("refs/heads/main", 2)]);
+    let write_only = svc.runtime_token(&[("refs/heads/main", 2)]);
     let c = client(
         &svc,
         &write_only,
@@ -176,16 +177,12 @@ fn a_read_only_token_is_refused_and_scopes_hold() {
 
 #[test]
 fn the_rest_side_lists_pages_and_deletes_only_with_actions_write() {
-    let svc = CacheService::start();
+    let svc = CacheServer::start().unwrap();
     for i in 0..150 {
         svc.add(&format!("foreign-{i}"), "v1", "refs/heads/main", b"x");
     }
     svc.add("mine", "v1", "refs/heads/feature", b"y");
-    {
-        let mut st = svc.state.lock().unwrap();
-        st.api_tokens.insert("read-token".into(), false);
-        st.api_tokens.insert("write-token".into(), true);
-    }
+    let (read_token, write_token) = (svc.api_token(false), svc.api_token(true));
     let curl = |method: &str, path: &str, token: &str| -> (u16, String) {
         let out = Command::new("curl")
             .args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method, "-H"])
@@ -197,20 +194,20 @@ fn the_rest_side_lists_pages_and_deletes_only_with_actions_write() {
         let (body, code) = text.rsplit_once('\n').unwrap();
         (code.parse().unwrap(), body.to_string())
     };
-    let (code, body) = curl("GET", "?per_page=100&page=2", "read-token");
+    let (code, body) = curl("GET", "?per_page=100&page=2", &read_token);
     assert_eq!(code, 200);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["total_count"], 151);
     assert_eq!(v["actions_caches"].as_array().unwrap().len(), 51);
-    let (_, body) = curl("GET", "?key=mi&ref=refs/heads/feature", "read-token");
+    let (_, body) = curl("GET", "?key=mi&ref=refs/heads/feature", &read_token);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["actions_caches"][0]["key"], "mine");
     assert_eq!(curl("GET", "", "nobody").0, 401);
-    assert_eq!(curl("DELETE", "?key=mine", "read-token").0, 403);
+    assert_eq!(curl("DELETE", "?key=mine", &read_token).0, 403);
     assert_eq!(
-        curl("DELETE", "?key=mine&ref=refs/heads/feature", "write-token").0,
+        curl("DELETE", "?key=mine&ref=refs/heads/feature", &write_token).0,
         204
     );
     assert_eq!(svc.entries().len(), 150);
-    assert_eq!(curl("DELETE", "?key=mine", "write-token").0, 404);
+    assert_eq!(curl("DELETE", "?key=mine", &write_token).0, 404);
 }

@@ -1,0 +1,296 @@
+//! A small blocking HTTP client for surfaces that speak HTTP (the Actions
+//! cache's Twirp API and signed blob URLs, GitHub's REST API).
+//!
+//! It drives octocrab's client (rustls, the OS's root certificates) on a
+//! current-thread runtime of its own, because surfaces are synchronous.
+//! Every call is bounded: connect, read and write timeouts, a deadline for
+//! the whole exchange, and at most [`ATTEMPTS`] tries, retried only when the
+//! server could not have acted (no connection) or said so (429, 502, 503,
+//! 504).
+//!
+//! Secrets: octocrab is built without credentials, so it attaches none on
+//! its own; each request carries exactly the headers its caller gives, and
+//! credential headers are marked sensitive. Errors never quote a URL (a
+//! signed URL is a credential) or a header: they say what broke in words
+//! taken from the error chain, with every string the caller names as
+//! secret removed.
+
+use http_body_util::BodyExt;
+use octocrab::Octocrab;
+use std::time::Duration;
+
+/// Tries per call, the first included.
+pub const ATTEMPTS: u32 = 3;
+
+/// A blocking client with one runtime.
+pub struct Client {
+    oc: Octocrab,
+    rt: tokio::runtime::Runtime,
+    /// The deadline for one whole exchange (headers and body).
+    deadline: Duration,
+    /// Strings no error may contain (tokens, signed URLs' queries).
+    secrets: Vec<String>,
+    user_agent: String,
+}
+
+/// One request. `url` is absolute.
+pub struct Request<'a> {
+    pub method: http::Method,
+    pub url: &'a str,
+    pub headers: Vec<(&'static str, String)>,
+    /// Header values that are credentials (sent as sensitive, never shown).
+    pub secret_headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+impl<'a> Request<'a> {
+    pub fn new(method: http::Method, url: &'a str) -> Request<'a> {
+        Request {
+            method,
+            url,
+            headers: vec![],
+            secret_headers: vec![],
+            body: vec![],
+        }
+    }
+
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// A credential header: marked sensitive, never in an error.
+    pub fn secret_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.secret_headers.push((name, value.into()));
+        self
+    }
+
+    pub fn json(mut self, body: &serde_json::Value) -> Self {
+        self.body = serde_json::to_vec(body).expect("JSON values serialize");
+        self.headers
+            .push(("content-type", "application/json".to_string()));
+        self
+    }
+
+    pub fn bytes(mut self, body: Vec<u8>) -> Self {
+        self.body = body;
+        self
+    }
+}
+
+/// A response whose body was read whole (small answers: JSON).
+pub struct Response {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn json(&self) -> Result<serde_json::Value, String> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| format!("the answer (HTTP {}) is not JSON: {e}", self.status))
+    }
+}
+
+/// Why a call got no answer. The text is safe to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No connection could be made (refused, no route, name not found,
+    /// TLS failed): the surface is unreachable.
+    Unreachable(String),
+    /// Connected, but the exchange did not finish in time or broke.
+    Broken(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unreachable(m) | Failure::Broken(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The largest body [`Client::send`] reads whole: JSON answers are small.
+/// Bodies that may be large go through [`Client::stream`], which has no cap.
+const MAX_WHOLE_BODY: usize = 16 << 20;
+
+impl Client {
+    /// `timeout` bounds connecting, each read and each write; `deadline`
+    /// bounds a whole exchange. `secrets` are removed from every error.
+    pub fn new(
+        timeout: Duration,
+        deadline: Duration,
+        secrets: Vec<String>,
+    ) -> Result<Client, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+        let oc = {
+            let _guard = rt.enter();
+            Octocrab::builder()
+                .set_connect_timeout(Some(timeout))
+                .set_read_timeout(Some(timeout))
+                .set_write_timeout(Some(timeout))
+                .build()
+                .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))?
+        };
+        Ok(Client {
+            oc,
+            rt,
+            deadline,
+            secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
+            user_agent: format!("runwarden/{}", env!("CARGO_PKG_VERSION")),
+        })
+    }
+
+    /// Sends `req` and reads the whole answer (at most 16 MiB).
+    pub fn send(&self, req: &Request<'_>) -> Result<Response, Failure> {
+        let mut body = Vec::new();
+        let (status, headers) = self.stream(req, &mut |chunk| {
+            if body.len() + chunk.len() > MAX_WHOLE_BODY {
+                return Err("the answer is larger than 16 MiB".to_string());
+            }
+            body.extend_from_slice(chunk);
+            Ok(())
+        })?;
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Sends `req` and hands the answer's body to `sink` as it arrives.
+    /// A retry (only before any body byte was handed over) starts over.
+    pub fn stream(
+        &self,
+        req: &Request<'_>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<(u16, http::HeaderMap), Failure> {
+        let mut last = None;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                // 0.5 s, then 2 s: short, since every call also has a deadline.
+                std::thread::sleep(Duration::from_millis(500 << (2 * (attempt - 1))));
+            }
+            let mut sent_body = false;
+            let result = self.rt.block_on(async {
+                tokio::time::timeout(self.deadline, self.once(req, sink, &mut sent_body)).await
+            });
+            match result {
+                Err(_) => {
+                    last = Some(Failure::Broken(format!(
+                        "no complete answer within {} s",
+                        self.deadline.as_secs()
+                    )))
+                }
+                Ok(Ok((status, headers))) => {
+                    if matches!(status, 429 | 502 | 503 | 504) && !sent_body {
+                        last = Some(Failure::Broken(format!("HTTP {status}")));
+                        continue;
+                    }
+                    return Ok((status, headers));
+                }
+                Ok(Err(f)) => last = Some(f),
+            }
+            // Only a failure to connect is retried: anything later may have
+            // been acted on, and a streamed body may be half handed over.
+            if !matches!(last, Some(Failure::Unreachable(_))) || sent_body {
+                break;
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    async fn once(
+        &self,
+        req: &Request<'_>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+        sent_body: &mut bool,
+    ) -> Result<(u16, http::HeaderMap), Failure> {
+        let mut b = http::Request::builder()
+            .method(req.method.clone())
+            .uri(req.url)
+            .header("user-agent", &self.user_agent);
+        for (name, value) in &req.headers {
+            b = b.header(*name, value);
+        }
+        for (name, value) in &req.secret_headers {
+            let mut v = http::HeaderValue::from_str(value)
+                .map_err(|_| Failure::Broken(format!("the {name} header is not valid")))?;
+            v.set_sensitive(true);
+            b = b.header(*name, v);
+        }
+        let request = b
+            .body(req.body.clone())
+            .map_err(|_| Failure::Broken("the request URL is not valid".into()))?;
+        let response = self
+            .oc
+            .execute(request)
+            .await
+            .map_err(|e| self.classify(&e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                Failure::Broken(self.scrub(&format!("the answer broke off: {}", chain(&e))))
+            })?;
+            if let Some(data) = frame.data_ref() {
+                *sent_body = true;
+                sink(data).map_err(Failure::Broken)?;
+            }
+        }
+        Ok((status, headers))
+    }
+
+    /// Unreachable when no connection was made; Broken otherwise.
+    fn classify(&self, e: &octocrab::Error) -> Failure {
+        let text = self.scrub(&chain(e));
+        let connect = text.contains("onnect") || text.contains("dns") || text.contains("lookup");
+        if connect {
+            Failure::Unreachable(text)
+        } else {
+            Failure::Broken(text)
+        }
+    }
+
+    /// Removes every secret from `text`.
+    fn scrub(&self, text: &str) -> String {
+        let mut t = text.to_string();
+        for s in &self.secrets {
+            t = t.replace(s.as_str(), "***");
+        }
+        t
+    }
+}
+
+/// An error's causes, outermost first, without octocrab's own wrapper text
+/// (which appends a backtrace): "client error (Connect): tcp connect
+/// error: Connection refused (os error 111)".
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !parts.iter().any(|p| p == &s) {
+            parts.push(s);
+        }
+        cur = c.source();
+    }
+    if parts.is_empty() {
+        // No cause: the wrapper's first line is all there is.
+        parts.push(e.to_string().lines().next().unwrap_or("").to_string());
+    }
+    parts.join(": ")
+}
+
+/// Whether `url` may be given to this client: http or https only.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let uri: http::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
+    match uri.scheme_str() {
+        Some("http" | "https") if uri.host().is_some() => Ok(()),
+        _ => Err("must be an http:// or https:// URL".into()),
+    }
+}

@@ -1,0 +1,1107 @@
+//! `type: actions-cache`: the GitHub Actions cache of a repository, reached
+//! the way `@actions/cache` reaches it (the cache service v2).
+//!
+//! Run A writes entries with the runtime token: `CreateCacheEntry` over
+//! Twirp JSON, one Azure `Put Blob` of the archive to the signed URL, then
+//! `FinalizeCacheEntryUpload`. Run B finds them two ways: by listing every
+//! entry of the repository through the REST API (an API token with
+//! actions: read), for the carriers whose key or version it cannot know,
+//! and by a lookup with the runtime token (`GetCacheEntryDownloadURL`), for
+//! the carriers it restores by an agreed key or a guessable prefix. Cleanup
+//! deletes through the REST API, only entries whose key and version are
+//! exactly what the plant wrote, and only with actions: write; otherwise
+//! each entry is left, listed, until eviction.
+//!
+//! Every key starts `runwarden-<probe id>-`, so leftovers are identifiable,
+//! and ends in a tag, a MAC under the marker key over the rest of the key
+//! and the version ([`crate::marker::Key::name_tag`]): cleanup takes for a
+//! plant only an entry whose tag verifies, so `cleanup --probe-id` removes
+//! the plants of a probe whose nonces were random, and nobody without the
+//! key can make an entry it would remove. Tokens and signed URLs are credentials: they go only into
+//! request headers (marked sensitive) and are scrubbed from every error.
+//! The control instance is a loopback service ([`crate::cache_server`])
+//! that lives as long as the probe.
+
+use super::{
+    Carrier, CleanupOutcome, Control, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Client, Failure, Request, check_url};
+use crate::nonce::Nonce;
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::cell::OnceCell;
+use std::time::Duration;
+
+pub struct ActionsCache;
+
+/// Connecting, and each read or write, of one HTTP call.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// One whole HTTP exchange (archives here are a few hundred bytes; a
+/// restored entry larger than expected still has two minutes).
+const DEADLINE: Duration = Duration::from_secs(120);
+/// REST pages are 100 entries; a listing that has not ended after this
+/// many pages (1,000,000 entries, far past the 10 GB a repository may
+/// keep) is an error, never a clean "not found".
+const MAX_PAGES: usize = 10_000;
+const PER_PAGE: usize = 100;
+
+const TWIRP: &str = "twirp/github.actions.results.api.v1.CacheService";
+
+/// The results service of github.com, which a `run:` step holding only the
+/// id-token request token can still reach: the URL is public.
+const GITHUB_COM_RESULTS: &str = "https://results-receiver.actions.githubusercontent.com/";
+
+/// The carriers' persistence: entries last until evicted (7 days unused,
+/// or least recently used past 10 GB per repository).
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "cache-key",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in an entry's key; run B finds it by listing every key (REST API), without knowing it",
+    },
+    Carrier {
+        name: "cache-version",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the opaque version string of an entry whose key says nothing; run B finds it by listing (REST API)",
+    },
+    Carrier {
+        name: "cache-content",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the archive of an entry with an agreed, innocuous key; run B restores it with the runtime token",
+    },
+    Carrier {
+        name: "restore-prefix",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in a key run B never learns: B restores through a generic prefix restore key and receives run A's entry",
+    },
+];
+
+/// What every step gets. Holds credentials: never printed, never in a
+/// report (only [`SurfaceType::facts`] describes them, by source).
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The results service base URL, ending in `/`.
+    results_url: Option<String>,
+    token: Option<String>,
+    /// Where the runtime token came from (an environment variable name).
+    token_source: Option<String>,
+    /// Why there is no runtime token or no service URL: every carrier is
+    /// SKIPPED with it.
+    no_token: Option<String>,
+    /// The REST API base URL, without a trailing `/`.
+    api_url: String,
+    repository: Option<String>,
+    api_token: Option<String>,
+    api_token_source: Option<String>,
+    /// Why listing (and so cleanup) is impossible.
+    no_listing: Option<String>,
+    /// `ACTIONS_CACHE_MODE` as the runner set it: honoured by cache
+    /// clients, not by the service, so runwarden reports it and ignores it.
+    #[serde(default)]
+    cache_mode: Option<String>,
+    control: bool,
+}
+
+/// The version every entry but cache-version's carries: opaque to the
+/// service, like the toolkit's hash of paths and compression.
+fn fixed_version() -> String {
+    crate::nonce::to_hex(&Sha256::digest(b"runwarden|actions-cache|1"))
+}
+
+/// The key prefix of every entry of a probe.
+fn probe_prefix(probe_id: &str) -> String {
+    format!("runwarden-{probe_id}-")
+}
+
+/// The restore key a run B uses for restore-prefix: a prefix it could
+/// have guessed (it names no nonce).
+fn restore_prefix(probe_id: &str) -> String {
+    format!("runwarden-{probe_id}-restore-prefix-")
+}
+
+/// (key, version, archive) of a carrier's plant. The key is
+/// `runwarden-<probe id>-<carrier part>-<tag>`.
+fn entry_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String, Vec<u8>) {
+    let probe_id = ctx.probe_id;
+    let p = probe_prefix(probe_id);
+    let innocuous = format!("runwarden actions-cache plant, probe {probe_id}\n").into_bytes();
+    let (body, version, archive) = match carrier {
+        "cache-key" => (
+            format!("{p}cache-key-{}", nonce.hex()),
+            fixed_version(),
+            innocuous,
+        ),
+        "cache-version" => (
+            format!("{p}cache-version"),
+            // 64 hex digits like the toolkit's sha256 versions; the first
+            // 32 are the nonce.
+            format!("{}{}", nonce.hex(), &fixed_version()[32..]),
+            innocuous,
+        ),
+        "cache-content" => (
+            format!("{p}cache-content"),
+            fixed_version(),
+            format!(
+                "runwarden actions-cache plant, probe {probe_id}\n{}\n",
+                nonce.hex()
+            )
+            .into_bytes(),
+        ),
+        _ => (
+            format!("{}{}", restore_prefix(probe_id), nonce.hex()),
+            fixed_version(),
+            innocuous,
+        ),
+    };
+    let tag = ctx.key.name_tag(probe_id, &format!("{body}|{version}"));
+    (format!("{body}-{tag}"), version, archive)
+}
+
+/// The carrier of a key in this probe's form whose tag verifies; `None`
+/// for any other key (another probe's, or one made without the key).
+fn planted_carrier(ctx: &RunCtx<'_>, key: &str, version: &str) -> Option<&'static str> {
+    let rest = key.strip_prefix(&probe_prefix(ctx.probe_id))?;
+    let (part, tag) = rest.rsplit_once('-')?;
+    let body = &key[..key.len() - tag.len() - 1];
+    if tag.len() != 16
+        || !ctx
+            .key
+            .check_name_tag(ctx.probe_id, &format!("{body}|{version}"), tag)
+    {
+        return None;
+    }
+    CARRIERS
+        .iter()
+        .map(|c| c.name)
+        .find(|c| part == *c || part.strip_prefix(c).is_some_and(|r| r.starts_with('-')))
+}
+fn needle_nonce(needle: &Value) -> Option<Nonce> {
+    serde_json::from_value(needle.clone()).ok()
+}
+
+/// "refs/heads/main (read, write)", for one scope of a token's claim.
+fn describe_scope((scope, perm): &(String, u8)) -> String {
+    let rights = match perm & 3 {
+        1 => "read",
+        2 => "write",
+        3 => "read, write",
+        _ => "no access",
+    };
+    format!("{} ({rights})", escape::bytes(scope.as_bytes()))
+}
+
+fn scopes_of(token: &str) -> Option<Vec<(String, u8)>> {
+    crate::cache_server::jwt_scopes(token)
+}
+
+impl SurfaceType for ActionsCache {
+    fn name(&self) -> &'static str {
+        "actions-cache"
+    }
+
+    fn description(&self) -> &'static str {
+        "the GitHub Actions cache of a repository (cache service v2; REST API to list and delete)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "results-url",
+            "token-env",
+            "api-url",
+            "repository",
+            "api-token-env",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let env_name = |opts: &mut Options<'_>, key: &str| -> Result<Option<String>, ConfigError> {
+            let Some((name, pos)) = opts.string(key)? else {
+                return Ok(None);
+            };
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(opts.error(
+                    pos,
+                    format!("`{key}` names an environment variable: letters, digits and `_`"),
+                ));
+            }
+            Ok(Some(name))
+        };
+        let token_env = env_name(&mut opts, "token-env")?;
+        let api_token_env = env_name(&mut opts, "api-token-env")?;
+        // The runtime token: the configured variable, else what node
+        // actions get, else what a run step gets with id-token: write.
+        let sources: Vec<String> = match &token_env {
+            Some(n) => vec![n.clone()],
+            None => vec![
+                "ACTIONS_RUNTIME_TOKEN".into(),
+                "ACTIONS_ID_TOKEN_REQUEST_TOKEN".into(),
+            ],
+        };
+        let found = sources
+            .iter()
+            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let results_url = match opts.string("results-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
+                Some(u)
+            }
+            None => opts.env("ACTIONS_RESULTS_URL").or_else(|| {
+                // A run step is not given the URL, but github.com's is
+                // public: an agent holding the token can use it.
+                let on_github_com = opts
+                    .env("GITHUB_SERVER_URL")
+                    .is_some_and(|s| s.trim_end_matches('/') == "https://github.com");
+                (on_github_com && found.is_some()).then(|| GITHUB_COM_RESULTS.to_string())
+            }),
+        };
+        let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
+        let no_token = match (&found, &results_url) {
+            (None, _) if token_env.is_some() => Some(format!(
+                "no runtime token: `token-env` names {}, which is unset or empty",
+                sources[0]
+            )),
+            (None, _) => Some(
+                "no runtime token: a composite action or `run:` step gets no ACTIONS_RUNTIME_TOKEN \
+                 (and ACTIONS_ID_TOKEN_REQUEST_TOKEN only with `id-token: write`); use the action, \
+                 or grant id-token: write"
+                    .into(),
+            ),
+            (Some(_), None) => Some(
+                "no cache service URL: ACTIONS_RESULTS_URL is unset; set `results-url`".into(),
+            ),
+            _ => None,
+        };
+        let api_url = match opts.string("api-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
+                u
+            }
+            None => opts
+                .env("GITHUB_API_URL")
+                .unwrap_or_else(|| "https://api.github.com".into()),
+        };
+        let api_url = api_url.trim_end_matches('/').to_string();
+        let repository = match opts.string("repository")? {
+            Some((r, pos)) => {
+                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
+                Some(r)
+            }
+            None => opts
+                .env("GITHUB_REPOSITORY")
+                .filter(|r| check_repository(r).is_ok()),
+        };
+        let api_sources: Vec<String> = match &api_token_env {
+            Some(n) => vec![n.clone()],
+            None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
+        };
+        let api = api_sources
+            .iter()
+            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let no_listing = match (&api, &repository) {
+            (None, _) => Some(format!(
+                "listing entries needs an API token with actions: read, and {} is unset (the action \
+                 passes `github-token`; elsewhere set `api-token-env`)",
+                api_sources.join(" / ")
+            )),
+            (_, None) => Some(
+                "listing entries needs the repository: GITHUB_REPOSITORY is unset; set `repository`"
+                    .into(),
+            ),
+            _ => None,
+        };
+        let (token_source, token) = found.unzip();
+        let (api_token_source, api_token) = api.unzip();
+        let s = Settings {
+            results_url,
+            token,
+            token_source,
+            no_token,
+            api_url,
+            repository,
+            api_token,
+            api_token_source,
+            no_listing,
+            cache_mode: opts.env("ACTIONS_CACHE_MODE"),
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::cache_server::CacheServer::start()?;
+        let s = Settings {
+            results_url: Some(server.results_url()),
+            token: Some(server.runtime_token(&[("refs/heads/runwarden-control", 3)])),
+            token_source: Some("the control's own".into()),
+            no_token: None,
+            api_url: server.api_url(),
+            repository: Some("runwarden/control".into()),
+            api_token: Some(server.api_token(true)),
+            api_token_source: Some("the control's own".into()),
+            no_listing: None,
+            cache_mode: None,
+            control: true,
+        };
+        Ok(Control {
+            settings: serde_json::to_value(s).expect("settings serialize"),
+            keep: Some(Box::new(server)),
+        })
+    }
+
+    fn derive_needle(
+        &self,
+        _carrier: &str,
+        _probe_id: &str,
+        nonce: &Nonce,
+        _scope: Option<&super::JobScope>,
+    ) -> Result<Value, String> {
+        Ok(Value::String(nonce.hex()))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut f = vec![];
+        match (&s.token_source, &s.token) {
+            (Some(src), Some(t)) => {
+                f.push(("runtime-token", src.clone()));
+                let scopes = match scopes_of(t) {
+                    Some(sc) if sc.is_empty() => "none".to_string(),
+                    Some(sc) => sc.iter().map(describe_scope).collect::<Vec<_>>().join(", "),
+                    None => "unknown (not a JWT with an `ac` claim)".to_string(),
+                };
+                f.push(("scopes", scopes));
+            }
+            _ => f.push(("runtime-token", "none".into())),
+        }
+        if let Some(u) = &s.results_url {
+            f.push(("service", host_of(u)));
+        }
+        f.push((
+            "api-token",
+            s.api_token_source.clone().unwrap_or_else(|| "none".into()),
+        ));
+        if let Some(r) = &s.repository {
+            f.push(("repository", escape::bytes(r.as_bytes())));
+        }
+        if let Some(m) = &s.cache_mode {
+            f.push((
+                "cache-mode",
+                format!(
+                    "{} (ACTIONS_CACHE_MODE binds cache clients, not the service: the probe asked the service directly)",
+                    escape::bytes(m.as_bytes())
+                ),
+            ));
+        }
+        f
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad actions-cache settings".to_string())?;
+        Ok(Box::new(Instance {
+            s,
+            client: OnceCell::new(),
+        }))
+    }
+}
+
+/// `owner/name`, each part non-empty and URL-safe.
+fn check_repository(r: &str) -> Result<(), String> {
+    let ok = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    match r.split_once('/') {
+        Some((o, n)) if ok(o) && ok(n) => Ok(()),
+        _ => Err("must be `owner/name`".into()),
+    }
+}
+
+/// A URL's scheme and host, for people (a service URL has no secret in
+/// its host).
+fn host_of(url: &str) -> String {
+    let shown = url
+        .parse::<::http::Uri>()
+        .ok()
+        .and_then(|u| Some(format!("{}://{}", u.scheme_str()?, u.authority()?)))
+        .unwrap_or_else(|| "?".into());
+    escape::bytes(shown.as_bytes())
+}
+
+struct Instance {
+    s: Settings,
+    /// Made on first use: the orchestrator opens instances it never calls.
+    client: OnceCell<Result<Client, String>>,
+}
+
+/// A Twirp answer.
+enum Twirp {
+    /// `ok: true`.
+    Ok(Value),
+    /// `ok: false`, with the service's message (escaped).
+    NotOk(String),
+    /// HTTP 403: the service's access control.
+    Denied(String),
+}
+
+/// Why a listing stopped.
+enum ListError {
+    Denied(String),
+    Failed(String),
+}
+
+/// One entry of a REST listing.
+struct Listed {
+    id: u64,
+    key: String,
+    version: String,
+    scope: String,
+}
+
+impl Instance {
+    fn client(&self) -> Result<&Client, String> {
+        self.client
+            .get_or_init(|| {
+                let secrets = [&self.s.token, &self.s.api_token]
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect();
+                Client::new(IO_TIMEOUT, DEADLINE, secrets)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn service(&self) -> String {
+        self.s
+            .results_url
+            .as_deref()
+            .map(host_of)
+            .unwrap_or_else(|| "?".into())
+    }
+
+    /// The scopes the runtime token claims, for details.
+    fn token_scopes(&self) -> Vec<(String, u8)> {
+        self.s
+            .token
+            .as_deref()
+            .and_then(scopes_of)
+            .unwrap_or_default()
+    }
+
+    fn readable(&self) -> String {
+        let r: Vec<String> = self
+            .token_scopes()
+            .iter()
+            .filter(|(_, p)| p & 1 != 0)
+            .map(|(s, _)| escape::bytes(s.as_bytes()))
+            .collect();
+        if r.is_empty() {
+            "no scope it claims".into()
+        } else {
+            r.join(", ")
+        }
+    }
+
+    fn twirp(&self, method: &str, body: Value) -> Result<Twirp, String> {
+        let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
+            return Err(self.s.no_token.clone().unwrap_or_default());
+        };
+        let url = format!("{base}{TWIRP}/{method}");
+        let req = Request::new(Method::POST, &url)
+            .json(&body)
+            .header("accept", "application/json")
+            .secret_header("authorization", format!("Bearer {token}"));
+        let resp = self.client()?.send(&req).map_err(|f| match f {
+            Failure::Unreachable(m) => {
+                format!("cannot reach the cache service {}: {m}", self.service())
+            }
+            Failure::Broken(m) => format!("{method} at the cache service {}: {m}", self.service()),
+        })?;
+        let v = resp.json().unwrap_or(Value::Null);
+        let msg = |v: &Value| {
+            let m = v["message"]
+                .as_str()
+                .or(v["msg"].as_str())
+                .unwrap_or("")
+                .to_string();
+            escape::bytes(m.as_bytes())
+        };
+        match resp.status {
+            200 if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
+            200 => Ok(Twirp::NotOk(msg(&v))),
+            403 => Ok(Twirp::Denied(format!("HTTP 403 {}", msg(&v)))),
+            401 => Err(format!(
+                "the cache service did not accept the runtime token ({}): HTTP 401 {}",
+                self.s.token_source.as_deref().unwrap_or("?"),
+                msg(&v)
+            )),
+            s => Err(format!("{method}: HTTP {s} {}", msg(&v))),
+        }
+    }
+
+    fn rest(&self) -> Result<(&str, &str), String> {
+        match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
+            (Some(t), Some(r), None) => Ok((t, r)),
+            (_, _, why) => Err(why.clone().unwrap_or_default()),
+        }
+    }
+
+    fn rest_request<'u>(&self, method: Method, url: &'u str, token: &str) -> Request<'u> {
+        Request::new(method, url)
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .secret_header("authorization", format!("Bearer {token}"))
+    }
+
+    fn api_host(&self) -> String {
+        host_of(&self.s.api_url)
+    }
+
+    /// Lists every entry (or every entry whose key starts with `prefix`),
+    /// page by page, handing each to `each`; returns how many there were.
+    fn list(
+        &self,
+        prefix: Option<&str>,
+        each: &mut dyn FnMut(&Listed),
+    ) -> Result<usize, ListError> {
+        let (token, repo) = self.rest().map_err(ListError::Failed)?;
+        let client = self.client().map_err(ListError::Failed)?;
+        let mut seen = 0;
+        for page in 1..=MAX_PAGES {
+            let mut url = format!(
+                "{}/repos/{repo}/actions/caches?per_page={PER_PAGE}&page={page}",
+                self.s.api_url
+            );
+            if let Some(p) = prefix {
+                url.push_str("&key=");
+                url.push_str(&percent_encode(p));
+            }
+            let resp = client
+                .send(&self.rest_request(Method::GET, &url, token))
+                .map_err(|f| {
+                    ListError::Failed(format!("listing caches at {}: {f}", self.api_host()))
+                })?;
+            let v = resp.json().unwrap_or(Value::Null);
+            let msg = escape::bytes(v["message"].as_str().unwrap_or("").as_bytes());
+            match resp.status {
+                200 => {}
+                403 => {
+                    return Err(ListError::Denied(format!(
+                        "the API token ({}) may not list the caches of {repo}: HTTP 403 {msg}",
+                        self.s.api_token_source.as_deref().unwrap_or("?")
+                    )));
+                }
+                s => {
+                    return Err(ListError::Failed(format!(
+                        "listing the caches of {repo} at {}: HTTP {s} {msg}",
+                        self.api_host()
+                    )));
+                }
+            }
+            let Some(list) = v["actions_caches"].as_array() else {
+                return Err(ListError::Failed(
+                    "the cache listing has no `actions_caches`".into(),
+                ));
+            };
+            for e in list {
+                let listed = Listed {
+                    id: e["id"].as_u64().unwrap_or(0),
+                    key: e["key"].as_str().unwrap_or("").to_string(),
+                    version: e["version"].as_str().unwrap_or("").to_string(),
+                    scope: e["ref"].as_str().unwrap_or("").to_string(),
+                };
+                each(&listed);
+            }
+            seen += list.len();
+            if list.len() < PER_PAGE {
+                return Ok(seen);
+            }
+        }
+        Err(ListError::Failed(format!(
+            "the cache listing did not end after {MAX_PAGES} pages"
+        )))
+    }
+
+    /// The scope (ref) of the entry with exactly this key, when listing is
+    /// possible: for details only.
+    fn scope_of(&self, key: &str) -> Option<String> {
+        let mut scope = None;
+        self.list(Some(key), &mut |e| {
+            if e.key == key && scope.is_none() {
+                scope = Some(e.scope.clone());
+            }
+        })
+        .ok()?;
+        scope
+    }
+
+    /// Downloads a signed URL's archive and says whether it holds `needle`
+    /// (searched as it arrives; never held whole).
+    fn archive_holds(&self, url: &str, needle: &[u8]) -> Result<bool, String> {
+        let finder = memchr::memmem::Finder::new(needle);
+        let mut tail: Vec<u8> = vec![];
+        let mut found = false;
+        let (status, _) = self
+            .client()?
+            .stream(&Request::new(Method::GET, url), &mut |chunk| {
+                if found {
+                    return Ok(());
+                }
+                tail.extend_from_slice(chunk);
+                if finder.find(&tail).is_some() {
+                    found = true;
+                }
+                let keep = needle.len().saturating_sub(1);
+                if tail.len() > keep {
+                    tail.drain(..tail.len() - keep);
+                }
+                Ok(())
+            })
+            .map_err(|f| format!("downloading the restored archive: {f}"))?;
+        if status != 200 {
+            return Err(format!("downloading the restored archive: HTTP {status}"));
+        }
+        Ok(found)
+    }
+
+    fn recover_listed(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[(usize, &Wanted)],
+        out: &mut [Option<RecoverOutcome>],
+        notice: &mut dyn FnMut(Notice),
+    ) {
+        let repo = self.s.repository.clone().unwrap_or_default();
+        let prefix = probe_prefix(ctx.probe_id);
+        let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+        let listing = self.list(None, &mut |e| {
+            for (j, (_, w)) in wanted.iter().enumerate() {
+                let Some(n) = w.needle.as_str() else { continue };
+                let (field, what) = if w.carrier == "cache-key" {
+                    (&e.key, "key")
+                } else {
+                    (&e.version, "version")
+                };
+                if hits[j].is_none() && field.contains(n) {
+                    hits[j] = Some(format!(
+                        "listed entry {} has the nonce in its {what} (scope {})",
+                        escape::bytes(e.key.as_bytes()),
+                        escape::bytes(e.scope.as_bytes())
+                    ));
+                }
+            }
+            // A key in this probe's form whose tag does not verify:
+            // someone made it who knows the probe id but not the key.
+            if e.key.starts_with(&prefix) && planted_carrier(ctx, &e.key, &e.version).is_none() {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(e.key.as_bytes()),
+                    detail: format!(
+                        "a cache key in this probe's form that no plant with this key made (scope {})",
+                        escape::bytes(e.scope.as_bytes())
+                    ),
+                    beacon: None,
+                });
+            }
+        });
+        for (j, (i, _)) in wanted.iter().enumerate() {
+            out[*i] = Some(match (&listing, hits[j].take()) {
+                (_, Some(detail)) => RecoverOutcome::Found { detail },
+                (Ok(n), None) => RecoverOutcome::NotFound {
+                    detail: format!(
+                        "listed all {n} cache entries of {} through the REST API; none carries it",
+                        escape::bytes(repo.as_bytes())
+                    ),
+                },
+                (Err(ListError::Denied(m)), None) => RecoverOutcome::Denied { reason: m.clone() },
+                (Err(ListError::Failed(m)), None) => RecoverOutcome::Failed { reason: m.clone() },
+            });
+        }
+    }
+
+    /// cache-content: restore the agreed key and look in the archive.
+    fn recover_content(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
+        let Some(nonce) = needle_nonce(&w.needle) else {
+            return RecoverOutcome::Failed {
+                reason: "the plant's needle is not a nonce".into(),
+            };
+        };
+        let (key, version, _) = entry_for(ctx, "cache-content", &nonce);
+        let shown = escape::bytes(key.as_bytes());
+        let body = json!({ "key": key, "restore_keys": [], "version": version });
+        match self.twirp("GetCacheEntryDownloadURL", body) {
+            Err(reason) => RecoverOutcome::Failed { reason },
+            Ok(Twirp::Denied(m)) => RecoverOutcome::Denied {
+                reason: format!("the cache service refused the lookup: {m}"),
+            },
+            Ok(Twirp::NotOk(_)) => RecoverOutcome::NotFound {
+                detail: format!(
+                    "no entry {shown} is restorable with this token (it reads {})",
+                    self.readable()
+                ),
+            },
+            Ok(Twirp::Ok(v)) => {
+                let matched = str_field(&v, "matched_key", "matchedKey");
+                let url = str_field(&v, "signed_download_url", "signedDownloadUrl");
+                if matched != key {
+                    // The agreed key holds a proof of the nonce: another
+                    // entry matching it as a prefix is not the plant's.
+                    return RecoverOutcome::NotFound {
+                        detail: format!(
+                            "the lookup for {shown} matched another entry, {}",
+                            escape::bytes(matched.as_bytes())
+                        ),
+                    };
+                }
+                match self.archive_holds(&url, w.needle.as_str().unwrap_or("").as_bytes()) {
+                    Err(reason) => RecoverOutcome::Failed { reason },
+                    Ok(true) => RecoverOutcome::Found {
+                        detail: format!(
+                            "restored {shown}{} and found the nonce in its archive",
+                            self.scope_note(&key)
+                        ),
+                    },
+                    Ok(false) => RecoverOutcome::NotFound {
+                        detail: format!(
+                            "restored {shown}, but its archive does not hold the nonce"
+                        ),
+                    },
+                }
+            }
+        }
+    }
+
+    /// restore-prefix: a lookup by a guessable prefix; the matched key
+    /// names the plant.
+    fn recover_prefix(
+        &self,
+        ctx: &RunCtx<'_>,
+        w: &Wanted,
+        notice: &mut dyn FnMut(Notice),
+    ) -> RecoverOutcome {
+        let prefix = restore_prefix(ctx.probe_id);
+        let shown_prefix = escape::bytes(prefix.as_bytes());
+        // A key nobody wrote, then the prefix as a restore key: exactly
+        // what a workflow's `restore-keys:` does.
+        let body = json!({
+            "key": format!("{}lookup", probe_prefix(ctx.probe_id)),
+            "restore_keys": [prefix],
+            "version": fixed_version(),
+        });
+        let needle = w.needle.as_str().unwrap_or("");
+        match self.twirp("GetCacheEntryDownloadURL", body) {
+            Err(reason) => RecoverOutcome::Failed { reason },
+            Ok(Twirp::Denied(m)) => RecoverOutcome::Denied {
+                reason: format!("the cache service refused the lookup: {m}"),
+            },
+            Ok(Twirp::NotOk(_)) => RecoverOutcome::NotFound {
+                detail: format!(
+                    "the restore key {shown_prefix} matched no entry restorable with this token (it reads {})",
+                    self.readable()
+                ),
+            },
+            Ok(Twirp::Ok(v)) => {
+                let matched = str_field(&v, "matched_key", "matchedKey");
+                let shown = escape::bytes(matched.as_bytes());
+                if !needle.is_empty() && matched.contains(needle) {
+                    RecoverOutcome::Found {
+                        detail: format!(
+                            "the restore key {shown_prefix} restored {shown}{}",
+                            self.scope_note(&matched)
+                        ),
+                    }
+                } else {
+                    // Newest wins: an entry someone else wrote under the
+                    // prefix hides the plant. Prefix restore worked, but
+                    // whether the plant came through cannot be told.
+                    if planted_carrier(ctx, &matched, &fixed_version()).is_none() {
+                        notice(Notice {
+                            kind: NoticeKind::ForgedMarker,
+                            entry: shown.clone(),
+                            detail: "a cache key under this probe's restore prefix that no plant with this key made".into(),
+                            beacon: None,
+                        });
+                    }
+                    RecoverOutcome::Failed {
+                        reason: format!(
+                            "the restore key {shown_prefix} restored {shown}, which is not the plant's: \
+                             a newer entry under the prefix hides it"
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    fn scope_note(&self, key: &str) -> String {
+        match self.scope_of(key) {
+            Some(s) => format!(" (written to scope {})", escape::bytes(s.as_bytes())),
+            None => format!(" (this token reads {})", self.readable()),
+        }
+    }
+}
+
+fn str_field(v: &Value, proto: &str, camel: &str) -> String {
+    v[proto]
+        .as_str()
+        .or(v[camel].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Percent-encodes a query value (keys are printable; this keeps `&`,
+/// `=`, `+`, `#` and spaces from changing the query).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        if let Some(why) = &self.s.no_token {
+            return Some(why.clone());
+        }
+        if matches!(carrier, "cache-key" | "cache-version") {
+            return self.s.no_listing.clone();
+        }
+        None
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let (key, version, archive) = entry_for(ctx, &job.carrier, &job.nonce);
+        let shown = escape::bytes(key.as_bytes());
+        let reserve = self.twirp(
+            "CreateCacheEntry",
+            json!({ "key": key, "version": version }),
+        );
+        let upload_url = match reserve {
+            Err(reason) => return PlantOutcome::Failed { reason },
+            Ok(Twirp::Denied(m)) => {
+                return PlantOutcome::Refused {
+                    reason: format!("the cache service refused the write: {m}"),
+                };
+            }
+            Ok(Twirp::NotOk(m)) if m.starts_with("\"cache write denied") => {
+                return PlantOutcome::Refused {
+                    reason: format!("the cache service refused the write: {m}"),
+                };
+            }
+            Ok(Twirp::NotOk(m)) => {
+                return PlantOutcome::Failed {
+                    reason: format!("CreateCacheEntry for {shown} was refused: {m}"),
+                };
+            }
+            Ok(Twirp::Ok(v)) => str_field(&v, "signed_upload_url", "signedUploadUrl"),
+        };
+        // The service writes to the token's first writable scope.
+        let scope = self
+            .token_scopes()
+            .into_iter()
+            .find(|(_, p)| p & 2 != 0)
+            .map(|(s, _)| s);
+        created(json!({ "key": key, "version": version, "scope": scope }));
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(reason) => return PlantOutcome::Failed { reason },
+        };
+        let size = archive.len();
+        let put = Request::new(Method::PUT, &upload_url)
+            .header("x-ms-blob-type", "BlockBlob")
+            .header("x-ms-version", "2025-01-05")
+            .header("content-type", "application/octet-stream")
+            .bytes(archive);
+        match client.send(&put) {
+            Err(f) => {
+                return PlantOutcome::Failed {
+                    reason: format!("uploading the archive of {shown}: {f}"),
+                };
+            }
+            Ok(r) if r.status != 201 => {
+                return PlantOutcome::Failed {
+                    reason: format!("uploading the archive of {shown}: HTTP {}", r.status),
+                };
+            }
+            Ok(_) => {}
+        }
+        let finalize = self.twirp(
+            "FinalizeCacheEntryUpload",
+            json!({ "key": key, "version": version, "size_bytes": size.to_string() }),
+        );
+        match finalize {
+            Err(reason) => PlantOutcome::Failed { reason },
+            Ok(Twirp::Denied(m)) => PlantOutcome::Refused {
+                reason: format!("the cache service refused to finalize the entry: {m}"),
+            },
+            Ok(Twirp::NotOk(m)) => PlantOutcome::Failed {
+                reason: format!("FinalizeCacheEntryUpload for {shown} was refused: {m}"),
+            },
+            Ok(Twirp::Ok(_)) => {
+                let scope = scope
+                    .map(|s| escape::bytes(s.as_bytes()))
+                    .unwrap_or_else(|| "the token's first writable scope".into());
+                PlantOutcome::Planted {
+                    needle: Value::String(job.nonce.hex()),
+                    persistence: None,
+                    detail: format!(
+                        "entry {shown} written to scope {scope} of {}; entries on the default \
+                         branch are restorable from every branch and pull request",
+                        self.service()
+                    ),
+                }
+            }
+        }
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        let listed: Vec<(usize, &Wanted)> = wanted
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| matches!(w.carrier.as_str(), "cache-key" | "cache-version"))
+            .collect();
+        if !listed.is_empty() {
+            self.recover_listed(ctx, &listed, &mut out, notice);
+        }
+        for (i, w) in wanted.iter().enumerate() {
+            match w.carrier.as_str() {
+                "cache-content" => out[i] = Some(self.recover_content(ctx, w)),
+                "restore-prefix" => out[i] = Some(self.recover_prefix(ctx, w, notice)),
+                _ => {}
+            }
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or(RecoverOutcome::Failed {
+                    reason: "not a carrier of this surface".into(),
+                })
+            })
+            .collect()
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.rest()?;
+        // By tag, not by derived nonce: the plants of an in-job probe had
+        // random nonces, and their tags still verify.
+        let mut found = vec![];
+        self.list(Some(&probe_prefix(ctx.probe_id)), &mut |e| {
+            let carrier = planted_carrier(ctx, &e.key, &e.version);
+            if carrier.is_some_and(|c| jobs.iter().any(|j| j.carrier == c)) {
+                found.push(json!({ "key": e.key, "version": e.version, "scope": e.scope }));
+            }
+        })
+        .map_err(|e| match e {
+            ListError::Denied(m) | ListError::Failed(m) => m,
+        })?;
+        Ok(found)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        let key = entry["key"].as_str().unwrap_or("");
+        let version = entry["version"].as_str().unwrap_or("");
+        let scope = entry["scope"].as_str();
+        let evicted = "it is evicted after 7 days unused";
+        if !key.starts_with("runwarden-") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden cache key; nothing is deleted".into(),
+            };
+        }
+        let (token, repo) = match self.rest() {
+            Ok(r) => r,
+            Err(why) => {
+                return CleanupOutcome::Left {
+                    reason: format!("{why}; {evicted}"),
+                };
+            }
+        };
+        // Checked before removal: exactly this key and version, in the
+        // scope it was written to.
+        let mut ids = vec![];
+        if let Err(ListError::Denied(m) | ListError::Failed(m)) = self.list(Some(key), &mut |e| {
+            if e.key == key && e.version == version && scope.is_none_or(|s| s == e.scope) {
+                ids.push(e.id);
+            }
+        }) {
+            return CleanupOutcome::Left {
+                reason: format!("{m}; {evicted}"),
+            };
+        }
+        if ids.is_empty() {
+            return CleanupOutcome::Gone;
+        }
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(m) => return CleanupOutcome::Left { reason: m },
+        };
+        for id in ids {
+            let url = format!("{}/repos/{repo}/actions/caches/{id}", self.s.api_url);
+            match client.send(&self.rest_request(Method::DELETE, &url, token)) {
+                Ok(r) if r.status == 204 || r.status == 200 || r.status == 404 => {}
+                Ok(r) if r.status == 403 => {
+                    return CleanupOutcome::Left {
+                        reason: format!(
+                            "the API token ({}) may not delete caches (needs actions: write); {evicted}",
+                            self.s.api_token_source.as_deref().unwrap_or("?")
+                        ),
+                    };
+                }
+                Ok(r) => {
+                    return CleanupOutcome::Left {
+                        reason: format!("deleting it: HTTP {}; {evicted}", r.status),
+                    };
+                }
+                Err(f) => {
+                    return CleanupOutcome::Left {
+                        reason: format!("deleting it: {f}; {evicted}"),
+                    };
+                }
+            }
+        }
+        CleanupOutcome::Removed
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let key = entry["key"].as_str().unwrap_or("?");
+        let scope = entry["scope"].as_str().unwrap_or("?");
+        format!(
+            "cache entry {} (scope {}) of {}",
+            escape::bytes(key.as_bytes()),
+            escape::bytes(scope.as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
+            }
+        )
+    }
+}
