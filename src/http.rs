@@ -22,6 +22,10 @@ use std::time::Duration;
 /// Tries per call, the first included.
 pub const ATTEMPTS: u32 = 3;
 
+/// Answers that say "not now" before any body: retried (the last one is a
+/// failure, never an answer a caller could take for the service's word).
+const RETRY_ON: [u16; 4] = [429, 502, 503, 504];
+
 /// A blocking client with one runtime.
 pub struct Client {
     oc: Octocrab,
@@ -31,6 +35,10 @@ pub struct Client {
     /// Strings no error may contain (tokens, signed URLs' queries).
     secrets: Vec<String>,
     user_agent: String,
+    /// Hosts that stayed unreachable through every attempt, with why: later
+    /// calls to them fail at once instead of waiting through the retries
+    /// again.
+    down: std::cell::RefCell<std::collections::HashMap<String, String>>,
 }
 
 /// One request. `url` is absolute.
@@ -83,6 +91,18 @@ pub struct Response {
     pub status: u16,
     pub headers: http::HeaderMap,
     pub body: Vec<u8>,
+}
+
+/// Status and size only: a body may hold a signed URL.
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Response(HTTP {}, {} bytes)",
+            self.status,
+            self.body.len()
+        )
+    }
 }
 
 impl Response {
@@ -141,6 +161,7 @@ impl Client {
             deadline,
             secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
             user_agent: format!("runwarden/{}", env!("CARGO_PKG_VERSION")),
+            down: Default::default(),
         })
     }
 
@@ -162,21 +183,24 @@ impl Client {
     }
 
     /// Sends `req` and hands the answer's body to `sink` as it arrives.
-    /// A retry (only before any body byte was handed over) starts over.
+    /// Retries happen only before any body byte was handed over.
     pub fn stream(
         &self,
         req: &Request<'_>,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(u16, http::HeaderMap), Failure> {
+        let host = authority(req.url);
+        if let Some(why) = self.down.borrow().get(&host) {
+            return Err(Failure::Unreachable(why.clone()));
+        }
         let mut last = None;
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
                 // 0.5 s, then 2 s: short, since every call also has a deadline.
                 std::thread::sleep(Duration::from_millis(500 << (2 * (attempt - 1))));
             }
-            let mut sent_body = false;
             let result = self.rt.block_on(async {
-                tokio::time::timeout(self.deadline, self.once(req, sink, &mut sent_body)).await
+                tokio::time::timeout(self.deadline, self.once(req, sink)).await
             });
             match result {
                 Err(_) => {
@@ -185,30 +209,45 @@ impl Client {
                         self.deadline.as_secs()
                     )))
                 }
-                Ok(Ok((status, headers))) => {
-                    if matches!(status, 429 | 502 | 503 | 504) && !sent_body {
-                        last = Some(Failure::Broken(format!("HTTP {status}")));
-                        continue;
-                    }
-                    return Ok((status, headers));
+                Ok(Ok(Ok(answer))) => return Ok(answer),
+                Ok(Ok(Err(status))) => {
+                    // Busy or a gateway's failure, said before any body:
+                    // nothing was handed over, so trying again is safe.
+                    last = Some(Failure::Broken(format!("HTTP {status}")));
+                    continue;
                 }
                 Ok(Err(f)) => last = Some(f),
             }
             // Only a failure to connect is retried: anything later may have
             // been acted on, and a streamed body may be half handed over.
-            if !matches!(last, Some(Failure::Unreachable(_))) || sent_body {
+            if !matches!(last, Some(Failure::Unreachable(_))) {
                 break;
             }
         }
-        Err(last.expect("at least one attempt"))
+        // A signed URL is a credential: nothing of it past the host may
+        // appear in an error, whatever the error chain quoted.
+        let hide = |m: String| {
+            let mut m = m.replace(req.url, "<url>");
+            if let Some((_, q)) = req.url.split_once('?') {
+                m = m.replace(q, "<query>");
+            }
+            m
+        };
+        Err(match last.expect("at least one attempt") {
+            Failure::Unreachable(m) => {
+                let m = hide(m);
+                self.down.borrow_mut().insert(host, m.clone());
+                Failure::Unreachable(m)
+            }
+            Failure::Broken(m) => Failure::Broken(hide(m)),
+        })
     }
 
     async fn once(
         &self,
         req: &Request<'_>,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
-        sent_body: &mut bool,
-    ) -> Result<(u16, http::HeaderMap), Failure> {
+    ) -> Result<Result<(u16, http::HeaderMap), u16>, Failure> {
         let mut b = http::Request::builder()
             .method(req.method.clone())
             .uri(req.url)
@@ -231,6 +270,9 @@ impl Client {
             .await
             .map_err(|e| self.classify(&e))?;
         let status = response.status().as_u16();
+        if RETRY_ON.contains(&status) {
+            return Ok(Err(status));
+        }
         let headers = response.headers().clone();
         let mut body = response.into_body();
         while let Some(frame) = body.frame().await {
@@ -238,11 +280,10 @@ impl Client {
                 Failure::Broken(self.scrub(&format!("the answer broke off: {}", chain(&e))))
             })?;
             if let Some(data) = frame.data_ref() {
-                *sent_body = true;
                 sink(data).map_err(Failure::Broken)?;
             }
         }
-        Ok((status, headers))
+        Ok(Ok((status, headers)))
     }
 
     /// Unreachable when no connection was made; Broken otherwise.
@@ -284,6 +325,21 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         parts.push(e.to_string().lines().next().unwrap_or("").to_string());
     }
     parts.join(": ")
+}
+
+/// A URL's scheme and authority: what "the same host" means for
+/// [`Client`]'s memory of unreachable hosts.
+fn authority(url: &str) -> String {
+    url.parse::<http::Uri>()
+        .ok()
+        .map(|u| {
+            format!(
+                "{}://{}",
+                u.scheme_str().unwrap_or(""),
+                u.authority().map(|a| a.as_str()).unwrap_or("")
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// Whether `url` may be given to this client: http or https only.
