@@ -124,62 +124,31 @@ fn restore_prefix(probe_id: &str) -> String {
     format!("runwarden-{probe_id}-restore-prefix-")
 }
 
-/// (key, version, archive) of a carrier's plant. The key is
-/// `runwarden-<probe id>-<carrier part>-<tag>`.
+/// (key, version, archive) of a carrier's plant. The key is a
+/// [`super::tagged_name`] bound to the version; cache-key and
+/// restore-prefix carry the nonce in it.
 fn entry_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String, Vec<u8>) {
     let probe_id = ctx.probe_id;
-    let p = probe_prefix(probe_id);
-    let innocuous = format!("runwarden actions-cache plant, probe {probe_id}\n").into_bytes();
-    let (body, version, archive) = match carrier {
-        "cache-key" => (
-            format!("{p}cache-key-{}", nonce.hex()),
-            fixed_version(),
-            innocuous,
-        ),
-        "cache-version" => (
-            format!("{p}cache-version"),
-            // 64 hex digits like the toolkit's sha256 versions; the first
-            // 32 are the nonce.
-            format!("{}{}", nonce.hex(), &fixed_version()[32..]),
-            innocuous,
-        ),
-        "cache-content" => (
-            format!("{p}cache-content"),
-            fixed_version(),
-            format!(
-                "runwarden actions-cache plant, probe {probe_id}\n{}\n",
-                nonce.hex()
-            )
-            .into_bytes(),
-        ),
-        _ => (
-            format!("{}{}", restore_prefix(probe_id), nonce.hex()),
-            fixed_version(),
-            innocuous,
-        ),
+    let mut archive = format!("runwarden actions-cache plant, probe {probe_id}\n").into_bytes();
+    let version = match carrier {
+        // 64 hex digits like the toolkit's sha256 versions; the first 32
+        // are the nonce.
+        "cache-version" => format!("{}{}", nonce.hex(), &fixed_version()[32..]),
+        _ => fixed_version(),
     };
-    let tag = ctx.key.name_tag(probe_id, &format!("{body}|{version}"));
-    (format!("{body}-{tag}"), version, archive)
+    if carrier == "cache-content" {
+        archive.extend_from_slice(format!("{}\n", nonce.hex()).as_bytes());
+    }
+    let in_key = matches!(carrier, "cache-key" | "restore-prefix");
+    let key = super::tagged_name(ctx, carrier, in_key.then_some(nonce), &version);
+    (key, version, archive)
 }
 
-/// The carrier of a key in this probe's form whose tag verifies; `None`
-/// for any other key (another probe's, or one made without the key).
+/// The carrier of a key in this probe's form whose tag verifies.
 fn planted_carrier(ctx: &RunCtx<'_>, key: &str, version: &str) -> Option<&'static str> {
-    let rest = key.strip_prefix(&probe_prefix(ctx.probe_id))?;
-    let (part, tag) = rest.rsplit_once('-')?;
-    let body = &key[..key.len() - tag.len() - 1];
-    if tag.len() != 16
-        || !ctx
-            .key
-            .check_name_tag(ctx.probe_id, &format!("{body}|{version}"), tag)
-    {
-        return None;
-    }
-    CARRIERS
-        .iter()
-        .map(|c| c.name)
-        .find(|c| part == *c || part.strip_prefix(c).is_some_and(|r| r.starts_with('-')))
+    super::tagged_carrier(ctx, CARRIERS, key, version)
 }
+
 fn needle_nonce(needle: &Value) -> Option<Nonce> {
     serde_json::from_value(needle.clone()).ok()
 }

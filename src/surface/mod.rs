@@ -143,6 +143,148 @@ pub struct RunCtx<'a> {
     pub key: &'a Key,
 }
 
+/// The name of a plant on a network surface:
+/// `runwarden-<probe id>-<carrier>[-<nonce>]-<tag>`, where the tag is a MAC
+/// under the marker key over the rest of the name and `bound` (whatever
+/// else identifies the plant, such as a cache entry's version). Leftovers
+/// are identifiable by the prefix; cleanup by probe id takes only names
+/// whose tag verifies ([`tagged_carrier`]), so it finds the plants of a
+/// probe whose nonces were random, and never a name someone else made.
+pub fn tagged_name(ctx: &RunCtx<'_>, carrier: &str, nonce: Option<&Nonce>, bound: &str) -> String {
+    let body = match nonce {
+        Some(n) => format!("runwarden-{}-{carrier}-{}", ctx.probe_id, n.hex()),
+        None => format!("runwarden-{}-{carrier}", ctx.probe_id),
+    };
+    let tag = ctx.key.name_tag(ctx.probe_id, &format!("{body}|{bound}"));
+    format!("{body}-{tag}")
+}
+
+/// The carrier (one of `carriers`) a [`tagged_name`] of this probe was made
+/// for, when its tag verifies; `None` for any other name.
+pub fn tagged_carrier(
+    ctx: &RunCtx<'_>,
+    carriers: &[Carrier],
+    name: &str,
+    bound: &str,
+) -> Option<&'static str> {
+    let prefix = format!("runwarden-{}-", ctx.probe_id);
+    let rest = name.strip_prefix(&prefix)?;
+    let (part, tag) = rest.rsplit_once('-')?;
+    let body = &name[..name.len() - tag.len() - 1];
+    if tag.len() != 16
+        || !ctx
+            .key
+            .check_name_tag(ctx.probe_id, &format!("{body}|{bound}"), tag)
+    {
+        return None;
+    }
+    carriers
+        .iter()
+        .map(|c| c.name)
+        .find(|c| part == *c || part.strip_prefix(c).is_some_and(|r| r.starts_with('-')))
+}
+
+/// Credentials an HTTP surface sends, read from environment variables the
+/// config names (never inline): `token-env` (a bearer token) or
+/// `username-env` and `password-env` (basic auth). Serialized into the
+/// settings runs A and B get; never printed (only [`HttpAuth::describe`]).
+#[derive(Clone, Default, Serialize, Deserialize)]
+pub struct HttpAuth {
+    bearer: Option<String>,
+    basic: Option<(String, String)>,
+    /// Which variables, for people.
+    source: Option<String>,
+    /// Set when a named variable is unset: the surface's carriers are
+    /// SKIPPED with it (the operator asked for credentials).
+    pub missing: Option<String>,
+}
+
+impl HttpAuth {
+    /// Takes `token-env`, `username-env` and `password-env` from `opts`.
+    pub fn from_config(opts: &mut Options<'_>) -> Result<HttpAuth, ConfigError> {
+        let token = env_name(opts, "token-env")?;
+        let user = env_name(opts, "username-env")?;
+        let pass = env_name(opts, "password-env")?;
+        let unset = |n: &str| format!("{n} (named in the config) is unset or empty");
+        match (token, user, pass) {
+            (Some(t), None, None) => Ok(match opts.env(&t) {
+                Some(v) => HttpAuth {
+                    bearer: Some(v),
+                    source: Some(format!("bearer token from {t}")),
+                    ..HttpAuth::default()
+                },
+                None => HttpAuth {
+                    missing: Some(unset(&t)),
+                    ..HttpAuth::default()
+                },
+            }),
+            (None, Some(u), Some(p)) => Ok(match (opts.env(&u), opts.env(&p)) {
+                (Some(uv), Some(pv)) => HttpAuth {
+                    basic: Some((uv, pv)),
+                    source: Some(format!("basic auth from {u} and {p}")),
+                    ..HttpAuth::default()
+                },
+                (None, _) => HttpAuth {
+                    missing: Some(unset(&u)),
+                    ..HttpAuth::default()
+                },
+                (_, None) => HttpAuth {
+                    missing: Some(unset(&p)),
+                    ..HttpAuth::default()
+                },
+            }),
+            (None, None, None) => Ok(HttpAuth::default()),
+            _ => Err(opts.error(
+                opts.entry_pos(),
+                "credentials are `token-env` alone, or `username-env` and `password-env` together",
+            )),
+        }
+    }
+
+    /// The request with these credentials (marked sensitive).
+    pub fn apply<'a>(&self, req: crate::http::Request<'a>) -> crate::http::Request<'a> {
+        use base64::Engine as _;
+        if let Some(t) = &self.bearer {
+            req.secret_header("authorization", format!("Bearer {t}"))
+        } else if let Some((u, p)) = &self.basic {
+            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+            req.secret_header("authorization", format!("Basic {b}"))
+        } else {
+            req
+        }
+    }
+
+    /// Every credential string, for scrubbing errors.
+    pub fn secrets(&self) -> Vec<String> {
+        use base64::Engine as _;
+        let mut v: Vec<String> = self.bearer.iter().cloned().collect();
+        if let Some((u, p)) = &self.basic {
+            v.push(p.clone());
+            v.push(base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")));
+        }
+        v
+    }
+
+    /// "bearer token from NPM_TOKEN", "basic auth from U and P", "none".
+    pub fn describe(&self) -> String {
+        self.source.clone().unwrap_or_else(|| "none".into())
+    }
+}
+
+/// A config key naming an environment variable: letters, digits and `_`.
+pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, ConfigError> {
+    let Some((name, pos)) = opts.string(key)? else {
+        return Ok(None);
+    };
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(opts.error(
+            pos,
+            format!("`{key}` names an environment variable: letters, digits and `_`"),
+        ));
+    }
+    Ok(Some(name))
+}
+
 /// The carrier every surface type may offer whose plant is a signed beacon
 /// ([`crate::marker`]) and whose recovery finds beacons of OTHER probes:
 /// proof that the surface kept state from an earlier job.
