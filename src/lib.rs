@@ -8,7 +8,6 @@
 //! versioned result, and [`output`] renders it. Surfaces live in [`surface`],
 //! one file per type behind one trait and one registry.
 
-pub mod cache_server;
 pub mod child;
 pub mod cli;
 pub mod config;
@@ -17,6 +16,7 @@ pub mod engine;
 pub mod escape;
 pub mod git;
 pub mod http;
+pub mod loopback;
 pub mod marker;
 pub mod nonce;
 pub mod output;

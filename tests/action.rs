@@ -112,7 +112,7 @@ fn the_shim_runs_the_action_with_inputs_outputs_and_summary() {
 
 #[test]
 fn the_action_reaches_the_cache_with_its_runtime_token_and_github_token_input() {
-    let svc = runwarden::cache_server::CacheServer::start().unwrap();
+    let svc = runwarden::loopback::actions_cache::CacheServer::start().unwrap();
     let token = svc.runtime_token(&[("refs/heads/main", 3)]);
     let api = svc.api_token(true);
     let ws = Workspace::new();

@@ -19,7 +19,7 @@
 //! the plants of a probe whose nonces were random, and nobody without the
 //! key can make an entry it would remove. Tokens and signed URLs are credentials: they go only into
 //! request headers (marked sensitive) and are scrubbed from every error.
-//! The control instance is a loopback service ([`crate::cache_server`])
+//! The control instance is a loopback service ([`crate::loopback::actions_cache`])
 //! that lives as long as the probe.
 
 use super::{
@@ -165,7 +165,7 @@ fn describe_scope((scope, perm): &(String, u8)) -> String {
 }
 
 fn scopes_of(token: &str) -> Option<Vec<(String, u8)>> {
-    crate::cache_server::jwt_scopes(token)
+    crate::loopback::actions_cache::jwt_scopes(token)
 }
 
 impl SurfaceType for ActionsCache {
@@ -306,7 +306,7 @@ impl SurfaceType for ActionsCache {
     }
 
     fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
-        let server = crate::cache_server::CacheServer::start()?;
+        let server = crate::loopback::actions_cache::CacheServer::start()?;
         let s = Settings {
             results_url: Some(server.results_url()),
             token: Some(server.runtime_token(&[("refs/heads/runwarden-control", 3)])),

@@ -10,6 +10,7 @@
 pub mod actions_cache;
 pub mod filesystem;
 pub mod git_remote;
+pub mod http_cache;
 
 use crate::config::{ConfigError, Options};
 use crate::marker::Key;
@@ -23,6 +24,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &filesystem::Filesystem,
     &git_remote::GitRemote,
     &actions_cache::ActionsCache,
+    &http_cache::HttpCache,
 ];
 
 /// Finds a surface type by its config name.
@@ -238,6 +240,15 @@ impl HttpAuth {
                 opts.entry_pos(),
                 "credentials are `token-env` alone, or `username-env` and `password-env` together",
             )),
+        }
+    }
+
+    /// A control's own bearer token.
+    pub fn bearer_for_control(token: String) -> HttpAuth {
+        HttpAuth {
+            bearer: Some(token),
+            source: Some("the control's own token".into()),
+            ..HttpAuth::default()
         }
     }
 

@@ -1,11 +1,12 @@
 //! `type: actions-cache` against the loopback cache service
-//! (src/cache_server.rs), which tests/cache_server.rs proves against the
-//! real client, npm `@actions/cache`: the carriers open and closed by the
-//! token's scopes, the service down, no token, branch scopes across jobs,
-//! cleanup among 1,000 foreign entries, and no credential in any output.
+//! (src/loopback/actions_cache.rs, which tests/loopback/actions_cache.rs
+//! proves against the real client, npm `@actions/cache`): the carriers open
+//! and closed by the token's scopes, the service down, no token, branch
+//! scopes across jobs, cleanup among 1,000 foreign entries, and no
+//! credential in any output.
 
 use crate::common::*;
-use runwarden::cache_server::CacheServer;
+use runwarden::loopback::actions_cache::CacheServer;
 use std::path::Path;
 use std::process::Command;
 

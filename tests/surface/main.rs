@@ -4,3 +4,4 @@ mod actions_cache;
 mod common;
 mod filesystem;
 mod git_remote;
+mod http_cache;

@@ -1,13 +1,12 @@
-//! The loopback Actions cache service (src/cache_server.rs: the
+//! The loopback Actions cache service (src/loopback/actions_cache.rs: the
 //! actions-cache control, and the tests' stand-in for GitHub's) proven against the
 //! real client, npm `@actions/cache`: save and restore through the Twirp
 //! API and signed blob URLs, restore through a prefix key, a read-only
 //! token refused, and the branch scope rules. Only a stand-in that passes
 //! these may be used to test runwarden's own client.
 
-mod common;
-use common::strip_runner_env;
-use runwarden::cache_server::CacheServer;
+use crate::common::strip_runner_env;
+use runwarden::loopback::actions_cache::CacheServer;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

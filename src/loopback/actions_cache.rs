@@ -14,13 +14,14 @@
 //! and version, then the key as a prefix, then each restore key as a
 //! prefix, newest first); entries are immutable.
 //!
-//! `tests/cache_server.rs` proves it against the real client, npm
+//! `tests/loopback/actions_cache.rs` proves it against the real client, npm
 //! `@actions/cache`, so the control runs the same protocol the real service
 //! does. It accepts only tokens it minted ([`CacheServer::runtime_token`],
 //! [`CacheServer::api_token`]) and signed URLs it signed, each with a fresh
 //! random secret: another local process cannot write into a probe's
 //! control.
 
+use super::{Listener, json, lock, query, respond};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -59,17 +60,7 @@ pub struct State {
 pub struct CacheServer {
     pub port: u16,
     pub state: Arc<Mutex<State>>,
-    server: Arc<tiny_http::Server>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for CacheServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    _listener: Listener,
 }
 
 fn b64url(input: &[u8]) -> String {
@@ -126,35 +117,17 @@ fn scopes(auth: &str, token_sig: &str) -> Option<Vec<(String, u8)>> {
 impl CacheServer {
     /// Starts serving on a fresh loopback port until dropped.
     pub fn start() -> Result<CacheServer, String> {
-        let server = tiny_http::Server::http("127.0.0.1:0")
-            .map_err(|e| format!("cannot listen on loopback: {e}"))?;
-        let server = Arc::new(server);
-        let port = server
-            .server_addr()
-            .to_ip()
-            .map(|a| a.port())
-            .ok_or("the loopback listener has no port")?;
-        let secret = || {
-            crate::nonce::Nonce::generate()
-                .map(|n| n.hex())
-                .map_err(|e| format!("no randomness: {e}"))
-        };
         let state = Arc::new(Mutex::new(State {
-            sig: secret()?,
-            token_sig: secret()?,
+            sig: super::secret()?,
+            token_sig: super::secret()?,
             ..State::default()
         }));
-        let (srv, st) = (server.clone(), state.clone());
-        let thread = std::thread::spawn(move || {
-            for req in srv.incoming_requests() {
-                serve(req, &st, port);
-            }
-        });
+        let st = state.clone();
+        let listener = Listener::start(move |req, port| serve(req, &st, port))?;
         Ok(CacheServer {
-            port,
+            port: listener.port,
             state,
-            server,
-            thread: Some(thread),
+            _listener: listener,
         })
     }
 
@@ -228,31 +201,6 @@ impl CacheServer {
     }
 }
 
-/// A poisoned lock still holds consistent entries (every change is one
-/// push or retain): serve on.
-fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn respond(req: tiny_http::Request, status: u16, body: Vec<u8>, headers: &[(&str, &str)]) {
-    let mut resp = tiny_http::Response::from_data(body).with_status_code(status);
-    for (k, v) in headers {
-        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-            resp.add_header(h);
-        }
-    }
-    let _ = req.respond(resp);
-}
-
-fn json(req: tiny_http::Request, status: u16, v: serde_json::Value) {
-    respond(
-        req,
-        status,
-        v.to_string().into_bytes(),
-        &[("Content-Type", "application/json")],
-    );
-}
-
 /// A request field by its proto name or its JSON (camelCase) name.
 fn field<'a>(body: &'a serde_json::Value, proto: &str, camel: &str) -> &'a serde_json::Value {
     if body[proto].is_null() {
@@ -262,51 +210,12 @@ fn field<'a>(body: &'a serde_json::Value, proto: &str, camel: &str) -> &'a serde
     }
 }
 
-fn query(url: &str) -> HashMap<String, String> {
-    url.split_once('?')
-        .map(|(_, q)| {
-            q.split('&')
-                .filter_map(|kv| {
-                    let (k, v) = kv.split_once('=')?;
-                    Some((k.to_string(), percent_decode(v)))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(if b[i] == b'+' { b' ' } else { b[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
-    let header = |name: &str| {
-        req.headers()
-            .iter()
-            .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-            .map(|h| h.value.as_str().to_string())
-    };
-    let auth = header("Authorization").unwrap_or_default();
-    let blob_type = header("x-ms-blob-type");
+    let auth = super::header(&req, "Authorization").unwrap_or_default();
+    let blob_type = super::header(&req, "x-ms-blob-type");
     let method = req.method().as_str().to_string();
     let url = req.url().to_string();
-    let mut body = Vec::new();
-    let _ = req.as_reader().read_to_end(&mut body);
+    let body = super::body(&mut req);
     let mut st = lock(state);
     st.log.push((method.clone(), url.clone(), auth.clone()));
     let path = url.split('?').next().unwrap_or("").to_string();

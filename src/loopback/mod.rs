@@ -1,0 +1,163 @@
+//! Loopback services that speak a surface's protocol: the known-open
+//! control instances of the network surfaces, and the servers their tests
+//! run against where no real one exists here.
+//!
+//! Each listens on a fresh `127.0.0.1` port, serves on one thread until it
+//! is dropped, and accepts only credentials it minted with fresh random
+//! secrets, so another local process cannot write into a probe's control.
+//! [`actions_cache`] is GitHub's cache service (v2) and REST cache API,
+//! [`dav`] a WebDAV cache.
+
+pub mod actions_cache;
+pub mod dav;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A listening loopback port and the thread serving it.
+pub struct Listener {
+    pub port: u16,
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Listens on a fresh loopback port and hands every request to `serve`
+    /// (one at a time: these services hold a handful of entries).
+    pub fn start(
+        serve: impl Fn(tiny_http::Request, u16) + Send + 'static,
+    ) -> Result<Listener, String> {
+        let server = tiny_http::Server::http("127.0.0.1:0")
+            .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+        let server = Arc::new(server);
+        let port = server
+            .server_addr()
+            .to_ip()
+            .map(|a| a.port())
+            .ok_or("the loopback listener has no port")?;
+        let srv = server.clone();
+        let thread = std::thread::spawn(move || {
+            for req in srv.incoming_requests() {
+                serve(req, port);
+            }
+        });
+        Ok(Listener {
+            port,
+            server,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// 32 random hex digits: a token or signature only this service knows.
+pub fn secret() -> Result<String, String> {
+    crate::nonce::Nonce::generate()
+        .map(|n| n.hex())
+        .map_err(|e| format!("no randomness: {e}"))
+}
+
+/// A poisoned lock still holds consistent state (every change is one
+/// insert, push or remove): serve on.
+pub fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A request header's value.
+pub fn header(req: &tiny_http::Request, name: &str) -> Option<String> {
+    req.headers()
+        .iter()
+        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+        .map(|h| h.value.as_str().to_string())
+}
+
+/// The request body, read whole.
+pub fn body(req: &mut tiny_http::Request) -> Vec<u8> {
+    let mut body = Vec::new();
+    let _ = std::io::Read::read_to_end(req.as_reader(), &mut body);
+    body
+}
+
+pub fn respond(req: tiny_http::Request, status: u16, body: Vec<u8>, headers: &[(&str, &str)]) {
+    let mut resp = tiny_http::Response::from_data(body).with_status_code(status);
+    for (k, v) in headers {
+        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+            resp.add_header(h);
+        }
+    }
+    let _ = req.respond(resp);
+}
+
+pub fn json(req: tiny_http::Request, status: u16, v: serde_json::Value) {
+    respond(
+        req,
+        status,
+        v.to_string().into_bytes(),
+        &[("Content-Type", "application/json")],
+    );
+}
+
+/// The query of a URL, percent-decoded.
+pub fn query(url: &str) -> HashMap<String, String> {
+    url.split_once('?')
+        .map(|(_, q)| {
+            q.split('&')
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.to_string(), percent_decode(v)))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The bearer token or basic-auth user of a request's Authorization
+/// header, checked against `tokens` (token -> who) and `passwords` (user
+/// -> password): the name of who is asking, if anyone.
+pub fn who(
+    req: &tiny_http::Request,
+    tokens: &HashMap<String, String>,
+    passwords: &HashMap<String, String>,
+) -> Option<String> {
+    use base64::Engine as _;
+    let auth = header(req, "authorization")?;
+    if let Some(t) = auth.strip_prefix("Bearer ") {
+        return tokens.get(t).cloned();
+    }
+    let b = auth.strip_prefix("Basic ")?;
+    let raw = base64::engine::general_purpose::STANDARD.decode(b).ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (u, p) = text.split_once(':')?;
+    (passwords.get(u).map(String::as_str) == Some(p)).then(|| u.to_string())
+}

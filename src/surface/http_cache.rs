@@ -1,0 +1,756 @@
+//! `type: http-cache`: a generic HTTP or WebDAV cache (a build cache, an
+//! Artifactory or Nexus generic repository, an nginx or Varnish proxy
+//! cache) that two runs can both reach.
+//!
+//! Run A writes under the configured URL: a `PUT` whose path carries the
+//! nonce, a `GET` miss on a path carrying it (a cache that remembers
+//! misses keeps it), a `MKCOL` collection named with it, and a `PROPPATCH`
+//! dead property holding it on a resource of its own. Run B lists the
+//! cache the way the server offers (`PROPFIND` with depth 1, or the index
+//! URL the config names) and reads the agreed paths. Cleanup deletes only
+//! what A created, after checking each file's content and that each
+//! collection is empty. A remembered miss cannot be deleted: it lasts for
+//! the cache's negative TTL.
+//!
+//! Paths are [`super::tagged_name`]s, so leftovers are identifiable and
+//! `cleanup --probe-id` takes only names whose tag verifies. Names read
+//! from listings are attacker controlled: escaped when shown, never used
+//! to build a request except for the exact names this probe derives.
+
+use super::{
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Client, Failure, Request, check_url};
+use crate::nonce::Nonce;
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::cell::OnceCell;
+use std::time::Duration;
+
+pub struct HttpCache;
+
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The dead property the `property` carrier sets.
+const PROP_NS: &str = "urn:runwarden:1";
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "cache-key",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the path of a PUT; run B finds it in the cache's listing",
+    },
+    Carrier {
+        name: "negative-lookup",
+        persistence: Persistence::UntilEvicted,
+        description: "a GET miss on a path carrying the nonce, which a cache that remembers misses answers from its memory later",
+    },
+    Carrier {
+        name: "collection-name",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the name of a WebDAV collection (MKCOL), found in the listing",
+    },
+    Carrier {
+        name: "property",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in a WebDAV dead property (PROPPATCH) of an agreed resource, read back with PROPFIND",
+    },
+];
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The cache's base URL, ending in `/`.
+    url: String,
+    auth: HttpAuth,
+    /// A URL whose body lists the cache's names, instead of PROPFIND.
+    index_url: Option<String>,
+    control: bool,
+}
+
+/// What a file plant holds: no nonce (the carriers are the name and the
+/// property), the same for every file of a probe.
+fn innocuous(probe_id: &str) -> Vec<u8> {
+    format!("runwarden http-cache plant, probe {probe_id}\n").into_bytes()
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    crate::nonce::to_hex(&Sha256::digest(data))
+}
+
+/// The path (relative to the base URL) of a carrier's plant.
+fn plant_name(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> String {
+    let with_nonce = carrier != "property";
+    super::tagged_name(ctx, carrier, with_nonce.then_some(nonce), "")
+}
+
+impl SurfaceType for HttpCache {
+    fn name(&self) -> &'static str {
+        "http-cache"
+    }
+
+    fn description(&self) -> &'static str {
+        "a generic HTTP or WebDAV cache at a URL (PUT, cached misses, MKCOL, PROPPATCH; listed with PROPFIND)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "url",
+            "token-env",
+            "username-env",
+            "password-env",
+            "index-url",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((url, pos)) = opts.string("url")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "an http-cache surface needs `url:` (the cache's base URL)",
+            ));
+        };
+        check_url(&url).map_err(|m| opts.error(pos, format!("`url`: {m}")))?;
+        if url.contains('?') || url.contains('#') {
+            return Err(opts.error(pos, "`url`: no query or fragment: a base URL"));
+        }
+        let index_url = match opts.string("index-url")? {
+            Some((u, p)) => {
+                check_url(&u).map_err(|m| opts.error(p, format!("`index-url`: {m}")))?;
+                Some(u)
+            }
+            None => None,
+        };
+        let auth = HttpAuth::from_config(&mut opts)?;
+        let url = if url.ends_with('/') {
+            url
+        } else {
+            format!("{url}/")
+        };
+        let s = Settings {
+            url,
+            auth,
+            index_url,
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::dav::DavServer::start(false)?;
+        let token = server.token()?;
+        let s = Settings {
+            url: server.url(),
+            auth: HttpAuth::bearer_for_control(token),
+            index_url: None,
+            control: true,
+        };
+        Ok(Control {
+            settings: serde_json::to_value(s).expect("settings serialize"),
+            keep: Some(Box::new(server)),
+        })
+    }
+
+    fn derive_needle(
+        &self,
+        _carrier: &str,
+        _probe_id: &str,
+        nonce: &Nonce,
+        _scope: Option<&super::JobScope>,
+    ) -> Result<Value, String> {
+        Ok(Value::String(nonce.hex()))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        vec![
+            ("credentials", s.auth.describe()),
+            (
+                "listing",
+                match &s.index_url {
+                    Some(u) => format!("GET {}", escape::bytes(u.as_bytes())),
+                    None => "PROPFIND depth 1".into(),
+                },
+            ),
+        ]
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad http-cache settings".to_string())?;
+        Ok(Box::new(Instance {
+            s,
+            client: OnceCell::new(),
+        }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    client: OnceCell<Result<Client, String>>,
+}
+
+/// Scans a PROPFIND body as it arrives for `href` elements, handing each
+/// (percent-decoded) to a callback. Memory stays at one href, at most
+/// [`MAX_HREF`] bytes: a longer one is skipped (the raw search of the
+/// listing still sees its bytes).
+struct Hrefs {
+    carry: Vec<u8>,
+}
+
+const MAX_HREF: usize = 64 << 10;
+
+impl Hrefs {
+    fn feed(&mut self, chunk: &[u8], each: &mut dyn FnMut(&str)) {
+        self.carry.extend_from_slice(chunk);
+        let finder = memchr::memmem::Finder::new(b"href>");
+        // Everything before `keep` is done with.
+        let mut at = 0;
+        let mut keep = self.carry.len().saturating_sub(16);
+        while let Some(i) = finder.find(&self.carry[at..]) {
+            let m = at + i;
+            let lt = memchr::memrchr(b'<', &self.carry[..m]).unwrap_or(m);
+            let start = m + 5;
+            if self.carry.get(lt + 1) == Some(&b'/') {
+                // A closing tag.
+                at = start;
+                keep = keep.max(start.min(self.carry.len()));
+                continue;
+            }
+            match memchr::memchr(b'<', &self.carry[start..]) {
+                Some(end) => {
+                    let raw = String::from_utf8_lossy(&self.carry[start..start + end]);
+                    each(&crate::loopback::percent_decode(&raw.replace("&amp;", "&")));
+                    at = start + end;
+                    keep = keep.max(at);
+                }
+                None => {
+                    // Cut in half: keep it, unless it is too long to be one.
+                    keep = if self.carry.len() - lt > MAX_HREF {
+                        self.carry.len()
+                    } else {
+                        lt
+                    };
+                    break;
+                }
+            }
+        }
+        self.carry.drain(..keep.min(self.carry.len()));
+    }
+}
+
+/// The last path segment of an href (without a trailing `/`).
+fn last_segment(href: &str) -> &str {
+    href.trim_end_matches('/').rsplit('/').next().unwrap_or("")
+}
+
+/// A response header that says the answer came from the cache.
+fn cache_hit(headers: &::http::HeaderMap) -> Option<String> {
+    for name in [
+        "x-cache",
+        "x-cache-status",
+        "x-cache-lookup",
+        "cf-cache-status",
+        "x-proxy-cache",
+    ] {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok())
+            && v.to_ascii_uppercase().contains("HIT")
+        {
+            return Some(format!("{name}: {}", escape::bytes(v.as_bytes())));
+        }
+    }
+    headers
+        .get("age")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| format!("age: {}", escape::bytes(v.as_bytes())))
+}
+
+impl Instance {
+    fn client(&self) -> Result<&Client, String> {
+        self.client
+            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.s.auth.secrets()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn shown(&self) -> String {
+        escape::bytes(self.s.url.as_bytes())
+    }
+
+    fn url_of(&self, name: &str) -> String {
+        format!("{}{}", self.s.url, crate::loopback::dav::encode_path(name))
+    }
+
+    /// One request; `Err` when there was no answer.
+    fn call(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&'static str, &str)],
+        body: Vec<u8>,
+    ) -> Result<crate::http::Response, String> {
+        let method = Method::from_bytes(method.as_bytes()).expect("a valid method");
+        let mut req = self
+            .s
+            .auth
+            .apply(Request::new(method.clone(), url))
+            .bytes(body);
+        for (k, v) in headers {
+            req = req.header(k, *v);
+        }
+        self.client()?.send(&req).map_err(|f| match f {
+            Failure::Unreachable(m) => format!("cannot reach the cache at {}: {m}", self.shown()),
+            Failure::Broken(m) => format!("{method} at the cache {}: {m}", self.shown()),
+        })
+    }
+
+    /// Lists the cache once, handing each name (PROPFIND) or each body
+    /// chunk (index URL) to the callbacks.
+    fn list(
+        &self,
+        name: &mut dyn FnMut(&str),
+        chunk: &mut dyn FnMut(&[u8]),
+    ) -> Result<String, ListError> {
+        let client = self.client().map_err(ListError::Failed)?;
+        let (req, what) = match &self.s.index_url {
+            Some(u) => (
+                self.s.auth.apply(Request::new(Method::GET, u)),
+                format!("the index {}", escape::bytes(u.as_bytes())),
+            ),
+            None => (
+                self.s
+                    .auth
+                    .apply(Request::new(Method::from_bytes(b"PROPFIND").expect("valid"), &self.s.url))
+                    .header("depth", "1")
+                    .header("content-type", "application/xml")
+                    .bytes(
+                        b"<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/></D:prop></D:propfind>"
+                            .to_vec(),
+                    ),
+                format!("PROPFIND depth 1 of {}", self.shown()),
+            ),
+        };
+        let propfind = self.s.index_url.is_none();
+        let mut hrefs = Hrefs { carry: vec![] };
+        // (An error page is scanned too, but then nothing found counts.)
+        let (status, _) = client
+            .stream(&req, &mut |c| {
+                chunk(c);
+                if propfind {
+                    hrefs.feed(c, name);
+                }
+                Ok(())
+            })
+            .map_err(|f| ListError::Failed(format!("listing the cache ({what}): {f}")))?;
+        match status {
+            200 | 207 => Ok(what),
+            401 | 403 => Err(ListError::Denied(format!(
+                "the cache refused the listing ({what}): HTTP {status}"
+            ))),
+            405 | 501 if propfind => Err(ListError::Failed(format!(
+                "the cache offers no PROPFIND listing (HTTP {status}); name an index with `index-url`"
+            ))),
+            s => Err(ListError::Failed(format!(
+                "listing the cache ({what}): HTTP {s}"
+            ))),
+        }
+    }
+}
+
+enum ListError {
+    Denied(String),
+    Failed(String),
+}
+
+/// What a write's status says.
+fn write_outcome(status: u16, what: &str, shown: &str) -> Result<(), PlantOutcome> {
+    match status {
+        200..=299 => Ok(()),
+        401 | 403 => Err(PlantOutcome::Refused {
+            reason: format!("the cache refused the {what} (HTTP {status}) at {shown}"),
+        }),
+        405 | 501 => Err(PlantOutcome::Unsupported {
+            reason: format!("the cache does not support {what} (HTTP {status})"),
+        }),
+        s => Err(PlantOutcome::Failed {
+            reason: format!("{what} at {shown}: HTTP {s}"),
+        }),
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        self.s.auth.missing.clone()
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let name = plant_name(ctx, &job.carrier, &job.nonce);
+        let shown_name = escape::bytes(name.as_bytes());
+        let url = self.url_of(&name);
+        let body = innocuous(ctx.probe_id);
+        let planted = |detail: String| PlantOutcome::Planted {
+            needle: Value::String(job.nonce.hex()),
+            persistence: None,
+            detail,
+        };
+        let put = |created: &mut dyn FnMut(Value)| -> Result<(), PlantOutcome> {
+            created(json!({ "name": name, "kind": "file", "sha256": sha256_hex(&body) }));
+            let r = self
+                .call(
+                    "PUT",
+                    &url,
+                    &[("content-type", "application/octet-stream")],
+                    body.clone(),
+                )
+                .map_err(|reason| PlantOutcome::Failed { reason })?;
+            write_outcome(r.status, "PUT", &self.shown())
+        };
+        match job.carrier.as_str() {
+            "cache-key" => match put(created) {
+                Err(o) => o,
+                Ok(()) => planted(format!("PUT {shown_name} under {}", self.shown())),
+            },
+            "negative-lookup" => match self.call("GET", &url, &[], vec![]) {
+                Err(reason) => PlantOutcome::Failed { reason },
+                Ok(r) if r.status == 404 || r.status == 410 => planted(format!(
+                    "GET {shown_name} missed (HTTP {}{}); a cache that remembers misses keeps it for its negative TTL, and nothing can delete it",
+                    r.status,
+                    r.headers
+                        .get("x-cache")
+                        .and_then(|v| v.to_str().ok())
+                        .map(|v| format!(", x-cache: {}", escape::bytes(v.as_bytes())))
+                        .unwrap_or_default()
+                )),
+                Ok(r) if r.status == 401 || r.status == 403 => PlantOutcome::Refused {
+                    reason: format!("the cache refused the lookup (HTTP {})", r.status),
+                },
+                Ok(r) => PlantOutcome::Failed {
+                    reason: format!("GET {shown_name} answered HTTP {}, not a miss", r.status),
+                },
+            },
+            "collection-name" => {
+                created(json!({ "name": name, "kind": "collection" }));
+                match self.call("MKCOL", &format!("{url}/"), &[], vec![]) {
+                    Err(reason) => PlantOutcome::Failed { reason },
+                    Ok(r) => match write_outcome(r.status, "MKCOL", &self.shown()) {
+                        Err(o) => o,
+                        Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
+                    },
+                }
+            }
+            _ => {
+                // property: a resource of its own, then the property.
+                if let Err(o) = put(created) {
+                    return o;
+                }
+                let xml = format!(
+                    "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:propertyupdate xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:set><D:prop><R:note>{}</R:note></D:prop></D:set></D:propertyupdate>",
+                    job.nonce.hex()
+                );
+                match self.call(
+                    "PROPPATCH",
+                    &url,
+                    &[("content-type", "application/xml")],
+                    xml.into_bytes(),
+                ) {
+                    Err(reason) => PlantOutcome::Failed { reason },
+                    Ok(r) => match write_outcome(r.status, "PROPPATCH", &self.shown()) {
+                        Err(o) => o,
+                        // A 207 can still refuse the property itself.
+                        Ok(())
+                            if r.status == 207
+                                && !String::from_utf8_lossy(&r.body).contains(" 200 ") =>
+                        {
+                            PlantOutcome::Refused {
+                                reason:
+                                    "the cache answered the PROPPATCH without setting the property"
+                                        .into(),
+                            }
+                        }
+                        Ok(()) => planted(format!("property R:note ({PROP_NS}) on {shown_name}")),
+                    },
+                }
+            }
+        }
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        let listed: Vec<usize> = (0..wanted.len())
+            .filter(|i| matches!(wanted[*i].carrier.as_str(), "cache-key" | "collection-name"))
+            .collect();
+        if !listed.is_empty() {
+            let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+            let needles: Vec<(usize, String)> = listed
+                .iter()
+                .filter_map(|i| Some((*i, wanted[*i].needle.as_str()?.to_string())))
+                .collect();
+            let prefix = format!("runwarden-{}-", ctx.probe_id);
+            let mut names = 0usize;
+            let mut window: Vec<u8> = vec![];
+            let mut raw: Vec<Option<String>> = vec![None; wanted.len()];
+            let listing = self.list(
+                &mut |href| {
+                    names += 1;
+                    let seg = last_segment(href);
+                    for (i, n) in &needles {
+                        if hits[*i].is_none() && seg.contains(n.as_str()) {
+                            hits[*i] = Some(format!(
+                                "the listing names {}",
+                                escape::bytes(href.as_bytes())
+                            ));
+                        }
+                    }
+                    if seg.starts_with(&prefix)
+                        && super::tagged_carrier(ctx, CARRIERS, seg, "").is_none()
+                    {
+                        notice(Notice {
+                            kind: NoticeKind::ForgedMarker,
+                            entry: escape::bytes(href.as_bytes()),
+                            detail: "a name in this probe's form that no plant with this key made"
+                                .into(),
+                            beacon: None,
+                        });
+                    }
+                },
+                &mut |chunk| {
+                    // The raw body too, across chunk edges: an index has
+                    // no hrefs, and a name too long to parse still counts.
+                    window.extend_from_slice(chunk);
+                    for (i, n) in &needles {
+                        if raw[*i].is_none()
+                            && memchr::memmem::find(&window, n.as_bytes()).is_some()
+                        {
+                            raw[*i] = Some("the listing holds it".to_string());
+                        }
+                    }
+                    let keep = window.len().saturating_sub(31);
+                    window.drain(..keep);
+                },
+            );
+            for i in listed {
+                out[i] = Some(match (&listing, hits[i].take().or(raw[i].take())) {
+                    (Ok(_), Some(detail)) => RecoverOutcome::Found { detail },
+                    (Ok(what), None) => RecoverOutcome::NotFound {
+                        detail: if self.s.index_url.is_some() {
+                            format!("{what} does not hold it")
+                        } else {
+                            format!("{what}: none of {names} names holds it")
+                        },
+                    },
+                    (Err(ListError::Denied(m)), _) => RecoverOutcome::Denied { reason: m.clone() },
+                    (Err(ListError::Failed(m)), _) => RecoverOutcome::Failed { reason: m.clone() },
+                });
+            }
+        }
+        for (i, w) in wanted.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            let Some(nonce) = serde_json::from_value::<Nonce>(w.needle.clone()).ok() else {
+                out[i] = Some(RecoverOutcome::Failed {
+                    reason: "the plant's needle is not a nonce".into(),
+                });
+                continue;
+            };
+            let name = plant_name(ctx, &w.carrier, &nonce);
+            let shown_name = escape::bytes(name.as_bytes());
+            let url = self.url_of(&name);
+            out[i] = Some(match w.carrier.as_str() {
+                "negative-lookup" => match self.call("GET", &url, &[], vec![]) {
+                    Err(reason) => RecoverOutcome::Failed { reason },
+                    Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
+                        reason: format!("the cache refused the lookup (HTTP {})", r.status),
+                    },
+                    Ok(r) if r.status == 404 || r.status == 410 => match cache_hit(&r.headers) {
+                        Some(h) => RecoverOutcome::Found {
+                            detail: format!(
+                                "GET {shown_name} was answered from the cache's memory of the miss ({h})"
+                            ),
+                        },
+                        None => RecoverOutcome::NotFound {
+                            detail: format!(
+                                "GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age)"
+                            ),
+                        },
+                    },
+                    Ok(r) => RecoverOutcome::Failed {
+                        reason: format!(
+                            "GET {shown_name} answered HTTP {}: someone created it",
+                            r.status
+                        ),
+                    },
+                },
+                _ => {
+                    let xml = format!(
+                        "<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:prop><R:note/></D:prop></D:propfind>"
+                    );
+                    match self.call(
+                        "PROPFIND",
+                        &url,
+                        &[("depth", "0"), ("content-type", "application/xml")],
+                        xml.into_bytes(),
+                    ) {
+                        Err(reason) => RecoverOutcome::Failed { reason },
+                        Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
+                            reason: format!("the cache refused the PROPFIND (HTTP {})", r.status),
+                        },
+                        Ok(r) if r.status == 404 => RecoverOutcome::NotFound {
+                            detail: format!("the agreed resource {shown_name} does not exist"),
+                        },
+                        Ok(r) if r.status == 207 => {
+                            if memchr::memmem::find(&r.body, nonce.hex().as_bytes()).is_some() {
+                                RecoverOutcome::Found {
+                                    detail: format!(
+                                        "PROPFIND of {shown_name} returns the property"
+                                    ),
+                                }
+                            } else {
+                                RecoverOutcome::NotFound {
+                                    detail: format!(
+                                        "PROPFIND of {shown_name} returns no such property"
+                                    ),
+                                }
+                            }
+                        }
+                        Ok(r) => RecoverOutcome::Failed {
+                            reason: format!("PROPFIND of {shown_name}: HTTP {}", r.status),
+                        },
+                    }
+                }
+            });
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or(RecoverOutcome::Failed {
+                    reason: "not a carrier of this surface".into(),
+                })
+            })
+            .collect()
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        if self.s.index_url.is_some() {
+            return Err("the cache is listed through an index, which may not name what to delete; use the receipt".into());
+        }
+        let body = innocuous(ctx.probe_id);
+        let mut found = vec![];
+        self.list(
+            &mut |href| {
+                let seg = last_segment(href);
+                if let Some(c) = super::tagged_carrier(ctx, CARRIERS, seg, "")
+                    && jobs.iter().any(|j| j.carrier == c)
+                    && c != "negative-lookup"
+                {
+                    found.push(if href.ends_with('/') {
+                        json!({ "name": seg, "kind": "collection" })
+                    } else {
+                        json!({ "name": seg, "kind": "file", "sha256": sha256_hex(&body) })
+                    });
+                }
+            },
+            &mut |_| {},
+        )
+        .map_err(|e| match e {
+            ListError::Denied(m) | ListError::Failed(m) => m,
+        })?;
+        Ok(found)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        let name = entry["name"].as_str().unwrap_or("");
+        if !name.starts_with("runwarden-") || name.contains('/') || name.contains("..") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden name; nothing is deleted".into(),
+            };
+        }
+        let url = self.url_of(name);
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        // Checked before removal: a file holds exactly what was put, a
+        // collection holds nothing.
+        if entry["kind"] == "collection" {
+            let r = match self.call("PROPFIND", &format!("{url}/"), &[("depth", "1")], vec![]) {
+                Ok(r) => r,
+                Err(m) => return left(m),
+            };
+            match r.status {
+                404 => return CleanupOutcome::Gone,
+                207 => {
+                    let mut n = 0;
+                    let mut h = Hrefs { carry: vec![] };
+                    h.feed(&r.body, &mut |_| n += 1);
+                    if n > 1 {
+                        return left(
+                            "the collection is not empty: someone put something in it".into(),
+                        );
+                    }
+                }
+                s => return left(format!("PROPFIND before deleting: HTTP {s}")),
+            }
+            return match self.call("DELETE", &format!("{url}/"), &[], vec![]) {
+                Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+                Ok(r) if r.status == 404 => CleanupOutcome::Gone,
+                Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
+                Err(m) => left(m),
+            };
+        }
+        let r = match self.call("GET", &url, &[], vec![]) {
+            Ok(r) => r,
+            Err(m) => return left(m),
+        };
+        match r.status {
+            404 | 410 => return CleanupOutcome::Gone,
+            200 => {
+                if Some(sha256_hex(&r.body).as_str()) != entry["sha256"].as_str() {
+                    return left("its content changed since it was planted".into());
+                }
+            }
+            s => return left(format!("GET before deleting: HTTP {s}")),
+        }
+        match self.call("DELETE", &url, &[], vec![]) {
+            Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+            Ok(r) if r.status == 404 => CleanupOutcome::Gone,
+            Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
+            Err(m) => left(m),
+        }
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let name = entry["name"].as_str().unwrap_or("?");
+        let slash = if entry["kind"] == "collection" {
+            "/"
+        } else {
+            ""
+        };
+        format!(
+            "{}{slash} under {}",
+            escape::bytes(name.as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                self.shown()
+            }
+        )
+    }
+}
