@@ -8,6 +8,7 @@
 //! versioned result, and [`output`] renders it. Surfaces live in [`surface`],
 //! one file per type behind one trait and one registry.
 
+pub mod archive;
 pub mod child;
 pub mod cli;
 pub mod config;

@@ -11,6 +11,7 @@ pub mod actions_cache;
 pub mod filesystem;
 pub mod git_remote;
 pub mod http_cache;
+pub mod npm_registry;
 
 use crate::config::{ConfigError, Options};
 use crate::marker::Key;
@@ -25,6 +26,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &git_remote::GitRemote,
     &actions_cache::ActionsCache,
     &http_cache::HttpCache,
+    &npm_registry::NpmRegistry,
 ];
 
 /// Finds a surface type by its config name.

@@ -5,3 +5,4 @@ mod common;
 mod filesystem;
 mod git_remote;
 mod http_cache;
+mod npm_registry;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the real package servers the registry tests start on loopback,
+# under DIR (default target/test-servers), once: Verdaccio (npm) and
+# devpi-server (PyPI). `.ci/run` calls it before `cargo test`; the tests
+# call it too, so `cargo test` alone works on a fresh machine.
+#
+# Verdaccio 6.8.0: the newest 6.x that runs on Node 20 (6.9 wants Node 22).
+# The `node-fetch` override: the registry these machines reach lacks the
+# `cjs` dist-tag Verdaccio's dependency range resolves through.
+set -euo pipefail
+dir="${1:-$(dirname "$0")/../target/test-servers}"
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+exec 9>"$dir/.lock"
+flock 9
+if [ ! -x "$dir/verdaccio/node_modules/.bin/verdaccio" ]; then
+  mkdir -p "$dir/verdaccio"
+  cat > "$dir/verdaccio/package.json" <<'JSON'
+{ "name": "runwarden-test-verdaccio", "private": true,
+  "dependencies": { "verdaccio": "6.8.0" },
+  "overrides": { "node-fetch": "2.7.0" } }
+JSON
+  (cd "$dir/verdaccio" && npm install --no-audit --no-fund --silent >/dev/null)
+fi
+if [ ! -x "$dir/devpi/bin/devpi-server" ]; then
+  python3 -m venv "$dir/devpi"
+  "$dir/devpi/bin/pip" install --quiet "devpi-server==6.20.3"
+fi
+echo "$dir"

@@ -1,0 +1,106 @@
+//! Package archives for the registry surfaces: a ustar archive inside a
+//! gzip member whose deflate blocks are stored, not compressed.
+//!
+//! Why stored: the plant's nonce then stands in the archive's raw bytes,
+//! so run B finds it by searching the download as it arrives, with no
+//! decompressor in the binary. The result is a valid `.tgz` / `.tar.gz`
+//! that npm, pip and tar read like any other.
+
+/// One regular file: path inside the archive and content.
+pub type File<'a> = (&'a str, &'a [u8]);
+
+/// A ustar archive of `files` (mode 0644, mtime 0, owner 0).
+pub fn tar(files: &[File<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (path, data) in files {
+        let mut h = [0u8; 512];
+        let name = path.as_bytes();
+        h[..name.len().min(100)].copy_from_slice(&name[..name.len().min(100)]);
+        let octal = |h: &mut [u8; 512], at: usize, len: usize, v: u64| {
+            let s = format!("{v:0w$o}\0", w = len - 1);
+            h[at..at + len].copy_from_slice(s.as_bytes());
+        };
+        octal(&mut h, 100, 8, 0o644);
+        octal(&mut h, 108, 8, 0);
+        octal(&mut h, 116, 8, 0);
+        octal(&mut h, 124, 12, data.len() as u64);
+        octal(&mut h, 136, 12, 0);
+        h[148..156].copy_from_slice(b"        ");
+        h[156] = b'0';
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+        let s = format!("{sum:06o}\0 ");
+        h[148..156].copy_from_slice(s.as_bytes());
+        out.extend_from_slice(&h);
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    out
+}
+
+/// `data` as one gzip member of stored deflate blocks.
+pub fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    let mut chunks = data.chunks(0xffff).peekable();
+    if chunks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(c) = chunks.next() {
+        let last = u8::from(chunks.peek().is_none());
+        let len = c.len() as u16;
+        out.push(last);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(c);
+    }
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+/// A `.tgz` of `files`.
+pub fn tgz(files: &[File<'_>]) -> Vec<u8> {
+    gzip_stored(&tar(files))
+}
+
+/// CRC-32 (IEEE), bit by bit: archives here are a few KiB.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+    }
+
+    #[test]
+    fn tar_and_gzip_read_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.tgz");
+        std::fs::write(&f, tgz(&[("package/x.txt", b"hello nonce\n")])).unwrap();
+        let out = std::process::Command::new("tar")
+            .arg("-xzOf")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, b"hello nonce\n");
+    }
+}

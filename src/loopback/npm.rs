@@ -1,0 +1,255 @@
+//! A loopback npm registry: the `npm-registry` control. It speaks the part
+//! of the registry API that npm's publish, view, dist-tag, search and
+//! unpublish use, as Verdaccio and the public registry do:
+//!
+//! - `PUT /<name>`: publish (a packument with new versions and their
+//!   tarballs as base64 `_attachments`); a version that exists is 409;
+//! - `GET /<name>`: the packument, with `_rev`; tarballs at
+//!   `GET /<name>/-/<file>`;
+//! - `GET`/`PUT`/`DELETE /-/package/<name>/dist-tags[/<tag>]`;
+//! - `GET /-/v1/search?text=&size=&from=`: packages whose name contains
+//!   the text;
+//! - `DELETE /<name>/-rev/<rev>`: unpublish the whole package.
+//!
+//! Every request needs a bearer token it minted ([`NpmServer::token`]).
+
+use super::{Listener, json, lock, percent_decode, query, respond};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+pub struct State {
+    pub packages: BTreeMap<String, Value>,
+    tarballs: HashMap<String, Vec<u8>>,
+    tokens: HashMap<String, String>,
+    revs: u64,
+}
+
+pub struct NpmServer {
+    pub port: u16,
+    pub state: Arc<Mutex<State>>,
+    _listener: Listener,
+}
+
+impl NpmServer {
+    pub fn start() -> Result<NpmServer, String> {
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = state.clone();
+        let listener = Listener::start(move |req, port| serve(req, &st, port))?;
+        Ok(NpmServer {
+            port: listener.port,
+            state,
+            _listener: listener,
+        })
+    }
+
+    /// The registry URL (ends in `/`).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn token(&self) -> Result<String, String> {
+        let t = super::secret()?;
+        lock(&self.state)
+            .tokens
+            .insert(t.clone(), "publisher".into());
+        Ok(t)
+    }
+}
+
+fn not_found(req: tiny_http::Request) {
+    json(req, 404, json!({ "error": "not found" }))
+}
+
+fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
+    let method = req.method().as_str().to_ascii_uppercase();
+    let url = req.url().to_string();
+    let path = percent_decode(url.split('?').next().unwrap_or("/"));
+    let body = super::body(&mut req);
+    let mut st = lock(state);
+    let tokens = st.tokens.clone();
+    if super::who(&req, &tokens, &HashMap::new()).is_none() {
+        drop(st);
+        return json(req, 401, json!({ "error": "authorization required" }));
+    }
+    let path = path.trim_start_matches('/').to_string();
+    if path == "-/v1/search" {
+        let q = query(&url);
+        let text = q.get("text").cloned().unwrap_or_default();
+        let size: usize = q
+            .get("size")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20)
+            .min(250);
+        let from: usize = q.get("from").and_then(|s| s.parse().ok()).unwrap_or(0);
+        let hits: Vec<&Value> = st
+            .packages
+            .iter()
+            .filter(|(n, _)| n.contains(&text))
+            .map(|(_, p)| p)
+            .collect();
+        let objects: Vec<Value> = hits
+            .iter()
+            .skip(from)
+            .take(size)
+            .map(|p| {
+                json!({ "package": {
+                    "name": p["name"],
+                    "version": p["dist-tags"]["latest"],
+                    "description": p["description"],
+                }})
+            })
+            .collect();
+        let total = hits.len();
+        drop(st);
+        return json(req, 200, json!({ "objects": objects, "total": total }));
+    }
+    if let Some(rest) = path.strip_prefix("-/package/") {
+        let (name, tag) = match rest.split_once("/dist-tags") {
+            Some((n, t)) => (n.to_string(), t.trim_start_matches('/').to_string()),
+            None => {
+                drop(st);
+                return not_found(req);
+            }
+        };
+        let Some(p) = st.packages.get_mut(&name) else {
+            drop(st);
+            return not_found(req);
+        };
+        return match (method.as_str(), tag.is_empty()) {
+            ("GET", true) => {
+                let tags = p["dist-tags"].clone();
+                drop(st);
+                json(req, 200, tags)
+            }
+            ("PUT", false) => {
+                let version: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                if version
+                    .as_str()
+                    .is_none_or(|v| p["versions"].get(v).is_none())
+                {
+                    drop(st);
+                    return json(req, 400, json!({ "error": "no such version" }));
+                }
+                p["dist-tags"][tag.as_str()] = version;
+                drop(st);
+                json(req, 201, json!({ "ok": "package tagged" }))
+            }
+            ("DELETE", false) => {
+                if let Some(t) = p["dist-tags"].as_object_mut() {
+                    t.remove(&tag);
+                }
+                drop(st);
+                json(req, 201, json!({ "ok": "tag removed" }))
+            }
+            _ => {
+                drop(st);
+                not_found(req)
+            }
+        };
+    }
+    // /<name>/-rev/<rev>, /<name>/-/<file>, /<name>; names may be scoped
+    // (`@scope/name`).
+    if let Some((name, rev)) = path.split_once("/-rev/") {
+        let current = st.packages.get(name).map(|p| p["_rev"].clone());
+        return match (method.as_str(), current) {
+            ("DELETE", Some(r)) if r.as_str() == Some(rev) => {
+                st.packages.remove(name);
+                let prefix = format!("{name}/-/");
+                st.tarballs.retain(|k, _| !k.starts_with(&prefix));
+                drop(st);
+                json(req, 200, json!({ "ok": "package removed" }))
+            }
+            ("DELETE", Some(_)) => {
+                drop(st);
+                json(req, 409, json!({ "error": "revision mismatch" }))
+            }
+            _ => {
+                drop(st);
+                not_found(req)
+            }
+        };
+    }
+    if path.contains("/-/") {
+        let data = st.tarballs.get(&path).cloned();
+        drop(st);
+        return match data {
+            Some(d) if method == "GET" => {
+                respond(req, 200, d, &[("Content-Type", "application/octet-stream")])
+            }
+            _ => not_found(req),
+        };
+    }
+    let name = path;
+    match method.as_str() {
+        "GET" => {
+            let p = st.packages.get(&name).cloned();
+            drop(st);
+            match p {
+                Some(p) => json(req, 200, p),
+                None => not_found(req),
+            }
+        }
+        "PUT" => {
+            let Ok(mut doc) = serde_json::from_slice::<Value>(&body) else {
+                drop(st);
+                return json(req, 400, json!({ "error": "bad json" }));
+            };
+            if doc["name"].as_str() != Some(name.as_str()) {
+                drop(st);
+                return json(req, 400, json!({ "error": "name mismatch" }));
+            }
+            let mut pkg = st.packages.get(&name).cloned().unwrap_or_else(|| {
+                json!({ "_id": name, "name": name, "versions": {}, "dist-tags": {}, "time": {} })
+            });
+            let new_versions = doc["versions"].as_object().cloned().unwrap_or_default();
+            if new_versions
+                .keys()
+                .any(|v| pkg["versions"].get(v).is_some())
+            {
+                drop(st);
+                return json(req, 409, json!({ "error": "this version already exists" }));
+            }
+            for (file, att) in doc["_attachments"].as_object().cloned().unwrap_or_default() {
+                let data = att["data"]
+                    .as_str()
+                    .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok());
+                if let Some(d) = data {
+                    st.tarballs.insert(format!("{name}/-/{file}"), d);
+                }
+            }
+            for (v, mut meta) in new_versions {
+                let file = meta["dist"]["tarball"]
+                    .as_str()
+                    .and_then(|t| t.rsplit('/').next())
+                    .unwrap_or("")
+                    .to_string();
+                meta["dist"]["tarball"] = json!(format!("http://127.0.0.1:{port}/{name}/-/{file}"));
+                pkg["versions"][v.as_str()] = meta;
+            }
+            for (t, v) in doc["dist-tags"].as_object().cloned().unwrap_or_default() {
+                pkg["dist-tags"][t.as_str()] = v;
+            }
+            for k in ["readme", "description"] {
+                if let Some(v) = doc.get_mut(k).map(Value::take) {
+                    pkg[k] = v;
+                }
+            }
+            st.revs += 1;
+            pkg["_rev"] = json!(format!("{}-{:016x}", st.revs, st.revs * 0x9e37_79b9));
+            st.packages.insert(name, pkg);
+            drop(st);
+            json(
+                req,
+                201,
+                json!({ "ok": "created new package", "success": true }),
+            )
+        }
+        _ => {
+            drop(st);
+            not_found(req)
+        }
+    }
+}

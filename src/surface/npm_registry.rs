@@ -1,0 +1,707 @@
+//! `type: npm-registry`: an npm registry or proxy (Verdaccio, Artifactory,
+//! Nexus, GitHub Packages) that two runs can both reach.
+//!
+//! Run A publishes one small package per carrier over the registry API, as
+//! `npm publish` does (`PUT /<name>` with the tarball as an attachment),
+//! and for `dist-tag` adds a tag as `npm dist-tag add` does. Run B finds
+//! the package name through `/-/v1/search` and reads the agreed packages'
+//! documents, dist-tags and tarballs. Cleanup unpublishes each package
+//! (`DELETE /<name>/-rev/<rev>`) after checking it holds exactly the
+//! versions A published.
+//!
+//! Package names are [`super::tagged_name`]s (lowercase hex and `-`, valid
+//! npm names). Tarballs are fetched only from the registry's own origin, so
+//! credentials never follow a URL a hostile registry document names.
+
+use super::{
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Client, Failure, Request, check_url};
+use crate::nonce::Nonce;
+use ::http::Method;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha512};
+use std::cell::OnceCell;
+use std::time::Duration;
+
+pub struct NpmRegistry;
+
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+const DEADLINE: Duration = Duration::from_secs(120);
+/// Search results per page (the registry API's maximum).
+const PAGE: usize = 250;
+/// A search that has not ended after this many pages is an error.
+const MAX_PAGES: usize = 4_000;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "package-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of a published package; run B finds it through /-/v1/search",
+    },
+    Carrier {
+        name: "version",
+        persistence: Persistence::Durable,
+        description: "the nonce in the version string of a package both runs can name",
+    },
+    Carrier {
+        name: "readme",
+        persistence: Persistence::Durable,
+        description: "the nonce in the readme of a package both runs can name",
+    },
+    Carrier {
+        name: "dist-tag",
+        persistence: Persistence::Durable,
+        description: "the nonce in a dist-tag added to a package both runs can name",
+    },
+    Carrier {
+        name: "tarball-content",
+        persistence: Persistence::Durable,
+        description: "the nonce inside the tarball of a package both runs can name",
+    },
+];
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The registry URL, ending in `/`.
+    url: String,
+    auth: HttpAuth,
+    control: bool,
+}
+
+/// (package name, version) of a carrier's plant.
+fn package_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String) {
+    let name = super::tagged_name(
+        ctx,
+        carrier,
+        (carrier == "package-name").then_some(nonce),
+        "",
+    );
+    let version = if carrier == "version" {
+        format!("0.0.0-{}", nonce.hex())
+    } else {
+        "0.0.0".to_string()
+    };
+    (name, version)
+}
+
+/// The publish document and tarball of a carrier's plant.
+fn publish_doc(
+    url: &str,
+    probe_id: &str,
+    carrier: &str,
+    name: &str,
+    version: &str,
+    nonce: &Nonce,
+) -> Value {
+    let readme = if carrier == "readme" {
+        format!("runwarden plant\n\n{}\n", nonce.hex())
+    } else {
+        "runwarden plant\n".to_string()
+    };
+    let manifest = json!({ "name": name, "version": version, "description": format!("runwarden plant, probe {probe_id}") });
+    let mut files: Vec<(String, Vec<u8>)> = vec![(
+        "package/package.json".into(),
+        manifest.to_string().into_bytes(),
+    )];
+    if carrier == "tarball-content" {
+        files.push((
+            "package/note.txt".into(),
+            format!("{}\n", nonce.hex()).into_bytes(),
+        ));
+    }
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, d)| (p.as_str(), d.as_slice()))
+        .collect();
+    let tgz = crate::archive::tgz(&refs);
+    let file = format!("{}-{version}.tgz", name.rsplit('/').next().unwrap_or(name));
+    let integrity = format!(
+        "sha512-{}",
+        base64::engine::general_purpose::STANDARD.encode(Sha512::digest(&tgz))
+    );
+    json!({
+        "_id": name,
+        "name": name,
+        "description": format!("runwarden plant, probe {probe_id}"),
+        "dist-tags": { "latest": version },
+        "readme": readme,
+        "versions": { version: {
+            "name": name,
+            "version": version,
+            "description": format!("runwarden plant, probe {probe_id}"),
+            "readme": readme,
+            "dist": { "tarball": format!("{url}{name}/-/{file}"), "integrity": integrity },
+        }},
+        "_attachments": { file: {
+            "content_type": "application/octet-stream",
+            "data": base64::engine::general_purpose::STANDARD.encode(&tgz),
+            "length": tgz.len(),
+        }},
+    })
+}
+
+impl SurfaceType for NpmRegistry {
+    fn name(&self) -> &'static str {
+        "npm-registry"
+    }
+
+    fn description(&self) -> &'static str {
+        "an npm registry or proxy at a URL (publish, search, dist-tags, tarballs; unpublish to clean up)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["url", "token-env", "username-env", "password-env"]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((url, pos)) = opts.string("url")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "an npm-registry surface needs `url:` (the registry URL)",
+            ));
+        };
+        check_url(&url).map_err(|m| opts.error(pos, format!("`url`: {m}")))?;
+        let auth = HttpAuth::from_config(&mut opts)?;
+        let url = if url.ends_with('/') {
+            url
+        } else {
+            format!("{url}/")
+        };
+        Ok(serde_json::to_value(Settings {
+            url,
+            auth,
+            control: false,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::npm::NpmServer::start()?;
+        let s = Settings {
+            url: server.url(),
+            auth: HttpAuth::bearer_for_control(server.token()?),
+            control: true,
+        };
+        Ok(Control {
+            settings: serde_json::to_value(s).expect("settings serialize"),
+            keep: Some(Box::new(server)),
+        })
+    }
+
+    fn derive_needle(
+        &self,
+        _c: &str,
+        _p: &str,
+        nonce: &Nonce,
+        _s: Option<&super::JobScope>,
+    ) -> Result<Value, String> {
+        Ok(Value::String(nonce.hex()))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .map(|s| vec![("credentials", s.auth.describe())])
+            .unwrap_or_default()
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad npm-registry settings".to_string())?;
+        Ok(Box::new(Instance {
+            s,
+            client: OnceCell::new(),
+        }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    client: OnceCell<Result<Client, String>>,
+}
+
+/// A package name in a URL path: a scoped name's `/` is encoded, as npm
+/// does.
+fn path_of(name: &str) -> String {
+    name.replace('/', "%2f")
+}
+
+impl Instance {
+    fn client(&self) -> Result<&Client, String> {
+        self.client
+            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.s.auth.secrets()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn shown(&self) -> String {
+        escape::bytes(self.s.url.as_bytes())
+    }
+
+    fn call(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&Value>,
+    ) -> Result<crate::http::Response, String> {
+        let mut req = self
+            .s
+            .auth
+            .apply(Request::new(method.clone(), url))
+            .header("accept", "application/json");
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        self.client()?.send(&req).map_err(|f| match f {
+            Failure::Unreachable(m) => format!("cannot reach the registry {}: {m}", self.shown()),
+            Failure::Broken(m) => format!("{method} at the registry {}: {m}", self.shown()),
+        })
+    }
+
+    /// The packument of `name`: `Ok(None)` when there is none.
+    fn packument(&self, name: &str) -> Result<Option<Value>, RecoverOutcome> {
+        let url = format!("{}{}", self.s.url, path_of(name));
+        let r = self
+            .call(Method::GET, &url, None)
+            .map_err(|reason| RecoverOutcome::Failed { reason })?;
+        match r.status {
+            200 => r
+                .json()
+                .map(Some)
+                .map_err(|reason| RecoverOutcome::Failed { reason }),
+            404 => Ok(None),
+            401 | 403 => Err(RecoverOutcome::Denied {
+                reason: format!(
+                    "the registry refused to show {} (HTTP {})",
+                    escape::bytes(name.as_bytes()),
+                    r.status
+                ),
+            }),
+            s => Err(RecoverOutcome::Failed {
+                reason: format!("reading {}: HTTP {s}", escape::bytes(name.as_bytes())),
+            }),
+        }
+    }
+
+    /// Whether a tarball holds `needle`, searched as it arrives. Only from
+    /// the registry's own origin: a document may name any URL.
+    fn tarball_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
+        let origin = |u: &str| {
+            u.parse::<::http::Uri>().ok().map(|u| {
+                (
+                    u.scheme_str().map(String::from),
+                    u.authority().map(|a| a.to_string()),
+                )
+            })
+        };
+        if origin(url).is_none() || origin(url) != origin(&self.s.url) {
+            return Err(format!(
+                "the tarball is on another origin ({}); it is not fetched with the registry's credentials",
+                escape::bytes(url.as_bytes())
+            ));
+        }
+        let finder = memchr::memmem::Finder::new(needle.as_bytes());
+        let mut window = vec![];
+        let mut found = false;
+        let req = self.s.auth.apply(Request::new(Method::GET, url));
+        let (status, _) = self
+            .client()?
+            .stream(&req, &mut |chunk| {
+                window.extend_from_slice(chunk);
+                found |= finder.find(&window).is_some();
+                let keep = window.len().saturating_sub(needle.len());
+                window.drain(..keep);
+                Ok(())
+            })
+            .map_err(|f| format!("downloading the tarball: {f}"))?;
+        if status != 200 {
+            return Err(format!("downloading the tarball: HTTP {status}"));
+        }
+        Ok(found)
+    }
+
+    fn search(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[(usize, &Wanted)],
+        out: &mut [Option<RecoverOutcome>],
+        notice: &mut dyn FnMut(Notice),
+    ) {
+        let text = format!("runwarden-{}", ctx.probe_id);
+        let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+        let mut seen = 0usize;
+        let mut result: Result<(), RecoverOutcome> = Err(RecoverOutcome::Failed {
+            reason: format!("the search did not end after {MAX_PAGES} pages"),
+        });
+        for page in 0..MAX_PAGES {
+            let url = format!(
+                "{}-/v1/search?text={text}&size={PAGE}&from={}",
+                self.s.url,
+                page * PAGE
+            );
+            let r = match self.call(Method::GET, &url, None) {
+                Ok(r) => r,
+                Err(reason) => {
+                    result = Err(RecoverOutcome::Failed { reason });
+                    break;
+                }
+            };
+            if r.status == 401 || r.status == 403 {
+                result = Err(RecoverOutcome::Denied {
+                    reason: format!("the registry refused the search (HTTP {})", r.status),
+                });
+                break;
+            }
+            if r.status != 200 {
+                result = Err(RecoverOutcome::Failed {
+                    reason: format!("searching the registry: HTTP {}", r.status),
+                });
+                break;
+            }
+            let v = match r.json() {
+                Ok(v) => v,
+                Err(reason) => {
+                    result = Err(RecoverOutcome::Failed { reason });
+                    break;
+                }
+            };
+            let objects = v["objects"].as_array().cloned().unwrap_or_default();
+            for o in &objects {
+                let name = o["package"]["name"].as_str().unwrap_or("");
+                for (j, (_, w)) in wanted.iter().enumerate() {
+                    if hits[j].is_none() && w.needle.as_str().is_some_and(|n| name.contains(n)) {
+                        hits[j] = Some(format!(
+                            "the search for {text} lists {}",
+                            escape::bytes(name.as_bytes())
+                        ));
+                    }
+                }
+                if name.starts_with(&format!("{text}-"))
+                    && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
+                {
+                    notice(Notice {
+                        kind: NoticeKind::ForgedMarker,
+                        entry: escape::bytes(name.as_bytes()),
+                        detail:
+                            "a package name in this probe's form that no plant with this key made"
+                                .into(),
+                        beacon: None,
+                    });
+                }
+            }
+            seen += objects.len();
+            let total = v["total"].as_u64().map(|t| t as usize);
+            if objects.len() < PAGE || total.is_some_and(|t| seen >= t) {
+                result = Ok(());
+                break;
+            }
+        }
+        for (j, (i, _)) in wanted.iter().enumerate() {
+            out[*i] = Some(match (&result, hits[j].take()) {
+                (_, Some(detail)) => RecoverOutcome::Found { detail },
+                (Ok(()), None) => RecoverOutcome::NotFound {
+                    detail: format!("the search for {text} lists {seen} packages; none carries it"),
+                },
+                (Err(e), None) => e.clone(),
+            });
+        }
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        self.s.auth.missing.clone()
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let (name, version) = package_for(ctx, &job.carrier, &job.nonce);
+        let shown = escape::bytes(name.as_bytes());
+        let doc = publish_doc(
+            &self.s.url,
+            ctx.probe_id,
+            &job.carrier,
+            &name,
+            &version,
+            &job.nonce,
+        );
+        created(json!({ "name": name, "versions": [version] }));
+        let url = format!("{}{}", self.s.url, path_of(&name));
+        let refused = |status: u16, what: &str| PlantOutcome::Refused {
+            reason: format!("the registry refused the {what} (HTTP {status})"),
+        };
+        match self.call(Method::PUT, &url, Some(&doc)) {
+            Err(reason) => return PlantOutcome::Failed { reason },
+            Ok(r) if r.status == 401 || r.status == 403 => return refused(r.status, "publish"),
+            Ok(r) if !(200..300).contains(&r.status) => {
+                return PlantOutcome::Failed {
+                    reason: format!(
+                        "publishing {shown}: HTTP {} {}",
+                        r.status,
+                        escape::bytes(&r.body[..r.body.len().min(200)])
+                    ),
+                };
+            }
+            Ok(_) => {}
+        }
+        if job.carrier == "dist-tag" {
+            let tag = format!("n{}", job.nonce.hex());
+            let url = format!("{}-/package/{}/dist-tags/{tag}", self.s.url, path_of(&name));
+            match self.call(Method::PUT, &url, Some(&json!(version))) {
+                Err(reason) => return PlantOutcome::Failed { reason },
+                Ok(r) if r.status == 401 || r.status == 403 => {
+                    return refused(r.status, "dist-tag");
+                }
+                Ok(r) if !(200..300).contains(&r.status) => {
+                    return PlantOutcome::Failed {
+                        reason: format!("adding the dist-tag: HTTP {}", r.status),
+                    };
+                }
+                Ok(_) => {}
+            }
+        }
+        PlantOutcome::Planted {
+            needle: Value::String(job.nonce.hex()),
+            persistence: None,
+            detail: format!(
+                "published {shown}@{} to {}",
+                escape::bytes(version.as_bytes()),
+                self.shown()
+            ),
+        }
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        let searched: Vec<(usize, &Wanted)> = wanted
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.carrier == "package-name")
+            .collect();
+        if !searched.is_empty() {
+            self.search(ctx, &searched, &mut out, notice);
+        }
+        for (i, w) in wanted.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            let (Some(nonce), Some(needle)) = (
+                serde_json::from_value::<Nonce>(w.needle.clone()).ok(),
+                w.needle.as_str(),
+            ) else {
+                out[i] = Some(RecoverOutcome::Failed {
+                    reason: "the plant's needle is not a nonce".into(),
+                });
+                continue;
+            };
+            let (name, version) = package_for(ctx, &w.carrier, &nonce);
+            let shown = escape::bytes(name.as_bytes());
+            let doc = match self.packument(&name) {
+                Err(o) => {
+                    out[i] = Some(o);
+                    continue;
+                }
+                Ok(None) => {
+                    out[i] = Some(RecoverOutcome::NotFound {
+                        detail: format!("no package {shown}"),
+                    });
+                    continue;
+                }
+                Ok(Some(d)) => d,
+            };
+            let has = |v: &Value| v.as_str().is_some_and(|s| s.contains(needle));
+            out[i] = Some(match w.carrier.as_str() {
+                "version" => match doc["versions"]
+                    .as_object()
+                    .and_then(|m| m.keys().find(|k| k.contains(needle)))
+                {
+                    Some(v) => RecoverOutcome::Found {
+                        detail: format!("{shown} has version {}", escape::bytes(v.as_bytes())),
+                    },
+                    None => RecoverOutcome::NotFound {
+                        detail: format!("no version of {shown} carries it"),
+                    },
+                },
+                "readme" => {
+                    let in_version = doc["versions"]
+                        .as_object()
+                        .is_some_and(|m| m.values().any(|v| has(&v["readme"])));
+                    if has(&doc["readme"]) || in_version {
+                        RecoverOutcome::Found {
+                            detail: format!("the readme of {shown} holds it"),
+                        }
+                    } else {
+                        RecoverOutcome::NotFound {
+                            detail: format!("the readme of {shown} does not hold it"),
+                        }
+                    }
+                }
+                "dist-tag" => match doc["dist-tags"]
+                    .as_object()
+                    .and_then(|m| m.keys().find(|k| k.contains(needle)))
+                {
+                    Some(t) => RecoverOutcome::Found {
+                        detail: format!("{shown} has the dist-tag {}", escape::bytes(t.as_bytes())),
+                    },
+                    None => RecoverOutcome::NotFound {
+                        detail: format!("no dist-tag of {shown} carries it"),
+                    },
+                },
+                _ => match doc["versions"][version.as_str()]["dist"]["tarball"].as_str() {
+                    None => RecoverOutcome::NotFound {
+                        detail: format!("{shown} has no tarball for {version}"),
+                    },
+                    Some(t) => match self.tarball_holds(t, needle) {
+                        Err(reason) => RecoverOutcome::Failed { reason },
+                        Ok(true) => RecoverOutcome::Found {
+                            detail: format!("the tarball of {shown}@{version} holds it"),
+                        },
+                        Ok(false) => RecoverOutcome::NotFound {
+                            detail: format!("the tarball of {shown}@{version} does not hold it"),
+                        },
+                    },
+                },
+            });
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or(RecoverOutcome::Failed {
+                    reason: "not a carrier of this surface".into(),
+                })
+            })
+            .collect()
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        // Every name but package-name's is derived without the nonce being
+        // random; package-name's is found by search.
+        let mut found = vec![];
+        for j in jobs {
+            let (name, version) = package_for(ctx, &j.carrier, &j.nonce);
+            if j.carrier == "package-name" {
+                continue;
+            }
+            match self.packument(&name) {
+                // The name's tag proves it is this probe's; a version of
+                // another form (someone published to it) makes cleanup
+                // leave it.
+                Ok(Some(doc)) => {
+                    let versions: Vec<&String> = doc["versions"]
+                        .as_object()
+                        .map(|m| m.keys().collect())
+                        .unwrap_or_default();
+                    let ours = |v: &str| {
+                        v == "0.0.0"
+                            || v.strip_prefix("0.0.0-").is_some_and(|h| {
+                                h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit())
+                            })
+                    };
+                    match versions.as_slice() {
+                        [v] if ours(v) => found.push(json!({ "name": name, "versions": [v] })),
+                        _ => found.push(json!({ "name": name, "versions": [version] })),
+                    }
+                }
+                Ok(None) => {}
+                Err(RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason }) => {
+                    return Err(reason);
+                }
+                Err(_) => {}
+            }
+        }
+        if jobs.iter().any(|j| j.carrier == "package-name") {
+            let text = format!("runwarden-{}", ctx.probe_id);
+            let url = format!("{}-/v1/search?text={text}&size={PAGE}", self.s.url);
+            let r = self.call(Method::GET, &url, None)?;
+            let v = r.json()?;
+            for o in v["objects"].as_array().cloned().unwrap_or_default() {
+                let name = o["package"]["name"].as_str().unwrap_or("");
+                if super::tagged_carrier(ctx, CARRIERS, name, "") == Some("package-name") {
+                    found.push(json!({ "name": name, "versions": ["0.0.0"] }));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        let name = entry["name"].as_str().unwrap_or("");
+        if !name.starts_with("runwarden-") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden package; nothing is unpublished".into(),
+            };
+        }
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let url = format!("{}{}?write=true", self.s.url, path_of(name));
+        let doc = match self.call(Method::GET, &url, None) {
+            Err(m) => return left(m),
+            Ok(r) if r.status == 404 => return CleanupOutcome::Gone,
+            Ok(r) if r.status != 200 => {
+                return left(format!("reading it before unpublishing: HTTP {}", r.status));
+            }
+            Ok(r) => match r.json() {
+                Ok(v) => v,
+                Err(m) => return left(m),
+            },
+        };
+        // Checked before removal: exactly the versions A published.
+        let mut have: Vec<&str> = doc["versions"]
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut want: Vec<&str> = entry["versions"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        have.sort();
+        want.sort();
+        if have != want {
+            return left(
+                "its versions changed since it was published: someone else published to it".into(),
+            );
+        }
+        let Some(rev) = doc["_rev"].as_str() else {
+            return left("the registry gave no revision to unpublish".into());
+        };
+        let url = format!("{}{}/-rev/{rev}", self.s.url, path_of(name));
+        match self.call(Method::DELETE, &url, None) {
+            Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+            Ok(r) if r.status == 404 => CleanupOutcome::Gone,
+            Ok(r) if r.status == 401 || r.status == 403 => left(format!(
+                "the registry refused to unpublish it (HTTP {}); it stays until someone with unpublish rights removes it",
+                r.status
+            )),
+            Ok(r) => left(format!("unpublishing: HTTP {}", r.status)),
+            Err(m) => left(m),
+        }
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        format!(
+            "package {} on {}",
+            escape::bytes(entry["name"].as_str().unwrap_or("?").as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                self.shown()
+            }
+        )
+    }
+}

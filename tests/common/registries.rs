@@ -1,0 +1,201 @@
+//! Real package servers on loopback for the registry surface tests:
+//! Verdaccio (npm) and devpi-server (PyPI), installed once by
+//! scripts/test-servers.sh, each started per test in a fresh directory with
+//! one user who may publish and one who may only read, and stopped when
+//! dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Where scripts/test-servers.sh installed the servers.
+pub fn servers() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(root.join("scripts/test-servers.sh"))
+            .output()
+            .expect("scripts/test-servers.sh runs");
+        assert!(
+            out.status.success(),
+            "installing the test servers failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until `url` answers with `ok`, or panics with the log.
+fn wait_for(url: &str, log: &Path) {
+    let start = Instant::now();
+    loop {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", url])
+            .output()
+            .unwrap();
+        if out.stdout == b"200" {
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            panic!(
+                "{url} did not come up:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// curl with a JSON body; (status, body).
+pub fn curl(method: &str, url: &str, auth: &[&str], body: Option<&str>) -> (u16, String) {
+    let mut c = Command::new("curl");
+    c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method])
+        .args(auth)
+        .arg(url);
+    if let Some(b) = body {
+        c.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.parse().unwrap_or(0), body.to_string())
+}
+
+pub struct Verdaccio {
+    pub url: String,
+    /// Tokens of `publisher` (may publish and unpublish) and `reader`.
+    pub publisher: String,
+    pub reader: String,
+    pub dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Drop for Verdaccio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Verdaccio {
+    pub fn start() -> Verdaccio {
+        let bin = servers().join("verdaccio/node_modules/.bin/verdaccio");
+        let dir = tempfile::tempdir().unwrap();
+        // {SHA} htpasswd entries: base64(sha1(password)).
+        let sha = |p: &str| {
+            let out = Command::new("python3")
+                .args([
+                    "-c",
+                    "import hashlib,base64,sys;print(base64.b64encode(hashlib.sha1(sys.argv[1].encode()).digest()).decode())",
+                    p,
+                ])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        std::fs::write(
+            dir.path().join("htpasswd"),
+            format!(
+                "publisher:{{SHA}}{}\nreader:{{SHA}}{}\n",
+                sha("pub-pass-8c1d"),
+                sha("read-pass-3f7a")
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("config.yaml"),
+            "storage: ./storage\nauth:\n  htpasswd:\n    file: ./htpasswd\n    max_users: -1\npackages:\n  '@*/*':\n    access: $authenticated\n    publish: publisher\n    unpublish: publisher\n  '**':\n    access: $authenticated\n    publish: publisher\n    unpublish: publisher\nlog: { type: stdout, format: pretty, level: warn }\n",
+        )
+        .unwrap();
+        let port = free_port();
+        let log = dir.path().join("log");
+        let child = Command::new(bin)
+            .arg("--config")
+            .arg(dir.path().join("config.yaml"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .current_dir(dir.path())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}/");
+        wait_for(&format!("{url}-/ping"), &log);
+        let token = |user: &str, pass: &str| {
+            let (code, body) = curl(
+                "PUT",
+                &format!("{url}-/user/org.couchdb.user:{user}"),
+                &["-u", &format!("{user}:{pass}")],
+                Some(&format!(r#"{{"name":"{user}","password":"{pass}"}}"#)),
+            );
+            assert_eq!(code, 201, "{body}");
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            v["token"].as_str().unwrap().to_string()
+        };
+        let publisher = token("publisher", "pub-pass-8c1d");
+        let reader = token("reader", "read-pass-3f7a");
+        Verdaccio {
+            url,
+            publisher,
+            reader,
+            dir,
+            child,
+        }
+    }
+
+    /// Publishes a package as `publisher` (foreign packages for tests).
+    pub fn publish(&self, name: &str, version: &str, readme: &str) {
+        let tgz = runwarden::archive::tgz(&[(
+            "package/package.json",
+            format!(r#"{{"name":"{name}","version":"{version}"}}"#).as_bytes(),
+        )]);
+        use base64::Engine as _;
+        let file = format!("{}-{version}.tgz", name.rsplit('/').next().unwrap());
+        let doc = serde_json::json!({
+            "_id": name, "name": name, "readme": readme,
+            "dist-tags": { "latest": version },
+            "versions": { version: { "name": name, "version": version, "readme": readme,
+                "dist": { "tarball": format!("{}{name}/-/{file}", self.url) } } },
+            "_attachments": { file: { "content_type": "application/octet-stream",
+                "data": base64::engine::general_purpose::STANDARD.encode(&tgz), "length": tgz.len() } },
+        });
+        let (code, body) = curl(
+            "PUT",
+            &format!("{}{}", self.url, name.replace('/', "%2f")),
+            &["-H", &format!("authorization: Bearer {}", self.publisher)],
+            Some(&doc.to_string()),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+
+    /// Every package's document as Verdaccio stores it, by name.
+    pub fn packages(&self) -> std::collections::BTreeMap<String, String> {
+        let mut out = std::collections::BTreeMap::new();
+        let storage = self.dir.path().join("storage");
+        let mut stack = vec![storage.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n == "package.json") {
+                    let rel = p.parent().unwrap().strip_prefix(&storage).unwrap();
+                    out.insert(
+                        rel.to_string_lossy().into_owned(),
+                        std::fs::read_to_string(&p).unwrap(),
+                    );
+                }
+            }
+        }
+        out
+    }
+}
