@@ -24,6 +24,7 @@ pub mod output;
 pub mod plan;
 pub mod receipt;
 pub mod report;
+pub mod scan;
 pub mod signals;
 pub mod surface;
 pub mod sys;

@@ -117,13 +117,19 @@ pub fn query(url: &str) -> HashMap<String, String> {
             q.split('&')
                 .filter_map(|kv| {
                     let (k, v) = kv.split_once('=')?;
-                    Some((k.to_string(), percent_decode(v)))
+                    Some((k.to_string(), form_decode(v)))
                 })
                 .collect()
         })
         .unwrap_or_default()
 }
 
+/// A query value: percent-decoded, `+` is a space.
+fn form_decode(s: &str) -> String {
+    percent_decode(&s.replace('+', "%20"))
+}
+
+/// A path or URL: percent-decoded (`+` stays `+`).
 pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::new();
@@ -137,7 +143,7 @@ pub fn percent_decode(s: &str) -> String {
             i += 3;
             continue;
         }
-        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        out.push(b[i]);
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()

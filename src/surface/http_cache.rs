@@ -25,6 +25,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::http::{Client, Failure, Request, check_url};
 use crate::nonce::Nonce;
+use crate::scan::Marked;
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -201,55 +202,6 @@ struct Instance {
     client: OnceCell<Result<Client, String>>,
 }
 
-/// Scans a PROPFIND body as it arrives for `href` elements, handing each
-/// (percent-decoded) to a callback. Memory stays at one href, at most
-/// [`MAX_HREF`] bytes: a longer one is skipped (the raw search of the
-/// listing still sees its bytes).
-struct Hrefs {
-    carry: Vec<u8>,
-}
-
-const MAX_HREF: usize = 64 << 10;
-
-impl Hrefs {
-    fn feed(&mut self, chunk: &[u8], each: &mut dyn FnMut(&str)) {
-        self.carry.extend_from_slice(chunk);
-        let finder = memchr::memmem::Finder::new(b"href>");
-        // Everything before `keep` is done with.
-        let mut at = 0;
-        let mut keep = self.carry.len().saturating_sub(16);
-        while let Some(i) = finder.find(&self.carry[at..]) {
-            let m = at + i;
-            let lt = memchr::memrchr(b'<', &self.carry[..m]).unwrap_or(m);
-            let start = m + 5;
-            if self.carry.get(lt + 1) == Some(&b'/') {
-                // A closing tag.
-                at = start;
-                keep = keep.max(start.min(self.carry.len()));
-                continue;
-            }
-            match memchr::memchr(b'<', &self.carry[start..]) {
-                Some(end) => {
-                    let raw = String::from_utf8_lossy(&self.carry[start..start + end]);
-                    each(&crate::loopback::percent_decode(&raw.replace("&amp;", "&")));
-                    at = start + end;
-                    keep = keep.max(at);
-                }
-                None => {
-                    // Cut in half: keep it, unless it is too long to be one.
-                    keep = if self.carry.len() - lt > MAX_HREF {
-                        self.carry.len()
-                    } else {
-                        lt
-                    };
-                    break;
-                }
-            }
-        }
-        self.carry.drain(..keep.min(self.carry.len()));
-    }
-}
-
 /// The last path segment of an href (without a trailing `/`).
 fn last_segment(href: &str) -> &str {
     href.trim_end_matches('/').rsplit('/').next().unwrap_or("")
@@ -342,7 +294,7 @@ impl Instance {
             ),
         };
         let propfind = self.s.index_url.is_none();
-        let mut hrefs = Hrefs { carry: vec![] };
+        let mut hrefs = Marked::dav_hrefs();
         // (An error page is scanned too, but then nothing found counts.)
         let (status, _) = client
             .stream(&req, &mut |c| {
@@ -698,7 +650,7 @@ impl Surface for Instance {
                 404 => return CleanupOutcome::Gone,
                 207 => {
                     let mut n = 0;
-                    let mut h = Hrefs { carry: vec![] };
+                    let mut h = Marked::dav_hrefs();
                     h.feed(&r.body, &mut |_| n += 1);
                     if n > 1 {
                         return left(
