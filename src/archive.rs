@@ -1,5 +1,6 @@
 //! Package archives for the registry surfaces: a ustar archive inside a
-//! gzip member whose deflate blocks are stored, not compressed.
+//! gzip member whose deflate blocks are stored, not compressed (npm
+//! tarballs, Python sdists), and a zip of stored entries (Python wheels).
 //!
 //! Why stored: the plant's nonce then stands in the archive's raw bytes,
 //! so run B finds it by searching the download as it arrives, with no
@@ -65,6 +66,52 @@ pub fn tgz(files: &[File<'_>]) -> Vec<u8> {
     gzip_stored(&tar(files))
 }
 
+/// A zip of `files`, every entry stored (method 0), no timestamps.
+pub fn zip_stored(files: &[File<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (path, data) in files {
+        let offset = out.len() as u32;
+        let crc = crc32(data);
+        let size = data.len() as u32;
+        let name = path.as_bytes();
+        let common = |v: &mut Vec<u8>| {
+            v.extend_from_slice(&20u16.to_le_bytes()); // version needed
+            v.extend_from_slice(&0u16.to_le_bytes()); // flags
+            v.extend_from_slice(&0u16.to_le_bytes()); // stored
+            v.extend_from_slice(&0u16.to_le_bytes()); // time
+            v.extend_from_slice(&0x21u16.to_le_bytes()); // date: 1980-01-01
+            v.extend_from_slice(&crc.to_le_bytes());
+            v.extend_from_slice(&size.to_le_bytes());
+            v.extend_from_slice(&size.to_le_bytes());
+            v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            v.extend_from_slice(&0u16.to_le_bytes()); // extra
+        };
+        out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        common(&mut out);
+        out.extend_from_slice(name);
+        out.extend_from_slice(data);
+        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+        central.extend_from_slice(&20u16.to_le_bytes()); // made by
+        common(&mut central);
+        central.extend_from_slice(&[0; 6]); // comment, disk, internal attrs
+        central.extend_from_slice(&0u32.to_le_bytes()); // external attrs
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name);
+    }
+    let cd_offset = out.len() as u32;
+    let n = files.len() as u16;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&cd_offset.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
 /// CRC-32 (IEEE), bit by bit: archives here are a few KiB.
 fn crc32(data: &[u8]) -> u32 {
     let mut crc = !0u32;
@@ -102,5 +149,23 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(out.stdout, b"hello nonce\n");
+        // Python's zipfile reads the wheel form.
+        let w = dir.path().join("a.whl");
+        std::fs::write(
+            &w,
+            zip_stored(&[("a/METADATA", b"Name: a\n"), ("a/RECORD", b"")]),
+        )
+        .unwrap();
+        let out = std::process::Command::new("python3")
+            .args(["-c", "import zipfile,sys;z=zipfile.ZipFile(sys.argv[1]);assert z.testzip() is None;print(z.read('a/METADATA').decode(),end='')"])
+            .arg(&w)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, b"Name: a\n");
     }
 }

@@ -12,6 +12,7 @@ pub mod filesystem;
 pub mod git_remote;
 pub mod http_cache;
 pub mod npm_registry;
+pub mod pypi_index;
 
 use crate::config::{ConfigError, Options};
 use crate::marker::Key;
@@ -27,6 +28,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &actions_cache::ActionsCache,
     &http_cache::HttpCache,
     &npm_registry::NpmRegistry,
+    &pypi_index::PypiIndex,
 ];
 
 /// Finds a surface type by its config name.
@@ -251,6 +253,31 @@ impl HttpAuth {
             bearer: Some(token),
             source: Some("the control's own token".into()),
             ..HttpAuth::default()
+        }
+    }
+
+    /// A control's own basic-auth user.
+    pub fn basic_for_control(user: String, password: String) -> HttpAuth {
+        HttpAuth {
+            basic: Some((user, password)),
+            source: Some("the control's own user".into()),
+            ..HttpAuth::default()
+        }
+    }
+
+    /// A bearer token sent as the password of `user` instead (twine's
+    /// `__token__` convention).
+    pub fn bearer_as_basic(self, user: &str) -> HttpAuth {
+        match self.bearer {
+            Some(t) => HttpAuth {
+                basic: Some((user.to_string(), t)),
+                source: self
+                    .source
+                    .map(|s| format!("{s} (as the password of {user})")),
+                bearer: None,
+                missing: self.missing,
+            },
+            None => self,
         }
     }
 

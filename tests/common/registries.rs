@@ -199,3 +199,148 @@ impl Verdaccio {
         out
     }
 }
+
+pub struct Devpi {
+    pub base: String,
+    /// `uploader` may upload to `uploader/dev` (volatile: deletions
+    /// allowed); `reader` may not.
+    pub uploader: (String, String),
+    pub reader: (String, String),
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Devpi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Devpi {
+    pub fn start() -> Devpi {
+        let bin = servers().join("devpi/bin");
+        let dir = tempfile::tempdir().unwrap();
+        let serverdir = dir.path().join("server");
+        let out = Command::new(bin.join("devpi-init"))
+            .arg("--serverdir")
+            .arg(&serverdir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let log = dir.path().join("log");
+        let child = Command::new(bin.join("devpi-server"))
+            .arg("--serverdir")
+            .arg(&serverdir)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        wait_for(&format!("{base}/+api"), &log);
+        let uploader = ("uploader".to_string(), "up-pass-51c2".to_string());
+        let reader = ("reader".to_string(), "ro-pass-9e04".to_string());
+        for (u, p) in [&uploader, &reader] {
+            let (code, body) = curl(
+                "PUT",
+                &format!("{base}/{u}"),
+                &[],
+                Some(&format!(r#"{{"password":"{p}"}}"#)),
+            );
+            assert_eq!(code, 201, "{body}");
+        }
+        let (code, body) = curl(
+            "PUT",
+            &format!("{base}/uploader/dev"),
+            &["-u", "uploader:up-pass-51c2"],
+            Some(r#"{"type":"stage","bases":[],"acl_upload":["uploader"],"volatile":true}"#),
+        );
+        assert_eq!(code, 200, "{body}");
+        Devpi {
+            base,
+            uploader,
+            reader,
+            child,
+            _dir: dir,
+        }
+    }
+
+    pub fn index(&self) -> String {
+        format!("{}/uploader/dev/", self.base)
+    }
+
+    /// Uploads an sdist as `uploader` (foreign projects for tests).
+    pub fn upload(&self, name: &str, version: &str, description: &str) {
+        let file = format!("{}-{version}.tar.gz", name.replace('-', "_"));
+        let data = runwarden::archive::tgz(&[(
+            &format!("x-{version}/PKG-INFO"),
+            b"Metadata-Version: 2.1\n",
+        )]);
+        let path = self._dir.path().join(&file);
+        std::fs::write(&path, data).unwrap();
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-u",
+                "uploader:up-pass-51c2",
+            ])
+            .args([
+                "-F",
+                ":action=file_upload",
+                "-F",
+                &format!("name={name}"),
+                "-F",
+                &format!("version={version}"),
+            ])
+            .args([
+                "-F",
+                "metadata_version=2.1",
+                "-F",
+                &format!("description={description}"),
+            ])
+            .args([
+                "-F",
+                &format!("content=@{};filename={file}", path.display()),
+            ])
+            .arg(self.index())
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"200", "upload of {name}");
+    }
+
+    /// Every project's simple page, by the root's links: what the index
+    /// serves, to compare before and after.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, String> {
+        let simple = format!("{}+simple/", self.index());
+        let (_, root) = curl("GET", &simple, &[], None);
+        let mut out = std::collections::BTreeMap::new();
+        for part in root.split("href=\"").skip(1) {
+            let name = part
+                .split('"')
+                .next()
+                .unwrap()
+                .trim_end_matches('/')
+                .to_string();
+            let (_, page) = curl("GET", &format!("{simple}{name}/"), &[], None);
+            let (_, meta) = curl(
+                "GET",
+                &format!("{}{name}", self.index()),
+                &["-H", "accept: application/json"],
+                None,
+            );
+            out.insert(name, format!("{page}\n{meta}"));
+        }
+        out.insert("(root)".into(), root);
+        out
+    }
+}

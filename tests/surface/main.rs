@@ -6,3 +6,4 @@ mod filesystem;
 mod git_remote;
 mod http_cache;
 mod npm_registry;
+mod pypi_index;
