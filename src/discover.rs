@@ -244,6 +244,56 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             skipped: None,
         });
     }
+    // Package registries the machine is configured for, other than the
+    // public ones: proposed commented out, because a probe publishes to
+    // them and needs credentials the operator names.
+    let npm_registry = var("NPM_CONFIG_REGISTRY")
+        .or_else(|| var("npm_config_registry"))
+        .or_else(|| {
+            let mut files: Vec<PathBuf> = workspace.iter().map(|w| w.join(".npmrc")).collect();
+            files.extend(home.iter().map(|h| h.join(".npmrc")));
+            files.iter().find_map(|f| ini_value(f, "registry"))
+        });
+    if let Some(url) = npm_registry.and_then(|u| private_url(&u, "registry.npmjs.org")) {
+        surfaces.push(Candidate {
+            why: format!("the npm registry this machine is configured for ({url}): package names, versions, readmes, dist-tags and tarballs carry messages"),
+            entry: format!(
+                "  - name: npm-registry\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
+                serde_json::to_string(&url).expect("string serializes")
+            ),
+            skipped: Some("probing publishes packages: uncomment it and give the job's registry token as NPM_TOKEN".into()),
+        });
+    }
+    let pip_index = var("PIP_INDEX_URL").or_else(|| {
+        let mut files: Vec<PathBuf> = home
+            .iter()
+            .flat_map(|h| [h.join(".config/pip/pip.conf"), h.join(".pip/pip.conf")])
+            .collect();
+        files.push(PathBuf::from("/etc/pip.conf"));
+        files.iter().find_map(|f| ini_value(f, "index-url"))
+    });
+    if let Some(url) = pip_index.and_then(|u| private_url(&u, "pypi.org")) {
+        let simple = if url.ends_with('/') {
+            url.clone()
+        } else {
+            format!("{url}/")
+        };
+        // devpi serves the simple index under `+simple/` of the index it
+        // uploads to; other servers name their upload URL themselves.
+        let upload = simple
+            .strip_suffix("+simple/")
+            .map(String::from)
+            .unwrap_or_else(|| "https://<the index's upload URL>/".into());
+        surfaces.push(Candidate {
+            why: format!("the Python package index this machine is configured for ({url}): project names, versions, descriptions and file names carry messages"),
+            entry: format!(
+                "  - name: pypi-index\n    type: pypi-index\n    upload-url: {}\n    simple-url: {}\n    username-env: PYPI_USER\n    password-env: PYPI_PASSWORD\n",
+                serde_json::to_string(&upload).expect("string serializes"),
+                serde_json::to_string(&simple).expect("string serializes")
+            ),
+            skipped: Some("probing uploads projects: uncomment it, check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
+        });
+    }
     if Path::new("/var/run/docker.sock").exists() {
         notes.push("a Docker socket exists (/var/run/docker.sock): images, volumes and containers outlive jobs (no surface type for it yet)".into());
     }
@@ -252,6 +302,30 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
         surfaces,
         notes,
     }
+}
+
+/// The value of `key` in an npmrc or pip.conf style file (`key = value`
+/// or `key=value`; the first one).
+fn ini_value(file: &Path, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().to_string())
+    })
+}
+
+/// `url` without userinfo (credentials are never copied into a config),
+/// unless it is on the public host `public`.
+fn private_url(url: &str, public: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..authority_end].rfind('@') {
+        Some(i) => &rest[i + 1..],
+        None => rest,
+    };
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    (!host.is_empty() && host != public && !host.ends_with(&format!(".{public}")))
+        .then(|| format!("{scheme}://{rest}"))
 }
 
 impl Discovery {

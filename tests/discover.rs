@@ -271,3 +271,55 @@ fn probe_without_a_config_in_ci_writes_to_the_remote_with_the_jobs_credential_an
         assert!(!text.contains("w-secret-4f1c9a"), "the password leaked");
     }
 }
+
+#[test]
+fn private_registries_are_proposed_commented_out_without_their_credentials() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    mkdirs(r, &["home/.config/pip", "tmp"]);
+    std::fs::write(
+        r.join("home/.npmrc"),
+        "always-auth=true\nregistry = https://ci:npm-secret-77@npm.internal/repo/\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("home/.config/pip/pip.conf"),
+        "[global]\nindex-url = https://devpi.internal/team/dev/+simple/\n",
+    )
+    .unwrap();
+    let p = |s: &Path| s.to_string_lossy().into_owned();
+    let env = [("HOME", p(&r.join("home"))), ("TMPDIR", p(&r.join("tmp")))];
+    let (out, err, code) = discover(&env);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("npm-secret-77") && !out.contains("ci:"),
+        "{out}"
+    );
+    assert!(out.contains("  # - name: npm-registry\n  #   type: npm-registry\n  #   url: \"https://npm.internal/repo/\""), "{out}");
+    assert!(
+        out.contains("  #   upload-url: \"https://devpi.internal/team/dev/\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("  #   simple-url: \"https://devpi.internal/team/dev/+simple/\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("  # Skipped: probing publishes packages"),
+        "{out}"
+    );
+    assert_valid(&out);
+    // The public registries are never proposed.
+    std::fs::write(
+        r.join("home/.npmrc"),
+        "registry=https://registry.npmjs.org/\n",
+    )
+    .unwrap();
+    let mut env = env.to_vec();
+    env.push(("PIP_INDEX_URL", "https://pypi.org/simple".into()));
+    let (out, _, _) = discover(&env);
+    assert!(
+        !out.contains("npm-registry") && !out.contains("pypi-index"),
+        "{out}"
+    );
+}
