@@ -133,39 +133,31 @@ mod tests {
         assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
     }
 
+    /// What `cmd` prints, asserting it succeeded.
+    fn stdout_of(cmd: &mut std::process::Command) -> Vec<u8> {
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        out.stdout
+    }
+
     #[test]
-    fn tar_and_gzip_read_it_back() {
+    fn tar_gzip_and_zip_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a.tgz");
         std::fs::write(&f, tgz(&[("package/x.txt", b"hello nonce\n")])).unwrap();
-        let out = std::process::Command::new("tar")
-            .arg("-xzOf")
-            .arg(&f)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.stdout, b"hello nonce\n");
+        let tar = stdout_of(std::process::Command::new("tar").arg("-xzOf").arg(&f));
+        assert_eq!(tar, b"hello nonce\n");
         // Python's zipfile reads the wheel form.
         let w = dir.path().join("a.whl");
-        std::fs::write(
-            &w,
-            zip_stored(&[("a/METADATA", b"Name: a\n"), ("a/RECORD", b"")]),
-        )
-        .unwrap();
-        let out = std::process::Command::new("python3")
-            .args(["-c", "import zipfile,sys;z=zipfile.ZipFile(sys.argv[1]);assert z.testzip() is None;print(z.read('a/METADATA').decode(),end='')"])
-            .arg(&w)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let wheel = zip_stored(&[("a/METADATA", b"Name: a\n"), ("a/RECORD", b"")]);
+        std::fs::write(&w, wheel).unwrap();
+        let check = "import zipfile,sys;z=zipfile.ZipFile(sys.argv[1]);assert z.testzip() is None;print(z.read('a/METADATA').decode(),end='')";
+        let py = stdout_of(
+            std::process::Command::new("python3")
+                .args(["-c", check])
+                .arg(&w),
         );
-        assert_eq!(out.stdout, b"Name: a\n");
+        assert_eq!(py, b"Name: a\n");
     }
 }

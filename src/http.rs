@@ -342,6 +342,51 @@ fn authority(url: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Connecting, and each read or write, of one call by a surface.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// One whole exchange by a surface (plants are a few KiB; a large
+/// download still has two minutes).
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// A [`Client`] made on first use, with the surface's timeouts: the
+/// orchestrator opens instances it never sends a request through.
+pub struct LazyClient {
+    cell: std::cell::OnceCell<Result<Client, String>>,
+    secrets: Vec<String>,
+}
+
+impl LazyClient {
+    /// `secrets` are removed from every error.
+    pub fn new(secrets: Vec<String>) -> LazyClient {
+        LazyClient {
+            cell: std::cell::OnceCell::new(),
+            secrets,
+        }
+    }
+
+    pub fn get(&self) -> Result<&Client, String> {
+        self.cell
+            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.secrets.clone()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// Percent-encodes a path or query value: unreserved characters and `/`
+/// stay, everything else (spaces, `&`, `=`, `+`, `#`, `%`, non-ASCII)
+/// becomes `%XX`.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// Whether `url` may be given to this client: http or https only.
 pub fn check_url(url: &str) -> Result<(), String> {
     let uri: http::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;

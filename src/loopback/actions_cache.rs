@@ -21,9 +21,9 @@
 //! random secret: another local process cannot write into a probe's
 //! control.
 
-use super::{Listener, json, lock, query, respond};
+use super::{json, lock, query, respond};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 const TWIRP: &str = "/twirp/github.actions.results.api.v1.CacheService/";
 
@@ -57,11 +57,8 @@ pub struct State {
     token_sig: String,
 }
 
-pub struct CacheServer {
-    pub port: u16,
-    pub state: Arc<Mutex<State>>,
-    _listener: Listener,
-}
+/// The service; [`CacheServer::start`] starts one.
+pub type CacheServer = super::Service<State>;
 
 fn b64url(input: &[u8]) -> String {
     use base64::Engine as _;
@@ -114,25 +111,15 @@ fn scopes(auth: &str, token_sig: &str) -> Option<Vec<(String, u8)>> {
     jwt_scopes(token)
 }
 
-impl CacheServer {
+impl super::Service<State> {
     /// Starts serving on a fresh loopback port until dropped.
     pub fn start() -> Result<CacheServer, String> {
-        let state = Arc::new(Mutex::new(State {
+        let state = State {
             sig: super::secret()?,
             token_sig: super::secret()?,
             ..State::default()
-        }));
-        let st = state.clone();
-        let listener = Listener::start(move |req, port| serve(req, &st, port))?;
-        Ok(CacheServer {
-            port: listener.port,
-            state,
-            _listener: listener,
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        lock(&self.state)
+        };
+        super::Service::serve(state, serve)
     }
 
     /// A runtime token whose `ac` claim grants these scopes: (ref,
@@ -320,14 +307,8 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
                         serde_json::json!({ "code": "permission_denied", "msg": "token has no readable scopes" }),
                     );
                 }
-                let restore: Vec<String> = field(&body, "restore_keys", "restoreKeys")
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let restore =
+                    crate::surface::string_array(field(&body, "restore_keys", "restoreKeys"));
                 let found = lookup(&st.entries, &readable, &key, &restore, &version);
                 match found {
                     Some(e) => serde_json::json!({

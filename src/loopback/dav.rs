@@ -9,9 +9,9 @@
 //! a client does changes its state. The `http-cache` control runs on a
 //! writable one; the tests run on both.
 
-use super::{Listener, lock, respond};
+use super::{lock, respond};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -34,25 +34,16 @@ pub struct State {
     passwords: HashMap<String, String>,
 }
 
-pub struct DavServer {
-    pub port: u16,
-    pub state: Arc<Mutex<State>>,
-    _listener: Listener,
-}
+/// The cache; [`DavServer::start`] starts one.
+pub type DavServer = super::Service<State>;
 
-impl DavServer {
+impl super::Service<State> {
     pub fn start(read_only: bool) -> Result<DavServer, String> {
-        let state = Arc::new(Mutex::new(State {
+        let state = State {
             read_only,
             ..State::default()
-        }));
-        let st = state.clone();
-        let listener = Listener::start(move |req, _| serve(req, &st))?;
-        Ok(DavServer {
-            port: listener.port,
-            state,
-            _listener: listener,
-        })
+        };
+        super::Service::serve(state, serve)
     }
 
     /// The cache's root URL (ends in `/`).
@@ -63,20 +54,18 @@ impl DavServer {
     /// A fresh bearer token.
     pub fn token(&self) -> Result<String, String> {
         let t = super::secret()?;
-        lock(&self.state).tokens.insert(t.clone(), "token".into());
+        self.lock().tokens.insert(t.clone(), "token".into());
         Ok(t)
     }
 
     /// A basic-auth user.
     pub fn user(&self, name: &str, password: &str) {
-        lock(&self.state)
-            .passwords
-            .insert(name.into(), password.into());
+        self.lock().passwords.insert(name.into(), password.into());
     }
 
     /// Adds a file (and its parent collections) directly.
     pub fn add(&self, path: &str, data: &[u8]) {
-        let mut st = lock(&self.state);
+        let mut st = self.lock();
         let mut parent = String::new();
         for part in path
             .trim_matches('/')
@@ -97,22 +86,9 @@ impl DavServer {
 
     /// Every path and node, and every property, as they are now.
     pub fn snapshot(&self) -> (BTreeMap<String, Node>, BTreeMap<String, Vec<String>>) {
-        let st = lock(&self.state);
+        let st = self.lock();
         (st.nodes.clone(), st.props.clone())
     }
-}
-
-/// Percent-encodes a path for an href (unreserved characters and `/` stay).
-pub fn encode_path(path: &str) -> String {
-    let mut out = String::new();
-    for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn xml_escape(s: &str) -> String {
@@ -172,7 +148,7 @@ fn response_xml(path: &str, node: &Node, props: &[String]) -> String {
     } else {
         path.to_string()
     };
-    let href = encode_path(&shown);
+    let href = crate::http::percent_encode(&shown);
     let (rtype, len) = match node {
         Node::Collection => ("<D:collection/>", String::new()),
         Node::File(d) => (
@@ -187,7 +163,7 @@ fn response_xml(path: &str, node: &Node, props: &[String]) -> String {
     )
 }
 
-fn serve(mut req: tiny_http::Request, state: &Mutex<State>) {
+fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
     let method = req.method().as_str().to_ascii_uppercase();
     let depth = super::header(&req, "depth").unwrap_or_else(|| "infinity".into());
     let raw_path = req.url().split('?').next().unwrap_or("/").to_string();
@@ -249,7 +225,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>) {
                     .map(|k| {
                         format!(
                             "<a href=\"{}\">{}</a>",
-                            xml_escape(&encode_path(k)),
+                            xml_escape(&crate::http::percent_encode(k)),
                             xml_escape(&k[prefix.len()..])
                         )
                     })
@@ -338,7 +314,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>) {
             drop(st);
             let xml = format!(
                 "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>{}</D:href><D:propstat><D:prop/><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>",
-                xml_escape(&encode_path(&path))
+                xml_escape(&crate::http::percent_encode(&path))
             );
             respond(
                 req,

@@ -65,6 +65,36 @@ impl Drop for Listener {
     }
 }
 
+/// A loopback service: its state, and the listener that serves it until
+/// dropped. Each service is a type alias of this with its own state and
+/// its own `start`.
+pub struct Service<S> {
+    pub port: u16,
+    pub state: Arc<Mutex<S>>,
+    _listener: Listener,
+}
+
+impl<S: Send + 'static> Service<S> {
+    /// Serves `state` with `handler` on a fresh loopback port.
+    pub fn serve(
+        state: S,
+        handler: fn(tiny_http::Request, &Mutex<S>, u16),
+    ) -> Result<Service<S>, String> {
+        let state = Arc::new(Mutex::new(state));
+        let st = state.clone();
+        let listener = Listener::start(move |req, port| handler(req, &st, port))?;
+        Ok(Service {
+            port: listener.port,
+            state,
+            _listener: listener,
+        })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, S> {
+        lock(&self.state)
+    }
+}
+
 /// 32 random hex digits: a token or signature only this service knows.
 pub fn secret() -> Result<String, String> {
     crate::nonce::Nonce::generate()

@@ -13,11 +13,11 @@
 //!
 //! Every request needs a bearer token it minted ([`NpmServer::token`]).
 
-use super::{Listener, json, lock, percent_decode, query, respond};
+use super::{json, lock, percent_decode, query, respond};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 #[derive(Default)]
 pub struct State {
@@ -27,22 +27,12 @@ pub struct State {
     revs: u64,
 }
 
-pub struct NpmServer {
-    pub port: u16,
-    pub state: Arc<Mutex<State>>,
-    _listener: Listener,
-}
+/// The registry; [`NpmServer::start`] starts one.
+pub type NpmServer = super::Service<State>;
 
-impl NpmServer {
+impl super::Service<State> {
     pub fn start() -> Result<NpmServer, String> {
-        let state = Arc::new(Mutex::new(State::default()));
-        let st = state.clone();
-        let listener = Listener::start(move |req, port| serve(req, &st, port))?;
-        Ok(NpmServer {
-            port: listener.port,
-            state,
-            _listener: listener,
-        })
+        super::Service::serve(State::default(), serve)
     }
 
     /// The registry URL (ends in `/`).
@@ -52,9 +42,7 @@ impl NpmServer {
 
     pub fn token(&self) -> Result<String, String> {
         let t = super::secret()?;
-        lock(&self.state)
-            .tokens
-            .insert(t.clone(), "publisher".into());
+        self.lock().tokens.insert(t.clone(), "publisher".into());
         Ok(t)
     }
 }

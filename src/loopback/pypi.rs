@@ -12,10 +12,10 @@
 //! Every request needs basic auth with a user it minted
 //! ([`PypiServer::user`]).
 
-use super::{Listener, json, lock, percent_decode, respond};
+use super::{json, lock, percent_decode, respond};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 #[derive(Clone, Debug, Default)]
 pub struct Release {
@@ -31,22 +31,12 @@ pub struct State {
     passwords: HashMap<String, String>,
 }
 
-pub struct PypiServer {
-    pub port: u16,
-    pub state: Arc<Mutex<State>>,
-    _listener: Listener,
-}
+/// The index; [`PypiServer::start`] starts one.
+pub type PypiServer = super::Service<State>;
 
-impl PypiServer {
+impl super::Service<State> {
     pub fn start() -> Result<PypiServer, String> {
-        let state = Arc::new(Mutex::new(State::default()));
-        let st = state.clone();
-        let listener = Listener::start(move |req, _| serve(req, &st))?;
-        Ok(PypiServer {
-            port: listener.port,
-            state,
-            _listener: listener,
-        })
+        super::Service::serve(State::default(), serve)
     }
 
     /// The upload URL (ends in `/`).
@@ -65,7 +55,7 @@ impl PypiServer {
     /// A fresh user: (name, password).
     pub fn user(&self) -> Result<(String, String), String> {
         let (u, p) = (format!("u{}", &super::secret()?[..8]), super::secret()?);
-        lock(&self.state).passwords.insert(u.clone(), p.clone());
+        self.lock().passwords.insert(u.clone(), p.clone());
         Ok((u, p))
     }
 }
@@ -119,7 +109,21 @@ pub fn multipart(content_type: &str, body: &[u8]) -> Vec<(String, Option<String>
     out
 }
 
-fn serve(mut req: tiny_http::Request, state: &Mutex<State>) {
+/// A simple-index page of links.
+fn simple_page(req: tiny_http::Request, links: &[String]) {
+    let html = format!(
+        "<!DOCTYPE html><html><body>{}</body></html>",
+        links.join("\n")
+    );
+    respond(
+        req,
+        200,
+        html.into_bytes(),
+        &[("Content-Type", "text/html")],
+    )
+}
+
+fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
     let method = req.method().as_str().to_ascii_uppercase();
     let path = percent_decode(req.url().split('?').next().unwrap_or("/"));
     let content_type = super::header(&req, "content-type").unwrap_or_default();
@@ -183,16 +187,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>) {
                 .map(|p| format!("<a href=\"{p}/\">{p}</a><br>"))
                 .collect();
             drop(st);
-            respond(
-                req,
-                200,
-                format!(
-                    "<!DOCTYPE html><html><body>{}</body></html>",
-                    links.join("\n")
-                )
-                .into_bytes(),
-                &[("Content-Type", "text/html")],
-            )
+            simple_page(req, &links)
         }
         ("GET", ["+simple", project]) => {
             let Some(p) = st.projects.get(&normalize(project)) else {
@@ -206,21 +201,12 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>) {
                     format!(
                         "<a href=\"../../+f/{}/{}\">{f}</a><br>",
                         normalize(project),
-                        super::dav::encode_path(f)
+                        crate::http::percent_encode(f)
                     )
                 })
                 .collect();
             drop(st);
-            respond(
-                req,
-                200,
-                format!(
-                    "<!DOCTYPE html><html><body>{}</body></html>",
-                    links.join("\n")
-                )
-                .into_bytes(),
-                &[("Content-Type", "text/html")],
-            )
+            simple_page(req, &links)
         }
         ("GET", ["+f", project, file]) => {
             let data = st

@@ -28,22 +28,15 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Client, Failure, Request, check_url};
+use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::cell::OnceCell;
-use std::time::Duration;
 
 pub struct ActionsCache;
 
-/// Connecting, and each read or write, of one HTTP call.
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
-/// One whole HTTP exchange (archives here are a few hundred bytes; a
-/// restored entry larger than expected still has two minutes).
-const DEADLINE: Duration = Duration::from_secs(120);
 /// REST pages are 100 entries; a listing that has not ended after this
 /// many pages (1,000,000 entries, far past the 10 GB a repository may
 /// keep) is an error, never a clean "not found".
@@ -192,20 +185,8 @@ impl SurfaceType for ActionsCache {
     }
 
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
-        let env_name = |opts: &mut Options<'_>, key: &str| -> Result<Option<String>, ConfigError> {
-            let Some((name, pos)) = opts.string(key)? else {
-                return Ok(None);
-            };
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(opts.error(
-                    pos,
-                    format!("`{key}` names an environment variable: letters, digits and `_`"),
-                ));
-            }
-            Ok(Some(name))
-        };
-        let token_env = env_name(&mut opts, "token-env")?;
-        let api_token_env = env_name(&mut opts, "api-token-env")?;
+        let token_env = super::env_name(&mut opts, "token-env")?;
+        let api_token_env = super::env_name(&mut opts, "api-token-env")?;
         // The runtime token: the configured variable, else what node
         // actions get, else what a run step gets with id-token: write.
         let sources: Vec<String> = match &token_env {
@@ -320,20 +301,7 @@ impl SurfaceType for ActionsCache {
             cache_mode: None,
             control: true,
         };
-        Ok(Control {
-            settings: serde_json::to_value(s).expect("settings serialize"),
-            keep: Some(Box::new(server)),
-        })
-    }
-
-    fn derive_needle(
-        &self,
-        _carrier: &str,
-        _probe_id: &str,
-        nonce: &Nonce,
-        _scope: Option<&super::JobScope>,
-    ) -> Result<Value, String> {
-        Ok(Value::String(nonce.hex()))
+        Ok(Control::served(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -378,10 +346,14 @@ impl SurfaceType for ActionsCache {
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad actions-cache settings".to_string())?;
-        Ok(Box::new(Instance {
-            s,
-            client: OnceCell::new(),
-        }))
+        let client = LazyClient::new(
+            [&s.token, &s.api_token]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+        );
+        Ok(Box::new(Instance { s, client }))
     }
 }
 
@@ -412,7 +384,7 @@ fn host_of(url: &str) -> String {
 struct Instance {
     s: Settings,
     /// Made on first use: the orchestrator opens instances it never calls.
-    client: OnceCell<Result<Client, String>>,
+    client: LazyClient,
 }
 
 /// A Twirp answer.
@@ -440,18 +412,8 @@ struct Listed {
 }
 
 impl Instance {
-    fn client(&self) -> Result<&Client, String> {
-        self.client
-            .get_or_init(|| {
-                let secrets = [&self.s.token, &self.s.api_token]
-                    .into_iter()
-                    .flatten()
-                    .cloned()
-                    .collect();
-                Client::new(IO_TIMEOUT, DEADLINE, secrets)
-            })
-            .as_ref()
-            .map_err(Clone::clone)
+    fn client(&self) -> Result<&crate::http::Client, String> {
+        self.client.get()
     }
 
     fn service(&self) -> String {
@@ -557,7 +519,7 @@ impl Instance {
             );
             if let Some(p) = prefix {
                 url.push_str("&key=");
-                url.push_str(&percent_encode(p));
+                url.push_str(&crate::http::percent_encode(p));
             }
             let resp = client
                 .send(&self.rest_request(Method::GET, &url, token))
@@ -712,45 +674,49 @@ impl Instance {
         let (key, version, _) = entry_for(ctx, "cache-content", &nonce);
         let shown = escape::bytes(key.as_bytes());
         let body = json!({ "key": key, "restore_keys": [], "version": version });
-        match self.twirp("GetCacheEntryDownloadURL", body) {
-            Err(reason) => RecoverOutcome::Failed { reason },
-            Ok(Twirp::Denied(m)) => RecoverOutcome::Denied {
-                reason: format!("the cache service refused the lookup: {m}"),
-            },
-            Ok(Twirp::NotOk(_)) => RecoverOutcome::NotFound {
+        let (matched, url) = match self.lookup(body, format!("no entry {shown} is restorable")) {
+            Ok(m) => m,
+            Err(o) => return o,
+        };
+        if matched != key {
+            // The agreed key ends in a tag: another entry matching it as
+            // a prefix is not the plant's.
+            return RecoverOutcome::NotFound {
                 detail: format!(
-                    "no entry {shown} is restorable with this token (it reads {})",
-                    self.readable()
+                    "the lookup for {shown} matched another entry, {}",
+                    escape::bytes(matched.as_bytes())
+                ),
+            };
+        }
+        match self.archive_holds(&url, w.needle.as_str().unwrap_or("").as_bytes()) {
+            Err(reason) => RecoverOutcome::Failed { reason },
+            Ok(true) => RecoverOutcome::Found {
+                detail: format!(
+                    "restored {shown}{} and found the nonce in its archive",
+                    self.scope_note(&key)
                 ),
             },
-            Ok(Twirp::Ok(v)) => {
-                let matched = str_field(&v, "matched_key", "matchedKey");
-                let url = str_field(&v, "signed_download_url", "signedDownloadUrl");
-                if matched != key {
-                    // The agreed key holds a proof of the nonce: another
-                    // entry matching it as a prefix is not the plant's.
-                    return RecoverOutcome::NotFound {
-                        detail: format!(
-                            "the lookup for {shown} matched another entry, {}",
-                            escape::bytes(matched.as_bytes())
-                        ),
-                    };
-                }
-                match self.archive_holds(&url, w.needle.as_str().unwrap_or("").as_bytes()) {
-                    Err(reason) => RecoverOutcome::Failed { reason },
-                    Ok(true) => RecoverOutcome::Found {
-                        detail: format!(
-                            "restored {shown}{} and found the nonce in its archive",
-                            self.scope_note(&key)
-                        ),
-                    },
-                    Ok(false) => RecoverOutcome::NotFound {
-                        detail: format!(
-                            "restored {shown}, but its archive does not hold the nonce"
-                        ),
-                    },
-                }
-            }
+            Ok(false) => RecoverOutcome::NotFound {
+                detail: format!("restored {shown}, but its archive does not hold the nonce"),
+            },
+        }
+    }
+
+    /// A restore lookup: the matched key and its signed download URL, or
+    /// the outcome when there is none (`missing` says what was sought).
+    fn lookup(&self, body: Value, missing: String) -> Result<(String, String), RecoverOutcome> {
+        match self.twirp("GetCacheEntryDownloadURL", body) {
+            Err(reason) => Err(RecoverOutcome::Failed { reason }),
+            Ok(Twirp::Denied(m)) => Err(RecoverOutcome::Denied {
+                reason: format!("the cache service refused the lookup: {m}"),
+            }),
+            Ok(Twirp::NotOk(_)) => Err(RecoverOutcome::NotFound {
+                detail: format!("{missing} with this token (it reads {})", self.readable()),
+            }),
+            Ok(Twirp::Ok(v)) => Ok((
+                str_field(&v, "matched_key", "matchedKey"),
+                str_field(&v, "signed_download_url", "signedDownloadUrl"),
+            )),
         }
     }
 
@@ -772,47 +738,38 @@ impl Instance {
             "version": fixed_version(),
         });
         let needle = w.needle.as_str().unwrap_or("");
-        match self.twirp("GetCacheEntryDownloadURL", body) {
-            Err(reason) => RecoverOutcome::Failed { reason },
-            Ok(Twirp::Denied(m)) => RecoverOutcome::Denied {
-                reason: format!("the cache service refused the lookup: {m}"),
-            },
-            Ok(Twirp::NotOk(_)) => RecoverOutcome::NotFound {
+        let missing = format!("the restore key {shown_prefix} matched no entry restorable");
+        let (matched, _) = match self.lookup(body, missing) {
+            Ok(m) => m,
+            Err(o) => return o,
+        };
+        let shown = escape::bytes(matched.as_bytes());
+        if !needle.is_empty() && matched.contains(needle) {
+            return RecoverOutcome::Found {
                 detail: format!(
-                    "the restore key {shown_prefix} matched no entry restorable with this token (it reads {})",
-                    self.readable()
+                    "the restore key {shown_prefix} restored {shown}{}",
+                    self.scope_note(&matched)
                 ),
-            },
-            Ok(Twirp::Ok(v)) => {
-                let matched = str_field(&v, "matched_key", "matchedKey");
-                let shown = escape::bytes(matched.as_bytes());
-                if !needle.is_empty() && matched.contains(needle) {
-                    RecoverOutcome::Found {
-                        detail: format!(
-                            "the restore key {shown_prefix} restored {shown}{}",
-                            self.scope_note(&matched)
-                        ),
-                    }
-                } else {
-                    // Newest wins: an entry someone else wrote under the
-                    // prefix hides the plant. Prefix restore worked, but
-                    // whether the plant came through cannot be told.
-                    if planted_carrier(ctx, &matched, &fixed_version()).is_none() {
-                        notice(Notice {
-                            kind: NoticeKind::ForgedMarker,
-                            entry: shown.clone(),
-                            detail: "a cache key under this probe's restore prefix that no plant with this key made".into(),
-                            beacon: None,
-                        });
-                    }
-                    RecoverOutcome::Failed {
-                        reason: format!(
-                            "the restore key {shown_prefix} restored {shown}, which is not the plant's: \
-                             a newer entry under the prefix hides it"
-                        ),
-                    }
-                }
-            }
+            };
+        }
+        // Newest wins: an entry someone else wrote under the prefix hides
+        // the plant. Prefix restore worked, but whether the plant came
+        // through cannot be told.
+        if planted_carrier(ctx, &matched, &fixed_version()).is_none() {
+            notice(Notice {
+                kind: NoticeKind::ForgedMarker,
+                entry: shown.clone(),
+                detail:
+                    "a cache key under this probe's restore prefix that no plant with this key made"
+                        .into(),
+                beacon: None,
+            });
+        }
+        RecoverOutcome::Failed {
+            reason: format!(
+                "the restore key {shown_prefix} restored {shown}, which is not the plant's: \
+                 a newer entry under the prefix hides it"
+            ),
         }
     }
 
@@ -830,20 +787,6 @@ fn str_field(v: &Value, proto: &str, camel: &str) -> String {
         .or(v[camel].as_str())
         .unwrap_or("")
         .to_string()
-}
-
-/// Percent-encodes a query value (keys are printable; this keeps `&`,
-/// `=`, `+`, `#` and spaces from changing the query).
-fn percent_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 impl Surface for Instance {

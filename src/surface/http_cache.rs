@@ -23,20 +23,15 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Client, Failure, Request, check_url};
+use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
 use crate::scan::Marked;
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::cell::OnceCell;
-use std::time::Duration;
 
 pub struct HttpCache;
-
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
-const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The dead property the `property` carrier sets.
 const PROP_NS: &str = "urn:runwarden:1";
@@ -155,20 +150,7 @@ impl SurfaceType for HttpCache {
             index_url: None,
             control: true,
         };
-        Ok(Control {
-            settings: serde_json::to_value(s).expect("settings serialize"),
-            keep: Some(Box::new(server)),
-        })
-    }
-
-    fn derive_needle(
-        &self,
-        _carrier: &str,
-        _probe_id: &str,
-        nonce: &Nonce,
-        _scope: Option<&super::JobScope>,
-    ) -> Result<Value, String> {
-        Ok(Value::String(nonce.hex()))
+        Ok(Control::served(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -190,16 +172,14 @@ impl SurfaceType for HttpCache {
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad http-cache settings".to_string())?;
-        Ok(Box::new(Instance {
-            s,
-            client: OnceCell::new(),
-        }))
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance { s, client }))
     }
 }
 
 struct Instance {
     s: Settings,
-    client: OnceCell<Result<Client, String>>,
+    client: LazyClient,
 }
 
 /// The last path segment of an href (without a trailing `/`).
@@ -229,11 +209,8 @@ fn cache_hit(headers: &::http::HeaderMap) -> Option<String> {
 }
 
 impl Instance {
-    fn client(&self) -> Result<&Client, String> {
-        self.client
-            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.s.auth.secrets()))
-            .as_ref()
-            .map_err(Clone::clone)
+    fn client(&self) -> Result<&crate::http::Client, String> {
+        self.client.get()
     }
 
     fn shown(&self) -> String {
@@ -241,7 +218,7 @@ impl Instance {
     }
 
     fn url_of(&self, name: &str) -> String {
-        format!("{}{}", self.s.url, crate::loopback::dav::encode_path(name))
+        format!("{}{}", self.s.url, crate::http::percent_encode(name))
     }
 
     /// One request; `Err` when there was no answer.

@@ -111,16 +111,17 @@ pub trait SurfaceType: Sync {
     /// without planting: what a `recover` in a later job looks for when it
     /// has no plant receipt. `Err(why)` for a carrier whose needle depends
     /// on what the plant really stored.
+    ///
+    /// By default the needle is the nonce itself (its hex form), which is
+    /// what every carrier of the network surfaces plants.
     fn derive_needle(
         &self,
-        carrier: &str,
+        _carrier: &str,
         _probe_id: &str,
-        _nonce: &Nonce,
+        nonce: &Nonce,
         _scope: Option<&JobScope>,
     ) -> Result<Value, String> {
-        Err(format!(
-            "the {carrier} needle depends on what the plant stored"
-        ))
+        Ok(Value::String(nonce.hex()))
     }
 }
 
@@ -132,6 +133,15 @@ pub struct Control {
 }
 
 impl Control {
+    /// A control served by `keep` (a loopback service) for as long as the
+    /// probe runs.
+    pub fn served(settings: impl Serialize, keep: impl std::any::Any) -> Control {
+        Control {
+            settings: serde_json::to_value(settings).expect("settings serialize"),
+            keep: Some(Box::new(keep)),
+        }
+    }
+
     /// A control that is only settings (a directory, a local repository).
     pub fn settings(settings: Value) -> Control {
         Control {
@@ -309,6 +319,18 @@ impl HttpAuth {
     pub fn describe(&self) -> String {
         self.source.clone().unwrap_or_else(|| "none".into())
     }
+}
+
+/// The strings of a JSON array (anything else: none), as documents from
+/// surfaces and requests to loopback services hold them.
+pub fn string_array(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A config key naming an environment variable: letters, digits and `_`.

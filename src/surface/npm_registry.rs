@@ -19,20 +19,16 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Client, Failure, Request, check_url};
+use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
 use ::http::Method;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
-use std::cell::OnceCell;
-use std::time::Duration;
 
 pub struct NpmRegistry;
 
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
-const DEADLINE: Duration = Duration::from_secs(120);
 /// Search results per page (the registry API's maximum).
 const PAGE: usize = 250;
 /// A search that has not ended after this many pages is an error.
@@ -192,20 +188,7 @@ impl SurfaceType for NpmRegistry {
             auth: HttpAuth::bearer_for_control(server.token()?),
             control: true,
         };
-        Ok(Control {
-            settings: serde_json::to_value(s).expect("settings serialize"),
-            keep: Some(Box::new(server)),
-        })
-    }
-
-    fn derive_needle(
-        &self,
-        _c: &str,
-        _p: &str,
-        nonce: &Nonce,
-        _s: Option<&super::JobScope>,
-    ) -> Result<Value, String> {
-        Ok(Value::String(nonce.hex()))
+        Ok(Control::served(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -217,16 +200,14 @@ impl SurfaceType for NpmRegistry {
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad npm-registry settings".to_string())?;
-        Ok(Box::new(Instance {
-            s,
-            client: OnceCell::new(),
-        }))
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance { s, client }))
     }
 }
 
 struct Instance {
     s: Settings,
-    client: OnceCell<Result<Client, String>>,
+    client: LazyClient,
 }
 
 /// A package name in a URL path: a scoped name's `/` is encoded, as npm
@@ -236,11 +217,8 @@ fn path_of(name: &str) -> String {
 }
 
 impl Instance {
-    fn client(&self) -> Result<&Client, String> {
-        self.client
-            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.s.auth.secrets()))
-            .as_ref()
-            .map_err(Clone::clone)
+    fn client(&self) -> Result<&crate::http::Client, String> {
+        self.client.get()
     }
 
     fn shown(&self) -> String {
@@ -662,14 +640,11 @@ impl Surface for Instance {
             },
         };
         // Checked before removal: exactly the versions A published.
-        let mut have: Vec<&str> = doc["versions"]
+        let mut have: Vec<String> = doc["versions"]
             .as_object()
-            .map(|m| m.keys().map(String::as_str).collect())
+            .map(|m| m.keys().cloned().collect())
             .unwrap_or_default();
-        let mut want: Vec<&str> = entry["versions"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let mut want = super::string_array(&entry["versions"]);
         have.sort();
         want.sort();
         if have != want {

@@ -19,20 +19,15 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Client, Failure, Request, check_url};
+use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
 use crate::scan::Marked;
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::cell::OnceCell;
-use std::time::Duration;
 
 pub struct PypiIndex;
-
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
-const DEADLINE: Duration = Duration::from_secs(120);
 
 static CARRIERS: &[Carrier] = &[
     Carrier {
@@ -254,20 +249,7 @@ impl SurfaceType for PypiIndex {
             auth: HttpAuth::basic_for_control(user, password),
             control: true,
         };
-        Ok(Control {
-            settings: serde_json::to_value(s).expect("settings serialize"),
-            keep: Some(Box::new(server)),
-        })
-    }
-
-    fn derive_needle(
-        &self,
-        _c: &str,
-        _p: &str,
-        nonce: &Nonce,
-        _s: Option<&super::JobScope>,
-    ) -> Result<Value, String> {
-        Ok(Value::String(nonce.hex()))
+        Ok(Control::served(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -289,16 +271,14 @@ impl SurfaceType for PypiIndex {
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad pypi-index settings".to_string())?;
-        Ok(Box::new(Instance {
-            s,
-            client: OnceCell::new(),
-        }))
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance { s, client }))
     }
 }
 
 struct Instance {
     s: Settings,
-    client: OnceCell<Result<Client, String>>,
+    client: LazyClient,
 }
 
 /// A page streamed: each `href` handed over, needles searched in the raw
@@ -310,11 +290,8 @@ struct PageScan {
 }
 
 impl Instance {
-    fn client(&self) -> Result<&Client, String> {
-        self.client
-            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.s.auth.secrets()))
-            .as_ref()
-            .map_err(Clone::clone)
+    fn client(&self) -> Result<&crate::http::Client, String> {
+        self.client.get()
     }
 
     fn shown(&self) -> String {
@@ -702,14 +679,7 @@ impl Surface for Instance {
             }
             Err(_) => return left("the project page could not be read".into()),
         };
-        let mut want: Vec<String> = entry["files"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut want = super::string_array(&entry["files"]);
         have.sort();
         want.sort();
         if have.is_empty() {

@@ -107,6 +107,30 @@ pub fn probe(dir: &Path, config: &str, extra: &[&str]) -> Probe {
     finish(out, &report)
 }
 
+/// Runs `args` (a subcommand and its options) in `dir` with `config`
+/// written to `dir/runwarden.yml`, TMPDIR set to `dir` and these
+/// environment variables, and reads the report of `probe` and `recover`.
+pub fn run_config(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
+    let cfg = dir.join("runwarden.yml");
+    std::fs::write(&cfg, config).unwrap();
+    let report = dir.join("report.json");
+    let _ = std::fs::remove_file(&report);
+    let mut c = bin();
+    // In `dir`: a plant writes its receipt to the working directory.
+    c.args(args)
+        .arg("--config")
+        .arg(&cfg)
+        .current_dir(dir)
+        .env("TMPDIR", dir);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    if args[0] == "probe" || args[0] == "recover" {
+        c.arg("--report").arg(&report);
+    }
+    finish(c.output().unwrap(), &report)
+}
+
 pub fn finish(out: Output, report: &Path) -> Probe {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -70,20 +70,23 @@ pub fn curl(method: &str, url: &str, auth: &[&str], body: Option<&str>) -> (u16,
     (code.parse().unwrap_or(0), body.to_string())
 }
 
+/// A server process, killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub struct Verdaccio {
     pub url: String,
     /// Tokens of `publisher` (may publish and unpublish) and `reader`.
     pub publisher: String,
     pub reader: String,
     pub dir: tempfile::TempDir,
-    child: Child,
-}
-
-impl Drop for Verdaccio {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    _child: Running,
 }
 
 impl Verdaccio {
@@ -148,7 +151,7 @@ impl Verdaccio {
             publisher,
             reader,
             dir,
-            child,
+            _child: Running(child),
         }
     }
 
@@ -206,15 +209,8 @@ pub struct Devpi {
     /// allowed); `reader` may not.
     pub uploader: (String, String),
     pub reader: (String, String),
-    child: Child,
+    _child: Running,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Devpi {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Devpi {
@@ -266,7 +262,7 @@ impl Devpi {
             base,
             uploader,
             reader,
-            child,
+            _child: Running(child),
             _dir: dir,
         }
     }

@@ -8,7 +8,6 @@
 use crate::common::*;
 use runwarden::loopback::actions_cache::CacheServer;
 use std::path::Path;
-use std::process::Command;
 
 const CARRIERS: [&str; 4] = [
     "cache-key",
@@ -23,16 +22,15 @@ const MAIN_RW: &[(&str, u8)] = &[("refs/heads/main", 3)];
 
 /// The runner's environment for a step holding `token` (and `api` as
 /// GITHUB_TOKEN), pointed at `svc`.
-fn runner_env(c: &mut Command, svc: &CacheServer, token: Option<&str>, api: Option<&str>) {
-    c.env("ACTIONS_RESULTS_URL", svc.results_url())
-        .env("GITHUB_API_URL", svc.api_url())
-        .env("GITHUB_REPOSITORY", "octo/repo");
-    if let Some(t) = token {
-        c.env("ACTIONS_RUNTIME_TOKEN", t);
-    }
-    if let Some(t) = api {
-        c.env("GITHUB_TOKEN", t);
-    }
+fn runner_env(svc: &CacheServer, token: Option<&str>, api: Option<&str>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("ACTIONS_RESULTS_URL".to_string(), svc.results_url()),
+        ("GITHUB_API_URL".to_string(), svc.api_url()),
+        ("GITHUB_REPOSITORY".to_string(), "octo/repo".to_string()),
+    ];
+    env.extend(token.map(|t| ("ACTIONS_RUNTIME_TOKEN".to_string(), t.to_string())));
+    env.extend(api.map(|t| ("GITHUB_TOKEN".to_string(), t.to_string())));
+    env
 }
 
 /// Runs `args` (a subcommand and its options) with the config in `dir`
@@ -69,26 +67,11 @@ fn run_with(
     key: Option<&str>,
     args: &[&str],
 ) -> Probe {
-    let cfg = dir.join("runwarden.yml");
-    if !cfg.exists() {
-        std::fs::write(&cfg, CONFIG).unwrap();
-    }
-    let report = dir.join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut c = bin();
-    runner_env(&mut c, svc, token, api);
-    c.args(args)
-        .arg("--config")
-        .arg(&cfg)
-        .current_dir(dir)
-        .env("TMPDIR", dir);
-    if let Some(k) = key {
-        c.env("RUNWARDEN_KEY", k);
-    }
-    if args[0] == "probe" || args[0] == "recover" {
-        c.arg("--report").arg(&report);
-    }
-    finish(c.output().unwrap(), &report)
+    let config = std::fs::read_to_string(dir.join("runwarden.yml")).unwrap_or(CONFIG.into());
+    let mut env = runner_env(svc, token, api);
+    env.extend(key.map(|k| ("RUNWARDEN_KEY".to_string(), k.to_string())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    run_config(dir, &config, &env, args)
 }
 
 fn verdicts(p: &Probe) -> Vec<String> {

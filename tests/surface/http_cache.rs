@@ -6,7 +6,6 @@
 
 use crate::common::*;
 use runwarden::loopback::dav::DavServer;
-use std::path::Path;
 
 const CARRIERS: [&str; 4] = [
     "cache-key",
@@ -20,24 +19,6 @@ fn config(url: &str, extra: &str) -> String {
         "version: 1\nsurfaces:\n  - name: cache\n    type: http-cache\n    url: {}\n{extra}",
         serde_json::to_string(url).unwrap()
     )
-}
-
-/// Runs `args` with `config`, credentials in CACHE_USER / CACHE_PASS or
-/// CACHE_TOKEN, and reads the report of probe and recover.
-fn run(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
-    let cfg = dir.join("runwarden.yml");
-    std::fs::write(&cfg, config).unwrap();
-    let report = dir.join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut c = bin();
-    c.args(args).arg("--config").arg(&cfg).env("TMPDIR", dir);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    if args[0] == "probe" || args[0] == "recover" {
-        c.arg("--report").arg(&report);
-    }
-    finish(c.output().unwrap(), &report)
 }
 
 fn verdicts(p: &Probe) -> Vec<String> {
@@ -73,7 +54,7 @@ fn every_carrier_is_open_on_a_writable_cache_and_cleanup_restores_it() {
     let before = svc.snapshot();
     let dir = tempfile::tempdir().unwrap();
     let env = [("CACHE_USER", "builder"), ("CACHE_PASS", "b-secret-5e1f")];
-    let p = run(dir.path(), &config(&svc.url(), CREDS), &env, &["probe"]);
+    let p = run_config(dir.path(), &config(&svc.url(), CREDS), &env, &["probe"]);
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
     assert_eq!(verdicts(&p), ["fail"; 4], "{}", p.report);
     for c in CARRIERS {
@@ -107,7 +88,7 @@ fn a_read_only_cache_closes_every_carrier_and_a_dead_one_is_an_error() {
     let before = svc.snapshot();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(&svc.url(), "    token-env: CACHE_TOKEN\n");
-    let p = run(dir.path(), &cfg, &[("CACHE_TOKEN", &token)], &["probe"]);
+    let p = run_config(dir.path(), &cfg, &[("CACHE_TOKEN", &token)], &["probe"]);
     assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
     assert_eq!(verdicts(&p), ["pass"; 4], "{}", p.report);
     let d = p.finding("cache:cache-key")["detail"].to_string();
@@ -119,7 +100,7 @@ fn a_read_only_cache_closes_every_carrier_and_a_dead_one_is_an_error() {
     assert!(!format!("{}{}", p.stdout, p.report).contains(&token));
 
     // No credential where the config names one: SKIPPED, with why.
-    let p = run(dir.path(), &cfg, &[], &["probe"]);
+    let p = run_config(dir.path(), &cfg, &[], &["probe"]);
     assert_eq!(verdicts(&p), ["skipped"; 4]);
     assert!(
         p.finding("cache:property")["detail"]
@@ -134,7 +115,7 @@ fn a_read_only_cache_closes_every_carrier_and_a_dead_one_is_an_error() {
         .unwrap()
         .port();
     let dead = config(&format!("http://127.0.0.1:{port}/cache/"), "");
-    let p = run(dir.path(), &dead, &[], &["probe"]);
+    let p = run_config(dir.path(), &dead, &[], &["probe"]);
     assert_eq!(p.code, 1);
     assert_eq!(verdicts(&p), ["error"; 4], "{}", p.report);
     assert!(
@@ -157,7 +138,7 @@ fn an_index_url_lists_the_cache_and_cleanup_by_probe_id_takes_only_tagged_names(
         &format!("    token-env: CACHE_TOKEN\n    index-url: {}\n", svc.url()),
     );
     let env = [("CACHE_TOKEN", token.as_str())];
-    let p = run(dir.path(), &cfg, &env, &["probe"]);
+    let p = run_config(dir.path(), &cfg, &env, &["probe"]);
     assert_eq!(verdicts(&p), ["fail"; 4], "{}", p.report);
     assert!(
         p.finding("cache:cache-key")["detail"]
@@ -172,7 +153,7 @@ fn an_index_url_lists_the_cache_and_cleanup_by_probe_id_takes_only_tagged_names(
         ("CACHE_TOKEN", token.as_str()),
         ("RUNWARDEN_KEY", "k-0123456789"),
     ];
-    let plant = run(dir.path(), &cfg, &key, &["plant", "--probe-id", "job-7"]);
+    let plant = run_config(dir.path(), &cfg, &key, &["plant", "--probe-id", "job-7"]);
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
     assert_ne!(svc.snapshot(), before);
     // Someone adds a name in the plant's form, without the key.
@@ -180,11 +161,11 @@ fn an_index_url_lists_the_cache_and_cleanup_by_probe_id_takes_only_tagged_names(
         "runwarden-job-7-cache-key-00000000000000000000000000000000-0000000000000000",
         b"x",
     );
-    let recover = run(dir.path(), &cfg, &key, &["recover", "--probe-id", "job-7"]);
+    let recover = run_config(dir.path(), &cfg, &key, &["recover", "--probe-id", "job-7"]);
     assert_eq!(verdicts(&recover), ["fail"; 4], "{}", recover.report);
     let notices = recover.report["notices"].to_string();
     assert!(notices.contains("forged-marker"), "{notices}");
-    let clean = run(dir.path(), &cfg, &key, &["cleanup", "--probe-id", "job-7"]);
+    let clean = run_config(dir.path(), &cfg, &key, &["cleanup", "--probe-id", "job-7"]);
     assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
     let (nodes, props) = svc.snapshot();
     let forged = "/runwarden-job-7-cache-key-00000000000000000000000000000000-0000000000000000";

@@ -5,7 +5,6 @@
 
 use crate::common::registries::Verdaccio;
 use crate::common::*;
-use std::path::Path;
 
 const CARRIERS: [&str; 5] = [
     "package-name",
@@ -20,22 +19,6 @@ fn config(url: &str) -> String {
         "version: 1\nsurfaces:\n  - name: npm\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
         serde_json::to_string(url).unwrap()
     )
-}
-
-fn run(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
-    let cfg = dir.join("runwarden.yml");
-    std::fs::write(&cfg, config).unwrap();
-    let report = dir.join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut c = bin();
-    c.args(args).arg("--config").arg(&cfg).env("TMPDIR", dir);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    if args[0] == "probe" || args[0] == "recover" {
-        c.arg("--report").arg(&report);
-    }
-    finish(c.output().unwrap(), &report)
 }
 
 fn verdicts(p: &Probe) -> Vec<String> {
@@ -65,7 +48,7 @@ fn every_carrier_is_open_to_the_publisher_and_closed_to_the_reader() {
     foreign(&v);
     let before = v.packages();
     let dir = tempfile::tempdir().unwrap();
-    let p = run(
+    let p = run_config(
         dir.path(),
         &config(&v.url),
         &[("NPM_TOKEN", &v.publisher)],
@@ -90,7 +73,7 @@ fn every_carrier_is_open_to_the_publisher_and_closed_to_the_reader() {
     let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
     assert!(!all.contains(&v.publisher));
 
-    let p = run(
+    let p = run_config(
         dir.path(),
         &config(&v.url),
         &[("NPM_TOKEN", &v.reader)],
@@ -114,7 +97,7 @@ fn a_dead_registry_is_an_error_and_cleanup_by_probe_id_unpublishes_the_plant() {
         ("NPM_TOKEN", v.publisher.as_str()),
         ("RUNWARDEN_KEY", "k-npm-123456"),
     ];
-    let plant = run(
+    let plant = run_config(
         dir.path(),
         &config(&v.url),
         &env,
@@ -122,14 +105,14 @@ fn a_dead_registry_is_an_error_and_cleanup_by_probe_id_unpublishes_the_plant() {
     );
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
     assert_eq!(v.packages().len(), before.len() + 5);
-    let recover = run(
+    let recover = run_config(
         dir.path(),
         &config(&v.url),
         &env,
         &["recover", "--probe-id", "npm-1"],
     );
     assert_eq!(verdicts(&recover), ["fail"; 5], "{}", recover.report);
-    let clean = run(
+    let clean = run_config(
         dir.path(),
         &config(&v.url),
         &env,
@@ -143,7 +126,7 @@ fn a_dead_registry_is_an_error_and_cleanup_by_probe_id_unpublishes_the_plant() {
         .local_addr()
         .unwrap()
         .port();
-    let p = run(
+    let p = run_config(
         dir.path(),
         &config(&format!("http://127.0.0.1:{port}/")),
         &[("NPM_TOKEN", "x")],

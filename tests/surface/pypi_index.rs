@@ -21,6 +21,7 @@ fn config(d: &Devpi, json: bool) -> String {
     c
 }
 
+/// `run_config` as `user` (PYPI_USER, PYPI_PASS).
 fn run(
     dir: &Path,
     config: &str,
@@ -28,24 +29,12 @@ fn run(
     extra: &[(&str, &str)],
     args: &[&str],
 ) -> Probe {
-    let cfg = dir.join("runwarden.yml");
-    std::fs::write(&cfg, config).unwrap();
-    let report = dir.join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut c = bin();
-    c.args(args)
-        .arg("--config")
-        .arg(&cfg)
-        .env("TMPDIR", dir)
-        .env("PYPI_USER", &user.0)
-        .env("PYPI_PASS", &user.1);
-    for (k, v) in extra {
-        c.env(k, v);
-    }
-    if args[0] == "probe" || args[0] == "recover" {
-        c.arg("--report").arg(&report);
-    }
-    finish(c.output().unwrap(), &report)
+    let mut env = vec![
+        ("PYPI_USER", user.0.as_str()),
+        ("PYPI_PASS", user.1.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    run_config(dir, config, &env, args)
 }
 
 fn verdicts(p: &Probe) -> Vec<String> {
