@@ -213,7 +213,7 @@ impl SurfaceType for PypiIndex {
                 }
                 None if required => Err(opts.error(
                     opts.entry_pos(),
-                    format!("a pypi-index surface needs `{key}:` (and `upload-url`, `simple-url`)"),
+                    format!("a pypi-index surface needs `{key}:` (both `upload-url` and `simple-url` are required)"),
                 )),
                 None => Ok(None),
             }
