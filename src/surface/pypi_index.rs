@@ -281,12 +281,9 @@ struct Instance {
     client: LazyClient,
 }
 
-/// A page streamed: each `href` handed over, needles searched in the raw
-/// bytes across chunk edges.
+/// What a streamed page held: per needle, whether its raw bytes hold it.
 struct PageScan {
-    /// Per needle: whether the raw body holds it.
     found: Vec<bool>,
-    hrefs: Vec<String>,
 }
 
 impl Instance {
@@ -305,14 +302,16 @@ impl Instance {
         }
     }
 
-    /// GETs `url` (same origin as the index only), scanning as it arrives.
-    /// `Ok(None)` for 404.
+    /// GETs `url` (same origin as the index only), scanning as it arrives:
+    /// each `href` goes to `href` at once (an index may list hundreds of
+    /// thousands of projects; none is kept), needles are searched in the
+    /// raw bytes across chunk edges. `Ok(None)` for 404.
     fn scan(
         &self,
         url: &str,
         accept: &str,
         needles: &[String],
-        keep_hrefs: bool,
+        href: &mut dyn FnMut(&str),
     ) -> Result<Option<PageScan>, RecoverOutcome> {
         if origin(url).is_none()
             || (origin(url) != origin(&self.s.simple_url)
@@ -335,7 +334,6 @@ impl Instance {
             .header("accept", accept);
         let mut hrefs = Marked::href_attributes();
         let mut found = vec![false; needles.len()];
-        let mut names = vec![];
         let mut window: Vec<u8> = vec![];
         let (status, _) = client
             .stream(&req, &mut |chunk| {
@@ -345,9 +343,7 @@ impl Instance {
                 }
                 let keep = window.len().saturating_sub(64);
                 window.drain(..keep);
-                if keep_hrefs {
-                    hrefs.feed(chunk, &mut |h| names.push(h.to_string()));
-                }
+                hrefs.feed(chunk, href);
                 Ok(())
             })
             .map_err(|f| RecoverOutcome::Failed {
@@ -355,10 +351,7 @@ impl Instance {
             })?;
         let shown = escape::bytes(url.as_bytes());
         match status {
-            200 => Ok(Some(PageScan {
-                found,
-                hrefs: names,
-            })),
+            200 => Ok(Some(PageScan { found })),
             404 => Ok(None),
             401 | 403 => Err(RecoverOutcome::Denied {
                 reason: format!("the index refused {shown} (HTTP {status})"),
@@ -376,16 +369,12 @@ impl Instance {
     /// The files a project's simple page links: (file name, absolute URL).
     fn files(&self, project: &str) -> Result<Option<Vec<(String, String)>>, RecoverOutcome> {
         let page = self.project_page(project);
-        Ok(self.scan(&page, "text/html", &[], true)?.map(|s| {
-            s.hrefs
-                .iter()
-                .map(|h| {
-                    let url = resolve(&page, h);
-                    let name = url.rsplit('/').next().unwrap_or("").to_string();
-                    (name, url)
-                })
-                .collect()
-        }))
+        let mut files = vec![];
+        let scanned = self.scan(&page, "text/html", &[], &mut |h| {
+            let url = resolve(&page, h);
+            files.push((url.rsplit('/').next().unwrap_or("").to_string(), url));
+        })?;
+        Ok(scanned.map(|_| files))
     }
 
     fn upload(&self, u: &Upload) -> Result<crate::http::Response, String> {
@@ -504,73 +493,71 @@ impl Surface for Instance {
             let project = escape::bytes(u.project.as_bytes());
             out[i] = Some(match w.carrier.as_str() {
                 "project-name" => {
-                    match self.scan(&self.s.simple_url, "text/html", &needles, true) {
-                        Err(o) => o,
-                        Ok(None) => RecoverOutcome::Failed {
+                    let prefix = format!("runwarden-{}-", ctx.probe_id);
+                    let (mut listed, mut hit) = (0usize, None);
+                    let scanned = self.scan(&self.s.simple_url, "text/html", &needles, &mut |h| {
+                        listed += 1;
+                        let name = h.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+                        if hit.is_none() && name.contains(needle) {
+                            hit = Some(escape::bytes(name.as_bytes()));
+                        }
+                        if name.starts_with(&prefix)
+                            && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
+                        {
+                            notice(Notice {
+                                kind: NoticeKind::ForgedMarker,
+                                entry: escape::bytes(name.as_bytes()),
+                                detail: "a project name in this probe's form that no plant with this key made".into(),
+                                beacon: None,
+                            });
+                        }
+                    });
+                    match (scanned, hit) {
+                        (Err(o), _) => o,
+                        (Ok(None), _) => RecoverOutcome::Failed {
                             reason: format!("the simple index {} is not there (404)", self.shown()),
                         },
-                        Ok(Some(s)) => {
-                            let prefix = format!("runwarden-{}-", ctx.probe_id);
-                            for h in &s.hrefs {
-                                let name = h.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-                                if name.starts_with(&prefix)
-                                    && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
-                                {
-                                    notice(Notice {
-                                    kind: NoticeKind::ForgedMarker,
-                                    entry: escape::bytes(name.as_bytes()),
-                                    detail: "a project name in this probe's form that no plant with this key made".into(),
-                                    beacon: None,
-                                });
-                                }
-                            }
-                            let hit = s.hrefs.iter().find(|h| h.contains(needle));
-                            match (hit, s.found[0]) {
-                                (Some(h), _) => RecoverOutcome::Found {
-                                    detail: format!(
-                                        "the simple index lists {}",
-                                        escape::bytes(h.as_bytes())
-                                    ),
-                                },
-                                (None, true) => RecoverOutcome::Found {
-                                    detail: "the simple index holds it".into(),
-                                },
-                                (None, false) => RecoverOutcome::NotFound {
-                                    detail: format!(
-                                        "the simple index lists {} projects; none carries it",
-                                        s.hrefs.len()
-                                    ),
-                                },
-                            }
-                        }
+                        (Ok(Some(_)), Some(h)) => RecoverOutcome::Found {
+                            detail: format!("the simple index lists {h}"),
+                        },
+                        (Ok(Some(s)), None) if s.found[0] => RecoverOutcome::Found {
+                            detail: "the simple index holds it".into(),
+                        },
+                        (Ok(Some(_)), None) => RecoverOutcome::NotFound {
+                            detail: format!(
+                                "the simple index lists {listed} projects; none carries it"
+                            ),
+                        },
                     }
                 }
                 "version" | "file-name" => {
-                    match self.scan(&self.project_page(&u.project), "text/html", &needles, true) {
-                        Err(o) => o,
-                        Ok(None) => RecoverOutcome::NotFound {
+                    let mut hit = None;
+                    let page = self.project_page(&u.project);
+                    let scanned = self.scan(&page, "text/html", &needles, &mut |h| {
+                        if hit.is_none() && h.contains(needle) {
+                            hit = Some(escape::bytes(h.rsplit('/').next().unwrap_or(h).as_bytes()));
+                        }
+                    });
+                    match (scanned, hit) {
+                        (Err(o), _) => o,
+                        (Ok(None), _) => RecoverOutcome::NotFound {
                             detail: format!("no project {project}"),
                         },
-                        Ok(Some(s)) => match s.hrefs.iter().find(|h| h.contains(needle)) {
-                            Some(h) => RecoverOutcome::Found {
-                                detail: format!(
-                                    "the simple page of {project} links {}",
-                                    escape::bytes(h.rsplit('/').next().unwrap_or(h).as_bytes())
-                                ),
-                            },
-                            None if s.found[0] => RecoverOutcome::Found {
-                                detail: format!("the simple page of {project} holds it"),
-                            },
-                            None => RecoverOutcome::NotFound {
-                                detail: format!("the simple page of {project} does not carry it"),
-                            },
+                        (Ok(Some(_)), Some(h)) => RecoverOutcome::Found {
+                            detail: format!("the simple page of {project} links {h}"),
+                        },
+                        (Ok(Some(s)), None) if s.found[0] => RecoverOutcome::Found {
+                            detail: format!("the simple page of {project} holds it"),
+                        },
+                        (Ok(Some(_)), None) => RecoverOutcome::NotFound {
+                            detail: format!("the simple page of {project} does not carry it"),
                         },
                     }
                 }
                 _ => match &self.s.json_url {
                     Some(j) => {
                         let url = j.replace("{project}", &u.project);
-                        match self.scan(&url, "application/json", &needles, false) {
+                        match self.scan(&url, "application/json", &needles, &mut |_| {}) {
                             Err(o) => o,
                             Ok(None) => RecoverOutcome::NotFound {
                                 detail: format!("no project {project}"),
@@ -595,7 +582,12 @@ impl Surface for Instance {
                                 ),
                             };
                             for (name, url) in files {
-                                match self.scan(&url, "application/octet-stream", &needles, false) {
+                                match self.scan(
+                                    &url,
+                                    "application/octet-stream",
+                                    &needles,
+                                    &mut |_| {},
+                                ) {
                                     Err(o) => {
                                         res = o;
                                         break;
@@ -632,19 +624,21 @@ impl Surface for Instance {
             RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => reason,
             _ => "the simple index could not be read".into(),
         };
-        let root = self
-            .scan(&self.s.simple_url, "text/html", &[], true)
-            .map_err(err)?
-            .ok_or("the simple index is not there (404)")?;
-        let mut found = vec![];
-        for h in &root.hrefs {
+        // Only names whose tag verifies are kept while the root streams.
+        let mut ours: Vec<String> = vec![];
+        self.scan(&self.s.simple_url, "text/html", &[], &mut |h| {
             let name = h.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-            let Some(c) = super::tagged_carrier(ctx, CARRIERS, name, "") else {
-                continue;
-            };
-            if !jobs.iter().any(|j| j.carrier == c) {
-                continue;
+            if super::tagged_carrier(ctx, CARRIERS, name, "")
+                .is_some_and(|c| jobs.iter().any(|j| j.carrier == c))
+            {
+                ours.push(name.to_string());
             }
+        })
+        .map_err(err)?
+        .ok_or("the simple index is not there (404)")?;
+        let mut found = vec![];
+        for name in &ours {
+            let name = name.as_str();
             let files = self.files(name).map_err(err)?.unwrap_or_default();
             let mut versions: Vec<String> =
                 files.iter().filter_map(|(f, _)| version_of(f)).collect();
