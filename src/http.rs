@@ -189,7 +189,7 @@ impl Client {
         req: &Request<'_>,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(u16, http::HeaderMap), Failure> {
-        let host = authority(req.url);
+        let host = origin(req.url).unwrap_or_default();
         if let Some(why) = self.down.borrow().get(&host) {
             return Err(Failure::Unreachable(why.clone()));
         }
@@ -243,6 +243,20 @@ impl Client {
         })
     }
 
+    /// Sends `req` and searches its body for `needles` as it
+    /// arrives (nothing is kept but a needle's length of it); the status.
+    pub fn search(
+        &self,
+        req: &Request<'_>,
+        needles: &mut crate::scan::Needles,
+    ) -> Result<u16, Failure> {
+        let (status, _) = self.stream(req, &mut |chunk| {
+            needles.feed(chunk);
+            Ok(())
+        })?;
+        Ok(status)
+    }
+
     async fn once(
         &self,
         req: &Request<'_>,
@@ -286,15 +300,21 @@ impl Client {
         Ok(Ok((status, headers)))
     }
 
-    /// Unreachable when no connection was made; Broken otherwise.
+    /// Unreachable when no connection was made (name lookup, TCP, TLS:
+    /// the transport says so); Broken otherwise, e.g. a connection closed
+    /// after the request went out, which the server may have acted on.
     fn classify(&self, e: &octocrab::Error) -> Failure {
         let text = self.scrub(&chain(e));
-        let connect = text.contains("onnect") || text.contains("dns") || text.contains("lookup");
-        if connect {
-            Failure::Unreachable(text)
-        } else {
-            Failure::Broken(text)
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(c) = cause {
+            if c.downcast_ref::<hyper_util::client::legacy::Error>()
+                .is_some_and(|h| h.is_connect())
+            {
+                return Failure::Unreachable(text);
+            }
+            cause = c.source();
         }
+        Failure::Broken(text)
     }
 
     /// Removes every secret from `text`.
@@ -327,19 +347,17 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-/// A URL's scheme and authority: what "the same host" means for
-/// [`Client`]'s memory of unreachable hosts.
-fn authority(url: &str) -> String {
-    url.parse::<http::Uri>()
-        .ok()
-        .map(|u| {
-            format!(
-                "{}://{}",
-                u.scheme_str().unwrap_or(""),
-                u.authority().map(|a| a.as_str()).unwrap_or("")
-            )
-        })
-        .unwrap_or_default()
+/// A URL's origin, `scheme://host[:port]`, without any userinfo: what
+/// "the same host" means (for the memory of unreachable hosts, and for
+/// which URLs may get a surface's credentials), and the form in which a
+/// service is named to people.
+pub fn origin(url: &str) -> Option<String> {
+    let u = url.parse::<http::Uri>().ok()?;
+    let host = u.host()?;
+    Some(match u.port_u16() {
+        Some(p) => format!("{}://{host}:{p}", u.scheme_str()?),
+        None => format!("{}://{host}", u.scheme_str()?),
+    })
 }
 
 /// Connecting, and each read or write, of one call by a surface.
@@ -387,9 +405,17 @@ pub fn percent_encode(s: &str) -> String {
     out
 }
 
-/// Whether `url` may be given to this client: http or https only.
+/// Whether `url` may be configured for a surface: http or https, and no
+/// credentials in it (URLs are shown in reports; credentials come from
+/// environment variables the config names).
 pub fn check_url(url: &str) -> Result<(), String> {
     let uri: http::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(
+            "no credentials in the URL: name the variables that hold them (`token-env`, or `username-env` and `password-env`)"
+                .into(),
+        );
+    }
     match uri.scheme_str() {
         Some("http" | "https") if uri.host().is_some() => Ok(()),
         _ => Err("must be an http:// or https:// URL".into()),

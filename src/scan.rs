@@ -1,8 +1,44 @@
-//! Streaming extraction of marked strings from listings (a WebDAV
-//! multistatus's `href` elements, a PyPI simple page's `href` attributes)
-//! as the body arrives: memory stays at one string, at most [`MAX_ITEM`]
-//! bytes; a longer one is skipped. Surfaces that use this also search the
-//! raw body for their needles, so a skipped string can never hide a plant.
+//! Streaming scans of what surfaces download, as the body arrives:
+//! [`Needles`] searches raw bytes for nonces across chunk edges, and
+//! [`Marked`] extracts marked strings from listings (a WebDAV
+//! multistatus's `href` elements, a PyPI simple page's `href` attributes),
+//! with memory at one string, at most [`MAX_ITEM`] bytes; a longer one is
+//! skipped. Surfaces that extract names also search the raw body for their
+//! needles, so a skipped string can never hide a plant.
+
+/// Needles searched in a stream of chunks; a needle cut by a chunk edge is
+/// still found. Memory: the longest needle.
+pub struct Needles {
+    needles: Vec<String>,
+    found: Vec<bool>,
+    window: Vec<u8>,
+}
+
+impl Needles {
+    pub fn new(needles: Vec<String>) -> Needles {
+        let found = vec![false; needles.len()];
+        Needles {
+            needles,
+            found,
+            window: vec![],
+        }
+    }
+
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.window.extend_from_slice(chunk);
+        for (i, n) in self.needles.iter().enumerate() {
+            self.found[i] |= memchr::memmem::find(&self.window, n.as_bytes()).is_some();
+        }
+        let longest = self.needles.iter().map(String::len).max().unwrap_or(0);
+        let keep = self.window.len().saturating_sub(longest.saturating_sub(1));
+        self.window.drain(..keep);
+    }
+
+    /// Whether needle `i` was seen.
+    pub fn found(&self, i: usize) -> bool {
+        self.found[i]
+    }
+}
 
 /// The longest string handed over.
 pub const MAX_ITEM: usize = 64 << 10;
@@ -92,6 +128,23 @@ mod tests {
             m.feed(c, &mut |s| out.push(s.to_string()));
         }
         out
+    }
+
+    #[test]
+    fn needles_cut_by_chunk_edges_are_found() {
+        let body = b"xxxx0123456789abcdefyyyyABCDEF";
+        for n in [1, 2, 5, 7, 100] {
+            let mut s = Needles::new(vec![
+                "0123456789abcdef".into(),
+                "ABCDEF".into(),
+                "zz".into(),
+            ]);
+            for c in body.chunks(n) {
+                s.feed(c);
+            }
+            assert!(s.found(0) && s.found(1) && !s.found(2), "chunk {n}");
+            assert!(s.window.len() < 16);
+        }
     }
 
     #[test]

@@ -113,3 +113,33 @@ fn an_unreachable_host_says_so_without_the_url_or_a_secret() {
     assert!(t.elapsed() < Duration::from_millis(100));
     assert_eq!(again, err);
 }
+
+#[test]
+fn a_connection_closed_without_an_answer_is_broken_and_not_retried() {
+    // The request went out: the server may have acted on it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let a = accepted.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            a.fetch_add(1, Ordering::SeqCst);
+            let mut conn = conn.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+            drop(conn);
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/x");
+    let c = client(Duration::from_secs(10));
+    let err = c
+        .send(&Request::new(http::Method::POST, &url).bytes(b"{}".to_vec()))
+        .unwrap_err();
+    assert!(matches!(err, Failure::Broken(_)), "{err:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    // The host is not taken for down: the next call connects again.
+    let _ = c.send(&Request::new(http::Method::GET, &url));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}

@@ -17,10 +17,11 @@
 //! and the version ([`crate::marker::Key::name_tag`]): cleanup takes for a
 //! plant only an entry whose tag verifies, so `cleanup --probe-id` removes
 //! the plants of a probe whose nonces were random, and nobody without the
-//! key can make an entry it would remove. Tokens and signed URLs are credentials: they go only into
-//! request headers (marked sensitive) and are scrubbed from every error.
-//! The control instance is a loopback service ([`crate::loopback::actions_cache`])
-//! that lives as long as the probe.
+//! key can make an entry it would remove. Tokens and signed URLs are
+//! credentials: they go only into request headers (marked sensitive) and
+//! are scrubbed from every error. The control instance is a loopback
+//! service ([`crate::loopback::actions_cache`]) that lives as long as the
+//! probe.
 
 use super::{
     Carrier, CleanupOutcome, Control, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
@@ -30,6 +31,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
+use crate::scan::Needles;
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -95,7 +97,6 @@ struct Settings {
     no_listing: Option<String>,
     /// `ACTIONS_CACHE_MODE` as the runner set it: honoured by cache
     /// clients, not by the service, so runwarden reports it and ignores it.
-    #[serde(default)]
     cache_mode: Option<String>,
     control: bool,
 }
@@ -140,10 +141,6 @@ fn entry_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String,
 /// The carrier of a key in this probe's form whose tag verifies.
 fn planted_carrier(ctx: &RunCtx<'_>, key: &str, version: &str) -> Option<&'static str> {
     super::tagged_carrier(ctx, CARRIERS, key, version)
-}
-
-fn needle_nonce(needle: &Value) -> Option<Nonce> {
-    serde_json::from_value(needle.clone()).ok()
 }
 
 /// "refs/heads/main (read, write)", for one scope of a token's claim.
@@ -370,15 +367,13 @@ fn check_repository(r: &str) -> Result<(), String> {
     }
 }
 
-/// A URL's scheme and host, for people (a service URL has no secret in
-/// its host).
+/// A service URL's origin, for people (escaped; never userinfo).
 fn host_of(url: &str) -> String {
-    let shown = url
-        .parse::<::http::Uri>()
-        .ok()
-        .and_then(|u| Some(format!("{}://{}", u.scheme_str()?, u.authority()?)))
-        .unwrap_or_else(|| "?".into());
-    escape::bytes(shown.as_bytes())
+    escape::bytes(
+        crate::http::origin(url)
+            .unwrap_or_else(|| "?".into())
+            .as_bytes(),
+    )
 }
 
 struct Instance {
@@ -391,7 +386,7 @@ struct Instance {
 enum Twirp {
     /// `ok: true`.
     Ok(Value),
-    /// `ok: false`, with the service's message (escaped).
+    /// `ok: false`, with the service's message (raw: escape to show).
     NotOk(String),
     /// HTTP 403: the service's access control.
     Denied(String),
@@ -463,17 +458,17 @@ impl Instance {
             Failure::Broken(m) => format!("{method} at the cache service {}: {m}", self.service()),
         })?;
         let v = resp.json().unwrap_or(Value::Null);
-        let msg = |v: &Value| {
-            let m = v["message"]
+        let raw = |v: &Value| {
+            v["message"]
                 .as_str()
                 .or(v["msg"].as_str())
                 .unwrap_or("")
-                .to_string();
-            escape::bytes(m.as_bytes())
+                .to_string()
         };
+        let msg = |v: &Value| escape::bytes(raw(v).as_bytes());
         match resp.status {
             200 if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
-            200 => Ok(Twirp::NotOk(msg(&v))),
+            200 => Ok(Twirp::NotOk(raw(&v))),
             403 => Ok(Twirp::Denied(format!("HTTP 403 {}", msg(&v)))),
             401 => Err(format!(
                 "the cache service did not accept the runtime token ({}): HTTP 401 {}",
@@ -513,8 +508,13 @@ impl Instance {
         let client = self.client().map_err(ListError::Failed)?;
         let mut seen = 0;
         for page in 1..=MAX_PAGES {
+            // Newest first by creation: the default order (last access)
+            // moves entries between pages whenever a workflow restores
+            // one, which could skip the plant; new entries only push
+            // older ones down (seen twice, never skipped), and the plant,
+            // made moments ago, is on the first pages.
             let mut url = format!(
-                "{}/repos/{repo}/actions/caches?per_page={PER_PAGE}&page={page}",
+                "{}/repos/{repo}/actions/caches?per_page={PER_PAGE}&page={page}&sort=created_at&direction=desc",
                 self.s.api_url
             );
             if let Some(p) = prefix {
@@ -580,33 +580,19 @@ impl Instance {
         scope
     }
 
-    /// Downloads a signed URL's archive and says whether it holds `needle`
-    /// (searched as it arrives; never held whole).
-    fn archive_holds(&self, url: &str, needle: &[u8]) -> Result<bool, String> {
-        let finder = memchr::memmem::Finder::new(needle);
-        let mut tail: Vec<u8> = vec![];
-        let mut found = false;
-        let (status, _) = self
+    /// Downloads a signed URL's archive (no token: the URL is the
+    /// credential) and says whether it holds `needle`, searched as it
+    /// arrives.
+    fn archive_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
+        let mut needles = Needles::new(vec![needle.to_string()]);
+        let status = self
             .client()?
-            .stream(&Request::new(Method::GET, url), &mut |chunk| {
-                if found {
-                    return Ok(());
-                }
-                tail.extend_from_slice(chunk);
-                if finder.find(&tail).is_some() {
-                    found = true;
-                }
-                let keep = needle.len().saturating_sub(1);
-                if tail.len() > keep {
-                    tail.drain(..tail.len() - keep);
-                }
-                Ok(())
-            })
+            .search(&Request::new(Method::GET, url), &mut needles)
             .map_err(|f| format!("downloading the restored archive: {f}"))?;
         if status != 200 {
             return Err(format!("downloading the restored archive: HTTP {status}"));
         }
-        Ok(found)
+        Ok(needles.found(0))
     }
 
     fn recover_listed(
@@ -666,10 +652,9 @@ impl Instance {
 
     /// cache-content: restore the agreed key and look in the archive.
     fn recover_content(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
-        let Some(nonce) = needle_nonce(&w.needle) else {
-            return RecoverOutcome::Failed {
-                reason: "the plant's needle is not a nonce".into(),
-            };
+        let nonce = match super::wanted_nonce(w) {
+            Ok(n) => n,
+            Err(o) => return o,
         };
         let (key, version, _) = entry_for(ctx, "cache-content", &nonce);
         let shown = escape::bytes(key.as_bytes());
@@ -688,7 +673,7 @@ impl Instance {
                 ),
             };
         }
-        match self.archive_holds(&url, w.needle.as_str().unwrap_or("").as_bytes()) {
+        match self.archive_holds(&url, &nonce.hex()) {
             Err(reason) => RecoverOutcome::Failed { reason },
             Ok(true) => RecoverOutcome::Found {
                 detail: format!(
@@ -819,14 +804,21 @@ impl Surface for Instance {
                     reason: format!("the cache service refused the write: {m}"),
                 };
             }
-            Ok(Twirp::NotOk(m)) if m.starts_with("\"cache write denied") => {
+            // The stable prefix of a policy denial (toolkit PR #2429).
+            Ok(Twirp::NotOk(m)) if m.starts_with("cache write denied") => {
                 return PlantOutcome::Refused {
-                    reason: format!("the cache service refused the write: {m}"),
+                    reason: format!(
+                        "the cache service refused the write: {}",
+                        escape::bytes(m.as_bytes())
+                    ),
                 };
             }
             Ok(Twirp::NotOk(m)) => {
                 return PlantOutcome::Failed {
-                    reason: format!("CreateCacheEntry for {shown} was refused: {m}"),
+                    reason: format!(
+                        "CreateCacheEntry for {shown} was refused: {}",
+                        escape::bytes(m.as_bytes())
+                    ),
                 };
             }
             Ok(Twirp::Ok(v)) => str_field(&v, "signed_upload_url", "signedUploadUrl"),
@@ -871,7 +863,10 @@ impl Surface for Instance {
                 reason: format!("the cache service refused to finalize the entry: {m}"),
             },
             Ok(Twirp::NotOk(m)) => PlantOutcome::Failed {
-                reason: format!("FinalizeCacheEntryUpload for {shown} was refused: {m}"),
+                reason: format!(
+                    "FinalizeCacheEntryUpload for {shown} was refused: {}",
+                    escape::bytes(m.as_bytes())
+                ),
             },
             Ok(Twirp::Ok(_)) => {
                 let scope = scope
@@ -912,13 +907,7 @@ impl Surface for Instance {
                 _ => {}
             }
         }
-        out.into_iter()
-            .map(|o| {
-                o.unwrap_or(RecoverOutcome::Failed {
-                    reason: "not a carrier of this surface".into(),
-                })
-            })
-            .collect()
+        super::all_outcomes(out)
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {

@@ -25,7 +25,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
-use crate::scan::Marked;
+use crate::scan::{Marked, Needles};
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -202,9 +202,12 @@ fn cache_hit(headers: &::http::HeaderMap) -> Option<String> {
             return Some(format!("{name}: {}", escape::bytes(v.as_bytes())));
         }
     }
+    // A shared cache sends `Age: 0` with an answer it fetched just now, so
+    // only an older one says the miss was kept.
     headers
         .get("age")
         .and_then(|v| v.to_str().ok())
+        .filter(|v| v.trim().parse::<u64>().is_ok_and(|a| a > 0))
         .map(|v| format!("age: {}", escape::bytes(v.as_bytes())))
 }
 
@@ -437,8 +440,7 @@ impl Surface for Instance {
                 .collect();
             let prefix = format!("runwarden-{}-", ctx.probe_id);
             let mut names = 0usize;
-            let mut window: Vec<u8> = vec![];
-            let mut raw: Vec<Option<String>> = vec![None; wanted.len()];
+            let mut raw = Needles::new(needles.iter().map(|(_, n)| n.clone()).collect());
             let listing = self.list(
                 &mut |href| {
                     names += 1;
@@ -463,23 +465,16 @@ impl Surface for Instance {
                         });
                     }
                 },
-                &mut |chunk| {
-                    // The raw body too, across chunk edges: an index has
-                    // no hrefs, and a name too long to parse still counts.
-                    window.extend_from_slice(chunk);
-                    for (i, n) in &needles {
-                        if raw[*i].is_none()
-                            && memchr::memmem::find(&window, n.as_bytes()).is_some()
-                        {
-                            raw[*i] = Some("the listing holds it".to_string());
-                        }
-                    }
-                    let keep = window.len().saturating_sub(31);
-                    window.drain(..keep);
-                },
+                // The raw body too: an index has no hrefs, and a name too
+                // long to parse still counts.
+                &mut |chunk| raw.feed(chunk),
             );
+            let in_raw = |i: usize| {
+                let j = needles.iter().position(|(k, _)| *k == i)?;
+                raw.found(j).then(|| "the listing holds it".to_string())
+            };
             for i in listed {
-                out[i] = Some(match (&listing, hits[i].take().or(raw[i].take())) {
+                out[i] = Some(match (&listing, hits[i].take().or_else(|| in_raw(i))) {
                     (Ok(_), Some(detail)) => RecoverOutcome::Found { detail },
                     (Ok(what), None) => RecoverOutcome::NotFound {
                         detail: if self.s.index_url.is_some() {
@@ -497,11 +492,12 @@ impl Surface for Instance {
             if out[i].is_some() {
                 continue;
             }
-            let Some(nonce) = serde_json::from_value::<Nonce>(w.needle.clone()).ok() else {
-                out[i] = Some(RecoverOutcome::Failed {
-                    reason: "the plant's needle is not a nonce".into(),
-                });
-                continue;
+            let nonce = match super::wanted_nonce(w) {
+                Ok(n) => n,
+                Err(o) => {
+                    out[i] = Some(o);
+                    continue;
+                }
             };
             let name = plant_name(ctx, &w.carrier, &nonce);
             let shown_name = escape::bytes(name.as_bytes());
@@ -520,7 +516,7 @@ impl Surface for Instance {
                         },
                         None => RecoverOutcome::NotFound {
                             detail: format!(
-                                "GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age)"
+                                "GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age above 0)"
                             ),
                         },
                     },
@@ -570,13 +566,7 @@ impl Surface for Instance {
                 }
             });
         }
-        out.into_iter()
-            .map(|o| {
-                o.unwrap_or(RecoverOutcome::Failed {
-                    reason: "not a carrier of this surface".into(),
-                })
-            })
-            .collect()
+        super::all_outcomes(out)
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
@@ -681,5 +671,28 @@ impl Surface for Instance {
                 self.shown()
             }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_hit;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> ::http::HeaderMap {
+        let mut h = ::http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn only_a_cache_that_says_so_remembered_a_miss() {
+        assert!(cache_hit(&headers(&[("x-cache", "Hit from cloudfront")])).is_some());
+        assert!(cache_hit(&headers(&[("x-cache-status", "HIT")])).is_some());
+        assert!(cache_hit(&headers(&[("age", "12")])).is_some());
+        // A shared cache's fresh fetch: not a remembered miss.
+        assert!(cache_hit(&headers(&[("age", "0"), ("x-cache", "MISS")])).is_none());
+        assert!(cache_hit(&headers(&[])).is_none());
     }
 }

@@ -321,6 +321,26 @@ impl HttpAuth {
     }
 }
 
+/// The nonce a wanted needle is (the network surfaces plant the nonce
+/// itself: see [`SurfaceType::derive_needle`]).
+pub fn wanted_nonce(w: &Wanted) -> Result<Nonce, RecoverOutcome> {
+    serde_json::from_value(w.needle.clone()).map_err(|_| RecoverOutcome::Failed {
+        reason: "the plant's needle is not a nonce".into(),
+    })
+}
+
+/// One outcome per wanted carrier, in order; a slot nothing filled was not
+/// a carrier of the surface.
+pub fn all_outcomes(out: Vec<Option<RecoverOutcome>>) -> Vec<RecoverOutcome> {
+    out.into_iter()
+        .map(|o| {
+            o.unwrap_or(RecoverOutcome::Failed {
+                reason: "not a carrier of this surface".into(),
+            })
+        })
+        .collect()
+}
+
 /// The strings of a JSON array (anything else: none), as documents from
 /// surfaces and requests to loopback services hold them.
 pub fn string_array(v: &Value) -> Vec<String> {

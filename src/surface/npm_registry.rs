@@ -21,6 +21,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
+use crate::scan::Needles;
 use ::http::Method;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -273,38 +274,23 @@ impl Instance {
     /// Whether a tarball holds `needle`, searched as it arrives. Only from
     /// the registry's own origin: a document may name any URL.
     fn tarball_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
-        let origin = |u: &str| {
-            u.parse::<::http::Uri>().ok().map(|u| {
-                (
-                    u.scheme_str().map(String::from),
-                    u.authority().map(|a| a.to_string()),
-                )
-            })
-        };
+        use crate::http::origin;
         if origin(url).is_none() || origin(url) != origin(&self.s.url) {
             return Err(format!(
                 "the tarball is on another origin ({}); it is not fetched with the registry's credentials",
                 escape::bytes(url.as_bytes())
             ));
         }
-        let finder = memchr::memmem::Finder::new(needle.as_bytes());
-        let mut window = vec![];
-        let mut found = false;
+        let mut needles = Needles::new(vec![needle.to_string()]);
         let req = self.s.auth.apply(Request::new(Method::GET, url));
-        let (status, _) = self
+        let status = self
             .client()?
-            .stream(&req, &mut |chunk| {
-                window.extend_from_slice(chunk);
-                found |= finder.find(&window).is_some();
-                let keep = window.len().saturating_sub(needle.len());
-                window.drain(..keep);
-                Ok(())
-            })
+            .search(&req, &mut needles)
             .map_err(|f| format!("downloading the tarball: {f}"))?;
         if status != 200 {
             return Err(format!("downloading the tarball: HTTP {status}"));
         }
-        Ok(found)
+        Ok(needles.found(0))
     }
 
     fn search(
@@ -481,15 +467,15 @@ impl Surface for Instance {
             if out[i].is_some() {
                 continue;
             }
-            let (Some(nonce), Some(needle)) = (
-                serde_json::from_value::<Nonce>(w.needle.clone()).ok(),
-                w.needle.as_str(),
-            ) else {
-                out[i] = Some(RecoverOutcome::Failed {
-                    reason: "the plant's needle is not a nonce".into(),
-                });
-                continue;
+            let nonce = match super::wanted_nonce(w) {
+                Ok(n) => n,
+                Err(o) => {
+                    out[i] = Some(o);
+                    continue;
+                }
             };
+            let hex = nonce.hex();
+            let needle = hex.as_str();
             let (name, version) = package_for(ctx, &w.carrier, &nonce);
             let shown = escape::bytes(name.as_bytes());
             let doc = match self.packument(&name) {
@@ -559,13 +545,7 @@ impl Surface for Instance {
                 },
             });
         }
-        out.into_iter()
-            .map(|o| {
-                o.unwrap_or(RecoverOutcome::Failed {
-                    reason: "not a carrier of this surface".into(),
-                })
-            })
-            .collect()
+        super::all_outcomes(out)
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {

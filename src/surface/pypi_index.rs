@@ -21,7 +21,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::http::{Failure, LazyClient, Request, check_url};
 use crate::nonce::Nonce;
-use crate::scan::Marked;
+use crate::scan::{Marked, Needles};
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -171,11 +171,6 @@ fn resolve(page: &str, href: &str) -> String {
     format!("{}{}", &page[..origin_end], segs.join("/"))
 }
 
-fn origin(url: &str) -> Option<(String, String)> {
-    let u = url.parse::<::http::Uri>().ok()?;
-    Some((u.scheme_str()?.to_string(), u.authority()?.to_string()))
-}
-
 impl SurfaceType for PypiIndex {
     fn name(&self) -> &'static str {
         "pypi-index"
@@ -313,9 +308,9 @@ impl Instance {
         needles: &[String],
         href: &mut dyn FnMut(&str),
     ) -> Result<Option<PageScan>, RecoverOutcome> {
-        if origin(url).is_none()
-            || (origin(url) != origin(&self.s.simple_url)
-                && origin(url) != origin(&self.s.upload_url))
+        if crate::http::origin(url).is_none()
+            || (crate::http::origin(url) != crate::http::origin(&self.s.simple_url)
+                && crate::http::origin(url) != crate::http::origin(&self.s.upload_url))
         {
             return Err(RecoverOutcome::Failed {
                 reason: format!(
@@ -333,16 +328,10 @@ impl Instance {
             .apply(Request::new(Method::GET, url))
             .header("accept", accept);
         let mut hrefs = Marked::href_attributes();
-        let mut found = vec![false; needles.len()];
-        let mut window: Vec<u8> = vec![];
+        let mut raw = Needles::new(needles.to_vec());
         let (status, _) = client
             .stream(&req, &mut |chunk| {
-                window.extend_from_slice(chunk);
-                for (i, n) in needles.iter().enumerate() {
-                    found[i] |= memchr::memmem::find(&window, n.as_bytes()).is_some();
-                }
-                let keep = window.len().saturating_sub(64);
-                window.drain(..keep);
+                raw.feed(chunk);
                 hrefs.feed(chunk, href);
                 Ok(())
             })
@@ -351,7 +340,9 @@ impl Instance {
             })?;
         let shown = escape::bytes(url.as_bytes());
         match status {
-            200 => Ok(Some(PageScan { found })),
+            200 => Ok(Some(PageScan {
+                found: (0..needles.len()).map(|i| raw.found(i)).collect(),
+            })),
             404 => Ok(None),
             401 | 403 => Err(RecoverOutcome::Denied {
                 reason: format!("the index refused {shown} (HTTP {status})"),
@@ -479,15 +470,15 @@ impl Surface for Instance {
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
         for (i, w) in wanted.iter().enumerate() {
-            let (Some(nonce), Some(needle)) = (
-                serde_json::from_value::<Nonce>(w.needle.clone()).ok(),
-                w.needle.as_str(),
-            ) else {
-                out[i] = Some(RecoverOutcome::Failed {
-                    reason: "the plant's needle is not a nonce".into(),
-                });
-                continue;
+            let nonce = match super::wanted_nonce(w) {
+                Ok(n) => n,
+                Err(o) => {
+                    out[i] = Some(o);
+                    continue;
+                }
             };
+            let hex = nonce.hex();
+            let needle = hex.as_str();
             let needles = [needle.to_string()];
             let u = upload_for(ctx, &w.carrier, &nonce);
             let project = escape::bytes(u.project.as_bytes());
@@ -610,13 +601,7 @@ impl Surface for Instance {
                 },
             });
         }
-        out.into_iter()
-            .map(|o| {
-                o.unwrap_or(RecoverOutcome::Failed {
-                    reason: "not a carrier of this surface".into(),
-                })
-            })
-            .collect()
+        super::all_outcomes(out)
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {

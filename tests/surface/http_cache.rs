@@ -108,6 +108,17 @@ fn a_read_only_cache_closes_every_carrier_and_a_dead_one_is_an_error() {
             .contains("CACHE_TOKEN")
     );
 
+    // Credentials in the URL are a config error, and are not echoed.
+    let inline = config("https://ci:s3cret-in-url@cache.internal/builds/", "");
+    let p = run_config(dir.path(), &inline, &[], &["probe"]);
+    assert_eq!(p.code, 2, "{}", p.stderr);
+    assert!(
+        p.stderr.contains("no credentials in the URL"),
+        "{}",
+        p.stderr
+    );
+    assert!(!p.stderr.contains("s3cret-in-url"), "{}", p.stderr);
+
     // Nothing listening: every carrier ERROR.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
