@@ -341,17 +341,27 @@ impl Surface for Instance {
             persistence: None,
             detail,
         };
-        let put = |created: &mut dyn FnMut(Value)| -> Result<(), PlantOutcome> {
-            created(json!({ "name": name, "kind": "file", "sha256": sha256_hex(&body) }));
+        // Journalled first; taken back when the cache answers the write
+        // with anything but success (then nothing was created).
+        let write = |created: &mut dyn FnMut(Value),
+                     entry: Value,
+                     method: &str,
+                     url: &str,
+                     headers: &[(&'static str, &str)],
+                     body: Vec<u8>|
+         -> Result<(), PlantOutcome> {
+            created(entry.clone());
             let r = self
-                .call(
-                    "PUT",
-                    &url,
-                    &[("content-type", "application/octet-stream")],
-                    body.clone(),
-                )
+                .call(method, url, headers, body)
                 .map_err(|reason| PlantOutcome::Failed { reason })?;
-            write_outcome(r.status, "PUT", &self.shown())
+            write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
+                created(super::retraction(&entry));
+            })
+        };
+        let put = |created: &mut dyn FnMut(Value)| {
+            let entry = json!({ "name": name, "kind": "file", "sha256": sha256_hex(&body) });
+            let headers = [("content-type", "application/octet-stream")];
+            write(created, entry, "PUT", &url, &headers, body.clone())
         };
         match job.carrier.as_str() {
             "cache-key" => match put(created) {
@@ -377,13 +387,10 @@ impl Surface for Instance {
                 },
             },
             "collection-name" => {
-                created(json!({ "name": name, "kind": "collection" }));
-                match self.call("MKCOL", &format!("{url}/"), &[], vec![]) {
-                    Err(reason) => PlantOutcome::Failed { reason },
-                    Ok(r) => match write_outcome(r.status, "MKCOL", &self.shown()) {
-                        Err(o) => o,
-                        Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
-                    },
+                let entry = json!({ "name": name, "kind": "collection" });
+                match write(created, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
+                    Err(o) => o,
+                    Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
                 }
             }
             _ => {
@@ -653,6 +660,10 @@ impl Surface for Instance {
             Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
             Err(m) => left(m),
         }
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        super::cleanup_unretracted(self, entries)
     }
 
     fn describe(&self, entry: &Value) -> String {

@@ -321,6 +321,31 @@ impl HttpAuth {
     }
 }
 
+/// A journal entry that takes `entry` back: the server answered its write
+/// with a refusal or an error, so nothing was created. (Network surfaces
+/// journal each entry before its write, as every surface must, so that a
+/// probe killed mid-request still knows what to look for.)
+pub fn retraction(entry: &Value) -> Value {
+    serde_json::json!({ "retract": entry })
+}
+
+/// [`Surface::cleanup_all`] for journals that may hold retractions: a
+/// retracted entry and its retraction need no request (gone); every other
+/// entry goes to [`Surface::cleanup`].
+pub fn cleanup_unretracted(surface: &dyn Surface, entries: &[Value]) -> Vec<CleanupOutcome> {
+    let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
+    entries
+        .iter()
+        .map(|e| {
+            if e.get("retract").is_some() || retracted.contains(&e) {
+                CleanupOutcome::Gone
+            } else {
+                surface.cleanup(e)
+            }
+        })
+        .collect()
+}
+
 /// The nonce a wanted needle is (the network surfaces plant the nonce
 /// itself: see [`SurfaceType::derive_needle`]).
 pub fn wanted_nonce(w: &Wanted) -> Result<Nonce, RecoverOutcome> {

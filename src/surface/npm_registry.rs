@@ -402,12 +402,21 @@ impl Surface for Instance {
             &version,
             &job.nonce,
         );
-        created(json!({ "name": name, "versions": [version] }));
+        let entry = json!({ "name": name, "versions": [version] });
+        created(entry.clone());
         let url = format!("{}{}", self.s.url, path_of(&name));
         let refused = |status: u16, what: &str| PlantOutcome::Refused {
             reason: format!("the registry refused the {what} (HTTP {status})"),
         };
-        match self.call(Method::PUT, &url, Some(&doc)) {
+        let publish = self.call(Method::PUT, &url, Some(&doc));
+        // Any answer but success: nothing was published.
+        if publish
+            .as_ref()
+            .is_ok_and(|r| !(200..300).contains(&r.status))
+        {
+            created(super::retraction(&entry));
+        }
+        match publish {
             Err(reason) => return PlantOutcome::Failed { reason },
             Ok(r) if r.status == 401 || r.status == 403 => return refused(r.status, "publish"),
             Ok(r) if !(200..300).contains(&r.status) => {
@@ -646,6 +655,10 @@ impl Surface for Instance {
             Ok(r) => left(format!("unpublishing: HTTP {}", r.status)),
             Err(m) => left(m),
         }
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        super::cleanup_unretracted(self, entries)
     }
 
     fn describe(&self, entry: &Value) -> String {

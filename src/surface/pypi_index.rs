@@ -437,9 +437,18 @@ impl Surface for Instance {
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
         let u = upload_for(ctx, &job.carrier, &job.nonce);
-        created(json!({ "project": u.project, "version": u.version, "files": [u.file] }));
+        let entry = json!({ "project": u.project, "version": u.version, "files": [u.file] });
+        created(entry.clone());
         let shown = escape::bytes(u.file.as_bytes());
-        match self.upload(&u) {
+        let upload = self.upload(&u);
+        // Any answer but success: nothing was uploaded.
+        if upload
+            .as_ref()
+            .is_ok_and(|r| !(200..300).contains(&r.status))
+        {
+            created(super::retraction(&entry));
+        }
+        match upload {
             Err(reason) => PlantOutcome::Failed { reason },
             Ok(r) if r.status == 401 || r.status == 403 => PlantOutcome::Refused {
                 reason: format!(
@@ -687,6 +696,10 @@ impl Surface for Instance {
             )),
             Err(m) => left(m),
         }
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        super::cleanup_unretracted(self, entries)
     }
 
     fn describe(&self, entry: &Value) -> String {

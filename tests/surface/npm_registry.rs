@@ -85,6 +85,25 @@ fn every_carrier_is_open_to_the_publisher_and_closed_to_the_reader() {
     assert!(d.contains("refused the publish"), "{d}");
     assert_eq!(v.packages(), before);
     assert!(!format!("{}{}", p.stdout, p.report).contains(&v.reader));
+
+    // A token the registry does not know: every write and read refused.
+    // Nothing was published, so nothing is left to report either (each
+    // journal entry was taken back when its publish was refused).
+    let p = run_config(
+        dir.path(),
+        &config(&v.url),
+        &[("NPM_TOKEN", "not-a-token")],
+        &["probe"],
+    );
+    assert_eq!(verdicts(&p), ["pass"; 5], "{}", p.report);
+    assert_eq!(
+        p.report["cleanup"]["left"],
+        serde_json::json!([]),
+        "{}",
+        p.report["cleanup"]
+    );
+    assert_eq!(p.code, 0, "{}", p.stdout);
+    assert_eq!(v.packages(), before);
 }
 
 #[test]
