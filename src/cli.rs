@@ -207,7 +207,7 @@ impl std::fmt::Display for Failure {
 /// Prints one line on stderr, escaped: messages can carry config values and
 /// surface data.
 pub fn note(msg: &str) {
-    eprintln!("runwarden: {}", escape::line(msg));
+    eprintln!("runwarden: {}", escape::line(&crate::redact::text(msg)));
 }
 
 /// Where the config comes from.
@@ -275,6 +275,11 @@ fn load_plan(found: &Found) -> Result<Plan, Failure> {
 
 /// Runs a parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<i32, Failure> {
+    // Every credential the environment holds is a secret from the start:
+    // whatever a surface, git or a server says later is redacted.
+    if !matches!(cli.command, Cmd::Run) {
+        secret_env().iter().for_each(|s| crate::redact::add(s));
+    }
     match cli.command {
         Cmd::Run => Ok(crate::child::run()),
         Cmd::Carriers { format } => {

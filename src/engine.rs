@@ -1068,6 +1068,14 @@ fn outcomes<T: Clone>(
     pair
 }
 
+/// One event line from a run, with every string in it redacted before
+/// anything is kept: the runs relay what servers and git said.
+fn parse_event(line: &str) -> Result<Event, serde_json::Error> {
+    let mut v: Value = serde_json::from_str(line)?;
+    crate::redact::value(&mut v);
+    serde_json::from_value(v)
+}
+
 /// Who a child run is: its role, its own directory (HOME, cwd, TMPDIR
 /// below it), its run id, and the user it runs as.
 struct Run<'a> {
@@ -1112,7 +1120,7 @@ fn run_child(
         .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         // Its own process group: a Ctrl-C at the terminal reaches only the
         // orchestrator, which stops the run it chooses to stop and still
         // cleans up.
@@ -1142,6 +1150,14 @@ fn run_child(
             res.problem = Some(format!("run {role}: could not send the request: {e}"));
         }
     }
+    // The run's own words on stderr reach the terminal only redacted.
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{}", crate::redact::text(&line));
+            }
+        });
+    }
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = child.stdout.take().expect("piped");
     std::thread::spawn(move || {
@@ -1161,7 +1177,7 @@ fn run_child(
     let mut killed: Option<String> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => match serde_json::from_str::<Event>(&line) {
+            Ok(line) => match parse_event(&line) {
                 Ok(Event::Created { target, entry }) => res.created.push((target, entry)),
                 Ok(Event::Planted {
                     target,
@@ -1239,7 +1255,7 @@ fn run_child(
     while let Some(left) = drain_deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
             Ok(line) => {
-                if let Ok(Event::Created { target, entry }) = serde_json::from_str::<Event>(&line) {
+                if let Ok(Event::Created { target, entry }) = parse_event(&line) {
                     res.created.push((target, entry));
                 }
             }

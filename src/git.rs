@@ -6,9 +6,10 @@
 //! `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` in the environment: never on a
 //! command line other processes can read, never in a file), no hooks, the C
 //! locale, and a hard timeout. Output is streamed line by line. Anything
-//! that could be printed passes through [`Git::redact`], which removes
-//! every credential value and URL userinfo.
+//! that git prints, stdout and stderr, passes through [`crate::redact`]
+//! before anyone sees it.
 
+use crate::redact;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -59,54 +60,42 @@ pub struct Git {
     /// runs' own HOME is a fresh directory.
     credential_home: Option<String>,
     timeout: Duration,
-    secrets: Vec<String>,
     /// Isolated from the operator's config (runs A, B, cleanup); the
     /// operator's own view is used only to read a checkout's settings.
     isolated: bool,
 }
 
 impl Git {
+    /// `config` holds the checkout's credential settings: every
+    /// `extraheader` and `credential.*` value is registered with
+    /// [`crate::redact`] (its words and decoded basic credentials too), so
+    /// nothing git prints can carry them. `url` never holds userinfo by the
+    /// time it gets here ([`crate::surface::git_remote`] moves it into an
+    /// extraheader); any that does is registered as well.
     pub fn new(
         config: Vec<(String, String)>,
         credential_home: Option<String>,
         timeout: Duration,
         url: &str,
     ) -> Git {
-        let mut secrets: Vec<String> = config
-            .iter()
-            .filter(|(k, _)| {
-                k.to_ascii_lowercase().ends_with("extraheader") || k.starts_with("credential")
-            })
-            .flat_map(|(_, v)| {
-                // The header value, and each word of it (a bare token or
-                // base64 credentials after "basic").
-                let mut parts: Vec<String> = v.split_whitespace().map(String::from).collect();
-                parts.push(v.clone());
-                parts
-            })
-            .filter(|s| s.len() >= 8)
-            .collect();
-        if let Some(info) = userinfo(url) {
-            secrets.push(info.to_string());
-            if let Some((_, pass)) = info.split_once(':') {
-                secrets.push(pass.to_string());
+        for (k, v) in &config {
+            let k = k.to_ascii_lowercase();
+            if k.ends_with("extraheader") {
+                redact::add_header(v);
+            } else if k.starts_with("credential") {
+                redact::add(v);
             }
         }
-        let mut config = config;
-        if userinfo(url).is_some() {
-            // Send the URL's credentials with the first request instead of
-            // after a 401 challenge: one round trip less per command
-            // (git 2.46+; older versions ignore the key).
-            config.push(("http.proactiveAuth".into(), "basic".into()));
+        if let Some(info) = redact::url_userinfo(url) {
+            match info.split_once(':') {
+                Some((u, p)) => redact::add_basic(u, p),
+                None => redact::add(info),
+            }
         }
-        // Longest first, so a secret containing another is removed whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
         Git {
             config,
             credential_home,
             timeout,
-            secrets,
             isolated: true,
         }
     }
@@ -118,20 +107,13 @@ impl Git {
             config: vec![],
             credential_home: None,
             timeout,
-            secrets: vec![],
             isolated: false,
         }
     }
 
     /// Removes every known secret and any URL userinfo from `text`.
     pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if !s.is_empty() {
-                out = out.replace(s.as_str(), "***");
-            }
-        }
-        redact_userinfo(&out)
+        redact::text(text)
     }
 
     fn command(&self, dir: &Path, args: &[&OsStr], envs: &[(&str, &str)]) -> Command {
@@ -247,7 +229,9 @@ impl Git {
                     if buf.last() == Some(&b'\n') {
                         buf.pop();
                     }
-                    line(&buf);
+                    // git's stdout is the server's words too (a push's
+                    // `ng <ref> <reason>`, ref names): redacted like stderr.
+                    line(&redact::bytes(&buf));
                 }
             }
         }
@@ -285,67 +269,7 @@ impl Git {
 }
 
 /// The `user:password` part of a URL, if any.
-pub fn userinfo(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    authority.rsplit_once('@').map(|(info, _)| info)
-}
+pub use crate::redact::url_userinfo as userinfo;
 
 /// Replaces the userinfo of every URL in `text` with `***`.
-pub fn redact_userinfo(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        let (head, tail) = rest.split_at(i + 3);
-        out.push_str(head);
-        let end = tail
-            .find(|c: char| c == '/' || c.is_whitespace() || c == '\'' || c == '"')
-            .unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rfind('@') {
-            Some(at) => {
-                out.push_str("***");
-                out.push_str(&authority[at..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn userinfo_is_redacted() {
-        assert_eq!(userinfo("https://u:p@h/x"), Some("u:p"));
-        assert_eq!(userinfo("https://h/x@y"), None);
-        assert_eq!(
-            redact_userinfo("fatal: unable to access 'https://user:tok@host:8080/r.git/': 403"),
-            "fatal: unable to access 'https://***@host:8080/r.git/': 403"
-        );
-        assert_eq!(redact_userinfo("file:///a/b c"), "file:///a/b c");
-    }
-
-    #[test]
-    fn secrets_are_redacted() {
-        let cfg = vec![(
-            "http.https://github.com/.extraheader".to_string(),
-            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA==".to_string(),
-        )];
-        let g = Git::new(
-            cfg,
-            None,
-            Duration::from_secs(1),
-            "https://x:hunter2hunter2@h/r",
-        );
-        let out = g.redact("header eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA== and hunter2hunter2 and https://x:hunter2hunter2@h/r");
-        assert!(
-            !out.contains("eC1hY2Nl") && !out.contains("hunter2"),
-            "{out}"
-        );
-    }
-}
+pub use crate::redact::userinfo as redact_userinfo;

@@ -12,8 +12,7 @@
 //! its own; each request carries exactly the headers its caller gives, and
 //! credential headers are marked sensitive. Errors never quote a URL (a
 //! signed URL is a credential) or a header: they say what broke in words
-//! taken from the error chain, with every string the caller names as
-//! secret removed.
+//! taken from the error chain, passed through [`crate::redact`].
 
 use http_body_util::BodyExt;
 use octocrab::Octocrab;
@@ -32,8 +31,6 @@ pub struct Client {
     rt: tokio::runtime::Runtime,
     /// The deadline for one whole exchange (headers and body).
     deadline: Duration,
-    /// Strings no error may contain (tokens, signed URLs' queries).
-    secrets: Vec<String>,
     user_agent: String,
     /// Hosts that stayed unreachable through every attempt, with why: later
     /// calls to them fail at once instead of waiting through the retries
@@ -136,12 +133,14 @@ const MAX_WHOLE_BODY: usize = 16 << 20;
 
 impl Client {
     /// `timeout` bounds connecting, each read and each write; `deadline`
-    /// bounds a whole exchange. `secrets` are removed from every error.
+    /// bounds a whole exchange. `secrets` are registered with
+    /// [`crate::redact`], which every error passes through.
     pub fn new(
         timeout: Duration,
         deadline: Duration,
         secrets: Vec<String>,
     ) -> Result<Client, String> {
+        secrets.iter().for_each(|s| crate::redact::add(s));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -159,7 +158,6 @@ impl Client {
             oc,
             rt,
             deadline,
-            secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
             user_agent: format!("runwarden/{}", env!("CARGO_PKG_VERSION")),
             down: Default::default(),
         })
@@ -317,13 +315,9 @@ impl Client {
         Failure::Broken(text)
     }
 
-    /// Removes every secret from `text`.
+    /// Removes every secret from `text` (the one redaction layer).
     fn scrub(&self, text: &str) -> String {
-        let mut t = text.to_string();
-        for s in &self.secrets {
-            t = t.replace(s.as_str(), "***");
-        }
-        t
+        crate::redact::text(text)
     }
 }
 
@@ -370,21 +364,22 @@ pub const DEADLINE: Duration = Duration::from_secs(120);
 /// orchestrator opens instances it never sends a request through.
 pub struct LazyClient {
     cell: std::cell::OnceCell<Result<Client, String>>,
-    secrets: Vec<String>,
 }
 
 impl LazyClient {
-    /// `secrets` are removed from every error.
+    /// `secrets` (the credentials the surface sends) are registered with
+    /// [`crate::redact`] now, in every process that opens the surface (the
+    /// orchestrator too, which never sends a request through it).
     pub fn new(secrets: Vec<String>) -> LazyClient {
+        secrets.iter().for_each(|s| crate::redact::add(s));
         LazyClient {
             cell: std::cell::OnceCell::new(),
-            secrets,
         }
     }
 
     pub fn get(&self) -> Result<&Client, String> {
         self.cell
-            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, self.secrets.clone()))
+            .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, vec![]))
             .as_ref()
             .map_err(Clone::clone)
     }

@@ -23,6 +23,7 @@ pub mod nonce;
 pub mod output;
 pub mod plan;
 pub mod receipt;
+pub mod redact;
 pub mod report;
 pub mod scan;
 pub mod signals;

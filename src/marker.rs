@@ -78,10 +78,15 @@ impl Key {
         Key::new(std::env::var_os(KEY_ENV).map(|v| v.into_encoded_bytes()))
     }
 
+    /// A configured key is a secret in this process from here on: it and
+    /// its hex form (what child runs receive) go to [`crate::redact`].
     pub fn new(configured: Option<Vec<u8>>) -> Key {
-        Key {
-            configured: configured.filter(|k| !k.is_empty()),
+        let configured = configured.filter(|k| !k.is_empty());
+        if let Some(k) = &configured {
+            crate::redact::add(&String::from_utf8_lossy(k));
+            crate::redact::add(&to_hex(k));
         }
+        Key { configured }
     }
 
     pub fn is_configured(&self) -> bool {

@@ -148,6 +148,42 @@ fn check_remote(remote: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Takes credentials out of an http(s) URL (`https://user:token@host/…`,
+/// as some checkouts and configs hold it) and into an `extraheader` that
+/// git reads from its environment: git's command line is readable in
+/// `/proc/<pid>/cmdline` by every user of the machine, the environment
+/// only by the same user. A token alone (`https://token@host`) is sent as
+/// the user name with an empty password. ssh names a user, never a
+/// password.
+fn move_userinfo(url: String, credentials: &mut Vec<(String, String)>) -> Result<String, String> {
+    use base64::Engine as _;
+    let (bare, info) = crate::redact::split_userinfo(&url);
+    let Some(info) = info else {
+        return Ok(url);
+    };
+    let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
+    match scheme {
+        "http" | "https" => {
+            let (user, password) = info.split_once(':').unwrap_or((&info, ""));
+            crate::redact::add_basic(user, password);
+            crate::redact::add(&info);
+            let origin = crate::http::origin(&bare)
+                .ok_or("`remote`: the URL has no host to send its credentials to")?;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            credentials.push((
+                format!("http.{origin}/.extraheader"),
+                format!("Authorization: Basic {b64}"),
+            ));
+            Ok(bare)
+        }
+        _ if info.contains(':') => Err(
+            "`remote`: a password in a non-HTTP URL is never used (ssh asks its agent or key): remove it"
+                .into(),
+        ),
+        _ => Ok(url),
+    }
+}
+
 /// `git@host:path` (scp-like ssh syntax): a colon before any slash, after
 /// more than one character (not a drive letter).
 fn is_scp(remote: &str) -> bool {
@@ -293,6 +329,7 @@ impl SurfaceType for GitRemote {
             }
         };
         let ssh = url.starts_with("ssh://") || (is_scp(&url) && !url.contains("://"));
+        let url = move_userinfo(url, &mut credentials).map_err(|m| opts.error(pos, m))?;
         let settings = Settings {
             shown: git::redact_userinfo(&url),
             url,

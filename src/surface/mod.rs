@@ -304,13 +304,13 @@ impl HttpAuth {
         }
     }
 
-    /// Every credential string, for scrubbing errors.
+    /// Every credential string, for [`crate::redact`] (which also removes
+    /// their base64 and percent-encoded forms).
     pub fn secrets(&self) -> Vec<String> {
-        use base64::Engine as _;
         let mut v: Vec<String> = self.bearer.iter().cloned().collect();
         if let Some((u, p)) = &self.basic {
             v.push(p.clone());
-            v.push(base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")));
+            v.push(format!("{u}:{p}"));
         }
         v
     }

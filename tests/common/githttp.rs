@@ -13,6 +13,19 @@ pub struct User {
     pub can_push: bool,
 }
 
+/// A hostile server's habits: every answer that can carry text carries the
+/// request's credentials back (a 401 or 403 body, each `ng` reason of a
+/// refused push, a ref made next to each pushed one with the password in
+/// its name), and while it serves a request it looks through every
+/// process's command line for a password.
+#[derive(Default)]
+pub struct Echo {
+    /// Command lines seen holding a password while a request was served.
+    pub cmdline_leaks: Mutex<Vec<String>>,
+    /// How many requests were served while looking.
+    pub looked: Mutex<usize>,
+}
+
 pub struct GitHttp {
     pub port: u16,
     pub root: PathBuf,
@@ -20,6 +33,8 @@ pub struct GitHttp {
     pub log: Arc<Mutex<Vec<(String, String, String)>>>,
     server: Arc<tiny_http::Server>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Set for a hostile server ([`GitHttp::echoing`]).
+    pub echo: Option<Arc<Echo>>,
 }
 
 pub fn base64(input: &[u8]) -> String {
@@ -57,12 +72,29 @@ impl GitHttp {
         users: HashMap<&'static str, User>,
         protocol_v2: bool,
     ) -> GitHttp {
+        GitHttp::start_full(root, users, protocol_v2, None)
+    }
+
+    /// [`GitHttp::writer_and_reader`] as a hostile server that echoes
+    /// credentials wherever it can ([`Echo`]).
+    pub fn echoing(root: &Path) -> GitHttp {
+        GitHttp::start_full(root, two_users(), true, Some(Arc::new(Echo::default())))
+    }
+
+    fn start_full(
+        root: &Path,
+        users: HashMap<&'static str, User>,
+        protocol_v2: bool,
+        echo: Option<Arc<Echo>>,
+    ) -> GitHttp {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let port = server.server_addr().to_ip().unwrap().port();
         let log = Arc::new(Mutex::new(Vec::new()));
         let (srv, lg, root_c) = (server.clone(), log.clone(), root.to_path_buf());
+        let echo_c = echo.clone();
         // Keyed by the base64 credentials; the scheme word is matched
         // case-insensitively (actions/checkout writes "basic").
+        let passwords: Vec<String> = users.values().map(|u| u.password.to_string()).collect();
         let auth: HashMap<String, (String, bool)> = users
             .into_iter()
             .map(|(u, info)| {
@@ -74,7 +106,10 @@ impl GitHttp {
             .collect();
         let thread = std::thread::spawn(move || {
             for req in srv.incoming_requests() {
-                serve(req, &root_c, &auth, &lg, protocol_v2);
+                if let Some(e) = &echo_c {
+                    look_for_passwords(e, &passwords);
+                }
+                serve(req, &root_c, &auth, &lg, protocol_v2, echo_c.as_deref());
             }
         });
         GitHttp {
@@ -83,28 +118,14 @@ impl GitHttp {
             log,
             server,
             thread: Some(thread),
+            echo,
         }
     }
 
     /// A server with two users: `writer` (password `w-secret-4f1c9a`) may
     /// push, `reader` (`r-secret-77d2e0`) may only fetch.
     pub fn writer_and_reader(root: &Path, protocol_v2: bool) -> GitHttp {
-        let mut users = HashMap::new();
-        users.insert(
-            "writer",
-            User {
-                password: "w-secret-4f1c9a",
-                can_push: true,
-            },
-        );
-        users.insert(
-            "reader",
-            User {
-                password: "r-secret-77d2e0",
-                can_push: false,
-            },
-        );
-        GitHttp::start_with(root, users, protocol_v2)
+        GitHttp::start_with(root, two_users(), protocol_v2)
     }
 
     pub fn url(&self, user: &str, password: &str, repo: &str) -> String {
@@ -117,6 +138,45 @@ impl GitHttp {
 
     pub fn clear(&self) {
         self.log.lock().unwrap().clear();
+    }
+}
+
+/// `writer` (password `w-secret-4f1c9a`) may push, `reader`
+/// (`r-secret-77d2e0`) may only fetch.
+fn two_users() -> HashMap<&'static str, User> {
+    let mut users = HashMap::new();
+    users.insert(
+        "writer",
+        User {
+            password: "w-secret-4f1c9a",
+            can_push: true,
+        },
+    );
+    users.insert(
+        "reader",
+        User {
+            password: "r-secret-77d2e0",
+            can_push: false,
+        },
+    );
+    users
+}
+
+/// Every process's command line, looked through for `passwords` (the
+/// server answers while the client that sent the request is alive).
+fn look_for_passwords(echo: &Echo, passwords: &[String]) {
+    *echo.looked.lock().unwrap() += 1;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for p in procs.flatten() {
+        let Ok(cmd) = std::fs::read(p.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if passwords.iter().any(|pw| text.contains(pw.as_str())) {
+            echo.cmdline_leaks.lock().unwrap().push(text);
+        }
     }
 }
 
@@ -143,6 +203,7 @@ fn serve(
     auth: &HashMap<String, (String, bool)>,
     log: &Mutex<Vec<(String, String, String)>>,
     protocol_v2: bool,
+    echo: Option<&Echo>,
 ) {
     let headers_in: Vec<(String, String)> = req
         .headers()
@@ -174,16 +235,39 @@ fn serve(
         url.clone(),
         user.as_ref().map(|u| u.0.clone()).unwrap_or_default(),
     ));
+    // What a hostile server echoes: the header, and what it decodes to.
+    let echoed = {
+        let raw = header("Authorization").unwrap_or_default();
+        let decoded = raw
+            .split_whitespace()
+            .nth(1)
+            .and_then(|b| {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.decode(b).ok()
+            })
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+            .unwrap_or_default();
+        format!("you sent {raw} ({decoded})")
+    };
     let Some((user, can_push)) = user else {
+        let body = match echo {
+            Some(_) => format!("auth required: {echoed}"),
+            None => "auth required".into(),
+        };
         return respond(
             req,
             401,
             &[("WWW-Authenticate", "Basic realm=\"git\"")],
-            b"auth required".to_vec(),
+            body.into_bytes(),
         );
     };
     if url.contains("git-receive-pack") && !can_push {
-        return respond(req, 403, &[], b"read-only user".to_vec());
+        match echo {
+            // The refusal comes as each ref's `ng` reason instead.
+            Some(_) if method == "POST" => return refuse_each_ref(req, &echoed),
+            Some(_) => {}
+            None => return respond(req, 403, &[], b"read-only user".to_vec()),
+        }
     }
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let backend = Path::new(
@@ -229,6 +313,14 @@ fn serve(
     let mut child = cmd.spawn().unwrap();
     let mut body = Vec::new();
     req.as_reader().read_to_end(&mut body).unwrap();
+    let created = if echo.is_some() && method == "POST" && url.contains("git-receive-pack") {
+        push_commands(&body)
+            .into_iter()
+            .filter(|(old, _, _)| old.bytes().all(|b| b == b'0'))
+            .collect()
+    } else {
+        vec![]
+    };
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(&body);
@@ -257,9 +349,89 @@ fn serve(
     out.read_to_end(&mut rest).unwrap();
     let _ = writer.join();
     let _ = child.wait();
+    // Next to each ref a push created, one with the password in its name.
+    if let Some(password) = echoed.split(':').nth(1).map(|p| p.trim_end_matches(')'))
+        && !created.is_empty()
+    {
+        let repo = root.join(
+            path.trim_start_matches('/')
+                .split("/git-receive-pack")
+                .next()
+                .unwrap(),
+        );
+        for (_, new, name) in &created {
+            let _ = Command::new("git")
+                .arg("--git-dir")
+                .arg(&repo)
+                .args(["update-ref", &format!("{name}-{password}"), new])
+                .status();
+        }
+    }
     let hs: Vec<(&str, &str)> = headers
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     respond(req, status, &hs, rest);
+}
+
+/// The `(old, new, ref)` commands of a receive-pack request body.
+fn push_commands(body: &[u8]) -> Vec<(String, String, String)> {
+    let mut out = vec![];
+    let mut rest = body;
+    while rest.len() >= 4 {
+        let Some(len) = std::str::from_utf8(&rest[..4])
+            .ok()
+            .and_then(|h| usize::from_str_radix(h, 16).ok())
+        else {
+            break;
+        };
+        if len == 0 || len > rest.len() {
+            break;
+        }
+        let line = String::from_utf8_lossy(&rest[4..len]);
+        let line = line.split('\0').next().unwrap_or("").trim_end();
+        let mut parts = line.splitn(3, ' ');
+        if let (Some(o), Some(n), Some(r)) = (parts.next(), parts.next(), parts.next()) {
+            out.push((o.to_string(), n.to_string(), r.to_string()));
+        }
+        rest = &rest[len..];
+    }
+    out
+}
+
+fn pkt(data: &[u8]) -> Vec<u8> {
+    let mut v = format!("{:04x}", data.len() + 4).into_bytes();
+    v.extend_from_slice(data);
+    v
+}
+
+/// A receive-pack answer refusing every ref of the push, each with the
+/// credentials in its reason (in side band 1 when the client asked).
+fn refuse_each_ref(mut req: tiny_http::Request, echoed: &str) {
+    let mut body = Vec::new();
+    req.as_reader().read_to_end(&mut body).unwrap();
+    let sideband = String::from_utf8_lossy(&body).contains("side-band-64k");
+    let mut report = pkt(b"unpack ok\n");
+    for (_, _, name) in push_commands(&body) {
+        report.extend(pkt(format!("ng {name} denied: {echoed}\n").as_bytes()));
+    }
+    report.extend_from_slice(b"0000");
+    let out = if sideband {
+        let mut framed = Vec::new();
+        for chunk in report.chunks(8000) {
+            let mut band = vec![1u8];
+            band.extend_from_slice(chunk);
+            framed.extend(pkt(&band));
+        }
+        framed.extend_from_slice(b"0000");
+        framed
+    } else {
+        report
+    };
+    respond(
+        req,
+        200,
+        &[("Content-Type", "application/x-git-receive-pack-result")],
+        out,
+    );
 }

@@ -130,7 +130,7 @@ fn smart_http_with_a_writer_counts_its_round_trips() {
     assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
     assert!(
         p.stdout
-            .contains(&format!("http://***@127.0.0.1:{}/remote.git", srv.port)),
+            .contains(&format!("http://127.0.0.1:{}/remote.git", srv.port)),
         "{}",
         p.stdout
     );
@@ -725,4 +725,85 @@ fn a_server_that_refuses_unadvertised_objects_closes_unreachable_object() {
     assert_eq!(p.verdict("origin:branch-name"), "fail");
     assert_eq!(p.verdict("origin:commit-message"), "fail");
     fx.unchanged();
+}
+
+/// Every form a credential can take in a message: raw, `user:password`,
+/// and their base64 and percent-encoded forms.
+fn secret_forms(user: &str, password: &str) -> Vec<String> {
+    let pair = format!("{user}:{password}");
+    vec![
+        password.to_string(),
+        pair.clone(),
+        base64(pair.as_bytes()),
+        base64(password.as_bytes()),
+        pair.replace(':', "%3A"),
+    ]
+}
+
+#[test]
+fn a_server_that_echoes_credentials_never_gets_them_printed() {
+    for (user, password) in [("writer", "w-secret-4f1c9a"), ("reader", "r-secret-77d2e0")] {
+        let fx = Remote::new();
+        let srv = GitHttp::echoing(fx.root.path());
+        let work = tempfile::tempdir().unwrap();
+        let cfg = work.path().join("runwarden.yml");
+        let url = srv.url(user, password, "remote.git");
+        std::fs::write(&cfg, git_config("origin", &url, "")).unwrap();
+        let (report, sarif) = (work.path().join("r.json"), work.path().join("r.sarif"));
+        let (summary, outputs) = (work.path().join("summary.md"), work.path().join("out"));
+        let out = bin()
+            .args(["probe", "--config"])
+            .arg(&cfg)
+            .arg("--report")
+            .arg(&report)
+            .arg("--sarif")
+            .arg(&sarif)
+            // A runner's files, to see that nothing reaches them either.
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("GITHUB_OUTPUT", &outputs)
+            .output()
+            .unwrap();
+        let p = finish(out, &report);
+        let echo = srv.echo.as_ref().unwrap();
+        assert!(*echo.looked.lock().unwrap() > 0);
+        assert_eq!(
+            *echo.cmdline_leaks.lock().unwrap(),
+            Vec::<String>::new(),
+            "a password on a command line while the probe ran"
+        );
+        let files: Vec<(String, String)> = [&report, &sarif, &summary, &outputs]
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(f).unwrap_or_default();
+                (f.display().to_string(), text)
+            })
+            .chain([
+                ("stdout".into(), p.stdout.clone()),
+                ("stderr".into(), p.stderr.clone()),
+            ])
+            .collect();
+        for form in secret_forms(user, password) {
+            for (what, text) in &files {
+                assert!(!text.contains(&form), "{user}: {form} in {what}:\n{text}");
+            }
+        }
+        if user == "reader" {
+            // Every write refused, each refusal echoing the credentials:
+            // the reason is kept, the credentials are not.
+            assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+            let f = p.finding("origin:branch-name");
+            assert_eq!(f["verdict"], "pass", "{f}");
+            assert!(
+                f["detail"].as_str().unwrap().contains("denied: you sent"),
+                "{f}"
+            );
+            assert!(f["detail"].as_str().unwrap().contains("***"), "{f}");
+        } else {
+            // The server's own ref with the password in its name is what
+            // run B finds for the deleted ref: printed, redacted.
+            let f = p.finding("origin:deleted-ref");
+            assert_eq!(f["verdict"], "fail", "{f}");
+            assert!(f["detail"].as_str().unwrap().contains("-***"), "{f}");
+        }
+    }
 }
