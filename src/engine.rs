@@ -135,6 +135,9 @@ struct Slot {
     /// Said after the verdict's detail (a recover without the plant's
     /// word for this carrier).
     note: Option<String>,
+    /// The instance's own persistence, when it knows better than the
+    /// carrier's default (see `Surface::persistence`).
+    persistence: Option<surface::Persistence>,
     evidence: Evidence,
 }
 
@@ -264,6 +267,7 @@ fn setup(
             _ => None,
         };
         let real = real.ok();
+        let persistence = real.as_ref().and_then(|r| r.persistence());
         for c in ty.carriers() {
             let channel = format!("{}:{}", sp.name, c.name);
             let skipped = real.as_ref().and_then(|r| r.unavailable(c.name));
@@ -307,6 +311,7 @@ fn setup(
                     beacon: beacons.then(|| beacon.clone()),
                     control_beacon: beacons.then(|| control_beacon.clone()),
                     note: None,
+                    persistence,
                     evidence: Evidence {
                         skipped: skipped.clone(),
                         broken: broken.clone(),
@@ -985,13 +990,13 @@ fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
         let ev = &s.evidence;
         let (v, detail) = verdict::decide(ev);
         let sp = &plan.surfaces[s.surface];
-        let persistence = match &ev.plant {
-            Some(PlantOutcome::Planted {
-                persistence: Some(p),
-                ..
-            }) => *p,
-            _ => s.carrier.persistence,
+        // The instance's own (whatever the verdict), else what its plant
+        // saw, else the carrier's default.
+        let planted = match &ev.plant {
+            Some(PlantOutcome::Planted { persistence, .. }) => *persistence,
+            _ => None,
         };
+        let persistence = s.persistence.or(planted).unwrap_or(s.carrier.persistence);
         // An open channel outside its declared scope: the scope does not
         // hold (the verdict is the plain rule: recovered, not declared).
         let detail = match &s.scope {

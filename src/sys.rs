@@ -58,13 +58,30 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// Opens a directory for `*at` calls. The configured path itself may be a
-/// symlink (like /tmp on some systems); entries inside are never followed.
+/// Opens a directory for `*at` calls with `O_PATH`: search permission on
+/// the way there is all it needs, so a directory that may be written but
+/// not listed (`0333`, a `1733` drop box) is still reachable, and whether
+/// a plant or a read is refused is decided by the syscall that does it.
+/// The configured path itself may be a symlink (like /tmp on some
+/// systems); entries inside are never followed.
 pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     let c = cstr(path.as_os_str())?;
     let fd = check(unsafe {
         libc::open(
             c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens the directory `dir` (an [`open_dir`] descriptor) for listing: the
+/// one operation that needs read permission on it.
+pub fn open_listing(dir: &OwnedFd) -> io::Result<OwnedFd> {
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c".".as_ptr(),
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
         )
     })?;
@@ -235,6 +252,7 @@ pub fn errno_name(e: &io::Error) -> Option<&'static str> {
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         libc::EFBIG => "EFBIG",
         libc::ELOOP => "ELOOP",
+        libc::ENXIO => "ENXIO",
         libc::EIO => "EIO",
         _ => return None,
     })

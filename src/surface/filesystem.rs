@@ -429,17 +429,52 @@ struct Tally {
     denied: u64,
     first_error: Option<String>,
     errors: u64,
+    /// For a carrier with an agreed name: whether that entry was there.
+    agreed: Agreed,
+}
+
+#[derive(Default, Clone, Copy)]
+enum Agreed {
+    #[default]
+    Absent,
+    Present,
+}
+
+/// The route by which run B came to an entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// Looked up by the name both runs derive from the probe id.
+    Agreed,
+    /// Found in the directory's listing.
+    Listed,
+}
+
+/// Carriers whose entry has a name both runs derive from the probe id
+/// (`.runwarden-<probe>-<carrier>`): run B can look it up without listing
+/// the directory. The name carriers have no such route (their name is the
+/// message), nor has runner-persistence (it looks for other probes').
+fn by_agreed_name(carrier: &str) -> bool {
+    matches!(
+        carrier,
+        "file-content" | "symlink-target" | "xattr" | "xattr-name" | "mtime" | "file-size"
+    )
 }
 
 /// One recovery pass: what to look for and what was seen, carrier by
-/// carrier (the two vectors run in parallel with `wanted`).
+/// carrier (the vectors run in parallel with `wanted`).
 struct Scan {
     needles: Vec<Needle>,
     tallies: Vec<Tally>,
+    /// Each carrier's agreed name, where it has one.
+    agreed: Vec<Option<OsString>>,
+    want_stat: bool,
+    want_link: bool,
+    want_xattr: bool,
+    want_content: bool,
 }
 
 impl Scan {
-    fn new(wanted: &[Wanted]) -> Scan {
+    fn new(wanted: &[Wanted], probe_id: &str) -> Scan {
         let needles: Vec<Needle> = wanted.iter().map(needle_of).collect();
         let tallies = needles
             .iter()
@@ -452,7 +487,45 @@ impl Scan {
                 _ => Tally::default(),
             })
             .collect();
-        Scan { needles, tallies }
+        let agreed = wanted
+            .iter()
+            .map(|w| {
+                by_agreed_name(&w.carrier)
+                    .then(|| planted_name(&w.carrier, probe_id, "").map(|(n, _)| n))
+                    .flatten()
+            })
+            .collect();
+        let any = |f: fn(&Needle) -> bool| needles.iter().any(f);
+        Scan {
+            want_stat: any(needs_stat),
+            want_link: any(is_link_target),
+            want_xattr: any(is_xattr),
+            want_content: any(is_content),
+            needles,
+            tallies,
+            agreed,
+        }
+    }
+
+    /// The agreed names to look up, each once.
+    fn agreed_names(&self) -> Vec<OsString> {
+        let mut names: Vec<OsString> = self.agreed.iter().flatten().cloned().collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Records what the lookup of an agreed name found (`Ok`: there).
+    fn looked_up(&mut self, name: &OsStr, result: Result<(), &io::Error>) {
+        for i in 0..self.needles.len() {
+            if self.agreed[i].as_deref() != Some(name) {
+                continue;
+            }
+            match result {
+                Ok(()) => self.tallies[i].agreed = Agreed::Present,
+                Err(e) => Self::charge(&mut self.tallies[i], "lookup of", name, e),
+            }
+        }
     }
 
     fn wants(&self, f: impl Fn(&Needle) -> bool) -> bool {
@@ -470,9 +543,7 @@ impl Scan {
     }
 
     /// An error looking at one entry, charged to the carriers that needed
-    /// that look: a vanished entry is no error (the directory is shared and
-    /// busy), an access denial is the surface's own access control, anything
-    /// else leaves that carrier's scan incomplete.
+    /// that look.
     fn trouble(
         &mut self,
         needed: impl Fn(&Needle) -> bool,
@@ -481,18 +552,23 @@ impl Scan {
         e: &io::Error,
     ) {
         for (n, t) in self.needles.iter().zip(self.tallies.iter_mut()) {
-            if !needed(n) {
-                continue;
+            if needed(n) {
+                Self::charge(t, what, name, e);
             }
-            match e.raw_os_error() {
-                Some(libc::ENOENT) | Some(libc::ENODATA) => {}
-                Some(libc::EACCES | libc::EPERM) => t.denied += 1,
-                _ => {
-                    t.errors += 1;
-                    if t.first_error.is_none() {
-                        t.first_error =
-                            Some(format!("{what} {}: {e}", escape::bytes(name.as_bytes())));
-                    }
+        }
+    }
+
+    /// A vanished entry is no error (the directory is shared and busy), an
+    /// access denial is the surface's own access control, anything else
+    /// leaves that carrier's scan incomplete.
+    fn charge(t: &mut Tally, what: &str, name: &OsStr, e: &io::Error) {
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENODATA) => {}
+            Some(libc::EACCES | libc::EPERM) => t.denied += 1,
+            _ => {
+                t.errors += 1;
+                if t.first_error.is_none() {
+                    t.first_error = Some(format!("{what} {}: {e}", escape::bytes(name.as_bytes())));
                 }
             }
         }
@@ -515,7 +591,19 @@ fn needs_stat(n: &Needle) -> bool {
     matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_))
 }
 
+/// tmpfs and ramfs keep nothing across a reboot.
+fn persistence_of(dir: &OwnedFd) -> Option<Persistence> {
+    match sys::fs_magic(dir) {
+        Ok(sys::TMPFS_MAGIC | sys::RAMFS_MAGIC) => Some(Persistence::Transient),
+        _ => None,
+    }
+}
+
 impl Surface for Instance {
+    fn persistence(&self) -> Option<Persistence> {
+        self.open_surface().ok().as_ref().and_then(persistence_of)
+    }
+
     fn unavailable(&self, carrier: &str) -> Option<String> {
         (carrier == "file-content" && !self.s.content_reads).then(|| {
             "content-reads: false in the config: run B may not read file contents here".into()
@@ -529,14 +617,18 @@ impl Surface for Instance {
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
         let (carrier, nonce) = (job.carrier.as_str(), &job.nonce);
+        // Reaching the directory is not planting: a refusal here (a parent
+        // run A may not search) says nothing about the directory's own
+        // access control, so it is no PASS. Each carrier's refusal is
+        // decided by the syscall that plants it, below.
         let dir = match self.open_surface() {
             Ok(d) => d,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-                return plant_error(&format!("opening {}", self.path_text()), e);
-            }
             Err(e) => {
                 return PlantOutcome::Failed {
-                    reason: format!("surface unreachable: cannot open {}: {e}", self.path_text()),
+                    reason: format!(
+                        "surface unreachable: run A cannot reach {}: {e}",
+                        self.path_text()
+                    ),
                 };
             }
         };
@@ -548,10 +640,7 @@ impl Surface for Instance {
                 };
             }
         };
-        let persistence = match sys::fs_magic(&dir) {
-            Ok(sys::TMPFS_MAGIC | sys::RAMFS_MAGIC) => Some(Persistence::Transient),
-            _ => None,
-        };
+        let persistence = persistence_of(&dir);
         let where_ = if persistence.is_some() {
             " (tmpfs: until reboot)"
         } else {
@@ -732,138 +821,105 @@ impl Surface for Instance {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
         let dir = match self.open_surface() {
             Ok(d) => d,
-            Err(e) => return all(self.scan_error("open", &e)),
+            Err(e) => return all(self.scan_error("reach", &e)),
         };
-        let iter = match sys::DirIter::new(&dir) {
-            Ok(i) => i,
-            Err(e) => return all(self.scan_error("list", &e)),
-        };
-        let mut scan = Scan::new(wanted);
-        let want_stat = scan.wants(needs_stat);
-        let want_link = scan.wants(is_link_target);
-        let want_xattr = scan.wants(is_xattr);
-        let want_content = scan.wants(is_content);
-        let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
-        // The nonces of this probe's name markers: any other name in that
-        // form is a marker this key never made.
-        let ours: Vec<Vec<u8>> = wanted
-            .iter()
-            .filter(|w| {
-                matches!(
-                    w.carrier.as_str(),
-                    "file-name" | "directory-name" | "special-file-name"
-                )
-            })
-            .filter_map(|w| {
-                w.needle
-                    .get("text")?
-                    .as_str()
-                    .map(|t| t.as_bytes().to_vec())
-            })
-            .collect();
+        let mut scan = Scan::new(wanted, ctx.probe_id);
         let mut window = vec![0u8; CONTENT_WINDOW];
+
+        // Route 1: the agreed names. Two colluding runs agree on the name
+        // of each entry whose attributes carry the message
+        // (`.runwarden-<probe>-<carrier>`), so run B looks them up
+        // directly: search permission is all that takes, even where the
+        // directory refuses to be listed.
+        for name in scan.agreed_names() {
+            match sys::lstat_at(&dir, &name) {
+                Ok(st) => {
+                    scan.looked_up(&name, Ok(()));
+                    self.examine(
+                        &dir,
+                        &name,
+                        Some(st),
+                        libc::DT_UNKNOWN,
+                        &mut scan,
+                        &mut window,
+                        Route::Agreed,
+                    );
+                }
+                Err(e) => scan.looked_up(&name, Err(&e)),
+            }
+        }
+
+        // Route 2: the listing, for every carrier (the name carriers have
+        // no other: their name is the message).
+        let ours = name_markers(wanted);
+        let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
         let mut listed: u64 = 0;
         let mut list_error: Option<io::Error> = None;
-
-        for item in iter {
-            let (name, dtype) = match item {
-                Ok(x) => x,
-                Err(e) => {
-                    list_error = Some(e);
-                    break;
-                }
-            };
-            listed += 1;
-            let nb = name.as_bytes();
-            let shown = || escape::bytes(nb);
-            if !ours.is_empty()
-                && let Some(hex) = marker_hex(nb, ctx.probe_id)
-                && !ours.iter().any(|o| o == hex)
-            {
-                notice(Notice {
-                    kind: NoticeKind::ForgedMarker,
-                    entry: shown(),
-                    detail: "named like a marker of this probe, with a nonce no plant with this key made: someone else writes here".into(),
-                    beacon: None,
-                });
-            }
-            if want_beacons && nb.starts_with(marker::BEACON_PREFIX.as_bytes()) {
-                self.check_beacon(ctx, &dir, &name, &mut scan, notice);
-            }
-            scan.hit(
-                |n| matches!(n, Needle::Name(f) if f.find(nb).is_some()),
-                || {
-                    format!(
-                        "run B listed entry {} whose name carries the nonce",
-                        shown()
-                    )
-                },
-            );
-            let mut st: Option<Stat> = None;
-            if want_stat || (want_link && dtype == libc::DT_UNKNOWN) {
-                match sys::lstat_at(&dir, &name) {
-                    Ok(s) => st = Some(s),
-                    Err(e) => {
-                        scan.trouble(
-                            |n| needs_stat(n) || is_link_target(n),
-                            "lstat of",
-                            &name,
-                            &e,
-                        );
-                        continue;
+        match sys::open_listing(&dir).and_then(|fd| sys::DirIter::new(&fd)) {
+            Err(e) => list_error = Some(e),
+            Ok(iter) => {
+                for item in iter {
+                    let (name, dtype) = match item {
+                        Ok(x) => x,
+                        Err(e) => {
+                            list_error = Some(e);
+                            break;
+                        }
+                    };
+                    listed += 1;
+                    let nb = name.as_bytes();
+                    if !ours.is_empty()
+                        && let Some(hex) = marker_hex(nb, ctx.probe_id)
+                        && !ours.iter().any(|o| o == hex)
+                    {
+                        notice(Notice {
+                            kind: NoticeKind::ForgedMarker,
+                            entry: escape::bytes(nb),
+                            detail: "named like a marker of this probe, with a nonce no plant with this key made: someone else writes here".into(),
+                            beacon: None,
+                        });
                     }
+                    if want_beacons && nb.starts_with(marker::BEACON_PREFIX.as_bytes()) {
+                        self.check_beacon(ctx, &dir, &name, dtype, &mut scan, notice);
+                    }
+                    self.examine(
+                        &dir,
+                        &name,
+                        None,
+                        dtype,
+                        &mut scan,
+                        &mut window,
+                        Route::Listed,
+                    );
                 }
-            }
-            let is_link = st.map(|s| s.is_symlink()).unwrap_or(dtype == libc::DT_LNK);
-            if let Some(s) = st {
-                scan.hit(
-                    |n| matches!(n, Needle::Mtime(sec, nsec, coarse) if mtime_matches((s.mtime_sec, s.mtime_nsec), (*sec, *nsec), *coarse)),
-                    || format!("run B saw the nonce-derived mtime on entry {}", shown()),
-                );
-                scan.hit(
-                    |n| matches!(n, Needle::Size(size) if s.is_reg() && s.size == *size),
-                    || format!("run B saw the nonce-derived size on entry {}", shown()),
-                );
-                if want_content && s.is_reg() && s.size > 0 {
-                    self.scan_content(&dir, &name, &s, &mut scan, &mut window);
-                }
-            }
-            if want_link && is_link {
-                match sys::readlink_at(&dir, &name) {
-                    Ok(target) => scan.hit(
-                        |n| matches!(n, Needle::LinkTarget(f) if f.find(&target).is_some()),
-                        || {
-                            format!(
-                                "run B read symlink {} whose target carries the nonce",
-                                shown()
-                            )
-                        },
-                    ),
-                    Err(e) => scan.trouble(is_link_target, "readlink of", &name, &e),
-                }
-            }
-            if want_xattr && !is_link {
-                self.scan_xattrs(&name, &mut scan);
             }
         }
 
         let path = self.path_text();
-        scan.tallies
+        let unlisted = list_error.as_ref().map(|e| {
+            let code = sys::errno_name(e).unwrap_or("error");
+            (
+                matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)),
+                format!("B could not list the directory {path} ({code}: {e})"),
+            )
+        });
+        let Scan {
+            needles,
+            tallies,
+            agreed,
+            ..
+        } = scan;
+        tallies
             .into_iter()
-            .zip(&scan.needles)
-            .map(|(t, n)| {
+            .zip(&needles)
+            .zip(agreed)
+            .map(|((t, n), agreed_name)| {
                 if let Some(d) = t.found {
                     return RecoverOutcome::Found { detail: d };
                 }
-                if let Some(e) = &list_error {
-                    return self.scan_error(&format!("list (after {listed} entries)"), e);
-                }
                 if let Some(e) = t.first_error {
                     return RecoverOutcome::Failed {
-                        reason: format!(
-                            "{} of {listed} entries could not be examined, e.g. {e}",
-                            t.errors
-                        ),
+                        reason: format!("{} entries could not be examined, e.g. {e}", t.errors),
                     };
                 }
                 let denied = if t.denied > 0 {
@@ -874,13 +930,45 @@ impl Surface for Instance {
                 } else {
                     String::new()
                 };
-                let what = if matches!(n, Needle::Beacons) {
-                    "no valid beacon of another probe among them"
-                } else {
-                    "none carried the nonce"
+                let looked_up = match (&agreed_name, t.agreed) {
+                    (None, _) => String::new(),
+                    (Some(name), Agreed::Absent) => format!(
+                        "run B looked up the agreed name {}: not there; ",
+                        escape::bytes(name.as_bytes())
+                    ),
+                    (Some(name), Agreed::Present) => format!(
+                        "run B looked up the agreed name {}: no nonce in it; ",
+                        escape::bytes(name.as_bytes())
+                    ),
                 };
-                RecoverOutcome::NotFound {
-                    detail: format!("run B listed {listed} entries of {path}; {what}{denied}"),
+                match &unlisted {
+                    // The directory's own permissions refused the listing:
+                    // closed to B for every carrier whose only route it is.
+                    Some((true, why)) if agreed_name.is_none() => RecoverOutcome::Denied {
+                        reason: format!("{why}: the names in it are closed to B"),
+                    },
+                    Some((true, why)) if t.denied > 0 => RecoverOutcome::Denied {
+                        reason: format!("{looked_up}{why}{denied}"),
+                    },
+                    Some((true, why)) => RecoverOutcome::NotFound {
+                        detail: format!("{looked_up}{why}"),
+                    },
+                    // Anything else stopped the listing: not a full look.
+                    Some((false, why)) => RecoverOutcome::Failed {
+                        reason: format!("{why} after {listed} entries"),
+                    },
+                    None => {
+                        let what = if matches!(n, Needle::Beacons) {
+                            "no valid beacon of another probe among them"
+                        } else {
+                            "none carried the nonce"
+                        };
+                        RecoverOutcome::NotFound {
+                            detail: format!(
+                                "{looked_up}run B listed {listed} entries of {path}; {what}{denied}"
+                            ),
+                        }
+                    }
                 }
             })
             .collect()
@@ -1003,30 +1091,154 @@ impl Surface for Instance {
     }
 }
 
+/// The nonces of this probe's name markers: any other name in that form is
+/// a marker this key never made.
+fn name_markers(wanted: &[Wanted]) -> Vec<Vec<u8>> {
+    wanted
+        .iter()
+        .filter(|w| {
+            matches!(
+                w.carrier.as_str(),
+                "file-name" | "directory-name" | "special-file-name"
+            )
+        })
+        .filter_map(|w| {
+            w.needle
+                .get("text")?
+                .as_str()
+                .map(|t| t.as_bytes().to_vec())
+        })
+        .collect()
+}
+
 impl Instance {
+    /// Looks at one entry as far as a wanted carrier needs: its name (when
+    /// listed), its `lstat`, its link target, its xattrs, and the first
+    /// window of a regular file. `st` is its lstat when the caller has it.
+    #[allow(clippy::too_many_arguments)]
+    fn examine(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: Option<Stat>,
+        dtype: u8,
+        scan: &mut Scan,
+        window: &mut [u8],
+        route: Route,
+    ) {
+        let nb = name.as_bytes();
+        let shown = || escape::bytes(nb);
+        let via = match route {
+            Route::Agreed => " (looked up by its agreed name)",
+            Route::Listed => "",
+        };
+        if route == Route::Listed {
+            scan.hit(
+                |n| matches!(n, Needle::Name(f) if f.find(nb).is_some()),
+                || {
+                    format!(
+                        "run B listed entry {} whose name carries the nonce",
+                        shown()
+                    )
+                },
+            );
+        }
+        let mut st = st;
+        if st.is_none() && (scan.want_stat || (scan.want_link && dtype == libc::DT_UNKNOWN)) {
+            match sys::lstat_at(dir, name) {
+                Ok(s) => st = Some(s),
+                Err(e) => {
+                    return scan.trouble(
+                        |n| needs_stat(n) || is_link_target(n),
+                        "lstat of",
+                        name,
+                        &e,
+                    );
+                }
+            }
+        }
+        let is_link = st.map(|s| s.is_symlink()).unwrap_or(dtype == libc::DT_LNK);
+        if let Some(s) = st {
+            scan.hit(
+                |n| matches!(n, Needle::Mtime(sec, nsec, coarse) if mtime_matches((s.mtime_sec, s.mtime_nsec), (*sec, *nsec), *coarse)),
+                || format!("run B saw the nonce-derived mtime on entry {}{via}", shown()),
+            );
+            scan.hit(
+                |n| matches!(n, Needle::Size(size) if s.is_reg() && s.size == *size),
+                || format!("run B saw the nonce-derived size on entry {}{via}", shown()),
+            );
+            if scan.want_content && s.is_reg() && s.size > 0 {
+                self.scan_content(dir, name, &s, scan, window, via);
+            }
+        }
+        if scan.want_link && is_link {
+            match sys::readlink_at(dir, name) {
+                Ok(target) => scan.hit(
+                    |n| matches!(n, Needle::LinkTarget(f) if f.find(&target).is_some()),
+                    || {
+                        format!(
+                            "run B read symlink {} whose target carries the nonce{via}",
+                            shown()
+                        )
+                    },
+                ),
+                Err(e) => scan.trouble(is_link_target, "readlink of", name, &e),
+            }
+        }
+        if scan.want_xattr && !is_link {
+            self.scan_xattrs(name, scan, via);
+        }
+    }
+
     /// Reads one beacon-named entry (no-follow, regular files only, at most
     /// [`marker::BEACON_MAX`] bytes) and checks it with the run's key. A
     /// valid beacon of another probe is a hit for runner-persistence; every
     /// beacon that is not this probe's own is a notice.
+    ///
+    /// Anyone who can write the directory can name anything like a beacon:
+    /// an entry that is not a regular file (a symlink, never followed; a
+    /// FIFO, never opened; a directory) is a malformed-beacon notice, never
+    /// an error that would fail every probe of a shared `/tmp`.
     fn check_beacon(
         &self,
         ctx: &RunCtx<'_>,
         dir: &OwnedFd,
         name: &OsStr,
+        dtype: u8,
         scan: &mut Scan,
         notice: &mut dyn FnMut(Notice),
     ) {
         let beacons = |n: &Needle| matches!(n, Needle::Beacons);
         let shown = escape::bytes(name.as_bytes());
+        let not_a_file = |what: &str| Notice {
+            kind: NoticeKind::MalformedBeacon,
+            entry: shown.clone(),
+            detail: format!("named like a beacon but {what}; not counted"),
+            beacon: None,
+        };
+        let regular = match dtype {
+            libc::DT_REG => true,
+            libc::DT_UNKNOWN => match sys::lstat_at(dir, name) {
+                Ok(st) => st.is_reg(),
+                Err(e) => return scan.trouble(beacons, "lstat of beacon", name, &e),
+            },
+            _ => false,
+        };
+        if !regular {
+            return notice(not_a_file("not a regular file (never followed or opened)"));
+        }
         let bytes = match read_small(dir, name, marker::BEACON_MAX) {
             Ok(Some(b)) => b,
-            Ok(None) => {
-                return notice(Notice {
-                    kind: NoticeKind::MalformedBeacon,
-                    entry: shown,
-                    detail: "named like a beacon but not a regular file".into(),
-                    beacon: None,
-                });
+            Ok(None) => return notice(not_a_file("not a regular file (never followed or opened)")),
+            // Swapped for a symlink (O_NOFOLLOW) or a device since it was
+            // listed: someone's entry, not a beacon, and not our failure.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ELOOP | libc::ENXIO | libc::ENODEV)
+                ) =>
+            {
+                return notice(not_a_file("not a regular file when opened"));
             }
             Err(e) => return scan.trouble(beacons, "reading beacon", name, &e),
         };
@@ -1161,6 +1373,7 @@ impl Instance {
         st: &Stat,
         scan: &mut Scan,
         window: &mut [u8],
+        via: &str,
     ) {
         let mut f = match sys::open_read_at(dir, name) {
             Ok(f) => f,
@@ -1184,7 +1397,7 @@ impl Instance {
             |n| matches!(n, Needle::Content(f) if f.find(data).is_some()),
             || {
                 format!(
-                    "run B read the nonce in the content of {}",
+                    "run B read the nonce in the content of {}{via}",
                     escape::bytes(name.as_bytes())
                 )
             },
@@ -1194,7 +1407,7 @@ impl Instance {
     /// Lists (and where needed reads) the user.* xattrs of one entry. The
     /// l* calls the xattr crate uses never follow a symlink and never open
     /// the entry, so FIFOs and sockets are safe here.
-    fn scan_xattrs(&self, name: &OsStr, scan: &mut Scan) {
+    fn scan_xattrs(&self, name: &OsStr, scan: &mut Scan, via: &str) {
         let path = self.s.path.join(name);
         let shown = || escape::bytes(name.as_bytes());
         let keys = match xattr::list(&path) {
@@ -1212,7 +1425,7 @@ impl Instance {
                 |n| matches!(n, Needle::XattrName(f) if f.find(kb).is_some()),
                 || {
                     format!(
-                        "run B listed an xattr whose name carries the nonce on {}",
+                        "run B listed an xattr whose name carries the nonce on {}{via}",
                         shown()
                     )
                 },
@@ -1223,7 +1436,7 @@ impl Instance {
             match xattr::get(&path, &key) {
                 Ok(Some(v)) => scan.hit(
                     |n| matches!(n, Needle::XattrValue(f) if f.find(&v).is_some()),
-                    || format!("run B read the nonce in an xattr of {}", shown()),
+                    || format!("run B read the nonce in an xattr of {}{via}", shown()),
                 ),
                 Ok(None) => {}
                 Err(e) => scan.trouble(

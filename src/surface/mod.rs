@@ -529,6 +529,13 @@ pub trait Surface {
     /// `Some(reason)` when this instance's settings rule the carrier out
     /// (e.g. `content-reads: false`): it is not planted and is SKIPPED.
     fn unavailable(&self, carrier: &str) -> Option<String>;
+    /// How long anything put here lasts, when the instance knows better
+    /// than its carriers' defaults (a directory on tmpfs: until reboot).
+    /// It belongs to the instance: every finding of it says the same,
+    /// whatever its verdict.
+    fn persistence(&self) -> Option<Persistence> {
+        None
+    }
     /// Plants `nonce` through one carrier only. Every entry created is
     /// passed to `created` before anything else happens, so that cleanup
     /// can find it even if the process dies right after.

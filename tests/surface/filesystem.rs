@@ -640,3 +640,198 @@ fn a_directory_private_to_each_run_is_pass_after_a_full_scan() {
     assert_eq!(p.report["cleanup"]["removed"], 10);
     assert!(p.report["cleanup"]["left"].as_array().unwrap().is_empty());
 }
+
+/// The carriers whose entry has a name both runs derive from the probe id:
+/// run B reaches them by lookup alone.
+const BY_AGREED_NAME: [&str; 6] = [
+    "file-content",
+    "symlink-target",
+    "xattr",
+    "xattr-name",
+    "mtime",
+    "file-size",
+];
+
+/// A directory a colluding pair can write and look up in but not list:
+/// the carriers with an agreed name are open (FAIL), the name carriers are
+/// closed (PASS, "B could not list"). The whole probe runs as uid 65534,
+/// so root's right to read any directory plays no part.
+fn probe_unlistable(dir: &Path) {
+    // Everything the unprivileged probe needs: its work dir, its config,
+    // its report.
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let cfg = work.path().join("runwarden.yml");
+    std::fs::write(&cfg, fs_config("dropbox", dir, "")).unwrap();
+    let report = work.path().join("report.json");
+    use std::os::unix::process::CommandExt;
+    let out = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(work.path())
+        .env("HOME", work.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let p = finish(out, &report);
+    for c in ALL_CARRIERS.iter().chain(["runner-persistence"].iter()) {
+        let f = p.finding(&format!("dropbox:{c}"));
+        let detail = f["detail"].as_str().unwrap();
+        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        if BY_AGREED_NAME.contains(c) {
+            assert_eq!(f["verdict"], "fail", "{c}: {f}\n{}", p.stderr);
+            assert!(detail.contains("looked up by its agreed name"), "{c}: {f}");
+        } else {
+            assert_eq!(f["verdict"], "pass", "{c}: {f}\n{}", p.stderr);
+            assert!(
+                detail.contains("B could not list the directory"),
+                "{c}: {f}"
+            );
+        }
+    }
+    assert!(
+        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
+        "{}",
+        p.report["cleanup"]
+    );
+    assert!(leftovers(dir).is_empty(), "{:?}", leftovers(dir));
+}
+
+#[test]
+fn a_directory_that_can_be_written_but_not_listed_is_open_by_agreed_names() {
+    if needs_root("probing as another uid") {
+        return;
+    }
+    let d = disk_dir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // 0333, owned by the probing user: write and search, no read.
+    let own = d.path().join("write-only");
+    std::fs::create_dir(&own).unwrap();
+    sys_chown(&own, 65534, 65534);
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o333)).unwrap();
+    probe_unlistable(&own);
+    // 1733, the classic drop box, owned by root: others write and search.
+    let dropbox = d.path().join("dropbox");
+    std::fs::create_dir(&dropbox).unwrap();
+    std::fs::set_permissions(&dropbox, std::fs::Permissions::from_mode(0o1733)).unwrap();
+    probe_unlistable(&dropbox);
+}
+
+fn sys_chown(p: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
+}
+
+/// A default ACL that gives new entries no permissions beyond their
+/// owner's: what a directory with `setfacl -d -m g::-,o::-` does. Written
+/// as the kernel's `system.posix_acl_default` value (version 2; entries of
+/// tag, permissions, id).
+fn owner_only_default_acl(dir: &Path) {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for (tag, perm) in [(0x01u16, 7u16), (0x04, 0), (0x20, 0)] {
+        v.extend(tag.to_le_bytes());
+        v.extend(perm.to_le_bytes());
+        v.extend(u32::MAX.to_le_bytes());
+    }
+    xattr::set(dir, "system.posix_acl_default", &v).unwrap();
+}
+
+#[test]
+fn run_b_as_another_user_reads_what_a_left_readable_and_nothing_else() {
+    if needs_root("dropping run B to another uid") {
+        return;
+    }
+    let d = disk_dir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = d.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    owner_only_default_acl(&private);
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("shared", &private, ""),
+        &["--run-b-as", NOBODY],
+    );
+    // A's files come out 0600: B cannot open one, so what is inside them
+    // (content, an xattr's value) is closed; what the directory shows
+    // (names, sizes, times, xattr names) is open.
+    for c in ALL_CARRIERS {
+        let f = p.finding(&format!("shared:{c}"));
+        let expect = if matches!(c, "file-content" | "xattr") {
+            "pass"
+        } else {
+            "fail"
+        };
+        assert_eq!(f["verdict"], expect, "{c}: {f}\n{}", p.stderr);
+        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        if expect == "pass" {
+            assert!(
+                f["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("closed to run B by their permissions"),
+                "{c}: {f}"
+            );
+        }
+    }
+    assert!(leftovers(&private).is_empty());
+    // The same directory without the ACL: A's files are 0644, all open.
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("shared", &shared, ""),
+        &["--run-b-as", NOBODY],
+    );
+    assert_all(&p, "shared", "fail");
+}
+
+#[test]
+fn a_symlink_named_like_a_beacon_is_a_notice_not_an_error() {
+    let d = disk_dir();
+    std::os::unix::fs::symlink("/etc/passwd", d.path().join(".runwarden-beacon-x")).unwrap();
+    std::os::unix::fs::symlink("nowhere", d.path().join(".runwarden-beacon-y")).unwrap();
+    let before = snapshot(d.path());
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &fs_config("tmp", d.path(), ""), &[]);
+    let f = p.finding("tmp:runner-persistence");
+    assert_eq!(f["verdict"], "pass", "{f}\n{}", p.stderr);
+    let notices: Vec<&serde_json::Value> = p.report["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == "malformed-beacon")
+        .collect();
+    assert_eq!(notices.len(), 2, "{}", p.report["notices"]);
+    assert_eq!(p.report["summary"]["error"], 0);
+    assert_eq!(snapshot(d.path()), before);
+}
+
+#[test]
+fn an_instance_on_tmpfs_is_transient_whatever_the_verdict() {
+    if needs_root("mounting tmpfs") {
+        return;
+    }
+    // Four inodes besides the root: the later plants fail (ENOSPC), so
+    // the probe has ERROR findings beside its FAILs.
+    let m = Mount::new("tmpfs", "size=1m,nr_inodes=5");
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &fs_config("small", &m.path(), ""), &[]);
+    assert!(
+        p.report["summary"]["error"].as_u64().unwrap() > 0,
+        "{}",
+        p.stdout
+    );
+    assert!(
+        p.report["summary"]["fail"].as_u64().unwrap() > 0,
+        "{}",
+        p.stdout
+    );
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_eq!(f["persistence"], "transient", "{f}");
+    }
+    assert!(leftovers(&m.path()).is_empty());
+}
