@@ -158,9 +158,20 @@ pub struct RecoverArgs {
     #[command(flatten)]
     pub cross: CrossArgs,
     /// The plant's receipt (default: runwarden-receipt-<probe id>.json if
-    /// it exists; without one, needles are derived from the probe id).
+    /// it exists). Without one, nothing shows a plant happened: markers
+    /// derived from the probe id are still looked for (found: FAIL), but
+    /// finding nothing is ERROR, not PASS.
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
+    /// Accept a recover without the plant's receipt on purpose: carriers
+    /// where nothing was found are SKIPPED instead of ERROR.
+    #[arg(long)]
+    pub allow_missing_receipt: bool,
+    /// How the receipt reached this job (e.g. "artifact
+    /// runwarden-receipt-0"), said in the report: the receipt's own
+    /// channel, opened on purpose.
+    #[arg(long, value_name = "TEXT")]
+    pub receipt_via: Option<String>,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -538,6 +549,8 @@ fn action() -> Result<i32, Failure> {
             RecoverArgs {
                 cross: cross(),
                 receipt,
+                allow_missing_receipt: bool_input("allow-missing-receipt", false)?,
+                receipt_via: input("receipt-via"),
                 out: out(),
             },
             &opts,
@@ -582,6 +595,7 @@ fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> 
         run_b_as: args.run_b_as,
         phase_timeout: Duration::from_secs(args.timeout),
         key,
+        allow_missing_receipt: false,
     };
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
@@ -684,6 +698,7 @@ fn cross_options(args: &CrossArgs, key: Key) -> ProbeOptions {
         run_b_as: None,
         phase_timeout: Duration::from_secs(args.timeout),
         key,
+        allow_missing_receipt: false,
     }
 }
 
@@ -746,13 +761,18 @@ fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failu
         .transpose()
         .map_err(Failure::Other)?;
     if receipt.is_none() {
-        note(
-            "no plant receipt found: looking for the markers derived from the probe id and key; carriers whose needle only the plant knows are SKIPPED",
-        );
+        note(if args.allow_missing_receipt {
+            "no plant receipt found (accepted with --allow-missing-receipt): looking for the markers derived from the probe id and key; a carrier where none is found is SKIPPED"
+        } else {
+            "no plant receipt found: looking for the markers derived from the probe id and key; a carrier where none is found is ERROR (nothing shows a plant happened), unless --allow-missing-receipt"
+        });
     }
     let outs = args.out.open()?;
     crate::signals::install();
-    let opts = cross_options(&args.cross, key.clone());
+    let opts = ProbeOptions {
+        allow_missing_receipt: args.allow_missing_receipt,
+        ..cross_options(&args.cross, key.clone())
+    };
     warn_unkeyed(&opts);
     let shown = receipt_path.map(|p| p.to_string_lossy().into_owned());
     let mut report = engine::recover(
@@ -763,6 +783,9 @@ fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failu
     )
     .map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
+    if let Some(cj) = report.cross_job.as_mut() {
+        cj.receipt_via = args.receipt_via.filter(|_| receipt.is_some());
+    }
     publish(&report, outs, gh)
 }
 

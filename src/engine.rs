@@ -44,6 +44,9 @@ pub struct ProbeOptions {
     pub phase_timeout: Duration,
     /// Signs beacons and derives cross-job nonces.
     pub key: Key,
+    /// `recover`: accept that no receipt shows a carrier was planted
+    /// (finding nothing is then SKIPPED, not ERROR).
+    pub allow_missing_receipt: bool,
 }
 
 impl Default for ProbeOptions {
@@ -53,6 +56,7 @@ impl Default for ProbeOptions {
             run_b_as: None,
             phase_timeout: Duration::from_secs(300),
             key: Key::new(None),
+            allow_missing_receipt: false,
         }
     }
 }
@@ -132,9 +136,6 @@ struct Slot {
     /// For runner-persistence: the signed beacons to plant.
     beacon: Option<String>,
     control_beacon: Option<String>,
-    /// Said after the verdict's detail (a recover without the plant's
-    /// word for this carrier).
-    note: Option<String>,
     /// The instance's own persistence, when it knows better than the
     /// carrier's default (see `Surface::persistence`).
     persistence: Option<surface::Persistence>,
@@ -310,7 +311,6 @@ fn setup(
                     control_nonce: Nonce::generate().map_err(rng)?,
                     beacon: beacons.then(|| beacon.clone()),
                     control_beacon: beacons.then(|| control_beacon.clone()),
-                    note: None,
                     persistence,
                     evidence: Evidence {
                         skipped: skipped.clone(),
@@ -320,6 +320,8 @@ fn setup(
                         control_plant: None,
                         control_recover: None,
                         declared,
+                        unconfirmed: None,
+                        accept_unconfirmed: opts.allow_missing_receipt,
                     },
                 });
             }
@@ -826,11 +828,7 @@ pub fn recover(
                         } else {
                             "no plant receipt"
                         };
-                        s.note = (!scan_only).then(|| {
-                            format!(
-                                "{why}: looked for the marker derived from the probe id and key"
-                            )
-                        });
+                        s.evidence.unconfirmed = (!scan_only).then(|| why.to_string());
                     }
                     Err(why) => {
                         s.evidence.skipped =
@@ -850,6 +848,8 @@ pub fn recover(
         planted_at: receipt.map(|(r, _)| r.planted_at.clone()),
         plant_origin: receipt.map(|(r, _)| r.origin.clone()),
         plant_complete: receipt.map(|(r, _)| r.complete),
+        receipt_via: None,
+        missing_receipt_allowed: opts.allow_missing_receipt,
     };
     let base = Report {
         cross_job: Some(cross_job),
@@ -1013,10 +1013,6 @@ fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
                 format!("{detail} [planted: {how}]")
             }
             _ => detail,
-        };
-        let detail = match &s.note {
-            Some(note) => format!("{detail} [{note}]"),
-            None => detail,
         };
         findings.push(Finding {
             channel: s.channel.clone(),

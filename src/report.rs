@@ -96,6 +96,15 @@ pub struct CrossJob {
     pub plant_origin: Option<Origin>,
     /// Whether the plant finished (a killed plant's receipt is partial).
     pub plant_complete: Option<bool>,
+    /// How the receipt reached the recovering job (`--receipt-via`, e.g.
+    /// "artifact runwarden-receipt-0"): a channel between the jobs opened
+    /// on purpose, stated as such.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt_via: Option<String>,
+    /// `--allow-missing-receipt`: carriers no receipt vouches for are
+    /// SKIPPED instead of ERROR when nothing is found.
+    #[serde(default)]
+    pub missing_receipt_allowed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

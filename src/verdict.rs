@@ -6,7 +6,10 @@
 //! - not recovered (nothing found, or the surface's access control refused
 //!   A's write or B's read): `pass`, but only when the same code recovered
 //!   the nonce from a known-open control instance; otherwise `error`
-//!   ("detector failed its control").
+//!   ("detector failed its control");
+//! - not recovered when nothing shows the plant happened (a `recover`
+//!   without the plant's receipt): `error`, or `skipped` when the operator
+//!   accepts that on purpose (`--allow-missing-receipt`).
 //!
 //! Declaring never turns `error` or `skipped` into anything else.
 
@@ -64,6 +67,14 @@ pub struct Evidence {
     pub control_plant: Option<PlantOutcome>,
     pub control_recover: Option<RecoverOutcome>,
     pub declared: bool,
+    /// Set when nothing shows that the plant happened (a `recover` with no
+    /// plant receipt, or one that does not list this carrier), with why:
+    /// the needle was derived, so finding nothing proves nothing.
+    pub unconfirmed: Option<String>,
+    /// The operator accepts an unconfirmed plant on purpose
+    /// (`--allow-missing-receipt`): finding nothing is then SKIPPED
+    /// instead of ERROR.
+    pub accept_unconfirmed: bool,
 }
 
 /// Summarises the control instance's evidence.
@@ -122,6 +133,25 @@ pub fn decide(e: &Evidence) -> (Verdict, String) {
     }
     let control_ok = control_state(e) == Control::Recovered;
     let pass_or = |detail: String| {
+        if let Some(why) = &e.unconfirmed {
+            // Nothing shows a plant happened: a look that found nothing
+            // proves nothing, whatever the control says.
+            return if e.accept_unconfirmed {
+                (
+                    Verdict::Skipped,
+                    format!(
+                        "{why}: nothing shows a plant happened, so finding nothing proves nothing (accepted with --allow-missing-receipt); {detail}"
+                    ),
+                )
+            } else {
+                (
+                    Verdict::Error,
+                    format!(
+                        "{why}: nothing shows a plant happened, so finding nothing is no PASS (give the plant's receipt with --receipt, or accept this with --allow-missing-receipt); {detail}"
+                    ),
+                )
+            };
+        }
         if control_ok {
             (Verdict::Pass, detail)
         } else {
@@ -144,10 +174,18 @@ pub fn decide(e: &Evidence) -> (Verdict, String) {
         ),
         (Some(PlantOutcome::Planted { .. }), Some(r)) => match r {
             RecoverOutcome::Found { detail } => {
+                // A marker found is a channel, receipt or not: its nonce
+                // is a MAC under the key over the probe id.
+                let detail = match &e.unconfirmed {
+                    Some(why) => {
+                        format!("{detail} ({why}: the marker derived from the probe id and key)")
+                    }
+                    None => detail.clone(),
+                };
                 if e.declared {
                     (Verdict::Authorized, format!("{detail} (declared)"))
                 } else {
-                    (Verdict::Fail, detail.clone())
+                    (Verdict::Fail, detail)
                 }
             }
             RecoverOutcome::Failed { reason } => {
@@ -190,6 +228,8 @@ mod tests {
             control_plant: Some(planted()),
             control_recover: Some(found()),
             declared: false,
+            unconfirmed: None,
+            accept_unconfirmed: false,
         }
     }
 
@@ -246,6 +286,26 @@ mod tests {
         assert_eq!(control_state(&e), Control::NotRun);
         // A found nonce is a channel whatever the control says.
         e.recover = Some(found());
+        assert_eq!(decide(&e).0, Verdict::Fail);
+    }
+
+    #[test]
+    fn an_unconfirmed_plant_is_never_pass() {
+        let mut e = ev(Some(planted()), Some(not_found()));
+        e.unconfirmed = Some("no plant receipt".into());
+        let (v, d) = decide(&e);
+        assert_eq!(v, Verdict::Error);
+        assert!(d.starts_with("no plant receipt: nothing shows"), "{d}");
+        e.recover = Some(RecoverOutcome::Denied {
+            reason: "403".into(),
+        });
+        assert_eq!(decide(&e).0, Verdict::Error);
+        e.accept_unconfirmed = true;
+        assert_eq!(decide(&e).0, Verdict::Skipped);
+        // A marker found is a channel, receipt or not.
+        e.recover = Some(found());
+        assert_eq!(decide(&e).0, Verdict::Fail);
+        e.accept_unconfirmed = false;
         assert_eq!(decide(&e).0, Verdict::Fail);
     }
 

@@ -327,6 +327,7 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
     assert_eq!(
         inputs,
         [
+            "allow-missing-receipt",
             "annotations",
             "beacon",
             "binary",
@@ -338,6 +339,7 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "mode",
             "probe-id",
             "receipt",
+            "receipt-via",
             "report",
             "reports",
             "sarif",

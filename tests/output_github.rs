@@ -246,6 +246,8 @@ fn the_summary_says_what_a_recover_rests_on_and_lists_notices_inertly() {
         planted_at: None,
         plant_origin: None,
         plant_complete: None,
+        receipt_via: None,
+        missing_receipt_allowed: false,
     });
     r.notices = (0..12)
         .map(|i| NoticeRecord {
@@ -258,7 +260,7 @@ fn the_summary_says_what_a_recover_rests_on_and_lists_notices_inertly() {
         .collect();
     let s = runwarden::output::github::summary(&r, None);
     assert!(s.contains("(probe `nightly_7`)"), "{s}");
-    assert!(s.contains("No plant receipt was found"), "{s}");
+    assert!(s.contains("No plant receipt: nothing shows a plant happened"), "{s}");
     assert!(s.contains("No key was configured"), "{s}");
     let rows: Vec<&str> = s
         .lines()

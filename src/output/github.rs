@@ -261,14 +261,23 @@ fn context(report: &Report) -> String {
         let _ = match (&cj.receipt, &cj.plant_origin) {
             (Some(_), Some(origin)) => writeln!(
                 out,
-                "Recovered the plant made {} by {}.\n",
+                "Recovered the plant made {} by {}{}.\n",
                 cell(cj.planted_at.as_deref().unwrap_or("?")),
-                cell(&origin.describe())
+                cell(&origin.describe()),
+                cj.receipt_via
+                    .as_deref()
+                    .map(|v| format!(
+                        "; its receipt was carried by {}, a declared channel between the jobs",
+                        cell(v)
+                    ))
+                    .unwrap_or_default()
             ),
-            _ => writeln!(
-                out,
-                "No plant receipt was found: a PASS means recovery looked for the derived markers and found none, not that a plant happened.\n"
-            ),
+            _ => {
+                let line = crate::output::table::no_receipt_line(cj.missing_receipt_allowed);
+                let mut chars = line.chars();
+                let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or(' ');
+                writeln!(out, "{first}{}.\n", chars.as_str())
+            }
         };
         if report.key == crate::report::KeyKind::DerivedDefault {
             out += "No key was configured (`RUNWARDEN_KEY`): anyone who knows the probe id could forge a marker.\n\n";

@@ -152,14 +152,18 @@ pub fn render(report: &Report) -> String {
         let _ = match &cj.receipt {
             Some(path) => writeln!(
                 out,
-                "recovered the plant of {} (receipt {})",
+                "recovered the plant of {} (receipt {}{})",
                 escape::line(cj.planted_at.as_deref().unwrap_or("?")),
-                escape::line(path)
+                escape::line(path),
+                cj.receipt_via
+                    .as_deref()
+                    .map(|v| format!(
+                        ", carried by {}: a declared channel between the jobs",
+                        escape::line(v)
+                    ))
+                    .unwrap_or_default()
             ),
-            None => writeln!(
-                out,
-                "no plant receipt was found: a PASS means recovery looked for the derived markers and found none, not that a plant happened"
-            ),
+            None => writeln!(out, "{}", no_receipt_line(cj.missing_receipt_allowed)),
         };
         if report.key == KeyKind::DerivedDefault {
             let _ = writeln!(
@@ -200,4 +204,13 @@ fn leftovers(report: &Report) -> String {
         }
     }
     out
+}
+
+/// What a recover without the plant's receipt means, for people.
+pub fn no_receipt_line(allowed: bool) -> &'static str {
+    if allowed {
+        "no plant receipt (accepted with --allow-missing-receipt): nothing shows a plant happened; where recovery found none of the derived markers the carrier is SKIPPED, and a marker found still FAILs"
+    } else {
+        "no plant receipt: nothing shows a plant happened, so where recovery found none of the derived markers the carrier is ERROR (a marker found still FAILs); give the receipt with --receipt"
+    }
 }
