@@ -97,6 +97,9 @@ pub fn run() -> i32 {
     // The modes runwarden asks for (0644 files, 0755 dirs) are the modes it
     // gets: a colluding writer makes its message as readable as it can.
     crate::sys::set_umask(0o022);
+    // A signal (the orchestrator's SIGTERM) is remembered, not obeyed at
+    // once: run A stops between carriers, its journal complete.
+    crate::signals::install();
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
         eprintln!("runwarden: run: cannot read request: {e}");

@@ -639,10 +639,16 @@ impl<'a> Runner<'a> {
                 match outcome {
                     // The control lives in the probe's own directory, removed
                     // whole; only the user's surfaces count.
-                    CleanupOutcome::Removed | CleanupOutcome::Gone if !inst.control => {
-                        cleanup.removed += 1
+                    CleanupOutcome::Removed if !inst.control => {
+                        cleanup.removed += 1;
+                        cleanup.deleted += 1;
                     }
-                    CleanupOutcome::Removed | CleanupOutcome::Gone => {}
+                    CleanupOutcome::Gone if !inst.control => {
+                        cleanup.removed += 1;
+                        cleanup.already_gone += 1;
+                    }
+                    CleanupOutcome::Removed | CleanupOutcome::Gone | CleanupOutcome::Superseded => {
+                    }
                     CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
                         surface: plan.surfaces[inst.surface].name.clone(),
                         control: inst.control,
@@ -1089,6 +1095,19 @@ struct Run<'a> {
     interruptible: bool,
 }
 
+/// How long run A has, after a signal, to finish the carrier under way
+/// and exit by itself (a few syscalls, or one request or push already
+/// under way) before it is killed. Short: GitHub Actions sends SIGKILL
+/// 2.5 s after its SIGTERM (7.5 s after SIGINT).
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Kills a run and everything it started (its process group: a local
+/// push's receive-pack is not its child's child by accident).
+fn kill_group(child: &mut std::process::Child) {
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let _ = child.kill();
+}
+
 /// Runs one child (A or B) to completion, a timeout or a signal, and
 /// collects what it reported. Never fails: problems land in `problem`.
 fn run_child(
@@ -1176,6 +1195,7 @@ fn run_child(
     let deadline = Instant::now() + timeout;
     let mut done = false;
     let mut killed: Option<String> = None;
+    let mut stopping: Option<Instant> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) => match parse_event(&line) {
@@ -1218,13 +1238,21 @@ fn run_child(
         if killed.is_none() {
             if let Some(sig) = signals::received().filter(|_| interruptible) {
                 killed = Some(format!("interrupted by {sig} during run {role}"));
+                if role == "A" {
+                    // Run A stops between syscalls: it finishes the
+                    // carrier under way (its journal complete), starts no
+                    // other, and exits. Killed only if it does not.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                    stopping = Some(Instant::now() + STOP_GRACE);
+                }
             } else if Instant::now() >= deadline {
                 killed = Some(format!("run {role} timed out after {}s", timeout.as_secs()));
             }
         }
-        // Whatever stopped trusting the run stops the run.
-        if killed.is_some() {
-            let _ = child.kill();
+        // Whatever stopped trusting the run stops the run (after its grace
+        // to stop by itself, for run A on a signal).
+        if killed.is_some() && stopping.is_none_or(|end| Instant::now() >= end) {
+            kill_group(&mut child);
             break;
         }
     }
@@ -1243,7 +1271,7 @@ fn run_child(
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
             _ => {
-                let _ = child.kill();
+                kill_group(&mut child);
                 break None;
             }
         }

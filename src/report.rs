@@ -195,8 +195,16 @@ pub struct Finding {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Cleanup {
     /// Entries planted on the configured surfaces and removed (or found
-    /// already gone); the control's entries are not counted.
+    /// already gone): `deleted` + `already_gone`, each planted entry once;
+    /// the control's entries are not counted.
     pub removed: u64,
+    /// Of `removed`: the entries this cleanup deleted.
+    #[serde(default)]
+    pub deleted: u64,
+    /// Of `removed`: the entries that were not there any more (never
+    /// created, or removed by someone else).
+    #[serde(default)]
+    pub already_gone: u64,
     /// Planted entries left in place, each with the reason.
     pub left: Vec<Leftover>,
 }

@@ -20,6 +20,9 @@ pub struct Stat {
     pub size: u64,
     pub mtime_sec: i64,
     pub mtime_nsec: i64,
+    pub uid: u32,
+    pub ctime_sec: i64,
+    pub ctime_nsec: i64,
 }
 
 impl Stat {
@@ -42,6 +45,9 @@ fn from_raw(st: &libc::stat) -> Stat {
         size: st.st_size as u64,
         mtime_sec: st.st_mtime,
         mtime_nsec: st.st_mtime_nsec,
+        uid: st.st_uid,
+        ctime_sec: st.st_ctime,
+        ctime_nsec: st.st_ctime_nsec,
     }
 }
 
@@ -225,6 +231,20 @@ pub fn set_umask(mask: u32) {
     unsafe {
         libc::umask(mask as libc::mode_t);
     }
+}
+
+/// This process's effective uid.
+pub fn euid() -> u32 {
+    unsafe { libc::geteuid() }
+}
+
+/// The time the kernel stamps new inodes with (the coarse real-time
+/// clock, which can lag the precise one by a tick): what an entry's birth
+/// time is compared with.
+pub fn now_coarse() -> (i64, i64) {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    (ts.tv_sec as i64, ts.tv_nsec as i64)
 }
 
 pub fn is_root() -> bool {

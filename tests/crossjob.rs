@@ -69,10 +69,12 @@ fn plant_in_one_job_is_recovered_in_another_and_cleaned_by_receipt() {
     assert_eq!(receipt["probe_id"], "gh-100-1");
     assert_eq!(receipt["key"], "configured");
     assert_eq!(receipt["origin"]["job"], "plant");
-    assert_eq!(
-        receipt["surfaces"][0]["entries"].as_array().unwrap().len(),
-        9
-    );
+    // Each entry twice: its intent, journalled before the syscall, then
+    // its full record.
+    let entries = receipt["surfaces"][0]["entries"].as_array().unwrap();
+    assert_eq!(entries.iter().filter(|e| e.get("intent").is_some()).count(), 9);
+    assert_eq!(entries.iter().filter(|e| e.get("ino").is_some()).count(), 9);
+    assert_eq!(entries.len(), 18);
     assert!(!receipt.to_string().contains("k-3f9a1c"), "the key leaked");
     assert_eq!(leftovers(&shared).len(), 9 + 1);
 
@@ -375,9 +377,10 @@ fn plant_recover_and_cleanup_over_smart_http() {
         &job("cleanup"),
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
-    // Ten refs, and the deleted ref's two journal lines (created, then
-    // retracted), which count as already gone.
-    assert_eq!(c.report["cleanup"]["removed"], 12, "{}", c.stdout);
+    // Ten refs; the deleted ref's two journal lines (created, then
+    // retracted by run A itself) count as nothing.
+    assert_eq!(c.report["cleanup"]["removed"], 10, "{}", c.stdout);
+    assert_eq!(c.report["cleanup"]["deleted"], 10, "{}", c.stdout);
     assert_eq!(&refs(remote), before, "the remote's refs changed");
     // By probe id afterwards: nothing left to find.
     let c = run(

@@ -275,3 +275,160 @@ fn assert_all_error(p: &Probe, why: &str) {
         assert!(f["detail"].as_str().unwrap().contains(why), "{f}");
     }
 }
+
+/// What one SIGTERM sweep saw.
+#[derive(Default, Debug)]
+struct Sweep {
+    moments: usize,
+    /// Runs the signal reached while run A was planting.
+    during_a: usize,
+    /// Runs the signal reached before the probe could say anything (before
+    /// its handlers were installed, or before run A).
+    no_report: usize,
+}
+
+/// Probes `cfg` and sends the probe SIGTERM `steps` times at moments
+/// spread over the first `span` of a probe's life; after each, `same()`
+/// must hold (the surface is as it was) and the work dir is empty.
+fn sigterm_sweep(
+    cfg: &Path,
+    steps: usize,
+    span: Duration,
+    same: &dyn Fn() -> Result<(), String>,
+) -> Sweep {
+    let mut sweep = Sweep::default();
+    for i in 0..steps {
+        let at = span.mul_f64(i as f64 / steps as f64);
+        let work = tempfile::tempdir().unwrap();
+        let report = work.path().join("r.json");
+        let child = bin()
+            .args(["probe", "--config"])
+            .arg(cfg)
+            .arg("--report")
+            .arg(&report)
+            .arg("--work-dir")
+            .arg(work.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(at);
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().unwrap();
+        sweep.moments += 1;
+        if let Err(why) = same() {
+            panic!(
+                "SIGTERM at {at:?}: {why}\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // Only the report file's own temporary sibling may be gone or
+        // renamed: the probe directory itself is removed.
+        let stray: Vec<String> = std::fs::read_dir(work.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("runwarden-"))
+            .collect();
+        assert!(
+            stray.is_empty(),
+            "SIGTERM at {at:?}: probe directory left: {stray:?}"
+        );
+        match std::fs::read_to_string(&report) {
+            Ok(text) => {
+                let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert!(
+                    r["cleanup"]["left"].as_array().unwrap().is_empty(),
+                    "SIGTERM at {at:?}: {}",
+                    r["cleanup"]
+                );
+                let c = &r["cleanup"];
+                assert_eq!(
+                    c["removed"].as_u64().unwrap(),
+                    c["deleted"].as_u64().unwrap() + c["already_gone"].as_u64().unwrap()
+                );
+                if text.contains("interrupted by SIGTERM during run A") {
+                    sweep.during_a += 1;
+                }
+            }
+            Err(_) => sweep.no_report += 1,
+        }
+    }
+    eprintln!("{sweep:?}");
+    sweep
+}
+
+/// How long one whole probe of `cfg` takes here (the sweep's span).
+fn probe_time(cfg: &Path) -> Duration {
+    let work = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let out = bin()
+        .args(["probe", "--config"])
+        .arg(cfg)
+        .arg("--work-dir")
+        .arg(work.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    started.elapsed()
+}
+
+#[test]
+fn sigterm_at_any_moment_of_run_a_leaves_a_directory_as_it_was() {
+    for entries in [0u32, 30_000] {
+        let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        for i in 0..entries {
+            std::fs::File::create(d.path().join(format!("f{i:05}"))).unwrap();
+        }
+        std::fs::write(d.path().join("notes.txt"), "theirs\n").unwrap();
+        let before = snapshot(d.path());
+        let cfg = d.path().with_extension("yml");
+        std::fs::write(&cfg, fs_config("shared", d.path(), "")).unwrap();
+        let whole = probe_time(&cfg);
+        let same = || {
+            let now = snapshot(d.path());
+            if now == before {
+                Ok(())
+            } else {
+                Err(format!("left: {:?}", leftovers(d.path())))
+            }
+        };
+        // A starts after setup and ends well before B's scan: the first
+        // 60% of a probe covers it.
+        let sweep = sigterm_sweep(&cfg, 60, whole.mul_f64(0.6), &same);
+        assert!(
+            sweep.during_a >= 3,
+            "the sweep rarely reached run A: {sweep:?}"
+        );
+    }
+}
+
+#[test]
+fn sigterm_at_any_moment_of_run_a_leaves_a_remotes_refs_as_they_were() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let cfg = root.path().join("rw.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+            serde_json::to_string(&remote).unwrap()
+        ),
+    )
+    .unwrap();
+    let whole = probe_time(&cfg);
+    let same = || {
+        let now = refs(&remote);
+        if now == before {
+            Ok(())
+        } else {
+            Err(format!("refs changed:\n{now}"))
+        }
+    };
+    let sweep = sigterm_sweep(&cfg, 40, whole.mul_f64(0.7), &same);
+    assert!(
+        sweep.during_a >= 3,
+        "the sweep rarely reached run A: {sweep:?}"
+    );
+}

@@ -260,7 +260,10 @@ fn the_summary_says_what_a_recover_rests_on_and_lists_notices_inertly() {
         .collect();
     let s = runwarden::output::github::summary(&r, None);
     assert!(s.contains("(probe `nightly_7`)"), "{s}");
-    assert!(s.contains("No plant receipt: nothing shows a plant happened"), "{s}");
+    assert!(
+        s.contains("No plant receipt: nothing shows a plant happened"),
+        "{s}"
+    );
     assert!(s.contains("No key was configured"), "{s}");
     let rows: Vec<&str> = s
         .lines()

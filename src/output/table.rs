@@ -69,11 +69,13 @@ pub fn render_receipt(r: &Receipt) -> String {
 }
 
 fn render_cleanup(report: &Report) -> String {
+    let c = &report.cleanup;
     format!(
-        "cleanup of probe {}: {} entries removed or already gone, {} left\n",
+        "cleanup of probe {}: {} removed, {} already gone, {} left\n",
         escape::line(&report.probe_id),
-        report.cleanup.removed,
-        report.cleanup.left.len()
+        c.deleted,
+        c.already_gone,
+        c.left.len()
     )
 }
 

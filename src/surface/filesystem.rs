@@ -323,6 +323,11 @@ fn planted_name(carrier: &str, probe_id: &str, hex: &str) -> Option<(OsString, K
     Some((OsString::from(name), kind))
 }
 
+/// The content of a `file-content` plant.
+fn marker_text(hex: &str) -> String {
+    format!("runwarden probe marker\n{hex}\n")
+}
+
 /// Reads at most `max` bytes of a regular file: opened no-follow and
 /// non-blocking and re-checked with fstat. `None` when it is not a regular
 /// file.
@@ -359,19 +364,72 @@ impl Instance {
         escape::bytes(self.s.path.as_os_str().as_bytes())
     }
 
-    /// Records a freshly created entry before anything else happens to it.
-    fn journal(
+    /// Creates one entry, write-ahead: its intent is journalled before the
+    /// syscall that creates it (so a run killed at any moment leaves
+    /// nothing cleanup cannot find), taken back when the syscall fails
+    /// (nothing was created), and recorded in full (device, inode, birth
+    /// time) once the entry exists, before anything else happens to it.
+    /// `refused` maps the syscall's error to the carrier's outcome.
+    #[allow(clippy::too_many_arguments)]
+    fn create<T>(
         &self,
         dir: &OwnedFd,
         dir_st: &Stat,
         name: &OsStr,
+        kind: Kind,
         created: &mut dyn FnMut(Value),
-    ) -> io::Result<Stat> {
-        let st = sys::lstat_at(dir, name)?;
-        let kind = Kind::of(&st)
-            .ok_or_else(|| io::Error::other("created entry has an unexpected type"))?;
-        created(Entry::of(dir, dir_st, name, &st, kind, None)?);
-        Ok(st)
+        syscall: impl FnOnce() -> io::Result<T>,
+        refused: impl FnOnce(io::Error) -> PlantOutcome,
+    ) -> Result<T, PlantOutcome> {
+        let intent = Intent::journal(dir_st, name, kind);
+        created(intent.clone());
+        let made = match syscall() {
+            Ok(made) => made,
+            Err(e) => {
+                created(super::retraction(&intent));
+                return Err(refused(e));
+            }
+        };
+        let st =
+            sys::lstat_at(dir, name).map_err(|e| plant_error("stat of the planted entry", e))?;
+        if Kind::of(&st) != Some(kind) {
+            return Err(PlantOutcome::Failed {
+                reason: "the planted entry has an unexpected type".into(),
+            });
+        }
+        let entry = Entry::of(dir, dir_st, name, &st, kind, None)
+            .map_err(|e| plant_error("statx of the planted entry", e))?;
+        created(entry);
+        Ok(made)
+    }
+}
+
+/// An entry run A is about to create, journalled before the syscall: the
+/// name (derived from the probe id), the directory, who creates it and
+/// when. Cleanup removes an entry of that name only if it is of that type,
+/// owned by that uid and born no earlier.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Intent {
+    name: String,
+    kind: Kind,
+    dir_dev: u64,
+    dir_ino: u64,
+    uid: u32,
+    /// The kernel's coarse clock just before the syscall.
+    after: (i64, i64),
+}
+
+impl Intent {
+    fn journal(dir_st: &Stat, name: &OsStr, kind: Kind) -> Value {
+        let intent = Intent {
+            name: name.to_string_lossy().into_owned(),
+            kind,
+            dir_dev: dir_st.dev,
+            dir_ino: dir_st.ino,
+            uid: sys::euid(),
+            after: sys::now_coarse(),
+        };
+        json!({ "intent": intent })
     }
 }
 
@@ -663,16 +721,20 @@ impl Surface for Instance {
         // attribute is the carrier's own.
         let result: Result<PlantOutcome, PlantOutcome> = (|| {
             let create = |name: &OsStr, created: &mut dyn FnMut(Value)| {
-                let f = sys::create_file_at(&dir, name, 0o644)
-                    .map_err(|e| plant_error("creating a file", e))?;
-                self.journal(&dir, &dir_st, name, created)
-                    .map_err(|e| plant_error("stat of planted file", e))?;
-                Ok::<_, PlantOutcome>(f)
+                self.create(
+                    &dir,
+                    &dir_st,
+                    name,
+                    Kind::File,
+                    created,
+                    || sys::create_file_at(&dir, name, 0o644),
+                    |e| plant_error("creating a file", e),
+                )
             };
             match carrier {
                 "file-content" => {
                     let mut f = create(&name, created)?;
-                    f.write_all(format!("runwarden probe marker\n{hex}\n").as_bytes())
+                    f.write_all(marker_text(&hex).as_bytes())
                         .map_err(|e| plant_error("writing file content", e))?;
                     Ok(planted(
                         text_needle,
@@ -687,20 +749,30 @@ impl Surface for Instance {
                     ))
                 }
                 "directory-name" => {
-                    sys::mkdir_at(&dir, &name, 0o755)
-                        .map_err(|e| plant_error("creating a directory", e))?;
-                    self.journal(&dir, &dir_st, &name, created)
-                        .map_err(|e| plant_error("stat", e))?;
+                    self.create(
+                        &dir,
+                        &dir_st,
+                        &name,
+                        Kind::Dir,
+                        created,
+                        || sys::mkdir_at(&dir, &name, 0o755),
+                        |e| plant_error("creating a directory", e),
+                    )?;
                     Ok(planted(
                         text_needle,
                         "an empty directory named after the nonce".into(),
                     ))
                 }
                 "symlink-target" => {
-                    sys::symlink_at(OsStr::new(&hex), &dir, &name)
-                        .map_err(|e| plant_error("creating a symlink", e))?;
-                    self.journal(&dir, &dir_st, &name, created)
-                        .map_err(|e| plant_error("stat", e))?;
+                    self.create(
+                        &dir,
+                        &dir_st,
+                        &name,
+                        Kind::Symlink,
+                        created,
+                        || sys::symlink_at(OsStr::new(&hex), &dir, &name),
+                        |e| plant_error("creating a symlink", e),
+                    )?;
                     Ok(planted(
                         text_needle,
                         "a dangling symlink whose target is the nonce".into(),
@@ -772,19 +844,23 @@ impl Surface for Instance {
                     ))
                 }
                 "special-file-name" => {
-                    match sys::mkfifo_at(&dir, &name, 0o644) {
-                        Ok(()) => {}
-                        // mknod(2): EPERM means "this filesystem does not
-                        // support this node type", not an access denial.
-                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                            return Err(PlantOutcome::Unsupported {
+                    self.create(
+                        &dir,
+                        &dir_st,
+                        &name,
+                        Kind::Fifo,
+                        created,
+                        || sys::mkfifo_at(&dir, &name, 0o644),
+                        |e| match e.raw_os_error() {
+                            // mknod(2): EPERM means "this filesystem does
+                            // not support this node type", not an access
+                            // denial.
+                            Some(libc::EPERM) => PlantOutcome::Unsupported {
                                 reason: format!("the filesystem does not support FIFOs: {e}"),
-                            });
-                        }
-                        Err(e) => return Err(plant_error("creating a FIFO", e)),
-                    }
-                    self.journal(&dir, &dir_st, &name, created)
-                        .map_err(|e| plant_error("stat", e))?;
+                            },
+                            _ => plant_error("creating a FIFO", e),
+                        },
+                    )?;
                     Ok(planted(text_needle, "a FIFO named after the nonce".into()))
                 }
                 RUNNER_PERSISTENCE => {
@@ -1001,6 +1077,38 @@ impl Surface for Instance {
             );
         }
         Ok(found)
+    }
+
+    /// The journal holds, per entry, its intent, then its full record (or
+    /// a retraction of the intent when the syscall failed). An intent with
+    /// neither is an entry whose creation may or may not have happened
+    /// when run A stopped: [`Instance::cleanup_intent`].
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        let recorded: std::collections::HashSet<&str> = entries
+            .iter()
+            .filter(|e| e.get("ino").is_some())
+            .filter_map(|e| e.get("name")?.as_str())
+            .collect();
+        let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
+        entries
+            .iter()
+            .map(|e| {
+                if e.get("retract").is_some() || retracted.contains(&e) {
+                    return CleanupOutcome::Superseded;
+                }
+                match e.get("intent") {
+                    Some(i) => {
+                        let name = i.get("name").and_then(Value::as_str).unwrap_or("");
+                        if recorded.contains(name) {
+                            CleanupOutcome::Superseded
+                        } else {
+                            self.cleanup_intent(i)
+                        }
+                    }
+                    None => self.cleanup(e),
+                }
+            })
+            .collect()
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
@@ -1277,9 +1385,113 @@ impl Instance {
         }
     }
 
+    /// Removes the entry an intent named, when run A stopped before
+    /// recording it in full: only if the name is there, in the same
+    /// directory, with the intended type, owned by the intent's uid, and
+    /// born (or, where the filesystem keeps no birth time, changed) no
+    /// earlier than a second before the intent. Anything else with that
+    /// name is someone else's.
+    fn cleanup_intent(&self, intent: &Value) -> CleanupOutcome {
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let i: Intent = match serde_json::from_value(intent.clone()) {
+            Ok(i) => i,
+            Err(err) => return left(format!("unreadable journal entry: {err}")),
+        };
+        if i.name.contains('/') || !i.name.starts_with(".runwarden-") {
+            return left("not a runwarden entry name: left alone".into());
+        }
+        let dir = match self.open_surface() {
+            Ok(d) => d,
+            Err(err) => return left(format!("cannot open {}: {err}", self.path_text())),
+        };
+        match sys::fstat(&dir) {
+            Ok(st) if st.dev == i.dir_dev && st.ino == i.dir_ino => {}
+            Ok(_) => {
+                return left(
+                    "the surface path now names another directory than the one planted in".into(),
+                );
+            }
+            Err(err) => return left(format!("fstat: {err}")),
+        }
+        let name = OsStr::new(&i.name);
+        let st = match sys::lstat_at(&dir, name) {
+            Ok(st) => st,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return CleanupOutcome::Gone,
+            Err(err) => return left(format!("lstat: {err}")),
+        };
+        let born = match sys::birth_at(&dir, name) {
+            Ok(b) => b.unwrap_or((st.ctime_sec, st.ctime_nsec as u32)),
+            Err(err) => return left(format!("statx: {err}")),
+        };
+        // The kernel stamps inodes with its coarse clock; a second of slack
+        // covers any tick between the intent and the syscall.
+        let after = (i.after.0 - 1, i.after.1 as u32);
+        if Kind::of(&st) != Some(i.kind) || st.uid != i.uid || born < after {
+            return left(
+                "named like the entry run A was creating when it stopped, but of another type, owner or age: not ours to remove"
+                    .into(),
+            );
+        }
+        match sys::unlink_at(&dir, name, i.kind == Kind::Dir) {
+            Ok(()) => CleanupOutcome::Removed,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => CleanupOutcome::Gone,
+            Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                left("the planted directory is no longer empty: someone put entries into it".into())
+            }
+            Err(err) => left(format!("unlink: {err}")),
+        }
+    }
+
     /// Whether an entry named like `job`'s plant shows, through its own
     /// carrier, that it is that plant: `Err(why)` when it does not.
     fn verify_planted(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        job: &PlantJob,
+    ) -> Result<(), String> {
+        let proven = self.carrier_proves(ctx, dir, name, st, job);
+        if proven.is_err() && st.uid == sys::euid() && self.unfinished(dir, name, st, job) {
+            // Run A stopped between creating the entry and setting its
+            // carrier: the derived name, our own uid, and the exact state
+            // a plant passes through.
+            return Ok(());
+        }
+        proven
+    }
+
+    /// Whether an entry is in the state a plant of `job` leaves between
+    /// creating it and setting its carrier: empty (or, for file-content,
+    /// a prefix of the marker text), with no user xattr yet.
+    fn unfinished(&self, dir: &OwnedFd, name: &OsStr, st: &Stat, job: &PlantJob) -> bool {
+        if !st.is_reg() {
+            return false;
+        }
+        let no_xattrs = || {
+            xattr::list(self.s.path.join(name))
+                .map(|mut k| !k.any(|k| k.as_encoded_bytes().starts_with(b"user.")))
+                .unwrap_or(false)
+        };
+        match job.carrier.as_str() {
+            "file-content" => {
+                let full = marker_text(&job.nonce.hex());
+                matches!(read_small(dir, name, CONTENT_WINDOW), Ok(Some(b)) if full.as_bytes().starts_with(&b))
+            }
+            // A time never set back: the plant's futimens has not run (a
+            // set mtime lies years before the entry's last change).
+            "mtime" => st.size == 0 && st.mtime_sec + 1 >= st.ctime_sec && no_xattrs(),
+            "xattr" | "xattr-name" | "file-size" | RUNNER_PERSISTENCE => {
+                st.size == 0 && no_xattrs()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether an entry named like `job`'s plant shows, through its own
+    /// carrier, that it is that plant: `Err(why)` when it does not.
+    fn carrier_proves(
         &self,
         ctx: &RunCtx<'_>,
         dir: &OwnedFd,

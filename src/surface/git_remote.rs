@@ -1032,6 +1032,9 @@ impl Surface for Instance {
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
         let all = |o: PlantOutcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
+        if let Some(sig) = crate::signals::received() {
+            return all(super::interrupted(sig));
+        }
         let work = match self.scratch() {
             Ok(w) => w,
             Err(e) => return all(PlantOutcome::Failed { reason: e }),
@@ -1116,6 +1119,9 @@ impl Surface for Instance {
         let mut transient_detail = String::new();
         if self.s.control {
             transient_detail = "kept visible on the control remote".into();
+        } else if let (Some(d), Some(sig)) = (deleted, crate::signals::received()) {
+            // Stopped: the ref stays journalled, and cleanup deletes it.
+            status[d] = Err(super::interrupted(sig));
         } else if let Some(d) = deleted
             && status[d].is_ok()
             && let Some(p) = pushes.iter().find(|p| p.carrier == d)
@@ -1399,8 +1405,10 @@ impl Surface for Instance {
                 (!retracted.contains(r)).then(|| (i, r.to_string(), sha.to_string()))
             })
             .collect();
+        // Retractions and the refs they took back (refused, or deleted by
+        // run A itself) need nothing and count as nothing.
         let mut outcomes: Vec<CleanupOutcome> =
-            entries.iter().map(|_| CleanupOutcome::Gone).collect();
+            entries.iter().map(|_| CleanupOutcome::Superseded).collect();
         if live.is_empty() {
             return outcomes;
         }

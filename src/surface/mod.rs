@@ -330,20 +330,29 @@ pub fn retraction(entry: &Value) -> Value {
 }
 
 /// [`Surface::cleanup_all`] for journals that may hold retractions: a
-/// retracted entry and its retraction need no request (gone); every other
-/// entry goes to [`Surface::cleanup`].
+/// retracted entry and its retraction need no request and are not counted
+/// ([`CleanupOutcome::Superseded`]); every other entry goes to
+/// [`Surface::cleanup`].
 pub fn cleanup_unretracted(surface: &dyn Surface, entries: &[Value]) -> Vec<CleanupOutcome> {
     let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
     entries
         .iter()
         .map(|e| {
             if e.get("retract").is_some() || retracted.contains(&e) {
-                CleanupOutcome::Gone
+                CleanupOutcome::Superseded
             } else {
                 surface.cleanup(e)
             }
         })
         .collect()
+}
+
+/// The outcome of a carrier run A did not start because a signal asked
+/// it to stop.
+pub fn interrupted(sig: &str) -> PlantOutcome {
+    PlantOutcome::Failed {
+        reason: format!("run A stopped on {sig} before planting this carrier"),
+    }
 }
 
 /// The nonce a wanted needle is (the network surfaces plant the nonce
@@ -515,13 +524,18 @@ pub struct Wanted {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum CleanupOutcome {
+    /// Removed by this cleanup.
     Removed,
-    /// Already gone; nothing to do.
+    /// Not there (never created, or removed by someone else); nothing to
+    /// do.
     Gone,
+    /// A journal line that is no entry of its own: a retraction, an entry
+    /// a retraction took back (its write was refused or failed, or run A
+    /// removed it itself), or an intent whose entry was then recorded in
+    /// full. Nothing to do, and not counted.
+    Superseded,
     /// Left in place, with the reason (changed since planted, not empty…).
-    Left {
-        reason: String,
-    },
+    Left { reason: String },
 }
 
 /// An open instance of a surface.
@@ -554,7 +568,14 @@ pub trait Surface {
         jobs: &[PlantJob],
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
-        jobs.iter().map(|j| self.plant(ctx, j, created)).collect()
+        // A signal stops run A between carriers: the one under way is
+        // finished (a few syscalls or one request), no new one starts.
+        jobs.iter()
+            .map(|j| match crate::signals::received() {
+                Some(sig) => interrupted(sig),
+                None => self.plant(ctx, j, created),
+            })
+            .collect()
     }
     /// Looks for every wanted needle in one streaming pass; returns one
     /// outcome per wanted carrier, in order. Markers that do not verify and

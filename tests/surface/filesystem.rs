@@ -501,7 +501,8 @@ mod cleanup {
         }
     }
 
-    /// Plants one carrier; returns the journalled entry.
+    /// Plants one carrier; returns the journalled entry (after its
+    /// intent, journalled before the syscall).
     fn plant(s: &dyn Surface, carrier: &str) -> Value {
         let mut entries = Vec::new();
         let outcome = s.plant(&ctx(), &job(carrier), &mut |e| entries.push(e));
@@ -509,7 +510,8 @@ mod cleanup {
             matches!(outcome, PlantOutcome::Planted { .. }),
             "{outcome:?}"
         );
-        assert_eq!(entries.len(), 1);
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(entries[0]["intent"]["name"], entries[1]["name"]);
         entries.pop().unwrap()
     }
 
@@ -526,6 +528,44 @@ mod cleanup {
         assert_eq!(s.cleanup(&e), CleanupOutcome::Removed);
         assert_eq!(s.cleanup(&e), CleanupOutcome::Gone);
         assert!(std::fs::read_dir(d.path()).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn an_intent_alone_removes_only_what_run_a_was_creating() {
+        // Run A journalled its intent and stopped: the entry may or may
+        // not exist. Cleanup removes it when it has the intended type,
+        // owner and age, and leaves anything older of that name alone.
+        let d = tempfile::tempdir().unwrap();
+        let s = open(d.path());
+        let mut entries = Vec::new();
+        s.plant(&ctx(), &job("mtime"), &mut |e| entries.push(e));
+        let intent = entries[0].clone();
+        let name = intent["intent"]["name"].as_str().unwrap().to_string();
+        assert_eq!(
+            s.cleanup_all(std::slice::from_ref(&intent)),
+            [CleanupOutcome::Removed]
+        );
+        assert_eq!(
+            s.cleanup_all(std::slice::from_ref(&intent)),
+            [CleanupOutcome::Gone]
+        );
+        // Someone's file of that name, born before the intent.
+        let p = d.path().join(&name);
+        std::fs::write(&p, "theirs").unwrap();
+        let mut later = intent.clone();
+        later["intent"]["after"][0] =
+            serde_json::json!(intent["intent"]["after"][0].as_i64().unwrap() + 10);
+        assert!(
+            matches!(&s.cleanup_all(&[later])[0], CleanupOutcome::Left { reason } if reason.contains("not ours"))
+        );
+        // Or of another type.
+        std::fs::remove_file(&p).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        assert!(matches!(
+            &s.cleanup_all(std::slice::from_ref(&intent))[0],
+            CleanupOutcome::Left { .. }
+        ));
+        assert!(p.is_dir());
     }
 
     #[test]
@@ -608,7 +648,14 @@ mod cleanup {
             matches!(outcome, PlantOutcome::Failed { ref reason } if reason.contains("EEXIST")),
             "{outcome:?}"
         );
-        assert!(entries.is_empty());
+        // The intent, then its retraction: nothing for cleanup to touch.
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(entries[1]["retract"], entries[0]);
+        let outcomes = s.cleanup_all(&entries);
+        assert!(
+            outcomes.iter().all(|o| *o == CleanupOutcome::Superseded),
+            "{outcomes:?}"
+        );
         assert_eq!(std::fs::read_to_string(&existing).unwrap(), "theirs");
     }
 }

@@ -241,6 +241,10 @@ fn a_pre_receive_hook_that_refuses_is_pass() {
         );
     }
     fx.unchanged();
+    // Every ref was journalled, refused and retracted: nothing was made,
+    // so nothing counts as removed (0.3.0 said 22 for 11 refs).
+    let c = &p.report["cleanup"];
+    assert_eq!((c["removed"].as_u64(), c["deleted"].as_u64()), (Some(0), Some(0)), "{c}");
 }
 
 #[test]
