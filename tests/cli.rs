@@ -271,7 +271,10 @@ fn report_schema() {
     assert_eq!(f["verdict"], "authorized");
     assert_ne!(r["runs"]["a"], r["runs"]["b"]);
     assert!(r["runs"].get("b_uid").is_none());
-    assert_eq!(keys(&r["cleanup"]), ["already_gone", "deleted", "left", "removed"]);
+    assert_eq!(
+        keys(&r["cleanup"]),
+        ["already_gone", "deleted", "left", "removed"]
+    );
 }
 
 #[test]

@@ -72,7 +72,10 @@ fn plant_in_one_job_is_recovered_in_another_and_cleaned_by_receipt() {
     // Each entry twice: its intent, journalled before the syscall, then
     // its full record.
     let entries = receipt["surfaces"][0]["entries"].as_array().unwrap();
-    assert_eq!(entries.iter().filter(|e| e.get("intent").is_some()).count(), 9);
+    assert_eq!(
+        entries.iter().filter(|e| e.get("intent").is_some()).count(),
+        9
+    );
     assert_eq!(entries.iter().filter(|e| e.get("ino").is_some()).count(), 9);
     assert_eq!(entries.len(), 18);
     assert!(!receipt.to_string().contains("k-3f9a1c"), "the key leaked");

@@ -671,25 +671,63 @@ fn porcelain(stdout: &[u8]) -> HashMap<String, (char, String)> {
     out
 }
 
+/// Git's message without what it quotes (`'https://host/read-only-repo/'`,
+/// a path): a URL or repository name must not decide what the message
+/// means.
+fn unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    for c in text.chars() {
+        if c == '\'' {
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out.to_ascii_lowercase()
+}
+
 /// Whether git's words say the remote's own access control refused: an
-/// authentication or authorization failure, a hook, a protected branch, a
-/// ruleset. Anything else (no route, no such host, a 5xx) is not a refusal.
+/// authentication or authorization answer, a hook, a protected branch, a
+/// ruleset, a local remote's own permissions. Anything else (no route, no
+/// such host, a 5xx, a server-side failure to update a ref, a maintenance
+/// mode) is not a refusal; nor is git having had no credential to offer
+/// (see [`no_credential`]).
 fn is_refusal(text: &str) -> bool {
-    let t = text.to_ascii_lowercase();
+    let t = unquoted(text);
+    if no_credential(&t) {
+        return false;
+    }
     [
         "returned error: 401",
         "returned error: 403",
         "authentication failed",
-        "could not read username",
-        "could not read password",
         "permission denied",
-        "remote rejected",
         "hook declined",
         "protected branch",
         "access denied",
         "permission to",
         "write access",
-        "read-only",
+        // A server's word for a refused ref (`[remote rejected] (denied:
+        // …)`), GitHub's rule and protection codes.
+        "denied",
+        "not allowed",
+        "gh006",
+        "gh013",
+        "read-only file system",
+    ]
+    .iter()
+    .any(|p| t.contains(p))
+}
+
+/// Git asked for a user name or password and had none to give (prompts
+/// are off in runwarden's runs): no credential was offered, so nothing
+/// the remote said is about what the job's own credentials may do.
+fn no_credential(t: &str) -> bool {
+    [
+        "could not read username",
+        "could not read password",
+        "terminal prompts disabled",
     ]
     .iter()
     .any(|p| t.contains(p))
@@ -953,15 +991,10 @@ impl Instance {
 /// An authentication failure (as opposed to an authorization refusal):
 /// the remote did not accept who we are.
 fn is_auth_failure(text: &str) -> bool {
-    let t = text.to_ascii_lowercase();
-    [
-        "returned error: 401",
-        "authentication failed",
-        "could not read username",
-        "could not read password",
-    ]
-    .iter()
-    .any(|p| t.contains(p))
+    let t = unquoted(text);
+    ["returned error: 401", "authentication failed"]
+        .iter()
+        .any(|p| t.contains(p))
 }
 
 impl Instance {
@@ -988,7 +1021,13 @@ impl Instance {
 
     /// A failure of the whole push, as the outcome it means.
     fn push_failure(&self, reason: &str) -> PlantOutcome {
-        if self.refused(reason) {
+        if no_credential(&unquoted(reason)) {
+            PlantOutcome::Failed {
+                reason: format!(
+                    "the remote asked for credentials and runwarden had none to give (no extraheader, credential helper or URL userinfo reached it): cannot tell whether the job could push ({reason})"
+                ),
+            }
+        } else if self.refused(reason) {
             PlantOutcome::Refused {
                 reason: format!("the remote refused the push: {reason}"),
             }
@@ -1281,7 +1320,9 @@ impl Surface for Instance {
                     reason: format!("the remote refused run B's ls-remote: {reason}"),
                 }
             } else {
-                let what = if is_refusal(&reason) {
+                let what = if no_credential(&unquoted(&reason)) {
+                    "the remote asked for credentials and runwarden had none to give"
+                } else if is_refusal(&reason) {
                     "authentication failed and the only credential is a credential helper, which may work in the job but not here"
                 } else {
                     "remote unreachable"
@@ -1343,7 +1384,9 @@ impl Surface for Instance {
                             escape::bytes(r.as_bytes())
                         )
                     })),
-                    Err(e) => Err(self.failure(e)),
+                    // Local plumbing in run B's own scratch repository: the
+                    // remote had no say, so never a refusal.
+                    Err(reason) => Err(RecoverOutcome::Failed { reason }),
                 },
             };
             match got {
@@ -1531,7 +1574,8 @@ impl Instance {
             let reason = out.reason();
             // The server declining to serve an unadvertised object is its
             // own policy: the channel is closed.
-            if reason.contains("not our ref") || reason.contains("unadvertised object") {
+            if reason.contains("upload-pack: not our ref") || reason.contains("unadvertised object")
+            {
                 return Err(RecoverOutcome::Denied {
                     reason: format!("the remote does not serve unadvertised objects: {reason}"),
                 });
@@ -1540,12 +1584,45 @@ impl Instance {
         }
         let body = self
             .plumb(dir, &["cat-file", "-p", sha], &[], b"")
-            .map_err(|e| self.failure(e))?;
+            .map_err(|reason| RecoverOutcome::Failed { reason })?;
         Ok(body.contains(text).then(|| {
             format!(
                 "run B fetched commit {} by id (no ref points at it) and read the nonce",
                 &sha[..12.min(sha.len())]
             )
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_remotes_own_refusals_are_refusals() {
+        for refusal in [
+            "fatal: unable to access 'https://h/r.git/': The requested URL returned error: 403",
+            "[remote rejected] (pre-receive hook declined)",
+            "[remote rejected] (protected branch hook declined)",
+            "remote: Permission to o/r.git denied to github-actions[bot].",
+            "[remote rejected] (denied: you may not push here)",
+            "remote: error: GH013: Repository rule violations found",
+        ] {
+            assert!(is_refusal(refusal), "{refusal}");
+        }
+        for other in [
+            // A repository or URL whose name reads like a refusal.
+            "fatal: unable to access 'https://h/org/read-only-mirror.git/': Could not resolve host: h",
+            "fatal: unable to access 'https://h/access-denied.git/': Connection timed out",
+            // No credential was offered at all.
+            "fatal: could not read Username for 'https://h': terminal prompts disabled",
+            // Server-side failures of one ref.
+            "[remote rejected] (failed to update ref)",
+            "[remote rejected] (unpacker error)",
+            "remote: Repository is temporarily read-only for maintenance",
+            "fatal: The requested URL returned error: 502",
+        ] {
+            assert!(!is_refusal(other), "{other}");
+        }
     }
 }

@@ -244,7 +244,11 @@ fn a_pre_receive_hook_that_refuses_is_pass() {
     // Every ref was journalled, refused and retracted: nothing was made,
     // so nothing counts as removed (0.3.0 said 22 for 11 refs).
     let c = &p.report["cleanup"];
-    assert_eq!((c["removed"].as_u64(), c["deleted"].as_u64()), (Some(0), Some(0)), "{c}");
+    assert_eq!(
+        (c["removed"].as_u64(), c["deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{c}"
+    );
 }
 
 #[test]
@@ -810,4 +814,26 @@ fn a_server_that_echoes_credentials_never_gets_them_printed() {
             assert!(f["detail"].as_str().unwrap().contains("-***"), "{f}");
         }
     }
+}
+
+#[test]
+fn a_remote_that_asks_for_credentials_runwarden_lacks_is_error_not_pass() {
+    // `remote:` as a bare URL: runwarden's isolated git has no credential
+    // for it, while the job's own git may (a global helper). Git's "could
+    // not read Username" proves nothing about the job.
+    let fx = Remote::new();
+    let srv = GitHttp::writer_and_reader(fx.root.path(), true);
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}/remote.git", srv.port);
+    let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for c in WRITE_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "error", "{c}: {f}");
+        assert!(
+            f["detail"].as_str().unwrap().contains("had none to give"),
+            "{c}: {f}"
+        );
+    }
+    fx.unchanged();
 }
