@@ -5,9 +5,16 @@
 //! Twirp JSON, one Azure `Put Blob` of the archive to the signed URL, then
 //! `FinalizeCacheEntryUpload`. Run B finds them two ways: by listing every
 //! entry of the repository through the REST API (an API token with
-//! actions: read), for the carriers whose key or version it cannot know,
-//! and by a lookup with the runtime token (`GetCacheEntryDownloadURL`), for
-//! the carriers it restores by an agreed key or a guessable prefix. Cleanup
+//! actions: read), for the carriers whose key or version it cannot know
+//! (the nonce is in them: listing is B's only route), and by a lookup with
+//! the runtime token (`GetCacheEntryDownloadURL`), for the carriers it
+//! restores by an agreed key or a guessable prefix. A carrier counts as
+//! closed only when every route B has ran and missed. A refusal is the
+//! service's own: Twirp's `permission_denied`, `cache write denied`, or a
+//! REST 403 with GitHub's error body that is no rate limit; any other
+//! answer (a body that is not the service's JSON, a proxy's 403, a field
+//! missing, a listing that counted more entries than it handed over) is an
+//! error. Cleanup
 //! deletes through the REST API, only entries whose key and version are
 //! exactly what the plant wrote, and only with actions: write; otherwise
 //! each entry is left, listed, until eviction.
@@ -386,14 +393,18 @@ struct Instance {
 enum Twirp {
     /// `ok: true`.
     Ok(Value),
-    /// `ok: false`, with the service's message (raw: escape to show).
+    /// HTTP 200 with a JSON object whose `ok` is not true (absent in
+    /// proto3 JSON when false), with the service's message (raw: escape to
+    /// show).
     NotOk(String),
-    /// HTTP 403: the service's access control.
+    /// HTTP 403 with Twirp's `permission_denied`: the service's access
+    /// control.
     Denied(String),
 }
 
 /// Why a listing stopped.
 enum ListError {
+    /// GitHub's own 403 (its JSON error body, no rate limit).
     Denied(String),
     Failed(String),
 }
@@ -457,7 +468,9 @@ impl Instance {
             }
             Failure::Broken(m) => format!("{method} at the cache service {}: {m}", self.service()),
         })?;
-        let v = resp.json().unwrap_or(Value::Null);
+        // Only a JSON object is the service's answer: an HTML page, an
+        // empty or cut body came from something else (a proxy, a login).
+        let v = resp.json().ok().filter(Value::is_object);
         let raw = |v: &Value| {
             v["message"]
                 .as_str()
@@ -465,17 +478,29 @@ impl Instance {
                 .unwrap_or("")
                 .to_string()
         };
-        let msg = |v: &Value| escape::bytes(raw(v).as_bytes());
-        match resp.status {
-            200 if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
-            200 => Ok(Twirp::NotOk(raw(&v))),
-            403 => Ok(Twirp::Denied(format!("HTTP 403 {}", msg(&v)))),
-            401 => Err(format!(
-                "the cache service did not accept the runtime token ({}): HTTP 401 {}",
-                self.s.token_source.as_deref().unwrap_or("?"),
-                msg(&v)
+        let msg = escape::bytes(v.as_ref().map(raw).unwrap_or_default().as_bytes());
+        let service = self.service();
+        match (resp.status, v) {
+            (200, Some(v)) if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
+            (200, Some(v)) => Ok(Twirp::NotOk(raw(&v))),
+            (200, None) => Err(format!(
+                "{method} at {service}: HTTP 200 with a body that is not a JSON object, \
+                 so not the cache service's answer"
             )),
-            s => Err(format!("{method}: HTTP {s} {}", msg(&v))),
+            // Twirp maps its `permission_denied` to 403; a 403 without it
+            // is a proxy's or a firewall's, which says nothing of the cache.
+            (403, Some(v)) if v["code"] == "permission_denied" => {
+                Ok(Twirp::Denied(format!("HTTP 403 permission_denied {msg}")))
+            }
+            (403, _) => Err(format!(
+                "{method} at {service}: HTTP 403 without Twirp's permission_denied \
+                 (a proxy or a firewall?) {msg}"
+            )),
+            (401, _) => Err(format!(
+                "the cache service did not accept the runtime token ({}): HTTP 401 {msg}",
+                self.s.token_source.as_deref().unwrap_or("?"),
+            )),
+            (s, _) => Err(format!("{method}: HTTP {s} {msg}")),
         }
     }
 
@@ -497,8 +522,36 @@ impl Instance {
         host_of(&self.s.api_url)
     }
 
+    /// A REST 403: GitHub's access control only with its JSON error body
+    /// and no sign of a rate limit (`x-ratelimit-remaining: 0`, a
+    /// `retry-after`, a message naming it), which is no answer about the
+    /// caches.
+    fn refusal(&self, resp: &crate::http::Response, v: Option<&Value>, repo: &str) -> ListError {
+        let message = v.and_then(|v| v["message"].as_str());
+        let shown = escape::bytes(message.unwrap_or("").as_bytes());
+        let header = |n: &str| resp.headers.get(n).and_then(|h| h.to_str().ok());
+        let limited = header("x-ratelimit-remaining").is_some_and(|r| r.trim() == "0")
+            || header("retry-after").is_some()
+            || message.is_some_and(|m| m.to_ascii_lowercase().contains("rate limit"));
+        let host = self.api_host();
+        match message {
+            Some(_) if limited => ListError::Failed(format!(
+                "listing the caches of {repo} at {host}: rate limited (HTTP 403 {shown})"
+            )),
+            Some(_) => ListError::Denied(format!(
+                "the API token ({}) may not list the caches of {repo}: HTTP 403 {shown}",
+                self.s.api_token_source.as_deref().unwrap_or("?")
+            )),
+            None => ListError::Failed(format!(
+                "listing the caches of {repo} at {host}: HTTP 403 without GitHub's error body \
+                 (a proxy or a firewall?)"
+            )),
+        }
+    }
+
     /// Lists every entry (or every entry whose key starts with `prefix`),
-    /// page by page, handing each to `each`; returns how many there were.
+    /// page by page, handing each to `each` once; returns how many there
+    /// were.
     fn list(
         &self,
         prefix: Option<&str>,
@@ -506,7 +559,10 @@ impl Instance {
     ) -> Result<usize, ListError> {
         let (token, repo) = self.rest().map_err(ListError::Failed)?;
         let client = self.client().map_err(ListError::Failed)?;
-        let mut seen = 0;
+        let mut ids = std::collections::HashSet::new();
+        // `total_count` of the first page: the entries there were when the
+        // listing began.
+        let mut counted: Option<u64> = None;
         for page in 1..=MAX_PAGES {
             // Newest first by creation: the default order (last access)
             // moves entries between pages whenever a workflow restores
@@ -526,40 +582,69 @@ impl Instance {
                 .map_err(|f| {
                     ListError::Failed(format!("listing caches at {}: {f}", self.api_host()))
                 })?;
-            let v = resp.json().unwrap_or(Value::Null);
-            let msg = escape::bytes(v["message"].as_str().unwrap_or("").as_bytes());
+            let v = resp.json().ok().filter(Value::is_object);
+            let failed = |what: String| {
+                ListError::Failed(format!(
+                    "listing the caches of {repo} at {}: {what}",
+                    self.api_host()
+                ))
+            };
             match resp.status {
                 200 => {}
-                403 => {
-                    return Err(ListError::Denied(format!(
-                        "the API token ({}) may not list the caches of {repo}: HTTP 403 {msg}",
-                        self.s.api_token_source.as_deref().unwrap_or("?")
-                    )));
-                }
+                403 => return Err(self.refusal(&resp, v.as_ref(), repo)),
                 s => {
-                    return Err(ListError::Failed(format!(
-                        "listing the caches of {repo} at {}: HTTP {s} {msg}",
-                        self.api_host()
-                    )));
+                    let msg = v.as_ref().and_then(|v| v["message"].as_str());
+                    let msg = escape::bytes(msg.unwrap_or("").as_bytes());
+                    return Err(failed(format!("HTTP {s} {msg}")));
                 }
             }
-            let Some(list) = v["actions_caches"].as_array() else {
-                return Err(ListError::Failed(
-                    "the cache listing has no `actions_caches`".into(),
+            let (Some(list), Some(total)) = (
+                v.as_ref().and_then(|v| v["actions_caches"].as_array()),
+                v.as_ref().and_then(|v| v["total_count"].as_u64()),
+            ) else {
+                return Err(failed(
+                    "the answer (HTTP 200) has no `actions_caches` or no `total_count`".into(),
                 ));
             };
+            let counted = *counted.get_or_insert(total);
             for e in list {
-                let listed = Listed {
-                    id: e["id"].as_u64().unwrap_or(0),
-                    key: e["key"].as_str().unwrap_or("").to_string(),
-                    version: e["version"].as_str().unwrap_or("").to_string(),
-                    scope: e["ref"].as_str().unwrap_or("").to_string(),
+                let (Some(id), Some(key), Some(version), Some(scope)) = (
+                    e["id"].as_u64(),
+                    e["key"].as_str(),
+                    e["version"].as_str(),
+                    e["ref"].as_str(),
+                ) else {
+                    return Err(failed(
+                        "an entry of the listing lacks its id, key, version or ref".into(),
+                    ));
                 };
-                each(&listed);
+                // Entries made while the listing runs push older ones a
+                // page down: the same entry again, handed over once.
+                if ids.insert(id) {
+                    each(&Listed {
+                        id,
+                        key: key.to_string(),
+                        version: version.to_string(),
+                        scope: scope.to_string(),
+                    });
+                }
             }
-            seen += list.len();
             if list.len() < PER_PAGE {
-                return Ok(seen);
+                // Newest first, an entry is skipped only when entries
+                // before it go (evicted, deleted) between two pages;
+                // entries made meanwhile land on the first page, already
+                // read, and are not handed over. So as many distinct
+                // entries as the first page counted means none was
+                // skipped; fewer (one gone, or an API paging otherwise)
+                // is no full look.
+                if (ids.len() as u64) < counted {
+                    return Err(failed(format!(
+                        "it counted {counted} entries but handed over {}: entries went \
+                         while it was read, or it pages otherwise, so one may have been skipped",
+                        ids.len()
+                    )));
+                }
+                return Ok(ids.len());
             }
         }
         Err(ListError::Failed(format!(
@@ -595,18 +680,26 @@ impl Instance {
         Ok(needles.found(0))
     }
 
+    /// cache-key and cache-version by the listing (their only route: the
+    /// nonce is in the key or version, so B cannot look them up): one
+    /// outcome per wanted carrier, in order.
     fn recover_listed(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[(usize, &Wanted)],
-        out: &mut [Option<RecoverOutcome>],
+        wanted: &[&Wanted],
         notice: &mut dyn FnMut(Notice),
-    ) {
+    ) -> Vec<RecoverOutcome> {
+        if let Err(why) = self.rest() {
+            // (`unavailable` skips these without an API token; a listing
+            // that cannot run is no look.)
+            let reason = format!("run B has no listing ({why})");
+            return vec![RecoverOutcome::Failed { reason }; wanted.len()];
+        }
         let repo = self.s.repository.clone().unwrap_or_default();
         let prefix = probe_prefix(ctx.probe_id);
         let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
         let listing = self.list(None, &mut |e| {
-            for (j, (_, w)) in wanted.iter().enumerate() {
+            for (j, w) in wanted.iter().enumerate() {
                 let Some(n) = w.needle.as_str() else { continue };
                 let (field, what) = if w.carrier == "cache-key" {
                     (&e.key, "key")
@@ -635,8 +728,8 @@ impl Instance {
                 });
             }
         });
-        for (j, (i, _)) in wanted.iter().enumerate() {
-            out[*i] = Some(match (&listing, hits[j].take()) {
+        hits.into_iter()
+            .map(|hit| match (&listing, hit) {
                 (_, Some(detail)) => RecoverOutcome::Found { detail },
                 (Ok(n), None) => RecoverOutcome::NotFound {
                     detail: format!(
@@ -646,8 +739,35 @@ impl Instance {
                 },
                 (Err(ListError::Denied(m)), None) => RecoverOutcome::Denied { reason: m.clone() },
                 (Err(ListError::Failed(m)), None) => RecoverOutcome::Failed { reason: m.clone() },
+            })
+            .collect()
+    }
+
+    /// The lookup of an agreed key and version (cache-content's, derived
+    /// from the probe id): (key, signed download URL) when the service
+    /// restores exactly that entry.
+    fn restore_exact(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: &str,
+        nonce: &Nonce,
+    ) -> Result<(String, String), RecoverOutcome> {
+        let (key, version, _) = entry_for(ctx, carrier, nonce);
+        let shown = escape::bytes(key.as_bytes());
+        let body = json!({ "key": key, "restore_keys": [], "version": version });
+        let (matched, url) = self.lookup(body, format!("no entry {shown} is restorable"))?;
+        if matched != key {
+            // The key ends in a tag, so another entry it matched as a
+            // prefix is not the plant's; and, matched first, it hides the
+            // plant from this lookup.
+            return Err(RecoverOutcome::Failed {
+                reason: format!(
+                    "the lookup of {shown} matched another entry, {}, which hides it",
+                    escape::bytes(matched.as_bytes())
+                ),
             });
         }
+        Ok((key, url))
     }
 
     /// cache-content: restore the agreed key and look in the archive.
@@ -656,23 +776,11 @@ impl Instance {
             Ok(n) => n,
             Err(o) => return o,
         };
-        let (key, version, _) = entry_for(ctx, "cache-content", &nonce);
-        let shown = escape::bytes(key.as_bytes());
-        let body = json!({ "key": key, "restore_keys": [], "version": version });
-        let (matched, url) = match self.lookup(body, format!("no entry {shown} is restorable")) {
-            Ok(m) => m,
+        let (key, url) = match self.restore_exact(ctx, "cache-content", &nonce) {
+            Ok(r) => r,
             Err(o) => return o,
         };
-        if matched != key {
-            // The agreed key ends in a tag: another entry matching it as
-            // a prefix is not the plant's.
-            return RecoverOutcome::NotFound {
-                detail: format!(
-                    "the lookup for {shown} matched another entry, {}",
-                    escape::bytes(matched.as_bytes())
-                ),
-            };
-        }
+        let shown = escape::bytes(key.as_bytes());
         match self.archive_holds(&url, &nonce.hex()) {
             Err(reason) => RecoverOutcome::Failed { reason },
             Ok(true) => RecoverOutcome::Found {
@@ -681,8 +789,13 @@ impl Instance {
                     self.scope_note(&key)
                 ),
             },
-            Ok(false) => RecoverOutcome::NotFound {
-                detail: format!("restored {shown}, but its archive does not hold the nonce"),
+            // The plant's own key and version, restored, without the plant's
+            // archive: whatever answered is not the plant, and says nothing
+            // of whether it is there.
+            Ok(false) => RecoverOutcome::Failed {
+                reason: format!(
+                    "restored {shown}, but its archive does not hold the nonce: not the plant's archive"
+                ),
             },
         }
     }
@@ -698,15 +811,23 @@ impl Instance {
             Ok(Twirp::NotOk(_)) => Err(RecoverOutcome::NotFound {
                 detail: format!("{missing} with this token (it reads {})", self.readable()),
             }),
-            Ok(Twirp::Ok(v)) => Ok((
-                str_field(&v, "matched_key", "matchedKey"),
-                str_field(&v, "signed_download_url", "signedDownloadUrl"),
-            )),
+            Ok(Twirp::Ok(v)) => {
+                let matched = str_field(&v, "matched_key", "matchedKey");
+                let url = str_field(&v, "signed_download_url", "signedDownloadUrl");
+                if matched.is_empty() || url.is_empty() {
+                    return Err(RecoverOutcome::Failed {
+                        reason: "the lookup answered ok without a matched key or a download URL"
+                            .into(),
+                    });
+                }
+                Ok((matched, url))
+            }
         }
     }
 
-    /// restore-prefix: a lookup by a guessable prefix; the matched key
-    /// names the plant.
+    /// restore-prefix: a lookup by a guessable prefix, whose matched key
+    /// names the plant (B's only route: the plant's key holds the nonce,
+    /// so B cannot look it up).
     fn recover_prefix(
         &self,
         ctx: &RunCtx<'_>,
@@ -716,9 +837,9 @@ impl Instance {
         let prefix = restore_prefix(ctx.probe_id);
         let shown_prefix = escape::bytes(prefix.as_bytes());
         // A key nobody wrote, then the prefix as a restore key: exactly
-        // what a workflow's `restore-keys:` does.
+        // how a workflow's `restore-keys` reaches an entry.
         let body = json!({
-            "key": format!("{}lookup", probe_prefix(ctx.probe_id)),
+            "key": format!("{prefix}none"),
             "restore_keys": [prefix],
             "version": fixed_version(),
         });
@@ -779,6 +900,7 @@ impl Surface for Instance {
         if let Some(why) = &self.s.no_token {
             return Some(why.clone());
         }
+        // The listing is the only route to a nonce in a key or version.
         if matches!(carrier, "cache-key" | "cache-version") {
             return self.s.no_listing.clone();
         }
@@ -821,7 +943,16 @@ impl Surface for Instance {
                     ),
                 };
             }
-            Ok(Twirp::Ok(v)) => str_field(&v, "signed_upload_url", "signedUploadUrl"),
+            Ok(Twirp::Ok(v)) => match str_field(&v, "signed_upload_url", "signedUploadUrl") {
+                u if u.is_empty() => {
+                    return PlantOutcome::Failed {
+                        reason: format!(
+                            "CreateCacheEntry for {shown} answered ok without an upload URL"
+                        ),
+                    };
+                }
+                u => u,
+            },
         };
         // The service writes to the token's first writable scope.
         let scope = self
@@ -891,21 +1022,23 @@ impl Surface for Instance {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let listed: Vec<(usize, &Wanted)> = wanted
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| matches!(w.carrier.as_str(), "cache-key" | "cache-version"))
-            .collect();
-        if !listed.is_empty() {
-            self.recover_listed(ctx, &listed, &mut out, notice);
+        let listed_carrier =
+            |w: &Wanted| matches!(w.carrier.as_str(), "cache-key" | "cache-version");
+        let to_list: Vec<&Wanted> = wanted.iter().filter(|w| listed_carrier(w)).collect();
+        let mut by_listing = if to_list.is_empty() {
+            vec![]
+        } else {
+            self.recover_listed(ctx, &to_list, notice)
         }
+        .into_iter();
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
         for (i, w) in wanted.iter().enumerate() {
-            match w.carrier.as_str() {
-                "cache-content" => out[i] = Some(self.recover_content(ctx, w)),
-                "restore-prefix" => out[i] = Some(self.recover_prefix(ctx, w, notice)),
-                _ => {}
-            }
+            out[i] = match w.carrier.as_str() {
+                _ if listed_carrier(w) => by_listing.next(),
+                "cache-content" => Some(self.recover_content(ctx, w)),
+                "restore-prefix" => Some(self.recover_prefix(ctx, w, notice)),
+                _ => None,
+            };
         }
         super::all_outcomes(out)
     }

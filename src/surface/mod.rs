@@ -375,6 +375,17 @@ pub fn all_outcomes(out: Vec<Option<RecoverOutcome>>) -> Vec<RecoverOutcome> {
         .collect()
 }
 
+/// Whether a registry's refusal of a write says the thing written exists
+/// already (npm's "cannot publish over the previously published
+/// versions", an index's "File already exists"): a conflict, not access
+/// control, even when the registry answers it with 403.
+pub fn says_exists(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).to_ascii_lowercase();
+    ["previously published", "already exist", "already present"]
+        .iter()
+        .any(|w| text.contains(w))
+}
+
 /// The strings of a JSON array (anything else: none), as documents from
 /// surfaces and requests to loopback services hold them.
 pub fn string_array(v: &Value) -> Vec<String> {

@@ -4,8 +4,13 @@
 //! Run A publishes one small package per carrier over the registry API, as
 //! `npm publish` does (`PUT /<name>` with the tarball as an attachment),
 //! and for `dist-tag` adds a tag as `npm dist-tag add` does. Run B finds
-//! the package name through `/-/v1/search` and reads the agreed packages'
-//! documents, dist-tags and tarballs. Cleanup unpublishes each package
+//! the package name through `/-/v1/search` (its only route: the name is
+//! the message), and reads the agreed packages' documents, dist-tags and
+//! tarballs. A
+//! refusal is a 401 or 403 (but a 403 that says the version exists is a
+//! conflict); a search not read to its end, a document that is not the
+//! package's, a 404 without the registry's JSON body or a field a carrier
+//! needs missing is an error. Cleanup unpublishes each package
 //! (`DELETE /<name>/-rev/<rev>`) after checking it holds exactly the
 //! versions A published.
 //!
@@ -246,18 +251,34 @@ impl Instance {
         })
     }
 
-    /// The packument of `name`: `Ok(None)` when there is none.
+    /// The packument of `name` (its `name` that name, its `versions` an
+    /// object): `Ok(None)` when the registry says there is none.
     fn packument(&self, name: &str) -> Result<Option<Value>, RecoverOutcome> {
         let url = format!("{}{}", self.s.url, path_of(name));
         let r = self
             .call(Method::GET, &url, None)
             .map_err(|reason| RecoverOutcome::Failed { reason })?;
+        let shown = escape::bytes(name.as_bytes());
+        let doc = r.json().ok().filter(Value::is_object);
         match r.status {
-            200 => r
-                .json()
-                .map(Some)
-                .map_err(|reason| RecoverOutcome::Failed { reason }),
-            404 => Ok(None),
+            200 => match doc {
+                Some(d) if d["name"] == name && d["versions"].is_object() => Ok(Some(d)),
+                _ => Err(RecoverOutcome::Failed {
+                    reason: format!(
+                        "the registry answered 200 for {shown} with something that is not its \
+                         document (no such `name`, or no `versions`)"
+                    ),
+                }),
+            },
+            // Registries answer a missing package with a JSON error; a
+            // 404 page without one is a wrong URL or a proxy's.
+            404 if doc.is_some() => Ok(None),
+            404 => Err(RecoverOutcome::Failed {
+                reason: format!(
+                    "reading {shown}: HTTP 404 without the registry's JSON error body \
+                     (is `url` the registry?)"
+                ),
+            }),
             401 | 403 => Err(RecoverOutcome::Denied {
                 reason: format!(
                     "the registry refused to show {} (HTTP {})",
@@ -293,90 +314,192 @@ impl Instance {
         Ok(needles.found(0))
     }
 
+    /// Every package name `/-/v1/search` lists for `text`, each handed to
+    /// `each` once; how many. Pages until an empty page, `from` moving by
+    /// what each page held: registries cap `size` differently, and
+    /// Verdaccio's `total` counts one page only. A page of names all seen
+    /// (a registry ignoring `from`), an answer without `objects` or a name,
+    /// or fewer names than a `total` claimed is no full look.
+    fn search_names(
+        &self,
+        text: &str,
+        each: &mut dyn FnMut(&str),
+    ) -> Result<usize, RecoverOutcome> {
+        let failed = |why: String| RecoverOutcome::Failed {
+            reason: format!("searching the registry for {text}: {why}"),
+        };
+        let mut names = std::collections::HashSet::new();
+        let mut claimed = 0u64;
+        let mut from = 0usize;
+        for _ in 0..MAX_PAGES {
+            let url = format!(
+                "{}-/v1/search?text={}&size={PAGE}&from={from}",
+                self.s.url,
+                crate::http::percent_encode(text)
+            );
+            let r = self
+                .call(Method::GET, &url, None)
+                .map_err(|reason| RecoverOutcome::Failed { reason })?;
+            if r.status == 401 || r.status == 403 {
+                return Err(RecoverOutcome::Denied {
+                    reason: format!("the registry refused the search (HTTP {})", r.status),
+                });
+            }
+            if r.status != 200 {
+                return Err(failed(format!("HTTP {}", r.status)));
+            }
+            let v = r.json().map_err(failed)?;
+            let Some(objects) = v["objects"].as_array() else {
+                return Err(failed("the answer has no `objects`".into()));
+            };
+            if objects.is_empty() {
+                let n = names.len();
+                if (n as u64) < claimed {
+                    return Err(failed(format!(
+                        "it claimed {claimed} packages but listed {n}"
+                    )));
+                }
+                return Ok(n);
+            }
+            let mut new = 0;
+            for o in objects {
+                let Some(name) = o["package"]["name"].as_str() else {
+                    return Err(failed("a result without `package.name`".into()));
+                };
+                if names.insert(name.to_string()) {
+                    new += 1;
+                    each(name);
+                }
+            }
+            if new == 0 {
+                return Err(failed(format!(
+                    "the page from {from} lists only packages already listed: it does not page"
+                )));
+            }
+            from += objects.len();
+            claimed = claimed.max(v["total"].as_u64().unwrap_or(0));
+        }
+        Err(failed(format!("it did not end after {MAX_PAGES} pages")))
+    }
+
+    /// package-name by search: one outcome per wanted carrier, in order,
+    /// and the names in this probe's form the search listed.
     fn search(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[(usize, &Wanted)],
-        out: &mut [Option<RecoverOutcome>],
+        wanted: &[&Wanted],
         notice: &mut dyn FnMut(Notice),
-    ) {
+    ) -> (Vec<RecoverOutcome>, std::collections::HashSet<String>) {
         let text = format!("runwarden-{}", ctx.probe_id);
         let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
-        let mut seen = 0usize;
-        let mut result: Result<(), RecoverOutcome> = Err(RecoverOutcome::Failed {
-            reason: format!("the search did not end after {MAX_PAGES} pages"),
+        let mut ours = std::collections::HashSet::new();
+        let result = self.search_names(&text, &mut |name| {
+            if name.starts_with(&format!("{text}-")) {
+                ours.insert(name.to_string());
+            }
+            for (j, w) in wanted.iter().enumerate() {
+                if hits[j].is_none() && w.needle.as_str().is_some_and(|n| name.contains(n)) {
+                    hits[j] = Some(format!(
+                        "the search for {text} lists {}",
+                        escape::bytes(name.as_bytes())
+                    ));
+                }
+            }
+            if name.starts_with(&format!("{text}-"))
+                && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
+            {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(name.as_bytes()),
+                    detail: "a package name in this probe's form that no plant with this key made"
+                        .into(),
+                    beacon: None,
+                });
+            }
         });
-        for page in 0..MAX_PAGES {
-            let url = format!(
-                "{}-/v1/search?text={text}&size={PAGE}&from={}",
-                self.s.url,
-                page * PAGE
-            );
-            let r = match self.call(Method::GET, &url, None) {
-                Ok(r) => r,
-                Err(reason) => {
-                    result = Err(RecoverOutcome::Failed { reason });
-                    break;
-                }
-            };
-            if r.status == 401 || r.status == 403 {
-                result = Err(RecoverOutcome::Denied {
-                    reason: format!("the registry refused the search (HTTP {})", r.status),
-                });
-                break;
-            }
-            if r.status != 200 {
-                result = Err(RecoverOutcome::Failed {
-                    reason: format!("searching the registry: HTTP {}", r.status),
-                });
-                break;
-            }
-            let v = match r.json() {
-                Ok(v) => v,
-                Err(reason) => {
-                    result = Err(RecoverOutcome::Failed { reason });
-                    break;
-                }
-            };
-            let objects = v["objects"].as_array().cloned().unwrap_or_default();
-            for o in &objects {
-                let name = o["package"]["name"].as_str().unwrap_or("");
-                for (j, (_, w)) in wanted.iter().enumerate() {
-                    if hits[j].is_none() && w.needle.as_str().is_some_and(|n| name.contains(n)) {
-                        hits[j] = Some(format!(
-                            "the search for {text} lists {}",
-                            escape::bytes(name.as_bytes())
-                        ));
-                    }
-                }
-                if name.starts_with(&format!("{text}-"))
-                    && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
-                {
-                    notice(Notice {
-                        kind: NoticeKind::ForgedMarker,
-                        entry: escape::bytes(name.as_bytes()),
-                        detail:
-                            "a package name in this probe's form that no plant with this key made"
-                                .into(),
-                        beacon: None,
-                    });
-                }
-            }
-            seen += objects.len();
-            let total = v["total"].as_u64().map(|t| t as usize);
-            if objects.len() < PAGE || total.is_some_and(|t| seen >= t) {
-                result = Ok(());
-                break;
-            }
-        }
-        for (j, (i, _)) in wanted.iter().enumerate() {
-            out[*i] = Some(match (&result, hits[j].take()) {
+        let outcomes = hits
+            .into_iter()
+            .map(|hit| match (&result, hit) {
                 (_, Some(detail)) => RecoverOutcome::Found { detail },
-                (Ok(()), None) => RecoverOutcome::NotFound {
-                    detail: format!("the search for {text} lists {seen} packages; none carries it"),
+                (Ok(n), None) => RecoverOutcome::NotFound {
+                    detail: format!("the search for {text} lists {n} packages; none carries it"),
                 },
                 (Err(e), None) => e.clone(),
-            });
+            })
+            .collect();
+        (outcomes, ours)
+    }
+
+    /// What one agreed package's document says of one carrier.
+    fn read_carrier(
+        &self,
+        carrier: &str,
+        doc: &Value,
+        shown: &str,
+        version: &str,
+        needle: &str,
+    ) -> RecoverOutcome {
+        let has = |v: &Value| v.as_str().is_some_and(|s| s.contains(needle));
+        let missing = |what: &str| RecoverOutcome::Failed {
+            reason: format!(
+                "the document of {shown} has no {what}, which this carrier is read from"
+            ),
+        };
+        let versions = doc["versions"].as_object();
+        match carrier {
+            "version" => match versions.and_then(|m| m.keys().find(|k| k.contains(needle))) {
+                Some(v) => RecoverOutcome::Found {
+                    detail: format!("{shown} has version {}", escape::bytes(v.as_bytes())),
+                },
+                None => RecoverOutcome::NotFound {
+                    detail: format!("no version of {shown} carries it"),
+                },
+            },
+            "readme" => {
+                let readmes: Vec<&Value> = std::iter::once(&doc["readme"])
+                    .chain(
+                        versions
+                            .into_iter()
+                            .flat_map(|m| m.values().map(|v| &v["readme"])),
+                    )
+                    .filter(|r| r.is_string())
+                    .collect();
+                if readmes.iter().any(|r| has(r)) {
+                    RecoverOutcome::Found {
+                        detail: format!("the readme of {shown} holds it"),
+                    }
+                } else if readmes.is_empty() {
+                    missing("readme")
+                } else {
+                    RecoverOutcome::NotFound {
+                        detail: format!("the readme of {shown} does not hold it"),
+                    }
+                }
+            }
+            "dist-tag" => match doc["dist-tags"].as_object() {
+                None => missing("`dist-tags`"),
+                Some(m) => match m.keys().find(|k| k.contains(needle)) {
+                    Some(t) => RecoverOutcome::Found {
+                        detail: format!("{shown} has the dist-tag {}", escape::bytes(t.as_bytes())),
+                    },
+                    None => RecoverOutcome::NotFound {
+                        detail: format!("no dist-tag of {shown} carries it"),
+                    },
+                },
+            },
+            // The plant's own version without a tarball: not the plant.
+            _ => match doc["versions"][version]["dist"]["tarball"].as_str() {
+                None => missing(&format!("tarball for {version}")),
+                Some(t) => match self.tarball_holds(t, needle) {
+                    Err(reason) => RecoverOutcome::Failed { reason },
+                    Ok(true) => RecoverOutcome::Found {
+                        detail: format!("the tarball of {shown}@{version} holds it"),
+                    },
+                    Ok(false) => RecoverOutcome::NotFound {
+                        detail: format!("the tarball of {shown}@{version} does not hold it"),
+                    },
+                },
+            },
         }
     }
 }
@@ -418,7 +541,11 @@ impl Surface for Instance {
         }
         match publish {
             Err(reason) => return PlantOutcome::Failed { reason },
-            Ok(r) if r.status == 401 || r.status == 403 => return refused(r.status, "publish"),
+            // npm's registry answers a version that exists with 403: a
+            // conflict, not the registry's access control.
+            Ok(r) if (r.status == 401 || r.status == 403) && !super::says_exists(&r.body) => {
+                return refused(r.status, "publish");
+            }
             Ok(r) if !(200..300).contains(&r.status) => {
                 return PlantOutcome::Failed {
                     reason: format!(
@@ -463,19 +590,21 @@ impl Surface for Instance {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let searched: Vec<(usize, &Wanted)> = wanted
+        let searched: Vec<&Wanted> = wanted
             .iter()
-            .enumerate()
-            .filter(|(_, w)| w.carrier == "package-name")
+            .filter(|w| w.carrier == "package-name")
             .collect();
-        if !searched.is_empty() {
-            self.search(ctx, &searched, &mut out, notice);
-        }
+        let (by_search, listed) = if searched.is_empty() {
+            (vec![], Default::default())
+        } else {
+            self.search(ctx, &searched, notice)
+        };
+        let mut by_search = by_search.into_iter();
+        // The agreed packages B could read by name: the search must list
+        // them too, or its silence on package-name proves nothing.
+        let mut readable: Vec<String> = vec![];
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
         for (i, w) in wanted.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
-            }
             let nonce = match super::wanted_nonce(w) {
                 Ok(n) => n,
                 Err(o) => {
@@ -483,76 +612,40 @@ impl Surface for Instance {
                     continue;
                 }
             };
-            let hex = nonce.hex();
-            let needle = hex.as_str();
+            if w.carrier == "package-name" {
+                // Its only route: the search (the package's name is the
+                // message, so B cannot ask for its document).
+                out[i] = by_search.next();
+                continue;
+            }
             let (name, version) = package_for(ctx, &w.carrier, &nonce);
             let shown = escape::bytes(name.as_bytes());
-            let doc = match self.packument(&name) {
-                Err(o) => {
-                    out[i] = Some(o);
-                    continue;
-                }
-                Ok(None) => {
-                    out[i] = Some(RecoverOutcome::NotFound {
-                        detail: format!("no package {shown}"),
-                    });
-                    continue;
-                }
-                Ok(Some(d)) => d,
-            };
-            let has = |v: &Value| v.as_str().is_some_and(|s| s.contains(needle));
-            out[i] = Some(match w.carrier.as_str() {
-                "version" => match doc["versions"]
-                    .as_object()
-                    .and_then(|m| m.keys().find(|k| k.contains(needle)))
-                {
-                    Some(v) => RecoverOutcome::Found {
-                        detail: format!("{shown} has version {}", escape::bytes(v.as_bytes())),
-                    },
-                    None => RecoverOutcome::NotFound {
-                        detail: format!("no version of {shown} carries it"),
-                    },
+            out[i] = Some(match self.packument(&name) {
+                Err(o) => o,
+                Ok(None) => RecoverOutcome::NotFound {
+                    detail: format!("no package {shown}"),
                 },
-                "readme" => {
-                    let in_version = doc["versions"]
-                        .as_object()
-                        .is_some_and(|m| m.values().any(|v| has(&v["readme"])));
-                    if has(&doc["readme"]) || in_version {
-                        RecoverOutcome::Found {
-                            detail: format!("the readme of {shown} holds it"),
-                        }
-                    } else {
-                        RecoverOutcome::NotFound {
-                            detail: format!("the readme of {shown} does not hold it"),
-                        }
-                    }
+                Ok(Some(doc)) => {
+                    readable.push(name.clone());
+                    self.read_carrier(&w.carrier, &doc, &shown, &version, &nonce.hex())
                 }
-                "dist-tag" => match doc["dist-tags"]
-                    .as_object()
-                    .and_then(|m| m.keys().find(|k| k.contains(needle)))
-                {
-                    Some(t) => RecoverOutcome::Found {
-                        detail: format!("{shown} has the dist-tag {}", escape::bytes(t.as_bytes())),
-                    },
-                    None => RecoverOutcome::NotFound {
-                        detail: format!("no dist-tag of {shown} carries it"),
-                    },
-                },
-                _ => match doc["versions"][version.as_str()]["dist"]["tarball"].as_str() {
-                    None => RecoverOutcome::NotFound {
-                        detail: format!("{shown} has no tarball for {version}"),
-                    },
-                    Some(t) => match self.tarball_holds(t, needle) {
-                        Err(reason) => RecoverOutcome::Failed { reason },
-                        Ok(true) => RecoverOutcome::Found {
-                            detail: format!("the tarball of {shown}@{version} holds it"),
-                        },
-                        Ok(false) => RecoverOutcome::NotFound {
-                            detail: format!("the tarball of {shown}@{version} does not hold it"),
-                        },
-                    },
-                },
             });
+        }
+        // A search that lags (or filters) does not list what exists: when
+        // it lists none of the packages B reads by name, a miss there is
+        // no look at all.
+        if !readable.is_empty() && !readable.iter().any(|n| listed.contains(n)) {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if w.carrier == "package-name" && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                {
+                    *o = Some(RecoverOutcome::Failed {
+                        reason: format!(
+                            "the search lists none of the {} packages of this probe that run B reads by name: it lags or is incomplete, so it not listing the package-name plant proves nothing",
+                            readable.len()
+                        ),
+                    });
+                }
+            }
         }
         super::all_outcomes(out)
     }
@@ -563,9 +656,6 @@ impl Surface for Instance {
         let mut found = vec![];
         for j in jobs {
             let (name, version) = package_for(ctx, &j.carrier, &j.nonce);
-            if j.carrier == "package-name" {
-                continue;
-            }
             match self.packument(&name) {
                 // The name's tag proves it is this probe's; a version of
                 // another form (someone published to it) makes cleanup
@@ -595,12 +685,18 @@ impl Surface for Instance {
         }
         if jobs.iter().any(|j| j.carrier == "package-name") {
             let text = format!("runwarden-{}", ctx.probe_id);
-            let url = format!("{}-/v1/search?text={text}&size={PAGE}", self.s.url);
-            let r = self.call(Method::GET, &url, None)?;
-            let v = r.json()?;
-            for o in v["objects"].as_array().cloned().unwrap_or_default() {
-                let name = o["package"]["name"].as_str().unwrap_or("");
+            let mut names = vec![];
+            self.search_names(&text, &mut |name| {
                 if super::tagged_carrier(ctx, CARRIERS, name, "") == Some("package-name") {
+                    names.push(name.to_string());
+                }
+            })
+            .map_err(|o| match o {
+                RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => reason,
+                _ => "the search could not be read".into(),
+            })?;
+            for name in names {
+                if !found.iter().any(|f| f["name"] == name.as_str()) {
                     found.push(json!({ "name": name, "versions": ["0.0.0"] }));
                 }
             }

@@ -4,9 +4,13 @@
 //! Run A uploads one small distribution per carrier through the legacy
 //! upload API, as twine does (`multipart/form-data`,
 //! `:action=file_upload`). Run B reads the simple index (PEP 503): the
-//! root page for project names, a project's page for its file names and
-//! versions, and the project's metadata (a JSON view when configured, else
-//! the distribution's own PKG-INFO) for the description. Cleanup deletes
+//! root page for project names (the only route to a name that carries
+//! the nonce), a project's page for its file names and versions, and the project's metadata (a JSON view when configured, else
+//! the distribution's own PKG-INFO) for the description. A 404 is "no such
+//! project" only once the root has listed projects (a wrong URL answers
+//! 404 too); a page that lists nothing, metadata without a description, a
+//! linked file that is not there, or a 403 that says the file exists is an
+//! error, never a pass. Cleanup deletes
 //! each version A uploaded (`DELETE <upload-url><project>/<version>`, as
 //! devpi offers) after checking the project holds exactly A's files.
 //!
@@ -139,6 +143,41 @@ fn version_of(file: &str) -> Option<String> {
         .strip_suffix(".tar.gz")
         .or_else(|| file.strip_suffix(".zip"))?;
     stem.rsplit_once('-').map(|(_, v)| v.to_string())
+}
+
+/// Whether a file name is a distribution an index serves.
+fn is_dist(file: &str) -> bool {
+    [".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz", ".egg"]
+        .iter()
+        .any(|e| file.ends_with(e))
+}
+
+/// The project a simple root's link points to: a relative or absolute
+/// link ending in `/` whose last segment is a name. A login or error page
+/// has links, but not of this form.
+fn project_of(href: &str) -> Option<&str> {
+    let href = href.split(['#', '?']).next().unwrap_or("");
+    let name = href.strip_suffix('/')?.rsplit('/').next()?;
+    let ok = !name.is_empty()
+        && name != ".."
+        && name != "."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    ok.then_some(name)
+}
+
+/// Every string under a `description` key, as the JSON views hold it
+/// (Warehouse's `info`, devpi's `result.<version>`, a release's).
+fn descriptions<'v>(v: &'v Value, depth: usize, out: &mut Vec<&'v str>) {
+    let Some(m) = v.as_object() else { return };
+    for (k, v) in m {
+        match v.as_str() {
+            Some(d) if k == "description" => out.push(d),
+            _ if depth < 4 => descriptions(v, depth + 1, out),
+            _ => {}
+        }
+    }
 }
 
 /// `href` resolved against the page it is on; the fragment dropped.
@@ -281,6 +320,19 @@ struct PageScan {
     found: Vec<bool>,
 }
 
+/// What the simple index root showed: how many project links, and per
+/// needle sought, where it was seen.
+struct Root {
+    projects: usize,
+    hits: Vec<Option<String>>,
+    /// The names in this probe's form it listed.
+    ours: std::collections::HashSet<String>,
+}
+
+/// A carrier read from an agreed page: `Err` when that page is 404, which
+/// is "no such project" only if the index showed it is one.
+type Read = Result<RecoverOutcome, String>;
+
 impl Instance {
     fn client(&self) -> Result<&crate::http::Client, String> {
         self.client.get()
@@ -308,17 +360,7 @@ impl Instance {
         needles: &[String],
         href: &mut dyn FnMut(&str),
     ) -> Result<Option<PageScan>, RecoverOutcome> {
-        if crate::http::origin(url).is_none()
-            || (crate::http::origin(url) != crate::http::origin(&self.s.simple_url)
-                && crate::http::origin(url) != crate::http::origin(&self.s.upload_url))
-        {
-            return Err(RecoverOutcome::Failed {
-                reason: format!(
-                    "{} is on another origin; it is not fetched with the index's credentials",
-                    escape::bytes(url.as_bytes())
-                ),
-            });
-        }
+        self.same_origin(url)?;
         let client = self
             .client()
             .map_err(|reason| RecoverOutcome::Failed { reason })?;
@@ -353,19 +395,272 @@ impl Instance {
         }
     }
 
+    /// Only the index's own origins get its credentials.
+    fn same_origin(&self, url: &str) -> Result<(), RecoverOutcome> {
+        let o = crate::http::origin(url);
+        if o.is_none()
+            || (o != crate::http::origin(&self.s.simple_url)
+                && o != crate::http::origin(&self.s.upload_url))
+        {
+            return Err(RecoverOutcome::Failed {
+                reason: format!(
+                    "{} is on another origin; it is not fetched with the index's credentials",
+                    escape::bytes(url.as_bytes())
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn project_page(&self, project: &str) -> String {
         format!("{}{project}/", self.s.simple_url)
     }
 
-    /// The files a project's simple page links: (file name, absolute URL).
+    /// The distribution files a project's simple page links: (file name,
+    /// absolute URL).
     fn files(&self, project: &str) -> Result<Option<Vec<(String, String)>>, RecoverOutcome> {
         let page = self.project_page(project);
         let mut files = vec![];
         let scanned = self.scan(&page, "text/html", &[], &mut |h| {
             let url = resolve(&page, h);
-            files.push((url.rsplit('/').next().unwrap_or("").to_string(), url));
+            let name = url.rsplit('/').next().unwrap_or("").to_string();
+            if is_dist(&name) {
+                files.push((name, url));
+            }
         })?;
         Ok(scanned.map(|_| files))
+    }
+
+    /// Reads the root once, for the project-name needles: a 404 or a page
+    /// without one project link is no simple index.
+    fn scan_root(
+        &self,
+        ctx: &RunCtx<'_>,
+        needles: &[String],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Result<Root, RecoverOutcome> {
+        let prefix = format!("runwarden-{}-", ctx.probe_id);
+        let (mut projects, mut hits) = (0usize, vec![None; needles.len()]);
+        let mut ours = std::collections::HashSet::new();
+        let scanned = self.scan(&self.s.simple_url, "text/html", needles, &mut |h| {
+            let Some(name) = project_of(h) else { return };
+            projects += 1;
+            if name.starts_with(&prefix) {
+                ours.insert(name.to_string());
+            }
+            for (j, n) in needles.iter().enumerate() {
+                if hits[j].is_none() && name.contains(n.as_str()) {
+                    let shown = escape::bytes(name.as_bytes());
+                    hits[j] = Some(format!("the simple index lists {shown}"));
+                }
+            }
+            if name.starts_with(&prefix) && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
+            {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(name.as_bytes()),
+                    detail: "a project name in this probe's form that no plant with this key made"
+                        .into(),
+                    beacon: None,
+                });
+            }
+        })?;
+        let Some(s) = scanned else {
+            return Err(RecoverOutcome::Failed {
+                reason: format!("the simple index {} is not there (404)", self.shown()),
+            });
+        };
+        for (j, hit) in hits.iter_mut().enumerate() {
+            if hit.is_none() && s.found[j] {
+                *hit = Some("the simple index holds it".into());
+            }
+        }
+        Ok(Root {
+            projects,
+            hits,
+            ours,
+        })
+    }
+
+    /// A 404 of an agreed page (`what` says whose): no such project when
+    /// the root listed projects; else nothing shows this is the index.
+    fn absent(&self, root: &Result<Root, RecoverOutcome>, what: String) -> RecoverOutcome {
+        match root {
+            Ok(r) if r.projects > 0 => RecoverOutcome::NotFound {
+                detail: format!("{what} (the index lists {} projects)", r.projects),
+            },
+            Ok(_) => RecoverOutcome::Failed {
+                reason: format!(
+                    "{what}, and the root of {} lists no project: nothing shows it is the index",
+                    self.shown()
+                ),
+            },
+            Err(o) => RecoverOutcome::Failed {
+                reason: format!(
+                    "{what}, and nothing shows {} is the index: {}",
+                    self.shown(),
+                    match o {
+                        RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => {
+                            reason.as_str()
+                        }
+                        _ => "",
+                    }
+                ),
+            },
+        }
+    }
+
+    /// An agreed project's simple page, for a file name or version that
+    /// carries `needle`.
+    fn read_page(&self, project: &str, needle: &str) -> Read {
+        let shown = escape::bytes(project.as_bytes());
+        let (mut hit, mut dists) = (None, 0usize);
+        let page = self.project_page(project);
+        let scanned = self.scan(&page, "text/html", &[needle.to_string()], &mut |h| {
+            let file = h
+                .split('#')
+                .next()
+                .unwrap_or(h)
+                .rsplit('/')
+                .next()
+                .unwrap_or(h);
+            dists += usize::from(is_dist(file));
+            if hit.is_none() && h.contains(needle) {
+                hit = Some(escape::bytes(file.as_bytes()));
+            }
+        });
+        Ok(match (scanned, hit) {
+            (Err(o), _) => o,
+            (Ok(None), _) => return Err(format!("no project {shown}")),
+            (Ok(Some(_)), Some(h)) => RecoverOutcome::Found {
+                detail: format!("the simple page of {shown} links {h}"),
+            },
+            (Ok(Some(s)), None) if s.found[0] => RecoverOutcome::Found {
+                detail: format!("the simple page of {shown} holds it"),
+            },
+            (Ok(Some(_)), None) if dists == 0 => RecoverOutcome::Failed {
+                reason: format!(
+                    "the page of {shown} (HTTP 200) links no distribution file: \
+                     not a simple page (a login or error page?)"
+                ),
+            },
+            (Ok(Some(_)), None) => RecoverOutcome::NotFound {
+                detail: format!("the simple page of {shown} links {dists} files; none carries it"),
+            },
+        })
+    }
+
+    /// `json-url`'s document for `url`: `Ok(None)` for 404.
+    fn fetch_json(&self, url: &str) -> Result<Option<Value>, RecoverOutcome> {
+        self.same_origin(url)?;
+        let failed = |reason| RecoverOutcome::Failed { reason };
+        let req = self
+            .s
+            .auth
+            .apply(Request::new(Method::GET, url))
+            .header("accept", "application/json");
+        let r = self
+            .client()
+            .map_err(failed)?
+            .send(&req)
+            .map_err(|f| failed(self.failure(f)))?;
+        let shown = escape::bytes(url.as_bytes());
+        match r.status {
+            200 => match r.json().ok().filter(Value::is_object) {
+                Some(v) => Ok(Some(v)),
+                None => Err(failed(format!(
+                    "{shown} answered 200 with something that is not a JSON object"
+                ))),
+            },
+            404 => Ok(None),
+            401 | 403 => Err(RecoverOutcome::Denied {
+                reason: format!("the index refused {shown} (HTTP {})", r.status),
+            }),
+            s => Err(failed(format!("reading {shown}: HTTP {s}"))),
+        }
+    }
+
+    /// description: `json-url`'s metadata, else the PKG-INFO of every
+    /// file the project's page links.
+    fn read_description(&self, project: &str, needle: &str) -> Read {
+        let shown = escape::bytes(project.as_bytes());
+        let needles = [needle.to_string()];
+        if let Some(j) = &self.s.json_url {
+            let url = j.replace("{project}", project);
+            return Ok(match self.fetch_json(&url) {
+                Err(o) => o,
+                Ok(Some(doc)) => {
+                    let mut found = vec![];
+                    descriptions(&doc, 0, &mut found);
+                    if doc.to_string().contains(needle) {
+                        RecoverOutcome::Found {
+                            detail: format!("the metadata of {shown} holds it"),
+                        }
+                    } else if found.is_empty() {
+                        RecoverOutcome::Failed {
+                            reason: format!(
+                                "the metadata of {shown} from json-url has no description: \
+                                 not the project's metadata"
+                            ),
+                        }
+                    } else {
+                        RecoverOutcome::NotFound {
+                            detail: format!("the metadata of {shown} does not hold it"),
+                        }
+                    }
+                }
+                // json-url says no such project: its simple page agrees,
+                // or json-url is not the index's.
+                Ok(None) => match self.files(project) {
+                    Err(o) => o,
+                    Ok(None) => return Err(format!("no project {shown}")),
+                    Ok(Some(_)) => RecoverOutcome::Failed {
+                        reason: format!(
+                            "json-url answers 404 for {shown}, whose simple page is there: \
+                             is `json-url` the index's?"
+                        ),
+                    },
+                },
+            });
+        }
+        let files = match self.files(project) {
+            Err(o) => return Ok(o),
+            Ok(None) => return Err(format!("no project {shown}")),
+            Ok(Some(f)) if f.is_empty() => {
+                return Ok(RecoverOutcome::Failed {
+                    reason: format!(
+                        "the page of {shown} (HTTP 200) links no distribution file: \
+                         not a simple page (a login or error page?)"
+                    ),
+                });
+            }
+            Ok(Some(f)) => f,
+        };
+        for (name, url) in &files {
+            let file = escape::bytes(name.as_bytes());
+            match self.scan(url, "application/octet-stream", &needles, &mut |_| {}) {
+                Err(o) => return Ok(o),
+                Ok(None) => {
+                    return Ok(RecoverOutcome::Failed {
+                        reason: format!(
+                            "{file}, linked from the page of {shown}, is not there (404)"
+                        ),
+                    });
+                }
+                Ok(Some(s)) if s.found[0] => {
+                    return Ok(RecoverOutcome::Found {
+                        detail: format!("the PKG-INFO of {file} holds it"),
+                    });
+                }
+                Ok(Some(_)) => {}
+            }
+        }
+        Ok(RecoverOutcome::NotFound {
+            detail: format!(
+                "none of the {} distributions of {shown} holds it in its metadata",
+                files.len()
+            ),
+        })
     }
 
     fn upload(&self, u: &Upload) -> Result<crate::http::Response, String> {
@@ -450,13 +745,17 @@ impl Surface for Instance {
         }
         match upload {
             Err(reason) => PlantOutcome::Failed { reason },
-            Ok(r) if r.status == 401 || r.status == 403 => PlantOutcome::Refused {
-                reason: format!(
-                    "the index refused the upload (HTTP {}: {})",
-                    r.status,
-                    excerpt(&r.body)
-                ),
-            },
+            // A 403 that says the file exists is a conflict, not the
+            // index's access control.
+            Ok(r) if (r.status == 401 || r.status == 403) && !super::says_exists(&r.body) => {
+                PlantOutcome::Refused {
+                    reason: format!(
+                        "the index refused the upload (HTTP {}: {})",
+                        r.status,
+                        excerpt(&r.body)
+                    ),
+                }
+            }
             Ok(r) if (200..300).contains(&r.status) => PlantOutcome::Planted {
                 needle: Value::String(job.nonce.hex()),
                 persistence: None,
@@ -477,140 +776,91 @@ impl Surface for Instance {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        for (i, w) in wanted.iter().enumerate() {
+        let named: Vec<String> = wanted
+            .iter()
+            .filter(|w| w.carrier == "project-name")
+            .map(|w| w.needle.as_str().unwrap_or("").to_string())
+            .collect();
+        // The root is project-name's route, and what shows that a 404 of
+        // an agreed page is the index's: read once, when first needed.
+        let mut root = (!named.is_empty()).then(|| self.scan_root(ctx, &named, notice));
+        let mut named_seen = 0;
+        let mut out = vec![];
+        let mut readable: Vec<String> = vec![];
+        for w in wanted {
+            // This carrier's place among `named` (and the root's hits).
+            let named_at = named_seen;
+            named_seen += usize::from(w.carrier == "project-name");
             let nonce = match super::wanted_nonce(w) {
                 Ok(n) => n,
                 Err(o) => {
-                    out[i] = Some(o);
+                    out.push(o);
                     continue;
                 }
             };
-            let hex = nonce.hex();
-            let needle = hex.as_str();
-            let needles = [needle.to_string()];
-            let u = upload_for(ctx, &w.carrier, &nonce);
-            let project = escape::bytes(u.project.as_bytes());
-            out[i] = Some(match w.carrier.as_str() {
-                "project-name" => {
-                    let prefix = format!("runwarden-{}-", ctx.probe_id);
-                    let (mut listed, mut hit) = (0usize, None);
-                    let scanned = self.scan(&self.s.simple_url, "text/html", &needles, &mut |h| {
-                        listed += 1;
-                        let name = h.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-                        if hit.is_none() && name.contains(needle) {
-                            hit = Some(escape::bytes(name.as_bytes()));
-                        }
-                        if name.starts_with(&prefix)
-                            && super::tagged_carrier(ctx, CARRIERS, name, "").is_none()
-                        {
-                            notice(Notice {
-                                kind: NoticeKind::ForgedMarker,
-                                entry: escape::bytes(name.as_bytes()),
-                                detail: "a project name in this probe's form that no plant with this key made".into(),
-                                beacon: None,
-                            });
-                        }
-                    });
-                    match (scanned, hit) {
-                        (Err(o), _) => o,
-                        (Ok(None), _) => RecoverOutcome::Failed {
-                            reason: format!("the simple index {} is not there (404)", self.shown()),
-                        },
-                        (Ok(Some(_)), Some(h)) => RecoverOutcome::Found {
-                            detail: format!("the simple index lists {h}"),
-                        },
-                        (Ok(Some(s)), None) if s.found[0] => RecoverOutcome::Found {
-                            detail: "the simple index holds it".into(),
-                        },
-                        (Ok(Some(_)), None) => RecoverOutcome::NotFound {
-                            detail: format!(
-                                "the simple index lists {listed} projects; none carries it"
+            if w.carrier == "project-name" {
+                // Its only route: the root's listing (the project's name is
+                // the message, so B cannot ask for its page).
+                out.push(match root.as_ref() {
+                    Some(Err(e)) => e.clone(),
+                    Some(Ok(r)) => match r.hits.get(named_at).cloned().flatten() {
+                        Some(detail) => RecoverOutcome::Found { detail },
+                        None if r.projects == 0 => RecoverOutcome::Failed {
+                            reason: format!(
+                                "the simple index {} (HTTP 200) lists no project: \
+                                 not a simple index (a login or error page?)",
+                                self.shown()
                             ),
                         },
-                    }
-                }
-                "version" | "file-name" => {
-                    let mut hit = None;
-                    let page = self.project_page(&u.project);
-                    let scanned = self.scan(&page, "text/html", &needles, &mut |h| {
-                        if hit.is_none() && h.contains(needle) {
-                            hit = Some(escape::bytes(h.rsplit('/').next().unwrap_or(h).as_bytes()));
-                        }
-                    });
-                    match (scanned, hit) {
-                        (Err(o), _) => o,
-                        (Ok(None), _) => RecoverOutcome::NotFound {
-                            detail: format!("no project {project}"),
+                        None => RecoverOutcome::NotFound {
+                            detail: format!(
+                                "the simple index lists {} projects; none carries it",
+                                r.projects
+                            ),
                         },
-                        (Ok(Some(_)), Some(h)) => RecoverOutcome::Found {
-                            detail: format!("the simple page of {project} links {h}"),
-                        },
-                        (Ok(Some(s)), None) if s.found[0] => RecoverOutcome::Found {
-                            detail: format!("the simple page of {project} holds it"),
-                        },
-                        (Ok(Some(_)), None) => RecoverOutcome::NotFound {
-                            detail: format!("the simple page of {project} does not carry it"),
-                        },
-                    }
-                }
-                _ => match &self.s.json_url {
-                    Some(j) => {
-                        let url = j.replace("{project}", &u.project);
-                        match self.scan(&url, "application/json", &needles, &mut |_| {}) {
-                            Err(o) => o,
-                            Ok(None) => RecoverOutcome::NotFound {
-                                detail: format!("no project {project}"),
-                            },
-                            Ok(Some(s)) if s.found[0] => RecoverOutcome::Found {
-                                detail: format!("the metadata of {project} holds it"),
-                            },
-                            Ok(Some(_)) => RecoverOutcome::NotFound {
-                                detail: format!("the metadata of {project} does not hold it"),
-                            },
-                        }
-                    }
-                    None => match self.files(&u.project) {
-                        Err(o) => o,
-                        Ok(None) => RecoverOutcome::NotFound {
-                            detail: format!("no project {project}"),
-                        },
-                        Ok(Some(files)) => {
-                            let mut res = RecoverOutcome::NotFound {
-                                detail: format!(
-                                    "no distribution of {project} holds it in its metadata"
-                                ),
-                            };
-                            for (name, url) in files {
-                                match self.scan(
-                                    &url,
-                                    "application/octet-stream",
-                                    &needles,
-                                    &mut |_| {},
-                                ) {
-                                    Err(o) => {
-                                        res = o;
-                                        break;
-                                    }
-                                    Ok(Some(s)) if s.found[0] => {
-                                        res = RecoverOutcome::Found {
-                                            detail: format!(
-                                                "the PKG-INFO of {} holds it",
-                                                escape::bytes(name.as_bytes())
-                                            ),
-                                        };
-                                        break;
-                                    }
-                                    Ok(_) => {}
-                                }
-                            }
-                            res
-                        }
                     },
-                },
-            });
+                    None => RecoverOutcome::Failed {
+                        reason: "the simple index was not read".into(),
+                    },
+                });
+                continue;
+            }
+            let needle = nonce.hex();
+            let u = upload_for(ctx, &w.carrier, &nonce);
+            let read = match w.carrier.as_str() {
+                "version" | "file-name" => self.read_page(&u.project, &needle),
+                _ => self.read_description(&u.project, &needle),
+            };
+            let o = match read {
+                Ok(o) => {
+                    readable.push(u.project.clone());
+                    o
+                }
+                Err(what) => {
+                    let r = root.get_or_insert_with(|| self.scan_root(ctx, &named, notice));
+                    self.absent(r, what)
+                }
+            };
+            out.push(o);
         }
-        super::all_outcomes(out)
+        // A root that lags does not list what exists: when it lists none
+        // of the projects B reads by name, a miss there is no look at all.
+        if let Some(Ok(r)) = &root
+            && !readable.is_empty()
+            && !readable.iter().any(|n| r.ours.contains(n))
+        {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if w.carrier == "project-name" && matches!(o, RecoverOutcome::NotFound { .. }) {
+                    *o = RecoverOutcome::Failed {
+                        reason: format!(
+                            "the simple index lists none of the {} projects of this probe that run B reads by name: it lags or is incomplete, so it not listing the project-name plant proves nothing",
+                            readable.len()
+                        ),
+                    };
+                }
+            }
+        }
+        out
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
@@ -621,7 +871,7 @@ impl Surface for Instance {
         // Only names whose tag verifies are kept while the root streams.
         let mut ours: Vec<String> = vec![];
         self.scan(&self.s.simple_url, "text/html", &[], &mut |h| {
-            let name = h.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+            let Some(name) = project_of(h) else { return };
             if super::tagged_carrier(ctx, CARRIERS, name, "")
                 .is_some_and(|c| jobs.iter().any(|j| j.carrier == c))
             {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod githttp;
+pub mod hostile;
 pub mod registries;
 
 use serde_json::Value;

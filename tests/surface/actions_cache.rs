@@ -3,8 +3,11 @@
 //! proves against the real client, npm `@actions/cache`): the carriers open
 //! and closed by the token's scopes, the service down, no token, branch
 //! scopes across jobs, cleanup among 1,000 foreign entries, and no
-//! credential in any output.
+//! credential in any output; and, through a hostile front, answers that
+//! are not the service's own (an HTML 200, a proxy's 403, a rate limit, a
+//! listing cut short, a shadowing archive), each an error, never a pass.
 
+use crate::common::hostile::{Answer, Hostile, Reply, Req};
 use crate::common::*;
 use runwarden::loopback::actions_cache::CacheServer;
 use std::path::Path;
@@ -186,7 +189,9 @@ fn without_a_token_every_carrier_is_skipped_with_the_reason() {
     assert!(d.contains("id-token: write"), "{d}");
     assert_eq!(p.report["surfaces"][0]["facts"]["runtime-token"], "none");
 
-    // A runtime token but no API token: only the listing carriers wait.
+    // A runtime token but no API token: only the listing carriers wait
+    // (the listing is their only route: the nonce is in the key or
+    // version, which B cannot look up).
     let token = svc.runtime_token(MAIN_RW);
     let p = run(dir.path(), &svc, Some(&token), None, &["probe"]);
     assert_eq!(
@@ -298,4 +303,315 @@ fn branch_scopes_hold_across_jobs() {
     );
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(svc.entries().is_empty());
+}
+
+/// `probe` with the service reached through `front`: the results and REST
+/// URLs point at it.
+fn probe_through(front: &Hostile, token: &str, api: Option<&str>) -> Probe {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = vec![
+        (
+            "ACTIONS_RESULTS_URL".to_string(),
+            format!("{}/", front.base()),
+        ),
+        (
+            "GITHUB_API_URL".to_string(),
+            format!("{}/api", front.base()),
+        ),
+        ("GITHUB_REPOSITORY".to_string(), "octo/repo".to_string()),
+        ("ACTIONS_RUNTIME_TOKEN".to_string(), token.to_string()),
+    ];
+    env.extend(api.map(|t| ("GITHUB_TOKEN".to_string(), t.to_string())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    run_config(dir.path(), CONFIG, &env, &["probe"])
+}
+
+const LOOKUP: &str = "/twirp/github.actions.results.api.v1.CacheService/GetCacheEntryDownloadURL";
+const CREATE: &str = "/twirp/github.actions.results.api.v1.CacheService/CreateCacheEntry";
+
+/// A listing of every entry (recovery's), not cleanup's by key.
+fn full_listing(r: &Req) -> bool {
+    r.method == "GET" && r.path().ends_with("/actions/caches") && !r.url.contains("key=")
+}
+
+#[test]
+fn answers_that_are_not_the_services_own_are_errors_never_a_pass() {
+    let cases: [(&str, Answer, [&str; 4]); 5] = [
+        // A sign-in page with 200 where the lookup's JSON should be.
+        (
+            "html-200",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::html(200, "<html><body>Sign in</body></html>");
+                }
+                pass(r)
+            },
+            ["fail", "fail", "error", "error"],
+        ),
+        // A proxy's 403, without Twirp's permission_denied.
+        (
+            "proxy-403",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::html(403, "<html><body>403 Forbidden</body></html>");
+                }
+                pass(r)
+            },
+            ["fail", "fail", "error", "error"],
+        ),
+        // The same on the write: no refusal by the cache.
+        (
+            "proxy-403-write",
+            |r, pass| {
+                if r.path() == CREATE {
+                    return Reply::new(403, "text/plain", "Forbidden");
+                }
+                pass(r)
+            },
+            ["error"; 4],
+        ),
+        // ok, but without the matched key.
+        (
+            "no-matched-key",
+            |r, pass| {
+                let mut a = pass(r);
+                if r.path() == LOOKUP {
+                    let mut v = a.json_body();
+                    v.as_object_mut().unwrap().remove("matched_key");
+                    a.body = v.to_string().into_bytes();
+                }
+                a
+            },
+            ["fail", "fail", "error", "error"],
+        ),
+        // The agreed key restores an archive without the nonce (another
+        // entry shadows the plant's, here one the front serves).
+        (
+            "shadowed-archive",
+            |r, pass| {
+                if r.path() == "/shadow" {
+                    return Reply::new(
+                        200,
+                        "application/octet-stream",
+                        "an archive of someone else",
+                    );
+                }
+                let mut a = pass(r);
+                let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                let key = body["key"].as_str().unwrap_or("");
+                if r.path() == LOOKUP && key.contains("-cache-content-") {
+                    let port = r
+                        .header("host")
+                        .unwrap()
+                        .rsplit(':')
+                        .next()
+                        .unwrap()
+                        .to_string();
+                    a = Reply::json(
+                        200,
+                        serde_json::json!({
+                            "ok": true, "matched_key": key,
+                            "signed_download_url": format!("http://127.0.0.1:{port}/shadow"),
+                        }),
+                    );
+                }
+                a
+            },
+            ["fail", "fail", "error", "fail"],
+        ),
+    ];
+    for (name, answer, want) in cases {
+        let svc = CacheServer::start().unwrap();
+        let front = Hostile::start(&svc.results_url(), answer);
+        let token = svc.runtime_token(MAIN_RW);
+        let api = svc.api_token(true);
+        let p = probe_through(&front, &token, Some(&api));
+        assert_eq!(verdicts(&p), want, "{name}: {}", p.report);
+        assert_eq!(p.code, 1, "{name}");
+        no_secrets(&p, &[&token, &api]);
+    }
+
+    // The service's own denial of a read still closes the carriers read by
+    // lookup: a token that may write but read no scope.
+    let svc = CacheServer::start().unwrap();
+    let token = svc.runtime_token(&[("refs/heads/main", 2)]);
+    let api = svc.api_token(true);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(dir.path(), &svc, Some(&token), Some(&api), &["probe"]);
+    assert_eq!(
+        verdicts(&p),
+        ["fail", "fail", "pass", "pass"],
+        "{}",
+        p.report
+    );
+    let d = p.finding("cache:restore-prefix")["detail"].to_string();
+    assert!(d.contains("permission_denied"), "{d}");
+}
+
+#[test]
+fn a_listing_refused_is_a_pass_but_rate_limited_or_cut_short_is_no_pass() {
+    // Every lookup misses (`{}`: proto3 JSON's ok: false), so the listing
+    // alone decides cache-key and cache-version.
+    let cases: [(&str, Answer, &str); 6] = [
+        (
+            "primary rate limit",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    return Reply::json(403, serde_json::json!({
+                    "message": "API rate limit exceeded for installation ID 1.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                }))
+                .with_header("x-ratelimit-remaining", "0");
+                }
+                pass(r)
+            },
+            "error",
+        ),
+        (
+            "secondary rate limit",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    return Reply::json(403, serde_json::json!({
+                    "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+                }))
+                .with_header("retry-after", "60");
+                }
+                pass(r)
+            },
+            "error",
+        ),
+        (
+            "a proxy's 403",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    return Reply::html(403, "<html>Access denied</html>");
+                }
+                pass(r)
+            },
+            "error",
+        ),
+        (
+            "429 to the end",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    return Reply::json(429, serde_json::json!({ "message": "slow down" }));
+                }
+                pass(r)
+            },
+            "error",
+        ),
+        // An API that hands over one entry a page: the first short page
+        // is not the end while total_count says there are more.
+        (
+            "pages of one",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    let mut r = r.clone();
+                    r.url = r.url.replace("per_page=100", "per_page=1");
+                    return pass(&r);
+                }
+                pass(r)
+            },
+            "error",
+        ),
+        // GitHub's own refusal of the listing, B's only route to these
+        // two: closed.
+        (
+            "refused",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    return Reply::json(
+                        403,
+                        serde_json::json!({
+                            "message": "Resource not accessible by integration",
+                        }),
+                    );
+                }
+                pass(r)
+            },
+            "pass",
+        ),
+    ];
+    for (name, answer, want) in cases {
+        let svc = CacheServer::start().unwrap();
+        let front = Hostile::start(&svc.results_url(), answer);
+        let token = svc.runtime_token(MAIN_RW);
+        let api = svc.api_token(true);
+        let p = probe_through(&front, &token, Some(&api));
+        for c in ["cache:cache-key", "cache:cache-version"] {
+            assert_eq!(p.verdict(c), want, "{name}: {c}: {}", p.report);
+        }
+        no_secrets(&p, &[&token, &api]);
+    }
+}
+
+#[test]
+fn a_newer_entry_under_the_restore_prefix_is_an_error_never_a_pass() {
+    let svc = CacheServer::start().unwrap();
+    let api = svc.api_token(true);
+    let main = svc.runtime_token(MAIN_RW);
+    let key = "fedcba9876543210fedcba9876543210";
+    let dir = tempfile::tempdir().unwrap();
+    let plant = run_keyed(
+        dir.path(),
+        &svc,
+        &main,
+        &api,
+        key,
+        &["plant", "--probe-id", "gh-9-1"],
+    );
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    // Someone writes a newer entry under the prefix, with the plants'
+    // version: the prefix now restores it.
+    use sha2::Digest as _;
+    let version = runwarden::nonce::to_hex(&sha2::Sha256::digest(b"runwarden|actions-cache|1"));
+    svc.add(
+        "runwarden-gh-9-1-restore-prefix-zz",
+        &version,
+        "refs/heads/main",
+        b"x",
+    );
+    let p = run_keyed(
+        dir.path(),
+        &svc,
+        &main,
+        &api,
+        key,
+        &["recover", "--probe-id", "gh-9-1"],
+    );
+    // The prefix is B's only route (the plant's key holds the nonce): what
+    // it restores is not the plant, so whether the plant is there cannot
+    // be told.
+    assert_eq!(p.verdict("cache:restore-prefix"), "error", "{}", p.report);
+    let d = p.finding("cache:restore-prefix")["detail"].to_string();
+    assert!(d.contains("a newer entry under the prefix hides it"), "{d}");
+    assert!(p.report["notices"].to_string().contains("forged-marker"));
+    let c = run_keyed(
+        dir.path(),
+        &svc,
+        &main,
+        &api,
+        key,
+        &["cleanup", "--probe-id", "gh-9-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert_eq!(svc.entries().len(), 1, "{:?}", entries(&svc));
 }

@@ -1,10 +1,16 @@
 //! `type: npm-registry` against a real Verdaccio on loopback: every carrier
 //! open for the user who may publish, closed for the one who may only
 //! read, ERROR with the server down; foreign packages (scoped, odd names)
-//! unchanged; cleanup by probe id; no token in any output.
+//! unchanged; cleanup by probe id; no token in any output. And, through a
+//! hostile front before the loopback registry, answers that are not the
+//! registry's own (a search that lies or does not page, a document that is
+//! not the package's, a 404 page, a 403 for a version that exists): errors,
+//! never a pass; and the derived name found when the search lists nothing.
 
+use crate::common::hostile::{Answer, Hostile, Reply, Req};
 use crate::common::registries::Verdaccio;
 use crate::common::*;
+use runwarden::loopback::npm::NpmServer;
 
 const CARRIERS: [&str; 5] = [
     "package-name",
@@ -153,4 +159,190 @@ fn a_dead_registry_is_an_error_and_cleanup_by_probe_id_unpublishes_the_plant() {
     );
     assert_eq!(p.code, 1);
     assert_eq!(verdicts(&p), ["error"; 5], "{}", p.report);
+}
+
+/// A search request.
+fn search(r: &Req) -> bool {
+    r.path() == "/-/v1/search"
+}
+
+/// A read of a package document by run B (not cleanup's `?write=true`).
+fn document(r: &Req) -> bool {
+    r.method == "GET" && !r.path().contains("/-/") && !r.url.contains("write=true")
+}
+
+/// `reply` without the package-name plant among its search results.
+fn without_the_name(mut reply: Reply) -> Reply {
+    let mut v = reply.json_body();
+    v["objects"].as_array_mut().unwrap().retain(|o| {
+        !o["package"]["name"]
+            .as_str()
+            .unwrap()
+            .contains("-package-name-")
+    });
+    reply.body = v.to_string().into_bytes();
+    reply
+}
+
+/// A hostile front's answers, and the verdicts they must give.
+type Case = (
+    &'static str,
+    Answer,
+    &'static [(&'static str, &'static str)],
+);
+
+#[test]
+fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
+    let cases: [Case; 8] = [
+        // No `objects`: no listing at all, and the derived name is gone.
+        (
+            "no objects",
+            |r, pass| {
+                if search(r) {
+                    return Reply::json(200, serde_json::json!({ "results": [] }));
+                }
+                if document(r) && r.path().contains("-package-name-") {
+                    return Reply::json(404, serde_json::json!({ "error": "not found" }));
+                }
+                pass(r)
+            },
+            &[("package-name", "error")],
+        ),
+        // One result a page: the first short page is not the end.
+        (
+            "pages of one",
+            |r, pass| {
+                if search(r) {
+                    let mut r = r.clone();
+                    r.url = r.url.replace("size=250", "size=1");
+                    return pass(&r);
+                }
+                if document(r) && r.path().contains("-package-name-") {
+                    return Reply::json(404, serde_json::json!({ "error": "not found" }));
+                }
+                pass(r)
+            },
+            &[("package-name", "fail")],
+        ),
+        // A total it never lists.
+        (
+            "claims more",
+            |r, pass| {
+                if search(r) {
+                    let mut a = without_the_name(pass(r));
+                    let mut v = a.json_body();
+                    v["total"] = serde_json::json!(1000);
+                    a.body = v.to_string().into_bytes();
+                    return a;
+                }
+                if document(r) && r.path().contains("-package-name-") {
+                    return Reply::json(404, serde_json::json!({ "error": "not found" }));
+                }
+                pass(r)
+            },
+            &[("package-name", "error")],
+        ),
+        // `from` ignored: the same page again and again.
+        (
+            "does not page",
+            |r, pass| {
+                if search(r) {
+                    let mut r = r.clone();
+                    r.url = r.url.split("&from=").next().unwrap().to_string();
+                    return without_the_name(pass(&r));
+                }
+                if document(r) && r.path().contains("-package-name-") {
+                    return Reply::json(404, serde_json::json!({ "error": "not found" }));
+                }
+                pass(r)
+            },
+            &[("package-name", "error")],
+        ),
+        // 200 with JSON that is no package's document.
+        (
+            "not the document",
+            |r, pass| {
+                if document(r) {
+                    return Reply::json(200, serde_json::json!({ "ok": true }));
+                }
+                pass(r)
+            },
+            &[
+                ("package-name", "fail"),
+                ("version", "error"),
+                ("readme", "error"),
+                ("dist-tag", "error"),
+                ("tarball-content", "error"),
+            ],
+        ),
+        // A proxy's 404 page: a wrong URL, not "no such package".
+        (
+            "html 404",
+            |r, pass| {
+                if document(r) {
+                    return Reply::html(404, "<html><body>Not Found</body></html>");
+                }
+                pass(r)
+            },
+            &[
+                ("package-name", "fail"),
+                ("version", "error"),
+                ("readme", "error"),
+                ("dist-tag", "error"),
+            ],
+        ),
+        // npm's registry answers a version that exists with 403.
+        (
+            "version exists",
+            |r, pass| {
+                if r.method == "PUT" && !r.path().contains("/-/") {
+                    return Reply::json(
+                        403,
+                        serde_json::json!({
+                            "error": "You cannot publish over the previously published versions: 0.0.0.",
+                        }),
+                    );
+                }
+                pass(r)
+            },
+            &[
+                ("package-name", "error"),
+                ("version", "error"),
+                ("readme", "error"),
+            ],
+        ),
+        // The search lists nothing (an index that lags), not even the
+        // packages B reads by name: its silence proves nothing.
+        (
+            "search lags",
+            |r, pass| {
+                if search(r) {
+                    return Reply::json(200, serde_json::json!({ "objects": [], "total": 0 }));
+                }
+                pass(r)
+            },
+            &[("package-name", "error"), ("version", "fail")],
+        ),
+    ];
+    for (name, answer, want) in cases {
+        let svc = NpmServer::start().unwrap();
+        let token = svc.token().unwrap();
+        let front = Hostile::start(&svc.url(), answer);
+        let dir = tempfile::tempdir().unwrap();
+        let p = run_config(
+            dir.path(),
+            &config(&format!("{}/", front.base())),
+            &[("NPM_TOKEN", &token)],
+            &["probe"],
+        );
+        for (c, v) in want {
+            assert_eq!(
+                p.verdict(&format!("npm:{c}")),
+                *v,
+                "{name}: {c}: {}",
+                p.report
+            );
+        }
+        assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(&token));
+    }
 }

@@ -2,10 +2,16 @@
 //! carrier open for the user who may upload, closed for the one who may
 //! not, ERROR with the server down; foreign projects unchanged; the
 //! description read from the JSON view or from the distribution; cleanup
-//! by probe id; no password in any output.
+//! by probe id; no password in any output. And, through a hostile front
+//! before the loopback index, answers that are not the index's own (a
+//! wrong URL's 404, a login page, metadata without a description, a linked
+//! file gone, a 403 for a file that exists): errors, never a pass; and the
+//! derived project's page read when the root does not list it.
 
+use crate::common::hostile::{Answer, Hostile, Reply};
 use crate::common::registries::Devpi;
 use crate::common::*;
+use runwarden::loopback::pypi::PypiServer;
 use std::path::Path;
 
 const CARRIERS: [&str; 4] = ["project-name", "version", "description", "file-name"];
@@ -138,4 +144,161 @@ fn a_dead_index_is_an_error_and_cleanup_by_probe_id_deletes_the_plant() {
     let p = run(dir.path(), &dead, &d.uploader, &[], &["probe"]);
     assert_eq!(p.code, 1);
     assert_eq!(verdicts(&p), ["error"; 4], "{}", p.report);
+}
+
+/// A config for the loopback index at `base` (no trailing `/`), with these
+/// paths for the simple index and the JSON view.
+fn front_config(base: &str, simple: &str, json: Option<&str>) -> String {
+    let mut c = format!(
+        "version: 1\nsurfaces:\n  - name: pypi\n    type: pypi-index\n    upload-url: {base}/\n    simple-url: {base}{simple}\n    username-env: PYPI_USER\n    password-env: PYPI_PASS\n"
+    );
+    if let Some(j) = json {
+        c += &format!("    json-url: \"{base}{j}\"\n");
+    }
+    c
+}
+
+const LOGIN: &str = "<!DOCTYPE html><html><head><link href=\"/static/app.css\" rel=\"stylesheet\"></head><body><form action=\"/login\"><a href=\"/login?next=%2F\">Sign in</a></form></body></html>";
+
+/// A simple-url path, a json-url path, a hostile front's answers, and the
+/// verdicts they must give.
+type Case = (
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Answer,
+    [&'static str; 4],
+);
+
+#[test]
+fn answers_that_are_not_the_indexs_own_are_errors_never_a_pass() {
+    let json = Some("/{project}/json");
+    let cases: [Case; 8] = [
+        // A wrong simple-url: 404 everywhere is no "no such project".
+        (
+            "wrong simple-url",
+            "/wrong/+simple/",
+            None,
+            |r, pass| pass(r),
+            ["error"; 4],
+        ),
+        // A wrong json-url while the project's page is there.
+        (
+            "wrong json-url",
+            "/+simple/",
+            Some("/nope/{project}/json"),
+            |r, pass| pass(r),
+            ["fail", "fail", "error", "fail"],
+        ),
+        // A sign-in page, with links, for every simple page.
+        (
+            "login page",
+            "/+simple/",
+            json,
+            |r, pass| {
+                if r.path().starts_with("/+simple") {
+                    return Reply::html(200, LOGIN);
+                }
+                pass(r)
+            },
+            ["error", "error", "fail", "error"],
+        ),
+        // JSON, but no description in it.
+        (
+            "no description",
+            "/+simple/",
+            json,
+            |r, pass| {
+                if r.path().ends_with("/json") {
+                    return Reply::json(200, serde_json::json!({ "info": { "name": "x" } }));
+                }
+                pass(r)
+            },
+            ["fail", "fail", "error", "fail"],
+        ),
+        // The files the page links are not there.
+        (
+            "files gone",
+            "/+simple/",
+            None,
+            |r, pass| {
+                if r.path().starts_with("/+f/") {
+                    return Reply::html(404, "<html>Not Found</html>");
+                }
+                pass(r)
+            },
+            ["fail", "fail", "error", "fail"],
+        ),
+        // A 403 that says the file exists: a conflict, not a refusal.
+        (
+            "file exists",
+            "/+simple/",
+            json,
+            |r, pass| {
+                if r.method == "POST" {
+                    return Reply::new(403, "text/plain", "403 Forbidden: File already exists.");
+                }
+                pass(r)
+            },
+            ["error"; 4],
+        ),
+        // The root does not list the name (an index that lags) but lists
+        // the other projects: B has no other route to a name that is the
+        // message, so this is a PASS (LIMITATIONS: search indexes lag).
+        (
+            "root lags",
+            "/+simple/",
+            json,
+            |r, pass| {
+                let mut a = pass(r);
+                if r.path() == "/+simple/" {
+                    let text = String::from_utf8(a.body).unwrap();
+                    a.body = text
+                        .lines()
+                        .filter(|l| !l.contains("-project-name-"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                        .into_bytes();
+                }
+                a
+            },
+            ["pass", "fail", "fail", "fail"],
+        ),
+        // A project the listed index does not serve to B: a true miss.
+        (
+            "version gone",
+            "/+simple/",
+            json,
+            |r, pass| {
+                if r.path().starts_with("/+simple/") && r.path().contains("-version-") {
+                    return Reply::html(404, "<html>Not Found</html>");
+                }
+                pass(r)
+            },
+            ["fail", "pass", "fail", "fail"],
+        ),
+    ];
+    for (name, simple, json, answer, want) in cases {
+        let svc = PypiServer::start().unwrap();
+        let (user, pass) = svc.user().unwrap();
+        let front = Hostile::start(&svc.upload_url(), answer);
+        let dir = tempfile::tempdir().unwrap();
+        let p = run(
+            dir.path(),
+            &front_config(&front.base(), simple, json),
+            &(user, pass.clone()),
+            &[],
+            &["probe"],
+        );
+        assert_eq!(verdicts(&p), want, "{name}: {}", p.report);
+        assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(&pass));
+        if name == "version gone" {
+            let d = p.finding("pypi:version")["detail"].to_string();
+            assert!(d.contains("the index lists"), "{d}");
+        }
+        if name == "root lags" {
+            let d = p.finding("pypi:project-name")["detail"].to_string();
+            assert!(d.contains("none carries it"), "{d}");
+        }
+    }
 }
