@@ -182,6 +182,15 @@ struct Instance {
     client: LazyClient,
 }
 
+/// The status of a multistatus answer's (first) propstat:
+/// `<D:status>HTTP/1.1 403 Forbidden</D:status>`, any namespace prefix,
+/// reason phrase optional.
+fn propstat_status(body: &[u8]) -> Option<u16> {
+    let text = String::from_utf8_lossy(body);
+    let at = text.find("HTTP/1.")?;
+    text[at..].split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The last path segment of an href (without a trailing `/`).
 fn last_segment(href: &str) -> &str {
     href.trim_end_matches('/').rsplit('/').next().unwrap_or("")
@@ -275,22 +284,38 @@ impl Instance {
         };
         let propfind = self.s.index_url.is_none();
         let mut hrefs = Marked::dav_hrefs();
+        let mut count = 0usize;
         // (An error page is scanned too, but then nothing found counts.)
         let (status, _) = client
             .stream(&req, &mut |c| {
                 chunk(c);
                 if propfind {
-                    hrefs.feed(c, name);
+                    hrefs.feed(c, &mut |h| {
+                        count += 1;
+                        name(h)
+                    });
                 }
                 Ok(())
             })
             .map_err(|f| ListError::Failed(format!("listing the cache ({what}): {f}")))?;
         match status {
-            200 | 207 => Ok(what),
+            // A multistatus always names the collection itself: one with
+            // no href at all is no WebDAV listing (a login page, a proxy's
+            // answer), and says nothing of what the cache holds.
+            207 if propfind && count == 0 => Err(ListError::Failed(format!(
+                "{what} answered HTTP 207 without a single href: not a WebDAV listing"
+            ))),
+            207 if propfind => Ok(what),
+            200 if !propfind => Ok(what),
+            // A server that treats PROPFIND as GET answers 200 with a page
+            // that is no listing.
+            200 => Err(ListError::Failed(format!(
+                "{what} answered HTTP 200, not a WebDAV multistatus (207): no listing"
+            ))),
             401 | 403 => Err(ListError::Denied(format!(
                 "the cache refused the listing ({what}): HTTP {status}"
             ))),
-            405 | 501 if propfind => Err(ListError::Failed(format!(
+            405 | 501 if propfind => Err(ListError::Unavailable(format!(
                 "the cache offers no PROPFIND listing (HTTP {status}); name an index with `index-url`"
             ))),
             s => Err(ListError::Failed(format!(
@@ -302,6 +327,9 @@ impl Instance {
 
 enum ListError {
     Denied(String),
+    /// The cache offers no listing at all (no PROPFIND, no index): a
+    /// route run B does not have.
+    Unavailable(String),
     Failed(String),
 }
 
@@ -312,7 +340,9 @@ fn write_outcome(status: u16, what: &str, shown: &str) -> Result<(), PlantOutcom
         401 | 403 => Err(PlantOutcome::Refused {
             reason: format!("the cache refused the {what} (HTTP {status}) at {shown}"),
         }),
-        405 | 501 => Err(PlantOutcome::Unsupported {
+        // A cache that takes no PUT at all is no cache run A can write;
+        // a 405 to a PUT usually means a wrong path: not a verdict.
+        405 | 501 if what != "PUT" => Err(PlantOutcome::Unsupported {
             reason: format!("the cache does not support {what} (HTTP {status})"),
         }),
         s => Err(PlantOutcome::Failed {
@@ -411,17 +441,27 @@ impl Surface for Instance {
                     Err(reason) => PlantOutcome::Failed { reason },
                     Ok(r) => match write_outcome(r.status, "PROPPATCH", &self.shown()) {
                         Err(o) => o,
-                        // A 207 can still refuse the property itself.
-                        Ok(())
-                            if r.status == 207
-                                && !String::from_utf8_lossy(&r.body).contains(" 200 ") =>
-                        {
-                            PlantOutcome::Refused {
-                                reason:
-                                    "the cache answered the PROPPATCH without setting the property"
-                                        .into(),
+                        // A 207 holds the property's own status: set (2xx),
+                        // refused (401/403: the cache's access control), or
+                        // failed for another reason.
+                        Ok(()) if r.status == 207 => match propstat_status(&r.body) {
+                            Some(200..=299) => {
+                                planted(format!("property R:note ({PROP_NS}) on {shown_name}"))
                             }
-                        }
+                            Some(code @ (401 | 403)) => PlantOutcome::Refused {
+                                reason: format!(
+                                    "the cache refused to set the property (HTTP {code} in its 207)"
+                                ),
+                            },
+                            Some(code) => PlantOutcome::Failed {
+                                reason: format!(
+                                    "the cache did not set the property (HTTP {code} in its 207)"
+                                ),
+                            },
+                            None => PlantOutcome::Failed {
+                                reason: "the cache's 207 to the PROPPATCH holds no status".into(),
+                            },
+                        },
                         Ok(()) => planted(format!("property R:note ({PROP_NS}) on {shown_name}")),
                     },
                 }
@@ -436,8 +476,18 @@ impl Surface for Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // What the listing said of a negative-lookup it did not name, said
+        // again after the lookup's own verdict.
+        let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
+        // The listing comes first, for negative-lookup too: run B's own
+        // lookup of the path would be remembered as well, and then listed.
         let listed: Vec<usize> = (0..wanted.len())
-            .filter(|i| matches!(wanted[*i].carrier.as_str(), "cache-key" | "collection-name"))
+            .filter(|i| {
+                matches!(
+                    wanted[*i].carrier.as_str(),
+                    "cache-key" | "collection-name" | "negative-lookup"
+                )
+            })
             .collect();
         if !listed.is_empty() {
             let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
@@ -481,18 +531,43 @@ impl Surface for Instance {
                 raw.found(j).then(|| "the listing holds it".to_string())
             };
             for i in listed {
-                out[i] = Some(match (&listing, hits[i].take().or_else(|| in_raw(i))) {
-                    (Ok(_), Some(detail)) => RecoverOutcome::Found { detail },
-                    (Ok(what), None) => RecoverOutcome::NotFound {
-                        detail: if self.s.index_url.is_some() {
-                            format!("{what} does not hold it")
-                        } else {
-                            format!("{what}: none of {names} names holds it")
-                        },
-                    },
-                    (Err(ListError::Denied(m)), _) => RecoverOutcome::Denied { reason: m.clone() },
-                    (Err(ListError::Failed(m)), _) => RecoverOutcome::Failed { reason: m.clone() },
-                });
+                let negative = wanted[i].carrier == "negative-lookup";
+                let missed = |what: &str| {
+                    if self.s.index_url.is_some() {
+                        format!("{what} does not hold it")
+                    } else {
+                        format!("{what}: none of {names} names holds it")
+                    }
+                };
+                out[i] = match (&listing, hits[i].take().or_else(|| in_raw(i))) {
+                    (Ok(_), Some(detail)) if negative => Some(RecoverOutcome::Found {
+                        detail: format!("{detail}: the cache keeps the miss, and lists it"),
+                    }),
+                    (Ok(_), Some(detail)) => Some(RecoverOutcome::Found { detail }),
+                    (Err(ListError::Failed(m)), _) => {
+                        Some(RecoverOutcome::Failed { reason: m.clone() })
+                    }
+                    // negative-lookup has a second route: the lookup, below.
+                    (Ok(what), None) if negative => {
+                        listing_said[i] = Some(missed(what));
+                        None
+                    }
+                    (Err(ListError::Denied(m)), _) if negative => {
+                        listing_said[i] = Some(m.clone());
+                        None
+                    }
+                    (Err(ListError::Unavailable(_)), _) if negative => None,
+                    (Ok(what), None) => Some(RecoverOutcome::NotFound {
+                        detail: missed(what),
+                    }),
+                    (Err(ListError::Denied(m)), _) => {
+                        Some(RecoverOutcome::Denied { reason: m.clone() })
+                    }
+                    // The listing is these carriers' only route.
+                    (Err(ListError::Unavailable(m)), _) => {
+                        Some(RecoverOutcome::Failed { reason: m.clone() })
+                    }
+                };
             }
         }
         for (i, w) in wanted.iter().enumerate() {
@@ -523,7 +598,11 @@ impl Surface for Instance {
                         },
                         None => RecoverOutcome::NotFound {
                             detail: format!(
-                                "GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age above 0)"
+                                "{}GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age above 0)",
+                                listing_said[i]
+                                    .as_deref()
+                                    .map(|l| format!("{l}; "))
+                                    .unwrap_or_default()
                             ),
                         },
                     },
@@ -599,7 +678,7 @@ impl Surface for Instance {
             &mut |_| {},
         )
         .map_err(|e| match e {
-            ListError::Denied(m) | ListError::Failed(m) => m,
+            ListError::Denied(m) | ListError::Failed(m) | ListError::Unavailable(m) => m,
         })?;
         Ok(found)
     }

@@ -72,10 +72,11 @@ pub type Answer = fn(&Req, &dyn Fn(&Req) -> Reply) -> Reply;
 
 /// The request headers passed on to the service (everything a surface
 /// sends that a service reads).
-const PASSED: [&str; 5] = [
+const PASSED: [&str; 6] = [
     "authorization",
     "content-type",
     "accept",
+    "depth",
     "x-ms-blob-type",
     "x-ms-version",
 ];

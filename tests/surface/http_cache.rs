@@ -188,3 +188,262 @@ fn an_index_url_lists_the_cache_and_cleanup_by_probe_id_takes_only_tagged_names(
     after.remove(forged);
     assert_eq!((after, props), before);
 }
+
+/// runwarden 0.1.0's incident fixture (fixtures/artifactory_mailbox): a
+/// read-through cache that remembers a miss, answers it again with no
+/// cache header, and lists it in `/_index` with status 404. Served by
+/// python3 until the returned handle is dropped.
+struct Mailbox {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Mailbox {
+    fn start() -> Mailbox {
+        use std::io::BufRead;
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/artifactory_mailbox/server.py"
+        );
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the fixture");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Mailbox {
+            port: line.trim().parse().expect("the fixture prints its port"),
+            child,
+        }
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        // Closing its stdin stops it.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_cache_that_lists_remembered_misses_is_open_on_negative_lookup() {
+    let mailbox = Mailbox::start();
+    let base = format!("http://127.0.0.1:{}", mailbox.port);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        &format!("{base}/lookup/"),
+        &format!("    index-url: {base}/_index\n"),
+    );
+    let p = run_config(dir.path(), &cfg, &[], &["probe"]);
+    // 0.3.0 said PASS: it only asked for the name again (no cache header
+    // there) and never searched the listing, which holds it.
+    let f = p.finding("cache:negative-lookup");
+    assert_eq!(f["verdict"], "fail", "{f}\n{}", p.stderr);
+    assert!(f["detail"].as_str().unwrap().contains("lists it"), "{f}");
+    assert_eq!(f["control"], "recovered");
+    assert_eq!(p.verdict("cache:cache-key"), "fail");
+    assert_eq!(p.verdict("cache:collection-name"), "fail");
+    // No PROPPATCH there: nothing to carry a property.
+    assert_eq!(p.verdict("cache:property"), "skipped");
+    // And no DELETE: the plants stay, each listed, and the run fails.
+    assert!(!p.report["cleanup"]["left"].as_array().unwrap().is_empty());
+    assert_eq!(p.code, 1);
+}
+
+#[test]
+fn a_cache_that_echoes_credentials_never_gets_them_printed() {
+    use crate::common::hostile::{Hostile, Reply};
+    use std::sync::{Arc, Mutex};
+    let svc = DavServer::start(false).unwrap();
+    svc.user("builder", "b-secret-5e1f");
+    // The probe's name prefix, learnt from the first plant's path.
+    let prefix: Arc<Mutex<Option<String>>> = Arc::default();
+    let seen = prefix.clone();
+    let front = Hostile::start(&svc.url(), move |r, pass| {
+        let auth = r.header("authorization").unwrap_or("").to_string();
+        let decoded = auth
+            .split_whitespace()
+            .nth(1)
+            .and_then(|b| {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.decode(b).ok()
+            })
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+            .unwrap_or_default();
+        let echo = format!("you sent {auth} ({decoded})");
+        if let Some(at) = r.url.find("runwarden-") {
+            let name = &r.url[at..];
+            let mut p = seen.lock().unwrap();
+            if p.is_none() && name.len() > 23 {
+                *p = Some(name[..23].to_string());
+            }
+        }
+        match r.method.as_str() {
+            // A refusal that quotes the credentials.
+            "MKCOL" => Reply::new(403, "text/plain", format!("denied: {echo}")),
+            // A server error that does too.
+            "GET" if r.url.contains("-negative-lookup-") => {
+                Reply::new(500, "text/plain", format!("oops: {echo}"))
+            }
+            // A listing with a name in the probe's form that carries them:
+            // a forged-marker notice prints it.
+            "PROPFIND" if !r.url.contains("runwarden-") => {
+                let mut reply = pass(r);
+                if let Some(p) = seen.lock().unwrap().clone() {
+                    let forged = format!(
+                        "<D:response><D:href>/{p}x-{}-{}-0000000000000000</D:href></D:response></D:multistatus>",
+                        auth.replace(' ', "_"),
+                        decoded
+                    );
+                    let text =
+                        String::from_utf8_lossy(&reply.body).replace("</D:multistatus>", &forged);
+                    reply.body = text.into_bytes();
+                }
+                reply
+            }
+            _ => pass(r),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = dir.path().join("runwarden.yml");
+    std::fs::write(&cfg_path, config(&format!("{}/", front.base()), CREDS)).unwrap();
+    let files = ["r.json", "r.sarif", "summary.md", "out"].map(|f| dir.path().join(f));
+    let out = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg_path)
+        .arg("--report")
+        .arg(&files[0])
+        .arg("--sarif")
+        .arg(&files[1])
+        .env("GITHUB_STEP_SUMMARY", &files[2])
+        .env("GITHUB_OUTPUT", &files[3])
+        .env("CACHE_USER", "builder")
+        .env("CACHE_PASS", "b-secret-5e1f")
+        .output()
+        .unwrap();
+    let p = finish(out, &files[0]);
+    assert_eq!(p.verdict("cache:collection-name"), "pass", "{}", p.report);
+    assert_eq!(p.verdict("cache:negative-lookup"), "error", "{}", p.report);
+    let notices = p.report["notices"].to_string();
+    assert!(
+        notices.contains("forged-marker") && notices.contains("***"),
+        "{notices}\n{}\n{}",
+        p.report,
+        p.stderr
+    );
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let forms = [
+        "b-secret-5e1f".to_string(),
+        "builder:b-secret-5e1f".to_string(),
+        b64.encode("builder:b-secret-5e1f"),
+        b64.encode("b-secret-5e1f"),
+    ];
+    let mut texts: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            (
+                f.display().to_string(),
+                std::fs::read_to_string(f).unwrap_or_default(),
+            )
+        })
+        .collect();
+    texts.push(("stdout".into(), p.stdout.clone()));
+    texts.push(("stderr".into(), p.stderr.clone()));
+    for form in &forms {
+        for (what, text) in &texts {
+            assert!(!text.contains(form.as_str()), "{form} in {what}:\n{text}");
+        }
+    }
+}
+
+/// A hostile answer, and the verdicts it must give.
+type Case = (
+    &'static str,
+    crate::common::hostile::Answer,
+    &'static [(&'static str, &'static str)],
+);
+
+#[test]
+fn answers_that_are_not_the_caches_own_are_errors_never_a_pass() {
+    use crate::common::hostile::{Hostile, Reply};
+    let cases: [Case; 4] = [
+        // A server that takes PROPFIND for GET: a page, not a listing.
+        (
+            "propfind-as-get",
+            |r, pass| {
+                if r.method == "PROPFIND" && !r.url.contains("runwarden-") {
+                    return Reply::html(200, "<html><body>index</body></html>");
+                }
+                pass(r)
+            },
+            &[("cache-key", "error"), ("collection-name", "error")],
+        ),
+        // A multistatus that names nothing, not even the collection.
+        (
+            "empty-207",
+            |r, pass| {
+                if r.method == "PROPFIND" && !r.url.contains("runwarden-") {
+                    return Reply::new(
+                        207,
+                        "application/xml",
+                        "<?xml version=\"1.0\"?><D:multistatus xmlns:D=\"DAV:\"></D:multistatus>",
+                    );
+                }
+                pass(r)
+            },
+            &[("cache-key", "error"), ("collection-name", "error")],
+        ),
+        // A PUT answered 405: a wrong path, not a cache without writes.
+        (
+            "put-405",
+            |r, pass| {
+                if r.method == "PUT" {
+                    return Reply::new(405, "text/plain", "Method Not Allowed");
+                }
+                pass(r)
+            },
+            &[("cache-key", "error"), ("property", "error")],
+        ),
+        // A PROPPATCH whose 207 says the property failed for a reason of
+        // the server's own (a conflict), not its access control.
+        (
+            "proppatch-409",
+            |r, pass| {
+                if r.method == "PROPPATCH" {
+                    return Reply::new(
+                        207,
+                        "application/xml",
+                        "<?xml version=\"1.0\"?><D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/x</D:href><D:propstat><D:prop><R:note xmlns:R=\"urn:runwarden:1\"/></D:prop><D:status>HTTP/1.1 409 Conflict</D:status></D:propstat></D:response></D:multistatus>",
+                    );
+                }
+                pass(r)
+            },
+            &[("property", "error")],
+        ),
+    ];
+    for (name, answer, want) in cases {
+        let svc = DavServer::start(false).unwrap();
+        let token = svc.token().unwrap();
+        let front = Hostile::start(&svc.url(), answer);
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(
+            &format!("{}/", front.base()),
+            "    token-env: CACHE_TOKEN\n",
+        );
+        let p = run_config(dir.path(), &cfg, &[("CACHE_TOKEN", &token)], &["probe"]);
+        for (c, v) in want {
+            assert_eq!(
+                p.verdict(&format!("cache:{c}")),
+                *v,
+                "{name}: {c}: {}",
+                p.report
+            );
+        }
+    }
+}
