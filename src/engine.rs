@@ -837,8 +837,16 @@ pub fn recover(
                         s.evidence.unconfirmed = (!scan_only).then(|| why.to_string());
                     }
                     Err(why) => {
-                        s.evidence.skipped =
-                            Some(format!("no plant receipt for this carrier, and {why}"))
+                        // Nothing to look for and nothing that shows a
+                        // plant: never green unless accepted on purpose.
+                        let reason = format!("no plant receipt for this carrier, and {why}");
+                        if opts.allow_missing_receipt {
+                            s.evidence.skipped = Some(reason);
+                        } else {
+                            s.evidence.broken = Some(format!(
+                                "{reason} (give the plant's receipt with --receipt, or accept this with --allow-missing-receipt)"
+                            ));
+                        }
                     }
                 }
             }

@@ -5,9 +5,10 @@
 //! global config (the job's credential settings are passed explicitly, as
 //! `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` in the environment: never on a
 //! command line other processes can read, never in a file), no hooks, the C
-//! locale, and a hard timeout. Output is streamed line by line. Anything
-//! that git prints, stdout and stderr, passes through [`crate::redact`]
-//! before anyone sees it.
+//! locale, and a hard timeout. Output is streamed line by line. git's
+//! messages (stderr) pass through [`crate::redact`] at once; its stdout is
+//! data (a URL, a config value, object contents), redacted wherever it
+//! becomes text.
 
 use crate::redact;
 use std::ffi::OsStr;
@@ -229,9 +230,13 @@ impl Git {
                     if buf.last() == Some(&b'\n') {
                         buf.pop();
                     }
-                    // git's stdout is the server's words too (a push's
-                    // `ng <ref> <reason>`, ref names): redacted like stderr.
-                    line(&redact::bytes(&buf));
+                    // Data, not a message: a checkout's URL and
+                    // extraheader must come through as they are (the job's
+                    // own token is a registered secret). Whatever of it
+                    // becomes text (a push's `ng` reason, a ref name in a
+                    // detail) is redacted where it does: `porcelain`, and
+                    // the orchestrator's layer over every event.
+                    line(&buf);
                 }
             }
         }

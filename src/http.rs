@@ -5,8 +5,9 @@
 //! current-thread runtime of its own, because surfaces are synchronous.
 //! Every call is bounded: connect, read and write timeouts, a deadline for
 //! the whole exchange, and at most [`ATTEMPTS`] tries, retried only when the
-//! server could not have acted (no connection) or said so (429, 502, 503,
-//! 504).
+//! server could not have acted (no connection) or said so (429; for reads
+//! also 502, 503, 504, which a gateway may send after the service behind
+//! it acted on a write).
 //!
 //! Secrets: octocrab is built without credentials, so it attaches none on
 //! its own; each request carries exactly the headers its caller gives, and
@@ -282,7 +283,11 @@ impl Client {
             .await
             .map_err(|e| self.classify(&e))?;
         let status = response.status().as_u16();
-        if RETRY_ON.contains(&status) {
+        // A gateway's 502/504 can come after the service behind it acted:
+        // a write (a publish, an upload, MKCOL) is tried again only on a
+        // 429, which says it was not taken; a read on any of them.
+        let safe = matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND");
+        if RETRY_ON.contains(&status) && (safe || status == 429) {
             return Ok(Err(status));
         }
         let headers = response.headers().clone();

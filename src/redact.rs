@@ -131,7 +131,15 @@ pub fn add_basic(user: &str, password: &str) {
 pub fn add_header(value: &str) {
     add(value);
     let words: Vec<&str> = value.split_whitespace().collect();
-    for w in &words {
+    // Every word but a header's name and an auth scheme, which are
+    // everywhere and no secret.
+    let plain = |w: &str| {
+        w.ends_with(':')
+            || ["basic", "bearer", "token", "digest", "negotiate"]
+                .iter()
+                .any(|s| w.eq_ignore_ascii_case(s))
+    };
+    for w in words.iter().filter(|w| !plain(w)) {
         add(w);
     }
     let basic = words
@@ -169,10 +177,12 @@ pub fn bytes(input: &[u8]) -> Vec<u8> {
         _ => input.to_vec(),
     };
     drop(set);
-    match std::str::from_utf8(&masked) {
-        Ok(s) if s.contains("://") => userinfo(s).into_bytes(),
-        _ => masked,
+    if memchr::memmem::find(&masked, b"://").is_none() {
+        return masked;
     }
+    // Userinfo is removed from bytes that are not UTF-8 too (at the cost
+    // of their invalid sequences, shown as U+FFFD).
+    userinfo(&String::from_utf8_lossy(&masked)).into_bytes()
 }
 
 /// Every string (keys too) of a JSON value, redacted in place: the events
@@ -318,6 +328,8 @@ mod tests {
         assert!(!text(&format!("h {b64}")).contains(&b64));
         // The user name alone is not a secret.
         assert_eq!(text("someone"), "someone");
+        // Nor the header's name or scheme.
+        assert_eq!(text("AUTHORIZATION: basic x"), "AUTHORIZATION: basic x");
     }
 
     #[test]

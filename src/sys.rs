@@ -360,8 +360,13 @@ pub fn birth_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<(i64, u32)>> {
     };
     if ret < 0 {
         let e = io::Error::last_os_error();
-        // Kernels before 4.11 have no statx: no birth time to compare.
-        return if e.raw_os_error() == Some(libc::ENOSYS) {
+        // Kernels before 4.11 have no statx, and some seccomp profiles
+        // refuse it (EPERM) or a filesystem cannot answer it: no birth time
+        // to compare.
+        return if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSYS | libc::EPERM | libc::EINVAL | libc::EOPNOTSUPP)
+        ) {
             Ok(None)
         } else {
             Err(e)

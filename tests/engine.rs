@@ -203,14 +203,7 @@ fn run_a_killed_mid_plant_leaves_nothing_behind() {
     let before = refs(&remote);
     let work = tempfile::tempdir().unwrap();
     let cfg = work.path().join("rw.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
-            serde_json::to_string(&remote).unwrap()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, origin_config(&remote)).unwrap();
     let report = work.path().join("r.json");
     let child = bin()
         .args(["probe", "--config"])
@@ -342,11 +335,6 @@ fn sigterm_sweep(
                     "SIGTERM at {at:?}: {}",
                     r["cleanup"]
                 );
-                let c = &r["cleanup"];
-                assert_eq!(
-                    c["removed"].as_u64().unwrap(),
-                    c["deleted"].as_u64().unwrap() + c["already_gone"].as_u64().unwrap()
-                );
                 if text.contains("interrupted by SIGTERM during run A") {
                     sweep.during_a += 1;
                 }
@@ -409,14 +397,7 @@ fn sigterm_at_any_moment_of_run_a_leaves_a_remotes_refs_as_they_were() {
     let remote = bare_remote(root.path());
     let before = refs(&remote);
     let cfg = root.path().join("rw.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
-            serde_json::to_string(&remote).unwrap()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, origin_config(&remote)).unwrap();
     let whole = probe_time(&cfg);
     let same = || {
         let now = refs(&remote);
@@ -430,5 +411,78 @@ fn sigterm_at_any_moment_of_run_a_leaves_a_remotes_refs_as_they_were() {
     assert!(
         sweep.during_a >= 3,
         "the sweep rarely reached run A: {sweep:?}"
+    );
+}
+
+#[test]
+fn sigkill_of_run_a_at_any_moment_leaves_a_directory_as_it_was() {
+    // Run A killed outright (no grace): between an intent and its syscall,
+    // between the syscall and the full record, or after. The write-ahead
+    // journal must let cleanup find whatever exists, and only that.
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(d.path().join("notes.txt"), "theirs\n").unwrap();
+    let before = snapshot(d.path());
+    let cfg = d.path().with_extension("yml");
+    std::fs::write(&cfg, fs_config("shared", d.path(), "")).unwrap();
+    let (mut killed_in_a, mut moments, mut partial) = (0, 0, 0u64);
+    for i in 0..40u64 {
+        let work = tempfile::tempdir().unwrap();
+        let report = work.path().join("r.json");
+        let child = bin()
+            .args(["probe", "--config"])
+            .arg(&cfg)
+            .arg("--report")
+            .arg(&report)
+            .arg("--work-dir")
+            .arg(work.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let a = loop {
+            assert!(Instant::now() < deadline, "run A never appeared");
+            let found = children(child.id()).into_iter().find(|c| {
+                let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
+                env.split(|b| *b == 0)
+                    .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/a"))
+            });
+            if let Some(a) = found {
+                break a;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        };
+        std::thread::sleep(Duration::from_micros(i * 100));
+        unsafe { libc::kill(a as i32, libc::SIGKILL) };
+        let out = child.wait_with_output().unwrap();
+        moments += 1;
+        assert_eq!(
+            snapshot(d.path()),
+            before,
+            "SIGKILL {} µs into run A left {:?}\n{}",
+            i * 100,
+            leftovers(d.path()),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert!(
+            r["cleanup"]["left"].as_array().unwrap().is_empty(),
+            "{}",
+            r["cleanup"]
+        );
+        if r.to_string().contains("run A failed") {
+            killed_in_a += 1;
+        }
+        let deleted = r["cleanup"]["deleted"].as_u64().unwrap();
+        partial += u64::from(deleted > 0 && deleted < 10);
+    }
+    eprintln!(
+        "{killed_in_a} of {moments} probes had run A killed; {partial} after some plants and before the last"
+    );
+    assert!(killed_in_a >= 10, "{killed_in_a} of {moments}");
+    assert!(
+        partial >= 3,
+        "the sweep rarely hit run A mid-plant: {partial}"
     );
 }

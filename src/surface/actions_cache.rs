@@ -915,10 +915,23 @@ impl Surface for Instance {
     ) -> PlantOutcome {
         let (key, version, archive) = entry_for(ctx, &job.carrier, &job.nonce);
         let shown = escape::bytes(key.as_bytes());
+        // The service writes to the token's first writable scope.
+        let scope = self
+            .token_scopes()
+            .into_iter()
+            .find(|(_, p)| p & 2 != 0)
+            .map(|(s, _)| s);
+        // Journalled before the request that reserves the key, and taken
+        // back only when the service's own answer says nothing was made.
+        let entry = json!({ "key": key, "version": version, "scope": scope });
+        created(entry.clone());
         let reserve = self.twirp(
             "CreateCacheEntry",
             json!({ "key": key, "version": version }),
         );
+        if matches!(reserve, Ok(Twirp::Denied(_) | Twirp::NotOk(_))) {
+            created(super::retraction(&entry));
+        }
         let upload_url = match reserve {
             Err(reason) => return PlantOutcome::Failed { reason },
             Ok(Twirp::Denied(m)) => {
@@ -954,13 +967,6 @@ impl Surface for Instance {
                 u => u,
             },
         };
-        // The service writes to the token's first writable scope.
-        let scope = self
-            .token_scopes()
-            .into_iter()
-            .find(|(_, p)| p & 2 != 0)
-            .map(|(s, _)| s);
-        created(json!({ "key": key, "version": version, "scope": scope }));
         let client = match self.client() {
             Ok(c) => c,
             Err(reason) => return PlantOutcome::Failed { reason },

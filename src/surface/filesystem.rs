@@ -276,6 +276,19 @@ fn plant_error(what: &str, e: io::Error) -> PlantOutcome {
     }
 }
 
+/// mkdir(2), symlink(2) and mknod(2) say EPERM when the filesystem does
+/// not support that kind of entry: the carrier cannot exist here (a
+/// security module's EPERM reads the same; either way nothing was
+/// planted), while EACCES is the directory's access control.
+fn unsupported_on_eperm(kinds: &str, what: &str, e: io::Error) -> PlantOutcome {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => PlantOutcome::Unsupported {
+            reason: format!("the filesystem (or a security module) allows no {kinds} here: {e}"),
+        },
+        _ => plant_error(what, e),
+    }
+}
+
 /// Nonce-derived mtime: seconds in 2000..2008 (28 bits), nanoseconds from
 /// 30 more bits. A date that old on a fresh file looks innocuous.
 fn derived_mtime(n: &Nonce) -> (i64, i64) {
@@ -390,15 +403,18 @@ impl Instance {
                 return Err(refused(e));
             }
         };
-        let st =
-            sys::lstat_at(dir, name).map_err(|e| plant_error("stat of the planted entry", e))?;
+        // The entry exists from here on: whatever fails now is no refusal
+        // of the plant (the intent stays journalled for cleanup).
+        let broke = |what: &str, e: io::Error| PlantOutcome::Failed {
+            reason: format!("{what} of the planted entry failed: {e}"),
+        };
+        let st = sys::lstat_at(dir, name).map_err(|e| broke("lstat", e))?;
         if Kind::of(&st) != Some(kind) {
             return Err(PlantOutcome::Failed {
                 reason: "the planted entry has an unexpected type".into(),
             });
         }
-        let entry = Entry::of(dir, dir_st, name, &st, kind, None)
-            .map_err(|e| plant_error("statx of the planted entry", e))?;
+        let entry = Entry::of(dir, dir_st, name, &st, kind, None).map_err(|e| broke("statx", e))?;
         created(entry);
         Ok(made)
     }
@@ -756,7 +772,7 @@ impl Surface for Instance {
                         Kind::Dir,
                         created,
                         || sys::mkdir_at(&dir, &name, 0o755),
-                        |e| plant_error("creating a directory", e),
+                        |e| unsupported_on_eperm("directories", "creating a directory", e),
                     )?;
                     Ok(planted(
                         text_needle,
@@ -771,7 +787,7 @@ impl Surface for Instance {
                         Kind::Symlink,
                         created,
                         || sys::symlink_at(OsStr::new(&hex), &dir, &name),
-                        |e| plant_error("creating a symlink", e),
+                        |e| unsupported_on_eperm("symlinks", "creating a symlink", e),
                     )?;
                     Ok(planted(
                         text_needle,
@@ -851,15 +867,7 @@ impl Surface for Instance {
                         Kind::Fifo,
                         created,
                         || sys::mkfifo_at(&dir, &name, 0o644),
-                        |e| match e.raw_os_error() {
-                            // mknod(2): EPERM means "this filesystem does
-                            // not support this node type", not an access
-                            // denial.
-                            Some(libc::EPERM) => PlantOutcome::Unsupported {
-                                reason: format!("the filesystem does not support FIFOs: {e}"),
-                            },
-                            _ => plant_error("creating a FIFO", e),
-                        },
+                        |e| unsupported_on_eperm("FIFOs", "creating a FIFO", e),
                     )?;
                     Ok(planted(text_needle, "a FIFO named after the nonce".into()))
                 }
@@ -1442,8 +1450,9 @@ impl Instance {
         }
     }
 
-    /// Whether an entry named like `job`'s plant shows, through its own
-    /// carrier, that it is that plant: `Err(why)` when it does not.
+    /// Whether an entry named like `job`'s plant is that plant: its
+    /// carrier proves it, or it is ours and in the state a plant passes
+    /// through before its carrier is set. `Err(why)` when neither.
     fn verify_planted(
         &self,
         ctx: &RunCtx<'_>,

@@ -665,7 +665,9 @@ fn porcelain(stdout: &[u8]) -> HashMap<String, (char, String)> {
             continue;
         };
         if let Some((_, dst)) = refs.rsplit_once(':') {
-            out.insert(dst.to_string(), (flag, summary.unwrap_or("").to_string()));
+            // The reason is the server's words: redacted before it is kept.
+            let summary = crate::redact::text(summary.unwrap_or(""));
+            out.insert(dst.to_string(), (flag, summary));
         }
     }
     out
@@ -1147,7 +1149,17 @@ impl Surface for Instance {
                     }),
                 },
             };
-            if outcome.is_err() {
+            // Taken back only when the remote said this ref was not made (a
+            // rejection in the push's own report, or the whole push
+            // refused): a push that failed otherwise (a timeout, a reset,
+            // a 5xx) may have made it, and the journal keeps it for
+            // cleanup's leased delete.
+            let rejected = match &results {
+                Ok(r) => matches!(r.get(&p.refname), Some(('!', _))),
+                // Refused as a whole (401/403, a hook): nothing was made.
+                Err(reason) => self.refused(reason),
+            };
+            if outcome.is_err() && rejected {
                 created(json!({ "retract": p.refname }));
             }
             status[p.carrier] = outcome;

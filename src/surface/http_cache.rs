@@ -384,8 +384,12 @@ impl Surface for Instance {
             let r = self
                 .call(method, url, headers, body)
                 .map_err(|reason| PlantOutcome::Failed { reason })?;
+            // A 4xx says nothing was made; a 5xx may come after the
+            // write was done (a gateway's), so the entry stays journalled.
             write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
-                created(super::retraction(&entry));
+                if (400..500).contains(&r.status) {
+                    created(super::retraction(&entry));
+                }
             })
         };
         let put = |created: &mut dyn FnMut(Value)| {
@@ -476,6 +480,15 @@ impl Surface for Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // The agreed resource of the property carrier (its name holds no
+        // nonce), whether the listing names it, and whether it is there.
+        let prop_name = wanted
+            .iter()
+            .find(|w| w.carrier == "property")
+            .and_then(|w| super::wanted_nonce(w).ok())
+            .map(|n| plant_name(ctx, "property", &n));
+        let mut listing_names_prop = false;
+        let mut prop_exists = false;
         // What the listing said of a negative-lookup it did not name, said
         // again after the lookup's own verdict.
         let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
@@ -497,7 +510,16 @@ impl Surface for Instance {
                 .collect();
             let prefix = format!("runwarden-{}-", ctx.probe_id);
             let mut names = 0usize;
-            let mut raw = Needles::new(needles.iter().map(|(_, n)| n.clone()).collect());
+            // The agreed property resource is looked for too: a listing
+            // that does not name a resource B can read by name is not
+            // complete (below).
+            let mut raw = Needles::new(
+                needles
+                    .iter()
+                    .map(|(_, n)| n.clone())
+                    .chain(prop_name.clone())
+                    .collect(),
+            );
             let listing = self.list(
                 &mut |href| {
                     names += 1;
@@ -530,6 +552,7 @@ impl Surface for Instance {
                 let j = needles.iter().position(|(k, _)| *k == i)?;
                 raw.found(j).then(|| "the listing holds it".to_string())
             };
+            listing_names_prop = listing.is_ok() && prop_name.is_some() && raw.found(needles.len());
             for i in listed {
                 let negative = wanted[i].carrier == "negative-lookup";
                 let missed = |what: &str| {
@@ -631,6 +654,7 @@ impl Surface for Instance {
                             detail: format!("the agreed resource {shown_name} does not exist"),
                         },
                         Ok(r) if r.status == 207 => {
+                            prop_exists = true;
                             if memchr::memmem::find(&r.body, nonce.hex().as_bytes()).is_some() {
                                 RecoverOutcome::Found {
                                     detail: format!(
@@ -638,10 +662,31 @@ impl Surface for Instance {
                                     ),
                                 }
                             } else {
-                                RecoverOutcome::NotFound {
-                                    detail: format!(
-                                        "PROPFIND of {shown_name} returns no such property"
-                                    ),
+                                // The property's own status in the 207:
+                                // missing (404) or empty is a miss, a
+                                // refusal is the cache's access control,
+                                // anything else is no answer.
+                                match propstat_status(&r.body) {
+                                    Some(401 | 403) => RecoverOutcome::Denied {
+                                        reason: format!(
+                                            "the cache refused to show the property of {shown_name}"
+                                        ),
+                                    },
+                                    Some(200..=299 | 404) => RecoverOutcome::NotFound {
+                                        detail: format!(
+                                            "PROPFIND of {shown_name} returns no such property"
+                                        ),
+                                    },
+                                    Some(code) => RecoverOutcome::Failed {
+                                        reason: format!(
+                                            "PROPFIND of {shown_name}: HTTP {code} for the property"
+                                        ),
+                                    },
+                                    None => RecoverOutcome::Failed {
+                                        reason: format!(
+                                            "PROPFIND of {shown_name}: a 207 with no status"
+                                        ),
+                                    },
                                 }
                             }
                         }
@@ -651,6 +696,20 @@ impl Surface for Instance {
                     }
                 }
             });
+        }
+        // A listing that does not name the property resource B reads by
+        // name (so it is there) lags or leaves things out: its silence on
+        // the carriers whose only route it is proves nothing.
+        if prop_exists && !listing_names_prop {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if matches!(w.carrier.as_str(), "cache-key" | "collection-name")
+                    && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                {
+                    *o = Some(RecoverOutcome::Failed {
+                        reason: "the listing does not name the agreed property resource, which run B reads by name: it is incomplete, so it not naming the plant proves nothing".into(),
+                    });
+                }
+            }
         }
         super::all_outcomes(out)
     }
@@ -739,10 +798,6 @@ impl Surface for Instance {
             Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
             Err(m) => left(m),
         }
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        super::cleanup_unretracted(self, entries)
     }
 
     fn describe(&self, entry: &Value) -> String {

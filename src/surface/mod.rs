@@ -333,7 +333,10 @@ pub fn retraction(entry: &Value) -> Value {
 /// retracted entry and its retraction need no request and are not counted
 /// ([`CleanupOutcome::Superseded`]); every other entry goes to
 /// [`Surface::cleanup`].
-pub fn cleanup_unretracted(surface: &dyn Surface, entries: &[Value]) -> Vec<CleanupOutcome> {
+pub fn cleanup_unretracted(
+    entries: &[Value],
+    mut cleanup: impl FnMut(&Value) -> CleanupOutcome,
+) -> Vec<CleanupOutcome> {
     let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
     entries
         .iter()
@@ -341,7 +344,7 @@ pub fn cleanup_unretracted(surface: &dyn Surface, entries: &[Value]) -> Vec<Clea
             if e.get("retract").is_some() || retracted.contains(&e) {
                 CleanupOutcome::Superseded
             } else {
-                surface.cleanup(e)
+                cleanup(e)
             }
         })
         .collect()
@@ -612,7 +615,7 @@ pub trait Surface {
     /// journal is the surface's own: an entry may also retract an earlier
     /// one that turned out not to exist.
     fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        entries.iter().map(|e| self.cleanup(e)).collect()
+        cleanup_unretracted(entries, |e| self.cleanup(e))
     }
     /// Names an entry for people (already escaped).
     fn describe(&self, entry: &Value) -> String;

@@ -76,6 +76,21 @@ struct Settings {
     control: bool,
 }
 
+/// Whether an answer's body is the registry's own: npm registries answer
+/// errors, refusals included, with a JSON object (`{"error": …}`); an
+/// HTML 401/403 comes from something in front of it (a proxy, an SSO
+/// gate, a firewall), which says nothing of the registry's access control.
+fn registrys_own(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| v.is_object())
+}
+
+/// Why a 401/403 without the registry's JSON body is no refusal.
+fn not_the_registrys(status: u16, what: &str) -> String {
+    format!(
+        "{what}: HTTP {status} without the registry's JSON body: something in front of it (a proxy, an SSO gate) answered, not the registry"
+    )
+}
+
 /// (package name, version) of a carrier's plant.
 fn package_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String) {
     let name = super::tagged_name(
@@ -279,12 +294,15 @@ impl Instance {
                      (is `url` the registry?)"
                 ),
             }),
-            401 | 403 => Err(RecoverOutcome::Denied {
+            401 | 403 if doc.is_some() => Err(RecoverOutcome::Denied {
                 reason: format!(
                     "the registry refused to show {} (HTTP {})",
                     escape::bytes(name.as_bytes()),
                     r.status
                 ),
+            }),
+            401 | 403 => Err(RecoverOutcome::Failed {
+                reason: not_the_registrys(r.status, &format!("reading {shown}")),
             }),
             s => Err(RecoverOutcome::Failed {
                 reason: format!("reading {}: HTTP {s}", escape::bytes(name.as_bytes())),
@@ -340,7 +358,7 @@ impl Instance {
             let r = self
                 .call(Method::GET, &url, None)
                 .map_err(|reason| RecoverOutcome::Failed { reason })?;
-            if r.status == 401 || r.status == 403 {
+            if (r.status == 401 || r.status == 403) && registrys_own(&r.body) {
                 return Err(RecoverOutcome::Denied {
                     reason: format!("the registry refused the search (HTTP {})", r.status),
                 });
@@ -532,10 +550,11 @@ impl Surface for Instance {
             reason: format!("the registry refused the {what} (HTTP {status})"),
         };
         let publish = self.call(Method::PUT, &url, Some(&doc));
-        // Any answer but success: nothing was published.
+        // A 4xx says nothing was published; a 5xx may come after it was
+        // (a gateway's), so the entry stays journalled.
         if publish
             .as_ref()
-            .is_ok_and(|r| !(200..300).contains(&r.status))
+            .is_ok_and(|r| (400..500).contains(&r.status))
         {
             created(super::retraction(&entry));
         }
@@ -543,7 +562,11 @@ impl Surface for Instance {
             Err(reason) => return PlantOutcome::Failed { reason },
             // npm's registry answers a version that exists with 403: a
             // conflict, not the registry's access control.
-            Ok(r) if (r.status == 401 || r.status == 403) && !super::says_exists(&r.body) => {
+            Ok(r)
+                if (r.status == 401 || r.status == 403)
+                    && registrys_own(&r.body)
+                    && !super::says_exists(&r.body) =>
+            {
                 return refused(r.status, "publish");
             }
             Ok(r) if !(200..300).contains(&r.status) => {
@@ -562,7 +585,7 @@ impl Surface for Instance {
             let url = format!("{}-/package/{}/dist-tags/{tag}", self.s.url, path_of(&name));
             match self.call(Method::PUT, &url, Some(&json!(version))) {
                 Err(reason) => return PlantOutcome::Failed { reason },
-                Ok(r) if r.status == 401 || r.status == 403 => {
+                Ok(r) if (r.status == 401 || r.status == 403) && registrys_own(&r.body) => {
                     return refused(r.status, "dist-tag");
                 }
                 Ok(r) if !(200..300).contains(&r.status) => {
@@ -751,10 +774,6 @@ impl Surface for Instance {
             Ok(r) => left(format!("unpublishing: HTTP {}", r.status)),
             Err(m) => left(m),
         }
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        super::cleanup_unretracted(self, entries)
     }
 
     fn describe(&self, entry: &Value) -> String {

@@ -736,10 +736,11 @@ impl Surface for Instance {
         created(entry.clone());
         let shown = escape::bytes(u.file.as_bytes());
         let upload = self.upload(&u);
-        // Any answer but success: nothing was uploaded.
+        // A 4xx says nothing was uploaded; a 5xx may come after it was
+        // (a gateway's), so the entry stays journalled.
         if upload
             .as_ref()
-            .is_ok_and(|r| !(200..300).contains(&r.status))
+            .is_ok_and(|r| (400..500).contains(&r.status))
         {
             created(super::retraction(&entry));
         }
@@ -946,10 +947,6 @@ impl Surface for Instance {
             )),
             Err(m) => left(m),
         }
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        super::cleanup_unretracted(self, entries)
     }
 
     fn describe(&self, entry: &Value) -> String {

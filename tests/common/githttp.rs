@@ -236,19 +236,7 @@ fn serve(
         user.as_ref().map(|u| u.0.clone()).unwrap_or_default(),
     ));
     // What a hostile server echoes: the header, and what it decodes to.
-    let echoed = {
-        let raw = header("Authorization").unwrap_or_default();
-        let decoded = raw
-            .split_whitespace()
-            .nth(1)
-            .and_then(|b| {
-                use base64::Engine as _;
-                base64::engine::general_purpose::STANDARD.decode(b).ok()
-            })
-            .map(|d| String::from_utf8_lossy(&d).into_owned())
-            .unwrap_or_default();
-        format!("you sent {raw} ({decoded})")
-    };
+    let echoed = super::echo_of(&header("Authorization").unwrap_or_default());
     let Some((user, can_push)) = user else {
         let body = match echo {
             Some(_) => format!("auth required: {echoed}"),

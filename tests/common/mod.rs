@@ -450,3 +450,24 @@ pub fn refs(remote: &Path) -> String {
         &["for-each-ref", "--format=%(objectname) %(refname)"],
     )
 }
+
+/// What a hostile server echoes of a request's `Authorization` header: the
+/// header, and the credentials it decodes to.
+pub fn echo_of(authorization: &str) -> String {
+    use base64::Engine as _;
+    let decoded = authorization
+        .split_whitespace()
+        .nth(1)
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .map(|d| String::from_utf8_lossy(&d).into_owned())
+        .unwrap_or_default();
+    format!("you sent {authorization} ({decoded})")
+}
+
+/// A config with one `git-remote` surface named `origin` at `remote`.
+pub fn origin_config(remote: &Path) -> String {
+    format!(
+        "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+        serde_json::to_string(remote).unwrap()
+    )
+}

@@ -59,7 +59,10 @@ fn all_carriers_fail_on(dir: &Path, persistence: &str) {
     );
     assert!(leftovers(dir).is_empty());
     assert!(p.report["cleanup"]["left"].as_array().unwrap().is_empty());
+    // Each planted entry once, each deleted (its intent is not another).
     assert_eq!(p.report["cleanup"]["removed"], 10);
+    assert_eq!(p.report["cleanup"]["deleted"], 10);
+    assert_eq!(p.report["cleanup"]["already_gone"], 0);
 }
 
 #[test]

@@ -837,3 +837,46 @@ fn a_remote_that_asks_for_credentials_runwarden_lacks_is_error_not_pass() {
     }
     fx.unchanged();
 }
+
+#[test]
+fn credentials_the_job_also_holds_as_secrets_still_reach_git() {
+    // In Actions the token checkout writes into the extraheader (or a
+    // remote's URL) is also in the environment (`GITHUB_TOKEN`,
+    // `INPUT_GITHUB-TOKEN`), so it is a registered secret: reading the
+    // checkout's settings must still give git the real value.
+    let fx = Remote::new();
+    let root = fx.root.path();
+    let srv = server(root);
+    let with_userinfo = root.join("co-url");
+    git(root, &["init", "-q", with_userinfo.to_str().unwrap()]);
+    git(
+        &with_userinfo,
+        &[
+            "remote",
+            "add",
+            "origin",
+            &srv.url("writer", "w-secret-4f1c9a", "remote.git"),
+        ],
+    );
+    for co in [checkout(root, &srv, false), with_userinfo] {
+        let work = tempfile::tempdir().unwrap();
+        let cfg = git_config(
+            "origin",
+            "origin",
+            &format!("    repo: {}\n", serde_json::to_string(&co).unwrap()),
+        );
+        let p = run_config(
+            work.path(),
+            &cfg,
+            &[
+                ("GITHUB_TOKEN", "w-secret-4f1c9a"),
+                ("INPUT_GITHUB-TOKEN", "w-secret-4f1c9a"),
+            ],
+            &["probe"],
+        );
+        assert_eq!(p.code, 1, "{}: {}\n{}", co.display(), p.stdout, p.stderr);
+        assert_open(&p, "origin");
+        assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
+        fx.unchanged();
+    }
+}

@@ -266,16 +266,11 @@ fn a_cache_that_echoes_credentials_never_gets_them_printed() {
     let seen = prefix.clone();
     let front = Hostile::start(&svc.url(), move |r, pass| {
         let auth = r.header("authorization").unwrap_or("").to_string();
-        let decoded = auth
-            .split_whitespace()
-            .nth(1)
-            .and_then(|b| {
-                use base64::Engine as _;
-                base64::engine::general_purpose::STANDARD.decode(b).ok()
-            })
-            .map(|d| String::from_utf8_lossy(&d).into_owned())
+        let echo = echo_of(&auth);
+        let decoded = echo
+            .rsplit_once('(')
+            .map(|(_, d)| d.trim_end_matches(')').to_string())
             .unwrap_or_default();
-        let echo = format!("you sent {auth} ({decoded})");
         if let Some(at) = r.url.find("runwarden-") {
             let name = &r.url[at..];
             let mut p = seen.lock().unwrap();

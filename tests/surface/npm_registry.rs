@@ -193,8 +193,20 @@ type Case = (
 
 #[test]
 fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
-    let cases: [Case; 8] = [
-        // No `objects`: no listing at all, and the derived name is gone.
+    let cases: [Case; 9] = [
+        // A proxy's (or an SSO gate's) HTML 403 on publish: no refusal by
+        // the registry.
+        (
+            "proxy 403",
+            |r, pass| {
+                if r.method == "PUT" {
+                    return Reply::html(403, "<html><body>Forbidden</body></html>");
+                }
+                pass(r)
+            },
+            &[("package-name", "error"), ("readme", "error")],
+        ),
+        // No `objects`: no listing at all.
         (
             "no objects",
             |r, pass| {
