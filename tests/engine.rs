@@ -112,6 +112,42 @@ fn spawn_probe(work: &Path, busy: &Path, extra: &[&str]) -> (std::process::Child
     (child, report)
 }
 
+/// `probe --config cfg` with its report and work dir in `work`, output
+/// captured.
+fn start_probe(cfg: &Path, work: &Path) -> (std::process::Child, PathBuf) {
+    let report = work.join("r.json");
+    let child = bin()
+        .args(["probe", "--config"])
+        .arg(cfg)
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, report)
+}
+
+/// Run A of the probe `probe`, once it appears (a child whose HOME is its
+/// `a` directory).
+fn find_run_a(probe: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "run A never appeared");
+        let found = children(probe).into_iter().find(|c| {
+            let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
+            env.split(|b| *b == 0)
+                .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/a"))
+        });
+        if let Some(a) = found {
+            return a;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
 fn probe_dirs(work: &Path) -> Vec<String> {
     std::fs::read_dir(work)
         .unwrap()
@@ -204,33 +240,10 @@ fn run_a_killed_mid_plant_leaves_nothing_behind() {
     let work = tempfile::tempdir().unwrap();
     let cfg = work.path().join("rw.yml");
     std::fs::write(&cfg, origin_config(&remote)).unwrap();
-    let report = work.path().join("r.json");
-    let child = bin()
-        .args(["probe", "--config"])
-        .arg(&cfg)
-        .arg("--report")
-        .arg(&report)
-        .arg("--work-dir")
-        .arg(work.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Find run A, then kill it the moment its `git push` is under way: the
     // push (A's grandchild) dies with it, mid-transfer.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let a = loop {
-        assert!(Instant::now() < deadline, "run A never appeared");
-        let found = children(child.id()).into_iter().find(|c| {
-            let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
-            env.split(|b| *b == 0)
-                .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/a"))
-        });
-        if let Some(a) = found {
-            break a;
-        }
-        std::thread::sleep(Duration::from_micros(300));
-    };
+    let (child, report) = start_probe(&cfg, work.path());
+    let a = find_run_a(child.id());
     loop {
         assert!(
             Path::new(&format!("/proc/{a}")).exists(),
@@ -293,18 +306,7 @@ fn sigterm_sweep(
     for i in 0..steps {
         let at = span.mul_f64(i as f64 / steps as f64);
         let work = tempfile::tempdir().unwrap();
-        let report = work.path().join("r.json");
-        let child = bin()
-            .args(["probe", "--config"])
-            .arg(cfg)
-            .arg("--report")
-            .arg(&report)
-            .arg("--work-dir")
-            .arg(work.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let (child, report) = start_probe(cfg, work.path());
         std::thread::sleep(at);
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let out = child.wait_with_output().unwrap();
@@ -427,31 +429,8 @@ fn sigkill_of_run_a_at_any_moment_leaves_a_directory_as_it_was() {
     let (mut killed_in_a, mut moments, mut partial) = (0, 0, 0u64);
     for i in 0..40u64 {
         let work = tempfile::tempdir().unwrap();
-        let report = work.path().join("r.json");
-        let child = bin()
-            .args(["probe", "--config"])
-            .arg(&cfg)
-            .arg("--report")
-            .arg(&report)
-            .arg("--work-dir")
-            .arg(work.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let a = loop {
-            assert!(Instant::now() < deadline, "run A never appeared");
-            let found = children(child.id()).into_iter().find(|c| {
-                let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
-                env.split(|b| *b == 0)
-                    .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/a"))
-            });
-            if let Some(a) = found {
-                break a;
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        };
+        let (child, report) = start_probe(&cfg, work.path());
+        let a = find_run_a(child.id());
         std::thread::sleep(Duration::from_micros(i * 100));
         unsafe { libc::kill(a as i32, libc::SIGKILL) };
         let out = child.wait_with_output().unwrap();
