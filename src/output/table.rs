@@ -30,10 +30,12 @@ fn columns<const N: usize>(rows: &[[String; N]]) -> String {
 /// What `plant` did, carrier by carrier.
 pub fn render_receipt(r: &Receipt) -> String {
     let mut rows: Vec<[String; 3]> = vec![["PLANT".into(), "CHANNEL".into(), "DETAIL".into()]];
-    let mut entries = 0;
+    let (mut lines, mut planted, mut plants) = (0, 0, 0);
     for s in &r.surfaces {
-        entries += s.entries.len();
+        lines += s.entries.len();
         for p in &s.plants {
+            plants += 1;
+            planted += usize::from(matches!(p.outcome, PlantOutcome::Planted { .. }));
             let (what, detail) = match &p.outcome {
                 PlantOutcome::Planted { detail, .. } => ("planted", detail),
                 PlantOutcome::Refused { reason } => ("refused", reason),
@@ -57,9 +59,8 @@ pub fn render_receipt(r: &Receipt) -> String {
     let mut out = columns(&rows);
     let _ = writeln!(
         out,
-        "\nprobe {}: {} entries created{}",
+        "\nprobe {}: {planted} of {plants} carriers planted ({lines} journal lines for cleanup){}",
         escape::line(&r.probe_id),
-        entries,
         match &r.problem {
             Some(p) => format!("; run A did not finish: {}", escape::line(p)),
             None => String::new(),
