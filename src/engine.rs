@@ -836,17 +836,11 @@ pub fn recover(
                         };
                         s.evidence.unconfirmed = (!scan_only).then(|| why.to_string());
                     }
+                    // Nothing to look for: no plant outcome, and the
+                    // verdict rules say what that is worth.
                     Err(why) => {
-                        // Nothing to look for and nothing that shows a
-                        // plant: never green unless accepted on purpose.
-                        let reason = format!("no plant receipt for this carrier, and {why}");
-                        if opts.allow_missing_receipt {
-                            s.evidence.skipped = Some(reason);
-                        } else {
-                            s.evidence.broken = Some(format!(
-                                "{reason} (give the plant's receipt with --receipt, or accept this with --allow-missing-receipt)"
-                            ));
-                        }
+                        s.evidence.unconfirmed =
+                            Some(format!("no plant receipt for this carrier, and {why}"));
                     }
                 }
             }

@@ -112,11 +112,6 @@ impl Git {
         }
     }
 
-    /// Removes every known secret and any URL userinfo from `text`.
-    pub fn redact(&self, text: &str) -> String {
-        redact::text(text)
-    }
-
     fn command(&self, dir: &Path, args: &[&OsStr], envs: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new("git");
         cmd.args(args)
@@ -250,7 +245,7 @@ impl Git {
             success: status.map(|s| s.success()).unwrap_or(false)
                 && !timed_out.load(Ordering::SeqCst),
             code: status.and_then(|s| s.code()),
-            stderr: self.redact(&String::from_utf8_lossy(&err)),
+            stderr: redact::text(&String::from_utf8_lossy(&err)),
             timed_out: timed_out.load(Ordering::SeqCst),
         }
     }
@@ -272,9 +267,3 @@ impl Git {
         (o, stdout)
     }
 }
-
-/// The `user:password` part of a URL, if any.
-pub use crate::redact::url_userinfo as userinfo;
-
-/// Replaces the userinfo of every URL in `text` with `***`.
-pub use crate::redact::userinfo as redact_userinfo;

@@ -185,20 +185,22 @@ pub fn bytes(input: &[u8]) -> Vec<u8> {
     userinfo(&String::from_utf8_lossy(&masked)).into_bytes()
 }
 
+/// Whether `text` holds anything [`text`] would change: a secret or a URL
+/// (which may carry userinfo). Checked first, so the strings of every
+/// event are not copied for nothing.
+fn dirty(text: &str) -> bool {
+    text.contains("://") || holds_secret(text)
+}
+
 /// Every string (keys too) of a JSON value, redacted in place: the events
 /// the runs send, before the orchestrator keeps any of them.
 pub fn value(v: &mut serde_json::Value) {
     use serde_json::Value;
     match v {
-        Value::String(s) => {
-            let r = text(s);
-            if r != *s {
-                *s = r;
-            }
-        }
+        Value::String(s) if dirty(s) => *s = text(s),
         Value::Array(a) => a.iter_mut().for_each(value),
         Value::Object(o) => {
-            let dirty: Vec<String> = o.keys().filter(|k| text(k) != **k).cloned().collect();
+            let dirty: Vec<String> = o.keys().filter(|k| dirty(k)).cloned().collect();
             for k in dirty {
                 if let Some(inner) = o.remove(&k) {
                     o.insert(text(&k), inner);

@@ -131,6 +131,23 @@ pub fn decide(e: &Evidence) -> (Verdict, String) {
     if let Some(reason) = &e.skipped {
         return (Verdict::Skipped, reason.clone());
     }
+    // Nothing shows a plant happened and there is nothing to look for (a
+    // needle only the plant knew): never green unless accepted on purpose.
+    if let (None, Some(why)) = (&e.plant, &e.unconfirmed) {
+        return if e.accept_unconfirmed {
+            (
+                Verdict::Skipped,
+                format!("{why} (accepted with --allow-missing-receipt)"),
+            )
+        } else {
+            (
+                Verdict::Error,
+                format!(
+                    "{why} (give the plant's receipt with --receipt, or accept this with --allow-missing-receipt)"
+                ),
+            )
+        };
+    }
     let control_ok = control_state(e) == Control::Recovered;
     let pass_or = |detail: String| {
         if let Some(why) = &e.unconfirmed {
@@ -307,6 +324,12 @@ mod tests {
         assert_eq!(decide(&e).0, Verdict::Fail);
         e.accept_unconfirmed = false;
         assert_eq!(decide(&e).0, Verdict::Fail);
+        // No needle to look for at all: ERROR, SKIPPED when accepted.
+        e.plant = None;
+        e.recover = None;
+        assert_eq!(decide(&e).0, Verdict::Error);
+        e.accept_unconfirmed = true;
+        assert_eq!(decide(&e).0, Verdict::Skipped);
     }
 
     #[test]

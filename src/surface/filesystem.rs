@@ -747,6 +747,16 @@ impl Surface for Instance {
                     |e| plant_error("creating a file", e),
                 )
             };
+            // A directory, symlink or FIFO named `name`: EPERM from these
+            // syscalls means the filesystem allows no such entry here.
+            let node = |kind: Kind,
+                        (kinds, what): (&str, &str),
+                        make: &dyn Fn() -> io::Result<()>,
+                        created: &mut dyn FnMut(Value)| {
+                self.create(&dir, &dir_st, &name, kind, created, make, |e| {
+                    unsupported_on_eperm(kinds, what, e)
+                })
+            };
             match carrier {
                 "file-content" => {
                     let mut f = create(&name, created)?;
@@ -765,14 +775,11 @@ impl Surface for Instance {
                     ))
                 }
                 "directory-name" => {
-                    self.create(
-                        &dir,
-                        &dir_st,
-                        &name,
+                    node(
                         Kind::Dir,
+                        ("directories", "creating a directory"),
+                        &|| sys::mkdir_at(&dir, &name, 0o755),
                         created,
-                        || sys::mkdir_at(&dir, &name, 0o755),
-                        |e| unsupported_on_eperm("directories", "creating a directory", e),
                     )?;
                     Ok(planted(
                         text_needle,
@@ -780,14 +787,11 @@ impl Surface for Instance {
                     ))
                 }
                 "symlink-target" => {
-                    self.create(
-                        &dir,
-                        &dir_st,
-                        &name,
+                    node(
                         Kind::Symlink,
+                        ("symlinks", "creating a symlink"),
+                        &|| sys::symlink_at(OsStr::new(&hex), &dir, &name),
                         created,
-                        || sys::symlink_at(OsStr::new(&hex), &dir, &name),
-                        |e| unsupported_on_eperm("symlinks", "creating a symlink", e),
                     )?;
                     Ok(planted(
                         text_needle,
@@ -860,14 +864,11 @@ impl Surface for Instance {
                     ))
                 }
                 "special-file-name" => {
-                    self.create(
-                        &dir,
-                        &dir_st,
-                        &name,
+                    node(
                         Kind::Fifo,
+                        ("FIFOs", "creating a FIFO"),
+                        &|| sys::mkfifo_at(&dir, &name, 0o644),
                         created,
-                        || sys::mkfifo_at(&dir, &name, 0o644),
-                        |e| unsupported_on_eperm("FIFOs", "creating a FIFO", e),
                     )?;
                     Ok(planted(text_needle, "a FIFO named after the nonce".into()))
                 }
@@ -915,13 +916,14 @@ impl Surface for Instance {
         // (`.runwarden-<probe>-<carrier>`), so run B looks them up
         // directly: search permission is all that takes, even where the
         // directory refuses to be listed.
-        for name in scan.agreed_names() {
-            match sys::lstat_at(&dir, &name) {
+        let agreed = scan.agreed_names();
+        for name in &agreed {
+            match sys::lstat_at(&dir, name) {
                 Ok(st) => {
-                    scan.looked_up(&name, Ok(()));
+                    scan.looked_up(name, Ok(()));
                     self.examine(
                         &dir,
-                        &name,
+                        name,
                         Some(st),
                         libc::DT_UNKNOWN,
                         &mut scan,
@@ -929,7 +931,7 @@ impl Surface for Instance {
                         Route::Agreed,
                     );
                 }
-                Err(e) => scan.looked_up(&name, Err(&e)),
+                Err(e) => scan.looked_up(name, Err(&e)),
             }
         }
 
@@ -965,6 +967,11 @@ impl Surface for Instance {
                     }
                     if want_beacons && nb.starts_with(marker::BEACON_PREFIX.as_bytes()) {
                         self.check_beacon(ctx, &dir, &name, dtype, &mut scan, notice);
+                    }
+                    // Looked at already, by its agreed name (a name that
+                    // holds no nonce: nothing for the name carriers).
+                    if agreed.contains(&name) {
+                        continue;
                     }
                     self.examine(
                         &dir,
@@ -1097,26 +1104,17 @@ impl Surface for Instance {
             .filter(|e| e.get("ino").is_some())
             .filter_map(|e| e.get("name")?.as_str())
             .collect();
-        let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
-        entries
-            .iter()
-            .map(|e| {
-                if e.get("retract").is_some() || retracted.contains(&e) {
-                    return CleanupOutcome::Superseded;
+        super::cleanup_unretracted(entries, |e| match e.get("intent") {
+            Some(i) => {
+                let name = i.get("name").and_then(Value::as_str).unwrap_or("");
+                if recorded.contains(name) {
+                    CleanupOutcome::Superseded
+                } else {
+                    self.cleanup_intent(i)
                 }
-                match e.get("intent") {
-                    Some(i) => {
-                        let name = i.get("name").and_then(Value::as_str).unwrap_or("");
-                        if recorded.contains(name) {
-                            CleanupOutcome::Superseded
-                        } else {
-                            self.cleanup_intent(i)
-                        }
-                    }
-                    None => self.cleanup(e),
-                }
-            })
-            .collect()
+            }
+            None => self.cleanup(e),
+        })
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

@@ -331,7 +331,7 @@ impl SurfaceType for GitRemote {
         let ssh = url.starts_with("ssh://") || (is_scp(&url) && !url.contains("://"));
         let url = move_userinfo(url, &mut credentials).map_err(|m| opts.error(pos, m))?;
         let settings = Settings {
-            shown: git::redact_userinfo(&url),
+            shown: crate::redact::userinfo(&url),
             url,
             credentials,
             credential_home: opts.env("HOME"),
@@ -1018,7 +1018,7 @@ impl Instance {
         };
         has(&|k| k.starts_with("credential.") && k.ends_with("helper"))
             && !has(&|k| k.ends_with("extraheader"))
-            && git::userinfo(&self.s.url).is_none()
+            && crate::redact::url_userinfo(&self.s.url).is_none()
     }
 
     /// A failure of the whole push, as the outcome it means.

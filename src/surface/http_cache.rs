@@ -488,6 +488,7 @@ impl Surface for Instance {
             .and_then(|w| super::wanted_nonce(w).ok())
             .map(|n| plant_name(ctx, "property", &n));
         let mut listing_names_prop = false;
+        let mut listing_ran = false;
         let mut prop_exists = false;
         // What the listing said of a negative-lookup it did not name, said
         // again after the lookup's own verdict.
@@ -552,7 +553,8 @@ impl Surface for Instance {
                 let j = needles.iter().position(|(k, _)| *k == i)?;
                 raw.found(j).then(|| "the listing holds it".to_string())
             };
-            listing_names_prop = listing.is_ok() && prop_name.is_some() && raw.found(needles.len());
+            listing_ran = listing.is_ok();
+            listing_names_prop = listing_ran && prop_name.is_some() && raw.found(needles.len());
             for i in listed {
                 let negative = wanted[i].carrier == "negative-lookup";
                 let missed = |what: &str| {
@@ -700,10 +702,12 @@ impl Surface for Instance {
         // A listing that does not name the property resource B reads by
         // name (so it is there) lags or leaves things out: its silence on
         // the carriers whose only route it is proves nothing.
-        if prop_exists && !listing_names_prop {
+        if prop_exists && listing_ran && !listing_names_prop {
             for (o, w) in out.iter_mut().zip(wanted) {
-                if matches!(w.carrier.as_str(), "cache-key" | "collection-name")
-                    && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                if matches!(
+                    w.carrier.as_str(),
+                    "cache-key" | "collection-name" | "negative-lookup"
+                ) && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                 {
                     *o = Some(RecoverOutcome::Failed {
                         reason: "the listing does not name the agreed property resource, which run B reads by name: it is incomplete, so it not naming the plant proves nothing".into(),
