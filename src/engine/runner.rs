@@ -1,0 +1,220 @@
+//! The runs a session makes (A, B, cleanup) and how their results become
+//! a report: run B and verdicts after run A, and cleanup of what A made.
+
+use super::*;
+
+/// Runs that died or were stopped explain every step they never reported.
+pub(super) fn explain_gaps(slots: &mut [Slot], a: Option<&str>, b: Option<&str>) {
+    for s in slots.iter_mut() {
+        let ev = &mut s.evidence;
+        if ev.broken.is_none() && ev.skipped.is_none() {
+            let planted = matches!(ev.plant, Some(PlantOutcome::Planted { .. }));
+            if ev.plant.is_none() && a.is_some() {
+                ev.broken = a.map(String::from);
+            } else if planted && ev.recover.is_none() && b.is_some() {
+                ev.broken = b.map(String::from);
+            }
+        }
+    }
+}
+
+impl<'a> Runner<'a> {
+    pub(super) fn new(
+        ws: &'a Workspace,
+        probe_id: &'a str,
+        runs: &'a Runs,
+        opts: &'a ProbeOptions,
+    ) -> Result<Runner<'a>, EngineError> {
+        Ok(Runner {
+            exe: self_exe()?,
+            ws,
+            probe_id,
+            runs,
+            opts,
+        })
+    }
+
+    /// A report of this session with nothing in it yet.
+    pub(super) fn report(&self, mode: Mode, plan: &Plan, started_at: String) -> Report {
+        Report {
+            schema: report::SCHEMA.into(),
+            tool: Tool::default(),
+            mode,
+            probe_id: self.probe_id.into(),
+            label: None,
+            started_at,
+            finished_at: timefmt::now_rfc3339(),
+            config: plan.source.clone(),
+            runs: self.runs.clone(),
+            key: KeyKind::of(&self.opts.key),
+            cross_job: None,
+            surfaces: plan
+                .surfaces
+                .iter()
+                .filter_map(|sp| {
+                    let ty = surface::by_name(sp.type_name)?;
+                    let facts = ty.facts(&sp.settings);
+                    (!facts.is_empty()).then(|| SurfaceFacts {
+                        surface: sp.name.clone(),
+                        surface_type: ty.name().into(),
+                        facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    })
+                })
+                .collect(),
+            summary: Summary::default(),
+            findings: vec![],
+            notices: vec![],
+            cleanup: Cleanup::default(),
+        }
+    }
+
+    pub(super) fn run(&self, role: &'static str, targets: Vec<Target>) -> RunResult {
+        let (dir, id, as_user, interruptible) = match role {
+            "A" => (&self.ws.a, &self.runs.a, None, true),
+            "B" => (&self.ws.b, &self.runs.b, self.opts.run_b_as, true),
+            // Cleanup runs as A: it removes what A made. A signal does not
+            // stop it; its timeout does.
+            _ => (&self.ws.a, &self.runs.a, None, false),
+        };
+        let run = Run {
+            role,
+            dir,
+            id,
+            as_user,
+            interruptible,
+        };
+        let key = self.opts.key.configured_hex();
+        run_child(
+            &run,
+            &self.exe,
+            self.probe_id,
+            key,
+            targets,
+            self.opts.phase_timeout,
+        )
+    }
+
+    /// Run B, verdicts, and cleanup of what run A made (newest first):
+    /// the findings, notices and cleanup of `base`. `a_planted_all`: run A
+    /// planted the real surfaces too, so its problems explain their gaps.
+    pub(super) fn conclude(
+        &self,
+        plan: &Plan,
+        st: &mut Setup,
+        a: &RunResult,
+        a_planted_all: bool,
+        base: Report,
+    ) -> Report {
+        let b = self.recover(a, st);
+        for s in st.slots.iter_mut() {
+            (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
+        }
+        let a_problem = a.problem.as_deref().filter(|_| a_planted_all);
+        explain_gaps(&mut st.slots, a_problem, b.problem.as_deref());
+        let findings = findings(plan, &st.slots);
+        let cleanup = self.clean(plan, st, newest_first(&a.created, st.insts.len()), vec![]);
+        Report {
+            summary: Summary::of(&findings),
+            findings,
+            notices: notices(plan, st, &b),
+            cleanup,
+            finished_at: timefmt::now_rfc3339(),
+            ..base
+        }
+    }
+
+    /// Run B, unless run A had a problem or someone asked us to stop.
+    pub(super) fn recover(&self, a: &RunResult, setup: &Setup) -> RunResult {
+        let stop = signals::received().map(|s| format!("interrupted by {s}"));
+        match a.problem.clone().or(stop) {
+            Some(p) => RunResult {
+                problem: Some(p),
+                ..RunResult::default()
+            },
+            None => self.run("B", setup.recover_targets()),
+        }
+    }
+
+    /// Removes `entries` (per instance, in order) and, for cleanup by probe
+    /// id, whatever the instances find of `find`; returns what happened.
+    pub(super) fn clean(
+        &self,
+        plan: &Plan,
+        setup: &Setup,
+        entries: Vec<Vec<Value>>,
+        find: Vec<Vec<PlantJob>>,
+    ) -> Cleanup {
+        let mut cleanup = Cleanup::default();
+        if entries.iter().all(Vec::is_empty) && find.iter().all(Vec::is_empty) {
+            return cleanup;
+        }
+        let c = self.run("cleanup", setup.cleanup_targets(&entries, &find));
+        // Per instance: the given entries, then the ones it found.
+        let mut all: Vec<Vec<Value>> = entries;
+        all.resize(setup.insts.len(), Vec::new());
+        for (id, entry) in &c.created {
+            if let Some(list) = all.get_mut(*id) {
+                list.push(entry.clone());
+            }
+        }
+        for (id, reason) in &c.find_failed {
+            cleanup.left.push(Leftover {
+                surface: plan.surfaces[setup.insts[*id].surface].name.clone(),
+                control: setup.insts[*id].control,
+                entry: "(anything this probe planted)".into(),
+                reason: format!("could not look for this probe's plants: {reason}"),
+            });
+        }
+        for (id, list) in all.iter().enumerate() {
+            let inst = &setup.insts[id];
+            for (index, entry) in list.iter().enumerate() {
+                let outcome =
+                    c.cleaned
+                        .get(&(id, index))
+                        .cloned()
+                        .unwrap_or_else(|| CleanupOutcome::Left {
+                            reason: c
+                                .problem
+                                .clone()
+                                .unwrap_or_else(|| "cleanup never reported this entry".into()),
+                        });
+                match outcome {
+                    // The control lives in the probe's own directory, removed
+                    // whole; only the user's surfaces count.
+                    CleanupOutcome::Removed if !inst.control => {
+                        cleanup.removed += 1;
+                        cleanup.deleted += 1;
+                    }
+                    CleanupOutcome::Gone if !inst.control => {
+                        cleanup.removed += 1;
+                        cleanup.already_gone += 1;
+                    }
+                    CleanupOutcome::Removed | CleanupOutcome::Gone | CleanupOutcome::Superseded => {
+                    }
+                    CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
+                        surface: plan.surfaces[inst.surface].name.clone(),
+                        control: inst.control,
+                        entry: inst
+                            .opened
+                            .as_ref()
+                            .map(|s| s.describe(entry))
+                            .unwrap_or_else(|| escape::line(&entry.to_string())),
+                        reason,
+                    }),
+                }
+            }
+        }
+        cleanup
+    }
+}
+
+/// A run's created entries per instance, newest first (cleanup's order).
+pub(super) fn newest_first(created: &[(usize, Value)], n: usize) -> Vec<Vec<Value>> {
+    let mut entries: Vec<Vec<Value>> = vec![Vec::new(); n];
+    for (id, entry) in created.iter().rev() {
+        if let Some(list) = entries.get_mut(*id) {
+            list.push(entry.clone());
+        }
+    }
+    entries
+}

@@ -1,0 +1,311 @@
+//! Setup: the probe's private workspace, the instances (each configured
+//! surface and its control) and one slot per carrier, with its nonces and
+//! the evidence the runs fill in; and what each run is asked to do.
+
+use super::*;
+
+/// The path of this binary, to re-execute as run A and B. `/proc` may be
+/// missing (an empty chroot), so fall back on argv[0].
+pub(super) fn self_exe() -> Result<PathBuf, EngineError> {
+    if let Ok(p) = std::env::current_exe() {
+        return Ok(p);
+    }
+    let arg0 = std::env::args_os().next().map(PathBuf::from);
+    match arg0 {
+        Some(p) if p.components().count() > 1 => std::path::absolute(&p)
+            .map_err(|e| EngineError(format!("cannot locate own binary: {e}"))),
+        _ => Err(EngineError(
+            "cannot locate own binary (no /proc and argv[0] has no path)".into(),
+        )),
+    }
+}
+
+pub(super) fn mkdir_mode(p: &Path, mode: u32) -> Result<(), EngineError> {
+    std::fs::create_dir(p)
+        .and_then(|_| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)))
+        .map_err(|e| EngineError(format!("cannot create {}: {e}", p.display())))
+}
+
+impl Workspace {
+    pub(super) fn make(opts: &ProbeOptions, probe_id: &str) -> Result<Workspace, EngineError> {
+        let base = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        // A fresh suffix: cross-job probe ids repeat (a plant and its
+        // recover on one host share one).
+        let suffix = nonce::short_id().map_err(|e| EngineError(e.to_string()))?;
+        let root = base.join(format!("runwarden-{probe_id}-{suffix}"));
+        mkdir_mode(&root, 0o711)?;
+        let ws = Workspace {
+            a: root.join("a"),
+            b: root.join("b"),
+            control: root.join("control"),
+            root,
+        };
+        for d in [&ws.a, &ws.b] {
+            mkdir_mode(d, 0o700)?;
+            mkdir_mode(&d.join("tmp"), 0o700)?;
+        }
+        mkdir_mode(&ws.control, 0o755)?;
+        if let Some((uid, gid)) = opts.run_b_as {
+            for d in [ws.b.clone(), ws.b.join("tmp")] {
+                sys::lchown(&d, uid, gid)
+                    .map_err(|e| EngineError(format!("chown {}: {e}", d.display())))?;
+            }
+        }
+        Ok(ws)
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        // Our own directory, made fresh above; remove_dir_all never follows
+        // symlinks inside it.
+        if let Err(e) = std::fs::remove_dir_all(&self.root) {
+            eprintln!(
+                "runwarden: warning: could not remove the probe directory {}: {e}",
+                self.root.display()
+            );
+        }
+    }
+}
+
+/// The control beacon's probe id: another probe's, so the control proves
+/// that a foreign beacon is found and verified.
+pub(super) fn control_probe_id(probe_id: &str) -> String {
+    if probe_id.len() < 64 {
+        format!("{probe_id}c")
+    } else {
+        let last = if probe_id.ends_with('c') { 'd' } else { 'c' };
+        format!("{}{last}", &probe_id[..63])
+    }
+}
+
+/// Opens every surface (and, with a control directory, makes its control)
+/// and makes one slot per carrier, two for a carrier declared with a scope.
+/// A surface that breaks here gets ERROR on all its carriers; the others
+/// go on.
+pub(super) fn setup(
+    plan: &Plan,
+    opts: &ProbeOptions,
+    probe_id: &str,
+    control_dir: Option<&Path>,
+    nonces: Nonces,
+) -> Result<Setup, EngineError> {
+    let rng = |e: std::io::Error| EngineError(e.to_string());
+    let now = timefmt::now_rfc3339();
+    let origin = Origin::from_env(&|k| std::env::var(k).ok());
+    let beacon = opts.key.beacon(probe_id, &now, origin.clone());
+    let control_beacon = opts.key.beacon(&control_probe_id(probe_id), &now, origin);
+    let mut insts: Vec<Inst> = Vec::new();
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut keep = Vec::new();
+    for (i, sp) in plan.surfaces.iter().enumerate() {
+        let ty = surface::by_name(sp.type_name).expect("plan holds known types");
+        let real = ty.open(&sp.settings);
+        let control_settings = control_dir.map(|d| ty.control(&sp.settings, &d.join(&sp.name)));
+        let broken = match (&real, &control_settings) {
+            (Err(e), _) => Some(format!("surface could not be opened: {e}")),
+            (_, Some(Err(e))) => Some(format!("control instance could not be set up: {e}")),
+            _ => None,
+        };
+        let real = real.ok();
+        let persistence = real.as_ref().and_then(|r| r.persistence());
+        for c in ty.carriers() {
+            let channel = format!("{}:{}", sp.name, c.name);
+            let skipped = real.as_ref().and_then(|r| r.unavailable(c.name));
+            // (key, scope, declared): inside a scope is declared, outside
+            // it is not, so an open outside is a FAIL.
+            let declaration = plan.declaration(&channel);
+            let variants = match declaration {
+                None => vec![(c.name.to_string(), None, false)],
+                Some(Declaration { scope: None, .. }) => vec![(c.name.to_string(), None, true)],
+                Some(Declaration {
+                    scope: Some(sc), ..
+                }) => [true, false]
+                    .into_iter()
+                    .map(|inside| {
+                        let side = if inside { "inside" } else { "outside" };
+                        let js = JobScope {
+                            key: sc.key.clone(),
+                            value: sc.value.clone(),
+                            inside,
+                        };
+                        (format!("{}@{side}", c.name), Some(js), inside)
+                    })
+                    .collect(),
+            };
+            let pos = declaration.map(|d| d.pos);
+            let beacons = c.name == surface::RUNNER_PERSISTENCE;
+            for (key, scope, declared) in variants {
+                let nonce = match nonces {
+                    Nonces::Random => Nonce::generate().map_err(rng)?,
+                    Nonces::Derived => opts.key.nonce(probe_id, &sp.name, &key),
+                };
+                slots.push(Slot {
+                    surface: i,
+                    carrier: c,
+                    channel: channel.clone(),
+                    declared_at: pos.filter(|_| declared),
+                    key,
+                    scope,
+                    nonce,
+                    control_nonce: Nonce::generate().map_err(rng)?,
+                    beacon: beacons.then(|| beacon.clone()),
+                    control_beacon: beacons.then(|| control_beacon.clone()),
+                    persistence,
+                    evidence: Evidence {
+                        skipped: skipped.clone(),
+                        broken: broken.clone(),
+                        plant: None,
+                        recover: None,
+                        control_plant: None,
+                        control_recover: None,
+                        declared,
+                        unconfirmed: None,
+                        accept_unconfirmed: opts.allow_missing_receipt,
+                    },
+                });
+            }
+        }
+        if broken.is_none() {
+            insts.push(Inst {
+                surface: i,
+                control: false,
+                type_name: ty.name(),
+                settings: sp.settings.clone(),
+                opened: real,
+            });
+            if let Some(Ok(c)) = control_settings {
+                let cs = c.settings;
+                keep.extend(c.keep);
+                let control = ty.open(&cs).ok();
+                insts.push(Inst {
+                    surface: i,
+                    control: true,
+                    type_name: ty.name(),
+                    settings: cs,
+                    opened: control,
+                });
+            }
+        }
+    }
+    Ok(Setup {
+        insts,
+        slots,
+        _keep: keep,
+    })
+}
+
+pub(super) fn active(s: &Slot) -> bool {
+    s.evidence.broken.is_none() && s.evidence.skipped.is_none()
+}
+
+impl Setup {
+    /// Run A's targets: the slots `which` picks, on the instances `on`
+    /// picks (controls get control nonces and beacons).
+    pub(super) fn plant_targets(
+        &self,
+        on: impl Fn(&Inst) -> bool,
+        which: impl Fn(&Slot) -> bool,
+    ) -> Vec<Target> {
+        self.insts
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| Target {
+                plant: if on(inst) {
+                    self.slots
+                        .iter()
+                        .filter(|s| s.surface == inst.surface && active(s) && which(s))
+                        .map(|s| s.job(inst.control))
+                        .collect()
+                } else {
+                    vec![]
+                },
+                ..inst.target(id)
+            })
+            .collect()
+    }
+
+    /// Run B's targets: every slot whose plant (on that instance) said
+    /// what to look for.
+    pub(super) fn recover_targets(&self) -> Vec<Target> {
+        self.insts
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| Target {
+                recover: self
+                    .slots
+                    .iter()
+                    .filter(|s| s.surface == inst.surface)
+                    .filter_map(|s| {
+                        let p = if inst.control {
+                            &s.evidence.control_plant
+                        } else {
+                            &s.evidence.plant
+                        };
+                        match p {
+                            Some(PlantOutcome::Planted { needle, .. }) => Some(Wanted {
+                                key: s.key.clone(),
+                                carrier: s.carrier.name.into(),
+                                needle: needle.clone(),
+                            }),
+                            _ => None,
+                        }
+                    })
+                    .collect(),
+                ..inst.target(id)
+            })
+            .collect()
+    }
+
+    /// Cleanup's targets: per instance, the entries to remove (newest
+    /// first) and, for cleanup by probe id, the jobs whose plants to find.
+    pub(super) fn cleanup_targets(
+        &self,
+        entries: &[Vec<Value>],
+        find: &[Vec<PlantJob>],
+    ) -> Vec<Target> {
+        self.insts
+            .iter()
+            .enumerate()
+            .map(|(id, inst)| Target {
+                cleanup: entries.get(id).cloned().unwrap_or_default(),
+                find: find.get(id).cloned().unwrap_or_default(),
+                ..inst.target(id)
+            })
+            .collect()
+    }
+}
+
+impl Slot {
+    pub(super) fn job(&self, control: bool) -> PlantJob {
+        PlantJob {
+            key: self.key.clone(),
+            carrier: self.carrier.name.to_string(),
+            nonce: if control {
+                self.control_nonce
+            } else {
+                self.nonce
+            },
+            scope: self.scope.clone(),
+            beacon: if control {
+                self.control_beacon.clone()
+            } else {
+                self.beacon.clone()
+            },
+        }
+    }
+}
+
+pub(super) fn fresh_runs(opts: &ProbeOptions) -> Result<Runs, EngineError> {
+    let rng = |e: std::io::Error| EngineError(e.to_string());
+    if opts.run_b_as.is_some() && !sys::is_root() {
+        return Err(EngineError(
+            "--run-b-as needs root (it switches run B to another user)".into(),
+        ));
+    }
+    Ok(Runs {
+        a: nonce::short_id().map_err(rng)?,
+        b: nonce::short_id().map_err(rng)?,
+        b_uid: opts.run_b_as.map(|(u, _)| u),
+    })
+}
