@@ -348,7 +348,10 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
     );
     // Every input but the shim's `binary` is read by `runwarden action`;
     // `github-token` as the config's GITHUB_TOKEN.
-    let cli = std::fs::read_to_string(root.join("src/cli.rs")).unwrap();
+    let cli: String = std::fs::read_dir(root.join("src/cli"))
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+        .collect();
     assert!(cli.contains("set(\"INPUT_GITHUB-TOKEN\")"));
     for name in inputs
         .iter()

@@ -1,5 +1,5 @@
 //! Across jobs: `plant`, `recover` and `cleanup` as separate invocations
-//! with different environments (src/engine.rs `plant`/`recover`/`cleanup`,
+//! with different environments (src/engine/modes.rs `plant`/`recover`/`cleanup`,
 //! src/receipt.rs, the beacons of src/marker.rs), on a shared directory
 //! and on a smart-HTTP git server.
 

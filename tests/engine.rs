@@ -1,4 +1,4 @@
-//! The engine (src/engine.rs, src/child.rs): runs A and B are separate
+//! The engine (src/engine/, src/child.rs): runs A and B are separate
 //! processes with a cut environment and disjoint directories, A is gone
 //! before B starts, and cleanup runs after a signal or a timeout.
 //!

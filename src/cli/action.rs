@@ -1,0 +1,237 @@
+//! `runwarden action` (what the GitHub Action runs): its inputs, the
+//! secrets masked before anything is printed, the job summary and step
+//! outputs.
+
+use super::*;
+
+pub(super) fn secret_env() -> Vec<String> {
+    let secretive = |k: &str| {
+        let k = k.to_ascii_uppercase();
+        [
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "PRIVATE_KEY",
+            "API_KEY",
+        ]
+        .iter()
+        .any(|w| k.contains(w))
+    };
+    // The marker key: $RUNWARDEN_KEY, or the action's `key` input.
+    let keys = |k: &str| k == marker::KEY_ENV || k == "INPUT_KEY";
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, v)| (secretive(k) || keys(k)) && v.len() >= 4)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Appends the job summary to `$GITHUB_STEP_SUMMARY` and the outputs to
+/// `$GITHUB_OUTPUT`, when the runner provides them.
+pub(super) fn github_files(
+    report: &crate::report::Report,
+    report_path: Option<&str>,
+    sarif_path: Option<&str>,
+    summary: bool,
+) -> Result<(), Failure> {
+    use std::fs::OpenOptions;
+    let append = |var: &str, body: &str| -> Result<(), Failure> {
+        let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else {
+            return Ok(());
+        };
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(body.as_bytes()))
+            .map_err(|e| Failure::Other(format!("cannot write ${var}: {e}")))
+    };
+    if summary {
+        append(
+            "GITHUB_STEP_SUMMARY",
+            &output::github::summary(report, report_path),
+        )?;
+    }
+    let mut outputs = output::github::outputs(report, report_path, sarif_path);
+    outputs.push(("probe-id", report.probe_id.clone()));
+    append_outputs(&outputs)
+}
+
+/// Appends step outputs to `$GITHUB_OUTPUT` (when the runner provides it)
+/// with a random heredoc delimiter.
+pub(super) fn append_outputs(outputs: &[(&str, String)]) -> Result<(), Failure> {
+    use std::fs::OpenOptions;
+    let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let delimiter = format!(
+        "runwarden_{}",
+        crate::nonce::Nonce::generate()
+            .map_err(|e| Failure::Other(e.to_string()))?
+            .hex()
+    );
+    let body = output::github::output_file(outputs, &delimiter).map_err(Failure::Other)?;
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(body.as_bytes()))
+        .map_err(|e| Failure::Other(format!("cannot write $GITHUB_OUTPUT: {e}")))
+}
+
+/// What `--format github` writes besides the table (the action's
+/// `annotations` and `summary` inputs).
+pub struct GithubOptions {
+    pub annotations: bool,
+    pub summary: bool,
+}
+
+impl Default for GithubOptions {
+    fn default() -> Self {
+        GithubOptions {
+            annotations: true,
+            summary: true,
+        }
+    }
+}
+
+/// One action input, as the runner passes it: `INPUT_` + the name upper
+/// cased, spaces to `_`, hyphens kept.
+pub(super) fn input(name: &str) -> Option<String> {
+    let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
+    std::env::var(var)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+pub(super) fn bool_input(name: &str, default: bool) -> Result<bool, Failure> {
+    match input(name).as_deref() {
+        None => Ok(default),
+        Some("true" | "True" | "TRUE") => Ok(true),
+        Some("false" | "False" | "FALSE") => Ok(false),
+        Some(other) => Err(Failure::Other(format!(
+            "input `{name}` must be true or false, not `{other}`"
+        ))),
+    }
+}
+
+/// `runwarden action`: the GitHub Action's entry point. `mode` picks the
+/// command; the other inputs map onto its flags.
+pub(super) fn action() -> Result<i32, Failure> {
+    let fail_on = input("fail-on").unwrap_or_else(|| "undeclared".into());
+    if !matches!(fail_on.as_str(), "undeclared" | "never") {
+        return Err(Failure::Other(format!(
+            "input `fail-on` must be `undeclared` or `never`, not `{fail_on}`"
+        )));
+    }
+    let opts = GithubOptions {
+        annotations: bool_input("annotations", true)?,
+        summary: bool_input("summary", true)?,
+    };
+    // The `key` input (a secret) wins over $RUNWARDEN_KEY; both are masked
+    // before anything is printed.
+    mask_secrets();
+    let key = match input("key") {
+        Some(k) => Key::new(Some(k.into_bytes())),
+        None => Key::from_env(),
+    };
+    let config = input("config").map(PathBuf::from);
+    let report = Some(PathBuf::from(
+        input("report").unwrap_or_else(|| "runwarden-report.json".into()),
+    ));
+    let sarif = Some(PathBuf::from(
+        input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
+    ));
+    let out = || OutputArgs {
+        report: report.clone(),
+        sarif: sarif.clone(),
+        format: Format::Github,
+        label: input("label"),
+    };
+    let cross = || CrossArgs {
+        config: config.clone(),
+        probe_id: input("probe-id"),
+        work_dir: None,
+        timeout: 300,
+    };
+    let receipt = input("receipt").map(PathBuf::from);
+    let mode = input("mode").unwrap_or_else(|| "probe".into());
+    let code = match mode.as_str() {
+        "probe" => probe(
+            ProbeArgs {
+                config: config.clone(),
+                out: out(),
+                work_dir: None,
+                run_b_as: None,
+                timeout: 300,
+            },
+            &opts,
+            key,
+        )?,
+        "plant" => plant(
+            PlantArgs {
+                cross: cross(),
+                receipt,
+                beacon: bool_input("beacon", false)?,
+            },
+            key,
+        )?,
+        "recover" => recover(
+            RecoverArgs {
+                cross: cross(),
+                receipt,
+                allow_missing_receipt: bool_input("allow-missing-receipt", false)?,
+                receipt_via: input("receipt-via"),
+                out: out(),
+            },
+            &opts,
+            key,
+        )?,
+        "cleanup" => cleanup(
+            CleanupArgs {
+                cross: cross(),
+                receipt,
+                report,
+                format: Format::Github,
+            },
+            key,
+        )?,
+        "merge" => {
+            let paths: Vec<PathBuf> = input("reports")
+                .ok_or_else(|| Failure::Other("`mode: merge` needs the `reports` input".into()))?
+                .split_whitespace()
+                .map(PathBuf::from)
+                .collect();
+            merge(&paths, Format::Github)?
+        }
+        other => {
+            return Err(Failure::Other(format!(
+                "input `mode` must be probe, plant, recover, cleanup or merge, not `{other}`"
+            )));
+        }
+    };
+    // `never`: report, annotate and summarise, but let the job go on.
+    Ok(if fail_on == "never" { 0 } else { code })
+}
+
+/// Before anything else is printed in an Actions log: the runner then
+/// hides these values wherever they would appear later.
+pub(super) fn mask_secrets() {
+    // Once per process: the action masks first, then runs a command that
+    // would mask again.
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let mut first = false;
+    ONCE.call_once(|| first = true);
+    if !first {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    for secret in secret_env() {
+        for line in secret.lines().filter(|l| l.len() >= 4) {
+            let _ = writeln!(out, "::add-mask::{}", escape::data(line));
+        }
+    }
+}

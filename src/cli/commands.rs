@@ -1,0 +1,243 @@
+//! The subcommands that run the engine (`probe`, `plant`, `recover`,
+//! `cleanup`) and `merge`, with what they share: probe ids, options, the
+//! receipt's default place.
+
+use super::*;
+
+pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
+    if args.out.format == Format::Github {
+        mask_secrets();
+    }
+    let plan = load_plan(&find_config(args.config.as_deref()))?;
+    let outs = args.out.open()?;
+    crate::signals::install();
+    let opts = ProbeOptions {
+        work_dir: args.work_dir,
+        run_b_as: args.run_b_as,
+        phase_timeout: Duration::from_secs(args.timeout),
+        key,
+        allow_missing_receipt: false,
+    };
+    let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
+    report.label = args.out.label.clone();
+    publish(&report, outs, gh)
+}
+
+/// The probe id a cross-job command works on: `--probe-id`, else the one
+/// derived from the GitHub Actions run.
+pub(super) fn probe_id_of(args: &CrossArgs) -> Result<String, Failure> {
+    let env = |k: &str| std::env::var(k).ok();
+    let id = match &args.probe_id {
+        Some(id) => id.clone(),
+        None => marker::default_probe_id(&env).ok_or_else(|| {
+            Failure::Other(
+                "--probe-id is needed outside GitHub Actions (there it defaults to gh-<run id>-<attempt>)".into(),
+            )
+        })?,
+    };
+    marker::check_probe_id(&id).map_err(Failure::Other)?;
+    Ok(id)
+}
+
+pub(super) fn cross_options(args: &CrossArgs, key: Key) -> ProbeOptions {
+    ProbeOptions {
+        work_dir: args.work_dir.clone(),
+        run_b_as: None,
+        phase_timeout: Duration::from_secs(args.timeout),
+        key,
+        allow_missing_receipt: false,
+    }
+}
+
+pub(super) fn default_receipt(probe_id: &str) -> PathBuf {
+    PathBuf::from(format!("runwarden-receipt-{probe_id}.json"))
+}
+
+/// Says once, on stderr, what an unkeyed cross-job marker means.
+pub(super) fn warn_unkeyed(opts: &ProbeOptions) {
+    if !opts.key.is_configured() {
+        note(&format!(
+            "no ${} set: markers use a key derived from the probe id, so anyone who knows the probe id could forge one",
+            marker::KEY_ENV
+        ));
+    }
+}
+
+pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
+    let probe_id = probe_id_of(&args.cross)?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let path = args.receipt.unwrap_or_else(|| default_receipt(&probe_id));
+    let out = Pending::open(&path)?;
+    crate::signals::install();
+    let opts = cross_options(&args.cross, key.clone());
+    warn_unkeyed(&opts);
+    let receipt =
+        engine::plant(&plan, &opts, &probe_id, args.beacon).map_err(|e| Failure::Other(e.0))?;
+    print_stdout(&output::table::render_receipt(&receipt))?;
+    // Written even when run A was cut short: it lists everything A
+    // reported creating, which is what cleanup needs.
+    out.write(&(serde_json::to_string_pretty(&receipt).expect("receipt serializes") + "\n"))?;
+    note(&format!(
+        "wrote the receipt {}; recover with `runwarden recover --probe-id {probe_id}` in a later job",
+        path.display()
+    ));
+    append_outputs(&[
+        ("probe-id", probe_id.clone()),
+        ("receipt", path.to_string_lossy().into_owned()),
+    ])?;
+    Ok(if receipt.complete && receipt.failures() == 0 {
+        0
+    } else {
+        1
+    })
+}
+
+pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
+    if args.out.format == Format::Github {
+        mask_secrets();
+    }
+    let probe_id = probe_id_of(&args.cross)?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let receipt_path = match args.receipt {
+        Some(p) => Some(p),
+        None => Some(default_receipt(&probe_id)).filter(|p| p.is_file()),
+    };
+    let receipt = receipt_path
+        .as_deref()
+        .map(|p| Receipt::read(p, Some(&probe_id)))
+        .transpose()
+        .map_err(Failure::Other)?;
+    if receipt.is_none() {
+        note(if args.allow_missing_receipt {
+            "no plant receipt found (accepted with --allow-missing-receipt): looking for the markers derived from the probe id and key; a carrier where none is found is SKIPPED"
+        } else {
+            "no plant receipt found: looking for the markers derived from the probe id and key; a carrier where none is found is ERROR (nothing shows a plant happened), unless --allow-missing-receipt"
+        });
+    }
+    let outs = args.out.open()?;
+    crate::signals::install();
+    let opts = ProbeOptions {
+        allow_missing_receipt: args.allow_missing_receipt,
+        ..cross_options(&args.cross, key.clone())
+    };
+    warn_unkeyed(&opts);
+    let shown = receipt_path.map(|p| p.to_string_lossy().into_owned());
+    let mut report = engine::recover(
+        &plan,
+        &opts,
+        &probe_id,
+        receipt.as_ref().zip(shown.as_deref()),
+    )
+    .map_err(|e| Failure::Other(e.0))?;
+    report.label = args.out.label.clone();
+    if let Some(cj) = report.cross_job.as_mut() {
+        cj.receipt_via = args.receipt_via.filter(|_| receipt.is_some());
+    }
+    publish(&report, outs, gh)
+}
+
+pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
+    let receipt = args
+        .receipt
+        .as_deref()
+        .map(|p| Receipt::read(p, args.cross.probe_id.as_deref()))
+        .transpose()
+        .map_err(Failure::Other)?;
+    let probe_id = match &receipt {
+        Some(r) => r.probe_id.clone(),
+        None => probe_id_of(&args.cross)?,
+    };
+    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let outs = Outputs {
+        report: pending(args.report.as_deref())?,
+        sarif: None,
+        format: args.format,
+    };
+    crate::signals::install();
+    let opts = cross_options(&args.cross, key.clone());
+    let report = engine::cleanup(&plan, &opts, &probe_id, receipt.as_ref())
+        .map_err(|e| Failure::Other(e.0))?;
+    publish(&report, outs, &GithubOptions::default())
+}
+
+/// Report files under `path`: itself, or `*.json` files in it and its
+/// subdirectories (one level: the layout download-artifact makes).
+pub(super) fn report_files(path: &Path) -> Result<Vec<PathBuf>, Failure> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let list = |d: &Path| -> Result<Vec<PathBuf>, Failure> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map_err(|e| Failure::Other(format!("cannot list {}: {e}", d.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        v.sort();
+        Ok(v)
+    };
+    let mut out = Vec::new();
+    for p in list(path)? {
+        let inner = if p.is_dir() { list(&p)? } else { vec![p] };
+        out.extend(
+            inner
+                .into_iter()
+                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "json")),
+        );
+    }
+    Ok(out)
+}
+
+pub(super) fn merge(paths: &[PathBuf], format: Format) -> Result<i32, Failure> {
+    let mut reports: Vec<(String, Report)> = Vec::new();
+    for p in paths {
+        for file in report_files(p)? {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
+            let r: Report = serde_json::from_str(&text).map_err(|e| {
+                Failure::Other(format!("{} is not a runwarden report: {e}", file.display()))
+            })?;
+            if r.schema != crate::report::SCHEMA {
+                return Err(Failure::Other(format!(
+                    "{}: unsupported report schema `{}`",
+                    file.display(),
+                    escape::line(&r.schema)
+                )));
+            }
+            let heading = r
+                .label
+                .clone()
+                .unwrap_or_else(|| file.to_string_lossy().into_owned());
+            reports.push((heading, r));
+        }
+    }
+    if reports.is_empty() {
+        return Err(Failure::Other("no reports found to merge".into()));
+    }
+    let columns: Vec<output::fleet::Column<'_>> = reports
+        .iter()
+        .map(|(heading, report)| output::fleet::Column {
+            heading: heading.clone(),
+            report,
+        })
+        .collect();
+    let table = output::fleet::render(&columns);
+    // Safe to print as it is: every line starts with `|` or `## `, and the
+    // cells entity-escape `:`, `#` and `[`, so no workflow command can form.
+    print_stdout(&table)?;
+    if format == Format::Github
+        && let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty())
+    {
+        use std::fs::OpenOptions;
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(table.as_bytes()))
+            .map_err(|e| Failure::Other(format!("cannot write $GITHUB_STEP_SUMMARY: {e}")))?;
+    }
+    // Each report's own exit code: a FAIL, an ERROR or a leftover.
+    Ok(reports
+        .iter()
+        .map(|(_, r)| r.exit_code())
+        .max()
+        .unwrap_or(0))
+}

@@ -1,0 +1,387 @@
+//! The command line: parse, find the config, run, and say which exit code.
+//!
+//! Exit codes: 0 no open undeclared channel and no error; 1 at least one
+//! FAIL or ERROR (or a planted entry cleanup had to leave); 2 could not run
+//! (bad arguments, bad config, report not writable).
+
+mod action;
+mod commands;
+mod outputs;
+
+pub use action::GithubOptions;
+use action::*;
+use commands::*;
+use outputs::*;
+
+use crate::config::ConfigError;
+use crate::engine::{self, ProbeOptions};
+use crate::escape;
+use crate::marker::{self, Key};
+use crate::output::{self, Format};
+use crate::plan::{self, ConfigSource, Discovered, Plan};
+use crate::receipt::Receipt;
+use crate::report::{Mode, Report};
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "runwarden",
+    version,
+    about = "Proves which channels between isolated CI runs are open"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Plant nonces in run A, recover them in run B, report every channel.
+    Probe(ProbeArgs),
+    /// Plant markers for a later job's `recover` and write a receipt.
+    Plant(PlantArgs),
+    /// Recover the markers an earlier job's `plant` left; report every
+    /// channel (in a later job, on the same or another runner).
+    Recover(RecoverArgs),
+    /// Remove exactly what a `plant` created (by receipt, or found by
+    /// probe id). Idempotent.
+    Cleanup(CleanupArgs),
+    /// Merge reports (one per runner label) into one Markdown table,
+    /// channel by label; exit 1 when any report would (FAIL, ERROR, leftovers).
+    Merge {
+        /// Report files, or directories searched (two levels deep) for
+        /// `*.json` reports.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// `github` also appends the table to the job summary.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Validate a config and exit (0 valid, 2 invalid).
+    CheckConfig {
+        /// The config file; default: found as `probe` finds it.
+        file: Option<PathBuf>,
+    },
+    /// List every surface type and carrier.
+    Carriers {
+        #[arg(long, value_enum, default_value_t = CatalogFormat::Table)]
+        format: CatalogFormat,
+    },
+    /// Inspect this environment and propose a starter config.
+    Discover {
+        /// Write the config here instead of stdout (never over an existing
+        /// file).
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
+    /// Run as the GitHub Action: inputs from `INPUT_*` (see docs/action.md).
+    Action,
+    /// Internal: one run (A or B) of a probe. Reads a request on stdin.
+    #[command(name = "__run", hide = true)]
+    Run,
+}
+
+/// How `carriers` prints the catalogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CatalogFormat {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    /// Config file (else $RUNWARDEN_CONFIG, .github/runwarden.yml,
+    /// runwarden.yml, else what `runwarden discover` proposes).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Where to make the probe's private directory (default: system temp).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Run B as another user, UID[:GID] (needs root): can one user on a
+    /// shared host read what another left?
+    #[arg(long, value_name = "UID[:GID]", value_parser = parse_uid_gid)]
+    pub run_b_as: Option<(u32, u32)>,
+    /// Seconds each run (A, B) may take before it is killed (ERROR).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+}
+
+/// Where a report goes (`probe` and `recover`).
+#[derive(clap::Args, Debug)]
+pub struct OutputArgs {
+    /// Write the JSON report here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write SARIF 2.1.0 for GitHub code scanning here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// A name for where this ran (e.g. the runner label), kept in the
+    /// report and used by `merge`.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+}
+
+/// What `plant`, `recover` and `cleanup` share.
+#[derive(clap::Args, Debug)]
+pub struct CrossArgs {
+    /// Config file (found as `probe` finds it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The probe id shared by plant, recover and cleanup (default in
+    /// GitHub Actions: gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT). The marker
+    /// key comes from $RUNWARDEN_KEY.
+    #[arg(long, value_name = "ID")]
+    pub probe_id: Option<String>,
+    /// Where to make the private work directory (default: system temp).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Seconds each run may take before it is killed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PlantArgs {
+    #[command(flatten)]
+    pub cross: CrossArgs,
+    /// Where to write the receipt (default:
+    /// runwarden-receipt-<probe id>.json).
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
+    /// Plant only the signed runner-persistence beacons of filesystem
+    /// surfaces, to be left for later jobs to find.
+    #[arg(long)]
+    pub beacon: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    pub cross: CrossArgs,
+    /// The plant's receipt (default: runwarden-receipt-<probe id>.json if
+    /// it exists). Without one, nothing shows a plant happened: markers
+    /// derived from the probe id are still looked for (found: FAIL), but
+    /// finding nothing is ERROR, not PASS.
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
+    /// Accept a recover without the plant's receipt on purpose: carriers
+    /// where nothing was found are SKIPPED instead of ERROR.
+    #[arg(long)]
+    pub allow_missing_receipt: bool,
+    /// How the receipt reached this job (e.g. "artifact
+    /// runwarden-receipt-0"), said in the report: the receipt's own
+    /// channel, opened on purpose.
+    #[arg(long, value_name = "TEXT")]
+    pub receipt_via: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CleanupArgs {
+    #[command(flatten)]
+    pub cross: CrossArgs,
+    /// Remove what this receipt lists (its probe id is used).
+    #[arg(long, value_name = "FILE")]
+    pub receipt: Option<PathBuf>,
+    /// Write the JSON report here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
+    let (u, g) = s.split_once(':').unwrap_or((s, s));
+    let p = |x: &str| {
+        x.parse::<u32>()
+            .map_err(|_| format!("`{x}` is not a numeric id"))
+    };
+    Ok((p(u)?, p(g)?))
+}
+
+/// Where a report goes: its files (opened before the work) and stdout.
+struct Outputs<'a> {
+    report: Option<(&'a Path, Pending)>,
+    sarif: Option<(&'a Path, Pending)>,
+    format: Format,
+}
+
+/// Why runwarden could not run (exit code 2).
+#[derive(Debug)]
+pub enum Failure {
+    Config(ConfigError),
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Config(e) => write!(f, "{e}"),
+            Failure::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Prints one line on stderr, escaped: messages can carry config values and
+/// surface data.
+pub fn note(msg: &str) {
+    eprintln!("runwarden: {}", escape::line(&crate::redact::text(msg)));
+}
+
+/// Where the config comes from.
+enum Found {
+    File(PathBuf),
+    Embedded,
+}
+
+fn find_config(explicit: Option<&Path>) -> Found {
+    if let Some(p) = explicit {
+        return Found::File(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("RUNWARDEN_CONFIG").filter(|p| !p.is_empty()) {
+        return Found::File(PathBuf::from(p));
+    }
+    for p in [".github/runwarden.yml", "runwarden.yml"] {
+        if Path::new(p).is_file() {
+            return Found::File(PathBuf::from(p));
+        }
+    }
+    Found::Embedded
+}
+
+/// The plan from the config file, or (no file found) from what
+/// `runwarden discover` proposes for this environment, announced on stderr.
+fn load_plan(found: &Found) -> Result<Plan, Failure> {
+    let (text, source) = match found {
+        Found::File(p) => (
+            std::fs::read_to_string(p)
+                .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?,
+            ConfigSource {
+                path: Some(p.to_string_lossy().into_owned()),
+                embedded_default: false,
+                discovered: None,
+            },
+        ),
+        Found::Embedded => {
+            let env = |k: &str| std::env::var(k).ok();
+            let d = crate::discover::discover(&env);
+            let source = ConfigSource {
+                path: None,
+                embedded_default: true,
+                discovered: Some(Discovered {
+                    runner: d.runner_kind().into(),
+                    skipped: d.skipped(),
+                }),
+            };
+            (crate::discover::render(&d), source)
+        }
+    };
+    let plan = plan::build(&text, source, &config_env).map_err(Failure::Config)?;
+    if let Some(d) = &plan.source.discovered {
+        let names: Vec<&str> = plan.surfaces.iter().map(|s| s.name.as_str()).collect();
+        note(&format!(
+            "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); using the discovered config ({} runner): {}",
+            d.runner,
+            names.join(", ")
+        ));
+        for s in &d.skipped {
+            note(&format!("skipped: {s}"));
+        }
+    }
+    Ok(plan)
+}
+
+/// Runs a parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> Result<i32, Failure> {
+    // Every credential the environment holds is a secret from the start:
+    // whatever a surface, git or a server says later is redacted.
+    if !matches!(cli.command, Cmd::Run) {
+        secret_env().iter().for_each(|s| crate::redact::add(s));
+    }
+    match cli.command {
+        Cmd::Run => Ok(crate::child::run()),
+        Cmd::Carriers { format } => {
+            let text = match format {
+                CatalogFormat::Table => output::carriers::table(),
+                CatalogFormat::Json => output::carriers::json(),
+            };
+            print_stdout(&text)?;
+            Ok(0)
+        }
+        Cmd::CheckConfig { file } => {
+            let found = find_config(file.as_deref());
+            let plan = load_plan(&found)?;
+            let carriers: usize = plan
+                .surfaces
+                .iter()
+                .filter_map(|s| crate::surface::by_name(s.type_name))
+                .map(|t| t.carriers().len())
+                .sum();
+            let what = match &found {
+                Found::File(p) => p.display().to_string(),
+                Found::Embedded => "no config file found; the discovered config".into(),
+            };
+            note(&format!(
+                "{what} is valid: {} surfaces, {carriers} channels, {} declared",
+                plan.surfaces.len(),
+                plan.declared.len()
+            ));
+            Ok(0)
+        }
+        Cmd::Probe(args) => probe(args, &GithubOptions::default(), Key::from_env()),
+        Cmd::Plant(args) => plant(args, Key::from_env()),
+        Cmd::Recover(args) => recover(args, &GithubOptions::default(), Key::from_env()),
+        Cmd::Cleanup(args) => cleanup(args, Key::from_env()),
+        Cmd::Merge { paths, format } => merge(&paths, format),
+        Cmd::Action => action(),
+        Cmd::Discover { write } => {
+            let env = |k: &str| std::env::var(k).ok();
+            // Paths come from the environment: keep `##[` out of the log.
+            let text = escape::json(&crate::discover::render(&crate::discover::discover(&env)));
+            match write {
+                None => print_stdout(&text)?,
+                Some(path) => {
+                    use std::fs::OpenOptions;
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .and_then(|mut f| f.write_all(text.as_bytes()))
+                        .map_err(|e| {
+                            Failure::Other(format!("cannot write {}: {e}", path.display()))
+                        })?;
+                    note(&format!(
+                        "wrote {}; check it with `runwarden check-config {}`",
+                        path.display(),
+                        path.display()
+                    ));
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Environment variables whose values are credentials: masked in the
+/// Actions log before runwarden prints anything else.
+/// The environment a config sees. The action's `github-token` input (the
+/// job's GITHUB_TOKEN by default) stands in for an unset GITHUB_TOKEN: a
+/// node action gets the token only as an input, and the actions-cache
+/// surface lists and deletes entries with it.
+fn config_env(name: &str) -> Option<std::ffi::OsString> {
+    let set = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
+    set(name).or_else(|| {
+        (name == "GITHUB_TOKEN")
+            .then(|| set("INPUT_GITHUB-TOKEN"))
+            .flatten()
+    })
+}

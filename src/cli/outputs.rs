@@ -1,0 +1,125 @@
+//! Where a finished report goes: the chosen format on stdout, the report
+//! and SARIF files (each written atomically, opened before any work), and
+//! the runner's files.
+
+use super::*;
+
+/// An output file's temp file, opened before any work: an unwritable
+/// location is "could not run", not a surprise after the probe.
+pub(super) fn pending(path: Option<&Path>) -> Result<Option<(&Path, Pending)>, Failure> {
+    path.map(|p| Pending::open(p).map(|o| (p, o))).transpose()
+}
+
+impl OutputArgs {
+    pub(super) fn open(&self) -> Result<Outputs<'_>, Failure> {
+        Ok(Outputs {
+            report: pending(self.report.as_deref())?,
+            sarif: pending(self.sarif.as_deref())?,
+            format: self.format,
+        })
+    }
+}
+
+/// Prints and writes a finished report; returns its exit code.
+pub(super) fn publish(
+    report: &Report,
+    outs: Outputs<'_>,
+    gh: &GithubOptions,
+) -> Result<i32, Failure> {
+    let args = &outs;
+    // The results are printed first: a report that cannot be written at the
+    // end (a full disk) must not swallow them.
+    let report_path = args
+        .report
+        .as_ref()
+        .map(|(p, _)| p.to_string_lossy().into_owned());
+    let sarif_path = args
+        .sarif
+        .as_ref()
+        .map(|(p, _)| p.to_string_lossy().into_owned());
+    let ctx = output::sarif::Context::from_env(report);
+    let text = match args.format {
+        Format::Table => output::table::render(report),
+        Format::Json => output::json::render(report),
+        Format::Github if gh.annotations && report.mode != Mode::Cleanup => {
+            output::table::render(report)
+                + &output::github::annotations(report, &ctx, report_path.as_deref())
+        }
+        Format::Github => output::table::render(report),
+    };
+    print_stdout(&text)?;
+    if let Some(sig) = crate::signals::received() {
+        note(&format!(
+            "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
+        ));
+    }
+    let Outputs {
+        report: report_out,
+        sarif: sarif_out,
+        format,
+    } = outs;
+    if let Some((_, out)) = report_out {
+        out.write(&output::json::render(report))?;
+    }
+    if let Some((_, out)) = sarif_out {
+        out.write(&output::sarif::render(report, &ctx))?;
+    }
+    if format == Format::Github && report.mode != Mode::Cleanup {
+        github_files(
+            report,
+            report_path.as_deref(),
+            sarif_path.as_deref(),
+            gh.summary,
+        )?;
+    }
+    Ok(report.exit_code())
+}
+
+/// An output file written atomically: a temporary file in the target's
+/// directory, made before the probe starts, renamed over the target at the
+/// end.
+pub(super) struct Pending {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl Pending {
+    pub(super) fn open(path: &Path) -> Result<Pending, Failure> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".runwarden-")
+            .tempfile_in(&dir)
+            .map_err(|e| Failure::Other(format!("{} is not writable: {e}", path.display())))?;
+        Ok(Pending {
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// No fsync: the rename makes the write atomic for readers, and
+    /// durability across a power cut (a journal commit, ~30 ms on ext4) is
+    /// not worth it for a CI report.
+    pub(super) fn write(mut self, body: &str) -> Result<(), Failure> {
+        let failed = |e: &dyn std::fmt::Display| {
+            Failure::Other(format!("cannot write {}: {e}", self.path.display()))
+        };
+        self.tmp
+            .write_all(body.as_bytes())
+            .map_err(|e| failed(&e))?;
+        self.tmp.persist(&self.path).map_err(|e| failed(&e.error))?;
+        Ok(())
+    }
+}
+
+pub(super) fn print_stdout(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Other(format!("cannot write to stdout: {e}"))),
+    }
+}
