@@ -1,0 +1,198 @@
+//! `type: npm-registry`: an npm registry or proxy (Verdaccio, Artifactory,
+//! Nexus, GitHub Packages) that two runs can both reach.
+//!
+//! Run A publishes one small package per carrier over the registry API, as
+//! `npm publish` does (`PUT /<name>` with the tarball as an attachment),
+//! and for `dist-tag` adds a tag as `npm dist-tag add` does. Run B finds
+//! the package name through `/-/v1/search` (its only route: the name is
+//! the message), and reads the agreed packages' documents, dist-tags and
+//! tarballs. A
+//! refusal is a 401 or 403 (but a 403 that says the version exists is a
+//! conflict); a search not read to its end, a document that is not the
+//! package's, a 404 without the registry's JSON body or a field a carrier
+//! needs missing is an error. Cleanup unpublishes each package
+//! (`DELETE /<name>/-rev/<rev>`) after checking it holds exactly the
+//! versions A published.
+//!
+//! Package names are [`super::tagged_name`]s (lowercase hex and `-`, valid
+//! npm names). Tarballs are fetched only from the registry's own origin, so
+//! credentials never follow a URL a hostile registry document names.
+
+mod cleanup;
+mod plant;
+mod protocol;
+mod recover;
+
+use plant::*;
+use protocol::*;
+
+use super::{
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::nonce::Nonce;
+use crate::scan::Needles;
+use ::http::Method;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha512};
+
+pub struct NpmRegistry;
+
+/// Search results per page (the registry API's maximum).
+const PAGE: usize = 250;
+
+/// A search that has not ended after this many pages is an error.
+const MAX_PAGES: usize = 4_000;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "package-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of a published package; run B finds it through /-/v1/search",
+    },
+    Carrier {
+        name: "version",
+        persistence: Persistence::Durable,
+        description: "the nonce in the version string of a package both runs can name",
+    },
+    Carrier {
+        name: "readme",
+        persistence: Persistence::Durable,
+        description: "the nonce in the readme of a package both runs can name",
+    },
+    Carrier {
+        name: "dist-tag",
+        persistence: Persistence::Durable,
+        description: "the nonce in a dist-tag added to a package both runs can name",
+    },
+    Carrier {
+        name: "tarball-content",
+        persistence: Persistence::Durable,
+        description: "the nonce inside the tarball of a package both runs can name",
+    },
+];
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The registry URL, ending in `/`.
+    url: String,
+    auth: HttpAuth,
+    control: bool,
+}
+
+impl SurfaceType for NpmRegistry {
+    fn name(&self) -> &'static str {
+        "npm-registry"
+    }
+
+    fn description(&self) -> &'static str {
+        "an npm registry or proxy at a URL (publish, search, dist-tags, tarballs; unpublish to clean up)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["url", "token-env", "username-env", "password-env"]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((url, pos)) = opts.string("url")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "an npm-registry surface needs `url:` (the registry URL)",
+            ));
+        };
+        check_url(&url).map_err(|m| opts.error(pos, format!("`url`: {m}")))?;
+        let auth = HttpAuth::from_config(&mut opts)?;
+        let url = if url.ends_with('/') {
+            url
+        } else {
+            format!("{url}/")
+        };
+        Ok(serde_json::to_value(Settings {
+            url,
+            auth,
+            control: false,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::npm::NpmServer::start()?;
+        let s = Settings {
+            url: server.url(),
+            auth: HttpAuth::bearer_for_control(server.token()?),
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .map(|s| vec![("credentials", s.auth.describe())])
+            .unwrap_or_default()
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad npm-registry settings".to_string())?;
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance { s, client }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        self.s.auth.missing.clone()
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_carrier(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        format!(
+            "package {} on {}",
+            escape::bytes(entry["name"].as_str().unwrap_or("?").as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                self.shown()
+            }
+        )
+    }
+}

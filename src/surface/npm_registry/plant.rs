@@ -1,0 +1,159 @@
+//! Run A: one small package per carrier, published as `npm publish`
+//! does, journalled before the request and taken back only when the
+//! registry refused it.
+
+use super::*;
+
+/// (package name, version) of a carrier's plant.
+pub(super) fn package_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String) {
+    let name = crate::surface::tagged_name(
+        ctx,
+        carrier,
+        (carrier == "package-name").then_some(nonce),
+        "",
+    );
+    let version = if carrier == "version" {
+        format!("0.0.0-{}", nonce.hex())
+    } else {
+        "0.0.0".to_string()
+    };
+    (name, version)
+}
+
+/// The publish document and tarball of a carrier's plant.
+pub(super) fn publish_doc(
+    url: &str,
+    probe_id: &str,
+    carrier: &str,
+    name: &str,
+    version: &str,
+    nonce: &Nonce,
+) -> Value {
+    let readme = if carrier == "readme" {
+        format!("runwarden plant\n\n{}\n", nonce.hex())
+    } else {
+        "runwarden plant\n".to_string()
+    };
+    let manifest = json!({ "name": name, "version": version, "description": format!("runwarden plant, probe {probe_id}") });
+    let mut files: Vec<(String, Vec<u8>)> = vec![(
+        "package/package.json".into(),
+        manifest.to_string().into_bytes(),
+    )];
+    if carrier == "tarball-content" {
+        files.push((
+            "package/note.txt".into(),
+            format!("{}\n", nonce.hex()).into_bytes(),
+        ));
+    }
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, d)| (p.as_str(), d.as_slice()))
+        .collect();
+    let tgz = crate::archive::tgz(&refs);
+    let file = format!("{}-{version}.tgz", name.rsplit('/').next().unwrap_or(name));
+    let integrity = format!(
+        "sha512-{}",
+        base64::engine::general_purpose::STANDARD.encode(Sha512::digest(&tgz))
+    );
+    json!({
+        "_id": name,
+        "name": name,
+        "description": format!("runwarden plant, probe {probe_id}"),
+        "dist-tags": { "latest": version },
+        "readme": readme,
+        "versions": { version: {
+            "name": name,
+            "version": version,
+            "description": format!("runwarden plant, probe {probe_id}"),
+            "readme": readme,
+            "dist": { "tarball": format!("{url}{name}/-/{file}"), "integrity": integrity },
+        }},
+        "_attachments": { file: {
+            "content_type": "application/octet-stream",
+            "data": base64::engine::general_purpose::STANDARD.encode(&tgz),
+            "length": tgz.len(),
+        }},
+    })
+}
+
+impl Instance {
+    pub(super) fn plant_carrier(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let (name, version) = package_for(ctx, &job.carrier, &job.nonce);
+        let shown = escape::bytes(name.as_bytes());
+        let doc = publish_doc(
+            &self.s.url,
+            ctx.probe_id,
+            &job.carrier,
+            &name,
+            &version,
+            &job.nonce,
+        );
+        let entry = json!({ "name": name, "versions": [version] });
+        created(entry.clone());
+        let url = format!("{}{}", self.s.url, path_of(&name));
+        let refused = |status: u16, what: &str| PlantOutcome::Refused {
+            reason: format!("the registry refused the {what} (HTTP {status})"),
+        };
+        let publish = self.call(Method::PUT, &url, Some(&doc));
+        // A 4xx says nothing was published; a 5xx may come after it was
+        // (a gateway's), so the entry stays journalled.
+        if publish
+            .as_ref()
+            .is_ok_and(|r| (400..500).contains(&r.status))
+        {
+            created(crate::surface::retraction(&entry));
+        }
+        match publish {
+            Err(reason) => return PlantOutcome::Failed { reason },
+            // npm's registry answers a version that exists with 403: a
+            // conflict, not the registry's access control.
+            Ok(r)
+                if (r.status == 401 || r.status == 403)
+                    && registrys_own(&r.body)
+                    && !crate::surface::says_exists(&r.body) =>
+            {
+                return refused(r.status, "publish");
+            }
+            Ok(r) if !(200..300).contains(&r.status) => {
+                return PlantOutcome::Failed {
+                    reason: format!(
+                        "publishing {shown}: HTTP {} {}",
+                        r.status,
+                        escape::bytes(&r.body[..r.body.len().min(200)])
+                    ),
+                };
+            }
+            Ok(_) => {}
+        }
+        if job.carrier == "dist-tag" {
+            let tag = format!("n{}", job.nonce.hex());
+            let url = format!("{}-/package/{}/dist-tags/{tag}", self.s.url, path_of(&name));
+            match self.call(Method::PUT, &url, Some(&json!(version))) {
+                Err(reason) => return PlantOutcome::Failed { reason },
+                Ok(r) if (r.status == 401 || r.status == 403) && registrys_own(&r.body) => {
+                    return refused(r.status, "dist-tag");
+                }
+                Ok(r) if !(200..300).contains(&r.status) => {
+                    return PlantOutcome::Failed {
+                        reason: format!("adding the dist-tag: HTTP {}", r.status),
+                    };
+                }
+                Ok(_) => {}
+            }
+        }
+        PlantOutcome::Planted {
+            needle: Value::String(job.nonce.hex()),
+            persistence: None,
+            detail: format!(
+                "published {shown}@{} to {}",
+                escape::bytes(version.as_bytes()),
+                self.shown()
+            ),
+        }
+    }
+}

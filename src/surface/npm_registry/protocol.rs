@@ -1,0 +1,312 @@
+//! The registry's API as both runs speak it: bounded requests with the
+//! surface's credentials, a package's document, a tarball searched as it
+//! arrives, the search read page by page to its end, and what a
+//! document says of one carrier.
+
+use super::*;
+
+/// Whether an answer's body is the registry's own: npm registries answer
+/// errors, refusals included, with a JSON object (`{"error": …}`); an
+/// HTML 401/403 comes from something in front of it (a proxy, an SSO
+/// gate, a firewall), which says nothing of the registry's access control.
+pub(super) fn registrys_own(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| v.is_object())
+}
+
+/// Why a 401/403 without the registry's JSON body is no refusal.
+pub(super) fn not_the_registrys(status: u16, what: &str) -> String {
+    format!(
+        "{what}: HTTP {status} without the registry's JSON body: something in front of it (a proxy, an SSO gate) answered, not the registry"
+    )
+}
+
+/// A package name in a URL path: a scoped name's `/` is encoded, as npm
+/// does.
+pub(super) fn path_of(name: &str) -> String {
+    name.replace('/', "%2f")
+}
+
+impl Instance {
+    pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
+        self.client.get()
+    }
+
+    pub(super) fn shown(&self) -> String {
+        escape::bytes(self.s.url.as_bytes())
+    }
+
+    pub(super) fn call(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&Value>,
+    ) -> Result<crate::http::Response, String> {
+        let mut req = self
+            .s
+            .auth
+            .apply(Request::new(method.clone(), url))
+            .header("accept", "application/json");
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        self.client()?.send(&req).map_err(|f| match f {
+            Failure::Unreachable(m) => format!("cannot reach the registry {}: {m}", self.shown()),
+            Failure::Broken(m) => format!("{method} at the registry {}: {m}", self.shown()),
+        })
+    }
+
+    /// The packument of `name` (its `name` that name, its `versions` an
+    /// object): `Ok(None)` when the registry says there is none.
+    pub(super) fn packument(&self, name: &str) -> Result<Option<Value>, RecoverOutcome> {
+        let url = format!("{}{}", self.s.url, path_of(name));
+        let r = self
+            .call(Method::GET, &url, None)
+            .map_err(|reason| RecoverOutcome::Failed { reason })?;
+        let shown = escape::bytes(name.as_bytes());
+        let doc = r.json().ok().filter(Value::is_object);
+        match r.status {
+            200 => match doc {
+                Some(d) if d["name"] == name && d["versions"].is_object() => Ok(Some(d)),
+                _ => Err(RecoverOutcome::Failed {
+                    reason: format!(
+                        "the registry answered 200 for {shown} with something that is not its \
+                         document (no such `name`, or no `versions`)"
+                    ),
+                }),
+            },
+            // Registries answer a missing package with a JSON error; a
+            // 404 page without one is a wrong URL or a proxy's.
+            404 if doc.is_some() => Ok(None),
+            404 => Err(RecoverOutcome::Failed {
+                reason: format!(
+                    "reading {shown}: HTTP 404 without the registry's JSON error body \
+                     (is `url` the registry?)"
+                ),
+            }),
+            401 | 403 if doc.is_some() => Err(RecoverOutcome::Denied {
+                reason: format!(
+                    "the registry refused to show {} (HTTP {})",
+                    escape::bytes(name.as_bytes()),
+                    r.status
+                ),
+            }),
+            401 | 403 => Err(RecoverOutcome::Failed {
+                reason: not_the_registrys(r.status, &format!("reading {shown}")),
+            }),
+            s => Err(RecoverOutcome::Failed {
+                reason: format!("reading {}: HTTP {s}", escape::bytes(name.as_bytes())),
+            }),
+        }
+    }
+
+    /// Whether a tarball holds `needle`, searched as it arrives. Only from
+    /// the registry's own origin: a document may name any URL.
+    pub(super) fn tarball_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
+        use crate::http::origin;
+        if origin(url).is_none() || origin(url) != origin(&self.s.url) {
+            return Err(format!(
+                "the tarball is on another origin ({}); it is not fetched with the registry's credentials",
+                escape::bytes(url.as_bytes())
+            ));
+        }
+        let mut needles = Needles::new(vec![needle.to_string()]);
+        let req = self.s.auth.apply(Request::new(Method::GET, url));
+        let status = self
+            .client()?
+            .search(&req, &mut needles)
+            .map_err(|f| format!("downloading the tarball: {f}"))?;
+        if status != 200 {
+            return Err(format!("downloading the tarball: HTTP {status}"));
+        }
+        Ok(needles.found(0))
+    }
+
+    /// Every package name `/-/v1/search` lists for `text`, each handed to
+    /// `each` once; how many. Pages until an empty page, `from` moving by
+    /// what each page held: registries cap `size` differently, and
+    /// Verdaccio's `total` counts one page only. A page of names all seen
+    /// (a registry ignoring `from`), an answer without `objects` or a name,
+    /// or fewer names than a `total` claimed is no full look.
+    pub(super) fn search_names(
+        &self,
+        text: &str,
+        each: &mut dyn FnMut(&str),
+    ) -> Result<usize, RecoverOutcome> {
+        let failed = |why: String| RecoverOutcome::Failed {
+            reason: format!("searching the registry for {text}: {why}"),
+        };
+        let mut names = std::collections::HashSet::new();
+        let mut claimed = 0u64;
+        let mut from = 0usize;
+        for _ in 0..MAX_PAGES {
+            let url = format!(
+                "{}-/v1/search?text={}&size={PAGE}&from={from}",
+                self.s.url,
+                crate::http::percent_encode(text)
+            );
+            let r = self
+                .call(Method::GET, &url, None)
+                .map_err(|reason| RecoverOutcome::Failed { reason })?;
+            if (r.status == 401 || r.status == 403) && registrys_own(&r.body) {
+                return Err(RecoverOutcome::Denied {
+                    reason: format!("the registry refused the search (HTTP {})", r.status),
+                });
+            }
+            if r.status != 200 {
+                return Err(failed(format!("HTTP {}", r.status)));
+            }
+            let v = r.json().map_err(failed)?;
+            let Some(objects) = v["objects"].as_array() else {
+                return Err(failed("the answer has no `objects`".into()));
+            };
+            if objects.is_empty() {
+                let n = names.len();
+                if (n as u64) < claimed {
+                    return Err(failed(format!(
+                        "it claimed {claimed} packages but listed {n}"
+                    )));
+                }
+                return Ok(n);
+            }
+            let mut new = 0;
+            for o in objects {
+                let Some(name) = o["package"]["name"].as_str() else {
+                    return Err(failed("a result without `package.name`".into()));
+                };
+                if names.insert(name.to_string()) {
+                    new += 1;
+                    each(name);
+                }
+            }
+            if new == 0 {
+                return Err(failed(format!(
+                    "the page from {from} lists only packages already listed: it does not page"
+                )));
+            }
+            from += objects.len();
+            claimed = claimed.max(v["total"].as_u64().unwrap_or(0));
+        }
+        Err(failed(format!("it did not end after {MAX_PAGES} pages")))
+    }
+
+    /// package-name by search: one outcome per wanted carrier, in order,
+    /// and the names in this probe's form the search listed.
+    pub(super) fn search(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[&Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> (Vec<RecoverOutcome>, std::collections::HashSet<String>) {
+        let text = format!("runwarden-{}", ctx.probe_id);
+        let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+        let mut ours = std::collections::HashSet::new();
+        let result = self.search_names(&text, &mut |name| {
+            if name.starts_with(&format!("{text}-")) {
+                ours.insert(name.to_string());
+            }
+            for (j, w) in wanted.iter().enumerate() {
+                if hits[j].is_none() && w.needle.as_str().is_some_and(|n| name.contains(n)) {
+                    hits[j] = Some(format!(
+                        "the search for {text} lists {}",
+                        escape::bytes(name.as_bytes())
+                    ));
+                }
+            }
+            if name.starts_with(&format!("{text}-"))
+                && crate::surface::tagged_carrier(ctx, CARRIERS, name, "").is_none()
+            {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(name.as_bytes()),
+                    detail: "a package name in this probe's form that no plant with this key made"
+                        .into(),
+                    beacon: None,
+                });
+            }
+        });
+        let outcomes = hits
+            .into_iter()
+            .map(|hit| match (&result, hit) {
+                (_, Some(detail)) => RecoverOutcome::Found { detail },
+                (Ok(n), None) => RecoverOutcome::NotFound {
+                    detail: format!("the search for {text} lists {n} packages; none carries it"),
+                },
+                (Err(e), None) => e.clone(),
+            })
+            .collect();
+        (outcomes, ours)
+    }
+
+    /// What one agreed package's document says of one carrier.
+    pub(super) fn read_carrier(
+        &self,
+        carrier: &str,
+        doc: &Value,
+        shown: &str,
+        version: &str,
+        needle: &str,
+    ) -> RecoverOutcome {
+        let has = |v: &Value| v.as_str().is_some_and(|s| s.contains(needle));
+        let missing = |what: &str| RecoverOutcome::Failed {
+            reason: format!(
+                "the document of {shown} has no {what}, which this carrier is read from"
+            ),
+        };
+        let versions = doc["versions"].as_object();
+        match carrier {
+            "version" => match versions.and_then(|m| m.keys().find(|k| k.contains(needle))) {
+                Some(v) => RecoverOutcome::Found {
+                    detail: format!("{shown} has version {}", escape::bytes(v.as_bytes())),
+                },
+                None => RecoverOutcome::NotFound {
+                    detail: format!("no version of {shown} carries it"),
+                },
+            },
+            "readme" => {
+                let readmes: Vec<&Value> = std::iter::once(&doc["readme"])
+                    .chain(
+                        versions
+                            .into_iter()
+                            .flat_map(|m| m.values().map(|v| &v["readme"])),
+                    )
+                    .filter(|r| r.is_string())
+                    .collect();
+                if readmes.iter().any(|r| has(r)) {
+                    RecoverOutcome::Found {
+                        detail: format!("the readme of {shown} holds it"),
+                    }
+                } else if readmes.is_empty() {
+                    missing("readme")
+                } else {
+                    RecoverOutcome::NotFound {
+                        detail: format!("the readme of {shown} does not hold it"),
+                    }
+                }
+            }
+            "dist-tag" => match doc["dist-tags"].as_object() {
+                None => missing("`dist-tags`"),
+                Some(m) => match m.keys().find(|k| k.contains(needle)) {
+                    Some(t) => RecoverOutcome::Found {
+                        detail: format!("{shown} has the dist-tag {}", escape::bytes(t.as_bytes())),
+                    },
+                    None => RecoverOutcome::NotFound {
+                        detail: format!("no dist-tag of {shown} carries it"),
+                    },
+                },
+            },
+            // The plant's own version without a tarball: not the plant.
+            _ => match doc["versions"][version]["dist"]["tarball"].as_str() {
+                None => missing(&format!("tarball for {version}")),
+                Some(t) => match self.tarball_holds(t, needle) {
+                    Err(reason) => RecoverOutcome::Failed { reason },
+                    Ok(true) => RecoverOutcome::Found {
+                        detail: format!("the tarball of {shown}@{version} holds it"),
+                    },
+                    Ok(false) => RecoverOutcome::NotFound {
+                        detail: format!("the tarball of {shown}@{version} does not hold it"),
+                    },
+                },
+            },
+        }
+    }
+}

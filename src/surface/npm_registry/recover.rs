@@ -1,0 +1,73 @@
+//! Run B: the search for `package-name` (its only route), the agreed
+//! packages' documents and tarballs for the rest, and the check that the
+//! search lists what B can read by name.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn recover_carriers(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let searched: Vec<&Wanted> = wanted
+            .iter()
+            .filter(|w| w.carrier == "package-name")
+            .collect();
+        let (by_search, listed) = if searched.is_empty() {
+            (vec![], Default::default())
+        } else {
+            self.search(ctx, &searched, notice)
+        };
+        let mut by_search = by_search.into_iter();
+        // The agreed packages B could read by name: the search must list
+        // them too, or its silence on package-name proves nothing.
+        let mut readable: Vec<String> = vec![];
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        for (i, w) in wanted.iter().enumerate() {
+            let nonce = match crate::surface::wanted_nonce(w) {
+                Ok(n) => n,
+                Err(o) => {
+                    out[i] = Some(o);
+                    continue;
+                }
+            };
+            if w.carrier == "package-name" {
+                // Its only route: the search (the package's name is the
+                // message, so B cannot ask for its document).
+                out[i] = by_search.next();
+                continue;
+            }
+            let (name, version) = package_for(ctx, &w.carrier, &nonce);
+            let shown = escape::bytes(name.as_bytes());
+            out[i] = Some(match self.packument(&name) {
+                Err(o) => o,
+                Ok(None) => RecoverOutcome::NotFound {
+                    detail: format!("no package {shown}"),
+                },
+                Ok(Some(doc)) => {
+                    readable.push(name.clone());
+                    self.read_carrier(&w.carrier, &doc, &shown, &version, &nonce.hex())
+                }
+            });
+        }
+        // A search that lags (or filters) does not list what exists: when
+        // it lists none of the packages B reads by name, a miss there is
+        // no look at all.
+        if !readable.is_empty() && !readable.iter().any(|n| listed.contains(n)) {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if w.carrier == "package-name" && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                {
+                    *o = Some(RecoverOutcome::Failed {
+                        reason: format!(
+                            "the search lists none of the {} packages of this probe that run B reads by name: it lags or is incomplete, so it not listing the package-name plant proves nothing",
+                            readable.len()
+                        ),
+                    });
+                }
+            }
+        }
+        crate::surface::all_outcomes(out)
+    }
+}
