@@ -1,0 +1,98 @@
+//! Cleanup: finding a probe's plants in the listing, and deleting each
+//! after checking a file's content and that a collection is empty.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn find_plants(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<Vec<Value>, String> {
+        if self.s.index_url.is_some() {
+            return Err("the cache is listed through an index, which may not name what to delete; use the receipt".into());
+        }
+        let body = innocuous(ctx.probe_id);
+        let mut found = vec![];
+        self.list(
+            &mut |href| {
+                let seg = last_segment(href);
+                if let Some(c) = crate::surface::tagged_carrier(ctx, CARRIERS, seg, "")
+                    && jobs.iter().any(|j| j.carrier == c)
+                    && c != "negative-lookup"
+                {
+                    found.push(if href.ends_with('/') {
+                        json!({ "name": seg, "kind": "collection" })
+                    } else {
+                        json!({ "name": seg, "kind": "file", "sha256": sha256_hex(&body) })
+                    });
+                }
+            },
+            &mut |_| {},
+        )
+        .map_err(|e| match e {
+            ListError::Denied(m) | ListError::Failed(m) | ListError::Unavailable(m) => m,
+        })?;
+        Ok(found)
+    }
+}
+
+impl Instance {
+    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
+        let name = entry["name"].as_str().unwrap_or("");
+        if !name.starts_with("runwarden-") || name.contains('/') || name.contains("..") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden name; nothing is deleted".into(),
+            };
+        }
+        let url = self.url_of(name);
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        // Checked before removal: a file holds exactly what was put, a
+        // collection holds nothing.
+        if entry["kind"] == "collection" {
+            let r = match self.call("PROPFIND", &format!("{url}/"), &[("depth", "1")], vec![]) {
+                Ok(r) => r,
+                Err(m) => return left(m),
+            };
+            match r.status {
+                404 => return CleanupOutcome::Gone,
+                207 => {
+                    let mut n = 0;
+                    let mut h = Marked::dav_hrefs();
+                    h.feed(&r.body, &mut |_| n += 1);
+                    if n > 1 {
+                        return left(
+                            "the collection is not empty: someone put something in it".into(),
+                        );
+                    }
+                }
+                s => return left(format!("PROPFIND before deleting: HTTP {s}")),
+            }
+            return match self.call("DELETE", &format!("{url}/"), &[], vec![]) {
+                Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+                Ok(r) if r.status == 404 => CleanupOutcome::Gone,
+                Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
+                Err(m) => left(m),
+            };
+        }
+        let r = match self.call("GET", &url, &[], vec![]) {
+            Ok(r) => r,
+            Err(m) => return left(m),
+        };
+        match r.status {
+            404 | 410 => return CleanupOutcome::Gone,
+            200 => {
+                if Some(sha256_hex(&r.body).as_str()) != entry["sha256"].as_str() {
+                    return left("its content changed since it was planted".into());
+                }
+            }
+            s => return left(format!("GET before deleting: HTTP {s}")),
+        }
+        match self.call("DELETE", &url, &[], vec![]) {
+            Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+            Ok(r) if r.status == 404 => CleanupOutcome::Gone,
+            Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
+            Err(m) => left(m),
+        }
+    }
+}

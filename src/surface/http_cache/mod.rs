@@ -1,0 +1,240 @@
+//! `type: http-cache`: a generic HTTP or WebDAV cache (a build cache, an
+//! Artifactory or Nexus generic repository, an nginx or Varnish proxy
+//! cache) that two runs can both reach.
+//!
+//! Run A writes under the configured URL: a `PUT` whose path carries the
+//! nonce, a `GET` miss on a path carrying it (a cache that remembers
+//! misses keeps it), a `MKCOL` collection named with it, and a `PROPPATCH`
+//! dead property holding it on a resource of its own. Run B lists the
+//! cache the way the server offers (`PROPFIND` with depth 1, or the index
+//! URL the config names) and reads the agreed paths. Cleanup deletes only
+//! what A created, after checking each file's content and that each
+//! collection is empty. A remembered miss cannot be deleted: it lasts for
+//! the cache's negative TTL.
+//!
+//! Paths are [`super::tagged_name`]s, so leftovers are identifiable and
+//! `cleanup --probe-id` takes only names whose tag verifies. Names read
+//! from listings are attacker controlled: escaped when shown, never used
+//! to build a request except for the exact names this probe derives.
+
+mod cleanup;
+mod plant;
+mod protocol;
+mod recover;
+
+use protocol::*;
+
+use super::{
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::nonce::Nonce;
+use crate::scan::{Marked, Needles};
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub struct HttpCache;
+
+/// The dead property the `property` carrier sets.
+const PROP_NS: &str = "urn:runwarden:1";
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "cache-key",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the path of a PUT; run B finds it in the cache's listing",
+    },
+    Carrier {
+        name: "negative-lookup",
+        persistence: Persistence::UntilEvicted,
+        description: "a GET miss on a path carrying the nonce, which a cache that remembers misses answers from its memory later",
+    },
+    Carrier {
+        name: "collection-name",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the name of a WebDAV collection (MKCOL), found in the listing",
+    },
+    Carrier {
+        name: "property",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in a WebDAV dead property (PROPPATCH) of an agreed resource, read back with PROPFIND",
+    },
+];
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The cache's base URL, ending in `/`.
+    url: String,
+    auth: HttpAuth,
+    /// A URL whose body lists the cache's names, instead of PROPFIND.
+    index_url: Option<String>,
+    control: bool,
+}
+
+/// What a file plant holds: no nonce (the carriers are the name and the
+/// property), the same for every file of a probe.
+fn innocuous(probe_id: &str) -> Vec<u8> {
+    format!("runwarden http-cache plant, probe {probe_id}\n").into_bytes()
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    crate::nonce::to_hex(&Sha256::digest(data))
+}
+
+/// The path (relative to the base URL) of a carrier's plant.
+fn plant_name(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> String {
+    let with_nonce = carrier != "property";
+    super::tagged_name(ctx, carrier, with_nonce.then_some(nonce), "")
+}
+
+impl SurfaceType for HttpCache {
+    fn name(&self) -> &'static str {
+        "http-cache"
+    }
+
+    fn description(&self) -> &'static str {
+        "a generic HTTP or WebDAV cache at a URL (PUT, cached misses, MKCOL, PROPPATCH; listed with PROPFIND)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "url",
+            "token-env",
+            "username-env",
+            "password-env",
+            "index-url",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((url, pos)) = opts.string("url")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "an http-cache surface needs `url:` (the cache's base URL)",
+            ));
+        };
+        check_url(&url).map_err(|m| opts.error(pos, format!("`url`: {m}")))?;
+        if url.contains('?') || url.contains('#') {
+            return Err(opts.error(pos, "`url`: no query or fragment: a base URL"));
+        }
+        let index_url = match opts.string("index-url")? {
+            Some((u, p)) => {
+                check_url(&u).map_err(|m| opts.error(p, format!("`index-url`: {m}")))?;
+                Some(u)
+            }
+            None => None,
+        };
+        let auth = HttpAuth::from_config(&mut opts)?;
+        let url = if url.ends_with('/') {
+            url
+        } else {
+            format!("{url}/")
+        };
+        let s = Settings {
+            url,
+            auth,
+            index_url,
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::dav::DavServer::start(false)?;
+        let token = server.token()?;
+        let s = Settings {
+            url: server.url(),
+            auth: HttpAuth::bearer_for_control(token),
+            index_url: None,
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        vec![
+            ("credentials", s.auth.describe()),
+            (
+                "listing",
+                match &s.index_url {
+                    Some(u) => format!("GET {}", escape::bytes(u.as_bytes())),
+                    None => "PROPFIND depth 1".into(),
+                },
+            ),
+        ]
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad http-cache settings".to_string())?;
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance { s, client }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        self.s.auth.missing.clone()
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_carrier(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let name = entry["name"].as_str().unwrap_or("?");
+        let slash = if entry["kind"] == "collection" {
+            "/"
+        } else {
+            ""
+        };
+        format!(
+            "{}{slash} under {}",
+            escape::bytes(name.as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                self.shown()
+            }
+        )
+    }
+}

@@ -1,0 +1,123 @@
+//! Run A: a PUT, a GET miss, a MKCOL and a PROPPATCH, each journalled
+//! before its request and taken back only when the cache refused it.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn plant_carrier(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let name = plant_name(ctx, &job.carrier, &job.nonce);
+        let shown_name = escape::bytes(name.as_bytes());
+        let url = self.url_of(&name);
+        let body = innocuous(ctx.probe_id);
+        let planted = |detail: String| PlantOutcome::Planted {
+            needle: Value::String(job.nonce.hex()),
+            persistence: None,
+            detail,
+        };
+        // Journalled first; taken back when the cache answers the write
+        // with anything but success (then nothing was created).
+        let write = |created: &mut dyn FnMut(Value),
+                     entry: Value,
+                     method: &str,
+                     url: &str,
+                     headers: &[(&'static str, &str)],
+                     body: Vec<u8>|
+         -> Result<(), PlantOutcome> {
+            created(entry.clone());
+            let r = self
+                .call(method, url, headers, body)
+                .map_err(|reason| PlantOutcome::Failed { reason })?;
+            // A 4xx says nothing was made; a 5xx may come after the
+            // write was done (a gateway's), so the entry stays journalled.
+            write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
+                if (400..500).contains(&r.status) {
+                    created(crate::surface::retraction(&entry));
+                }
+            })
+        };
+        let put = |created: &mut dyn FnMut(Value)| {
+            let entry = json!({ "name": name, "kind": "file", "sha256": sha256_hex(&body) });
+            let headers = [("content-type", "application/octet-stream")];
+            write(created, entry, "PUT", &url, &headers, body.clone())
+        };
+        match job.carrier.as_str() {
+            "cache-key" => match put(created) {
+                Err(o) => o,
+                Ok(()) => planted(format!("PUT {shown_name} under {}", self.shown())),
+            },
+            "negative-lookup" => match self.call("GET", &url, &[], vec![]) {
+                Err(reason) => PlantOutcome::Failed { reason },
+                Ok(r) if r.status == 404 || r.status == 410 => planted(format!(
+                    "GET {shown_name} missed (HTTP {}{}); a cache that remembers misses keeps it for its negative TTL, and nothing can delete it",
+                    r.status,
+                    r.headers
+                        .get("x-cache")
+                        .and_then(|v| v.to_str().ok())
+                        .map(|v| format!(", x-cache: {}", escape::bytes(v.as_bytes())))
+                        .unwrap_or_default()
+                )),
+                Ok(r) if r.status == 401 || r.status == 403 => PlantOutcome::Refused {
+                    reason: format!("the cache refused the lookup (HTTP {})", r.status),
+                },
+                Ok(r) => PlantOutcome::Failed {
+                    reason: format!("GET {shown_name} answered HTTP {}, not a miss", r.status),
+                },
+            },
+            "collection-name" => {
+                let entry = json!({ "name": name, "kind": "collection" });
+                match write(created, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
+                    Err(o) => o,
+                    Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
+                }
+            }
+            _ => {
+                // property: a resource of its own, then the property.
+                if let Err(o) = put(created) {
+                    return o;
+                }
+                let xml = format!(
+                    "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:propertyupdate xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:set><D:prop><R:note>{}</R:note></D:prop></D:set></D:propertyupdate>",
+                    job.nonce.hex()
+                );
+                match self.call(
+                    "PROPPATCH",
+                    &url,
+                    &[("content-type", "application/xml")],
+                    xml.into_bytes(),
+                ) {
+                    Err(reason) => PlantOutcome::Failed { reason },
+                    Ok(r) => match write_outcome(r.status, "PROPPATCH", &self.shown()) {
+                        Err(o) => o,
+                        // A 207 holds the property's own status: set (2xx),
+                        // refused (401/403: the cache's access control), or
+                        // failed for another reason.
+                        Ok(()) if r.status == 207 => match propstat_status(&r.body) {
+                            Some(200..=299) => {
+                                planted(format!("property R:note ({PROP_NS}) on {shown_name}"))
+                            }
+                            Some(code @ (401 | 403)) => PlantOutcome::Refused {
+                                reason: format!(
+                                    "the cache refused to set the property (HTTP {code} in its 207)"
+                                ),
+                            },
+                            Some(code) => PlantOutcome::Failed {
+                                reason: format!(
+                                    "the cache did not set the property (HTTP {code} in its 207)"
+                                ),
+                            },
+                            None => PlantOutcome::Failed {
+                                reason: "the cache's 207 to the PROPPATCH holds no status".into(),
+                            },
+                        },
+                        Ok(()) => planted(format!("property R:note ({PROP_NS}) on {shown_name}")),
+                    },
+                }
+            }
+        }
+    }
+}
