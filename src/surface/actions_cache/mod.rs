@@ -1,0 +1,471 @@
+//! `type: actions-cache`: the GitHub Actions cache of a repository, reached
+//! the way `@actions/cache` reaches it (the cache service v2).
+//!
+//! Run A writes entries with the runtime token: `CreateCacheEntry` over
+//! Twirp JSON, one Azure `Put Blob` of the archive to the signed URL, then
+//! `FinalizeCacheEntryUpload`. Run B finds them two ways: by listing every
+//! entry of the repository through the REST API (an API token with
+//! actions: read), for the carriers whose key or version it cannot know
+//! (the nonce is in them: listing is B's only route), and by a lookup with
+//! the runtime token (`GetCacheEntryDownloadURL`), for the carriers it
+//! restores by an agreed key or a guessable prefix. A carrier counts as
+//! closed only when every route B has ran and missed. A refusal is the
+//! service's own: Twirp's `permission_denied`, `cache write denied`, or a
+//! REST 403 with GitHub's error body that is no rate limit; any other
+//! answer (a body that is not the service's JSON, a proxy's 403, a field
+//! missing, a listing that counted more entries than it handed over) is an
+//! error. Cleanup
+//! deletes through the REST API, only entries whose key and version are
+//! exactly what the plant wrote, and only with actions: write; otherwise
+//! each entry is left, listed, until eviction.
+//!
+//! Every key starts `runwarden-<probe id>-`, so leftovers are identifiable,
+//! and ends in a tag, a MAC under the marker key over the rest of the key
+//! and the version ([`crate::marker::Key::name_tag`]): cleanup takes for a
+//! plant only an entry whose tag verifies, so `cleanup --probe-id` removes
+//! the plants of a probe whose nonces were random, and nobody without the
+//! key can make an entry it would remove. Tokens and signed URLs are
+//! credentials: they go only into request headers (marked sensitive) and
+//! are scrubbed from every error. The control instance is a loopback
+//! service ([`crate::loopback::actions_cache`]) that lives as long as the
+//! probe.
+
+mod cleanup;
+mod plant;
+mod protocol;
+mod recover;
+
+use protocol::*;
+
+use super::{
+    Carrier, CleanupOutcome, Control, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::nonce::Nonce;
+use crate::scan::Needles;
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub struct ActionsCache;
+
+/// REST pages are 100 entries; a listing that has not ended after this
+/// many pages (1,000,000 entries, far past the 10 GB a repository may
+/// keep) is an error, never a clean "not found".
+const MAX_PAGES: usize = 10_000;
+
+const PER_PAGE: usize = 100;
+
+const TWIRP: &str = "twirp/github.actions.results.api.v1.CacheService";
+
+/// The results service of github.com, which a `run:` step holding only the
+/// id-token request token can still reach: the URL is public.
+const GITHUB_COM_RESULTS: &str = "https://results-receiver.actions.githubusercontent.com/";
+
+/// The carriers' persistence: entries last until evicted (7 days unused,
+/// or least recently used past 10 GB per repository).
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "cache-key",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in an entry's key; run B finds it by listing every key (REST API), without knowing it",
+    },
+    Carrier {
+        name: "cache-version",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the opaque version string of an entry whose key says nothing; run B finds it by listing (REST API)",
+    },
+    Carrier {
+        name: "cache-content",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the archive of an entry with an agreed, innocuous key; run B restores it with the runtime token",
+    },
+    Carrier {
+        name: "restore-prefix",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in a key run B never learns: B restores through a generic prefix restore key and receives run A's entry",
+    },
+];
+
+/// What every step gets. Holds credentials: never printed, never in a
+/// report (only [`SurfaceType::facts`] describes them, by source).
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The results service base URL, ending in `/`.
+    results_url: Option<String>,
+    token: Option<String>,
+    /// Where the runtime token came from (an environment variable name).
+    token_source: Option<String>,
+    /// Why there is no runtime token or no service URL: every carrier is
+    /// SKIPPED with it.
+    no_token: Option<String>,
+    /// The REST API base URL, without a trailing `/`.
+    api_url: String,
+    repository: Option<String>,
+    api_token: Option<String>,
+    api_token_source: Option<String>,
+    /// Why listing (and so cleanup) is impossible.
+    no_listing: Option<String>,
+    /// `ACTIONS_CACHE_MODE` as the runner set it: honoured by cache
+    /// clients, not by the service, so runwarden reports it and ignores it.
+    cache_mode: Option<String>,
+    control: bool,
+}
+
+/// The version every entry but cache-version's carries: opaque to the
+/// service, like the toolkit's hash of paths and compression.
+fn fixed_version() -> String {
+    crate::nonce::to_hex(&Sha256::digest(b"runwarden|actions-cache|1"))
+}
+
+/// The key prefix of every entry of a probe.
+fn probe_prefix(probe_id: &str) -> String {
+    format!("runwarden-{probe_id}-")
+}
+
+/// The restore key a run B uses for restore-prefix: a prefix it could
+/// have guessed (it names no nonce).
+fn restore_prefix(probe_id: &str) -> String {
+    format!("runwarden-{probe_id}-restore-prefix-")
+}
+
+/// (key, version, archive) of a carrier's plant. The key is a
+/// [`super::tagged_name`] bound to the version; cache-key and
+/// restore-prefix carry the nonce in it.
+fn entry_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String, Vec<u8>) {
+    let probe_id = ctx.probe_id;
+    let mut archive = format!("runwarden actions-cache plant, probe {probe_id}\n").into_bytes();
+    let version = match carrier {
+        // 64 hex digits like the toolkit's sha256 versions; the first 32
+        // are the nonce.
+        "cache-version" => format!("{}{}", nonce.hex(), &fixed_version()[32..]),
+        _ => fixed_version(),
+    };
+    if carrier == "cache-content" {
+        archive.extend_from_slice(format!("{}\n", nonce.hex()).as_bytes());
+    }
+    let in_key = matches!(carrier, "cache-key" | "restore-prefix");
+    let key = super::tagged_name(ctx, carrier, in_key.then_some(nonce), &version);
+    (key, version, archive)
+}
+
+/// The carrier of a key in this probe's form whose tag verifies.
+fn planted_carrier(ctx: &RunCtx<'_>, key: &str, version: &str) -> Option<&'static str> {
+    super::tagged_carrier(ctx, CARRIERS, key, version)
+}
+
+/// "refs/heads/main (read, write)", for one scope of a token's claim.
+fn describe_scope((scope, perm): &(String, u8)) -> String {
+    let rights = match perm & 3 {
+        1 => "read",
+        2 => "write",
+        3 => "read, write",
+        _ => "no access",
+    };
+    format!("{} ({rights})", escape::bytes(scope.as_bytes()))
+}
+
+fn scopes_of(token: &str) -> Option<Vec<(String, u8)>> {
+    crate::loopback::actions_cache::jwt_scopes(token)
+}
+
+impl SurfaceType for ActionsCache {
+    fn name(&self) -> &'static str {
+        "actions-cache"
+    }
+
+    fn description(&self) -> &'static str {
+        "the GitHub Actions cache of a repository (cache service v2; REST API to list and delete)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "results-url",
+            "token-env",
+            "api-url",
+            "repository",
+            "api-token-env",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let token_env = super::env_name(&mut opts, "token-env")?;
+        let api_token_env = super::env_name(&mut opts, "api-token-env")?;
+        // The runtime token: the configured variable, else what node
+        // actions get, else what a run step gets with id-token: write.
+        let sources: Vec<String> = match &token_env {
+            Some(n) => vec![n.clone()],
+            None => vec![
+                "ACTIONS_RUNTIME_TOKEN".into(),
+                "ACTIONS_ID_TOKEN_REQUEST_TOKEN".into(),
+            ],
+        };
+        let found = sources
+            .iter()
+            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let results_url = match opts.string("results-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
+                Some(u)
+            }
+            None => opts.env("ACTIONS_RESULTS_URL").or_else(|| {
+                // A run step is not given the URL, but github.com's is
+                // public: an agent holding the token can use it.
+                let on_github_com = opts
+                    .env("GITHUB_SERVER_URL")
+                    .is_some_and(|s| s.trim_end_matches('/') == "https://github.com");
+                (on_github_com && found.is_some()).then(|| GITHUB_COM_RESULTS.to_string())
+            }),
+        };
+        let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
+        let no_token = match (&found, &results_url) {
+            (None, _) if token_env.is_some() => Some(format!(
+                "no runtime token: `token-env` names {}, which is unset or empty",
+                sources[0]
+            )),
+            (None, _) => Some(
+                "no runtime token: a composite action or `run:` step gets no ACTIONS_RUNTIME_TOKEN \
+                 (and ACTIONS_ID_TOKEN_REQUEST_TOKEN only with `id-token: write`); use the action, \
+                 or grant id-token: write"
+                    .into(),
+            ),
+            (Some(_), None) => Some(
+                "no cache service URL: ACTIONS_RESULTS_URL is unset; set `results-url`".into(),
+            ),
+            _ => None,
+        };
+        let api_url = match opts.string("api-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
+                u
+            }
+            None => opts
+                .env("GITHUB_API_URL")
+                .unwrap_or_else(|| "https://api.github.com".into()),
+        };
+        let api_url = api_url.trim_end_matches('/').to_string();
+        let repository = match opts.string("repository")? {
+            Some((r, pos)) => {
+                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
+                Some(r)
+            }
+            None => opts
+                .env("GITHUB_REPOSITORY")
+                .filter(|r| check_repository(r).is_ok()),
+        };
+        let api_sources: Vec<String> = match &api_token_env {
+            Some(n) => vec![n.clone()],
+            None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
+        };
+        let api = api_sources
+            .iter()
+            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let no_listing = match (&api, &repository) {
+            (None, _) => Some(format!(
+                "listing entries needs an API token with actions: read, and {} is unset (the action \
+                 passes `github-token`; elsewhere set `api-token-env`)",
+                api_sources.join(" / ")
+            )),
+            (_, None) => Some(
+                "listing entries needs the repository: GITHUB_REPOSITORY is unset; set `repository`"
+                    .into(),
+            ),
+            _ => None,
+        };
+        let (token_source, token) = found.unzip();
+        let (api_token_source, api_token) = api.unzip();
+        let s = Settings {
+            results_url,
+            token,
+            token_source,
+            no_token,
+            api_url,
+            repository,
+            api_token,
+            api_token_source,
+            no_listing,
+            cache_mode: opts.env("ACTIONS_CACHE_MODE"),
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::actions_cache::CacheServer::start()?;
+        let s = Settings {
+            results_url: Some(server.results_url()),
+            token: Some(server.runtime_token(&[("refs/heads/runwarden-control", 3)])),
+            token_source: Some("the control's own".into()),
+            no_token: None,
+            api_url: server.api_url(),
+            repository: Some("runwarden/control".into()),
+            api_token: Some(server.api_token(true)),
+            api_token_source: Some("the control's own".into()),
+            no_listing: None,
+            cache_mode: None,
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut f = vec![];
+        match (&s.token_source, &s.token) {
+            (Some(src), Some(t)) => {
+                f.push(("runtime-token", src.clone()));
+                let scopes = match scopes_of(t) {
+                    Some(sc) if sc.is_empty() => "none".to_string(),
+                    Some(sc) => sc.iter().map(describe_scope).collect::<Vec<_>>().join(", "),
+                    None => "unknown (not a JWT with an `ac` claim)".to_string(),
+                };
+                f.push(("scopes", scopes));
+            }
+            _ => f.push(("runtime-token", "none".into())),
+        }
+        if let Some(u) = &s.results_url {
+            f.push(("service", host_of(u)));
+        }
+        f.push((
+            "api-token",
+            s.api_token_source.clone().unwrap_or_else(|| "none".into()),
+        ));
+        if let Some(r) = &s.repository {
+            f.push(("repository", escape::bytes(r.as_bytes())));
+        }
+        if let Some(m) = &s.cache_mode {
+            f.push((
+                "cache-mode",
+                format!(
+                    "{} (ACTIONS_CACHE_MODE binds cache clients, not the service: the probe asked the service directly)",
+                    escape::bytes(m.as_bytes())
+                ),
+            ));
+        }
+        f
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad actions-cache settings".to_string())?;
+        let client = LazyClient::new(
+            [&s.token, &s.api_token]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+        );
+        Ok(Box::new(Instance { s, client }))
+    }
+}
+
+/// `owner/name`, each part non-empty and URL-safe.
+fn check_repository(r: &str) -> Result<(), String> {
+    let ok = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    match r.split_once('/') {
+        Some((o, n)) if ok(o) && ok(n) => Ok(()),
+        _ => Err("must be `owner/name`".into()),
+    }
+}
+
+struct Instance {
+    s: Settings,
+    /// Made on first use: the orchestrator opens instances it never calls.
+    client: LazyClient,
+}
+
+/// A Twirp answer.
+enum Twirp {
+    /// `ok: true`.
+    Ok(Value),
+    /// HTTP 200 with a JSON object whose `ok` is not true (absent in
+    /// proto3 JSON when false), with the service's message (raw: escape to
+    /// show).
+    NotOk(String),
+    /// HTTP 403 with Twirp's `permission_denied`: the service's access
+    /// control.
+    Denied(String),
+}
+
+/// Why a listing stopped.
+enum ListError {
+    /// GitHub's own 403 (its JSON error body, no rate limit).
+    Denied(String),
+    Failed(String),
+}
+
+/// One entry of a REST listing.
+struct Listed {
+    id: u64,
+    key: String,
+    version: String,
+    scope: String,
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        if let Some(why) = &self.s.no_token {
+            return Some(why.clone());
+        }
+        // The listing is the only route to a nonce in a key or version.
+        if matches!(carrier, "cache-key" | "cache-version") {
+            return self.s.no_listing.clone();
+        }
+        None
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_carrier(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let key = entry["key"].as_str().unwrap_or("?");
+        let scope = entry["scope"].as_str().unwrap_or("?");
+        format!(
+            "cache entry {} (scope {}) of {}",
+            escape::bytes(key.as_bytes()),
+            escape::bytes(scope.as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
+            }
+        )
+    }
+}

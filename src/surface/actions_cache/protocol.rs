@@ -1,0 +1,297 @@
+//! The cache service as both runs reach it: Twirp calls with the runtime
+//! token (only the service's own JSON is its answer; only its
+//! `permission_denied` a refusal), the REST listing read to its
+//! `total_count`, a key's lookup, an archive searched as it arrives.
+
+use super::*;
+
+/// A service URL's origin, for people (escaped; never userinfo).
+pub(super) fn host_of(url: &str) -> String {
+    escape::bytes(
+        crate::http::origin(url)
+            .unwrap_or_else(|| "?".into())
+            .as_bytes(),
+    )
+}
+
+impl Instance {
+    pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
+        self.client.get()
+    }
+
+    pub(super) fn service(&self) -> String {
+        self.s
+            .results_url
+            .as_deref()
+            .map(host_of)
+            .unwrap_or_else(|| "?".into())
+    }
+
+    /// The scopes the runtime token claims, for details.
+    pub(super) fn token_scopes(&self) -> Vec<(String, u8)> {
+        self.s
+            .token
+            .as_deref()
+            .and_then(scopes_of)
+            .unwrap_or_default()
+    }
+
+    pub(super) fn readable(&self) -> String {
+        let r: Vec<String> = self
+            .token_scopes()
+            .iter()
+            .filter(|(_, p)| p & 1 != 0)
+            .map(|(s, _)| escape::bytes(s.as_bytes()))
+            .collect();
+        if r.is_empty() {
+            "no scope it claims".into()
+        } else {
+            r.join(", ")
+        }
+    }
+
+    pub(super) fn twirp(&self, method: &str, body: Value) -> Result<Twirp, String> {
+        let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
+            return Err(self.s.no_token.clone().unwrap_or_default());
+        };
+        let url = format!("{base}{TWIRP}/{method}");
+        let req = Request::new(Method::POST, &url)
+            .json(&body)
+            .header("accept", "application/json")
+            .secret_header("authorization", format!("Bearer {token}"));
+        let resp = self.client()?.send(&req).map_err(|f| match f {
+            Failure::Unreachable(m) => {
+                format!("cannot reach the cache service {}: {m}", self.service())
+            }
+            Failure::Broken(m) => format!("{method} at the cache service {}: {m}", self.service()),
+        })?;
+        // Only a JSON object is the service's answer: an HTML page, an
+        // empty or cut body came from something else (a proxy, a login).
+        let v = resp.json().ok().filter(Value::is_object);
+        let raw = |v: &Value| {
+            v["message"]
+                .as_str()
+                .or(v["msg"].as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let msg = escape::bytes(v.as_ref().map(raw).unwrap_or_default().as_bytes());
+        let service = self.service();
+        match (resp.status, v) {
+            (200, Some(v)) if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
+            (200, Some(v)) => Ok(Twirp::NotOk(raw(&v))),
+            (200, None) => Err(format!(
+                "{method} at {service}: HTTP 200 with a body that is not a JSON object, \
+                 so not the cache service's answer"
+            )),
+            // Twirp maps its `permission_denied` to 403; a 403 without it
+            // is a proxy's or a firewall's, which says nothing of the cache.
+            (403, Some(v)) if v["code"] == "permission_denied" => {
+                Ok(Twirp::Denied(format!("HTTP 403 permission_denied {msg}")))
+            }
+            (403, _) => Err(format!(
+                "{method} at {service}: HTTP 403 without Twirp's permission_denied \
+                 (a proxy or a firewall?) {msg}"
+            )),
+            (401, _) => Err(format!(
+                "the cache service did not accept the runtime token ({}): HTTP 401 {msg}",
+                self.s.token_source.as_deref().unwrap_or("?"),
+            )),
+            (s, _) => Err(format!("{method}: HTTP {s} {msg}")),
+        }
+    }
+
+    pub(super) fn rest(&self) -> Result<(&str, &str), String> {
+        match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
+            (Some(t), Some(r), None) => Ok((t, r)),
+            (_, _, why) => Err(why.clone().unwrap_or_default()),
+        }
+    }
+
+    pub(super) fn rest_request<'u>(
+        &self,
+        method: Method,
+        url: &'u str,
+        token: &str,
+    ) -> Request<'u> {
+        Request::new(method, url)
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .secret_header("authorization", format!("Bearer {token}"))
+    }
+
+    pub(super) fn api_host(&self) -> String {
+        host_of(&self.s.api_url)
+    }
+
+    /// A REST 403: GitHub's access control only with its JSON error body
+    /// and no sign of a rate limit (`x-ratelimit-remaining: 0`, a
+    /// `retry-after`, a message naming it), which is no answer about the
+    /// caches.
+    pub(super) fn refusal(
+        &self,
+        resp: &crate::http::Response,
+        v: Option<&Value>,
+        repo: &str,
+    ) -> ListError {
+        let message = v.and_then(|v| v["message"].as_str());
+        let shown = escape::bytes(message.unwrap_or("").as_bytes());
+        let header = |n: &str| resp.headers.get(n).and_then(|h| h.to_str().ok());
+        let limited = header("x-ratelimit-remaining").is_some_and(|r| r.trim() == "0")
+            || header("retry-after").is_some()
+            || message.is_some_and(|m| m.to_ascii_lowercase().contains("rate limit"));
+        let host = self.api_host();
+        match message {
+            Some(_) if limited => ListError::Failed(format!(
+                "listing the caches of {repo} at {host}: rate limited (HTTP 403 {shown})"
+            )),
+            Some(_) => ListError::Denied(format!(
+                "the API token ({}) may not list the caches of {repo}: HTTP 403 {shown}",
+                self.s.api_token_source.as_deref().unwrap_or("?")
+            )),
+            None => ListError::Failed(format!(
+                "listing the caches of {repo} at {host}: HTTP 403 without GitHub's error body \
+                 (a proxy or a firewall?)"
+            )),
+        }
+    }
+
+    /// Lists every entry (or every entry whose key starts with `prefix`),
+    /// page by page, handing each to `each` once; returns how many there
+    /// were.
+    pub(super) fn list(
+        &self,
+        prefix: Option<&str>,
+        each: &mut dyn FnMut(&Listed),
+    ) -> Result<usize, ListError> {
+        let (token, repo) = self.rest().map_err(ListError::Failed)?;
+        let client = self.client().map_err(ListError::Failed)?;
+        let mut ids = std::collections::HashSet::new();
+        // `total_count` of the first page: the entries there were when the
+        // listing began.
+        let mut counted: Option<u64> = None;
+        for page in 1..=MAX_PAGES {
+            // Newest first by creation: the default order (last access)
+            // moves entries between pages whenever a workflow restores
+            // one, which could skip the plant; new entries only push
+            // older ones down (seen twice, never skipped), and the plant,
+            // made moments ago, is on the first pages.
+            let mut url = format!(
+                "{}/repos/{repo}/actions/caches?per_page={PER_PAGE}&page={page}&sort=created_at&direction=desc",
+                self.s.api_url
+            );
+            if let Some(p) = prefix {
+                url.push_str("&key=");
+                url.push_str(&crate::http::percent_encode(p));
+            }
+            let resp = client
+                .send(&self.rest_request(Method::GET, &url, token))
+                .map_err(|f| {
+                    ListError::Failed(format!("listing caches at {}: {f}", self.api_host()))
+                })?;
+            let v = resp.json().ok().filter(Value::is_object);
+            let failed = |what: String| {
+                ListError::Failed(format!(
+                    "listing the caches of {repo} at {}: {what}",
+                    self.api_host()
+                ))
+            };
+            match resp.status {
+                200 => {}
+                403 => return Err(self.refusal(&resp, v.as_ref(), repo)),
+                s => {
+                    let msg = v.as_ref().and_then(|v| v["message"].as_str());
+                    let msg = escape::bytes(msg.unwrap_or("").as_bytes());
+                    return Err(failed(format!("HTTP {s} {msg}")));
+                }
+            }
+            let (Some(list), Some(total)) = (
+                v.as_ref().and_then(|v| v["actions_caches"].as_array()),
+                v.as_ref().and_then(|v| v["total_count"].as_u64()),
+            ) else {
+                return Err(failed(
+                    "the answer (HTTP 200) has no `actions_caches` or no `total_count`".into(),
+                ));
+            };
+            let counted = *counted.get_or_insert(total);
+            for e in list {
+                let (Some(id), Some(key), Some(version), Some(scope)) = (
+                    e["id"].as_u64(),
+                    e["key"].as_str(),
+                    e["version"].as_str(),
+                    e["ref"].as_str(),
+                ) else {
+                    return Err(failed(
+                        "an entry of the listing lacks its id, key, version or ref".into(),
+                    ));
+                };
+                // Entries made while the listing runs push older ones a
+                // page down: the same entry again, handed over once.
+                if ids.insert(id) {
+                    each(&Listed {
+                        id,
+                        key: key.to_string(),
+                        version: version.to_string(),
+                        scope: scope.to_string(),
+                    });
+                }
+            }
+            if list.len() < PER_PAGE {
+                // Newest first, an entry is skipped only when entries
+                // before it go (evicted, deleted) between two pages;
+                // entries made meanwhile land on the first page, already
+                // read, and are not handed over. So as many distinct
+                // entries as the first page counted means none was
+                // skipped; fewer (one gone, or an API paging otherwise)
+                // is no full look.
+                if (ids.len() as u64) < counted {
+                    return Err(failed(format!(
+                        "it counted {counted} entries but handed over {}: entries went \
+                         while it was read, or it pages otherwise, so one may have been skipped",
+                        ids.len()
+                    )));
+                }
+                return Ok(ids.len());
+            }
+        }
+        Err(ListError::Failed(format!(
+            "the cache listing did not end after {MAX_PAGES} pages"
+        )))
+    }
+
+    /// The scope (ref) of the entry with exactly this key, when listing is
+    /// possible: for details only.
+    pub(super) fn scope_of(&self, key: &str) -> Option<String> {
+        let mut scope = None;
+        self.list(Some(key), &mut |e| {
+            if e.key == key && scope.is_none() {
+                scope = Some(e.scope.clone());
+            }
+        })
+        .ok()?;
+        scope
+    }
+
+    /// Downloads a signed URL's archive (no token: the URL is the
+    /// credential) and says whether it holds `needle`, searched as it
+    /// arrives.
+    pub(super) fn archive_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
+        let mut needles = Needles::new(vec![needle.to_string()]);
+        let status = self
+            .client()?
+            .search(&Request::new(Method::GET, url), &mut needles)
+            .map_err(|f| format!("downloading the restored archive: {f}"))?;
+        if status != 200 {
+            return Err(format!("downloading the restored archive: HTTP {status}"));
+        }
+        Ok(needles.found(0))
+    }
+}
+
+pub(super) fn str_field(v: &Value, proto: &str, camel: &str) -> String {
+    v[proto]
+        .as_str()
+        .or(v[camel].as_str())
+        .unwrap_or("")
+        .to_string()
+}

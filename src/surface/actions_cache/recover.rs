@@ -1,0 +1,246 @@
+//! Run B: the listing for the carriers whose nonce is in a key or a
+//! version (their only route), the agreed key for `cache-content`, the
+//! generic prefix for `restore-prefix`.
+
+use super::*;
+
+impl Instance {
+    /// cache-key and cache-version by the listing (their only route: the
+    /// nonce is in the key or version, so B cannot look them up): one
+    /// outcome per wanted carrier, in order.
+    pub(super) fn recover_listed(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[&Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        if let Err(why) = self.rest() {
+            // (`unavailable` skips these without an API token; a listing
+            // that cannot run is no look.)
+            let reason = format!("run B has no listing ({why})");
+            return vec![RecoverOutcome::Failed { reason }; wanted.len()];
+        }
+        let repo = self.s.repository.clone().unwrap_or_default();
+        let prefix = probe_prefix(ctx.probe_id);
+        let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+        let listing = self.list(None, &mut |e| {
+            for (j, w) in wanted.iter().enumerate() {
+                let Some(n) = w.needle.as_str() else { continue };
+                let (field, what) = if w.carrier == "cache-key" {
+                    (&e.key, "key")
+                } else {
+                    (&e.version, "version")
+                };
+                if hits[j].is_none() && field.contains(n) {
+                    hits[j] = Some(format!(
+                        "listed entry {} has the nonce in its {what} (scope {})",
+                        escape::bytes(e.key.as_bytes()),
+                        escape::bytes(e.scope.as_bytes())
+                    ));
+                }
+            }
+            // A key in this probe's form whose tag does not verify:
+            // someone made it who knows the probe id but not the key.
+            if e.key.starts_with(&prefix) && planted_carrier(ctx, &e.key, &e.version).is_none() {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(e.key.as_bytes()),
+                    detail: format!(
+                        "a cache key in this probe's form that no plant with this key made (scope {})",
+                        escape::bytes(e.scope.as_bytes())
+                    ),
+                    beacon: None,
+                });
+            }
+        });
+        hits.into_iter()
+            .map(|hit| match (&listing, hit) {
+                (_, Some(detail)) => RecoverOutcome::Found { detail },
+                (Ok(n), None) => RecoverOutcome::NotFound {
+                    detail: format!(
+                        "listed all {n} cache entries of {} through the REST API; none carries it",
+                        escape::bytes(repo.as_bytes())
+                    ),
+                },
+                (Err(ListError::Denied(m)), None) => RecoverOutcome::Denied { reason: m.clone() },
+                (Err(ListError::Failed(m)), None) => RecoverOutcome::Failed { reason: m.clone() },
+            })
+            .collect()
+    }
+
+    /// The lookup of an agreed key and version (cache-content's, derived
+    /// from the probe id): (key, signed download URL) when the service
+    /// restores exactly that entry.
+    pub(super) fn restore_exact(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: &str,
+        nonce: &Nonce,
+    ) -> Result<(String, String), RecoverOutcome> {
+        let (key, version, _) = entry_for(ctx, carrier, nonce);
+        let shown = escape::bytes(key.as_bytes());
+        let body = json!({ "key": key, "restore_keys": [], "version": version });
+        let (matched, url) = self.lookup(body, format!("no entry {shown} is restorable"))?;
+        if matched != key {
+            // The key ends in a tag, so another entry it matched as a
+            // prefix is not the plant's; and, matched first, it hides the
+            // plant from this lookup.
+            return Err(RecoverOutcome::Failed {
+                reason: format!(
+                    "the lookup of {shown} matched another entry, {}, which hides it",
+                    escape::bytes(matched.as_bytes())
+                ),
+            });
+        }
+        Ok((key, url))
+    }
+
+    /// cache-content: restore the agreed key and look in the archive.
+    pub(super) fn recover_content(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
+        let nonce = match crate::surface::wanted_nonce(w) {
+            Ok(n) => n,
+            Err(o) => return o,
+        };
+        let (key, url) = match self.restore_exact(ctx, "cache-content", &nonce) {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        let shown = escape::bytes(key.as_bytes());
+        match self.archive_holds(&url, &nonce.hex()) {
+            Err(reason) => RecoverOutcome::Failed { reason },
+            Ok(true) => RecoverOutcome::Found {
+                detail: format!(
+                    "restored {shown}{} and found the nonce in its archive",
+                    self.scope_note(&key)
+                ),
+            },
+            // The plant's own key and version, restored, without the plant's
+            // archive: whatever answered is not the plant, and says nothing
+            // of whether it is there.
+            Ok(false) => RecoverOutcome::Failed {
+                reason: format!(
+                    "restored {shown}, but its archive does not hold the nonce: not the plant's archive"
+                ),
+            },
+        }
+    }
+
+    /// A restore lookup: the matched key and its signed download URL, or
+    /// the outcome when there is none (`missing` says what was sought).
+    pub(super) fn lookup(
+        &self,
+        body: Value,
+        missing: String,
+    ) -> Result<(String, String), RecoverOutcome> {
+        match self.twirp("GetCacheEntryDownloadURL", body) {
+            Err(reason) => Err(RecoverOutcome::Failed { reason }),
+            Ok(Twirp::Denied(m)) => Err(RecoverOutcome::Denied {
+                reason: format!("the cache service refused the lookup: {m}"),
+            }),
+            Ok(Twirp::NotOk(_)) => Err(RecoverOutcome::NotFound {
+                detail: format!("{missing} with this token (it reads {})", self.readable()),
+            }),
+            Ok(Twirp::Ok(v)) => {
+                let matched = str_field(&v, "matched_key", "matchedKey");
+                let url = str_field(&v, "signed_download_url", "signedDownloadUrl");
+                if matched.is_empty() || url.is_empty() {
+                    return Err(RecoverOutcome::Failed {
+                        reason: "the lookup answered ok without a matched key or a download URL"
+                            .into(),
+                    });
+                }
+                Ok((matched, url))
+            }
+        }
+    }
+
+    /// restore-prefix: a lookup by a guessable prefix, whose matched key
+    /// names the plant (B's only route: the plant's key holds the nonce,
+    /// so B cannot look it up).
+    pub(super) fn recover_prefix(
+        &self,
+        ctx: &RunCtx<'_>,
+        w: &Wanted,
+        notice: &mut dyn FnMut(Notice),
+    ) -> RecoverOutcome {
+        let prefix = restore_prefix(ctx.probe_id);
+        let shown_prefix = escape::bytes(prefix.as_bytes());
+        // A key nobody wrote, then the prefix as a restore key: exactly
+        // how a workflow's `restore-keys` reaches an entry.
+        let body = json!({
+            "key": format!("{prefix}none"),
+            "restore_keys": [prefix],
+            "version": fixed_version(),
+        });
+        let needle = w.needle.as_str().unwrap_or("");
+        let missing = format!("the restore key {shown_prefix} matched no entry restorable");
+        let (matched, _) = match self.lookup(body, missing) {
+            Ok(m) => m,
+            Err(o) => return o,
+        };
+        let shown = escape::bytes(matched.as_bytes());
+        if !needle.is_empty() && matched.contains(needle) {
+            return RecoverOutcome::Found {
+                detail: format!(
+                    "the restore key {shown_prefix} restored {shown}{}",
+                    self.scope_note(&matched)
+                ),
+            };
+        }
+        // Newest wins: an entry someone else wrote under the prefix hides
+        // the plant. Prefix restore worked, but whether the plant came
+        // through cannot be told.
+        if planted_carrier(ctx, &matched, &fixed_version()).is_none() {
+            notice(Notice {
+                kind: NoticeKind::ForgedMarker,
+                entry: shown.clone(),
+                detail:
+                    "a cache key under this probe's restore prefix that no plant with this key made"
+                        .into(),
+                beacon: None,
+            });
+        }
+        RecoverOutcome::Failed {
+            reason: format!(
+                "the restore key {shown_prefix} restored {shown}, which is not the plant's: \
+                 a newer entry under the prefix hides it"
+            ),
+        }
+    }
+
+    pub(super) fn scope_note(&self, key: &str) -> String {
+        match self.scope_of(key) {
+            Some(s) => format!(" (written to scope {})", escape::bytes(s.as_bytes())),
+            None => format!(" (this token reads {})", self.readable()),
+        }
+    }
+}
+
+impl Instance {
+    pub(super) fn recover_carriers(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let listed_carrier =
+            |w: &Wanted| matches!(w.carrier.as_str(), "cache-key" | "cache-version");
+        let to_list: Vec<&Wanted> = wanted.iter().filter(|w| listed_carrier(w)).collect();
+        let mut by_listing = if to_list.is_empty() {
+            vec![]
+        } else {
+            self.recover_listed(ctx, &to_list, notice)
+        }
+        .into_iter();
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        for (i, w) in wanted.iter().enumerate() {
+            out[i] = match w.carrier.as_str() {
+                _ if listed_carrier(w) => by_listing.next(),
+                "cache-content" => Some(self.recover_content(ctx, w)),
+                "restore-prefix" => Some(self.recover_prefix(ctx, w, notice)),
+                _ => None,
+            };
+        }
+        crate::surface::all_outcomes(out)
+    }
+}
