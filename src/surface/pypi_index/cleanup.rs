@@ -1,0 +1,97 @@
+//! Cleanup: finding a probe's projects, and deleting each version A
+//! uploaded after checking the project holds exactly A's files.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn find_plants(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<Vec<Value>, String> {
+        let err = |o: RecoverOutcome| match o {
+            RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => reason,
+            _ => "the simple index could not be read".into(),
+        };
+        // Only names whose tag verifies are kept while the root streams.
+        let mut ours: Vec<String> = vec![];
+        self.scan(&self.s.simple_url, "text/html", &[], &mut |h| {
+            let Some(name) = project_of(h) else { return };
+            if crate::surface::tagged_carrier(ctx, CARRIERS, name, "")
+                .is_some_and(|c| jobs.iter().any(|j| j.carrier == c))
+            {
+                ours.push(name.to_string());
+            }
+        })
+        .map_err(err)?
+        .ok_or("the simple index is not there (404)")?;
+        let mut found = vec![];
+        for name in &ours {
+            let name = name.as_str();
+            let files = self.files(name).map_err(err)?.unwrap_or_default();
+            let mut versions: Vec<String> =
+                files.iter().filter_map(|(f, _)| version_of(f)).collect();
+            versions.dedup();
+            for v in versions {
+                let fs: Vec<&String> = files
+                    .iter()
+                    .filter(|(f, _)| version_of(f).as_deref() == Some(v.as_str()))
+                    .map(|(f, _)| f)
+                    .collect();
+                found.push(json!({ "project": name, "version": v, "files": fs }));
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl Instance {
+    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
+        let project = entry["project"].as_str().unwrap_or("");
+        let version = entry["version"].as_str().unwrap_or("");
+        if !project.starts_with("runwarden-") || project.contains('/') || version.contains('/') {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden project; nothing is deleted".into(),
+            };
+        }
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        // Checked before removal: the project holds exactly A's files.
+        let mut have: Vec<String> = match self.files(project) {
+            Ok(None) => return CleanupOutcome::Gone,
+            Ok(Some(f)) => f.into_iter().map(|(n, _)| n).collect(),
+            Err(RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason }) => {
+                return left(reason);
+            }
+            Err(_) => return left("the project page could not be read".into()),
+        };
+        let mut want = crate::surface::string_array(&entry["files"]);
+        have.sort();
+        want.sort();
+        if have.is_empty() {
+            return CleanupOutcome::Gone;
+        }
+        if have != want {
+            return left(
+                "the project holds files A did not upload: someone else uploaded to it".into(),
+            );
+        }
+        let url = format!("{}{project}/{version}", self.s.upload_url);
+        let req = self.s.auth.apply(Request::new(Method::DELETE, &url));
+        match self
+            .client()
+            .and_then(|c| c.send(&req).map_err(|f| self.failure(f)))
+        {
+            Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+            Ok(r) if r.status == 401 || r.status == 403 => left(format!(
+                "the index refused to delete it (HTTP {}: {}); it stays until someone with the right removes it",
+                r.status,
+                excerpt(&r.body)
+            )),
+            Ok(r) => left(format!(
+                "the index offers no deletion runwarden knows (DELETE <upload-url><project>/<version>: HTTP {}); remove it by hand",
+                r.status
+            )),
+            Err(m) => left(m),
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! `type: pypi-index`: a PyPI-compatible index with an upload endpoint
+//! (devpi, Artifactory, Nexus, pypiserver) that two runs can both reach.
+//!
+//! Run A uploads one small distribution per carrier through the legacy
+//! upload API, as twine does (`multipart/form-data`,
+//! `:action=file_upload`). Run B reads the simple index (PEP 503): the
+//! root page for project names (the only route to a name that carries
+//! the nonce), a project's page for its file names and versions, and the project's metadata (a JSON view when configured, else
+//! the distribution's own PKG-INFO) for the description. A 404 is "no such
+//! project" only once the root has listed projects (a wrong URL answers
+//! 404 too); a page that lists nothing, metadata without a description, a
+//! linked file that is not there, or a 403 that says the file exists is an
+//! error, never a pass. Cleanup deletes
+//! each version A uploaded (`DELETE <upload-url><project>/<version>`, as
+//! devpi offers) after checking the project holds exactly A's files.
+//!
+//! Project names are [`super::tagged_name`]s (already PEP 503
+//! normalized). Files are fetched only from the index's own origin.
+
+mod cleanup;
+mod plant;
+mod protocol;
+mod recover;
+
+use plant::*;
+use protocol::*;
+
+use super::{
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::nonce::Nonce;
+use crate::scan::{Marked, Needles};
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub struct PypiIndex;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "project-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of an uploaded project, found in the simple index's listing",
+    },
+    Carrier {
+        name: "version",
+        persistence: Persistence::Durable,
+        description: "the nonce in the version of a project both runs can name (a local version, 0.0.0+<nonce>)",
+    },
+    Carrier {
+        name: "description",
+        persistence: Persistence::Durable,
+        description: "the nonce in the description (long_description) of a project both runs can name",
+    },
+    Carrier {
+        name: "file-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the file name of a wheel (its build tag) of a project both runs can name",
+    },
+];
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    upload_url: String,
+    /// The simple index root, ending in `/`.
+    simple_url: String,
+    /// A URL with `{project}` giving a project's metadata as JSON.
+    json_url: Option<String>,
+    auth: HttpAuth,
+    control: bool,
+}
+
+impl SurfaceType for PypiIndex {
+    fn name(&self) -> &'static str {
+        "pypi-index"
+    }
+
+    fn description(&self) -> &'static str {
+        "a PyPI-compatible index with an upload endpoint (twine's upload API; the simple index to read)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "upload-url",
+            "simple-url",
+            "json-url",
+            "token-env",
+            "username-env",
+            "password-env",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let url = |opts: &mut Options<'_>,
+                   key: &str,
+                   required: bool|
+         -> Result<Option<String>, ConfigError> {
+            match opts.string(key)? {
+                Some((u, pos)) => {
+                    check_url(&u.replace("{project}", "p"))
+                        .map_err(|m| opts.error(pos, format!("`{key}`: {m}")))?;
+                    Ok(Some(u))
+                }
+                None if required => Err(opts.error(
+                    opts.entry_pos(),
+                    format!("a pypi-index surface needs `{key}:` (both `upload-url` and `simple-url` are required)"),
+                )),
+                None => Ok(None),
+            }
+        };
+        let slash = |u: String| if u.ends_with('/') { u } else { format!("{u}/") };
+        let upload_url = slash(url(&mut opts, "upload-url", true)?.unwrap_or_default());
+        let simple_url = slash(url(&mut opts, "simple-url", true)?.unwrap_or_default());
+        let json_url = url(&mut opts, "json-url", false)?;
+        if let Some(j) = &json_url
+            && !j.contains("{project}")
+        {
+            return Err(opts.error(opts.entry_pos(), "`json-url` must contain `{project}`"));
+        }
+        // twine's convention: a token is the password of `__token__`.
+        let auth = HttpAuth::from_config(&mut opts)?.bearer_as_basic("__token__");
+        Ok(serde_json::to_value(Settings {
+            upload_url,
+            simple_url,
+            json_url,
+            auth,
+            control: false,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::pypi::PypiServer::start()?;
+        let (user, password) = server.user()?;
+        let s = Settings {
+            upload_url: server.upload_url(),
+            simple_url: server.simple_url(),
+            json_url: Some(server.json_url()),
+            auth: HttpAuth::basic_for_control(user, password),
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        vec![
+            ("credentials", s.auth.describe()),
+            (
+                "description-read-from",
+                match &s.json_url {
+                    Some(u) => escape::bytes(u.as_bytes()),
+                    None => "the distribution's PKG-INFO".into(),
+                },
+            ),
+        ]
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad pypi-index settings".to_string())?;
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance { s, client }))
+    }
+}
+
+/// What A uploads for one carrier.
+struct Upload {
+    project: String,
+    version: String,
+    file: String,
+    data: Vec<u8>,
+    filetype: &'static str,
+    pyversion: &'static str,
+    description: String,
+}
+
+/// What a streamed page held: per needle, whether its raw bytes hold it.
+struct PageScan {
+    found: Vec<bool>,
+}
+
+/// What the simple index root showed: how many project links, and per
+/// needle sought, where it was seen.
+struct Root {
+    projects: usize,
+    hits: Vec<Option<String>>,
+    /// The names in this probe's form it listed.
+    ours: std::collections::HashSet<String>,
+}
+
+/// A carrier read from an agreed page: `Err` when that page is 404, which
+/// is "no such project" only if the index showed it is one.
+type Read = Result<RecoverOutcome, String>;
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        self.s.auth.missing.clone()
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_carrier(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        format!(
+            "{} {} on {}",
+            escape::bytes(entry["project"].as_str().unwrap_or("?").as_bytes()),
+            escape::bytes(entry["version"].as_str().unwrap_or("?").as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                self.shown()
+            }
+        )
+    }
+}

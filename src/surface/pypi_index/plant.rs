@@ -1,0 +1,111 @@
+//! Run A: one small distribution per carrier, uploaded as twine does,
+//! journalled before the request and taken back only when the index
+//! refused it.
+
+use super::*;
+
+pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> Upload {
+    let project = crate::surface::tagged_name(
+        ctx,
+        carrier,
+        (carrier == "project-name").then_some(nonce),
+        "",
+    );
+    let version = if carrier == "version" {
+        format!("0.0.0+{}", nonce.hex())
+    } else {
+        "0.0.0".to_string()
+    };
+    let mut description = format!("runwarden plant, probe {}\n", ctx.probe_id);
+    if carrier == "description" {
+        description += &format!("{}\n", nonce.hex());
+    }
+    let pkg_info = format!(
+        "Metadata-Version: 2.1\nName: {project}\nVersion: {version}\nSummary: runwarden plant\n\n{description}"
+    );
+    let dist = project.replace('-', "_");
+    if carrier == "file-name" {
+        // A build tag must start with a digit.
+        let file = format!("{dist}-{version}-1{}-py3-none-any.whl", nonce.hex());
+        let info = format!("{dist}-{version}.dist-info");
+        let wheel =
+            "Wheel-Version: 1.0\nGenerator: runwarden\nRoot-Is-Purelib: true\nTag: py3-none-any\n";
+        let record = format!("{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n");
+        let data = crate::archive::zip_stored(&[
+            (&format!("{info}/METADATA"), pkg_info.as_bytes()),
+            (&format!("{info}/WHEEL"), wheel.as_bytes()),
+            (&format!("{info}/RECORD"), record.as_bytes()),
+        ]);
+        return Upload {
+            project,
+            version,
+            file,
+            data,
+            filetype: "bdist_wheel",
+            pyversion: "py3",
+            description,
+        };
+    }
+    let file = format!("{dist}-{version}.tar.gz");
+    let data = crate::archive::tgz(&[(&format!("{dist}-{version}/PKG-INFO"), pkg_info.as_bytes())]);
+    Upload {
+        project,
+        version,
+        file,
+        data,
+        filetype: "sdist",
+        pyversion: "source",
+        description,
+    }
+}
+
+impl Instance {
+    pub(super) fn plant_carrier(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let u = upload_for(ctx, &job.carrier, &job.nonce);
+        let entry = json!({ "project": u.project, "version": u.version, "files": [u.file] });
+        created(entry.clone());
+        let shown = escape::bytes(u.file.as_bytes());
+        let upload = self.upload(&u);
+        // A 4xx says nothing was uploaded; a 5xx may come after it was
+        // (a gateway's), so the entry stays journalled.
+        if upload
+            .as_ref()
+            .is_ok_and(|r| (400..500).contains(&r.status))
+        {
+            created(crate::surface::retraction(&entry));
+        }
+        match upload {
+            Err(reason) => PlantOutcome::Failed { reason },
+            // A 403 that says the file exists is a conflict, not the
+            // index's access control.
+            Ok(r)
+                if (r.status == 401 || r.status == 403)
+                    && !crate::surface::says_exists(&r.body) =>
+            {
+                PlantOutcome::Refused {
+                    reason: format!(
+                        "the index refused the upload (HTTP {}: {})",
+                        r.status,
+                        excerpt(&r.body)
+                    ),
+                }
+            }
+            Ok(r) if (200..300).contains(&r.status) => PlantOutcome::Planted {
+                needle: Value::String(job.nonce.hex()),
+                persistence: None,
+                detail: format!(
+                    "uploaded {shown} to {}",
+                    escape::bytes(self.s.upload_url.as_bytes())
+                ),
+            },
+            Ok(r) => PlantOutcome::Failed {
+                reason: format!("uploading {shown}: HTTP {} {}", r.status, excerpt(&r.body)),
+            },
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Run B: the root listing for `project-name` (its only route), the
+//! agreed projects' pages and metadata for the rest, and the check that
+//! the root lists what B reads by name.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn recover_carriers(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let named: Vec<String> = wanted
+            .iter()
+            .filter(|w| w.carrier == "project-name")
+            .map(|w| w.needle.as_str().unwrap_or("").to_string())
+            .collect();
+        // The root is project-name's route, and what shows that a 404 of
+        // an agreed page is the index's: read once, when first needed.
+        let mut root = (!named.is_empty()).then(|| self.scan_root(ctx, &named, notice));
+        let mut named_seen = 0;
+        let mut out = vec![];
+        let mut readable: Vec<String> = vec![];
+        for w in wanted {
+            // This carrier's place among `named` (and the root's hits).
+            let named_at = named_seen;
+            named_seen += usize::from(w.carrier == "project-name");
+            let nonce = match crate::surface::wanted_nonce(w) {
+                Ok(n) => n,
+                Err(o) => {
+                    out.push(o);
+                    continue;
+                }
+            };
+            if w.carrier == "project-name" {
+                // Its only route: the root's listing (the project's name is
+                // the message, so B cannot ask for its page).
+                out.push(match root.as_ref() {
+                    Some(Err(e)) => e.clone(),
+                    Some(Ok(r)) => match r.hits.get(named_at).cloned().flatten() {
+                        Some(detail) => RecoverOutcome::Found { detail },
+                        None if r.projects == 0 => RecoverOutcome::Failed {
+                            reason: format!(
+                                "the simple index {} (HTTP 200) lists no project: \
+                                 not a simple index (a login or error page?)",
+                                self.shown()
+                            ),
+                        },
+                        None => RecoverOutcome::NotFound {
+                            detail: format!(
+                                "the simple index lists {} projects; none carries it",
+                                r.projects
+                            ),
+                        },
+                    },
+                    None => RecoverOutcome::Failed {
+                        reason: "the simple index was not read".into(),
+                    },
+                });
+                continue;
+            }
+            let needle = nonce.hex();
+            let u = upload_for(ctx, &w.carrier, &nonce);
+            let read = match w.carrier.as_str() {
+                "version" | "file-name" => self.read_page(&u.project, &needle),
+                _ => self.read_description(&u.project, &needle),
+            };
+            let o = match read {
+                Ok(o) => {
+                    readable.push(u.project.clone());
+                    o
+                }
+                Err(what) => {
+                    let r = root.get_or_insert_with(|| self.scan_root(ctx, &named, notice));
+                    self.absent(r, what)
+                }
+            };
+            out.push(o);
+        }
+        // A root that lags does not list what exists: when it lists none
+        // of the projects B reads by name, a miss there is no look at all.
+        if let Some(Ok(r)) = &root
+            && !readable.is_empty()
+            && !readable.iter().any(|n| r.ours.contains(n))
+        {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if w.carrier == "project-name" && matches!(o, RecoverOutcome::NotFound { .. }) {
+                    *o = RecoverOutcome::Failed {
+                        reason: format!(
+                            "the simple index lists none of the {} projects of this probe that run B reads by name: it lags or is incomplete, so it not listing the project-name plant proves nothing",
+                            readable.len()
+                        ),
+                    };
+                }
+            }
+        }
+        out
+    }
+}
