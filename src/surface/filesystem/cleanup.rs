@@ -1,0 +1,324 @@
+//! Cleanup: each journalled entry removed only while it is still the one
+//! planted; an intent's entry only with the intended type, owner and age;
+//! by probe id, only entries their carrier (or a plant's unfinished
+//! state) proves ours.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn find_plants(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<Vec<Value>, String> {
+        let dir = self
+            .open_surface()
+            .map_err(|e| format!("cannot open {}: {e}", self.path_text()))?;
+        let dir_st = sys::fstat(&dir).map_err(|e| format!("fstat of surface: {e}"))?;
+        let mut found = Vec::new();
+        for job in jobs {
+            let Some((name, kind)) = planted_name(&job.carrier, ctx.probe_id, &job.nonce.hex())
+            else {
+                continue;
+            };
+            let st = match sys::lstat_at(&dir, &name) {
+                Ok(st) => st,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                Err(e) => return Err(format!("lstat of {}: {e}", escape::bytes(name.as_bytes()))),
+            };
+            let unverified = if Kind::of(&st) != Some(kind) {
+                Some("named like a plant of this probe, but of another type".to_string())
+            } else {
+                self.verify_planted(ctx, &dir, &name, &st, job).err()
+            };
+            found.push(
+                Entry::of(&dir, &dir_st, &name, &st, kind, unverified)
+                    .map_err(|e| format!("statx: {e}"))?,
+            );
+        }
+        Ok(found)
+    }
+
+    /// The journal holds, per entry, its intent, then its full record (or
+    /// a retraction of the intent when the syscall failed). An intent with
+    /// neither is an entry whose creation may or may not have happened
+    /// when run A stopped: [`Instance::cleanup_intent`].
+    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        let recorded: std::collections::HashSet<&str> = entries
+            .iter()
+            .filter(|e| e.get("ino").is_some())
+            .filter_map(|e| e.get("name")?.as_str())
+            .collect();
+        crate::surface::cleanup_unretracted(entries, |e| match e.get("intent") {
+            Some(i) => {
+                let name = i.get("name").and_then(Value::as_str).unwrap_or("");
+                if recorded.contains(name) {
+                    CleanupOutcome::Superseded
+                } else {
+                    self.cleanup_intent(i)
+                }
+            }
+            None => self.cleanup(e),
+        })
+    }
+
+    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
+        let e: Entry = match serde_json::from_value(entry.clone()) {
+            Ok(e) => e,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("unreadable journal entry: {err}"),
+                };
+            }
+        };
+        if let Some(why) = e.unverified {
+            return CleanupOutcome::Left {
+                reason: format!("{why}: not provably ours, left alone"),
+            };
+        }
+        // Entries can come from a receipt file: only a plain name of
+        // runwarden's own form, directly in the surface, is ever removed.
+        if e.name.contains('/') || !e.name.starts_with(".runwarden-") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden entry name: left alone".into(),
+            };
+        }
+        let dir = match self.open_surface() {
+            Ok(d) => d,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("cannot open {}: {err}", self.path_text()),
+                };
+            }
+        };
+        match sys::fstat(&dir) {
+            Ok(st) if st.dev == e.dir_dev && st.ino == e.dir_ino => {}
+            Ok(_) => {
+                return CleanupOutcome::Left {
+                    reason: "the surface path now names another directory than the one planted in"
+                        .into(),
+                };
+            }
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("fstat: {err}"),
+                };
+            }
+        }
+        let name = OsStr::new(&e.name);
+        let st = match sys::lstat_at(&dir, name) {
+            Ok(st) => st,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return CleanupOutcome::Gone,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("lstat: {err}"),
+                };
+            }
+        };
+        let born = match sys::birth_at(&dir, name) {
+            Ok(b) => b,
+            Err(err) => {
+                return CleanupOutcome::Left {
+                    reason: format!("statx: {err}"),
+                };
+            }
+        };
+        if Kind::of(&st) != Some(e.kind) || st.dev != e.dev || st.ino != e.ino || born != e.btime {
+            return CleanupOutcome::Left {
+                reason: "replaced since it was planted (type, inode or birth time differs): not ours to remove"
+                    .into(),
+            };
+        }
+        // Linux has no unlink-by-inode; the window between this check and
+        // the unlink is one syscall, and unlinkat never follows a symlink.
+        match sys::unlink_at(&dir, name, e.kind == Kind::Dir) {
+            Ok(()) => CleanupOutcome::Removed,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => CleanupOutcome::Gone,
+            Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) => CleanupOutcome::Left {
+                reason: "the planted directory is no longer empty: someone put entries into it"
+                    .into(),
+            },
+            Err(err) => CleanupOutcome::Left {
+                reason: format!("unlink: {err}"),
+            },
+        }
+    }
+
+    /// Removes the entry an intent named, when run A stopped before
+    /// recording it in full: only if the name is there, in the same
+    /// directory, with the intended type, owned by the intent's uid, and
+    /// born (or, where the filesystem keeps no birth time, changed) no
+    /// earlier than a second before the intent. Anything else with that
+    /// name is someone else's.
+    pub(super) fn cleanup_intent(&self, intent: &Value) -> CleanupOutcome {
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let i: Intent = match serde_json::from_value(intent.clone()) {
+            Ok(i) => i,
+            Err(err) => return left(format!("unreadable journal entry: {err}")),
+        };
+        if i.name.contains('/') || !i.name.starts_with(".runwarden-") {
+            return left("not a runwarden entry name: left alone".into());
+        }
+        let dir = match self.open_surface() {
+            Ok(d) => d,
+            Err(err) => return left(format!("cannot open {}: {err}", self.path_text())),
+        };
+        match sys::fstat(&dir) {
+            Ok(st) if st.dev == i.dir_dev && st.ino == i.dir_ino => {}
+            Ok(_) => {
+                return left(
+                    "the surface path now names another directory than the one planted in".into(),
+                );
+            }
+            Err(err) => return left(format!("fstat: {err}")),
+        }
+        let name = OsStr::new(&i.name);
+        let st = match sys::lstat_at(&dir, name) {
+            Ok(st) => st,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return CleanupOutcome::Gone,
+            Err(err) => return left(format!("lstat: {err}")),
+        };
+        let born = match sys::birth_at(&dir, name) {
+            Ok(b) => b.unwrap_or((st.ctime_sec, st.ctime_nsec as u32)),
+            Err(err) => return left(format!("statx: {err}")),
+        };
+        // The kernel stamps inodes with its coarse clock; a second of slack
+        // covers any tick between the intent and the syscall.
+        let after = (i.after.0 - 1, i.after.1 as u32);
+        if Kind::of(&st) != Some(i.kind) || st.uid != i.uid || born < after {
+            return left(
+                "named like the entry run A was creating when it stopped, but of another type, owner or age: not ours to remove"
+                    .into(),
+            );
+        }
+        match sys::unlink_at(&dir, name, i.kind == Kind::Dir) {
+            Ok(()) => CleanupOutcome::Removed,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => CleanupOutcome::Gone,
+            Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                left("the planted directory is no longer empty: someone put entries into it".into())
+            }
+            Err(err) => left(format!("unlink: {err}")),
+        }
+    }
+
+    /// Whether an entry named like `job`'s plant is that plant: its
+    /// carrier proves it, or it is ours and in the state a plant passes
+    /// through before its carrier is set. `Err(why)` when neither.
+    pub(super) fn verify_planted(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        job: &PlantJob,
+    ) -> Result<(), String> {
+        let proven = self.carrier_proves(ctx, dir, name, st, job);
+        if proven.is_err() && st.uid == sys::euid() && self.unfinished(dir, name, st, job) {
+            // Run A stopped between creating the entry and setting its
+            // carrier: the derived name, our own uid, and the exact state
+            // a plant passes through.
+            return Ok(());
+        }
+        proven
+    }
+
+    /// Whether an entry is in the state a plant of `job` leaves between
+    /// creating it and setting its carrier: empty (or, for file-content,
+    /// a prefix of the marker text), with no user xattr yet.
+    pub(super) fn unfinished(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        job: &PlantJob,
+    ) -> bool {
+        if !st.is_reg() {
+            return false;
+        }
+        let no_xattrs = || {
+            xattr::list(self.s.path.join(name))
+                .map(|mut k| !k.any(|k| k.as_encoded_bytes().starts_with(b"user.")))
+                .unwrap_or(false)
+        };
+        match job.carrier.as_str() {
+            "file-content" => {
+                let full = marker_text(&job.nonce.hex());
+                matches!(read_small(dir, name, CONTENT_WINDOW), Ok(Some(b)) if full.as_bytes().starts_with(&b))
+            }
+            // A time never set back: the plant's futimens has not run (a
+            // set mtime lies years before the entry's last change).
+            "mtime" => st.size == 0 && st.mtime_sec + 1 >= st.ctime_sec && no_xattrs(),
+            "xattr" | "xattr-name" | "file-size" | RUNNER_PERSISTENCE => {
+                st.size == 0 && no_xattrs()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether an entry named like `job`'s plant shows, through its own
+    /// carrier, that it is that plant: `Err(why)` when it does not.
+    pub(super) fn carrier_proves(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        job: &PlantJob,
+    ) -> Result<(), String> {
+        let hex = job.nonce.hex();
+        let no = |what: &str| {
+            Err(format!(
+                "named like this probe's {} plant, but {what}",
+                job.carrier
+            ))
+        };
+        match job.carrier.as_str() {
+            // The nonce is in the name itself.
+            "file-name" | "directory-name" | "special-file-name" => Ok(()),
+            "file-content" => match read_small(dir, name, CONTENT_WINDOW) {
+                Ok(Some(b)) if memchr::memmem::find(&b, hex.as_bytes()).is_some() => Ok(()),
+                _ => no("its content does not hold the nonce"),
+            },
+            "symlink-target" => match sys::readlink_at(dir, name) {
+                Ok(t) if t == hex.as_bytes() => Ok(()),
+                _ => no("its target is not the nonce"),
+            },
+            "xattr" | "xattr-name" => {
+                let path = self.s.path.join(name);
+                let ok = if job.carrier == "xattr" {
+                    matches!(xattr::get(&path, XATTR_KEY), Ok(Some(v)) if v == hex.as_bytes())
+                } else {
+                    matches!(xattr::get(&path, format!("user.{hex}")), Ok(Some(_)))
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    no("it lacks the nonce's xattr")
+                }
+            }
+            "mtime" => {
+                let (sec, nsec) = derived_mtime(&job.nonce);
+                if mtime_matches((st.mtime_sec, st.mtime_nsec), (sec, nsec), true) {
+                    Ok(())
+                } else {
+                    no("its mtime is not the nonce's")
+                }
+            }
+            "file-size" => {
+                if st.size == derived_size(&job.nonce) {
+                    Ok(())
+                } else {
+                    no("its size is not the nonce's")
+                }
+            }
+            RUNNER_PERSISTENCE => match read_small(dir, name, marker::BEACON_MAX) {
+                Ok(Some(b)) => match ctx.key.check_beacon(&b) {
+                    Checked::Valid(body) if body.probe_id == ctx.probe_id => Ok(()),
+                    _ => no("it is not a valid beacon of this probe"),
+                },
+                _ => no("it cannot be read"),
+            },
+            other => Err(format!("unknown carrier {other}")),
+        }
+    }
+}

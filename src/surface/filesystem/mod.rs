@@ -1,0 +1,439 @@
+//! `type: filesystem`: a directory two runs can both reach (a persistent
+//! runner's `_work`, `/tmp`, `$HOME`, a tool cache, a shared mount).
+//!
+//! Run A creates one entry per carrier directly in the directory, named
+//! `.runwarden-<probe-id>-…` so leftovers of a killed probe are identifiable.
+//! Every syscall on an entry goes through the directory's file descriptor
+//! with no-follow semantics. Run B lists the directory once, streaming, with
+//! no entry cap, and looks at each entry only as far as a wanted carrier
+//! needs: its name, its `lstat`, its link target, its xattrs, and (for
+//! `file-content`) the first [`CONTENT_WINDOW`] bytes of regular files.
+//! FIFOs, sockets and devices are never opened; symlinks are never followed.
+
+mod cleanup;
+mod plant;
+mod recover;
+mod scan;
+
+use scan::*;
+
+use super::{
+    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::marker::{self, Checked};
+use crate::nonce::Nonce;
+use crate::sys::{self, Stat};
+use memchr::memmem::Finder;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use xattr::FileExt as _;
+
+/// How much of each regular file content recovery reads. The
+/// `file-content` plant is a file of under 100 bytes with the nonce on its
+/// second line, so the window can never hide it; reading only a window keeps
+/// a directory of huge foreign files from stalling the scan.
+pub const CONTENT_WINDOW: usize = 64 * 1024;
+
+/// The xattr that carries the nonce for the `xattr` carrier.
+const XATTR_KEY: &str = "user.runwarden";
+
+pub struct Filesystem;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "file-content",
+        persistence: Persistence::Durable,
+        description: "the nonce inside a regular file's content",
+    },
+    Carrier {
+        name: "file-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of an empty regular file",
+    },
+    Carrier {
+        name: "directory-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of an empty directory",
+    },
+    Carrier {
+        name: "symlink-target",
+        persistence: Persistence::Durable,
+        description: "the nonce as the target of a dangling symlink (never followed)",
+    },
+    Carrier {
+        name: "xattr",
+        persistence: Persistence::Durable,
+        description: "the nonce in the value of a user.* extended attribute",
+    },
+    Carrier {
+        name: "xattr-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of a user.* extended attribute (listxattr needs no read permission on the file)",
+    },
+    Carrier {
+        name: "mtime",
+        persistence: Persistence::Durable,
+        description: "a nonce-derived modification time (seconds and nanoseconds) on an innocuous file",
+    },
+    Carrier {
+        name: "file-size",
+        persistence: Persistence::Durable,
+        description: "a nonce-derived size (4 to 8 GiB, sparse: no blocks used) of an innocuous file",
+    },
+    Carrier {
+        name: "special-file-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name of a FIFO (recovery lists it, never opens it)",
+    },
+    Carrier {
+        name: RUNNER_PERSISTENCE,
+        persistence: Persistence::Durable,
+        description: "a signed beacon of another probe (an earlier job, another repository) found here: the surface kept state between jobs",
+    },
+];
+
+/// Settings after validation; also what runs A and B receive.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Settings {
+    /// Absolute: runs A and B work in other directories.
+    pub path: PathBuf,
+    pub content_reads: bool,
+}
+
+impl SurfaceType for Filesystem {
+    fn name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn description(&self) -> &'static str {
+        "a directory both runs can reach (runner work dir, /tmp, $HOME, caches, shared mounts)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["path", "content-reads"]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((path, pos)) = opts.string("path")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a filesystem surface needs `path:` (the directory to probe)",
+            ));
+        };
+        if path.is_empty() {
+            return Err(opts.error(pos, "`path` is empty"));
+        }
+        let content_reads = opts.bool("content-reads")?.unwrap_or(true);
+        // Relative paths are relative to where runwarden runs (the
+        // workspace in CI), and are fixed now because runs A and B have
+        // working directories of their own.
+        let abs =
+            std::path::absolute(&path).map_err(|e| opts.error(pos, format!("`path`: {e}")))?;
+        Ok(serde_json::to_value(Settings {
+            path: abs,
+            content_reads,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, String> {
+        let s = parse(settings)?;
+        make_open_dir(dir).map_err(|e| format!("cannot create control directory: {e}"))?;
+        let control = Settings {
+            path: dir.to_path_buf(),
+            content_reads: s.content_reads,
+        };
+        Ok(Control::settings(
+            serde_json::to_value(control).expect("settings serialize"),
+        ))
+    }
+
+    fn derive_needle(
+        &self,
+        carrier: &str,
+        _probe_id: &str,
+        nonce: &Nonce,
+        _scope: Option<&JobScope>,
+    ) -> Result<Value, String> {
+        Ok(match carrier {
+            // Without the receipt, the precision the plant's filesystem
+            // kept is unknown: a truncated mtime matches too.
+            "mtime" => {
+                let (sec, nsec) = derived_mtime(nonce);
+                json!({ "mtime": [sec, nsec], "coarse": true })
+            }
+            "file-size" => json!({ "size": derived_size(nonce) }),
+            RUNNER_PERSISTENCE => json!({ "beacons": true }),
+            _ => json!({ "text": nonce.hex() }),
+        })
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        Ok(Box::new(Instance {
+            s: parse(settings)?,
+        }))
+    }
+}
+
+/// Creates a directory anyone may list and read, whatever the umask: the
+/// control must be open to run B even when B runs as another user.
+fn make_open_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+}
+
+fn parse(settings: &Value) -> Result<Settings, String> {
+    serde_json::from_value(settings.clone()).map_err(|e| format!("bad filesystem settings: {e}"))
+}
+
+/// An entry run A is about to create, journalled before the syscall: the
+/// name (derived from the probe id), the directory, who creates it and
+/// when. Cleanup removes an entry of that name only if it is of that type,
+/// owned by that uid and born no earlier.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Intent {
+    name: String,
+    kind: Kind,
+    dir_dev: u64,
+    dir_ino: u64,
+    uid: u32,
+    /// The kernel's coarse clock just before the syscall.
+    after: (i64, i64),
+}
+
+/// Per wanted carrier: where it was found, or what got in the way.
+#[derive(Default)]
+struct Tally {
+    found: Option<String>,
+    denied: u64,
+    first_error: Option<String>,
+    errors: u64,
+    /// For a carrier with an agreed name: whether that entry was there.
+    agreed: Agreed,
+}
+
+/// One recovery pass: what to look for and what was seen, carrier by
+/// carrier (the vectors run in parallel with `wanted`).
+struct Scan {
+    needles: Vec<Needle>,
+    tallies: Vec<Tally>,
+    /// Each carrier's agreed name, where it has one.
+    agreed: Vec<Option<OsString>>,
+    want_stat: bool,
+    want_link: bool,
+    want_xattr: bool,
+    want_content: bool,
+}
+
+struct Instance {
+    s: Settings,
+}
+
+/// One entry run A created, as journalled for cleanup.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    name: String,
+    kind: Kind,
+    dev: u64,
+    ino: u64,
+    dir_dev: u64,
+    dir_ino: u64,
+    /// Birth time where the filesystem keeps one: (dev, ino) alone cannot
+    /// tell our entry from a replacement that got the freed inode number.
+    #[serde(default)]
+    btime: Option<(i64, u32)>,
+    /// Set by cleanup-by-probe-id for an entry named like a plant whose
+    /// carrier does not show it is one (e.g. a plant killed between
+    /// creating a file and setting its xattr): left, with this reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unverified: Option<String>,
+}
+
+impl Entry {
+    /// The journal entry of `name` in `dir`, as it is now (`st` is its
+    /// lstat), ready for cleanup.
+    fn of(
+        dir: &OwnedFd,
+        dir_st: &Stat,
+        name: &OsStr,
+        st: &Stat,
+        kind: Kind,
+        unverified: Option<String>,
+    ) -> io::Result<Value> {
+        let entry = Entry {
+            name: name.to_string_lossy().into_owned(),
+            kind,
+            dev: st.dev,
+            ino: st.ino,
+            dir_dev: dir_st.dev,
+            dir_ino: dir_st.ino,
+            btime: sys::birth_at(dir, name)?,
+            unverified,
+        };
+        Ok(serde_json::to_value(entry).expect("entry serializes"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+}
+
+impl Kind {
+    fn of(st: &Stat) -> Option<Kind> {
+        match st.file_type() {
+            libc::S_IFREG => Some(Kind::File),
+            libc::S_IFDIR => Some(Kind::Dir),
+            libc::S_IFLNK => Some(Kind::Symlink),
+            libc::S_IFIFO => Some(Kind::Fifo),
+            _ => None,
+        }
+    }
+}
+
+/// Nonce-derived mtime: seconds in 2000..2008 (28 bits), nanoseconds from
+/// 30 more bits. A date that old on a fresh file looks innocuous.
+fn derived_mtime(n: &Nonce) -> (i64, i64) {
+    (
+        946_684_800 + i64::from(n.word(0) & 0x0fff_ffff),
+        i64::from(n.word(4) % 1_000_000_000),
+    )
+}
+
+/// Nonce-derived size: 4 GiB plus 32 nonce bits, created sparse.
+fn derived_size(n: &Nonce) -> u64 {
+    (1u64 << 32) + u64::from(n.word(8))
+}
+
+/// The name and type of the entry a plant of `carrier` makes, from the
+/// probe id and the nonce: plant and cleanup-by-probe-id agree through it.
+fn planted_name(carrier: &str, probe_id: &str, hex: &str) -> Option<(OsString, Kind)> {
+    let tag = format!(".runwarden-{probe_id}");
+    let (name, kind) = match carrier {
+        "file-content" | "xattr" | "xattr-name" | "mtime" | "file-size" => {
+            (format!("{tag}-{carrier}"), Kind::File)
+        }
+        "file-name" => (format!("{tag}-{hex}"), Kind::File),
+        "directory-name" => (format!("{tag}-{hex}"), Kind::Dir),
+        "symlink-target" => (format!("{tag}-symlink-target"), Kind::Symlink),
+        "special-file-name" => (format!("{tag}-{hex}"), Kind::Fifo),
+        RUNNER_PERSISTENCE => (format!("{}{probe_id}", marker::BEACON_PREFIX), Kind::File),
+        _ => return None,
+    };
+    Some((OsString::from(name), kind))
+}
+
+/// The content of a `file-content` plant.
+fn marker_text(hex: &str) -> String {
+    format!("runwarden probe marker\n{hex}\n")
+}
+
+/// Reads at most `max` bytes of a regular file: opened no-follow and
+/// non-blocking and re-checked with fstat. `None` when it is not a regular
+/// file.
+fn read_small(dir: &OwnedFd, name: &OsStr, max: usize) -> io::Result<Option<Vec<u8>>> {
+    let f = sys::open_read_at(dir, name)?;
+    if !sys::file_stat(&f)?.is_reg() {
+        return Ok(None);
+    }
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    Ok(Some(buf))
+}
+
+/// Whether `name` has the form of a name-carrier marker of `probe_id`
+/// (`.runwarden-<probe id>-<32 hex digits>`); returns the hex.
+fn marker_hex<'n>(name: &'n [u8], probe_id: &str) -> Option<&'n [u8]> {
+    let rest = name
+        .strip_prefix(b".runwarden-")?
+        .strip_prefix(probe_id.as_bytes())?
+        .strip_prefix(b"-")?;
+    (rest.len() == 32
+        && rest
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+    .then_some(rest)
+}
+
+impl Instance {
+    fn open_surface(&self) -> io::Result<OwnedFd> {
+        sys::open_dir(&self.s.path)
+    }
+
+    fn path_text(&self) -> String {
+        escape::bytes(self.s.path.as_os_str().as_bytes())
+    }
+}
+
+/// tmpfs and ramfs keep nothing across a reboot.
+fn persistence_of(dir: &OwnedFd) -> Option<Persistence> {
+    match sys::fs_magic(dir) {
+        Ok(sys::TMPFS_MAGIC | sys::RAMFS_MAGIC) => Some(Persistence::Transient),
+        _ => None,
+    }
+}
+
+impl Surface for Instance {
+    fn persistence(&self) -> Option<Persistence> {
+        self.open_surface().ok().as_ref().and_then(persistence_of)
+    }
+
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        (carrier == "file-content" && !self.s.content_reads).then(|| {
+            "content-reads: false in the config: run B may not read file contents here".into()
+        })
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_carrier(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let name = entry.get("name").and_then(Value::as_str).unwrap_or("?");
+        format!("{} in {}", escape::bytes(name.as_bytes()), self.path_text())
+    }
+}

@@ -1,0 +1,231 @@
+//! What run B looks for and what it saw, carrier by carrier: the needles,
+//! the tallies, the agreed names, and how a look at one entry is charged.
+
+use super::*;
+
+/// Whether a stored mtime is `want`, or (`coarse`) `want` truncated to a
+/// filesystem's coarser granularity (10 ns to 1 s): a later job without the
+/// plant's receipt does not know how precisely the plant's filesystem
+/// stored it, and must not call a truncated mtime a miss.
+pub(super) fn mtime_matches(stored: (i64, i64), want: (i64, i64), coarse: bool) -> bool {
+    if stored == want {
+        return true;
+    }
+    coarse
+        && stored.0 == want.0
+        && (1..=9)
+            .map(|e| 10i64.pow(e))
+            .any(|g| stored.1 == want.1 - want.1 % g)
+}
+
+/// What recovery looks for, per wanted carrier.
+pub(super) enum Needle {
+    Name(Finder<'static>),
+    Content(Finder<'static>),
+    LinkTarget(Finder<'static>),
+    XattrValue(Finder<'static>),
+    XattrName(Finder<'static>),
+    /// `coarse`: also a truncation of it (see [`mtime_matches`]).
+    Mtime(i64, i64, bool),
+    Size(u64),
+    /// A valid beacon of another probe id.
+    Beacons,
+    Invalid(String),
+}
+
+pub(super) fn needle_of(w: &Wanted) -> Needle {
+    let text = || {
+        w.needle
+            .get("text")
+            .and_then(Value::as_str)
+            .map(|s| Finder::new(s.as_bytes()).into_owned())
+    };
+    let n = match w.carrier.as_str() {
+        "file-name" | "directory-name" | "special-file-name" => text().map(Needle::Name),
+        "file-content" => text().map(Needle::Content),
+        "symlink-target" => text().map(Needle::LinkTarget),
+        "xattr" => text().map(Needle::XattrValue),
+        "xattr-name" => text().map(Needle::XattrName),
+        "mtime" => w.needle.get("mtime").and_then(|m| {
+            let coarse = w.needle.get("coarse").and_then(Value::as_bool) == Some(true);
+            Some(Needle::Mtime(
+                m.get(0)?.as_i64()?,
+                m.get(1)?.as_i64()?,
+                coarse,
+            ))
+        }),
+        RUNNER_PERSISTENCE => Some(Needle::Beacons),
+        "file-size" => w
+            .needle
+            .get("size")
+            .and_then(Value::as_u64)
+            .map(Needle::Size),
+        _ => None,
+    };
+    n.unwrap_or_else(|| Needle::Invalid(format!("bad needle for carrier {}", w.carrier)))
+}
+
+#[derive(Default, Clone, Copy)]
+pub(super) enum Agreed {
+    #[default]
+    Absent,
+    Present,
+}
+
+/// The route by which run B came to an entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Route {
+    /// Looked up by the name both runs derive from the probe id.
+    Agreed,
+    /// Found in the directory's listing.
+    Listed,
+}
+
+/// Carriers whose entry has a name both runs derive from the probe id
+/// (`.runwarden-<probe>-<carrier>`): run B can look it up without listing
+/// the directory. The name carriers have no such route (their name is the
+/// message), nor has runner-persistence (it looks for other probes').
+pub(super) fn by_agreed_name(carrier: &str) -> bool {
+    matches!(
+        carrier,
+        "file-content" | "symlink-target" | "xattr" | "xattr-name" | "mtime" | "file-size"
+    )
+}
+
+impl Scan {
+    pub(super) fn new(wanted: &[Wanted], probe_id: &str) -> Scan {
+        let needles: Vec<Needle> = wanted.iter().map(needle_of).collect();
+        let tallies = needles
+            .iter()
+            .map(|n| match n {
+                Needle::Invalid(m) => Tally {
+                    errors: 1,
+                    first_error: Some(m.clone()),
+                    ..Tally::default()
+                },
+                _ => Tally::default(),
+            })
+            .collect();
+        let agreed = wanted
+            .iter()
+            .map(|w| {
+                by_agreed_name(&w.carrier)
+                    .then(|| planted_name(&w.carrier, probe_id, "").map(|(n, _)| n))
+                    .flatten()
+            })
+            .collect();
+        let any = |f: fn(&Needle) -> bool| needles.iter().any(f);
+        Scan {
+            want_stat: any(needs_stat),
+            want_link: any(is_link_target),
+            want_xattr: any(is_xattr),
+            want_content: any(is_content),
+            needles,
+            tallies,
+            agreed,
+        }
+    }
+
+    /// The agreed names to look up, each once.
+    pub(super) fn agreed_names(&self) -> Vec<OsString> {
+        let mut names: Vec<OsString> = self.agreed.iter().flatten().cloned().collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Records what the lookup of an agreed name found (`Ok`: there).
+    pub(super) fn looked_up(&mut self, name: &OsStr, result: Result<(), &io::Error>) {
+        for i in 0..self.needles.len() {
+            if self.agreed[i].as_deref() != Some(name) {
+                continue;
+            }
+            match result {
+                Ok(()) => self.tallies[i].agreed = Agreed::Present,
+                Err(e) => Self::charge(&mut self.tallies[i], "lookup of", name, e),
+            }
+        }
+    }
+
+    pub(super) fn wants(&self, f: impl Fn(&Needle) -> bool) -> bool {
+        self.needles.iter().any(f)
+    }
+
+    /// Records a hit, with its detail, for every needle `seen` says is
+    /// present; the first hit of a carrier is the one reported.
+    pub(super) fn hit(&mut self, seen: impl Fn(&Needle) -> bool, detail: impl Fn() -> String) {
+        for (n, t) in self.needles.iter().zip(self.tallies.iter_mut()) {
+            if t.found.is_none() && seen(n) {
+                t.found = Some(detail());
+            }
+        }
+    }
+
+    /// An error looking at one entry, charged to the carriers that needed
+    /// that look.
+    pub(super) fn trouble(
+        &mut self,
+        needed: impl Fn(&Needle) -> bool,
+        what: &str,
+        name: &OsStr,
+        e: &io::Error,
+    ) {
+        for (n, t) in self.needles.iter().zip(self.tallies.iter_mut()) {
+            if needed(n) {
+                Self::charge(t, what, name, e);
+            }
+        }
+    }
+
+    /// A vanished entry is no error (the directory is shared and busy), an
+    /// access denial is the surface's own access control, anything else
+    /// leaves that carrier's scan incomplete.
+    pub(super) fn charge(t: &mut Tally, what: &str, name: &OsStr, e: &io::Error) {
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENODATA) => {}
+            Some(libc::EACCES | libc::EPERM) => t.denied += 1,
+            _ => {
+                t.errors += 1;
+                if t.first_error.is_none() {
+                    t.first_error = Some(format!("{what} {}: {e}", escape::bytes(name.as_bytes())));
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn is_content(n: &Needle) -> bool {
+    matches!(n, Needle::Content(_))
+}
+
+pub(super) fn is_link_target(n: &Needle) -> bool {
+    matches!(n, Needle::LinkTarget(_))
+}
+
+pub(super) fn is_xattr(n: &Needle) -> bool {
+    matches!(n, Needle::XattrName(_) | Needle::XattrValue(_))
+}
+
+pub(super) fn needs_stat(n: &Needle) -> bool {
+    matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_))
+}
+
+/// The nonces of this probe's name markers: any other name in that form is
+/// a marker this key never made.
+pub(super) fn name_markers(wanted: &[Wanted]) -> Vec<Vec<u8>> {
+    wanted
+        .iter()
+        .filter(|w| {
+            matches!(
+                w.carrier.as_str(),
+                "file-name" | "directory-name" | "special-file-name"
+            )
+        })
+        .filter_map(|w| {
+            w.needle
+                .get("text")?
+                .as_str()
+                .map(|t| t.as_bytes().to_vec())
+        })
+        .collect()
+}
