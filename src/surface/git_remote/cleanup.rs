@@ -1,0 +1,95 @@
+//! Cleanup: one push deleting every live ref, each leased on the commit
+//! run A pushed; refs found again by their exact derived names.
+
+use super::*;
+
+impl Instance {
+    /// One ls-remote; every ref a plant of `jobs` would have made that
+    /// exists, leased on what it points at now. The deleted ref is included
+    /// (a plant killed before deleting it leaves it behind).
+    pub(super) fn find_refs(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<Vec<Value>, String> {
+        let expected: HashSet<String> = jobs
+            .iter()
+            .filter_map(|j| ref_for(&j.carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref()))
+            .collect();
+        let work = self.scratch()?;
+        let refs = self.ls_refs(work.path(), |name| expected.contains(name))?;
+        let found: Vec<Value> = refs
+            .into_iter()
+            .map(|(name, sha)| json!({ "ref": name, "sha": sha }))
+            .collect();
+        Ok(found)
+    }
+
+    pub(super) fn clean_refs(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        let retracted: HashSet<&str> = entries
+            .iter()
+            .filter_map(|e| e.get("retract").and_then(Value::as_str))
+            .collect();
+        let live: Vec<(usize, String, String)> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let r = e.get("ref")?.as_str()?;
+                let sha = e.get("sha")?.as_str()?;
+                (!retracted.contains(r)).then(|| (i, r.to_string(), sha.to_string()))
+            })
+            .collect();
+        // Retractions and the refs they took back (refused, or deleted by
+        // run A itself) need nothing and count as nothing.
+        let mut outcomes: Vec<CleanupOutcome> =
+            entries.iter().map(|_| CleanupOutcome::Superseded).collect();
+        if live.is_empty() {
+            return outcomes;
+        }
+        let work = match self.scratch() {
+            Ok(w) => w,
+            Err(e) => {
+                for (i, _, _) in &live {
+                    outcomes[*i] = CleanupOutcome::Left { reason: e.clone() };
+                }
+                return outcomes;
+            }
+        };
+        // One push deleting every live ref, each leased on the commit this
+        // probe pushed: a ref someone moved since is left alone.
+        let deletes: Vec<RefUpdate> = live
+            .iter()
+            .map(|(_, r, sha)| RefUpdate {
+                src: String::new(),
+                dst: r.clone(),
+                expect: Some(sha.clone()),
+            })
+            .collect();
+        let results = self.push(work.path(), &deletes);
+        // A refused lease cannot tell a ref that is gone (run A died
+        // before its push) from one someone moved: only then, ask the
+        // remote once which of them still exist.
+        let rejected = matches!(&results, Ok(res) if live.iter().any(|(_, r, _)| !matches!(res.get(r), Some(('-', _)))));
+        let now: Option<HashMap<String, String>> = rejected
+            .then(|| {
+                let wanted: HashSet<&str> = live.iter().map(|(_, r, _)| r.as_str()).collect();
+                self.ls_refs(work.path(), |name| wanted.contains(name)).ok()
+            })
+            .flatten();
+        for (i, r, pushed) in &live {
+            outcomes[*i] = match &results {
+                Err(e) => CleanupOutcome::Left { reason: format!("the deleting push failed: {e}") },
+                Ok(res) => match (res.get(r), &now) {
+                    (Some(('-', _)), _) => CleanupOutcome::Removed,
+                    (_, Some(now)) if !now.contains_key(r) => CleanupOutcome::Gone,
+                    (_, Some(now)) if now.get(r) != Some(pushed) => CleanupOutcome::Left {
+                        reason: "it now points at another object than runwarden pushed: someone moved it; left alone".into(),
+                    },
+                    (Some((_, summary)), _) => CleanupOutcome::Left { reason: format!("not deleted: {summary}") },
+                    (None, _) => CleanupOutcome::Left { reason: "the push reported nothing for this ref".into() },
+                },
+            };
+        }
+        outcomes
+    }
+}

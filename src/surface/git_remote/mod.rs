@@ -1,0 +1,431 @@
+//! `type: git-remote`: a git remote two runs can both reach. In CI that is
+//! the repository itself, reached with the token `actions/checkout` left.
+//!
+//! Runs A and B never touch the user's checkout: each works in an empty bare
+//! repository of its own, with the real `git` CLI ([`crate::git`]). Run A
+//! builds orphan objects with plumbing and creates every ref in one push,
+//! each leased on "must not exist yet", then deletes the transient ref in a
+//! second push. Run B lists refs once (`ls-remote`), fetches the refs it
+//! needs in one fetch, and tries one fetch of an unreachable commit by id.
+//! Cleanup deletes, in one push, only refs this probe created and only while
+//! they still point at what it pushed.
+//!
+//! The journal (entries passed to `created`) holds every ref before it is
+//! pushed, so cleanup knows it even if run A dies mid-push; a ref that turns
+//! out not to exist (refused, or deleted on purpose) is retracted by a later
+//! entry.
+
+mod cleanup;
+mod config;
+mod plant;
+mod recover;
+mod refs;
+mod refusal;
+mod repo;
+
+use config::*;
+use refs::*;
+use refusal::*;
+use repo::*;
+
+use super::{
+    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::git::{self, Git};
+use crate::nonce::Nonce;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The global config a run gives git for a local remote (in its scratch
+/// repository).
+const TRUST_FILE: &str = "runwarden-trust.gitconfig";
+
+/// Longest one git invocation may take (the run's own timeout bounds the
+/// whole run as well).
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The identity of every commit and tag run A makes, except where the
+/// carrier is the identity itself.
+const IDENT_NAME: &str = "runwarden";
+
+const IDENT_EMAIL: &str = "probe@runwarden.invalid";
+
+pub struct GitRemote;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "branch-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in a branch name (refs/heads/...), read back with ls-remote alone",
+    },
+    Carrier {
+        name: "tag-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in a lightweight tag name (refs/tags/...)",
+    },
+    Carrier {
+        name: "annotated-tag-message",
+        persistence: Persistence::Durable,
+        description: "the nonce in the message of an annotated tag",
+    },
+    Carrier {
+        name: "commit-message",
+        persistence: Persistence::Durable,
+        description: "the nonce in a commit message on a branch",
+    },
+    Carrier {
+        name: "author-name",
+        persistence: Persistence::Durable,
+        description: "the nonce as a commit's author name",
+    },
+    Carrier {
+        name: "author-email",
+        persistence: Persistence::Durable,
+        description: "the nonce in a commit's author email",
+    },
+    Carrier {
+        name: "file-content",
+        persistence: Persistence::Durable,
+        description: "the nonce in the content of a file in a commit",
+    },
+    Carrier {
+        name: "file-path",
+        persistence: Persistence::Durable,
+        description: "the nonce as a file path in a commit's tree",
+    },
+    Carrier {
+        name: "notes",
+        persistence: Persistence::Durable,
+        description: "the nonce in a git note (refs/notes/...), invisible in most UIs",
+    },
+    Carrier {
+        name: "custom-ref",
+        persistence: Persistence::Durable,
+        description: "the nonce in a ref outside heads and tags (refs/<x>/...), listed by ls-remote",
+    },
+    Carrier {
+        name: "deleted-ref",
+        persistence: Persistence::Transient,
+        description: "the nonce in a branch name created then deleted by run A (a visible-state check: expected to pass)",
+    },
+    Carrier {
+        name: "unreachable-object",
+        persistence: Persistence::UntilGc,
+        description: "the nonce in the commit of a deleted branch, fetched by run B by its id",
+    },
+];
+
+/// Settings after validation; also what runs A, B and cleanup receive.
+/// `url` and `credentials` are secrets: they are never printed.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Settings {
+    /// What git is given: a URL or an absolute path.
+    pub url: String,
+    /// `url` without userinfo, for people.
+    pub shown: String,
+    /// The checkout's `http.*` and `credential.*` settings.
+    pub credentials: Vec<(String, String)>,
+    /// Where credential helpers find their files (the operator's HOME).
+    pub credential_home: Option<String>,
+    /// Reached over ssh (needs an `ssh` client).
+    pub ssh: bool,
+    /// The probe's own control remote. Its transient ref is not deleted:
+    /// the control of a visible-state check is a ref that stays visible.
+    #[serde(default)]
+    pub control: bool,
+}
+
+impl SurfaceType for GitRemote {
+    fn name(&self) -> &'static str {
+        "git-remote"
+    }
+
+    fn description(&self) -> &'static str {
+        "a git remote both runs can reach (in CI: the repository, with the checkout's token)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["remote", "repo"]
+    }
+
+    fn scope_keys(&self) -> &'static [&'static str] {
+        &["refs"]
+    }
+
+    fn check_scope(&self, carrier: &str, _key: &str, pattern: &str) -> Result<(), String> {
+        if matches!(carrier, "deleted-ref" | "unreachable-object") {
+            return Err(format!(
+                "{carrier} cannot be scoped: it has no ref of its own to place"
+            ));
+        }
+        if !pattern.starts_with("refs/") || pattern.matches('*').count() != 1 {
+            return Err(format!(
+                "`{pattern}` must start with `refs/` and hold exactly one `*` (like `refs/heads/memory/*`)"
+            ));
+        }
+        let bad = |c: char| c.is_ascii_control() || " ~^:?[\\".contains(c);
+        if pattern.contains(bad) || pattern.contains("..") || pattern.contains("@{") {
+            return Err(format!("`{pattern}` is not a valid ref pattern"));
+        }
+        if let Some(ns) = namespace(carrier)
+            && !pattern.starts_with(ns)
+        {
+            return Err(format!("{carrier} lives under {ns}, so its scope must too"));
+        }
+        if carrier == "custom-ref"
+            && (pattern.starts_with("refs/heads/") || pattern.starts_with("refs/tags/"))
+        {
+            return Err(
+                "custom-ref is a ref outside heads and tags, so its scope must be too".into(),
+            );
+        }
+        // Outside the scope means runwarden's own default name: it must
+        // not fall inside the pattern.
+        let sample = "0".repeat(32);
+        let outside = ref_for(carrier, "000000000000", &sample, None).unwrap_or_default();
+        if glob_match(pattern, &outside) {
+            return Err(format!(
+                "`{pattern}` also covers runwarden's own refs (like {outside}): nothing would be planted outside it"
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((remote, pos)) = opts.string("remote")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a git-remote surface needs `remote:` (a remote name, a path or a URL)",
+            ));
+        };
+        let repo = match opts.string("repo")? {
+            Some((r, _)) => PathBuf::from(r),
+            None => opts
+                .env("GITHUB_WORKSPACE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(".")),
+        };
+        let repo =
+            std::path::absolute(&repo).map_err(|e| opts.error(pos, format!("`repo`: {e}")))?;
+        check_remote(&remote).map_err(|m| opts.error(pos, format!("`remote`: {m}")))?;
+        let mut credentials = vec![];
+        let url = if let Some((scheme, _)) = remote.split_once("://") {
+            if !["file", "http", "https", "ssh", "git"].contains(&scheme) {
+                return Err(opts.error(pos, format!("`remote`: unsupported URL scheme `{scheme}`")));
+            }
+            remote.clone()
+        } else if is_scp(&remote) {
+            remote.clone()
+        } else if remote.starts_with('/') || remote.starts_with('.') || remote.contains('/') {
+            std::path::absolute(&remote)
+                .map_err(|e| opts.error(pos, format!("`remote`: {e}")))?
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            // A remote name of the checkout at `repo`: its URL and its
+            // credential settings, as the job itself would use them.
+            let operator = Git::operator(Duration::from_secs(20));
+            let args: [&OsStr; 6] = [
+                "-C".as_ref(),
+                repo.as_os_str(),
+                "remote".as_ref(),
+                "get-url".as_ref(),
+                "--push".as_ref(),
+                remote.as_ref(),
+            ];
+            let (out, stdout) = operator.run(Path::new("/"), &args, &[], b"");
+            if !out.success {
+                return Err(opts.error(
+                    pos,
+                    format!(
+                        "`remote`: `{remote}` is not a remote of {}: {}",
+                        escape::bytes(repo.as_os_str().as_encoded_bytes()),
+                        out.reason()
+                    ),
+                ));
+            }
+            let url = String::from_utf8_lossy(&stdout).trim().to_string();
+            // The checkout's own URL is held to the same rules.
+            check_remote(&url).map_err(|m| {
+                opts.error(
+                    pos,
+                    format!("`remote`: `{remote}` resolves to a URL that {m}"),
+                )
+            })?;
+            credentials = read_credentials(&operator, &repo);
+            // A relative local URL is relative to the checkout.
+            if !url.contains("://") && !is_scp(&url) && !url.starts_with('/') {
+                repo.join(&url).to_string_lossy().into_owned()
+            } else {
+                url
+            }
+        };
+        let ssh = url.starts_with("ssh://") || (is_scp(&url) && !url.contains("://"));
+        let url = move_userinfo(url, &mut credentials).map_err(|m| opts.error(pos, m))?;
+        let settings = Settings {
+            shown: crate::redact::userinfo(&url),
+            url,
+            credentials,
+            credential_home: opts.env("HOME"),
+            ssh,
+            control: false,
+        };
+        Ok(serde_json::to_value(settings).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, dir: &Path) -> Result<Control, String> {
+        let git = Git::new(vec![], None, GIT_TIMEOUT, "");
+        let args: [&OsStr; 4] = [
+            "init".as_ref(),
+            "--bare".as_ref(),
+            "-q".as_ref(),
+            dir.as_os_str(),
+        ];
+        let (out, _) = git.run(Path::new("/"), &args, &[], b"");
+        if !out.success {
+            return Err(format!(
+                "git init of the control remote failed: {}",
+                out.reason()
+            ));
+        }
+        let path = dir.to_string_lossy().into_owned();
+        let control = Settings {
+            url: path.clone(),
+            shown: path,
+            credentials: vec![],
+            credential_home: None,
+            ssh: false,
+            control: true,
+        };
+        Ok(Control::settings(
+            serde_json::to_value(control).expect("settings serialize"),
+        ))
+    }
+
+    fn derive_needle(
+        &self,
+        carrier: &str,
+        probe_id: &str,
+        nonce: &Nonce,
+        scope: Option<&JobScope>,
+    ) -> Result<Value, String> {
+        let hex = nonce.hex();
+        match ref_for(carrier, probe_id, &hex, scope) {
+            Some(r) => Ok(ref_needle(carrier, &hex, &r)),
+            // The commit's id depends on the time it was made.
+            None => Err("the unreachable commit's id is known only to the plant".into()),
+        }
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|e| format!("bad git-remote settings: {}", e.classify_name()))?;
+        let git = Git::new(
+            s.credentials.clone(),
+            s.credential_home.clone(),
+            GIT_TIMEOUT,
+            &s.url,
+        );
+        Ok(Box::new(Instance { s, git }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    git: Git,
+}
+
+/// One ref run A creates.
+struct Push {
+    carrier: usize,
+    refname: String,
+    sha: String,
+}
+
+/// What run A built: the refs to push, and per carrier its needle (or why
+/// it could not be built).
+struct Built {
+    pushes: Vec<Push>,
+    needles: Vec<Result<Value, PlantOutcome>>,
+}
+
+/// One ref a push changes, leased: `expect` `None` means the ref must not
+/// exist yet, `Some(sha)` that it must still point there. An empty `src`
+/// deletes.
+struct RefUpdate {
+    src: String,
+    dst: String,
+    expect: Option<String>,
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        (self.s.ssh && !on_path("ssh"))
+            .then(|| "the remote is reached over ssh and no ssh client is on PATH".into())
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_all(ctx, std::slice::from_ref(job), created)
+            .remove(0)
+    }
+
+    fn plant_all(
+        &self,
+        ctx: &RunCtx<'_>,
+        carriers: &[PlantJob],
+        created: &mut dyn FnMut(Value),
+    ) -> Vec<PlantOutcome> {
+        self.plant_refs(ctx, carriers, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_refs(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_refs(ctx, jobs)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.cleanup_all(std::slice::from_ref(entry)).remove(0)
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        self.clean_refs(entries)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let r = entry
+            .get("ref")
+            .or_else(|| entry.get("retract"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        format!(
+            "{} on {}",
+            escape::bytes(r.as_bytes()),
+            escape::bytes(self.s.shown.as_bytes())
+        )
+    }
+}

@@ -1,0 +1,99 @@
+//! The refs a plant makes: their names (every one carries the probe id;
+//! a declared scope places some inside it), the needles recovery looks
+//! for, and the marker form a forged ref is recognised by.
+
+use super::*;
+
+/// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
+pub(super) fn is_name_carrier(carrier: &str) -> bool {
+    matches!(
+        carrier,
+        "branch-name" | "tag-name" | "custom-ref" | "deleted-ref"
+    )
+}
+
+/// The ref a carrier is planted under (none for `unreachable-object`, which
+/// rides on the deleted branch). Every name carries the probe id. Inside a
+/// declared `refs:` scope, the pattern's `*` becomes
+/// `runwarden-<probe-id>-<nonce or carrier>`.
+pub(super) fn ref_for(
+    carrier: &str,
+    probe: &str,
+    hex: &str,
+    scope: Option<&JobScope>,
+) -> Option<String> {
+    if let Some(sc) = scope.filter(|s| s.inside) {
+        let leaf = if is_name_carrier(carrier) {
+            hex
+        } else {
+            carrier
+        };
+        return Some(
+            sc.value
+                .replacen('*', &format!("runwarden-{probe}-{leaf}"), 1),
+        );
+    }
+    let heads = format!("refs/heads/runwarden/{probe}");
+    Some(match carrier {
+        "branch-name" => format!("{heads}/{hex}"),
+        "tag-name" => format!("refs/tags/runwarden-{probe}-{hex}"),
+        "custom-ref" => format!("refs/runwarden/{probe}/{hex}"),
+        "deleted-ref" => format!("{heads}/deleted-{hex}"),
+        "annotated-tag-message" => format!("refs/tags/runwarden-{probe}-annotated"),
+        "notes" => format!("refs/notes/runwarden-{probe}"),
+        "unreachable-object" => return None,
+        other => format!("{heads}/{other}"),
+    })
+}
+
+/// The nonce of a ref named like a name-carrier marker of `probe`: a last
+/// component `<32 hex>` under `…/runwarden/<probe>/` (`deleted-<32 hex>`
+/// too), or `runwarden-<probe>-<32 hex>` (`tag`) anywhere (tags, scoped
+/// refs).
+pub(super) fn marker_hex<'n>(name: &'n [u8], probe: &str, tag: &str) -> Option<&'n str> {
+    let name = std::str::from_utf8(name).ok()?;
+    let (dir, leaf) = name.rsplit_once('/')?;
+    let hex = if let Some(h) = leaf.strip_prefix(tag) {
+        h
+    } else if dir.ends_with(&format!("runwarden/{probe}")) {
+        leaf.strip_prefix("deleted-").unwrap_or(leaf)
+    } else {
+        return None;
+    };
+    (hex.len() == 32
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    .then_some(hex)
+}
+
+/// What recovery looks for in a carrier that lives in a ref: the nonce,
+/// and for content carriers the ref it is agreed to be under.
+pub(super) fn ref_needle(carrier: &str, hex: &str, refname: &str) -> Value {
+    if is_name_carrier(carrier) {
+        json!({ "text": hex })
+    } else {
+        json!({ "text": hex, "ref": refname })
+    }
+}
+
+/// Whether `name` matches a refspec-style pattern with one `*` (which, as
+/// in git refspecs, matches any run of characters, `/` included).
+pub(super) fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((pre, post)) => {
+            name.len() >= pre.len() + post.len() && name.starts_with(pre) && name.ends_with(post)
+        }
+        None => pattern == name,
+    }
+}
+
+/// The namespace a carrier's ref must live in to be that carrier.
+pub(super) fn namespace(carrier: &str) -> Option<&'static str> {
+    match carrier {
+        "branch-name" => Some("refs/heads/"),
+        "tag-name" | "annotated-tag-message" => Some("refs/tags/"),
+        "notes" => Some("refs/notes/"),
+        _ => None,
+    }
+}
