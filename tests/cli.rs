@@ -1,4 +1,4 @@
-//! The command line (src/cli.rs, src/main.rs): config discovery, formats,
+//! The command line (src/cli/, src/main.rs): config discovery, formats,
 //! the report file, exit codes.
 
 mod common;

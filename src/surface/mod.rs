@@ -8,6 +8,7 @@
 //! they never format output and never decide verdicts ([`crate::verdict`]).
 
 pub mod actions_cache;
+mod auth;
 pub mod filesystem;
 pub mod git_remote;
 pub mod http_cache;
@@ -20,6 +21,8 @@ use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
+
+pub use auth::{HttpAuth, env_name};
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
 pub static REGISTRY: &[&dyn SurfaceType] = &[
@@ -200,127 +203,6 @@ pub fn tagged_carrier(
         .find(|c| part == *c || part.strip_prefix(c).is_some_and(|r| r.starts_with('-')))
 }
 
-/// Credentials an HTTP surface sends, read from environment variables the
-/// config names (never inline): `token-env` (a bearer token) or
-/// `username-env` and `password-env` (basic auth). Serialized into the
-/// settings runs A and B get; never printed (only [`HttpAuth::describe`]).
-#[derive(Clone, Default, Serialize, Deserialize)]
-pub struct HttpAuth {
-    bearer: Option<String>,
-    basic: Option<(String, String)>,
-    /// Which variables, for people.
-    source: Option<String>,
-    /// Set when a named variable is unset: the surface's carriers are
-    /// SKIPPED with it (the operator asked for credentials).
-    pub missing: Option<String>,
-}
-
-impl HttpAuth {
-    /// Takes `token-env`, `username-env` and `password-env` from `opts`.
-    pub fn from_config(opts: &mut Options<'_>) -> Result<HttpAuth, ConfigError> {
-        let token = env_name(opts, "token-env")?;
-        let user = env_name(opts, "username-env")?;
-        let pass = env_name(opts, "password-env")?;
-        let unset = |n: &str| format!("{n} (named in the config) is unset or empty");
-        match (token, user, pass) {
-            (Some(t), None, None) => Ok(match opts.env(&t) {
-                Some(v) => HttpAuth {
-                    bearer: Some(v),
-                    source: Some(format!("bearer token from {t}")),
-                    ..HttpAuth::default()
-                },
-                None => HttpAuth {
-                    missing: Some(unset(&t)),
-                    ..HttpAuth::default()
-                },
-            }),
-            (None, Some(u), Some(p)) => Ok(match (opts.env(&u), opts.env(&p)) {
-                (Some(uv), Some(pv)) => HttpAuth {
-                    basic: Some((uv, pv)),
-                    source: Some(format!("basic auth from {u} and {p}")),
-                    ..HttpAuth::default()
-                },
-                (None, _) => HttpAuth {
-                    missing: Some(unset(&u)),
-                    ..HttpAuth::default()
-                },
-                (_, None) => HttpAuth {
-                    missing: Some(unset(&p)),
-                    ..HttpAuth::default()
-                },
-            }),
-            (None, None, None) => Ok(HttpAuth::default()),
-            _ => Err(opts.error(
-                opts.entry_pos(),
-                "credentials are `token-env` alone, or `username-env` and `password-env` together",
-            )),
-        }
-    }
-
-    /// A control's own bearer token.
-    pub fn bearer_for_control(token: String) -> HttpAuth {
-        HttpAuth {
-            bearer: Some(token),
-            source: Some("the control's own token".into()),
-            ..HttpAuth::default()
-        }
-    }
-
-    /// A control's own basic-auth user.
-    pub fn basic_for_control(user: String, password: String) -> HttpAuth {
-        HttpAuth {
-            basic: Some((user, password)),
-            source: Some("the control's own user".into()),
-            ..HttpAuth::default()
-        }
-    }
-
-    /// A bearer token sent as the password of `user` instead (twine's
-    /// `__token__` convention).
-    pub fn bearer_as_basic(self, user: &str) -> HttpAuth {
-        match self.bearer {
-            Some(t) => HttpAuth {
-                basic: Some((user.to_string(), t)),
-                source: self
-                    .source
-                    .map(|s| format!("{s} (as the password of {user})")),
-                bearer: None,
-                missing: self.missing,
-            },
-            None => self,
-        }
-    }
-
-    /// The request with these credentials (marked sensitive).
-    pub fn apply<'a>(&self, req: crate::http::Request<'a>) -> crate::http::Request<'a> {
-        use base64::Engine as _;
-        if let Some(t) = &self.bearer {
-            req.secret_header("authorization", format!("Bearer {t}"))
-        } else if let Some((u, p)) = &self.basic {
-            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-            req.secret_header("authorization", format!("Basic {b}"))
-        } else {
-            req
-        }
-    }
-
-    /// Every credential string, for [`crate::redact`] (which also removes
-    /// their base64 and percent-encoded forms).
-    pub fn secrets(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.bearer.iter().cloned().collect();
-        if let Some((u, p)) = &self.basic {
-            v.push(p.clone());
-            v.push(format!("{u}:{p}"));
-        }
-        v
-    }
-
-    /// "bearer token from NPM_TOKEN", "basic auth from U and P", "none".
-    pub fn describe(&self) -> String {
-        self.source.clone().unwrap_or_else(|| "none".into())
-    }
-}
-
 /// A journal entry that takes `entry` back: the server answered its write
 /// with a refusal or an error, so nothing was created. (Network surfaces
 /// journal each entry before its write, as every surface must, so that a
@@ -399,20 +281,6 @@ pub fn string_array(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A config key naming an environment variable: letters, digits and `_`.
-pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, ConfigError> {
-    let Some((name, pos)) = opts.string(key)? else {
-        return Ok(None);
-    };
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(opts.error(
-            pos,
-            format!("`{key}` names an environment variable: letters, digits and `_`"),
-        ));
-    }
-    Ok(Some(name))
 }
 
 /// The carrier every surface type may offer whose plant is a signed beacon
