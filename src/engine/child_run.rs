@@ -89,9 +89,15 @@ pub(super) fn run_child(
     }
     // The run's own words on stderr reach the terminal only redacted.
     if let Some(stderr) = child.stderr.take() {
+        // Read as bytes to the end, whatever they hold: a line that is not
+        // UTF-8 must not stop the reading, or the run would block on a
+        // full pipe.
         std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("{}", crate::redact::text(&line));
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                let _ = std::io::stderr().write_all(&crate::redact::bytes(&line));
+                line.clear();
             }
         });
     }
