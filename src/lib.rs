@@ -31,3 +31,4 @@ pub mod surface;
 pub mod sys;
 pub mod timefmt;
 pub mod verdict;
+pub mod wire;

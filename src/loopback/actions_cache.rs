@@ -22,6 +22,7 @@
 //! control.
 
 use super::{json, lock, query, respond};
+use crate::wire::{b64url, jwt_scopes};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -59,48 +60,6 @@ pub struct State {
 
 /// The service; [`CacheServer::start`] starts one.
 pub type CacheServer = super::Service<State>;
-
-fn b64url(input: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(input)
-}
-
-/// JWT parts are unpadded base64url; tolerate padding and the standard
-/// alphabet too.
-fn b64url_decode(s: &str) -> Option<Vec<u8>> {
-    use base64::Engine as _;
-    let s: String = s
-        .trim_end_matches('=')
-        .chars()
-        .map(|c| match c {
-            '+' => '-',
-            '/' => '_',
-            c => c,
-        })
-        .collect();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(s)
-        .ok()
-}
-
-/// The scopes a runtime token claims, (ref, permission) in order, read from
-/// its `ac` claim without verifying it (runwarden reports them; only the
-/// service can verify). `None` when it is not such a token.
-pub fn jwt_scopes(token: &str) -> Option<Vec<(String, u8)>> {
-    let payload = b64url_decode(token.split('.').nth(1)?)?;
-    let claims: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-    let ac: Vec<serde_json::Value> = serde_json::from_str(claims["ac"].as_str()?).ok()?;
-    Some(
-        ac.iter()
-            .filter_map(|s| {
-                Some((
-                    s["Scope"].as_str()?.to_string(),
-                    s["Permission"].as_u64()? as u8,
-                ))
-            })
-            .collect(),
-    )
-}
 
 /// The scopes of a bearer token this server minted.
 fn scopes(auth: &str, token_sig: &str) -> Option<Vec<(String, u8)>> {
@@ -308,7 +267,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
                     );
                 }
                 let restore =
-                    crate::surface::string_array(field(&body, "restore_keys", "restoreKeys"));
+                    crate::wire::string_array(field(&body, "restore_keys", "restoreKeys"));
                 let found = lookup(&st.entries, &readable, &key, &restore, &version);
                 match found {
                     Some(e) => serde_json::json!({

@@ -271,17 +271,7 @@ pub fn says_exists(body: &[u8]) -> bool {
         .any(|w| text.contains(w))
 }
 
-/// The strings of a JSON array (anything else: none), as documents from
-/// surfaces and requests to loopback services hold them.
-pub fn string_array(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+pub use crate::wire::string_array;
 
 /// The carrier every surface type may offer whose plant is a signed beacon
 /// ([`crate::marker`]) and whose recovery finds beacons of OTHER probes:

@@ -170,7 +170,7 @@ fn describe_scope((scope, perm): &(String, u8)) -> String {
 }
 
 fn scopes_of(token: &str) -> Option<Vec<(String, u8)>> {
-    crate::loopback::actions_cache::jwt_scopes(token)
+    crate::wire::jwt_scopes(token)
 }
 
 impl SurfaceType for ActionsCache {
