@@ -16,6 +16,7 @@ pub mod discover;
 pub mod engine;
 pub mod escape;
 pub mod git;
+pub mod github;
 pub mod http;
 pub mod loopback;
 pub mod marker;

@@ -35,7 +35,9 @@ pub fn b64url_decode(s: &str) -> Option<Vec<u8>> {
 /// token claims; only the service that minted it can verify it).
 pub fn jwt_claims(token: &str) -> Option<Value> {
     let payload = b64url_decode(token.split('.').nth(1)?)?;
-    serde_json::from_slice(&payload).ok().filter(Value::is_object)
+    serde_json::from_slice(&payload)
+        .ok()
+        .filter(Value::is_object)
 }
 
 /// The cache scopes a runtime token claims, (ref, permission) in order,

@@ -6,11 +6,13 @@
 //! is dropped, and accepts only credentials it minted with fresh random
 //! secrets, so another local process cannot write into a probe's control.
 //! [`actions_cache`] is GitHub's cache service (v2) and REST cache API,
-//! [`dav`] a WebDAV cache, [`npm`] an npm registry, [`pypi`] a PyPI index
+//! [`dav`] a WebDAV cache, [`github`] GitHub's REST objects and artifact
+//! service, [`npm`] an npm registry, [`pypi`] a PyPI index
 //! with an upload endpoint.
 
 pub mod actions_cache;
 pub mod dav;
+pub mod github;
 pub mod npm;
 pub mod pypi;
 

@@ -369,18 +369,7 @@ impl SurfaceType for ActionsCache {
     }
 }
 
-/// `owner/name`, each part non-empty and URL-safe.
-fn check_repository(r: &str) -> Result<(), String> {
-    let ok = |p: &str| {
-        !p.is_empty()
-            && p.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    };
-    match r.split_once('/') {
-        Some((o, n)) if ok(o) && ok(n) => Ok(()),
-        _ => Err("must be `owner/name`".into()),
-    }
-}
+use crate::github::check_repository;
 
 struct Instance {
     s: Settings,

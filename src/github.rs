@@ -1,0 +1,322 @@
+//! GitHub's REST API as the surfaces that write and read GitHub's own
+//! objects reach it (`actions-artifacts`, `github-api`): one authenticated
+//! call, a listing read to its end, and the one rule that tells GitHub's
+//! access control from everything else.
+//!
+//! A refusal is GitHub's own only when it is HTTP 403 with GitHub's JSON
+//! error body (a `message`) and no sign of a rate limit: then the
+//! permission GitHub says it wanted (`X-Accepted-GitHub-Permissions`) is
+//! kept for the detail. A rate limit is waited out when GitHub says how
+//! long (`retry-after`, at most [`MAX_WAIT`]) and is otherwise an error;
+//! 401, 404 on a write, 422, 5xx and anything without GitHub's body are
+//! errors. Listings follow GitHub's `Link: <…>; rel="next"` to the end,
+//! never to another host (the token goes only to the configured API), and
+//! a listing that says `total_count` must hand over that many.
+
+use crate::escape;
+use crate::http::{Client, Failure, Request, Response};
+use ::http::Method;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// The longest `retry-after` honoured; longer is an error now rather than
+/// a probe that hangs.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// Rate-limit waits per call.
+const RATE_RETRIES: u32 = 3;
+
+/// Page size of every listing (GitHub's maximum for most lists; variables
+/// allow 30 and say so by paging on).
+pub const PER_PAGE: usize = 100;
+
+/// One API: where, and with which token (named by its source for people).
+pub struct Api<'a> {
+    pub client: &'a Client,
+    /// The API base URL, without a trailing `/`.
+    pub base: &'a str,
+    pub token: &'a str,
+    /// The environment variable the token came from.
+    pub source: &'a str,
+}
+
+/// What an API call came to, when it was not the answer wanted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiError {
+    /// GitHub's access control: its 403 with its error body. `wanted` is
+    /// `X-Accepted-GitHub-Permissions`, when it said.
+    Denied {
+        message: String,
+        wanted: Option<String>,
+    },
+    /// HTTP 404 with GitHub's body: no such object (or one the token may
+    /// not see: GitHub answers both alike).
+    NotFound(String),
+    /// Anything else: the text says what, safe to print.
+    Failed(String),
+}
+
+impl ApiError {
+    /// For a detail: "HTTP 403 Resource not accessible by integration
+    /// (GitHub wants issues=write; pull_requests=write)".
+    pub fn text(&self) -> String {
+        match self {
+            ApiError::Denied { message, wanted } => match wanted {
+                Some(w) => format!(
+                    "HTTP 403 {message} (GitHub wants {})",
+                    escape::bytes(w.as_bytes())
+                ),
+                None => format!("HTTP 403 {message}"),
+            },
+            ApiError::NotFound(m) | ApiError::Failed(m) => m.clone(),
+        }
+    }
+}
+
+/// A successful answer: status and JSON body (`Null` when empty).
+pub struct Answer {
+    pub status: u16,
+    pub json: Value,
+    pub headers: ::http::HeaderMap,
+}
+
+impl<'a> Api<'a> {
+    fn request<'u>(&self, method: Method, url: &'u str) -> Request<'u> {
+        Request::new(method, url)
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .secret_header("authorization", format!("Bearer {}", self.token))
+    }
+
+    /// The absolute URL of an API path (`/repos/…`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn host(&self) -> String {
+        escape::bytes(
+            crate::http::origin(self.base)
+                .unwrap_or_else(|| "?".into())
+                .as_bytes(),
+        )
+    }
+
+    /// One call: `what` names it for errors ("creating a label"). 2xx is
+    /// the answer; everything else is an [`ApiError`].
+    pub fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<Answer, ApiError> {
+        self.call_url(method, &self.url(path), body, what)
+    }
+
+    fn call_url(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<Answer, ApiError> {
+        let mut req = self.request(method, url);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        for attempt in 0..=RATE_RETRIES {
+            let resp = self.client.send(&req).map_err(|f| match f {
+                Failure::Unreachable(m) => {
+                    ApiError::Failed(format!("{what}: cannot reach {}: {m}", self.host()))
+                }
+                Failure::Broken(m) => ApiError::Failed(format!("{what} at {}: {m}", self.host())),
+            })?;
+            match self.judge(&resp, what) {
+                Err(Judged::Wait(d)) if attempt < RATE_RETRIES => std::thread::sleep(d),
+                Err(Judged::Wait(_)) => {
+                    return Err(ApiError::Failed(format!(
+                        "{what} at {}: still rate limited after {RATE_RETRIES} waits",
+                        self.host()
+                    )));
+                }
+                Err(Judged::Error(e)) => return Err(e),
+                Ok(a) => return Ok(a),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    fn judge(&self, resp: &Response, what: &str) -> Result<Answer, Judged> {
+        let v: Option<Value> = if resp.body.iter().all(u8::is_ascii_whitespace) {
+            Some(Value::Null)
+        } else {
+            resp.json().ok()
+        };
+        let header = |n: &str| resp.headers.get(n).and_then(|h| h.to_str().ok());
+        let message = v
+            .as_ref()
+            .and_then(|v| v["message"].as_str())
+            .map(str::to_string);
+        let shown = escape::bytes(message.as_deref().unwrap_or("").as_bytes());
+        let host = self.host();
+        if (200..300).contains(&resp.status) {
+            return match v {
+                Some(json) => Ok(Answer {
+                    status: resp.status,
+                    json,
+                    headers: resp.headers.clone(),
+                }),
+                None => Err(Judged::Error(ApiError::Failed(format!(
+                    "{what} at {host}: HTTP {} with a body that is not JSON, so not GitHub's answer",
+                    resp.status
+                )))),
+            };
+        }
+        let limited = header("x-ratelimit-remaining").is_some_and(|r| r.trim() == "0")
+            || header("retry-after").is_some()
+            || message
+                .as_deref()
+                .is_some_and(|m| m.to_ascii_lowercase().contains("rate limit"));
+        if matches!(resp.status, 403 | 429) && limited {
+            let wait = header("retry-after")
+                .and_then(|r| r.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            return match wait {
+                Some(d) if d <= MAX_WAIT => Err(Judged::Wait(d)),
+                _ => Err(Judged::Error(ApiError::Failed(format!(
+                    "{what} at {host}: rate limited (HTTP {} {shown}), and GitHub asks for a \
+                     wait longer than {} s or names none",
+                    resp.status,
+                    MAX_WAIT.as_secs()
+                )))),
+            };
+        }
+        Err(Judged::Error(match (resp.status, message) {
+            (403, Some(_)) => ApiError::Denied {
+                message: shown,
+                wanted: header("x-accepted-github-permissions").map(str::to_string),
+            },
+            (403, None) => ApiError::Failed(format!(
+                "{what} at {host}: HTTP 403 without GitHub's error body (a proxy or a firewall?)"
+            )),
+            (401, _) => ApiError::Failed(format!(
+                "{what}: {host} did not accept the token ({}): HTTP 401 {shown}",
+                escape::bytes(self.source.as_bytes())
+            )),
+            (404, Some(_)) => ApiError::NotFound(format!("{what} at {host}: HTTP 404 {shown}")),
+            (s, _) => ApiError::Failed(format!("{what} at {host}: HTTP {s} {shown}")),
+        }))
+    }
+
+    /// Reads a listing to its end, handing every item to `each`: `path`
+    /// with `per_page`, then every `rel="next"` link. `items` is the field
+    /// holding the array (`None`: the body is the array). Returns how many
+    /// items there were. When the first page says `total_count`, fewer
+    /// items handed over than it counted is an error: one may have been
+    /// skipped.
+    pub fn list(
+        &self,
+        path: &str,
+        items: Option<&str>,
+        what: &str,
+        each: &mut dyn FnMut(&Value),
+    ) -> Result<usize, ApiError> {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut url = self.url(&format!("{path}{sep}per_page={PER_PAGE}"));
+        let origin = crate::http::origin(self.base);
+        let mut seen = HashSet::new();
+        let mut counted: Option<u64> = None;
+        let mut n = 0usize;
+        loop {
+            if !seen.insert(url.clone()) {
+                return Err(ApiError::Failed(format!(
+                    "{what} at {}: the listing links back to a page it already gave",
+                    self.host()
+                )));
+            }
+            let a = self.call_url(Method::GET, &url, None, what)?;
+            let list = match items {
+                Some(k) => a.json[k].as_array(),
+                None => a.json.as_array(),
+            };
+            let Some(list) = list else {
+                return Err(ApiError::Failed(format!(
+                    "{what} at {}: the answer (HTTP {}) holds no list{}",
+                    self.host(),
+                    a.status,
+                    items.map(|k| format!(" `{k}`")).unwrap_or_default()
+                )));
+            };
+            if counted.is_none() {
+                counted = a.json["total_count"].as_u64();
+            }
+            for item in list {
+                each(item);
+            }
+            n += list.len();
+            match next_link(&a.headers) {
+                None => break,
+                Some(next) => {
+                    // The token goes only to the configured API.
+                    if crate::http::origin(&next) != origin {
+                        return Err(ApiError::Failed(format!(
+                            "{what} at {}: the next page is on another host",
+                            self.host()
+                        )));
+                    }
+                    url = next;
+                }
+            }
+        }
+        if let Some(c) = counted
+            && (n as u64) < c
+        {
+            return Err(ApiError::Failed(format!(
+                "{what} at {}: it counted {c} but handed over {n}: items went while it was \
+                 read, so one may have been skipped",
+                self.host()
+            )));
+        }
+        Ok(n)
+    }
+}
+
+enum Judged {
+    Wait(Duration),
+    Error(ApiError),
+}
+
+/// The `rel="next"` URL of a `Link` header.
+pub fn next_link(headers: &::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all("link")
+        .iter()
+        .filter_map(|h| h.to_str().ok())
+        .flat_map(|h| h.split(','))
+        .find_map(|part| {
+            let (url, params) = part.split_once(';')?;
+            let rel_next = params
+                .split(';')
+                .any(|p| p.trim().replace(' ', "") == "rel=\"next\"");
+            rel_next.then(|| {
+                url.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string()
+            })
+        })
+}
+
+/// `owner/name`, each part non-empty and URL-safe.
+pub fn check_repository(r: &str) -> Result<(), String> {
+    let ok = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    match r.split_once('/') {
+        Some((o, n)) if ok(o) && ok(n) => Ok(()),
+        _ => Err("must be `owner/name`".into()),
+    }
+}

@@ -1,0 +1,281 @@
+//! A loopback GitHub: the REST API's objects one run writes and another
+//! reads, and the artifact results service (v4) with its signed blob URLs.
+//! It is the known-open control of the `actions-artifacts` and
+//! `github-api` surfaces, and the tests' stand-in for GitHub.
+//!
+//! It follows the documented shapes (../shared/reference/github-api-facts.md)
+//! and rejects what GitHub rejects: tokens carry a permission map like the
+//! `GITHUB_TOKEN`'s, and a call the map does not allow gets GitHub's 403
+//! (`Resource not accessible by integration`) with the
+//! `X-Accepted-GitHub-Permissions` header, also on success; listings page
+//! with `per_page`/`page` and a `Link` header; a check run takes at most
+//! 50 annotations per request and a 40-hex `head_sha`; draft releases are
+//! listed only to tokens that may write contents. The artifact side is
+//! Twirp JSON under `/twirp/github.actions.results.api.v1.ArtifactService/`
+//! with a runtime token whose `scp` claim carries the run's backend ids, and
+//! Azure block-blob uploads (Put Blob, or Put Block then Put Block List).
+//!
+//! `tests/loopback/github.rs` proves it against the real clients, npm
+//! `@actions/artifact` and `@octokit/rest`. It accepts only tokens it
+//! minted and blob URLs it signed, each with a fresh random secret.
+
+mod artifacts;
+mod rest;
+mod rest_artifacts;
+
+use super::{header, lock};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// One uploaded artifact.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    pub id: u64,
+    pub repo: String,
+    pub run_id: u64,
+    pub run_backend: String,
+    pub job_backend: String,
+    pub name: String,
+    /// The committed blob (None until uploaded).
+    pub data: Option<Vec<u8>>,
+    /// Staged blocks, by block id, until a block list commits them.
+    pub blocks: HashMap<String, Vec<u8>>,
+    /// `sha256:<hex>` as FinalizeArtifact said.
+    pub digest: Option<String>,
+    pub finalized: bool,
+}
+
+/// One REST object: its kind (`label`, `comment`, `milestone`, `release`,
+/// `deployment`, `deployment-status`, `environment`, `variable`,
+/// `status`, `check-run`, `commit`), its repository and its fields as
+/// GitHub returns them.
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub kind: &'static str,
+    pub repo: String,
+    pub fields: Value,
+}
+
+/// What a token may do: permission -> `read` or `write`, named as GitHub
+/// names them (`actions`, `checks`, `contents`, `deployments`, `issues`,
+/// `pull_requests`, `statuses`, `actions_variables`, `administration`).
+pub type Permissions = BTreeMap<String, String>;
+
+#[derive(Default)]
+pub struct State {
+    /// REST tokens this server minted.
+    pub tokens: HashMap<String, Permissions>,
+    /// Runtime tokens' run backend id -> (repository, run id).
+    pub runs: HashMap<String, (String, u64)>,
+    pub artifacts: Vec<Artifact>,
+    pub objects: Vec<Object>,
+    next: u64,
+    /// Every request: (method, url, Authorization header).
+    pub log: Vec<(String, String, String)>,
+    /// The signature every signed blob URL carries.
+    pub sig: String,
+    token_sig: String,
+}
+
+impl State {
+    fn next_id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+}
+
+/// The service; [`GitHubServer::start`] starts one.
+pub type GitHubServer = super::Service<State>;
+
+/// The permissions of `GITHUB_TOKEN` with `permissions: write-all` (every
+/// key GitHub lets a workflow grant).
+pub const WRITE_ALL: &[(&str, &str)] = &[
+    ("actions", "write"),
+    ("checks", "write"),
+    ("contents", "write"),
+    ("deployments", "write"),
+    ("issues", "write"),
+    ("pull_requests", "write"),
+    ("statuses", "write"),
+];
+
+/// The restricted default `GITHUB_TOKEN`: `contents: read` (and metadata).
+pub const CONTENTS_READ: &[(&str, &str)] = &[("contents", "read")];
+
+impl super::Service<State> {
+    /// Starts serving on a fresh loopback port until dropped.
+    pub fn start() -> Result<GitHubServer, String> {
+        let state = State {
+            sig: super::secret()?,
+            token_sig: super::secret()?,
+            ..State::default()
+        };
+        super::Service::serve(state, serve)
+    }
+
+    /// A REST token with these permissions (`("issues", "write")`…).
+    pub fn token(&self, perms: &[(&str, &str)]) -> String {
+        let token = format!(
+            "ghs_{}",
+            super::secret().unwrap_or_else(|_| format!("fallback{}", self.port))
+        );
+        let map = perms
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.lock().tokens.insert(token.clone(), map);
+        token
+    }
+
+    /// A runtime token (`ACTIONS_RUNTIME_TOKEN`) of workflow run `run_id`
+    /// of `repo`: a JWT whose `scp` claim carries fresh backend ids, signed
+    /// with this server's secret.
+    pub fn runtime_token(&self, repo: &str, run_id: u64) -> String {
+        let mut st = self.lock();
+        let n = st.next_id();
+        let run = format!("{run_id:08x}-0000-4000-8000-{n:012x}");
+        let job = format!("{n:08x}-1111-4000-8000-{run_id:012x}");
+        st.runs.insert(run.clone(), (repo.to_string(), run_id));
+        let claims = json!({
+            "scp": format!("Actions.ExampleScope Actions.Results:{run}:{job}"),
+            "iss": "runwarden-github-server",
+        });
+        format!(
+            "{}.{}.{}",
+            crate::wire::b64url(br#"{"alg":"RS256","typ":"JWT"}"#),
+            crate::wire::b64url(claims.to_string().as_bytes()),
+            st.token_sig
+        )
+    }
+
+    /// `GITHUB_API_URL` for this server.
+    pub fn api_url(&self) -> String {
+        format!("http://127.0.0.1:{}/api", self.port)
+    }
+
+    /// `ACTIONS_RESULTS_URL` for this server.
+    pub fn results_url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// The objects of one kind, oldest first.
+    pub fn objects(&self, kind: &str) -> Vec<Value> {
+        self.lock()
+            .objects
+            .iter()
+            .filter(|o| o.kind == kind)
+            .map(|o| o.fields.clone())
+            .collect()
+    }
+
+    /// Every object, as (kind, fields): for "nothing left" checks.
+    pub fn all_objects(&self) -> Vec<(&'static str, Value)> {
+        self.lock()
+            .objects
+            .iter()
+            .map(|o| (o.kind, o.fields.clone()))
+            .collect()
+    }
+
+    /// Adds an object as someone else made it (foreign objects for tests);
+    /// its `id` (and `number` for milestones) is assigned here.
+    pub fn add(&self, kind: &'static str, repo: &str, mut fields: Value) -> u64 {
+        let mut st = self.lock();
+        let id = st.next_id();
+        fields["id"] = json!(id);
+        if kind == "milestone" {
+            fields["number"] = json!(id);
+        }
+        st.objects.push(Object {
+            kind,
+            repo: repo.into(),
+            fields,
+        });
+        id
+    }
+
+    /// Adds a finalized artifact of run `run_id` (foreign artifacts).
+    pub fn add_artifact(&self, repo: &str, run_id: u64, name: &str, data: &[u8]) -> u64 {
+        let mut st = self.lock();
+        let id = st.next_id();
+        st.artifacts.push(Artifact {
+            id,
+            repo: repo.into(),
+            run_id,
+            run_backend: format!("foreign-{run_id}"),
+            job_backend: "foreign".into(),
+            name: name.into(),
+            data: Some(data.to_vec()),
+            blocks: HashMap::new(),
+            digest: Some(artifacts::digest(data)),
+            finalized: true,
+        });
+        id
+    }
+
+    pub fn artifacts(&self) -> Vec<Artifact> {
+        self.lock().artifacts.clone()
+    }
+}
+
+fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
+    let auth = header(&req, "Authorization").unwrap_or_default();
+    let method = req.method().as_str().to_string();
+    let url = req.url().to_string();
+    let body = super::body(&mut req);
+    let mut st = lock(state);
+    st.log.push((method.clone(), url.clone(), auth.clone()));
+    let path = url.split('?').next().unwrap_or("").to_string();
+    let reply = if let Some(rpc) = path.strip_prefix(artifacts::TWIRP) {
+        artifacts::twirp(&mut st, rpc, &auth, &body, port)
+    } else if let Some(id) = path.strip_prefix(artifacts::BLOB) {
+        let blob_type = header(&req, "x-ms-blob-type");
+        artifacts::blob(&mut st, &method, id, &url, blob_type.as_deref(), body)
+    } else if let Some(rest) = path.strip_prefix("/api/repos/") {
+        rest::route(&mut st, &method, rest, &url, &auth, &body, port)
+    } else {
+        Reply::json(404, json!({ "message": "Not Found" }))
+    };
+    drop(st);
+    reply.send(req);
+}
+
+/// An answer, built under the lock and sent after it.
+pub(crate) struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(status: u16, v: Value) -> Reply {
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: v.to_string().into_bytes(),
+        }
+    }
+
+    fn raw(status: u16, content_type: &str, body: Vec<u8>) -> Reply {
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), content_type.into())],
+            body,
+        }
+    }
+
+    fn with(mut self, k: &str, v: &str) -> Reply {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+
+    fn send(self, req: tiny_http::Request) {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        super::respond(req, self.status, self.body, &headers);
+    }
+}
