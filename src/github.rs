@@ -209,6 +209,37 @@ impl<'a> Api<'a> {
         }))
     }
 
+    /// A call GitHub answers with a redirect (an artifact's zip): the
+    /// `Location`, which carries its own signature and gets no token.
+    pub fn redirect(&self, path: &str, what: &str) -> Result<String, ApiError> {
+        let url = self.url(path);
+        let resp = self
+            .client
+            .send(&self.request(Method::GET, &url))
+            .map_err(|f| ApiError::Failed(format!("{what} at {}: {f}", self.host())))?;
+        if resp.status == 302 {
+            return match resp.headers.get("location").and_then(|h| h.to_str().ok()) {
+                Some(l) if crate::http::check_url(l).is_ok() => Ok(l.to_string()),
+                _ => Err(ApiError::Failed(format!(
+                    "{what} at {}: HTTP 302 without a usable Location",
+                    self.host()
+                ))),
+            };
+        }
+        match self.judge(&resp, what) {
+            Ok(a) => Err(ApiError::Failed(format!(
+                "{what} at {}: HTTP {} where GitHub redirects to the download",
+                self.host(),
+                a.status
+            ))),
+            Err(Judged::Wait(_)) => Err(ApiError::Failed(format!(
+                "{what} at {}: rate limited",
+                self.host()
+            ))),
+            Err(Judged::Error(e)) => Err(e),
+        }
+    }
+
     /// Reads a listing to its end, handing every item to `each`: `path`
     /// with `per_page`, then every `rel="next"` link. `items` is the field
     /// holding the array (`None`: the body is the array). Returns how many

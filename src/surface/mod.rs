@@ -7,6 +7,7 @@
 //! that plant, recover and clean up ([`Surface`]). Surfaces report outcomes;
 //! they never format output and never decide verdicts ([`crate::verdict`]).
 
+pub mod actions_artifacts;
 pub mod actions_cache;
 mod auth;
 pub mod filesystem;
@@ -29,6 +30,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &filesystem::Filesystem,
     &git_remote::GitRemote,
     &actions_cache::ActionsCache,
+    &actions_artifacts::ActionsArtifacts,
     &http_cache::HttpCache,
     &npm_registry::NpmRegistry,
     &pypi_index::PypiIndex,

@@ -1,4 +1,5 @@
 //! Surface tests, one file per surface type (mirrors src/surface/).
+mod actions_artifacts;
 mod actions_cache;
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,0 +1,165 @@
+//! Cleanup: each artifact whose name is exactly what the plant wrote,
+//! deleted by id through the REST API (`actions: write`), else through the
+//! results service in the run that uploaded it; left and listed when
+//! neither may delete it. Cleanup by probe id finds the plants in the
+//! listing by their verified tag.
+
+use super::*;
+
+impl Instance {
+    /// The REST route first (it works from any run), then the results
+    /// service (only the uploading run's token may delete there).
+    pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
+        let Some(name) = e["name"].as_str() else {
+            return CleanupOutcome::Left {
+                reason: "the journal entry names no artifact".into(),
+            };
+        };
+        let rest = match self.api() {
+            Ok(api) => self.delete_rest(&api, name, e["id"].as_u64()),
+            Err(why) => Err(why),
+        };
+        let why_rest = match rest {
+            Ok(done) => return done,
+            Err(why) => why,
+        };
+        match self.delete_twirp(e, name) {
+            Ok(done) => done,
+            Err(why) => CleanupOutcome::Left {
+                reason: format!(
+                    "not deleted, left until its retention ends: {why_rest}; and the results \
+                     service: {why}"
+                ),
+            },
+        }
+    }
+
+    /// Deletes every artifact named `name` (only `id` when the journal
+    /// has it): `Err` when the API would not.
+    fn delete_rest(
+        &self,
+        api: &Api<'_>,
+        name: &str,
+        id: Option<u64>,
+    ) -> Result<CleanupOutcome, String> {
+        let rp = self.repo_path();
+        let mut ids = vec![];
+        match id {
+            Some(id) => match api.call(
+                Method::GET,
+                &format!("{rp}/actions/artifacts/{id}"),
+                None,
+                "reading the artifact before deleting it",
+            ) {
+                Ok(a) if a.json["name"].as_str() == Some(name) => ids.push(id),
+                Ok(_) => {
+                    return Ok(CleanupOutcome::Left {
+                        reason: format!("artifact {id} now has another name: not the plant"),
+                    });
+                }
+                Err(ApiError::NotFound(_)) => {}
+                Err(e) => return Err(e.text()),
+            },
+            None => {
+                let path = format!(
+                    "{rp}/actions/artifacts?name={}",
+                    crate::http::percent_encode(name)
+                );
+                api.list(
+                    &path,
+                    Some("artifacts"),
+                    "finding the artifact to delete",
+                    &mut |a| {
+                        if a["name"].as_str() == Some(name)
+                            && let Some(i) = a["id"].as_u64()
+                        {
+                            ids.push(i);
+                        }
+                    },
+                )
+                .map_err(|e| e.text())?;
+            }
+        }
+        if ids.is_empty() {
+            return Ok(CleanupOutcome::Gone);
+        }
+        for i in ids {
+            match api.call(
+                Method::DELETE,
+                &format!("{rp}/actions/artifacts/{i}"),
+                None,
+                "deleting the artifact",
+            ) {
+                Ok(_) | Err(ApiError::NotFound(_)) => {}
+                Err(e) => return Err(e.text()),
+            }
+        }
+        Ok(CleanupOutcome::Removed)
+    }
+
+    /// `DeleteArtifact` with the runtime token of the run that uploaded.
+    fn delete_twirp(&self, e: &Value, name: &str) -> Result<CleanupOutcome, String> {
+        let (Some(run), Some(job)) = (e["run"].as_str(), e["job"].as_str()) else {
+            return Err("the journal entry names no run".into());
+        };
+        let mine = self
+            .s
+            .token
+            .as_deref()
+            .and_then(crate::wire::jwt_backend_ids);
+        if mine.as_ref().map(|m| m.0.as_str()) != Some(run) {
+            return Err("this run's runtime token is not the uploading run's".into());
+        }
+        let body = json!({
+            "workflow_run_backend_id": run,
+            "workflow_job_run_backend_id": job,
+            "name": name,
+        });
+        match self.twirp("DeleteArtifact", body) {
+            Ok(v) if v["ok"] == json!(true) => Ok(CleanupOutcome::Removed),
+            Ok(_) => Err("DeleteArtifact answered not ok".into()),
+            Err(TwirpError::Failed(m)) if m.contains("not_found") => Ok(CleanupOutcome::Gone),
+            Err(TwirpError::Denied(m) | TwirpError::Failed(m)) => Err(m),
+        }
+    }
+
+    /// Every artifact of the repository whose name is a verified plant
+    /// name of this probe, as journal entries.
+    pub(super) fn find_plants(&self, ctx: &RunCtx<'_>) -> Result<Vec<Value>, String> {
+        let api = self.api()?;
+        let mut found = vec![];
+        api.list(
+            &format!("{}/actions/artifacts", self.repo_path()),
+            Some("artifacts"),
+            "listing artifacts to find the plants",
+            &mut |a| {
+                if let (Some(id), Some(name)) = (a["id"].as_u64(), a["name"].as_str())
+                    && planted_carrier(ctx, name).is_some()
+                {
+                    found.push(json!({ "name": name, "id": id }));
+                }
+            },
+        )
+        .map_err(|e| e.text())?;
+        Ok(found)
+    }
+
+    /// Journals hold an intent before each upload and the entry with its
+    /// id after: one artifact, cleaned once (by the fullest entry).
+    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        crate::surface::cleanup_unretracted(entries, |e| {
+            let name = &e["name"];
+            let fuller = entries.iter().any(|o| {
+                o["name"] == *name
+                    && o.get("retract").is_none()
+                    && o["id"].is_u64()
+                    && !e["id"].is_u64()
+            });
+            if fuller {
+                CleanupOutcome::Superseded
+            } else {
+                self.clean(e)
+            }
+        })
+    }
+}

@@ -1,0 +1,466 @@
+//! `type: actions-artifacts`: the workflow artifacts of a repository,
+//! written the way `@actions/artifact` (upload-artifact v4+) writes them
+//! and read the way a later workflow run reads them.
+//!
+//! Run A uploads one artifact per carrier through the results service
+//! (artifact v4: Twirp `CreateArtifact`, one block-blob upload of a zip to
+//! the signed URL, `FinalizeArtifact`) with the runtime token, whose `scp`
+//! claim names the run. Run B, in another run, finds them as
+//! `actions/download-artifact` with `run-id` and `github-token` does:
+//! through the REST API with an API token (`actions: read`), by listing
+//! every artifact of the repository (the only route to a nonce in a name)
+//! and by asking for the agreed names, then downloading each candidate's
+//! zip (a redirect to a signed URL, fetched without the token) and
+//! searching it as it arrives. A refusal is the service's
+//! `permission_denied` to run A's upload, or GitHub's 403 to run B's
+//! listing ([`crate::github`]); anything else is an error. Cleanup deletes
+//! by id through the REST API (`actions: write`), else through the results
+//! service in the run that uploaded (which may delete its own run's
+//! artifacts), and lists what neither could delete.
+//!
+//! Names are [`super::tagged_name`]s: leftovers are identifiable by the
+//! prefix, and cleanup takes only names whose tag verifies under the
+//! marker key. The control instance is the loopback GitHub
+//! ([`crate::loopback::github`]).
+
+mod cleanup;
+mod plant;
+mod recover;
+
+use super::{
+    Carrier, CleanupOutcome, Control, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::github::{Api, ApiError, check_repository};
+use crate::http::{Failure, LazyClient, Request, check_url};
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+pub struct ActionsArtifacts;
+
+const TWIRP: &str = "twirp/github.actions.results.api.v1.ArtifactService";
+
+/// Artifacts last until their retention period ends (90 days by
+/// default, up to 400 on private repositories), or until deleted.
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "artifact-name",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in an artifact's name; run B finds it by listing every artifact of the repository (REST API), without knowing it",
+    },
+    Carrier {
+        name: "artifact-content",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in a file of an artifact with an agreed name; run B downloads it (REST API) and reads it",
+    },
+    Carrier {
+        name: "artifact-file-path",
+        persistence: Persistence::UntilEvicted,
+        description: "the nonce in the path of a file inside an artifact with an agreed name; run B downloads it and reads the zip's entry names",
+    },
+];
+
+/// What every step gets. Holds credentials: never printed, never in a
+/// report (only [`SurfaceType::facts`] describes them, by source).
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The results service base URL, ending in `/`.
+    results_url: Option<String>,
+    token: Option<String>,
+    token_source: Option<String>,
+    /// Why run A cannot upload: every carrier is SKIPPED with it.
+    no_token: Option<String>,
+    /// The REST API base URL, without a trailing `/`.
+    api_url: String,
+    repository: Option<String>,
+    api_token: Option<String>,
+    api_token_source: Option<String>,
+    /// Why run B has no route (no API token or no repository).
+    no_listing: Option<String>,
+    control: bool,
+}
+
+/// The name of a carrier's artifact: the nonce in it for artifact-name,
+/// an agreed name (derived from the probe id and key) otherwise.
+fn artifact_name(ctx: &RunCtx<'_>, carrier: &str, nonce: &crate::nonce::Nonce) -> String {
+    let in_name = carrier == "artifact-name";
+    super::tagged_name(ctx, carrier, in_name.then_some(nonce), "artifact")
+}
+
+/// The carrier of an artifact name in this probe's form whose tag
+/// verifies.
+fn planted_carrier(ctx: &RunCtx<'_>, name: &str) -> Option<&'static str> {
+    super::tagged_carrier(ctx, CARRIERS, name, "artifact")
+}
+
+/// The zip a carrier uploads: one small text file, whose path or content
+/// holds the nonce for the two content carriers.
+fn archive(ctx: &RunCtx<'_>, carrier: &str, nonce: &crate::nonce::Nonce) -> Vec<u8> {
+    let text = match carrier {
+        "artifact-content" => format!(
+            "runwarden actions-artifacts plant, probe {}\n{}\n",
+            ctx.probe_id,
+            nonce.hex()
+        ),
+        _ => format!(
+            "runwarden actions-artifacts plant, probe {}\n",
+            ctx.probe_id
+        ),
+    };
+    let path = match carrier {
+        "artifact-file-path" => format!("runwarden-{}.txt", nonce.hex()),
+        _ => "runwarden.txt".to_string(),
+    };
+    crate::archive::zip_stored(&[(&path, text.as_bytes())])
+}
+
+impl SurfaceType for ActionsArtifacts {
+    fn name(&self) -> &'static str {
+        "actions-artifacts"
+    }
+
+    fn description(&self) -> &'static str {
+        "the workflow artifacts of a repository (artifact v4 results service to upload; REST API to list, download and delete)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "results-url",
+            "token-env",
+            "api-url",
+            "repository",
+            "api-token-env",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let token_env = super::env_name(&mut opts, "token-env")?;
+        let api_token_env = super::env_name(&mut opts, "api-token-env")?;
+        let source = token_env
+            .clone()
+            .unwrap_or_else(|| "ACTIONS_RUNTIME_TOKEN".into());
+        let token = opts.env(&source);
+        let results_url = match opts.string("results-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
+                Some(u)
+            }
+            None => opts.env("ACTIONS_RESULTS_URL"),
+        };
+        let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
+        let no_token = match (&token, &results_url) {
+            (None, _) if token_env.is_some() => Some(format!(
+                "no runtime token: `token-env` names {source}, which is unset or empty"
+            )),
+            (None, _) => Some(
+                "no runtime token: only JavaScript and Docker actions receive \
+                 ACTIONS_RUNTIME_TOKEN (a `run:` step or a composite action gets none); \
+                 use the runwarden action"
+                    .into(),
+            ),
+            (Some(_), None) => Some(
+                "no results service URL: ACTIONS_RESULTS_URL is unset; set `results-url`".into(),
+            ),
+            _ => None,
+        };
+        let api_url = match opts.string("api-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
+                u
+            }
+            None => opts
+                .env("GITHUB_API_URL")
+                .unwrap_or_else(|| "https://api.github.com".into()),
+        };
+        let repository = match opts.string("repository")? {
+            Some((r, pos)) => {
+                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
+                Some(r)
+            }
+            None => opts
+                .env("GITHUB_REPOSITORY")
+                .filter(|r| check_repository(r).is_ok()),
+        };
+        let api_sources: Vec<String> = match &api_token_env {
+            Some(n) => vec![n.clone()],
+            None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
+        };
+        let api = api_sources
+            .iter()
+            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let no_listing = match (&api, &repository) {
+            (None, _) => Some(format!(
+                "run B reads artifacts of another run through the REST API, which needs a token \
+                 with actions: read, and {} is unset (the action passes `github-token`; \
+                 elsewhere set `api-token-env`)",
+                api_sources.join(" / ")
+            )),
+            (_, None) => Some(
+                "run B needs the repository: GITHUB_REPOSITORY is unset; set `repository`".into(),
+            ),
+            _ => None,
+        };
+        let (api_token_source, api_token) = api.unzip();
+        let s = Settings {
+            results_url,
+            token_source: token.as_ref().map(|_| source),
+            token,
+            no_token,
+            api_url: api_url.trim_end_matches('/').to_string(),
+            repository,
+            api_token,
+            api_token_source,
+            no_listing,
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::github::GitHubServer::start()?;
+        let repo = "runwarden/control";
+        let s = Settings {
+            results_url: Some(server.results_url()),
+            token: Some(server.runtime_token(repo, 1)),
+            token_source: Some("the control's own".into()),
+            no_token: None,
+            api_url: server.api_url(),
+            repository: Some(repo.into()),
+            api_token: Some(server.token(&[("actions", "write")])),
+            api_token_source: Some("the control's own".into()),
+            no_listing: None,
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut f = vec![(
+            "runtime-token",
+            s.token_source.clone().unwrap_or_else(|| "none".into()),
+        )];
+        if let Some(t) = &s.token {
+            let run = match crate::wire::jwt_backend_ids(t) {
+                Some(_) => "it names its workflow run (an Actions.Results scope)",
+                None => "it names no workflow run (no Actions.Results scope): uploads cannot work",
+            };
+            f.push(("run", run.to_string()));
+        }
+        if let Some(u) = &s.results_url {
+            f.push(("service", host_of(u)));
+        }
+        f.push((
+            "api-token",
+            s.api_token_source.clone().unwrap_or_else(|| "none".into()),
+        ));
+        if let Some(r) = &s.repository {
+            f.push(("repository", escape::bytes(r.as_bytes())));
+        }
+        f
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad actions-artifacts settings".to_string())?;
+        let client = LazyClient::new(
+            [&s.token, &s.api_token]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+        );
+        Ok(Box::new(Instance { s, client }))
+    }
+}
+
+/// A service URL's origin, for people (escaped; never userinfo).
+fn host_of(url: &str) -> String {
+    escape::bytes(
+        crate::http::origin(url)
+            .unwrap_or_else(|| "?".into())
+            .as_bytes(),
+    )
+}
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+}
+
+/// A Twirp answer that is not a success.
+enum TwirpError {
+    /// 403 `permission_denied`: the service's access control.
+    Denied(String),
+    /// Anything else, said for people.
+    Failed(String),
+}
+
+impl Instance {
+    fn repo(&self) -> String {
+        escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
+    }
+
+    /// The REST API with run B's token, or why there is none.
+    fn api(&self) -> Result<Api<'_>, String> {
+        match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
+            (Some(token), Some(_), None) => Ok(Api {
+                client: self.client.get()?,
+                base: &self.s.api_url,
+                token,
+                source: self.s.api_token_source.as_deref().unwrap_or("?"),
+            }),
+            (_, _, why) => Err(why.clone().unwrap_or_default()),
+        }
+    }
+
+    /// `/repos/{owner}/{repo}`.
+    fn repo_path(&self) -> String {
+        format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""))
+    }
+
+    /// One call of the results service with the runtime token: the
+    /// answer's JSON object on HTTP 200.
+    fn twirp(&self, method: &str, body: Value) -> Result<Value, TwirpError> {
+        let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
+            return Err(TwirpError::Failed(
+                self.s.no_token.clone().unwrap_or_default(),
+            ));
+        };
+        let service = host_of(base);
+        let url = format!("{base}{TWIRP}/{method}");
+        let req = Request::new(Method::POST, &url)
+            .json(&body)
+            .header("accept", "application/json")
+            .secret_header("authorization", format!("Bearer {token}"));
+        let client = self.client.get().map_err(TwirpError::Failed)?;
+        let resp = client.send(&req).map_err(|f| {
+            TwirpError::Failed(match f {
+                Failure::Unreachable(m) => {
+                    format!("cannot reach the results service {service}: {m}")
+                }
+                Failure::Broken(m) => format!("{method} at the results service {service}: {m}"),
+            })
+        })?;
+        // Only a JSON object is the service's answer.
+        let v = resp.json().ok().filter(Value::is_object);
+        let msg = v
+            .as_ref()
+            .and_then(|v| v["msg"].as_str())
+            .map(|m| escape::bytes(m.as_bytes()))
+            .unwrap_or_default();
+        match (resp.status, v) {
+            (200, Some(v)) => Ok(v),
+            (200, None) => Err(TwirpError::Failed(format!(
+                "{method} at {service}: HTTP 200 with a body that is not a JSON object, so not \
+                 the results service's answer"
+            ))),
+            (403, Some(v)) if v["code"] == "permission_denied" => Err(TwirpError::Denied(format!(
+                "the results service refused {method}: HTTP 403 permission_denied {msg}"
+            ))),
+            (403, _) => Err(TwirpError::Failed(format!(
+                "{method} at {service}: HTTP 403 without Twirp's permission_denied (a proxy or a \
+                 firewall?) {msg}"
+            ))),
+            (401, _) => Err(TwirpError::Failed(format!(
+                "the results service did not accept the runtime token ({}): HTTP 401 {msg}",
+                self.s.token_source.as_deref().unwrap_or("?")
+            ))),
+            (s, v) => {
+                let code = v
+                    .as_ref()
+                    .and_then(|v| v["code"].as_str())
+                    .map(|c| escape::bytes(c.as_bytes()))
+                    .unwrap_or_default();
+                Err(TwirpError::Failed(format!(
+                    "{method} at {service}: HTTP {s} {code} {msg}"
+                )))
+            }
+        }
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        self.s
+            .no_token
+            .clone()
+            .or_else(|| self.s.no_listing.clone())
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.upload(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_all(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        self.find_plants(ctx)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean(entry)
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let name = entry["name"].as_str().unwrap_or("?");
+        let of = if self.s.control {
+            "the control".to_string()
+        } else {
+            self.repo()
+        };
+        match entry["id"].as_u64() {
+            Some(id) => format!(
+                "artifact {} (id {id}) of {of}",
+                escape::bytes(name.as_bytes())
+            ),
+            None => format!("artifact {} of {of}", escape::bytes(name.as_bytes())),
+        }
+    }
+}
+
+/// `ApiError` as a recovery outcome: GitHub's refusal is a denial.
+fn outcome_of(e: &ApiError) -> RecoverOutcome {
+    match e {
+        ApiError::Denied { .. } => RecoverOutcome::Denied {
+            reason: format!("the API token may not read artifacts: {}", e.text()),
+        },
+        _ => RecoverOutcome::Failed { reason: e.text() },
+    }
+}
+
+/// The journal entry of one upload: its name and the run that made it
+/// (the run's backend id, which the results service needs to delete it);
+/// `id` once the service gave one.
+fn entry(name: &str, run: &(String, String), id: Option<u64>) -> Value {
+    let mut e = json!({ "name": name, "run": run.0, "job": run.1 });
+    if let Some(id) = id {
+        e["id"] = json!(id);
+    }
+    e
+}

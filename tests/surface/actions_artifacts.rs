@@ -1,0 +1,183 @@
+//! `type: actions-artifacts` against the loopback GitHub
+//! (src/loopback/github/, which tests/loopback/github_artifacts.rs proves
+//! against the real client, npm `@actions/artifact`): every carrier open
+//! with `actions: read`, closed for a `contents: read` token with the
+//! permission named, no runtime token, a dead API, run B in another
+//! workflow run, cleanup among foreign artifacts, and no credential in any
+//! output.
+
+use crate::common::*;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer};
+use std::path::Path;
+
+const CARRIERS: [&str; 3] = ["artifact-name", "artifact-content", "artifact-file-path"];
+
+const CONFIG: &str = "version: 1\nsurfaces:\n  - name: artifacts\n    type: actions-artifacts\n";
+
+const REPO: &str = "octo/repo";
+
+/// A step of workflow run `runtime`'s job holding `api` as GITHUB_TOKEN.
+fn run(
+    dir: &Path,
+    svc: &GitHubServer,
+    runtime: Option<&str>,
+    api: Option<&str>,
+    args: &[&str],
+) -> Probe {
+    let mut env = vec![
+        ("ACTIONS_RESULTS_URL".to_string(), svc.results_url()),
+        ("GITHUB_API_URL".to_string(), svc.api_url()),
+        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
+        (
+            "RUNWARDEN_KEY".to_string(),
+            "0123456789abcdef0123456789abcdef".to_string(),
+        ),
+    ];
+    env.extend(runtime.map(|t| ("ACTIONS_RUNTIME_TOKEN".to_string(), t.to_string())));
+    env.extend(api.map(|t| ("GITHUB_TOKEN".to_string(), t.to_string())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    run_config(dir, CONFIG, &env, args)
+}
+
+fn verdicts(p: &Probe) -> Vec<String> {
+    CARRIERS
+        .iter()
+        .map(|c| p.verdict(&format!("artifacts:{c}")))
+        .collect()
+}
+
+fn names(svc: &GitHubServer) -> Vec<String> {
+    let mut n: Vec<String> = svc.artifacts().into_iter().map(|a| a.name).collect();
+    n.sort();
+    n
+}
+
+fn no_secrets(p: &Probe, secrets: &[&str]) {
+    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
+    for s in secrets {
+        assert!(!all.contains(s), "a credential leaked:\n{all}");
+    }
+}
+
+#[test]
+fn every_carrier_is_open_with_actions_read_and_cleanup_takes_only_the_plants() {
+    let svc = GitHubServer::start().unwrap();
+    for i in 0..150 {
+        // Foreign artifacts over two pages, some in runwarden's own form.
+        let name = match i % 3 {
+            0 => format!("build-{i}"),
+            1 => format!("runwarden-other-artifact-name-{i:032x}-0123456789abcdef"),
+            _ => format!("weird name ;&?=% {i}"),
+        };
+        svc.add_artifact(REPO, 7, &name, b"PK\x05\x06foreign");
+    }
+    let before = names(&svc);
+    let runtime = svc.runtime_token(REPO, 1);
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(dir.path(), &svc, Some(&runtime), Some(&api), &["probe"]);
+    assert_eq!(verdicts(&p), ["fail"; 3], "{}\n{}", p.report, p.stderr);
+    assert_eq!(p.code, 1);
+    let d = p.finding("artifacts:artifact-content")["detail"].to_string();
+    assert!(d.contains("downloaded through the REST API"), "{d}");
+    assert_eq!(names(&svc), before, "cleanup left or took something");
+    no_secrets(&p, &[&runtime, &api, &svc.lock().sig.clone()]);
+}
+
+#[test]
+fn a_contents_read_token_closes_every_carrier_and_names_the_permission() {
+    let svc = GitHubServer::start().unwrap();
+    let runtime = svc.runtime_token(REPO, 1);
+    let api = svc.token(CONTENTS_READ);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(dir.path(), &svc, Some(&runtime), Some(&api), &["probe"]);
+    assert_eq!(verdicts(&p), ["pass"; 3], "{}\n{}", p.report, p.stderr);
+    let d = p.finding("artifacts:artifact-name")["detail"].to_string();
+    assert!(d.contains("actions=read"), "{d}");
+    // The REST token may not delete; the uploading run's runtime token
+    // may, through the results service.
+    assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
+    no_secrets(&p, &[&runtime, &api]);
+}
+
+#[test]
+fn no_runtime_token_skips_with_the_reason_and_no_api_token_too() {
+    let svc = GitHubServer::start().unwrap();
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(dir.path(), &svc, None, Some(&api), &["probe"]);
+    assert_eq!(verdicts(&p), ["skipped"; 3], "{}", p.report);
+    let d = p.finding("artifacts:artifact-name")["detail"].to_string();
+    assert!(d.contains("ACTIONS_RUNTIME_TOKEN"), "{d}");
+    let runtime = svc.runtime_token(REPO, 1);
+    let p = run(dir.path(), &svc, Some(&runtime), None, &["probe"]);
+    assert_eq!(verdicts(&p), ["skipped"; 3], "{}", p.report);
+    assert!(svc.artifacts().is_empty());
+}
+
+#[test]
+fn a_dead_api_is_an_error() {
+    let svc = GitHubServer::start().unwrap();
+    let runtime = svc.runtime_token(REPO, 1);
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let env = [
+        ("ACTIONS_RESULTS_URL", svc.results_url()),
+        ("GITHUB_API_URL", format!("http://127.0.0.1:{port}/api")),
+        ("GITHUB_REPOSITORY", REPO.to_string()),
+        ("ACTIONS_RUNTIME_TOKEN", runtime.clone()),
+        ("GITHUB_TOKEN", api.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let p = run_config(dir.path(), CONFIG, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["error"; 3], "{}", p.report);
+    assert_eq!(p.code, 1);
+    no_secrets(&p, &[&runtime, &api]);
+}
+
+#[test]
+fn run_b_in_another_workflow_run_finds_them_and_cleanup_by_probe_id_takes_them() {
+    let svc = GitHubServer::start().unwrap();
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    let run1 = svc.runtime_token(REPO, 1);
+    let plant = run(
+        dir.path(),
+        &svc,
+        Some(&run1),
+        Some(&api),
+        &["plant", "--probe-id", "gh-1-1"],
+    );
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    assert_eq!(svc.artifacts().len(), 3);
+    let run2 = svc.runtime_token(REPO, 2);
+    let reader = svc.token(&[("actions", "read")]);
+    let p = run(
+        dir.path(),
+        &svc,
+        Some(&run2),
+        Some(&reader),
+        &["recover", "--probe-id", "gh-1-1"],
+    );
+    assert_eq!(verdicts(&p), ["fail"; 3], "{}\n{}", p.report, p.stderr);
+    // The receipt gone: cleanup by probe id finds the plants by their tag.
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        if f.to_string_lossy().contains("receipt") {
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+    let c = run(
+        dir.path(),
+        &svc,
+        Some(&run2),
+        Some(&api),
+        &["cleanup", "--probe-id", "gh-1-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
+}
