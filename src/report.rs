@@ -207,6 +207,10 @@ pub struct Cleanup {
     pub already_gone: u64,
     /// Planted entries left in place, each with the reason.
     pub left: Vec<Leftover>,
+    /// Planted entries nothing can remove, left on purpose because the
+    /// operator accepted that (`permanent: true`): listed, not failing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<Leftover>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

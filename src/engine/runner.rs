@@ -191,6 +191,16 @@ impl<'a> Runner<'a> {
                     }
                     CleanupOutcome::Removed | CleanupOutcome::Gone | CleanupOutcome::Superseded => {
                     }
+                    CleanupOutcome::Kept { reason } => cleanup.kept.push(Leftover {
+                        surface: plan.surfaces[inst.surface].name.clone(),
+                        control: inst.control,
+                        entry: inst
+                            .opened
+                            .as_ref()
+                            .map(|s| s.describe(entry))
+                            .unwrap_or_else(|| escape::line(&entry.to_string())),
+                        reason,
+                    }),
                     CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
                         surface: plan.surfaces[inst.surface].name.clone(),
                         control: inst.control,

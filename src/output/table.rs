@@ -77,7 +77,14 @@ fn render_cleanup(report: &Report) -> String {
         c.deleted,
         c.already_gone,
         c.left.len()
-    )
+    ) + &if c.kept.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{} kept on purpose (nothing can remove them; planted with `permanent: true`)\n",
+            c.kept.len()
+        )
+    }
 }
 
 pub fn render(report: &Report) -> String {
@@ -190,6 +197,22 @@ pub fn render(report: &Report) -> String {
 
 fn leftovers(report: &Report) -> String {
     let mut out = String::new();
+    if !report.cleanup.kept.is_empty() {
+        let _ = writeln!(
+            out,
+            "kept {} planted entries nothing can remove (accepted with `permanent: true`):",
+            report.cleanup.kept.len()
+        );
+        for l in &report.cleanup.kept {
+            let _ = writeln!(
+                out,
+                "  {}: {}: {}",
+                escape::line(&l.surface),
+                escape::line(&l.entry),
+                escape::line(&l.reason)
+            );
+        }
+    }
     if !report.cleanup.left.is_empty() {
         let _ = writeln!(
             out,

@@ -12,6 +12,7 @@ pub mod actions_cache;
 mod auth;
 pub mod filesystem;
 pub mod git_remote;
+pub mod github_api;
 pub mod http_cache;
 pub mod npm_registry;
 pub mod pypi_index;
@@ -31,6 +32,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &git_remote::GitRemote,
     &actions_cache::ActionsCache,
     &actions_artifacts::ActionsArtifacts,
+    &github_api::GitHubApi,
     &http_cache::HttpCache,
     &npm_registry::NpmRegistry,
     &pypi_index::PypiIndex,
@@ -410,6 +412,10 @@ pub enum CleanupOutcome {
     Superseded,
     /// Left in place, with the reason (changed since planted, not empty…).
     Left { reason: String },
+    /// Left in place on purpose: nothing can remove it and the operator
+    /// accepted that when asking for it to be planted (`permanent: true`).
+    /// Listed, but it does not fail the run.
+    Kept { reason: String },
 }
 
 /// An open instance of a surface.

@@ -5,6 +5,7 @@ mod actions_cache;
 mod common;
 mod filesystem;
 mod git_remote;
+mod github_api;
 mod http_cache;
 mod npm_registry;
 mod pypi_index;

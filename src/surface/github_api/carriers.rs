@@ -1,0 +1,338 @@
+//! What each carrier is on GitHub: the request that plants it, the routes
+//! run B reads it through, and what cleanup must find to delete it. The
+//! one table every phase reads, so plant, recovery and cleanup cannot
+//! disagree about a carrier.
+
+use super::Settings;
+use crate::nonce::Nonce;
+use crate::surface::{Carrier, Persistence, RunCtx};
+use serde_json::{Value, json};
+
+pub static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "label-name",
+        persistence: Persistence::Durable,
+        description: "the nonce in a label's name; run B lists the repository's labels",
+    },
+    Carrier {
+        name: "label-description",
+        persistence: Persistence::Durable,
+        description: "the nonce in the description of a label with an agreed name; run B lists the labels and asks for that name",
+    },
+    Carrier {
+        name: "issue-comment",
+        persistence: Persistence::Durable,
+        description: "the nonce in a comment on the configured issue or pull request; run B lists its comments",
+    },
+    Carrier {
+        name: "milestone-title",
+        persistence: Persistence::Durable,
+        description: "the nonce in a closed milestone's title; run B lists every milestone (state=all)",
+    },
+    Carrier {
+        name: "release-draft",
+        persistence: Persistence::Durable,
+        description: "the nonce in the name and body of a draft release; run B lists the releases (drafts show only to tokens that may push)",
+    },
+    Carrier {
+        name: "deployment",
+        persistence: Persistence::Durable,
+        description: "the nonce in a deployment's payload and description; run B lists the deployments",
+    },
+    Carrier {
+        name: "actions-variable",
+        persistence: Persistence::Durable,
+        description: "the nonce in the value of a repository variable with an agreed name; run B lists the variables and asks for that name",
+    },
+    Carrier {
+        name: "commit-status",
+        persistence: Persistence::Durable,
+        description: "the nonce in a commit status's context (permanent: GitHub offers no delete); run B lists the commit's statuses",
+    },
+    Carrier {
+        name: "check-run",
+        persistence: Persistence::Durable,
+        description: "the nonce in a check run's name and summary (permanent: GitHub offers no delete); run B lists the commit's check runs",
+    },
+];
+
+/// Carriers GitHub cannot delete.
+pub const PERMANENT: [&str; 2] = ["commit-status", "check-run"];
+
+/// The environment every deployment names. Fixed, so that a probe leaves
+/// at most this one environment (GitHub makes it with the first
+/// deployment; deleting it needs administration: write) and no nonce.
+pub const ENVIRONMENT: &str = "runwarden-probe";
+
+/// A short name that carries the nonce: `rw-<probe id>-<nonce>`, 48
+/// characters at most, within what every object's name field takes.
+pub fn nonce_name(ctx: &RunCtx<'_>, nonce: &Nonce) -> String {
+    format!("rw-{}-{}", ctx.probe_id, nonce.hex())
+}
+
+/// An agreed name run B can derive (the probe id and a MAC under the
+/// marker key), without the nonce.
+pub fn agreed_name(ctx: &RunCtx<'_>, carrier: &str) -> String {
+    let tag = ctx
+        .key
+        .name_tag(ctx.probe_id, &format!("github-api|{carrier}"));
+    format!("rw-{}-{}", ctx.probe_id, tag)
+}
+
+/// The variable name for actions-variable: upper case, `_` for `-`.
+pub fn variable_name(ctx: &RunCtx<'_>) -> String {
+    agreed_name(ctx, "actions-variable")
+        .to_ascii_uppercase()
+        .replace('-', "_")
+}
+
+/// The request that plants a carrier: (path, body), and the journal entry
+/// cleanup needs, written before the request.
+pub struct PlantRequest {
+    pub path: String,
+    pub body: Value,
+    pub entry: Value,
+}
+
+/// The journal entry of an object: where to list it (`list`, `items`),
+/// the fields that identify it (`match`), the path to read and delete it
+/// with `{}` for its `key` field (`object`), that field's value when
+/// known (`ref`), and whether a deployment must be made inactive first.
+fn entry(
+    carrier: &str,
+    list: &str,
+    items: Option<&str>,
+    matches: Value,
+    object: Option<String>,
+    key: &str,
+    known: Option<Value>,
+) -> Value {
+    json!({
+        "carrier": carrier, "list": list, "items": items, "match": matches,
+        "object": object, "key": key, "ref": known,
+    })
+}
+
+/// The plant of `carrier` with `nonce` (`Err`: this instance cannot plant
+/// it, with why).
+pub fn plant_request(
+    s: &Settings,
+    ctx: &RunCtx<'_>,
+    carrier: &str,
+    nonce: &Nonce,
+) -> Result<PlantRequest, String> {
+    let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
+    let hex = nonce.hex();
+    let note = format!("runwarden probe {}", ctx.probe_id);
+    let named = |list: &str, items: Option<&str>, object: &str, name: &str, m: Value| {
+        entry(
+            carrier,
+            &format!("{rp}{list}"),
+            items,
+            m,
+            Some(format!("{rp}{object}")),
+            "name",
+            Some(json!(name)),
+        )
+    };
+    Ok(match carrier {
+        "label-name" => {
+            let name = nonce_name(ctx, nonce);
+            PlantRequest {
+                path: format!("{rp}/labels"),
+                body: json!({ "name": name, "color": "ededed", "description": note }),
+                entry: named(
+                    "/labels",
+                    None,
+                    "/labels/{}",
+                    &name,
+                    json!({ "name": name }),
+                ),
+            }
+        }
+        "label-description" => {
+            let name = agreed_name(ctx, carrier);
+            let description = format!("{note} {hex}");
+            PlantRequest {
+                path: format!("{rp}/labels"),
+                body: json!({ "name": name, "color": "ededed", "description": description }),
+                entry: named(
+                    "/labels",
+                    None,
+                    "/labels/{}",
+                    &name,
+                    json!({ "name": name, "description": description }),
+                ),
+            }
+        }
+        "issue-comment" => {
+            let n = s.issue.ok_or("no issue")?;
+            let body = format!("<!-- {note} -->\n{hex}");
+            PlantRequest {
+                path: format!("{rp}/issues/{n}/comments"),
+                body: json!({ "body": body }),
+                entry: entry(
+                    carrier,
+                    &format!("{rp}/issues/{n}/comments"),
+                    None,
+                    json!({ "body": body }),
+                    Some(format!("{rp}/issues/comments/{{}}")),
+                    "id",
+                    None,
+                ),
+            }
+        }
+        "milestone-title" => {
+            let title = nonce_name(ctx, nonce);
+            PlantRequest {
+                path: format!("{rp}/milestones"),
+                body: json!({ "title": title, "state": "closed", "description": note }),
+                entry: entry(
+                    carrier,
+                    &format!("{rp}/milestones?state=all"),
+                    None,
+                    json!({ "title": title }),
+                    Some(format!("{rp}/milestones/{{}}")),
+                    "number",
+                    None,
+                ),
+            }
+        }
+        "release-draft" => {
+            let name = nonce_name(ctx, nonce);
+            let tag = agreed_name(ctx, carrier);
+            PlantRequest {
+                path: format!("{rp}/releases"),
+                body: json!({ "tag_name": tag, "name": name, "body": format!("{note}\n{hex}"), "draft": true }),
+                entry: entry(
+                    carrier,
+                    &format!("{rp}/releases"),
+                    None,
+                    json!({ "name": name, "tag_name": tag }),
+                    Some(format!("{rp}/releases/{{}}")),
+                    "id",
+                    None,
+                ),
+            }
+        }
+        "deployment" => {
+            let sha = s.commit.as_deref().ok_or("no commit")?;
+            let description = format!("{note} {hex}");
+            let mut e = entry(
+                carrier,
+                &format!("{rp}/deployments"),
+                None,
+                json!({ "description": description }),
+                Some(format!("{rp}/deployments/{{}}")),
+                "id",
+                None,
+            );
+            e["deactivate"] = json!(true);
+            PlantRequest {
+                path: format!("{rp}/deployments"),
+                body: json!({
+                    "ref": sha, "environment": ENVIRONMENT, "payload": { "runwarden": hex },
+                    "description": description, "auto_merge": false, "required_contexts": [],
+                    "transient_environment": true, "production_environment": false,
+                }),
+                entry: e,
+            }
+        }
+        "actions-variable" => {
+            let name = variable_name(ctx);
+            PlantRequest {
+                path: format!("{rp}/actions/variables"),
+                body: json!({ "name": name, "value": hex }),
+                entry: named(
+                    "/actions/variables",
+                    Some("variables"),
+                    "/actions/variables/{}",
+                    &name,
+                    json!({ "name": name, "value": hex }),
+                ),
+            }
+        }
+        "commit-status" => {
+            let sha = s.commit.as_deref().ok_or("no commit")?;
+            let context = nonce_name(ctx, nonce);
+            PlantRequest {
+                path: format!("{rp}/statuses/{sha}"),
+                body: json!({ "state": "success", "context": context, "description": note }),
+                entry: json!({ "carrier": carrier, "permanent": format!("commit status {context} on {sha}") }),
+            }
+        }
+        "check-run" => {
+            let sha = s.commit.as_deref().ok_or("no commit")?;
+            let name = nonce_name(ctx, nonce);
+            PlantRequest {
+                path: format!("{rp}/check-runs"),
+                body: json!({
+                    "name": name, "head_sha": sha, "status": "completed", "conclusion": "neutral",
+                    "output": { "title": note, "summary": hex },
+                }),
+                entry: json!({ "carrier": carrier, "permanent": format!("check run {name} on {sha}") }),
+            }
+        }
+        other => return Err(format!("{other} is not a carrier of github-api")),
+    })
+}
+
+/// One route of run B: a listing (`items` names the array when the body
+/// is an object) or one object by its agreed name.
+pub enum Route {
+    List {
+        path: String,
+        items: Option<&'static str>,
+    },
+    Get {
+        path: String,
+    },
+}
+
+/// Every route run B has to a carrier.
+pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: &str) -> Vec<Route> {
+    let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
+    let list = |p: String, items| Route::List { path: p, items };
+    let sha = s.commit.clone().unwrap_or_default();
+    match carrier {
+        "label-name" => vec![list(format!("{rp}/labels"), None)],
+        "label-description" => vec![
+            list(format!("{rp}/labels"), None),
+            Route::Get {
+                path: format!("{rp}/labels/{}", agreed_name(ctx, carrier)),
+            },
+        ],
+        "issue-comment" => vec![list(
+            format!("{rp}/issues/{}/comments", s.issue.unwrap_or(0)),
+            None,
+        )],
+        "milestone-title" => vec![list(format!("{rp}/milestones?state=all"), None)],
+        "release-draft" => vec![list(format!("{rp}/releases"), None)],
+        "deployment" => vec![list(format!("{rp}/deployments"), None)],
+        "actions-variable" => vec![
+            list(format!("{rp}/actions/variables"), Some("variables")),
+            Route::Get {
+                path: format!("{rp}/actions/variables/{}", variable_name(ctx)),
+            },
+        ],
+        "commit-status" => vec![list(format!("{rp}/commits/{sha}/statuses"), None)],
+        "check-run" => vec![list(
+            format!("{rp}/commits/{sha}/check-runs"),
+            Some("check_runs"),
+        )],
+        _ => vec![],
+    }
+}
+
+/// Where in an object the nonce stands, for the detail: the first
+/// top-level field (or `payload`, `output`) whose text holds it.
+pub fn field_holding(object: &Value, needle: &str) -> Option<String> {
+    object.as_object()?.iter().find_map(|(k, v)| {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Object(_) => v.to_string(),
+            _ => return None,
+        };
+        text.contains(needle).then(|| k.clone())
+    })
+}

@@ -1,0 +1,367 @@
+//! `type: github-api`: objects in a GitHub repository that one run writes
+//! and another reads through the REST API (labels, comments, milestones,
+//! draft releases, deployments, variables, and, only when the operator
+//! accepts leaving them, commit statuses and check runs).
+//!
+//! Every GitHub-hosted runner's egress allows api.github.com, so these
+//! channels stay open behind any firewall; what closes them is the token.
+//! Run A plants each carrier with the write token, run B reads it back
+//! with the read token through every route it has ([`carriers`]: the
+//! listing, and the agreed name where there is one). GitHub's 403 with its
+//! error body is a refusal ([`crate::github`]) and the detail names the
+//! permission GitHub said it wanted; 401, 5xx, rate limits GitHub does not
+//! lift in time and everything else are errors. Cleanup reads each object
+//! back, deletes it only when it still holds what the plant wrote, and
+//! lists what it could not delete. The control is the loopback GitHub
+//! ([`crate::loopback::github`]) with a token that may do everything.
+
+mod carriers;
+mod cleanup;
+mod plant;
+mod recover;
+
+use super::{
+    Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
+    Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::github::{Api, ApiError, check_repository};
+use crate::http::{LazyClient, check_url};
+use ::http::Method;
+use carriers::{CARRIERS, PERMANENT};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+pub struct GitHubApi;
+
+/// What every step gets. Holds credentials: never printed, never in a
+/// report (only [`SurfaceType::facts`] describes them, by source).
+#[derive(Clone, Serialize, Deserialize)]
+pub(crate) struct Settings {
+    api_url: String,
+    repository: Option<String>,
+    token: Option<String>,
+    token_source: String,
+    read_token: Option<String>,
+    read_token_source: String,
+    /// Why there is no write or read token or no repository: every
+    /// carrier is SKIPPED with it.
+    missing: Option<String>,
+    /// The issue or pull request for issue-comment, and where it came
+    /// from.
+    issue: Option<u64>,
+    issue_source: String,
+    /// The commit for deployment, commit-status and check-run.
+    commit: Option<String>,
+    permanent: bool,
+    control: bool,
+}
+
+/// The pull request (or issue) the run's event is about, from
+/// `GITHUB_EVENT_PATH`.
+fn event_issue(opts: &Options<'_>) -> Option<u64> {
+    let path = opts.env("GITHUB_EVENT_PATH")?;
+    let text = std::fs::read(path).ok()?;
+    let v: Value = serde_json::from_slice(&text).ok()?;
+    v["pull_request"]["number"]
+        .as_u64()
+        .or(v["issue"]["number"].as_u64())
+}
+
+impl SurfaceType for GitHubApi {
+    fn name(&self) -> &'static str {
+        "github-api"
+    }
+
+    fn description(&self) -> &'static str {
+        "objects of a GitHub repository one run writes and another reads through the REST API (labels, comments, milestones, releases, deployments, variables, statuses, check runs)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "repository",
+            "api-url",
+            "token-env",
+            "read-token-env",
+            "issue",
+            "commit",
+            "permanent",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let repository = match opts.string("repository")? {
+            Some((r, pos)) => {
+                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
+                Some(r)
+            }
+            None => opts
+                .env("GITHUB_REPOSITORY")
+                .filter(|r| check_repository(r).is_ok()),
+        };
+        let api_url = match opts.string("api-url")? {
+            Some((u, pos)) => {
+                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
+                u
+            }
+            None => opts
+                .env("GITHUB_API_URL")
+                .unwrap_or_else(|| "https://api.github.com".into()),
+        };
+        let token_source =
+            super::env_name(&mut opts, "token-env")?.unwrap_or_else(|| "GITHUB_TOKEN".into());
+        let read_token_source =
+            super::env_name(&mut opts, "read-token-env")?.unwrap_or_else(|| token_source.clone());
+        let (issue, issue_source) = match opts.string("issue")? {
+            Some((n, pos)) => match n.parse::<u64>() {
+                Ok(n) if n > 0 => (Some(n), "the config".to_string()),
+                _ => {
+                    return Err(opts.error(pos, "`issue` must be an issue or pull request number"));
+                }
+            },
+            None => (event_issue(&opts), "the event".to_string()),
+        };
+        let commit = match opts.string("commit")? {
+            Some((c, pos)) => {
+                if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(opts.error(pos, "`commit` must be a full 40-hex commit sha"));
+                }
+                Some(c)
+            }
+            None => opts
+                .env("GITHUB_SHA")
+                .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())),
+        };
+        let permanent = opts.bool("permanent")?.unwrap_or(false);
+        let token = opts.env(&token_source);
+        let read_token = opts.env(&read_token_source);
+        let missing = if repository.is_none() {
+            Some("no repository: GITHUB_REPOSITORY is unset; set `repository`".to_string())
+        } else if token.is_none() {
+            Some(format!(
+                "no write token: {token_source} is unset or empty (the action passes \
+                 `github-token`; elsewhere set it or `token-env`)"
+            ))
+        } else if read_token.is_none() {
+            Some(format!(
+                "no read token: {read_token_source} is unset or empty"
+            ))
+        } else {
+            None
+        };
+        let s = Settings {
+            api_url: api_url.trim_end_matches('/').to_string(),
+            repository,
+            token,
+            token_source,
+            read_token,
+            read_token_source,
+            missing,
+            issue,
+            issue_source,
+            commit,
+            permanent,
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let server = crate::loopback::github::GitHubServer::start()?;
+        let repo = "runwarden/control";
+        let sha = "c0ffee0000000000000000000000000000c0ffee";
+        server.add("commit", repo, json!({ "sha": sha }));
+        let mut all: Vec<(&str, &str)> = crate::loopback::github::WRITE_ALL.to_vec();
+        all.push(("actions_variables", "write"));
+        let token = server.token(&all);
+        let s = Settings {
+            api_url: server.api_url(),
+            repository: Some(repo.into()),
+            read_token: Some(token.clone()),
+            token: Some(token),
+            token_source: "the control's own".into(),
+            read_token_source: "the control's own".into(),
+            missing: None,
+            issue: Some(1),
+            issue_source: "the control".into(),
+            commit: Some(sha.into()),
+            permanent: true,
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut f = vec![
+            ("write-token", escape::bytes(s.token_source.as_bytes())),
+            ("read-token", escape::bytes(s.read_token_source.as_bytes())),
+        ];
+        if let Some(r) = &s.repository {
+            f.push(("repository", escape::bytes(r.as_bytes())));
+        }
+        f.push((
+            "issue",
+            match s.issue {
+                Some(n) => format!("#{n} (from {})", s.issue_source),
+                None => "none".into(),
+            },
+        ));
+        f.push(("commit", s.commit.clone().unwrap_or_else(|| "none".into())));
+        f.push(("permanent", s.permanent.to_string()));
+        f
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| "bad github-api settings".to_string())?;
+        let client = LazyClient::new(
+            [&s.token, &s.read_token]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+        );
+        Ok(Box::new(Instance { s, client }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+}
+
+impl Instance {
+    /// The API with the write token (`read: false`) or the read token.
+    fn api(&self, read: bool) -> Result<Api<'_>, String> {
+        if let Some(why) = &self.s.missing {
+            return Err(why.clone());
+        }
+        let (token, source) = if read {
+            (&self.s.read_token, &self.s.read_token_source)
+        } else {
+            (&self.s.token, &self.s.token_source)
+        };
+        Ok(Api {
+            client: self.client.get()?,
+            base: &self.s.api_url,
+            token: token.as_deref().unwrap_or(""),
+            source,
+        })
+    }
+
+    fn repo(&self) -> String {
+        if self.s.control {
+            return "the control".into();
+        }
+        escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        if let Some(why) = &self.s.missing {
+            return Some(why.clone());
+        }
+        if PERMANENT.contains(&carrier) && !self.s.permanent {
+            return Some(format!(
+                "GitHub offers no way to delete a {}: planted only with `permanent: true`",
+                if carrier == "check-run" {
+                    "check run"
+                } else {
+                    "commit status"
+                }
+            ));
+        }
+        if carrier == "issue-comment" && self.s.issue.is_none() {
+            return Some(
+                "no issue or pull request to comment on: the event is no pull request; set `issue`"
+                    .into(),
+            );
+        }
+        if matches!(carrier, "deployment" | "commit-status" | "check-run")
+            && self.s.commit.is_none()
+        {
+            return Some("no commit: GITHUB_SHA is unset; set `commit`".into());
+        }
+        None
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_carrier(ctx, job, created)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        _notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        wanted
+            .iter()
+            .map(|w| self.recover_carrier(ctx, w))
+            .collect()
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        Ok(jobs
+            .iter()
+            .filter(|j| self.unavailable(&j.carrier).is_none())
+            .filter_map(|j| carriers::plant_request(&self.s, ctx, &j.carrier, &j.nonce).ok())
+            .map(|p| p.entry)
+            .collect())
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean(entry)
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        if let Some(p) = entry["permanent"].as_str() {
+            return format!("{} of {}", escape::bytes(p.as_bytes()), self.repo());
+        }
+        let carrier = entry["carrier"].as_str().unwrap_or("?");
+        let what = entry["match"]
+            .as_object()
+            .and_then(|m| m.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let what: String = what.chars().take(80).collect();
+        format!(
+            "{carrier} object {} of {}",
+            escape::bytes(what.as_bytes()),
+            self.repo()
+        )
+    }
+}
+
+/// `ApiError` from run B as a recovery outcome: GitHub's refusal is a
+/// denial, and says what GitHub wanted.
+fn read_outcome(e: &ApiError, source: &str) -> RecoverOutcome {
+    match e {
+        ApiError::Denied { .. } => RecoverOutcome::Denied {
+            reason: format!(
+                "GitHub refused the read token ({}): {}",
+                escape::bytes(source.as_bytes()),
+                e.text()
+            ),
+        },
+        _ => RecoverOutcome::Failed { reason: e.text() },
+    }
+}

@@ -1,0 +1,83 @@
+//! Run A: each carrier's object created with the write token, journalled
+//! before the request and again with its id once GitHub gave one; taken
+//! back only when GitHub refused the write.
+
+use super::*;
+
+impl Instance {
+    pub(super) fn plant_carrier(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let req = match carriers::plant_request(&self.s, ctx, &job.carrier, &job.nonce) {
+            Ok(r) => r,
+            Err(reason) => return PlantOutcome::Failed { reason },
+        };
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(reason) => return PlantOutcome::Failed { reason },
+        };
+        let what = format!("planting {} in {}", job.carrier, self.repo());
+        created(req.entry.clone());
+        match api.call(Method::POST, &req.path, Some(&req.body), &what) {
+            Ok(a) => {
+                // The id GitHub gave, so cleanup reads back this object.
+                if let Some(key) = req.entry["key"].as_str()
+                    && req.entry["ref"].is_null()
+                    && !a.json[key].is_null()
+                {
+                    let mut full = req.entry.clone();
+                    full["ref"] = a.json[key].clone();
+                    created(full);
+                }
+                PlantOutcome::Planted {
+                    needle: Value::String(job.nonce.hex()),
+                    persistence: None,
+                    detail: self.planted_detail(&job.carrier),
+                }
+            }
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&req.entry));
+                PlantOutcome::Refused {
+                    reason: format!(
+                        "GitHub refused the write token ({}): {}",
+                        escape::bytes(self.s.token_source.as_bytes()),
+                        e.text()
+                    ),
+                }
+            }
+            Err(e) => PlantOutcome::Failed { reason: e.text() },
+        }
+    }
+
+    fn planted_detail(&self, carrier: &str) -> String {
+        let source = escape::bytes(self.s.token_source.as_bytes());
+        let repo = self.repo();
+        let commit = self.s.commit.as_deref().unwrap_or("?");
+        match carrier {
+            "issue-comment" => format!(
+                "a comment on #{} of {repo} (issue from {}), written with {source}",
+                self.s.issue.unwrap_or(0),
+                self.s.issue_source
+            ),
+            "deployment" => format!(
+                "a deployment of {commit} to the environment {} of {repo}, written with \
+                 {source}; GitHub makes the environment with the first deployment and runwarden \
+                 leaves it (it carries no nonce; deleting it needs administration: write)",
+                carriers::ENVIRONMENT
+            ),
+            "commit-status" | "check-run" => format!(
+                "a {} on commit {commit} (GITHUB_SHA or `commit`) of {repo}, written with \
+                 {source}; GitHub offers no delete, so it stays",
+                if carrier == "check-run" {
+                    "check run"
+                } else {
+                    "commit status"
+                }
+            ),
+            _ => format!("{carrier} object created in {repo} with {source}"),
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! `type: github-api` against the loopback GitHub (src/loopback/github/,
+//! which tests/loopback/github_rest.rs proves against the real client,
+//! npm `@octokit/rest`): a permissive token opens every carrier, the
+//! restricted default (`contents: read`) closes them with the permission
+//! named, a dead API is an error, permanent carriers are skipped unless
+//! accepted, run B with another token, cleanup leaves nothing (but the
+//! permanent objects and the one environment, both listed), no token value
+//! in any output.
+
+use crate::common::*;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
+use serde_json::json;
+use std::path::Path;
+
+const CARRIERS: [&str; 9] = [
+    "label-name",
+    "label-description",
+    "issue-comment",
+    "milestone-title",
+    "release-draft",
+    "deployment",
+    "actions-variable",
+    "commit-status",
+    "check-run",
+];
+
+const REPO: &str = "octo/repo";
+const SHA: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
+
+fn config(extra: &str) -> String {
+    format!("version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    issue: 42\n{extra}")
+}
+
+/// The server with the commit the runner checked out.
+fn server() -> GitHubServer {
+    let svc = GitHubServer::start().unwrap();
+    svc.add("commit", REPO, json!({ "sha": SHA }));
+    svc
+}
+
+/// A token like one given to an agent: everything GITHUB_TOKEN can have,
+/// and variables too (a PAT or an app token).
+fn permissive(svc: &GitHubServer) -> String {
+    let mut all = WRITE_ALL.to_vec();
+    all.push(("actions_variables", "write"));
+    svc.token(&all)
+}
+
+fn run(dir: &Path, svc: &GitHubServer, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
+    let mut all = vec![
+        ("GITHUB_API_URL".to_string(), svc.api_url()),
+        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
+        ("GITHUB_SHA".to_string(), SHA.to_string()),
+        (
+            "RUNWARDEN_KEY".to_string(),
+            "0123456789abcdef0123456789abcdef".to_string(),
+        ),
+    ];
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    run_config(dir, config, &all, args)
+}
+
+fn verdicts(p: &Probe) -> Vec<String> {
+    CARRIERS
+        .iter()
+        .map(|c| p.verdict(&format!("github:{c}")))
+        .collect()
+}
+
+fn no_secrets(p: &Probe, secrets: &[&str]) {
+    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
+    for s in secrets {
+        assert!(!all.contains(s), "a credential leaked:\n{all}");
+    }
+}
+
+/// Every object but the commit, the permanent ones and the environment.
+fn leftovers(svc: &GitHubServer) -> Vec<String> {
+    svc.all_objects()
+        .into_iter()
+        .filter(|(k, _)| {
+            ![
+                "commit",
+                "status",
+                "check-run",
+                "environment",
+                "deployment-status",
+            ]
+            .contains(k)
+        })
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect()
+}
+
+#[test]
+fn a_permissive_token_opens_every_carrier_and_cleanup_leaves_nothing_it_can_delete() {
+    let svc = server();
+    for i in 0..120 {
+        // Foreign objects over two pages.
+        svc.add(
+            "label",
+            REPO,
+            json!({ "name": format!("bug-{i}"), "description": "x" }),
+        );
+        svc.add(
+            "comment",
+            REPO,
+            json!({ "issue": 42, "body": format!("lgtm {i}") }),
+        );
+    }
+    svc.add("variable", REPO, json!({ "name": "FOREIGN", "value": "v" }));
+    let before = leftovers(&svc);
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(
+        dir.path(),
+        &svc,
+        &config("    permanent: true\n"),
+        &[("GITHUB_TOKEN", &token)],
+        &["probe"],
+    );
+    assert_eq!(verdicts(&p), ["fail"; 9], "{}\n{}", p.report, p.stderr);
+    assert_eq!(p.code, 1);
+    assert_eq!(leftovers(&svc), before, "cleanup left or took something");
+    // The permanent ones stay, and cleanup says so.
+    assert_eq!(svc.objects("status").len(), 1);
+    assert_eq!(svc.objects("check-run").len(), 1);
+    assert!(
+        p.stdout.contains("GitHub offers no way to delete it"),
+        "{}",
+        p.stdout
+    );
+    no_secrets(&p, &[&token]);
+}
+
+#[test]
+fn the_restricted_default_closes_every_carrier_and_names_the_permission() {
+    let svc = server();
+    let token = svc.token(CONTENTS_READ);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(
+        dir.path(),
+        &svc,
+        &config("    permanent: true\n"),
+        &[("GITHUB_TOKEN", &token)],
+        &["probe"],
+    );
+    assert_eq!(verdicts(&p), ["pass"; 9], "{}\n{}", p.report, p.stderr);
+    let d = p.finding("github:label-name")["detail"].to_string();
+    assert!(d.contains("issues=write; pull_requests=write"), "{d}");
+    let d = p.finding("github:actions-variable")["detail"].to_string();
+    assert!(d.contains("actions_variables=write"), "{d}");
+    assert!(leftovers(&svc).is_empty(), "{:?}", leftovers(&svc));
+    no_secrets(&p, &[&token]);
+}
+
+#[test]
+fn permanent_carriers_are_skipped_unless_accepted_and_no_issue_skips_comments() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n";
+    let p = run(
+        dir.path(),
+        &svc,
+        cfg,
+        &[("GITHUB_TOKEN", &token)],
+        &["probe"],
+    );
+    let v = verdicts(&p);
+    assert_eq!(v[2], "skipped", "{}", p.report);
+    assert_eq!(&v[7..], ["skipped", "skipped"], "{}", p.report);
+    assert!(svc.objects("status").is_empty() && svc.objects("check-run").is_empty());
+    let d = p.finding("github:commit-status")["detail"].to_string();
+    assert!(d.contains("permanent: true"), "{d}");
+    assert!(leftovers(&svc).is_empty(), "{:?}", leftovers(&svc));
+}
+
+#[test]
+fn the_event_names_the_pull_request_for_comments() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let event = dir.path().join("event.json");
+    std::fs::write(&event, r#"{"pull_request":{"number":7}}"#).unwrap();
+    let cfg = "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n";
+    let p = run(
+        dir.path(),
+        &svc,
+        cfg,
+        &[
+            ("GITHUB_TOKEN", &token),
+            ("GITHUB_EVENT_PATH", event.to_str().unwrap()),
+        ],
+        &["probe"],
+    );
+    assert_eq!(p.verdict("github:issue-comment"), "fail", "{}", p.report);
+    assert!(p.stdout.contains("#7 (from the event)"), "{}", p.stdout);
+}
+
+#[test]
+fn a_dead_api_is_an_error_and_no_token_skips() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let cfg = config(&format!("    api-url: http://127.0.0.1:{port}/api\n"));
+    let p = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &[("GITHUB_TOKEN", &token)],
+        &["probe"],
+    );
+    assert_eq!(&verdicts(&p)[..7], ["error"; 7], "{}", p.report);
+    assert_eq!(p.code, 1);
+    no_secrets(&p, &[&token]);
+    let p = run(dir.path(), &svc, &config(""), &[], &["probe"]);
+    assert_eq!(verdicts(&p), ["skipped"; 9], "{}", p.report);
+}
+
+#[test]
+fn run_b_reads_with_its_own_token_across_jobs() {
+    let svc = server();
+    let writer = permissive(&svc);
+    // B may read issues and deployments, not variables or contents.
+    let reader = svc.token(&[
+        ("issues", "read"),
+        ("deployments", "read"),
+        ("checks", "read"),
+        ("statuses", "read"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config("    permanent: true\n    read-token-env: READ_TOKEN\n");
+    let env = [
+        ("GITHUB_TOKEN", writer.as_str()),
+        ("READ_TOKEN", reader.as_str()),
+    ];
+    let plant = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &env,
+        &["plant", "--probe-id", "gh-1-1"],
+    );
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    let p = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &env,
+        &["recover", "--probe-id", "gh-1-1"],
+    );
+    assert_eq!(
+        verdicts(&p),
+        [
+            "fail", "fail", "fail", "fail", "pass", "fail", "pass", "fail", "fail"
+        ],
+        "{}",
+        p.report
+    );
+    // A draft release is invisible to a token that may not push: listed,
+    // not found (the listing ran; drafts are not in it).
+    let d = p.finding("github:release-draft")["detail"].to_string();
+    assert!(d.contains("none holds it") || d.contains("refused"), "{d}");
+    let c = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &env,
+        &["cleanup", "--probe-id", "gh-1-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(leftovers(&svc).is_empty(), "{:?}", leftovers(&svc));
+    no_secrets(&p, &[&writer, &reader]);
+}
