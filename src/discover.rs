@@ -244,6 +244,27 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             skipped: None,
         });
     }
+    // Artifacts: uploads need the runtime token, which only JavaScript and
+    // Docker actions get; a later run reads them with the job's API token.
+    if in_actions && runtime {
+        surfaces.push(Candidate {
+            why: "the repository's workflow artifacts: this step holds the runtime token, and any later run with actions: read lists and downloads what a run uploads".into(),
+            entry: "  - name: artifacts\n    type: actions-artifacts\n".into(),
+            skipped: None,
+        });
+    }
+    // GitHub's own objects: what carries across runs on GitHub-hosted
+    // runners, behind any egress firewall (api.github.com is allowed).
+    let api_token = var("GITHUB_TOKEN").is_some() || var("GH_TOKEN").is_some();
+    if in_actions && var("GITHUB_TOKEN").is_some() {
+        surfaces.push(Candidate {
+            why: "the repository's objects on GitHub (labels, comments, milestones, releases, deployments, variables): this step holds GITHUB_TOKEN, and api.github.com passes every egress firewall".into(),
+            entry: "  - name: github\n    type: github-api\n".into(),
+            skipped: None,
+        });
+    } else if in_actions && api_token {
+        notes.push("GH_TOKEN is set but GITHUB_TOKEN is not: a github-api surface needs `token-env: GH_TOKEN`".into());
+    }
     // Package registries the machine is configured for, other than the
     // public ones: proposed commented out, because a probe publishes to
     // them and needs credentials the operator names.

@@ -168,6 +168,24 @@ fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
         "the credential itself is never printed"
     );
     assert_valid(&out);
+    // No runtime token and no GITHUB_TOKEN: neither artifacts nor GitHub's
+    // objects are proposed.
+    assert!(
+        !out.contains("type: actions-artifacts") && !out.contains("type: github-api"),
+        "{out}"
+    );
+    // A node action's step: the runtime token and the job's API token.
+    let mut action = env.to_vec();
+    action.push(("ACTIONS_RUNTIME_TOKEN", "runtime-secret-value".to_string()));
+    action.push(("GITHUB_TOKEN", "ghs_api-secret-value".to_string()));
+    let (node, _, _) = discover(&action);
+    assert!(
+        node.contains("  - name: artifacts\n    type: actions-artifacts\n")
+            && node.contains("  - name: github\n    type: github-api\n"),
+        "{node}"
+    );
+    assert!(!node.contains("secret-value"), "{node}");
+    assert_valid(&node);
     // Outside CI the same checkout is only a commented suggestion.
     let outside: Vec<(&str, String)> = env
         .iter()
