@@ -3,3 +3,5 @@
 mod actions_cache;
 #[path = "../common/mod.rs"]
 mod common;
+mod github_artifacts;
+mod github_rest;

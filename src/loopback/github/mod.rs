@@ -15,13 +15,17 @@
 //! with a runtime token whose `scp` claim carries the run's backend ids, and
 //! Azure block-blob uploads (Put Blob, or Put Block then Put Block List).
 //!
-//! `tests/loopback/github.rs` proves it against the real clients, npm
-//! `@actions/artifact` and `@octokit/rest`. It accepts only tokens it
-//! minted and blob URLs it signed, each with a fresh random secret.
+//! `tests/loopback/github_artifacts.rs` and `github_rest.rs` prove it
+//! against the real clients, npm `@actions/artifact` and `@octokit/rest`.
+//! It accepts only tokens it minted and blob URLs it signed, each with a
+//! fresh random secret.
 
 mod artifacts;
 mod rest;
 mod rest_artifacts;
+mod rest_commits;
+mod rest_deploy;
+mod rest_issues;
 
 use super::{header, lock};
 use serde_json::{Value, json};
