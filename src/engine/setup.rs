@@ -247,6 +247,7 @@ impl Setup {
                                 key: s.key.clone(),
                                 carrier: s.carrier.name.into(),
                                 needle: needle.clone(),
+                                scope: s.scope.clone(),
                             }),
                             _ => None,
                         }

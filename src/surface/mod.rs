@@ -388,12 +388,50 @@ pub struct JobScope {
     pub inside: bool,
 }
 
+impl JobScope {
+    /// A name placed by this scope: inside, the pattern with its `*` taken
+    /// by `name`; outside, `name` itself (runwarden's own, which a valid
+    /// scope does not cover).
+    pub fn place(&self, name: &str) -> String {
+        if self.inside {
+            self.value.replacen('*', name, 1)
+        } else {
+            name.to_string()
+        }
+    }
+
+    /// What the pattern's `*` stands for in `placed`, inside the scope.
+    pub fn unplace<'n>(&self, placed: &'n str) -> Option<&'n str> {
+        if !self.inside {
+            return Some(placed);
+        }
+        let (pre, post) = self.value.split_once('*')?;
+        (placed.len() >= pre.len() + post.len())
+            .then(|| placed.strip_prefix(pre)?.strip_suffix(post))
+            .flatten()
+    }
+}
+
+/// Whether `name` matches `pattern`, whose one `*` stands for any string.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((pre, post)) => {
+            name.len() >= pre.len() + post.len() && name.starts_with(pre) && name.ends_with(post)
+        }
+        None => pattern == name,
+    }
+}
+
 /// One carrier to recover, with what its plant said to look for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Wanted {
     pub key: String,
     pub carrier: String,
     pub needle: Value,
+    /// The scope the plant was placed by, for carriers whose agreed name
+    /// it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<JobScope>,
 }
 
 /// What cleanup did with one planted entry.

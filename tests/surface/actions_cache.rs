@@ -615,3 +615,105 @@ fn a_newer_entry_under_the_restore_prefix_is_an_error_never_a_pass() {
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert_eq!(svc.entries().len(), 1, "{:?}", entries(&svc));
 }
+
+/// gh-aw's cache-memory declared exactly: `keys: "memory-*"` accepts the
+/// channels under that prefix (AUTHORIZED) and proves the same carriers
+/// open everywhere else (FAIL); cleanup takes both plants.
+#[test]
+fn a_declaration_scoped_by_keys_authorizes_only_inside_the_pattern() {
+    let svc = CacheServer::start().unwrap();
+    let token = svc.runtime_token(MAIN_RW);
+    let api = svc.api_token(true);
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{CONFIG}declared:\n  - channel: cache:cache-content\n    keys: \"memory-*\"\n  - channel: cache:restore-prefix\n    keys: \"memory-*\"\n"
+    );
+    std::fs::write(dir.path().join("runwarden.yml"), &config).unwrap();
+    let p = run(dir.path(), &svc, Some(&token), Some(&api), &["probe"]);
+    let scoped: Vec<(String, String)> = p.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["scope"].is_object())
+        .map(|f| {
+            (
+                format!(
+                    "{}@{}",
+                    f["channel"].as_str().unwrap(),
+                    f["scope"]["side"].as_str().unwrap()
+                ),
+                f["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        scoped,
+        [
+            (
+                "cache:cache-content@inside".to_string(),
+                "authorized".to_string()
+            ),
+            (
+                "cache:cache-content@outside".to_string(),
+                "fail".to_string()
+            ),
+            (
+                "cache:restore-prefix@inside".to_string(),
+                "authorized".to_string()
+            ),
+            (
+                "cache:restore-prefix@outside".to_string(),
+                "fail".to_string()
+            ),
+        ],
+        "{}",
+        p.report
+    );
+    assert!(svc.entries().is_empty(), "{:?}", entries(&svc));
+    // Plant and clean up by probe id with no receipt: the scoped plants
+    // are found under the pattern too.
+    let key = "0123456789abcdef0123456789abcdef";
+    let plant = run_keyed(
+        dir.path(),
+        &svc,
+        &token,
+        &api,
+        key,
+        &["plant", "--probe-id", "gh-5-1"],
+    );
+    assert_eq!(plant.code, 0, "{}", plant.stderr);
+    assert!(
+        entries(&svc)
+            .iter()
+            .any(|e| e.0.starts_with("memory-runwarden-gh-5-1-")),
+        "{:?}",
+        entries(&svc)
+    );
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        if f.to_string_lossy().contains("receipt") {
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+    let c = run_keyed(
+        dir.path(),
+        &svc,
+        &token,
+        &api,
+        key,
+        &["cleanup", "--probe-id", "gh-5-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(svc.entries().is_empty(), "{:?}", entries(&svc));
+    // A pattern that covers runwarden's own keys leaves no outside.
+    let bad =
+        format!("{CONFIG}declared:\n  - channel: cache:cache-key\n    keys: \"runwarden-*\"\n");
+    std::fs::write(dir.path().join("runwarden.yml"), &bad).unwrap();
+    let p = run(dir.path(), &svc, Some(&token), Some(&api), &["probe"]);
+    assert_eq!(p.code, 2, "{}", p.stderr);
+    assert!(
+        p.stderr.contains("also covers runwarden's own keys"),
+        "{}",
+        p.stderr
+    );
+}

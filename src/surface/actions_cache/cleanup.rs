@@ -13,8 +13,18 @@ impl Instance {
         // By tag, not by derived nonce: the plants of an in-job probe had
         // random nonces, and their tags still verify.
         let mut found = vec![];
-        self.list(Some(&probe_prefix(ctx.probe_id)), &mut |e| {
-            let carrier = planted_carrier(ctx, &e.key, &e.version);
+        // A plant inside a declared scope has the pattern around its key:
+        // then every entry is listed, and each scope's pattern taken off.
+        let scopes: Vec<&JobScope> = jobs
+            .iter()
+            .filter_map(|j| j.scope.as_ref().filter(|s| s.inside))
+            .collect();
+        let prefix = probe_prefix(ctx.probe_id);
+        let filter = scopes.is_empty().then_some(prefix.as_str());
+        self.list(filter, &mut |e| {
+            let carrier = std::iter::once(e.key.as_str())
+                .chain(scopes.iter().filter_map(|s| s.unplace(&e.key)))
+                .find_map(|k| planted_carrier(ctx, k, &e.version));
             if carrier.is_some_and(|c| jobs.iter().any(|j| j.carrier == c)) {
                 found.push(json!({ "key": e.key, "version": e.version, "scope": e.scope }));
             }
@@ -32,7 +42,8 @@ impl Instance {
         let version = entry["version"].as_str().unwrap_or("");
         let scope = entry["scope"].as_str();
         let evicted = "it is evicted after 7 days unused";
-        if !key.starts_with("runwarden-") {
+        // (Inside a declared scope the key has the pattern around it.)
+        if !key.contains("runwarden-") {
             return CleanupOutcome::Left {
                 reason: "not a runwarden cache key; nothing is deleted".into(),
             };

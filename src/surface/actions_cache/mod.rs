@@ -38,8 +38,8 @@ mod recover;
 use protocol::*;
 
 use super::{
-    Carrier, CleanupOutcome, Control, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
+    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -136,7 +136,16 @@ fn restore_prefix(probe_id: &str) -> String {
 /// (key, version, archive) of a carrier's plant. The key is a
 /// [`super::tagged_name`] bound to the version; cache-key and
 /// restore-prefix carry the nonce in it.
-fn entry_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String, Vec<u8>) {
+///
+/// Inside a declared `keys:` scope the key is placed by the pattern (its
+/// `*` takes runwarden's own key), so the plant stands where the declared
+/// memory lives.
+fn entry_for(
+    ctx: &RunCtx<'_>,
+    carrier: &str,
+    nonce: &Nonce,
+    scope: Option<&JobScope>,
+) -> (String, String, Vec<u8>) {
     let probe_id = ctx.probe_id;
     let mut archive = format!("runwarden actions-cache plant, probe {probe_id}\n").into_bytes();
     let version = match carrier {
@@ -150,6 +159,7 @@ fn entry_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String,
     }
     let in_key = matches!(carrier, "cache-key" | "restore-prefix");
     let key = super::tagged_name(ctx, carrier, in_key.then_some(nonce), &version);
+    let key = scope.map_or_else(|| key.clone(), |s| s.place(&key));
     (key, version, archive)
 }
 
@@ -194,6 +204,36 @@ impl SurfaceType for ActionsCache {
             "repository",
             "api-token-env",
         ]
+    }
+
+    fn scope_keys(&self) -> &'static [&'static str] {
+        &["keys"]
+    }
+
+    /// A key pattern with one `*` (like gh-aw's `memory-*`): every carrier
+    /// has a key of its own to place inside it.
+    fn check_scope(&self, _carrier: &str, _key: &str, pattern: &str) -> Result<(), String> {
+        if pattern.matches('*').count() != 1 {
+            return Err(format!(
+                "`{pattern}` must hold exactly one `*` (like `memory-*`)"
+            ));
+        }
+        // The cache service refuses keys with a comma and keys over 512
+        // characters; runwarden's own key takes up to 150 of them.
+        if pattern.contains(',') || pattern.chars().any(char::is_control) || pattern.len() > 300 {
+            return Err(format!(
+                "`{pattern}` is not a valid cache key pattern (no commas or control characters, at most 300 characters)"
+            ));
+        }
+        // Outside the scope means runwarden's own key: the pattern must not
+        // cover it.
+        let outside = "runwarden-000000000000-cache-content-0000000000000000";
+        if super::glob_match(pattern, outside) {
+            return Err(format!(
+                "`{pattern}` also covers runwarden's own keys (like {outside}): nothing would be planted outside it"
+            ));
+        }
+        Ok(())
     }
 
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {

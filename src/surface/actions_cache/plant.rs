@@ -11,7 +11,7 @@ impl Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let (key, version, archive) = entry_for(ctx, &job.carrier, &job.nonce);
+        let (key, version, archive) = entry_for(ctx, &job.carrier, &job.nonce, job.scope.as_ref());
         let shown = escape::bytes(key.as_bytes());
         // The service writes to the token's first writable scope.
         let scope = self

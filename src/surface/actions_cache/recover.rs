@@ -76,8 +76,9 @@ impl Instance {
         ctx: &RunCtx<'_>,
         carrier: &str,
         nonce: &Nonce,
+        scope: Option<&JobScope>,
     ) -> Result<(String, String), RecoverOutcome> {
-        let (key, version, _) = entry_for(ctx, carrier, nonce);
+        let (key, version, _) = entry_for(ctx, carrier, nonce, scope);
         let shown = escape::bytes(key.as_bytes());
         let body = json!({ "key": key, "restore_keys": [], "version": version });
         let (matched, url) = self.lookup(body, format!("no entry {shown} is restorable"))?;
@@ -101,7 +102,7 @@ impl Instance {
             Ok(n) => n,
             Err(o) => return o,
         };
-        let (key, url) = match self.restore_exact(ctx, "cache-content", &nonce) {
+        let (key, url) = match self.restore_exact(ctx, "cache-content", &nonce, w.scope.as_ref()) {
             Ok(r) => r,
             Err(o) => return o,
         };
@@ -164,6 +165,10 @@ impl Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> RecoverOutcome {
         let prefix = restore_prefix(ctx.probe_id);
+        let prefix = w
+            .scope
+            .as_ref()
+            .map_or(prefix.clone(), |s| s.place(&prefix));
         let shown_prefix = escape::bytes(prefix.as_bytes());
         // A key nobody wrote, then the prefix as a restore key: exactly
         // how a workflow's `restore-keys` reaches an entry.

@@ -77,16 +77,7 @@ pub(super) fn ref_needle(carrier: &str, hex: &str, refname: &str) -> Value {
     }
 }
 
-/// Whether `name` matches a refspec-style pattern with one `*` (which, as
-/// in git refspecs, matches any run of characters, `/` included).
-pub(super) fn glob_match(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        Some((pre, post)) => {
-            name.len() >= pre.len() + post.len() && name.starts_with(pre) && name.ends_with(post)
-        }
-        None => pattern == name,
-    }
-}
+pub(super) use crate::surface::glob_match;
 
 /// The namespace a carrier's ref must live in to be that carrier.
 pub(super) fn namespace(carrier: &str) -> Option<&'static str> {
