@@ -181,3 +181,73 @@ fn run_b_in_another_workflow_run_finds_them_and_cleanup_by_probe_id_takes_them()
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
 }
+
+/// Answers that are not the service's or GitHub's own are errors, never a
+/// pass: a proxy's 403 to the upload (no Twirp `permission_denied`), a
+/// zip answered in place instead of redirected, a listing whose items
+/// lack their name.
+#[test]
+fn answers_that_are_not_the_services_are_errors_never_a_pass() {
+    use crate::common::hostile::{Hostile, Reply, Req};
+    let svc = GitHubServer::start().unwrap();
+    let up = svc.results_url().trim_end_matches('/').to_string();
+    let through = |front: &Hostile| {
+        let runtime = svc.runtime_token(REPO, 1);
+        let api = svc.token(&[("actions", "write")]);
+        let dir = tempfile::tempdir().unwrap();
+        let env = [
+            ("ACTIONS_RESULTS_URL", format!("{}/", front.base())),
+            ("GITHUB_API_URL", format!("{}/api", front.base())),
+            ("GITHUB_REPOSITORY", REPO.to_string()),
+            ("ACTIONS_RUNTIME_TOKEN", runtime.clone()),
+            ("GITHUB_TOKEN", api.clone()),
+        ];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let p = run_config(dir.path(), CONFIG, &env, &["probe"]);
+        no_secrets(&p, &[&runtime, &api]);
+        p
+    };
+    let front = Hostile::start(&up, |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.path().ends_with("/CreateArtifact") {
+            Reply::html(403, "Forbidden by proxy")
+        } else {
+            pass(r)
+        }
+    });
+    let p = through(&front);
+    assert_eq!(verdicts(&p), ["error"; 3], "{}", p.report);
+    let front = Hostile::start(&up, |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.path().ends_with("/zip") {
+            Reply::new(200, "application/zip", "PK\x05\x06")
+        } else {
+            pass(r)
+        }
+    });
+    let p = through(&front);
+    let v = verdicts(&p);
+    assert_eq!(&v[1..], ["error", "error"], "{}", p.report);
+    let front = Hostile::start(&up, |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        let reply = pass(r);
+        if r.method == "GET"
+            && r.path() == "/api/repos/octo/repo/actions/artifacts"
+            && !r.url.contains("name=")
+        {
+            let mut v = reply.json_body();
+            if let Some(a) = v["artifacts"].as_array_mut() {
+                for x in a {
+                    x.as_object_mut().unwrap().remove("name");
+                }
+            }
+            return Reply::json(200, v);
+        }
+        reply
+    });
+    let p = through(&front);
+    assert_eq!(
+        p.verdict("artifacts:artifact-name"),
+        "error",
+        "{}",
+        p.report
+    );
+    assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
+}

@@ -277,3 +277,135 @@ fn run_b_reads_with_its_own_token_across_jobs() {
     assert!(leftovers(&svc).is_empty(), "{:?}", leftovers(&svc));
     no_secrets(&p, &[&writer, &reader]);
 }
+
+/// A probe of label-name and label-description only (`permanent` off, no
+/// issue: the rest is SKIPPED) with the API reached through `front`.
+fn probe_through(front: &crate::common::hostile::Hostile, token: &str) -> Probe {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n";
+    let env = [
+        ("GITHUB_API_URL", format!("{}/api", front.base())),
+        ("GITHUB_REPOSITORY", REPO.to_string()),
+        ("GITHUB_TOKEN", token.to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    run_config(dir.path(), cfg, &env, &["probe"])
+}
+
+fn label_verdicts(p: &Probe) -> Vec<String> {
+    vec![
+        p.verdict("github:label-name"),
+        p.verdict("github:label-description"),
+    ]
+}
+
+/// Answers that are not GitHub's own are errors, never a pass: an HTML
+/// page with 200, a proxy's 403 without GitHub's body, a rate limit GitHub
+/// does not lift in time, a listing that counts more than it hands over,
+/// a next page on another host; a rate limit with a short `retry-after`
+/// is waited out.
+#[test]
+fn answers_that_are_not_githubs_are_errors_never_a_pass() {
+    use crate::common::hostile::{Hostile, Reply, Req};
+    let svc = server();
+    let token = permissive(&svc);
+    let up = svc.api_url().trim_end_matches("/api").to_string();
+    let labels = "/api/repos/octo/repo/labels";
+
+    // A sign-in page with 200 for the listing.
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.method == "GET" && r.path() == labels {
+            Reply::html(200, "<html>sign in</html>")
+        } else {
+            pass(r)
+        }
+    });
+    let p = probe_through(&front, &token);
+    // label-name's only route broke; label-description's other route,
+    // its agreed name, found it: a found nonce stands.
+    assert_eq!(label_verdicts(&p), ["error", "fail"], "{}", p.report);
+    assert!(svc.objects("label").is_empty(), "cleanup left a label");
+
+    // A proxy's 403 (no GitHub body) to the write: no refusal.
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.method == "POST" {
+            Reply::html(403, "Forbidden by proxy")
+        } else {
+            pass(r)
+        }
+    });
+    let p = probe_through(&front, &token);
+    assert_eq!(label_verdicts(&p), ["error", "error"], "{}", p.report);
+
+    // GitHub's own 403, but a rate limit with no time to wait: an error.
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.method == "POST" {
+            Reply::json(403, json!({ "message": "API rate limit exceeded" }))
+                .with_header("x-ratelimit-remaining", "0")
+        } else {
+            pass(r)
+        }
+    });
+    let p = probe_through(&front, &token);
+    assert_eq!(label_verdicts(&p), ["error", "error"], "{}", p.report);
+
+    // A secondary rate limit with retry-after: 1, once: waited out.
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.method == "POST" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            Reply::json(
+                403,
+                json!({ "message": "You have exceeded a secondary rate limit" }),
+            )
+            .with_header("retry-after", "1")
+        } else {
+            pass(r)
+        }
+    });
+    let p = probe_through(&front, &token);
+    assert_eq!(label_verdicts(&p), ["fail", "fail"], "{}", p.report);
+
+    // A listing that counts more than it hands over (check runs say
+    // total_count, and the listing is their only route): one may have
+    // been skipped.
+    let dir = tempfile::tempdir().unwrap();
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        let reply = pass(r);
+        if r.method == "GET" && r.path().ends_with("/check-runs") {
+            return Reply::json(200, json!({ "total_count": 999, "check_runs": [] }));
+        }
+        reply
+    });
+    let env = [
+        ("GITHUB_API_URL", format!("{}/api", front.base())),
+        ("GITHUB_REPOSITORY", REPO.to_string()),
+        ("GITHUB_SHA", SHA.to_string()),
+        ("GITHUB_TOKEN", token.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cfg =
+        "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    permanent: true\n";
+    let p = run_config(dir.path(), cfg, &env, &["probe"]);
+    assert_eq!(p.verdict("github:check-run"), "error", "{}", p.report);
+    let d = p.finding("github:check-run")["detail"].to_string();
+    assert!(d.contains("counted 999 but handed over 0"), "{d}");
+
+    // A next page on another host: the token never follows it.
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        let reply = pass(r);
+        if r.method == "GET" && r.path() == labels {
+            // An empty first page whose next is elsewhere.
+            drop(reply);
+            return Reply::json(200, json!([])).with_header(
+                "Link",
+                "<http://127.0.0.2:1/api/repos/octo/repo/labels?page=2>; rel=\"next\"",
+            );
+        }
+        reply
+    });
+    let p = probe_through(&front, &token);
+    assert_eq!(label_verdicts(&p)[0], "error", "{}", p.report);
+    let d = p.finding("github:label-name")["detail"].to_string();
+    assert!(d.contains("another host"), "{d}");
+    no_secrets(&p, &[&token]);
+}

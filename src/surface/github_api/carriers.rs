@@ -333,6 +333,8 @@ pub fn field_holding(object: &Value, needle: &str) -> Option<String> {
             Value::Object(_) => v.to_string(),
             _ => return None,
         };
-        text.contains(needle).then(|| k.clone())
+        // (The field's name is the server's: escaped like any answer.)
+        text.contains(needle)
+            .then(|| crate::escape::bytes(k.as_bytes()))
     })
 }

@@ -32,7 +32,7 @@ impl Instance {
                             && let Some(f) = field_holding(o, needle)
                         {
                             found = Some(format!(
-                                "listed at {shown}: an object has the nonce in its `{f}`"
+                                "listed at {shown}: an object has the nonce in its field {f}"
                             ));
                         }
                     });
@@ -53,7 +53,7 @@ impl Instance {
                                 && let Some(f) = field_holding(&a.json, needle)
                             {
                                 found = Some(format!(
-                                    "asked for the agreed name {shown}: its `{f}` holds the nonce"
+                                    "asked for the agreed name {shown}: its field {f} holds the nonce"
                                 ));
                             }
                             looked.push(format!("asked for {shown}"));
