@@ -38,6 +38,47 @@ pub(super) fn notices(plan: &Plan, st: &Setup, b: &RunResult) -> Vec<NoticeRecor
     out
 }
 
+/// What the surfaces' own access control answered, added to each
+/// surface's facts: the carriers whose write (run A) or read (run B) it
+/// refused. Credentials are named by their variable in the other facts;
+/// this says what they were allowed to do, never what they are.
+pub(super) fn answered(plan: &Plan, slots: &[Slot], surfaces: &mut Vec<SurfaceFacts>) {
+    for (i, sp) in plan.surfaces.iter().enumerate() {
+        let of = |refused: &dyn Fn(&Slot) -> bool| {
+            let mut c: Vec<&str> = slots
+                .iter()
+                .filter(|s| s.surface == i && refused(s))
+                .map(|s| s.carrier.name)
+                .collect();
+            c.dedup();
+            c.join(", ")
+        };
+        let writes = of(&|s| matches!(s.evidence.plant, Some(PlantOutcome::Refused { .. })));
+        let reads = of(&|s| matches!(s.evidence.recover, Some(RecoverOutcome::Denied { .. })));
+        if writes.is_empty() && reads.is_empty() {
+            continue;
+        }
+        let at = match surfaces.iter().position(|f| f.surface == sp.name) {
+            Some(at) => at,
+            None => {
+                surfaces.push(SurfaceFacts {
+                    surface: sp.name.clone(),
+                    surface_type: sp.type_name.into(),
+                    facts: Default::default(),
+                });
+                surfaces.len() - 1
+            }
+        };
+        let facts = &mut surfaces[at].facts;
+        if !writes.is_empty() {
+            facts.insert("writes-refused".into(), writes);
+        }
+        if !reads.is_empty() {
+            facts.insert("reads-refused".into(), reads);
+        }
+    }
+}
+
 /// One finding per slot, from its evidence.
 pub(super) fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
     let mut findings = Vec::new();

@@ -112,8 +112,11 @@ impl<'a> Runner<'a> {
         let a_problem = a.problem.as_deref().filter(|_| a_planted_all);
         explain_gaps(&mut st.slots, a_problem, b.problem.as_deref());
         let findings = findings(plan, &st.slots);
+        let mut surfaces = base.surfaces.clone();
+        answered(plan, &st.slots, &mut surfaces);
         let cleanup = self.clean(plan, st, newest_first(&a.created, st.insts.len()), vec![]);
         Report {
+            surfaces,
             summary: Summary::of(&findings),
             findings,
             notices: notices(plan, st, &b),

@@ -151,6 +151,9 @@ fn the_restricted_default_closes_every_carrier_and_names_the_permission() {
     assert!(d.contains("issues=write; pull_requests=write"), "{d}");
     let d = p.finding("github:actions-variable")["detail"].to_string();
     assert!(d.contains("actions_variables=write"), "{d}");
+    // The surface's facts say what the token's answers showed.
+    let facts = &p.report["surfaces"][0]["facts"];
+    assert_eq!(facts["writes-refused"], CARRIERS.join(", "), "{}", p.report);
     assert!(leftovers(&svc).is_empty(), "{:?}", leftovers(&svc));
     no_secrets(&p, &[&token]);
 }
