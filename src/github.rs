@@ -13,8 +13,9 @@
 //! never to another host (the token goes only to the configured API), and
 //! a listing that says `total_count` must hand over that many.
 
+use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Client, Failure, Request, Response};
+use crate::http::{Client, Failure, Request, Response, check_url};
 use ::http::Method;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -243,9 +244,9 @@ impl<'a> Api<'a> {
     /// Reads a listing to its end, handing every item to `each`: `path`
     /// with `per_page`, then every `rel="next"` link. `items` is the field
     /// holding the array (`None`: the body is the array). Returns how many
-    /// items there were. When the first page says `total_count`, fewer
-    /// items handed over than it counted is an error: one may have been
-    /// skipped.
+    /// distinct items there were (by `id`). When the first page says
+    /// `total_count`, fewer distinct items than it counted is an error: one
+    /// may have been skipped.
     pub fn list(
         &self,
         path: &str,
@@ -258,6 +259,7 @@ impl<'a> Api<'a> {
         let origin = crate::http::origin(self.base);
         let mut seen = HashSet::new();
         let mut counted: Option<u64> = None;
+        let mut distinct = HashSet::new();
         let mut n = 0usize;
         loop {
             if !seen.insert(url.clone()) {
@@ -283,9 +285,18 @@ impl<'a> Api<'a> {
                 counted = a.json["total_count"].as_u64();
             }
             for item in list {
-                each(item);
+                // An item pushed a page down by a newer one comes twice:
+                // handed over once, counted once, so a count reached with
+                // repeats cannot hide one that was skipped.
+                let identity = match &item["id"] {
+                    Value::Null => item.to_string(),
+                    id => id.to_string(),
+                };
+                if distinct.insert(identity) {
+                    each(item);
+                    n += 1;
+                }
             }
-            n += list.len();
             match next_link(&a.headers) {
                 None => break,
                 Some(next) => {
@@ -350,4 +361,123 @@ pub fn check_repository(r: &str) -> Result<(), String> {
         Some((o, n)) if ok(o) && ok(n) => Ok(()),
         _ => Err("must be `owner/name`".into()),
     }
+}
+
+/// The `api-url` key: the REST API base URL, else `GITHUB_API_URL`, else
+/// github.com's; without a trailing `/`.
+pub fn api_url_option(opts: &mut Options<'_>) -> Result<String, ConfigError> {
+    let url = match opts.string("api-url")? {
+        Some((u, pos)) => {
+            check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
+            u
+        }
+        None => opts
+            .env("GITHUB_API_URL")
+            .unwrap_or_else(|| "https://api.github.com".into()),
+    };
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// The `repository` key (`owner/name`), else `GITHUB_REPOSITORY`.
+pub fn repository_option(opts: &mut Options<'_>) -> Result<Option<String>, ConfigError> {
+    Ok(match opts.string("repository")? {
+        Some((r, pos)) => {
+            check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
+            Some(r)
+        }
+        None => opts
+            .env("GITHUB_REPOSITORY")
+            .filter(|r| check_repository(r).is_ok()),
+    })
+}
+
+/// The REST token: from the variable `named` (an `api-token-env` key),
+/// else `GITHUB_TOKEN`, else `GH_TOKEN`. `Ok((found, looked_in))`, where
+/// `found` is (variable, value) and `looked_in` names every variable
+/// tried, for the reason when none is set.
+pub fn api_token(opts: &Options<'_>, named: Option<String>) -> (Option<(String, String)>, String) {
+    let sources: Vec<String> = match named {
+        Some(n) => vec![n],
+        None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
+    };
+    let found = sources
+        .iter()
+        .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+    (found, sources.join(" / "))
+}
+
+/// The results service of github.com (the cache and artifact services),
+/// which a `run:` step holding only the id-token request token can still
+/// reach: the URL is public.
+pub const GITHUB_COM_RESULTS: &str = "https://results-receiver.actions.githubusercontent.com/";
+
+/// The runtime token and the results service URL, as the surfaces that
+/// write through the results service read them.
+pub struct Runtime {
+    /// (variable, value).
+    pub token: Option<(String, String)>,
+    /// The service's base URL, ending in `/`.
+    pub results_url: Option<String>,
+    /// Why there is no token or no URL: the surface's carriers are
+    /// SKIPPED with it.
+    pub missing: Option<String>,
+}
+
+/// The `token-env` and `results-url` keys: the configured variable, else
+/// what node actions get (`ACTIONS_RUNTIME_TOKEN`), else what a `run:` step
+/// gets with `id-token: write` (`ACTIONS_ID_TOKEN_REQUEST_TOKEN`, the same
+/// system token); the URL from the key, else `ACTIONS_RESULTS_URL`, else
+/// github.com's public one when the token is there. `service` names the
+/// service in the reason ("cache service").
+pub fn runtime(
+    opts: &mut Options<'_>,
+    token_env: Option<String>,
+    service: &str,
+) -> Result<Runtime, ConfigError> {
+    let sources: Vec<String> = match &token_env {
+        Some(n) => vec![n.clone()],
+        None => vec![
+            "ACTIONS_RUNTIME_TOKEN".into(),
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN".into(),
+        ],
+    };
+    let token = sources
+        .iter()
+        .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+    let results_url = match opts.string("results-url")? {
+        Some((u, pos)) => {
+            check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
+            Some(u)
+        }
+        None => opts.env("ACTIONS_RESULTS_URL").or_else(|| {
+            // A run step is not given the URL, but github.com's is
+            // public: an agent holding the token can use it.
+            let on_github_com = opts
+                .env("GITHUB_SERVER_URL")
+                .is_some_and(|s| s.trim_end_matches('/') == "https://github.com");
+            (on_github_com && token.is_some()).then(|| GITHUB_COM_RESULTS.to_string())
+        }),
+    };
+    let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
+    let missing = match (&token, &results_url) {
+        (None, _) if token_env.is_some() => Some(format!(
+            "no runtime token: `token-env` names {}, which is unset or empty",
+            sources[0]
+        )),
+        (None, _) => Some(
+            "no runtime token: a composite action or `run:` step gets no ACTIONS_RUNTIME_TOKEN \
+             (and ACTIONS_ID_TOKEN_REQUEST_TOKEN only with `id-token: write`); use the action, \
+             or grant id-token: write"
+                .into(),
+        ),
+        (Some(_), None) => Some(format!(
+            "no {service} URL: ACTIONS_RESULTS_URL is unset; set `results-url`"
+        )),
+        _ => None,
+    };
+    Ok(Runtime {
+        token,
+        results_url,
+        missing,
+    })
 }

@@ -314,3 +314,56 @@ fn table_counts_and_exit_code() {
         p.stdout
     );
 }
+
+/// Every carrier of every surface type has its anchor on its type's page,
+/// the place SARIF's help links and the report's channel ids point to.
+#[test]
+fn every_carrier_has_its_anchor_on_its_surface_page() {
+    let out = bin()
+        .args(["carriers", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for ty in v["surface_types"].as_array().unwrap() {
+        let name = ty["type"].as_str().unwrap();
+        let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("docs/surfaces/{name}.md"));
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|_| panic!("no page for {name}"));
+        for c in ty["carriers"].as_array().unwrap() {
+            let c = c["carrier"].as_str().unwrap();
+            // An explicit anchor, or a heading GitHub slugs to the id.
+            let anchored = text.contains(&format!("<a id=\"{c}\"></a>"))
+                || text
+                    .lines()
+                    .any(|l| l == format!("### {c}") || l == format!("### `{c}`"));
+            assert!(anchored, "{name}.md has no anchor for {c}");
+        }
+    }
+}
+
+/// The gh-aw recipe's config validates as written, in a checkout whose
+/// `origin` it names.
+#[test]
+fn the_gh_aw_recipe_config_validates() {
+    let recipe = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/recipes/gh-aw.md"),
+    )
+    .unwrap();
+    let start = recipe.find("```yaml\n").unwrap() + 8;
+    let config = &recipe[start..start + recipe[start..].find("```").unwrap()];
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let ws = root.path().join("ws");
+    git(root.path(), &["init", "-q", ws.to_str().unwrap()]);
+    git(&ws, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    std::fs::write(ws.join("runwarden-agent.yml"), config).unwrap();
+    let out = bin()
+        .args(["check-config", "runwarden-agent.yml"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("5 declared"), "{text}");
+}

@@ -226,6 +226,13 @@ pub fn summary(report: &Report, report_path: Option<&str>) -> String {
             report.cleanup.left.len()
         );
     }
+    if !report.cleanup.kept.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCleanup kept {} planted entries nothing can remove (accepted with `permanent: true`); see the report.",
+            report.cleanup.kept.len()
+        );
+    }
     out
 }
 

@@ -259,6 +259,35 @@ pub const ALL_CARRIERS: [&str; 9] = [
 /// The uid tests drop run B to.
 pub const NOBODY: &str = "65534:65534";
 
+/// The file `entry` (relative to `node_modules`) of an npm client
+/// installed once with its dependencies under the target directory, in a
+/// folder `prefix` of its own: the real clients the loopback services are
+/// proven against. Installs are serialized: tests run in parallel, and two
+/// npm installs into one prefix would trip over each other.
+pub fn npm_client(prefix: &str, spec: &str, entry: &str) -> PathBuf {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join(prefix);
+    let lib = prefix.join("node_modules").join(entry);
+    if !lib.exists() {
+        let st = Command::new("npm")
+            .args([
+                "install",
+                "--silent",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+            ])
+            .arg(&prefix)
+            .arg(spec)
+            .status()
+            .expect("npm is needed for the real clients");
+        assert!(st.success(), "npm install {spec} failed");
+    }
+    lib
+}
+
 /// A file from an npm package, fetched once with `npm pack` into the
 /// target directory (never committed): the official SARIF schema, the
 /// published action metadata schema.

@@ -14,25 +14,7 @@ const CLIENT: &str = "@actions/cache@6.3.0";
 
 /// `@actions/cache`'s entry point, installed once under the target dir.
 fn client_lib() -> PathBuf {
-    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-actions-cache");
-    let lib = prefix.join("node_modules/@actions/cache/lib/cache.js");
-    if !lib.exists() {
-        let st = Command::new("npm")
-            .args([
-                "install",
-                "--silent",
-                "--no-save",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-            ])
-            .arg(&prefix)
-            .arg(CLIENT)
-            .status()
-            .expect("npm is needed for the real cache client");
-        assert!(st.success(), "npm install {CLIENT} failed");
-    }
-    lib
+    crate::common::npm_client("npm-actions-cache", CLIENT, "@actions/cache/lib/cache.js")
 }
 
 struct Client {

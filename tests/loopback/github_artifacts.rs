@@ -13,36 +13,16 @@ use runwarden::loopback::github::GitHubServer;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 const CLIENT: &str = "@actions/artifact@6.2.1";
 
-/// `@actions/artifact`'s entry point, installed once under the target dir
-/// (once per test process: the tests run in parallel and two npm installs
-/// into one prefix would trip over each other).
-fn client_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-actions-artifact");
-        let lib = prefix.join("node_modules/@actions/artifact/lib/artifact.js");
-        if !lib.exists() {
-            let st = Command::new("npm")
-                .args([
-                    "install",
-                    "--silent",
-                    "--no-save",
-                    "--no-audit",
-                    "--no-fund",
-                    "--prefix",
-                ])
-                .arg(&prefix)
-                .arg(CLIENT)
-                .status()
-                .expect("npm is needed for the real artifact client");
-            assert!(st.success(), "npm install {CLIENT} failed");
-        }
-        lib
-    })
+/// `@actions/artifact`'s entry point, installed once under the target dir.
+fn client_lib() -> PathBuf {
+    crate::common::npm_client(
+        "npm-actions-artifact",
+        CLIENT,
+        "@actions/artifact/lib/artifact.js",
+    )
 }
 
 /// Runs the real client once, as a step of the run that holds

@@ -14,35 +14,16 @@ use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 const CLIENT: &str = "@octokit/rest@22.0.1";
 
-/// `@octokit/rest`'s entry point, installed once under the target dir (once
-/// per test process: parallel npm installs into one prefix would collide).
-fn client_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-octokit-rest");
-        let lib = prefix.join("node_modules/@octokit/rest/dist-src/index.js");
-        if !lib.exists() {
-            let st = Command::new("npm")
-                .args([
-                    "install",
-                    "--silent",
-                    "--no-save",
-                    "--no-audit",
-                    "--no-fund",
-                    "--prefix",
-                ])
-                .arg(&prefix)
-                .arg(CLIENT)
-                .status()
-                .expect("npm is needed for the real REST client");
-            assert!(st.success(), "npm install {CLIENT} failed");
-        }
-        lib
-    })
+/// `@octokit/rest`'s entry point, installed once under the target dir.
+fn client_lib() -> PathBuf {
+    crate::common::npm_client(
+        "npm-octokit-rest",
+        CLIENT,
+        "@octokit/rest/dist-src/index.js",
+    )
 }
 
 /// Runs `ops` (see fixtures/octokit-client.mjs) through the real client

@@ -251,3 +251,32 @@ fn answers_that_are_not_the_services_are_errors_never_a_pass() {
     );
     assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
 }
+
+/// A `run:` step gets no ACTIONS_RUNTIME_TOKEN, but with `id-token: write`
+/// it holds ACTIONS_ID_TOKEN_REQUEST_TOKEN, the same system token: an
+/// agent shell can upload artifacts with it, so the surface probes with it.
+#[test]
+fn a_run_step_with_id_token_write_uploads_with_the_id_token_request_token() {
+    let svc = GitHubServer::start().unwrap();
+    let token = svc.runtime_token(REPO, 1);
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("ACTIONS_RESULTS_URL", svc.results_url()),
+        ("GITHUB_API_URL", svc.api_url()),
+        ("GITHUB_REPOSITORY", REPO.to_string()),
+        ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", token.clone()),
+        ("GITHUB_TOKEN", api.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let p = run_config(dir.path(), CONFIG, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["fail"; 3], "{}", p.report);
+    assert!(
+        p.stdout
+            .contains("runtime-token ACTIONS_ID_TOKEN_REQUEST_TOKEN"),
+        "{}",
+        p.stdout
+    );
+    assert!(svc.artifacts().is_empty());
+    no_secrets(&p, &[&token, &api]);
+}

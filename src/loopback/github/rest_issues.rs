@@ -18,6 +18,10 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
                     "name is required; description is at most 100 characters",
                 ));
             }
+            // GitHub's own answer (github/docs#32156 quotes it).
+            if name.chars().count() > 50 {
+                return Some(invalid("name is too long (maximum is 50 characters)"));
+            }
             if find(st, "label", repo, "name", &json!(name)).is_some() {
                 return Some(invalid("already_exists"));
             }

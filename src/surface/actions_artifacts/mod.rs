@@ -33,8 +33,8 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::github::{Api, ApiError, check_repository};
-use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::github::{Api, ApiError};
+use crate::http::{Failure, LazyClient, Request};
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -143,64 +143,16 @@ impl SurfaceType for ActionsArtifacts {
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
         let token_env = super::env_name(&mut opts, "token-env")?;
         let api_token_env = super::env_name(&mut opts, "api-token-env")?;
-        let source = token_env
-            .clone()
-            .unwrap_or_else(|| "ACTIONS_RUNTIME_TOKEN".into());
-        let token = opts.env(&source);
-        let results_url = match opts.string("results-url")? {
-            Some((u, pos)) => {
-                check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
-                Some(u)
-            }
-            None => opts.env("ACTIONS_RESULTS_URL"),
-        };
-        let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
-        let no_token = match (&token, &results_url) {
-            (None, _) if token_env.is_some() => Some(format!(
-                "no runtime token: `token-env` names {source}, which is unset or empty"
-            )),
-            (None, _) => Some(
-                "no runtime token: only JavaScript and Docker actions receive \
-                 ACTIONS_RUNTIME_TOKEN (a `run:` step or a composite action gets none); \
-                 use the runwarden action"
-                    .into(),
-            ),
-            (Some(_), None) => Some(
-                "no results service URL: ACTIONS_RESULTS_URL is unset; set `results-url`".into(),
-            ),
-            _ => None,
-        };
-        let api_url = match opts.string("api-url")? {
-            Some((u, pos)) => {
-                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
-                u
-            }
-            None => opts
-                .env("GITHUB_API_URL")
-                .unwrap_or_else(|| "https://api.github.com".into()),
-        };
-        let repository = match opts.string("repository")? {
-            Some((r, pos)) => {
-                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
-                Some(r)
-            }
-            None => opts
-                .env("GITHUB_REPOSITORY")
-                .filter(|r| check_repository(r).is_ok()),
-        };
-        let api_sources: Vec<String> = match &api_token_env {
-            Some(n) => vec![n.clone()],
-            None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
-        };
-        let api = api_sources
-            .iter()
-            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let rt = crate::github::runtime(&mut opts, token_env, "results service")?;
+        let (token, results_url, no_token) = (rt.token, rt.results_url, rt.missing);
+        let api_url = crate::github::api_url_option(&mut opts)?;
+        let repository = crate::github::repository_option(&mut opts)?;
+        let (api, api_sources) = crate::github::api_token(&opts, api_token_env);
         let no_listing = match (&api, &repository) {
             (None, _) => Some(format!(
                 "run B reads artifacts of another run through the REST API, which needs a token \
-                 with actions: read, and {} is unset (the action passes `github-token`; \
-                 elsewhere set `api-token-env`)",
-                api_sources.join(" / ")
+                 with actions: read, and {api_sources} is unset (the action passes `github-token`; \
+                 elsewhere set `api-token-env`)"
             )),
             (_, None) => Some(
                 "run B needs the repository: GITHUB_REPOSITORY is unset; set `repository`".into(),
@@ -208,12 +160,13 @@ impl SurfaceType for ActionsArtifacts {
             _ => None,
         };
         let (api_token_source, api_token) = api.unzip();
+        let (token_source, token) = token.unzip();
         let s = Settings {
             results_url,
-            token_source: token.as_ref().map(|_| source),
+            token_source,
             token,
             no_token,
-            api_url: api_url.trim_end_matches('/').to_string(),
+            api_url,
             repository,
             api_token,
             api_token_source,
@@ -337,7 +290,10 @@ impl Instance {
             ));
         };
         let service = host_of(base);
-        let url = format!("{base}{TWIRP}/{method}");
+        // As `@actions/artifact` does: the service is the URL's origin,
+        // whatever path the URL has.
+        let origin = crate::http::origin(base).unwrap_or_else(|| base.trim_end_matches('/').into());
+        let url = format!("{origin}/{TWIRP}/{method}");
         let req = Request::new(Method::POST, &url)
             .json(&body)
             .header("accept", "application/json")

@@ -43,7 +43,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::http::{Failure, LazyClient, Request};
 use crate::nonce::Nonce;
 use crate::scan::Needles;
 use ::http::Method;
@@ -61,10 +61,6 @@ const MAX_PAGES: usize = 10_000;
 const PER_PAGE: usize = 100;
 
 const TWIRP: &str = "twirp/github.actions.results.api.v1.CacheService";
-
-/// The results service of github.com, which a `run:` step holding only the
-/// id-token request token can still reach: the URL is public.
-const GITHUB_COM_RESULTS: &str = "https://results-receiver.actions.githubusercontent.com/";
 
 /// The carriers' persistence: entries last until evicted (7 days unused,
 /// or least recently used past 10 GB per repository).
@@ -239,80 +235,15 @@ impl SurfaceType for ActionsCache {
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
         let token_env = super::env_name(&mut opts, "token-env")?;
         let api_token_env = super::env_name(&mut opts, "api-token-env")?;
-        // The runtime token: the configured variable, else what node
-        // actions get, else what a run step gets with id-token: write.
-        let sources: Vec<String> = match &token_env {
-            Some(n) => vec![n.clone()],
-            None => vec![
-                "ACTIONS_RUNTIME_TOKEN".into(),
-                "ACTIONS_ID_TOKEN_REQUEST_TOKEN".into(),
-            ],
-        };
-        let found = sources
-            .iter()
-            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
-        let results_url = match opts.string("results-url")? {
-            Some((u, pos)) => {
-                check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
-                Some(u)
-            }
-            None => opts.env("ACTIONS_RESULTS_URL").or_else(|| {
-                // A run step is not given the URL, but github.com's is
-                // public: an agent holding the token can use it.
-                let on_github_com = opts
-                    .env("GITHUB_SERVER_URL")
-                    .is_some_and(|s| s.trim_end_matches('/') == "https://github.com");
-                (on_github_com && found.is_some()).then(|| GITHUB_COM_RESULTS.to_string())
-            }),
-        };
-        let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
-        let no_token = match (&found, &results_url) {
-            (None, _) if token_env.is_some() => Some(format!(
-                "no runtime token: `token-env` names {}, which is unset or empty",
-                sources[0]
-            )),
-            (None, _) => Some(
-                "no runtime token: a composite action or `run:` step gets no ACTIONS_RUNTIME_TOKEN \
-                 (and ACTIONS_ID_TOKEN_REQUEST_TOKEN only with `id-token: write`); use the action, \
-                 or grant id-token: write"
-                    .into(),
-            ),
-            (Some(_), None) => Some(
-                "no cache service URL: ACTIONS_RESULTS_URL is unset; set `results-url`".into(),
-            ),
-            _ => None,
-        };
-        let api_url = match opts.string("api-url")? {
-            Some((u, pos)) => {
-                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
-                u
-            }
-            None => opts
-                .env("GITHUB_API_URL")
-                .unwrap_or_else(|| "https://api.github.com".into()),
-        };
-        let api_url = api_url.trim_end_matches('/').to_string();
-        let repository = match opts.string("repository")? {
-            Some((r, pos)) => {
-                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
-                Some(r)
-            }
-            None => opts
-                .env("GITHUB_REPOSITORY")
-                .filter(|r| check_repository(r).is_ok()),
-        };
-        let api_sources: Vec<String> = match &api_token_env {
-            Some(n) => vec![n.clone()],
-            None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
-        };
-        let api = api_sources
-            .iter()
-            .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
+        let rt = crate::github::runtime(&mut opts, token_env, "cache service")?;
+        let (found, results_url, no_token) = (rt.token, rt.results_url, rt.missing);
+        let api_url = crate::github::api_url_option(&mut opts)?;
+        let repository = crate::github::repository_option(&mut opts)?;
+        let (api, api_sources) = crate::github::api_token(&opts, api_token_env);
         let no_listing = match (&api, &repository) {
             (None, _) => Some(format!(
-                "listing entries needs an API token with actions: read, and {} is unset (the action \
-                 passes `github-token`; elsewhere set `api-token-env`)",
-                api_sources.join(" / ")
+                "listing entries needs an API token with actions: read, and {api_sources} is unset (the action \
+                 passes `github-token`; elsewhere set `api-token-env`)"
             )),
             (_, None) => Some(
                 "listing entries needs the repository: GITHUB_REPOSITORY is unset; set `repository`"
@@ -408,8 +339,6 @@ impl SurfaceType for ActionsCache {
         Ok(Box::new(Instance { s, client }))
     }
 }
-
-use crate::github::check_repository;
 
 struct Instance {
     s: Settings,

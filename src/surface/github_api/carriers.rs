@@ -64,19 +64,22 @@ pub const PERMANENT: [&str; 2] = ["commit-status", "check-run"];
 /// deployment; deleting it needs administration: write) and no nonce.
 pub const ENVIRONMENT: &str = "runwarden-probe";
 
-/// A short name that carries the nonce: `rw-<probe id>-<nonce>`, 48
-/// characters at most, within what every object's name field takes.
-pub fn nonce_name(ctx: &RunCtx<'_>, nonce: &Nonce) -> String {
-    format!("rw-{}-{}", ctx.probe_id, nonce.hex())
+/// A short name that carries the nonce: `rw-<nonce>`, 35 characters
+/// whatever the probe id (up to 64), because GitHub takes at most 50 in a
+/// label's name. The nonce is derived from the probe id, so cleanup by
+/// probe id still finds it.
+pub fn nonce_name(nonce: &Nonce) -> String {
+    format!("rw-{}", nonce.hex())
 }
 
-/// An agreed name run B can derive (the probe id and a MAC under the
-/// marker key), without the nonce.
+/// An agreed name run B can derive without the nonce: `rw-<tag>`, the tag
+/// a MAC under the marker key over the probe id and the carrier (19
+/// characters).
 pub fn agreed_name(ctx: &RunCtx<'_>, carrier: &str) -> String {
     let tag = ctx
         .key
         .name_tag(ctx.probe_id, &format!("github-api|{carrier}"));
-    format!("rw-{}-{}", ctx.probe_id, tag)
+    format!("rw-{tag}")
 }
 
 /// The variable name for actions-variable: upper case, `_` for `-`.
@@ -124,6 +127,9 @@ pub fn plant_request(
     let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
     let hex = nonce.hex();
     let note = format!("runwarden probe {}", ctx.probe_id);
+    // A label's description takes at most 100 characters (the probe id
+    // may take 64): where the nonce stands beside it, no probe id.
+    let short = "runwarden probe";
     let named = |list: &str, items: Option<&str>, object: &str, name: &str, m: Value| {
         entry(
             carrier,
@@ -137,10 +143,10 @@ pub fn plant_request(
     };
     Ok(match carrier {
         "label-name" => {
-            let name = nonce_name(ctx, nonce);
+            let name = nonce_name(nonce);
             PlantRequest {
                 path: format!("{rp}/labels"),
-                body: json!({ "name": name, "color": "ededed", "description": note }),
+                body: json!({ "name": name, "color": "ededed", "description": short }),
                 entry: named(
                     "/labels",
                     None,
@@ -152,7 +158,7 @@ pub fn plant_request(
         }
         "label-description" => {
             let name = agreed_name(ctx, carrier);
-            let description = format!("{note} {hex}");
+            let description = format!("{short} {hex}");
             PlantRequest {
                 path: format!("{rp}/labels"),
                 body: json!({ "name": name, "color": "ededed", "description": description }),
@@ -183,7 +189,7 @@ pub fn plant_request(
             }
         }
         "milestone-title" => {
-            let title = nonce_name(ctx, nonce);
+            let title = nonce_name(nonce);
             PlantRequest {
                 path: format!("{rp}/milestones"),
                 body: json!({ "title": title, "state": "closed", "description": note }),
@@ -199,7 +205,7 @@ pub fn plant_request(
             }
         }
         "release-draft" => {
-            let name = nonce_name(ctx, nonce);
+            let name = nonce_name(nonce);
             let tag = agreed_name(ctx, carrier);
             PlantRequest {
                 path: format!("{rp}/releases"),
@@ -217,7 +223,7 @@ pub fn plant_request(
         }
         "deployment" => {
             let sha = s.commit.as_deref().ok_or("no commit")?;
-            let description = format!("{note} {hex}");
+            let description = format!("{short} {hex}");
             let mut e = entry(
                 carrier,
                 &format!("{rp}/deployments"),
@@ -254,7 +260,7 @@ pub fn plant_request(
         }
         "commit-status" => {
             let sha = s.commit.as_deref().ok_or("no commit")?;
-            let context = nonce_name(ctx, nonce);
+            let context = nonce_name(nonce);
             PlantRequest {
                 path: format!("{rp}/statuses/{sha}"),
                 body: json!({ "state": "success", "context": context, "description": note }),
@@ -263,7 +269,7 @@ pub fn plant_request(
         }
         "check-run" => {
             let sha = s.commit.as_deref().ok_or("no commit")?;
-            let name = nonce_name(ctx, nonce);
+            let name = nonce_name(nonce);
             PlantRequest {
                 path: format!("{rp}/check-runs"),
                 body: json!({

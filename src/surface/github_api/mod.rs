@@ -26,8 +26,8 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::github::{Api, ApiError, check_repository};
-use crate::http::{LazyClient, check_url};
+use crate::github::{Api, ApiError};
+use crate::http::LazyClient;
 use ::http::Method;
 use carriers::{CARRIERS, PERMANENT};
 use serde::{Deserialize, Serialize};
@@ -95,24 +95,8 @@ impl SurfaceType for GitHubApi {
     }
 
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
-        let repository = match opts.string("repository")? {
-            Some((r, pos)) => {
-                check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
-                Some(r)
-            }
-            None => opts
-                .env("GITHUB_REPOSITORY")
-                .filter(|r| check_repository(r).is_ok()),
-        };
-        let api_url = match opts.string("api-url")? {
-            Some((u, pos)) => {
-                check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
-                u
-            }
-            None => opts
-                .env("GITHUB_API_URL")
-                .unwrap_or_else(|| "https://api.github.com".into()),
-        };
+        let repository = crate::github::repository_option(&mut opts)?;
+        let api_url = crate::github::api_url_option(&mut opts)?;
         let token_source =
             super::env_name(&mut opts, "token-env")?.unwrap_or_else(|| "GITHUB_TOKEN".into());
         let read_token_source =
@@ -155,7 +139,7 @@ impl SurfaceType for GitHubApi {
             None
         };
         let s = Settings {
-            api_url: api_url.trim_end_matches('/').to_string(),
+            api_url,
             repository,
             token,
             token_source,
