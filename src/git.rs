@@ -143,6 +143,10 @@ impl Git {
             ("core.hooksPath", "/dev/null"),
             ("core.fsmonitor", "false"),
             ("advice.detachedHead", "false"),
+            // Scratch repositories live for one run: no `git maintenance`
+            // or `gc --auto` process after each fetch and push.
+            ("maintenance.auto", "false"),
+            ("gc.auto", "0"),
             // A stalled transfer fails well before the hard timeout.
             ("http.lowSpeedLimit", "1"),
             ("http.lowSpeedTime", "30"),

@@ -136,8 +136,8 @@ fn smart_http_with_a_writer_counts_its_round_trips() {
     );
 
     // Round trips: one git command = one ref advertisement (GET info/refs)
-    // and its POSTs. A: push + deleting push; B: ls-remote, fetch,
-    // fetch-by-id; cleanup: one push.
+    // and its POSTs. A: push + deleting push; B: ls-remote, one fetch of
+    // the agreed refs and the unreachable commit by id; cleanup: one push.
     let reqs = srv.requests();
     let adverts = |service: &str| {
         reqs.iter()
@@ -165,8 +165,8 @@ fn smart_http_with_a_writer_counts_its_round_trips() {
     );
     assert_eq!(
         adverts("git-upload-pack"),
-        3,
-        "B: ls-remote, fetch, fetch by id"
+        2,
+        "B: ls-remote, one fetch (agreed refs and the commit by id)"
     );
     // Credentials go with the first request (http.proactiveAuth): no 401
     // challenge round trips.
@@ -879,4 +879,44 @@ fn credentials_the_job_also_holds_as_secrets_still_reach_git() {
         assert_no_secret(&p, &["w-secret-4f1c9a", &base64(b"writer:w-secret-4f1c9a")]);
         fx.unchanged();
     }
+}
+
+/// A probe of one remote (every carrier and the control) starts at most
+/// 12 git processes: counted by a `git` first on PATH that logs each call
+/// and hands it to the real one. (A count, not a time: it holds on any
+/// machine.)
+#[test]
+fn a_probe_starts_at_most_twelve_git_processes() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Remote::new();
+    let shim = fx.root.path().join("shim");
+    std::fs::create_dir_all(&shim).unwrap();
+    let log = fx.root.path().join("git-calls");
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::fs::write(
+        shim.join("git"),
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(shim.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", shim.display(), std::env::var("PATH").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = git_config("origin", fx.path.to_str().unwrap(), "");
+    let p = run_config(dir.path(), &cfg, &[("PATH", &path)], &["probe"]);
+    assert_open(&p, "origin");
+    fx.unchanged();
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let n = calls.lines().count();
+    assert!(n <= 12, "{n} git processes:\n{calls}");
 }

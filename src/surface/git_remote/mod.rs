@@ -286,20 +286,16 @@ impl SurfaceType for GitRemote {
     }
 
     fn control(&self, _settings: &Value, dir: &Path) -> Result<Control, String> {
-        let git = Git::new(vec![], None, GIT_TIMEOUT, "");
-        let args: [&OsStr; 4] = [
-            "init".as_ref(),
-            "--bare".as_ref(),
-            "-q".as_ref(),
-            dir.as_os_str(),
-        ];
-        let (out, _) = git.run(Path::new("/"), &args, &[], b"");
-        if !out.success {
-            return Err(format!(
-                "git init of the control remote failed: {}",
-                out.reason()
-            ));
-        }
+        bare_repository(dir)
+            .and_then(|()| {
+                // The control is probed once and removed: no automatic gc
+                // after each push into it.
+                let mut config = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(dir.join("config"))?;
+                std::io::Write::write_all(&mut config, b"[receive]\n\tautogc = false\n")
+            })
+            .map_err(|e| format!("the control remote: {e}"))?;
         let path = dir.to_string_lossy().into_owned();
         let control = Settings {
             url: path.clone(),

@@ -1,38 +1,13 @@
 //! Run B: one ls-remote for the name carriers (their only route), one
-//! fetch of the agreed refs that exist, each content carrier read from
-//! its agreed object, and the unreachable commit fetched by id.
+//! fetch of the agreed refs that exist together with the unreachable
+//! commit by id, and every fetched object read by one `cat-file
+//! --batch-all-objects --batch`, searched for every content carrier's
+//! nonce as it streams: three git processes. A fetch the remote refuses is
+//! split in two (the refs, the commit by id) to tell whose refusal it was.
 
 use super::*;
 
 impl Instance {
-    /// The text a content carrier lives in, from the locally fetched ref.
-    pub(super) fn read_carrier(
-        &self,
-        dir: &Path,
-        carrier: &str,
-        local: &str,
-    ) -> Result<String, String> {
-        match carrier {
-            "commit-message" => self.plumb(dir, &["log", "-1", "--format=%B", local], &[], b""),
-            "author-name" => self.plumb(dir, &["log", "-1", "--format=%an", local], &[], b""),
-            "author-email" => self.plumb(dir, &["log", "-1", "--format=%ae", local], &[], b""),
-            "annotated-tag-message" => self.plumb(dir, &["cat-file", "-p", local], &[], b""),
-            "file-path" => self.plumb(dir, &["ls-tree", "-r", "--name-only", local], &[], b""),
-            // Every blob of the commit's tree (notes: the notes tree).
-            "file-content" | "notes" => {
-                let listing = self.plumb(dir, &["ls-tree", "-r", local], &[], b"")?;
-                let blobs: String = listing
-                    .lines()
-                    .filter_map(|l| l.split_whitespace().nth(2))
-                    .map(|b| format!("{b}\n"))
-                    .collect();
-                self.plumb(dir, &["cat-file", "--batch"], &[], blobs.as_bytes())
-            }
-            other => Err(format!("no reader for carrier {other}")),
-        }
-    }
-
-    /// Fetches one commit by id (not advertised by any ref) and reads it.
     /// A failure of run B's git, as the outcome it means.
     pub(super) fn failure(&self, reason: String) -> RecoverOutcome {
         if self.refused(&reason) {
@@ -44,46 +19,57 @@ impl Instance {
         }
     }
 
-    pub(super) fn fetch_by_id(
-        &self,
-        dir: &Path,
-        w: &Wanted,
-        text: &str,
-    ) -> Result<Option<String>, RecoverOutcome> {
-        let Some(sha) = w.needle.get("sha").and_then(Value::as_str) else {
-            return Err(RecoverOutcome::Failed {
-                reason: "no object id to fetch".into(),
-            });
-        };
-        let args: Vec<String> = vec![
+    /// One fetch of `refspecs` (and the object `by_id`, when given) into
+    /// run B's scratch repository; the failure's reason.
+    fn fetch(&self, dir: &Path, refspecs: &[String], by_id: Option<&str>) -> Result<(), String> {
+        let mut args: Vec<String> = vec![
             "fetch".into(),
             "--no-tags".into(),
+            "--no-write-fetch-head".into(),
             "-q".into(),
             self.s.url.clone(),
-            sha.into(),
         ];
+        args.extend(refspecs.iter().cloned());
+        args.extend(by_id.map(String::from));
         let (out, _) = self.remote_run(dir, &args);
-        if !out.success {
-            let reason = out.reason();
-            // The server declining to serve an unadvertised object is its
-            // own policy: the channel is closed.
-            if reason.contains("upload-pack: not our ref") || reason.contains("unadvertised object")
-            {
-                return Err(RecoverOutcome::Denied {
-                    reason: format!("the remote does not serve unadvertised objects: {reason}"),
-                });
-            }
-            return Err(self.failure(reason));
+        if out.success {
+            Ok(())
+        } else {
+            Err(out.reason())
         }
-        let body = self
-            .plumb(dir, &["cat-file", "-p", sha], &[], b"")
-            .map_err(|reason| RecoverOutcome::Failed { reason })?;
-        Ok(body.contains(text).then(|| {
-            format!(
-                "run B fetched commit {} by id (no ref points at it) and read the nonce",
-                &sha[..12.min(sha.len())]
-            )
-        }))
+    }
+
+    /// The unreachable commit's fetch, failed: the server declining to
+    /// serve an unadvertised object is its own policy (the channel is
+    /// closed); anything else is what [`Instance::failure`] says.
+    fn by_id_failure(&self, reason: String) -> RecoverOutcome {
+        if reason.contains("not our ref") || reason.contains("unadvertised object") {
+            RecoverOutcome::Denied {
+                reason: format!("the remote does not serve unadvertised objects: {reason}"),
+            }
+        } else {
+            self.failure(reason)
+        }
+    }
+
+    /// Every object in run B's scratch repository (what it fetched, and
+    /// nothing else), streamed through one `cat-file`: which `texts` it
+    /// holds.
+    fn search_objects(&self, dir: &Path, texts: &[String]) -> Result<Vec<bool>, String> {
+        let mut needles = crate::scan::Needles::new(texts.to_vec());
+        let args: Vec<String> = vec![
+            "cat-file".into(),
+            "--batch-all-objects".into(),
+            "--batch".into(),
+        ];
+        let out = self.git.stream(dir, &os(&args), &[], b"", |line| {
+            needles.feed(line);
+            needles.feed(b"\n");
+        });
+        if !out.success {
+            return Err(format!("git cat-file failed: {}", out.reason()));
+        }
+        Ok((0..texts.len()).map(|i| needles.found(i)).collect())
     }
 }
 
@@ -186,39 +172,77 @@ impl Instance {
             });
         }
 
-        // 2. One fetch of the agreed refs that exist.
-        let mut local: HashMap<String, String> = HashMap::new();
+        // 2. One fetch: the agreed refs that exist, and the unreachable
+        // commit by its id. Refused as a whole, it is split in two, so that
+        // each carrier gets its own route's answer.
+        let refspecs: Vec<String> = present
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
+            .collect();
+        let by_id = wanted
+            .iter()
+            .find(|w| w.carrier == "unreachable-object")
+            .and_then(|w| w.needle.get("sha").and_then(Value::as_str))
+            .map(String::from);
         let mut fetch_error: Option<String> = None;
-        if !present.is_empty() {
-            let mut args: Vec<String> = vec![
-                "fetch".into(),
-                "--no-tags".into(),
-                "-q".into(),
-                self.s.url.clone(),
-            ];
-            for (i, r) in present.iter().enumerate() {
-                let dst = format!("refs/runwarden-b/{i}");
-                args.push(format!("+{r}:{dst}"));
-                local.insert(r.clone(), dst);
-            }
-            let (out, _) = self.remote_run(dir, &args);
-            if !out.success {
-                fetch_error = Some(out.reason());
+        let mut by_id_error: Option<RecoverOutcome> = None;
+        if (!refspecs.is_empty() || by_id.is_some())
+            && let Err(reason) = self.fetch(dir, &refspecs, by_id.as_deref())
+        {
+            match (&by_id, refspecs.is_empty()) {
+                (None, _) => fetch_error = Some(reason),
+                (Some(_), true) => by_id_error = Some(self.by_id_failure(reason)),
+                (Some(sha), false) => {
+                    fetch_error = self.fetch(dir, &refspecs, None).err();
+                    by_id_error = self
+                        .fetch(dir, &[], Some(sha))
+                        .err()
+                        .map(|r| self.by_id_failure(r));
+                }
             }
         }
 
-        // 3. Read each carrier's agreed object. Failures are typed where
-        // they happen (a refusal is Denied, anything else Failed), never
-        // re-read from their text.
+        // 3. Every fetched object, read once, searched for every content
+        // carrier's nonce. Failures are typed where they happen (a refusal
+        // is Denied, anything else Failed), never re-read from their text.
+        // (A carrier without a text searches for what no object holds: an
+        // empty needle would match everything.)
+        let texts: Vec<String> = wanted
+            .iter()
+            .map(|w| {
+                Some(text(w))
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "\0\0none".into())
+            })
+            .collect();
+        let seen = self.search_objects(dir, &texts);
         let mut failures: Vec<Option<RecoverOutcome>> = wanted.iter().map(|_| None).collect();
         for (i, w) in wanted.iter().enumerate() {
             if found[i].is_some() {
                 continue;
             }
-            let t = text(w);
+            let hit = |what: String| match &seen {
+                Ok(seen) if seen[i] => Ok(Some(what)),
+                Ok(_) => Ok(None),
+                // Local plumbing in run B's own scratch repository: the
+                // remote had no say, so never a refusal.
+                Err(reason) => Err(RecoverOutcome::Failed {
+                    reason: reason.clone(),
+                }),
+            };
             let got: Result<Option<String>, RecoverOutcome> = match (w.carrier.as_str(), refname(w))
             {
-                ("unreachable-object", _) => self.fetch_by_id(dir, w, &t),
+                ("unreachable-object", _) => match (&by_id, &by_id_error) {
+                    (None, _) => Err(RecoverOutcome::Failed {
+                        reason: "no object id to fetch".into(),
+                    }),
+                    (_, Some(e)) => Err(e.clone()),
+                    (Some(sha), None) => hit(format!(
+                        "run B fetched commit {} by id (no ref points at it) and read the nonce",
+                        &sha[..12.min(sha.len())]
+                    )),
+                },
                 // Name carriers were looked for in the listing.
                 (c, None) if is_name_carrier(c) => Ok(None),
                 // A content carrier without its agreed ref was never read:
@@ -230,17 +254,10 @@ impl Instance {
                 (_, Some(_)) if fetch_error.is_some() => {
                     Err(self.failure(fetch_error.clone().unwrap_or_default()))
                 }
-                (c, Some(r)) => match self.read_carrier(dir, c, &local[&r]) {
-                    Ok(content) => Ok(content.contains(&t).then(|| {
-                        format!(
-                            "run B fetched {} and read the nonce in its {c}",
-                            escape::bytes(r.as_bytes())
-                        )
-                    })),
-                    // Local plumbing in run B's own scratch repository: the
-                    // remote had no say, so never a refusal.
-                    Err(reason) => Err(RecoverOutcome::Failed { reason }),
-                },
+                (c, Some(r)) => hit(format!(
+                    "run B fetched {} and read the nonce in its {c}",
+                    escape::bytes(r.as_bytes())
+                )),
             };
             match got {
                 Ok(hit) => found[i] = hit,

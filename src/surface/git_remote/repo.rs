@@ -120,6 +120,24 @@ pub(super) fn porcelain(stdout: &[u8]) -> HashMap<String, (char, String)> {
     out
 }
 
+/// Makes `dir` an empty bare repository by writing what git looks for
+/// (`HEAD`, `objects/`, `refs/`, a config saying `bare`), as `git init
+/// --bare` would, minus the sample hooks and description.
+///
+/// Why not `git init`: every run makes one, and a git process is a few
+/// milliseconds of a probe whose whole budget is a dozen of them. Git
+/// recognises any directory with these entries as a repository and makes
+/// `objects/pack` and the rest on first use.
+pub(super) fn bare_repository(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join("objects"))?;
+    std::fs::create_dir_all(dir.join("refs"))?;
+    std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(
+        dir.join("config"),
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+    )
+}
+
 /// The arguments as the `OsStr` list [`Git`] takes.
 pub(super) fn os(args: &[String]) -> Vec<&OsStr> {
     args.iter().map(OsStr::new).collect()
@@ -212,34 +230,7 @@ impl Instance {
     }
 
     pub(super) fn init(&self, dir: &Path) -> Result<(), String> {
-        let (out, _) = self.git.run(
-            dir,
-            &os(&["init".into(), "--bare".into(), "-q".into(), ".".into()]),
-            &[],
-            b"",
-        );
-        if out.success {
-            Ok(())
-        } else {
-            Err(format!("git init failed: {}", out.reason()))
-        }
-    }
-
-    /// Runs a local plumbing command and returns its trimmed stdout.
-    pub(super) fn plumb(
-        &self,
-        dir: &Path,
-        args: &[&str],
-        envs: &[(&str, &str)],
-        input: &[u8],
-    ) -> Result<String, String> {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let (out, stdout) = self.git.run(dir, &os(&args), envs, input);
-        if out.success {
-            Ok(String::from_utf8_lossy(&stdout).trim().to_string())
-        } else {
-            Err(format!("git {} failed: {}", args[0], out.reason()))
-        }
+        bare_repository(dir).map_err(|e| format!("scratch repository: {e}"))
     }
 
     /// Runs one `git fast-import` over `stream` and returns each mark's
