@@ -162,14 +162,44 @@ fn two_users() -> HashMap<&'static str, User> {
     users
 }
 
-/// Every process's command line, looked through for `passwords` (the
-/// server answers while the client that sent the request is alive).
+/// Whether process `pid` descends from a runwarden process: what the
+/// probe started, as opposed to another test's fixtures running at the
+/// same time (which may put these test passwords on a command line on
+/// purpose, e.g. a checkout's `git remote add` with the URL's userinfo).
+fn under_runwarden(pid: &str) -> bool {
+    let mut pid = pid.to_string();
+    for _ in 0..64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parens.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            return false;
+        };
+        if &stat[open + 1..close] == "runwarden" {
+            return true;
+        }
+        match stat[close + 1..].split_whitespace().nth(1) {
+            Some(ppid) if ppid != "0" && ppid != "1" => pid = ppid.to_string(),
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The command line of every process the probe started, looked through
+/// for `passwords` (the server answers while the client that sent the
+/// request is alive).
 fn look_for_passwords(echo: &Echo, passwords: &[String]) {
     *echo.looked.lock().unwrap() += 1;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return;
     };
     for p in procs.flatten() {
+        let name = p.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || !under_runwarden(&name) {
+            continue;
+        }
         let Ok(cmd) = std::fs::read(p.path().join("cmdline")) else {
             continue;
         };
