@@ -117,110 +117,135 @@ pub fn run() -> i32 {
         probe_id: &req.probe_id,
         key: &key,
     };
-    for t in &req.targets {
-        let opened = surface::by_name(&t.type_name)
-            .ok_or_else(|| format!("unknown surface type {}", t.type_name))
-            .and_then(|ty| ty.open(&t.settings));
-        let inst = match opened {
-            Ok(i) => i,
-            Err(reason) => {
-                for job in &t.plant {
-                    let outcome = PlantOutcome::Failed {
-                        reason: reason.clone(),
-                    };
-                    emit(&Event::Planted {
-                        target: t.id,
-                        key: job.key.clone(),
-                        outcome,
-                    });
+    // Targets (each instance, the control's too) are independent: they run
+    // side by side, at most WORKERS at a time, so a probe's wall time is
+    // its slowest instance rather than their sum. Each thread opens its own
+    // instance; events are whole lines, written under stdout's lock.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = req.targets.len().min(WORKERS);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(t) = req.targets.get(i) else { break };
+                    run_target(t, &ctx);
                 }
-                for w in &t.recover {
-                    let outcome = RecoverOutcome::Failed {
-                        reason: reason.clone(),
-                    };
-                    emit(&Event::Recovered {
-                        target: t.id,
-                        key: w.key.clone(),
-                        outcome,
-                    });
-                }
-                if !t.find.is_empty() {
-                    emit(&Event::FindFailed {
-                        target: t.id,
-                        reason: reason.clone(),
-                    });
-                }
-                for index in 0..t.cleanup.len() {
-                    let outcome = CleanupOutcome::Left {
-                        reason: reason.clone(),
-                    };
-                    emit(&Event::Cleaned {
-                        target: t.id,
-                        index,
-                        outcome,
-                    });
-                }
-                continue;
-            }
-        };
-        if !t.plant.is_empty() {
-            let mut created = |entry: Value| {
-                emit(&Event::Created {
-                    target: t.id,
-                    entry,
-                })
-            };
-            let outcomes = inst.plant_all(&ctx, &t.plant, &mut created);
-            for (job, outcome) in t.plant.iter().zip(outcomes) {
+            });
+        }
+    });
+    emit(&Event::Done);
+    0
+}
+
+/// How many targets run at once: enough for a surface and its control
+/// (and a few network surfaces) to overlap, bounded so that a config of
+/// many surfaces does not start them all together.
+const WORKERS: usize = 4;
+
+/// Plants, recovers, finds and cleans up one target, emitting each
+/// outcome as it comes.
+fn run_target(t: &Target, ctx: &RunCtx<'_>) {
+    let opened = surface::by_name(&t.type_name)
+        .ok_or_else(|| format!("unknown surface type {}", t.type_name))
+        .and_then(|ty| ty.open(&t.settings));
+    let inst = match opened {
+        Ok(i) => i,
+        Err(reason) => {
+            for job in &t.plant {
+                let outcome = PlantOutcome::Failed {
+                    reason: reason.clone(),
+                };
                 emit(&Event::Planted {
                     target: t.id,
                     key: job.key.clone(),
                     outcome,
                 });
             }
-        }
-        if !t.recover.is_empty() {
-            let mut notice = |notice: Notice| {
-                emit(&Event::Notice {
-                    target: t.id,
-                    notice,
-                })
-            };
-            let outcomes = inst.recover(&ctx, &t.recover, &mut notice);
-            for (w, outcome) in t.recover.iter().zip(outcomes) {
+            for w in &t.recover {
+                let outcome = RecoverOutcome::Failed {
+                    reason: reason.clone(),
+                };
                 emit(&Event::Recovered {
                     target: t.id,
                     key: w.key.clone(),
                     outcome,
                 });
             }
-        }
-        let mut entries = t.cleanup.clone();
-        if !t.find.is_empty() {
-            match inst.find_planted(&ctx, &t.find) {
-                Ok(found) => {
-                    for entry in found {
-                        emit(&Event::Created {
-                            target: t.id,
-                            entry: entry.clone(),
-                        });
-                        entries.push(entry);
-                    }
-                }
-                Err(reason) => emit(&Event::FindFailed {
+            if !t.find.is_empty() {
+                emit(&Event::FindFailed {
                     target: t.id,
-                    reason,
-                }),
+                    reason: reason.clone(),
+                });
             }
+            for index in 0..t.cleanup.len() {
+                let outcome = CleanupOutcome::Left {
+                    reason: reason.clone(),
+                };
+                emit(&Event::Cleaned {
+                    target: t.id,
+                    index,
+                    outcome,
+                });
+            }
+            return;
         }
-        for (index, outcome) in inst.cleanup_all(&entries).into_iter().enumerate() {
-            emit(&Event::Cleaned {
+    };
+    if !t.plant.is_empty() {
+        let mut created = |entry: Value| {
+            emit(&Event::Created {
                 target: t.id,
-                index,
+                entry,
+            })
+        };
+        let outcomes = inst.plant_all(ctx, &t.plant, &mut created);
+        for (job, outcome) in t.plant.iter().zip(outcomes) {
+            emit(&Event::Planted {
+                target: t.id,
+                key: job.key.clone(),
                 outcome,
             });
         }
     }
-    emit(&Event::Done);
-    0
+    if !t.recover.is_empty() {
+        let mut notice = |notice: Notice| {
+            emit(&Event::Notice {
+                target: t.id,
+                notice,
+            })
+        };
+        let outcomes = inst.recover(ctx, &t.recover, &mut notice);
+        for (w, outcome) in t.recover.iter().zip(outcomes) {
+            emit(&Event::Recovered {
+                target: t.id,
+                key: w.key.clone(),
+                outcome,
+            });
+        }
+    }
+    let mut entries = t.cleanup.clone();
+    if !t.find.is_empty() {
+        match inst.find_planted(ctx, &t.find) {
+            Ok(found) => {
+                for entry in found {
+                    emit(&Event::Created {
+                        target: t.id,
+                        entry: entry.clone(),
+                    });
+                    entries.push(entry);
+                }
+            }
+            Err(reason) => emit(&Event::FindFailed {
+                target: t.id,
+                reason,
+            }),
+        }
+    }
+    for (index, outcome) in inst.cleanup_all(&entries).into_iter().enumerate() {
+        emit(&Event::Cleaned {
+            target: t.id,
+            index,
+            outcome,
+        });
+    }
 }
