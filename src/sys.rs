@@ -393,3 +393,36 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
         });
     }
 }
+
+/// Waits until process `pid` (a child not yet reaped) has exited, at most
+/// `timeout`: `Some(true)` when it has, `Some(false)` at the timeout, and
+/// `None` when the kernel has no pidfd (before Linux 5.3), for the caller
+/// to poll instead.
+///
+/// Why a pidfd: it becomes readable the moment the process exits, so the
+/// wait ends then, not at the next tick of a polling loop.
+pub fn wait_exit(pid: u32, timeout: std::time::Duration) -> Option<bool> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the syscall returned a fresh descriptor we now own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: one valid pollfd, its count, a timeout.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n >= 0 {
+            return Some(n > 0);
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+}

@@ -181,10 +181,13 @@ pub(super) fn run_child(
     }
     // Reap the child without waiting forever (a process stuck in the
     // kernel on a dead network mount cannot even be killed). A child that
-    // has just closed stdout is usually a moment from exiting: poll with a
-    // backoff from 0.5 ms, so a probe does not sleep for nothing at every
-    // phase.
+    // has just closed stdout is usually a moment from exiting: wait for
+    // that moment, then poll with a backoff from 0.5 ms where no pidfd
+    // told it, so a probe does not sleep for nothing at every phase.
     let reap_deadline = Instant::now() + Duration::from_secs(10);
+    // Woken the moment it exits where the kernel can (a pidfd); the
+    // polling below then finds it at once.
+    crate::sys::wait_exit(child.id(), Duration::from_secs(10));
     let mut pause = Duration::from_micros(500);
     let status = loop {
         match child.try_wait() {
