@@ -3,15 +3,24 @@
 tool (PyPI runwarden==0.1.0), printing the ratio of median wall times and of
 peak RSS.
 
-Usage: python3 bench/compare.py [--surface filesystem|git] [--runs N] [--sizes 0,400,10000]
+Usage: python3 bench/compare.py [--surface filesystem|git] [--transport local|http]
+                                [--runs N] [--sizes 0,400,10000]
 
 `--surface filesystem` (default) probes a directory holding N foreign files;
-`--surface git` probes a local bare remote holding N foreign refs, and also
-prints each tool's round trips: the number of times it made git contact the
-remote (each starts a git-upload-pack or git-receive-pack on the remote
-side), counted once per tool with strace.
+`--surface git` probes a bare remote holding N foreign refs (default 50) and
+also prints, per tool and probe:
+- round trips: the times it made git contact the remote (each starts a
+  git-upload-pack or git-receive-pack on the remote side), counted with
+  strace for a local remote, and as authenticated HTTP requests for
+  `--transport http`;
+- git processes: the `git` commands it started, counted by a `git` first on
+  PATH that logs each call and hands it to the real one.
+`--transport http` serves the remote over smart HTTP (`git http-backend` on
+loopback, behind basic auth), the shape CI uses.
 
-It builds the release binary, installs the reference into bench/.venv (once),
+It builds the binary the action ships (static, the flags of
+scripts/build-dist.sh, in target/dist), installs the reference into
+bench/.venv (once),
 and for each size makes a directory holding that many foreign files (one in
 ten with content), then probes it with both tools N times each, alternating.
 Peak RSS is the largest resident set of the probe's process tree as GNU
@@ -55,9 +64,28 @@ def ensure_reference() -> Path:
     return exe
 
 
+TARGET = "x86_64-unknown-linux-gnu"
+
+
 def build() -> Path:
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-    return ROOT / "target" / "release" / "runwarden"
+    """The binary the action ships: built as scripts/build-dist.sh builds
+    it (static glibc, same flags and target dir, so the two share a cache),
+    not copied to dist/. A dynamic build spends about a millisecond per
+    process in the loader, which a probe of four processes would count."""
+    home = os.environ.get("HOME", "/root")
+    env = dict(
+        os.environ,
+        SOURCE_DATE_EPOCH="0",
+        CARGO_INCREMENTAL="0",
+        RUSTFLAGS=f'-C target-feature=+crt-static --cfg getrandom_backend="linux_getrandom" '
+        f"--remap-path-prefix={home}=/home --remap-path-prefix={ROOT}=/src",
+    )
+    subprocess.run(
+        ["cargo", "build", "--release", "--quiet", "--locked", "--target", TARGET,
+         "--target-dir", str(ROOT / "target" / "dist")],
+        cwd=ROOT, env=env, check=True,
+    )
+    return ROOT / "target" / "dist" / TARGET / "release" / "runwarden"
 
 
 GNU_TIME = "/usr/bin/time"
@@ -119,6 +147,108 @@ def round_trips(argv, cwd) -> int | None:
     return count
 
 
+def git_processes(argv, cwd) -> int:
+    """`git` commands one run starts: a `git` first on PATH logs each call
+    and execs the real one (git's own helpers run from its exec path and
+    are not counted: they are git's work, not the tool's)."""
+    shim = Path(cwd) / ".shim"
+    shim.mkdir(exist_ok=True)
+    log = Path(cwd) / ".git-calls"
+    log.write_text("")
+    real = shutil.which("git")
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> "{log}"\nexec "{real}" "$@"\n')
+    (shim / "git").chmod(0o755)
+    env = dict(os.environ, TMPDIR=str(cwd), PATH=f"{shim}:{os.environ['PATH']}")
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return len(log.read_text().splitlines())
+
+
+class SmartHttp:
+    """`git http-backend` over loopback HTTP behind basic auth (one user
+    who may push), counting requests: each is one round trip."""
+
+    USER, PASSWORD = "bench", "bench-secret"
+
+    def __init__(self, root: Path):
+        import base64
+        import http.server
+        import threading
+
+        self.requests = 0
+        expected = "Basic " + base64.b64encode(f"{self.USER}:{self.PASSWORD}".encode()).decode()
+        backend = subprocess.run(["git", "--exec-path"], capture_output=True, text=True).stdout.strip()
+        bench = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def setup(self):
+                super().setup()
+                # Headers and body go out as separate writes: without this,
+                # Nagle's algorithm and the client's delayed ACK add ~40 ms
+                # to every response, which would measure the socket, not git.
+                import socket
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def serve(self):
+                bench.requests += 1
+                if self.headers.get("Authorization") != expected:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="bench"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                path, _, query = self.path.partition("?")
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                env = {
+                    "PATH": os.environ["PATH"],
+                    "GIT_PROJECT_ROOT": str(root),
+                    "GIT_HTTP_EXPORT_ALL": "1",
+                    "REMOTE_USER": bench.USER,
+                    "REQUEST_METHOD": self.command,
+                    "PATH_INFO": path,
+                    "QUERY_STRING": query,
+                    "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                    "CONTENT_LENGTH": str(len(body)),
+                    "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+                    "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+                }
+                out = subprocess.run([f"{backend}/git-http-backend"], input=body, env=env,
+                                     capture_output=True).stdout
+                head, _, rest = out.partition(b"\r\n\r\n")
+                status = 200
+                headers = []
+                for line in head.decode("latin-1").split("\r\n"):
+                    k, _, v = line.partition(":")
+                    if k.lower() == "status":
+                        status = int(v.strip().split()[0])
+                    elif k:
+                        headers.append((k, v.strip()))
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(rest)))
+                self.end_headers()
+                self.wfile.write(rest)
+
+            do_GET = serve
+            do_POST = serve
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, repo: str) -> str:
+        return f"http://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}/{repo}"
+
+    def close(self):
+        self.server.shutdown()
+
+
 def populate(d: Path, n: int) -> None:
     for i in range(n):
         p = d / f"foreign-{i:06d}"
@@ -131,10 +261,11 @@ def populate(d: Path, n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--surface", choices=["filesystem", "git"], default="filesystem")
+    ap.add_argument("--transport", choices=["local", "http"], default="local")
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--sizes", default=None)
     args = ap.parse_args()
-    sizes = args.sizes or ("0,400,10000" if args.surface == "filesystem" else "0,1000,10000")
+    sizes = args.sizes or ("0,400,10000" if args.surface == "filesystem" else "50")
     if not os.access(GNU_TIME, os.X_OK):
         print("needs GNU time: apt-get install time", file=sys.stderr)
         return 2
@@ -143,10 +274,11 @@ def main() -> int:
     version = subprocess.run([str(ours), "--version"], capture_output=True, text=True).stdout.strip()
     where = BASE or tempfile.gettempdir()
     what = "entries" if args.surface == "filesystem" else "refs"
-    print(f"{args.surface} surface: {version} (release build) vs reference {REFERENCE}; {args.runs} runs each, medians, in {where}")
+    over = f" over {args.transport}" if args.surface == "git" else ""
+    print(f"{args.surface} surface{over}: {version} (static release build) vs reference {REFERENCE}; {args.runs} runs each, medians, in {where}")
     header = f"{what:>8}  {'ours ms':>8}  {'ref ms':>8}  {'speed-up':>8}  {'ours RSS':>9}  {'ref RSS':>9}  {'RSS ratio':>9}"
     if args.surface == "git":
-        header += "  round trips (ours/ref)"
+        header += "  round trips  git processes"
     print(header + "  note")
     for n in [int(x) for x in sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="rw-bench-", dir=BASE) as tmp:
@@ -159,16 +291,39 @@ def main() -> int:
                 ref_surface = {"name": "shared", "type": "filesystem", "params": {"path": str(target)}}
             else:
                 target = git_remote(tmp, n)
-                ours_surface = f"    type: git-remote\n    remote: {json.dumps(str(target))}\n"
-                ref_surface = {"name": "shared", "type": "git_remote", "params": {"remote": str(target)}}
+                server = None
+                remote = str(target)
+                if args.transport == "http":
+                    git("config", "http.receivepack", "true", cwd=target)
+                    server = SmartHttp(tmp)
+                    remote = server.url("remote.git")
+                ours_surface = f"    type: git-remote\n    remote: {json.dumps(remote)}\n"
+                ref_surface = {"name": "shared", "type": "git_remote", "params": {"remote": remote}}
             (tmp / "ours.yml").write_text(f"version: 1\nsurfaces:\n  - name: shared\n{ours_surface}")
             (tmp / "ref.json").write_text(json.dumps({"surfaces": [ref_surface], "declared": []}))
             ours_argv = [str(ours), "probe", "--config", "ours.yml", "--report", "ours-report.json"]
             ref_argv = [str(ref), "probe", "--config", "ref.json", "--report", "ref-report.json"]
+            # runwarden 0.1.0 probes local remotes only ("must be a local
+            # path"): over HTTP there is nothing to compare, so ours alone.
+            ref_runs = not (args.surface == "git" and args.transport == "http")
             o, r = [], []
             for _ in range(args.runs):
                 o.append(measure(ours_argv, tmp))
-                r.append(measure(ref_argv, tmp))
+                if ref_runs:
+                    r.append(measure(ref_argv, tmp))
+            if not ref_runs:
+                ow = statistics.median(w for w, _, _ in o) * 1000
+                orss = statistics.median(m for _, m, _ in o)
+                before = server.requests
+                subprocess.run(ours_argv, cwd=tmp, env=dict(os.environ, TMPDIR=str(tmp)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                trips = server.requests - before
+                procs = git_processes(ours_argv, tmp)
+                print(f"{n:>8}  {ow:>8.1f}  {'n/a':>8}  {'n/a':>8}  {orss:>6} KiB  {'n/a':>9}  {'n/a':>9}"
+                      f"  {trips:>5}/n/a    {procs:>6}/n/a     HTTP requests (info/refs GETs and POSTs) of"
+                      " one probe; the reference probes local remotes only")
+                server.close()
+                continue
             for name, runs in (("runwarden", o), ("reference", r)):
                 codes = {c for _, _, c in runs}
                 if codes != {1}:
@@ -180,9 +335,21 @@ def main() -> int:
             row = f"{n:>8}  {ow:>8.1f}  {rw:>8.1f}  {rw / ow:>7.1f}x  {orss:>6} KiB  {rrss:>6} KiB  {rrss / orss:>8.1f}x"
             note = ""
             if args.surface == "git":
-                trips = (round_trips(ours_argv, tmp), round_trips(ref_argv, tmp))
-                row += f"  {trips[0]}/{trips[1]}".ljust(25)
-                note = "ours: 12 carriers + control remote; ref: 5 carriers"
+                if server is None:
+                    trips = (round_trips(ours_argv, tmp), round_trips(ref_argv, tmp))
+                else:
+                    trips = []
+                    for argv in (ours_argv, ref_argv):
+                        before = server.requests
+                        subprocess.run(argv, cwd=tmp, env=dict(os.environ, TMPDIR=str(tmp)),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        trips.append(server.requests - before)
+                procs = (git_processes(ours_argv, tmp), git_processes(ref_argv, tmp))
+                row += f"  {trips[0]:>5}/{trips[1]:<5}  {procs[0]:>6}/{procs[1]:<6}"
+                note = "ours: 12 carriers and its control; ref: 5 carriers"
+                if server is not None:
+                    note += "; http round trips = requests, 401 challenges included"
+                    server.close()
             elif n > 500:
                 note = "reference lists only 500 entries"
             print(f"{row}  {note}")
