@@ -293,7 +293,10 @@ impl SurfaceType for GitRemote {
                 let mut config = std::fs::OpenOptions::new()
                     .append(true)
                     .open(dir.join("config"))?;
-                std::io::Write::write_all(&mut config, b"[receive]\n\tautogc = false\n\tunpackLimit = 1\n")
+                std::io::Write::write_all(
+                    &mut config,
+                    b"[receive]\n\tautogc = false\n\tunpackLimit = 1\n",
+                )
             })
             .map_err(|e| format!("the control remote: {e}"))?;
         let path = dir.to_string_lossy().into_owned();
