@@ -247,7 +247,7 @@ fn run_b_reads_with_its_own_token_across_jobs() {
         &svc,
         &cfg,
         &env,
-        &["plant", "--probe-id", "gh-1-1"],
+        &["plant", "--probe-id", "gh-12345678901-1"],
     );
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
     let p = run(
@@ -255,7 +255,7 @@ fn run_b_reads_with_its_own_token_across_jobs() {
         &svc,
         &cfg,
         &env,
-        &["recover", "--probe-id", "gh-1-1"],
+        &["recover", "--probe-id", "gh-12345678901-1"],
     );
     assert_eq!(
         verdicts(&p),
@@ -274,7 +274,7 @@ fn run_b_reads_with_its_own_token_across_jobs() {
         &svc,
         &cfg,
         &env,
-        &["cleanup", "--probe-id", "gh-1-1"],
+        &["cleanup", "--probe-id", "gh-12345678901-1"],
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(leftovers(&svc).is_empty(), "{:?}", leftovers(&svc));

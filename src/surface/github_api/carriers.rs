@@ -64,22 +64,28 @@ pub const PERMANENT: [&str; 2] = ["commit-status", "check-run"];
 /// deployment; deleting it needs administration: write) and no nonce.
 pub const ENVIRONMENT: &str = "runwarden-probe";
 
-/// A short name that carries the nonce: `rw-<nonce>`, 35 characters
-/// whatever the probe id (up to 64), because GitHub takes at most 50 in a
-/// label's name. The nonce is derived from the probe id, so cleanup by
-/// probe id still finds it.
-pub fn nonce_name(nonce: &Nonce) -> String {
-    format!("rw-{}", nonce.hex())
+/// The probe id as names carry it: its first 12 characters (probe ids
+/// are ASCII, up to 64), so that every name stays within the 50
+/// characters GitHub takes in a label's name (github/docs#32156) and
+/// still tells whose plant it is.
+fn probe_part(probe_id: &str) -> &str {
+    &probe_id[..probe_id.len().min(12)]
 }
 
-/// An agreed name run B can derive without the nonce: `rw-<tag>`, the tag
-/// a MAC under the marker key over the probe id and the carrier (19
-/// characters).
+/// A name that carries the nonce: `rw-<probe id, 12 at most>-<nonce>`, 48
+/// characters at most.
+pub fn nonce_name(ctx: &RunCtx<'_>, nonce: &Nonce) -> String {
+    format!("rw-{}-{}", probe_part(ctx.probe_id), nonce.hex())
+}
+
+/// An agreed name run B can derive without the nonce: `rw-<probe id, 12 at
+/// most>-<tag>`, the tag a MAC under the marker key over the whole probe
+/// id and the carrier (32 characters at most).
 pub fn agreed_name(ctx: &RunCtx<'_>, carrier: &str) -> String {
     let tag = ctx
         .key
         .name_tag(ctx.probe_id, &format!("github-api|{carrier}"));
-    format!("rw-{tag}")
+    format!("rw-{}-{tag}", probe_part(ctx.probe_id))
 }
 
 /// The variable name for actions-variable: upper case, `_` for `-`.
@@ -143,7 +149,7 @@ pub fn plant_request(
     };
     Ok(match carrier {
         "label-name" => {
-            let name = nonce_name(nonce);
+            let name = nonce_name(ctx, nonce);
             PlantRequest {
                 path: format!("{rp}/labels"),
                 body: json!({ "name": name, "color": "ededed", "description": short }),
@@ -189,7 +195,7 @@ pub fn plant_request(
             }
         }
         "milestone-title" => {
-            let title = nonce_name(nonce);
+            let title = nonce_name(ctx, nonce);
             PlantRequest {
                 path: format!("{rp}/milestones"),
                 body: json!({ "title": title, "state": "closed", "description": note }),
@@ -205,7 +211,7 @@ pub fn plant_request(
             }
         }
         "release-draft" => {
-            let name = nonce_name(nonce);
+            let name = nonce_name(ctx, nonce);
             let tag = agreed_name(ctx, carrier);
             PlantRequest {
                 path: format!("{rp}/releases"),
@@ -260,7 +266,7 @@ pub fn plant_request(
         }
         "commit-status" => {
             let sha = s.commit.as_deref().ok_or("no commit")?;
-            let context = nonce_name(nonce);
+            let context = nonce_name(ctx, nonce);
             PlantRequest {
                 path: format!("{rp}/statuses/{sha}"),
                 body: json!({ "state": "success", "context": context, "description": note }),
@@ -269,7 +275,7 @@ pub fn plant_request(
         }
         "check-run" => {
             let sha = s.commit.as_deref().ok_or("no commit")?;
-            let name = nonce_name(nonce);
+            let name = nonce_name(ctx, nonce);
             PlantRequest {
                 path: format!("{rp}/check-runs"),
                 body: json!({
