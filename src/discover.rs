@@ -215,7 +215,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
                 // Outside CI, runwarden never writes to a remote unasked; in
                 // CI only with the credential the job itself was given.
                 skipped: if !in_actions {
-                    Some("outside CI runwarden does not write to a remote unless you uncomment this".into())
+                    Some("outside CI runwarden writes to a remote only when a config names it (uncomment this entry in `runwarden discover`'s output)".into())
                 } else if !cred.success {
                     Some("the checkout left no push credential: runwarden writes to a remote only with the job's own credential".into())
                 } else {
@@ -282,7 +282,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
                 "  - name: npm-registry\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
                 serde_json::to_string(&url).expect("string serializes")
             ),
-            skipped: Some("probing publishes packages: uncomment it and give the job's registry token as NPM_TOKEN".into()),
+            skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
         });
     }
     let pip_index = var("PIP_INDEX_URL").or_else(|| {
@@ -312,7 +312,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
                 serde_json::to_string(&upload).expect("string serializes"),
                 serde_json::to_string(&simple).expect("string serializes")
             ),
-            skipped: Some("probing uploads projects: uncomment it, check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
+            skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
         });
     }
     if Path::new("/var/run/docker.sock").exists() {

@@ -39,7 +39,7 @@ fn valid_config() {
     ));
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("is valid: 1 surfaces, 10 channels, 2 declared"),
+        err.contains("is valid: 1 surface, 10 channels, 2 declared"),
         "{err}"
     );
 }

@@ -205,7 +205,7 @@ pub(super) fn action() -> Result<i32, Failure> {
                 .split_whitespace()
                 .map(PathBuf::from)
                 .collect();
-            merge(&paths, Format::Github)?
+            merge(&paths, super::MergeFormat::Github)?
         }
         other => {
             return Err(Failure::Other(format!(

@@ -186,7 +186,7 @@ pub(super) fn report_files(path: &Path) -> Result<Vec<PathBuf>, Failure> {
     Ok(out)
 }
 
-pub(super) fn merge(paths: &[PathBuf], format: Format) -> Result<i32, Failure> {
+pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32, Failure> {
     let mut reports: Vec<(String, Report)> = Vec::new();
     for p in paths {
         for file in report_files(p)? {
@@ -223,7 +223,7 @@ pub(super) fn merge(paths: &[PathBuf], format: Format) -> Result<i32, Failure> {
     // Safe to print as it is: every line starts with `|` or `## `, and the
     // cells entity-escape `:`, `#` and `[`, so no workflow command can form.
     print_stdout(&table)?;
-    if format == Format::Github
+    if format == super::MergeFormat::Github
         && let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty())
     {
         use std::fs::OpenOptions;

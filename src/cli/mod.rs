@@ -56,9 +56,10 @@ pub enum Cmd {
         /// `*.json` reports.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// `github` also appends the table to the job summary.
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        /// `markdown` prints the table; `github` also appends it to the
+        /// job summary.
+        #[arg(long, value_enum, default_value_t = MergeFormat::Markdown)]
+        format: MergeFormat,
     },
     /// Validate a config and exit (0 valid, 2 invalid).
     CheckConfig {
@@ -195,8 +196,21 @@ pub struct CleanupArgs {
     /// Write the JSON report here (atomically).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// How to print what cleanup did: `table` (what was removed, already
+    /// gone or left), `json` (the report), `github` (the table plus
+    /// annotations, summary and outputs in Actions).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+/// What `merge` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergeFormat {
+    /// The merged Markdown table, channel by label.
+    #[value(alias = "table")]
+    Markdown,
+    /// The same table, also appended to the job summary.
+    Github,
 }
 
 fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
@@ -330,9 +344,13 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 Found::File(p) => p.display().to_string(),
                 Found::Embedded => "no config file found; the discovered config".into(),
             };
+            let n = |count: usize, one: &str, many: &str| {
+                format!("{count} {}", if count == 1 { one } else { many })
+            };
             note(&format!(
-                "{what} is valid: {} surfaces, {carriers} channels, {} declared",
-                plan.surfaces.len(),
+                "{what} is valid: {}, {}, {} declared",
+                n(plan.surfaces.len(), "surface", "surfaces"),
+                n(carriers, "channel", "channels"),
                 plan.declared.len()
             ));
             Ok(0)

@@ -321,6 +321,12 @@ impl Instance {
         let ours = name_markers(wanted);
         let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
         let mut listed: u64 = 0;
+        // Entries named as this probe's plants (its markers and beacon):
+        // said apart, so that "listed 11 entries" of a directory that was
+        // empty before the probe does not read as 11 foreign ones.
+        let mut own: u64 = 0;
+        let own_prefix = format!(".runwarden-{}-", ctx.probe_id);
+        let own_beacon = format!(".runwarden-beacon-{}", ctx.probe_id);
         let mut list_error: Option<io::Error> = None;
         match sys::open_listing(&dir).and_then(|fd| sys::DirIter::new(&fd)) {
             Err(e) => list_error = Some(e),
@@ -335,6 +341,9 @@ impl Instance {
                     };
                     listed += 1;
                     let nb = name.as_bytes();
+                    if nb.starts_with(own_prefix.as_bytes()) || nb == own_beacon.as_bytes() {
+                        own += 1;
+                    }
                     if !ours.is_empty()
                         && let Some(hex) = marker_hex(nb, ctx.probe_id)
                         && !ours.iter().any(|o| o == hex)
@@ -435,9 +444,14 @@ impl Instance {
                         } else {
                             "none carried the nonce"
                         };
+                        let own = match own {
+                            0 => String::new(),
+                            1 => " (1 of them named as this probe's plants)".into(),
+                            n => format!(" ({n} of them named as this probe's plants)"),
+                        };
                         RecoverOutcome::NotFound {
                             detail: format!(
-                                "{looked_up}run B listed {listed} entries of {path}; {what}{denied}"
+                                "{looked_up}run B listed {listed} entries of {path}{own}; {what}{denied}"
                             ),
                         }
                     }
