@@ -143,18 +143,22 @@ fn plant_in_one_job_is_recovered_in_another_and_cleaned_by_receipt() {
         wrong.stdout
     );
 
-    // Cleanup by receipt, twice: the second finds everything gone.
-    for round in 0..2 {
-        let c = run(
-            work.path(),
-            &["cleanup", "--config", "rw.yml", "--receipt", "kept.json"],
-            &[],
-        );
-        assert_eq!(c.code, 0, "round {round}: {}\n{}", c.stdout, c.stderr);
-        assert_eq!(c.report["mode"], "cleanup");
-        assert_eq!(c.report["cleanup"]["removed"], 9);
-        assert!(c.report["cleanup"]["left"].as_array().unwrap().is_empty());
-    }
+    // Cleanup by receipt: everything goes, and so does the receipt, which
+    // has nothing left to say.
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--receipt", "kept.json"],
+        &[],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert_eq!(c.report["mode"], "cleanup");
+    assert_eq!(c.report["cleanup"]["removed"], 9);
+    assert!(c.report["cleanup"]["left"].as_array().unwrap().is_empty());
+    assert!(
+        !work.path().join("kept.json").exists(),
+        "the receipt stayed"
+    );
+    assert!(c.stderr.contains("removed the receipt"), "{}", c.stderr);
     assert_eq!(snapshot(&shared), before, "pre-existing entries changed");
 }
 
@@ -628,4 +632,51 @@ fn cleanup_after_a_plant_killed_halfway() {
     assert_eq!(c.report["cleanup"]["removed"], 9);
     assert_eq!(snapshot(&shared), before);
     drop(hang);
+}
+
+/// In GitHub Actions the receipt goes to RUNNER_TEMP, never into the
+/// checkout; recover finds it there, and a complete cleanup removes it.
+#[test]
+fn in_actions_the_receipt_goes_to_runner_temp_and_goes_after_cleanup() {
+    let work = tempfile::tempdir().unwrap();
+    let shared = work.path().join("shared");
+    let temp = work.path().join("runner-temp");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::create_dir(&temp).unwrap();
+    std::fs::write(work.path().join("rw.yml"), fs_config("shared", &shared, "")).unwrap();
+    let temp_s = temp.to_string_lossy().into_owned();
+    let env = [
+        ("RUNWARDEN_KEY", "k"),
+        ("GITHUB_ACTIONS", "true"),
+        ("RUNNER_TEMP", temp_s.as_str()),
+    ];
+    let plant = run(
+        work.path(),
+        &["plant", "--config", "rw.yml", "--probe-id", "p9"],
+        &env,
+    );
+    assert_eq!(plant.code, 0, "{}", plant.stderr);
+    let receipt = temp.join("runwarden-receipt-p9.json");
+    assert!(receipt.is_file(), "{}", plant.stderr);
+    assert!(!work.path().join("runwarden-receipt-p9.json").exists());
+    let rec = run(
+        work.path(),
+        &["recover", "--config", "rw.yml", "--probe-id", "p9"],
+        &env,
+    );
+    assert!(
+        rec.report["cross_job"]["receipt"].is_string(),
+        "{}",
+        rec.report
+    );
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--probe-id", "p9"],
+        &env,
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(
+        !receipt.exists(),
+        "the receipt stayed after a complete cleanup"
+    );
 }

@@ -49,8 +49,35 @@ pub(super) fn cross_options(args: &CrossArgs, key: Key) -> ProbeOptions {
     }
 }
 
+/// Where `plant` writes its receipt when not told: in GitHub Actions the
+/// job's `RUNNER_TEMP` (never the checkout, where it would show up as an
+/// untracked file and could be committed), elsewhere the working
+/// directory.
 pub(super) fn default_receipt(probe_id: &str) -> PathBuf {
-    PathBuf::from(format!("runwarden-receipt-{probe_id}.json"))
+    let name = format!("runwarden-receipt-{probe_id}.json");
+    match runner_temp() {
+        Some(dir) => dir.join(name),
+        None => PathBuf::from(name),
+    }
+}
+
+/// `RUNNER_TEMP` inside GitHub Actions.
+fn runner_temp() -> Option<PathBuf> {
+    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    std::env::var_os("RUNNER_TEMP")
+        .filter(|d| in_actions && !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The receipt `recover` and `cleanup` use when not told: the default
+/// place, else the working directory (where download-artifact puts one
+/// carried over from the plant's job).
+pub(super) fn found_receipt(probe_id: &str) -> Option<PathBuf> {
+    let name = format!("runwarden-receipt-{probe_id}.json");
+    [Some(default_receipt(probe_id)), Some(PathBuf::from(name))]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
 }
 
 /// Says once, on stderr, what an unkeyed cross-job marker means.
@@ -100,7 +127,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
     let receipt_path = match args.receipt {
         Some(p) => Some(p),
-        None => Some(default_receipt(&probe_id)).filter(|p| p.is_file()),
+        None => found_receipt(&probe_id),
     };
     let receipt = receipt_path
         .as_deref()
@@ -157,6 +184,24 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     let opts = cross_options(&args.cross, key.clone());
     let report = engine::cleanup(&plan, &opts, &probe_id, receipt.as_ref())
         .map_err(|e| Failure::Other(e.0))?;
+    // Everything is gone: the receipt has nothing left to say, and is
+    // removed (the one given, else the one found for this probe id).
+    if report.cleanup.left.is_empty() {
+        let path = args.receipt.clone().or_else(|| found_receipt(&probe_id));
+        if let Some(path) = path {
+            match std::fs::remove_file(&path) {
+                Ok(()) => note(&format!(
+                    "removed the receipt {}: nothing it lists is left",
+                    path.display()
+                )),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => note(&format!(
+                    "could not remove the receipt {}: {e}",
+                    path.display()
+                )),
+            }
+        }
+    }
     publish(&report, outs, &GithubOptions::default())
 }
 
