@@ -340,30 +340,3 @@ fn every_carrier_has_its_anchor_on_its_surface_page() {
         }
     }
 }
-
-/// The gh-aw recipe's config validates as written, in a checkout whose
-/// `origin` it names.
-#[test]
-fn the_gh_aw_recipe_config_validates() {
-    let recipe = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/recipes/gh-aw.md"),
-    )
-    .unwrap();
-    let start = recipe.find("```yaml\n").unwrap() + 8;
-    let config = &recipe[start..start + recipe[start..].find("```").unwrap()];
-    let root = tempfile::tempdir().unwrap();
-    let remote = bare_remote(root.path());
-    let ws = root.path().join("ws");
-    git(root.path(), &["init", "-q", ws.to_str().unwrap()]);
-    git(&ws, &["remote", "add", "origin", remote.to_str().unwrap()]);
-    std::fs::write(ws.join("runwarden-agent.yml"), config).unwrap();
-    let out = bin()
-        .args(["check-config", "runwarden-agent.yml"])
-        .current_dir(&ws)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("5 declared"), "{text}");
-}
