@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     match runwarden::cli::run(cli) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            runwarden::cli::note(&e.to_string());
+            runwarden::cli::error(&e.to_string());
             ExitCode::from(2)
         }
     }

@@ -340,3 +340,69 @@ fn every_carrier_has_its_anchor_on_its_surface_page() {
         }
     }
 }
+
+/// `-q` prints nothing but errors (the exit code says the rest), `-o`
+/// puts what `--format` prints in a file, and the completions and the man
+/// page come from the command line's own definition.
+#[test]
+fn quiet_output_completions_and_man() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let cfg = dir.path().join("rw.yml");
+    std::fs::write(&cfg, fs_config("shared", &shared, "")).unwrap();
+    let quiet = bin()
+        .args(["-q", "probe", "--config"])
+        .arg(&cfg)
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(quiet.status.code(), Some(1), "open channels: exit 1");
+    assert!(
+        quiet.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stdout)
+    );
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let bad = bin()
+        .args(["-q", "check-config", "/nonexistent.yml"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(!bad.stderr.is_empty(), "errors still print");
+
+    let out = dir.path().join("report.json");
+    let p = bin()
+        .args(["probe", "--format", "json", "-o"])
+        .arg(&out)
+        .arg("--config")
+        .arg(&cfg)
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(p.stdout.is_empty());
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["schema"], "runwarden-report/1");
+
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let c = bin().args(["completions", shell]).output().unwrap();
+        assert!(c.status.success());
+        let text = String::from_utf8_lossy(&c.stdout);
+        assert!(
+            text.contains("recover") && text.contains("receipt"),
+            "{shell}"
+        );
+    }
+    let man = bin().arg("man").output().unwrap();
+    let text = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        text.contains(".TH runwarden 1") && text.contains("probe"),
+        "{text}"
+    );
+}

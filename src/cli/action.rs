@@ -149,6 +149,7 @@ pub(super) fn action() -> Result<i32, Failure> {
         report: report.clone(),
         sarif: sarif.clone(),
         format: Format::Github,
+        output: None,
         label: input("label"),
     };
     let cross = || CrossArgs {
@@ -196,6 +197,7 @@ pub(super) fn action() -> Result<i32, Failure> {
                 receipt,
                 report,
                 format: Format::Github,
+                output: None,
             },
             key,
         )?,

@@ -100,7 +100,9 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     warn_unkeyed(&opts);
     let receipt =
         engine::plant(&plan, &opts, &probe_id, args.beacon).map_err(|e| Failure::Other(e.0))?;
-    print_stdout(&output::table::render_receipt(&receipt))?;
+    if !super::quiet() {
+        print_stdout(&output::table::render_receipt(&receipt))?;
+    }
     // Written even when run A was cut short: it lists everything A
     // reported creating, which is what cleanup needs.
     out.write(&(serde_json::to_string_pretty(&receipt).expect("receipt serializes") + "\n"))?;
@@ -179,6 +181,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         report: pending(args.report.as_deref())?,
         sarif: None,
         format: args.format,
+        output: pending(args.output.as_deref())?,
     };
     crate::signals::install();
     let opts = cross_options(&args.cross, key.clone());

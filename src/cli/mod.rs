@@ -33,6 +33,10 @@ use std::time::Duration;
     about = "Proves which channels between isolated CI runs are open"
 )]
 pub struct Cli {
+    /// Print nothing but errors: the exit code says the rest (reports
+    /// and SARIF are still written where asked).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Cmd,
 }
@@ -81,6 +85,13 @@ pub enum Cmd {
     /// Run as the GitHub Action: inputs from `INPUT_*` (see docs/action.md).
     Action,
     /// Internal: one run (A or B) of a probe. Reads a request on stdin.
+    /// Print shell completions for bash, zsh, fish, powershell or elvish.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this command line.
+    Man,
     #[command(name = "__run", hide = true)]
     Run,
 }
@@ -124,6 +135,10 @@ pub struct OutputArgs {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Write what `--format` prints to this file (atomically) instead of
+    /// stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// A name for where this ran (e.g. the runner label), kept in the
     /// report and used by `merge`.
     #[arg(long, value_name = "TEXT")]
@@ -201,6 +216,10 @@ pub struct CleanupArgs {
     /// annotations, summary and outputs in Actions).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Write what `--format` prints to this file (atomically) instead of
+    /// stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// What `merge` prints.
@@ -227,6 +246,9 @@ struct Outputs<'a> {
     report: Option<(&'a Path, Pending)>,
     sarif: Option<(&'a Path, Pending)>,
     format: Format,
+    /// `--output`: what `format` prints goes to this file instead of
+    /// stdout.
+    output: Option<(&'a Path, Pending)>,
 }
 
 /// Why runwarden could not run (exit code 2).
@@ -248,7 +270,23 @@ impl std::fmt::Display for Failure {
 /// Prints one line on stderr, escaped: messages can carry config values and
 /// surface data.
 pub fn note(msg: &str) {
+    if QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    error(msg);
+}
+
+/// An error on stderr: printed even with `--quiet`.
+pub fn error(msg: &str) {
     eprintln!("runwarden: {}", escape::line(&crate::redact::text(msg)));
+}
+
+/// `--quiet`: notes and results are not printed.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `--quiet` was given.
+pub(crate) fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Where the config comes from.
@@ -321,8 +359,25 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
     if !matches!(cli.command, Cmd::Run) {
         secret_env().iter().for_each(|s| crate::redact::add(s));
     }
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     match cli.command {
         Cmd::Run => Ok(crate::child::run()),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "runwarden", &mut out);
+            print_stdout(&String::from_utf8_lossy(&out))?;
+            Ok(0)
+        }
+        Cmd::Man => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| Failure::Other(format!("cannot render the man page: {e}")))?;
+            print_stdout(&String::from_utf8_lossy(&out))?;
+            Ok(0)
+        }
         Cmd::Carriers { format } => {
             let text = match format {
                 CatalogFormat::Table => output::carriers::table(),

@@ -16,6 +16,7 @@ impl OutputArgs {
             report: pending(self.report.as_deref())?,
             sarif: pending(self.sarif.as_deref())?,
             format: self.format,
+            output: pending(self.output.as_deref())?,
         })
     }
 }
@@ -47,7 +48,10 @@ pub(super) fn publish(
         }
         Format::Github => output::table::render(report),
     };
-    print_stdout(&text)?;
+    let to_stdout = args.output.is_none() && !super::quiet();
+    if to_stdout {
+        print_stdout(&text)?;
+    }
     if let Some(sig) = crate::signals::received() {
         note(&format!(
             "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
@@ -57,7 +61,11 @@ pub(super) fn publish(
         report: report_out,
         sarif: sarif_out,
         format,
+        output,
     } = outs;
+    if let Some((_, out)) = output {
+        out.write(&text)?;
+    }
     if let Some((_, out)) = report_out {
         out.write(&output::json::render(report))?;
     }
