@@ -83,3 +83,21 @@ fn json_round_trips_and_is_log_safe() {
         "leftovers fail the run"
     );
 }
+
+/// On a terminal the verdict words are coloured, and only they: the
+/// columns stay aligned and the rest of each row is unchanged.
+#[test]
+fn verdicts_are_coloured_and_nothing_else() {
+    let table =
+        "VERDICT  CHANNEL\nFAIL     a:b  x\nPASS     a:c  y\nERROR    a:d  z\nsummary line\n";
+    let c = runwarden::output::table::colour(table);
+    assert!(c.contains("\x1b[31mFAIL\x1b[0m     a:b  x\n"), "{c:?}");
+    assert!(c.contains("\x1b[32mPASS\x1b[0m     a:c  y\n"), "{c:?}");
+    assert!(c.contains("\x1b[31mERROR\x1b[0m    a:d  z\n"), "{c:?}");
+    assert!(c.starts_with("VERDICT  CHANNEL\n") && c.ends_with("summary line\n"));
+    let plain: String = c
+        .replace("\x1b[31m", "")
+        .replace("\x1b[32m", "")
+        .replace("\x1b[0m", "");
+    assert_eq!(plain, table);
+}

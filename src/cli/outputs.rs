@@ -50,7 +50,12 @@ pub(super) fn publish(
     };
     let to_stdout = args.output.is_none() && !super::quiet();
     if to_stdout {
-        print_stdout(&text)?;
+        let shown = if args.format != Format::Json && colour() {
+            output::table::colour(&text)
+        } else {
+            text.clone()
+        };
+        print_stdout(&shown)?;
     }
     if let Some(sig) = crate::signals::received() {
         note(&format!(
@@ -97,10 +102,26 @@ impl Pending {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        // Said plainly: the temporary file's own error would name a file
+        // the user never asked for.
+        if !dir.is_dir() {
+            return Err(Failure::Other(format!(
+                "cannot write {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            )));
+        }
         let tmp = tempfile::Builder::new()
             .prefix(".runwarden-")
             .tempfile_in(&dir)
-            .map_err(|e| Failure::Other(format!("{} is not writable: {e}", path.display())))?;
+            .map_err(|e| {
+                Failure::Other(format!(
+                    "cannot write {}: the directory {} is not writable ({})",
+                    path.display(),
+                    dir.display(),
+                    std::io::Error::from(e.kind())
+                ))
+            })?;
         Ok(Pending {
             tmp,
             path: path.to_path_buf(),
@@ -130,4 +151,12 @@ pub(super) fn print_stdout(text: &str) -> Result<(), Failure> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Failure::Other(format!("cannot write to stdout: {e}"))),
     }
+}
+
+/// Colour for the verdicts: only when stdout is a terminal, not under
+/// `NO_COLOR` (no-color.org), and never in CI logs' pipes.
+fn colour() -> bool {
+    // SAFETY: isatty takes a descriptor and only reads its state.
+    let tty = unsafe { libc::isatty(1) } == 1;
+    tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

@@ -240,3 +240,28 @@ pub fn no_receipt_line(allowed: bool) -> &'static str {
         "no plant receipt: nothing shows a plant happened, so where recovery found none of the derived markers the carrier is ERROR (a marker found still FAILs); give the receipt with --receipt"
     }
 }
+
+/// The table with each row's verdict coloured (ANSI: FAIL and ERROR red,
+/// PASS green, AUTHORIZED and SKIPPED yellow). Only the verdict word at the
+/// start of a row changes, so columns stay aligned; surface data in the
+/// rest of the line is already escaped and is left as it is.
+pub fn colour(table: &str) -> String {
+    let mut out = String::with_capacity(table.len() + 256);
+    for line in table.split_inclusive('\n') {
+        let word = line.split(' ').next().unwrap_or("");
+        let code = match word {
+            "FAIL" | "ERROR" => Some("31"),
+            "PASS" => Some("32"),
+            "AUTHORIZED" | "SKIPPED" => Some("33"),
+            _ => None,
+        };
+        match code {
+            Some(c) => {
+                out.push_str(&format!("\x1b[{c}m{word}\x1b[0m"));
+                out.push_str(&line[word.len()..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
