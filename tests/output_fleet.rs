@@ -89,3 +89,51 @@ fn merge_reads_a_directory_of_reports_and_fails_when_any_does() {
     let out = bin().arg("merge").arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// For a terminal, `merge` prints plain columns: no Markdown, no HTML
+/// entities, hostile labels escaped for one line of a log.
+#[test]
+fn the_plain_table_has_no_markdown_and_hostile_labels_stay_on_their_line() {
+    let a = labelled("pool-a", [Verdict::Fail, Verdict::Pass]);
+    let b = labelled("x|y\n::error::z", [Verdict::Pass, Verdict::Error]);
+    let t = fleet::render_plain(&[
+        Column {
+            heading: "pool-a".into(),
+            report: &a,
+        },
+        Column {
+            heading: b.label.clone().unwrap(),
+            report: &b,
+        },
+    ]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 1 + 1 + 2 + 1, "{t}");
+    assert!(
+        lines[1].starts_with("CHANNEL") && lines[1].contains("pool-a"),
+        "{t}"
+    );
+    assert!(!t.contains('|') || t.contains("x|y"), "{t}");
+    assert!(!t.contains("**") && !t.contains("&#"), "{t}");
+    assert!(
+        lines.iter().all(|l| !l.trim_start().starts_with("::")),
+        "{t}"
+    );
+    assert!(
+        lines[2].contains("FAIL") && lines[2].contains("PASS"),
+        "{t}"
+    );
+    assert!(lines[4].starts_with("fail / error"), "{t}");
+    // And `merge` without --format prints it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("r.json"),
+        serde_json::to_string(&a).unwrap(),
+    )
+    .unwrap();
+    let out = bin().arg("merge").arg(dir.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("runwarden fleet:") && text.contains("CHANNEL"),
+        "{text}"
+    );
+}

@@ -269,8 +269,13 @@ pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32
         .collect();
     let table = output::fleet::render(&columns);
     // Safe to print as it is: every line starts with `|` or `## `, and the
-    // cells entity-escape `:`, `#` and `[`, so no workflow command can form.
-    print_stdout(&table)?;
+    // cells entity-escape `:`, `#` and `[`, so no workflow command can form
+    // (the plain table escapes every cell for one line of a log).
+    if format == super::MergeFormat::Table {
+        print_stdout(&output::fleet::render_plain(&columns))?;
+    } else {
+        print_stdout(&table)?;
+    }
     if format == super::MergeFormat::Github
         && let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty())
     {

@@ -60,9 +60,9 @@ pub enum Cmd {
         /// `*.json` reports.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// `markdown` prints the table; `github` also appends it to the
-        /// job summary.
-        #[arg(long, value_enum, default_value_t = MergeFormat::Markdown)]
+        /// `table`: plain columns; `markdown`: the Markdown table; `github`:
+        /// the Markdown table, also appended to the job summary.
+        #[arg(long, value_enum, default_value_t = MergeFormat::Table)]
         format: MergeFormat,
     },
     /// Validate a config and exit (0 valid, 2 invalid).
@@ -225,8 +225,9 @@ pub struct CleanupArgs {
 /// What `merge` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MergeFormat {
+    /// Plain columns, channel by label, for a terminal.
+    Table,
     /// The merged Markdown table, channel by label.
-    #[value(alias = "table")]
     Markdown,
     /// The same table, also appended to the job summary.
     Github,
