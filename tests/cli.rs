@@ -405,3 +405,31 @@ fn quiet_output_completions_and_man() {
         "{text}"
     );
 }
+
+/// A path that does not exist here is valid (it may exist on the runner),
+/// with a warning; a probe of it gives one clear row for the surface, and
+/// the report still has every carrier's finding.
+#[test]
+fn a_missing_path_warns_at_check_config_and_is_one_row_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-here");
+    let cfg = dir.path().join("rw.yml");
+    std::fs::write(&cfg, fs_config("shared", &missing, "")).unwrap();
+    let check = bin().arg("check-config").arg(&cfg).output().unwrap();
+    assert_eq!(check.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        err.contains("warning: surface shared: path") && err.contains("does not exist here"),
+        "{err}"
+    );
+    let p = probe(dir.path(), &std::fs::read_to_string(&cfg).unwrap(), &[]);
+    assert_eq!(p.code, 1);
+    let rows: Vec<&str> = p
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ERROR"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{}", p.stdout);
+    assert!(rows[0].contains("shared:* (10 carriers)"), "{}", p.stdout);
+    assert_eq!(p.report["summary"]["error"], 10);
+}

@@ -400,6 +400,13 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 Found::File(p) => p.display().to_string(),
                 Found::Embedded => "no config file found; the discovered config".into(),
             };
+            for s in &plan.surfaces {
+                if let Some(t) = crate::surface::by_name(s.type_name) {
+                    for w in t.warnings(&s.settings) {
+                        note(&format!("warning: surface {}: {w}", s.name));
+                    }
+                }
+            }
             let n = |count: usize, one: &str, many: &str| {
                 format!("{count} {}", if count == 1 { one } else { many })
             };

@@ -101,7 +101,33 @@ pub fn render(report: &Report) -> String {
     let mut findings: Vec<_> = report.findings.iter().collect();
     // Stable sort: config order within each verdict.
     findings.sort_by_key(|f| f.verdict);
-    for f in findings {
+    // One surface's errors with the same cause (a path that does not
+    // exist, a service that is down) are one row, not one per carrier;
+    // the report keeps every finding.
+    let mut i = 0;
+    while i < findings.len() {
+        let f = findings[i];
+        let same = findings[i..]
+            .iter()
+            .take_while(|g| {
+                g.verdict == crate::verdict::Verdict::Error
+                    && g.surface == f.surface
+                    && g.detail == f.detail
+                    && g.scope.is_none()
+            })
+            .count();
+        if same > 1 {
+            rows.push([
+                "ERROR".into(),
+                escape::line(&format!("{}:* ({same} carriers)", f.surface)),
+                String::new(),
+                String::new(),
+                escape::line(&f.detail),
+            ]);
+            i += same;
+            continue;
+        }
+        i += 1;
         rows.push([
             f.verdict.as_str().to_uppercase(),
             escape::line(&match &f.scope {

@@ -106,6 +106,12 @@ pub trait SurfaceType: Sync {
     /// owns) that is known to be open. The same plant and recovery code
     /// runs on it; a PASS counts only if the control was recovered.
     fn control(&self, settings: &Value, dir: &Path) -> Result<Control, String>;
+    /// Warnings `check-config` prints about a valid entry: something that
+    /// will not work here but may where the probe runs (a path that exists
+    /// only on the runner). Already escaped.
+    fn warnings(&self, _settings: &Value) -> Vec<String> {
+        vec![]
+    }
     /// What the report should say about an instance besides its carriers:
     /// which credential it uses and what that credential claims, by name
     /// and claim, never its value. Already escaped.

@@ -114,6 +114,19 @@ impl SurfaceType for Filesystem {
         "filesystem"
     }
 
+    fn warnings(&self, settings: &Value) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        if s.path.exists() {
+            return vec![];
+        }
+        vec![format!(
+            "path {} does not exist here: valid, since it may exist where the probe runs (a runner), but a probe here gives ERROR",
+            crate::escape::bytes(s.path.as_os_str().as_encoded_bytes())
+        )]
+    }
+
     fn description(&self) -> &'static str {
         "a directory both runs can reach (runner work dir, /tmp, $HOME, caches, shared mounts)"
     }
