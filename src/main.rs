@@ -9,7 +9,9 @@ fn main() -> ExitCode {
     match runwarden::cli::run(cli) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            runwarden::cli::error(&e.to_string());
+            for line in e.lines() {
+                runwarden::cli::error(&line);
+            }
             ExitCode::from(2)
         }
     }

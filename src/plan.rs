@@ -4,7 +4,7 @@
 //! duplicate surface name, an unknown type, and a malformed or unknown
 //! `declared` entry are all errors naming `file:line:column`.
 
-use crate::config::{self, ConfigError, EnvLookup, Mapping, Options, Pos, Value};
+use crate::config::{self, ConfigError, ConfigErrors, EnvLookup, Mapping, Options, Pos, Value};
 use crate::surface;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -100,7 +100,7 @@ fn is_valid_name(n: &str) -> bool {
 }
 
 /// Parses and validates config text into a plan.
-pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Plan, ConfigError> {
+pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Plan, ConfigErrors> {
     let file = source.display();
     let err = |pos: Pos, message: String| ConfigError {
         file: file.clone(),
@@ -111,224 +111,247 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
 
     match &raw.version {
         None => {
-            return Err(err(
+            return Err(ConfigErrors::from(err(
                 Pos::START,
                 "missing `version: 1` at the top level".into(),
-            ));
+            )));
         }
         Some(v) => match v.value {
             Value::Int(1) => {}
             Value::Int(n) => {
-                return Err(err(
+                return Err(ConfigErrors::from(err(
                     Pos::of(v),
                     format!("unsupported config version {n}; this runwarden reads version 1"),
-                ));
+                )));
             }
             ref other => {
-                return Err(err(
+                return Err(ConfigErrors::from(err(
                     Pos::of(v),
                     format!("`version` must be the number 1, not {}", other.kind()),
-                ));
+                )));
             }
         },
     }
 
     let Some(surfaces) = raw.surfaces else {
-        return Err(err(
+        return Err(ConfigErrors::from(err(
             Pos::START,
             "missing `surfaces:`: nothing to probe".into(),
-        ));
+        )));
     };
     if surfaces.value.is_empty() {
-        return Err(err(
+        return Err(ConfigErrors::from(err(
             Pos::of(&surfaces),
             "`surfaces` is empty: nothing to probe".into(),
-        ));
+        )));
     }
 
     let mut plans: Vec<SurfacePlan> = Vec::new();
     let mut seen: BTreeMap<String, Pos> = BTreeMap::new();
+    // Every independent error is reported in one run: an entry stops at
+    // its first error (its later checks depend on it), the next entry is
+    // still checked, and so is every declaration whose surface is sound.
+    let mut errors: Vec<ConfigError> = Vec::new();
     for entry in surfaces.value {
-        let entry_pos = Pos::of(&entry);
-        let Mapping(mut keys) = entry.value;
-        let mut take = |k: &str| {
-            keys.iter()
-                .position(|(key, _)| key.value == k)
-                .map(|i| keys.remove(i))
+        let one = || -> Result<SurfacePlan, ConfigError> {
+            let entry_pos = Pos::of(&entry);
+            let Mapping(mut keys) = entry.value;
+            let mut take = |k: &str| {
+                keys.iter()
+                    .position(|(key, _)| key.value == k)
+                    .map(|i| keys.remove(i))
+            };
+            let name = take("name");
+            let ty = take("type");
+            let Some((_, name)) = name else {
+                return Err(err(entry_pos, "surface entry without `name:`".into()));
+            };
+            let name_pos = Pos::of(&name);
+            let Value::Str(name) = name.value else {
+                return Err(err(
+                    name_pos,
+                    format!("`name` must be a string, not {}", name.value.kind()),
+                ));
+            };
+            if !is_valid_name(&name) {
+                return Err(err(
+                    name_pos,
+                    format!(
+                        "invalid surface name `{name}`: use 1-63 lowercase letters, digits and '-', not starting or ending with '-'"
+                    ),
+                ));
+            }
+            if let Some(first) = seen.get(&name) {
+                return Err(err(
+                    name_pos,
+                    format!(
+                        "duplicate surface name `{name}` (first at line {})",
+                        first.line
+                    ),
+                ));
+            }
+            seen.insert(name.clone(), name_pos);
+            let Some((_, ty)) = ty else {
+                return Err(err(entry_pos, format!("surface `{name}` has no `type:`")));
+            };
+            let ty_pos = Pos::of(&ty);
+            let Value::Str(ty) = ty.value else {
+                return Err(err(
+                    ty_pos,
+                    format!("`type` must be a string, not {}", ty.value.kind()),
+                ));
+            };
+            let Some(st) = surface::by_name(&ty) else {
+                let known: Vec<&str> = surface::REGISTRY.iter().map(|t| t.name()).collect();
+                return Err(err(
+                    ty_pos,
+                    format!(
+                        "unknown surface type `{ty}`; known types: {}",
+                        known.join(", ")
+                    ),
+                ));
+            };
+            let opts = Options::new(&file, st.name(), entry_pos, keys, env);
+            opts.check_keys(st.keys())?;
+            let settings = st.validate(opts)?;
+            Ok(SurfacePlan {
+                name,
+                type_name: st.name(),
+                settings,
+                location: source.path.as_ref().map(|p| Location {
+                    path: p.clone(),
+                    line: entry_pos.line,
+                    column: entry_pos.column,
+                }),
+            })
         };
-        let name = take("name");
-        let ty = take("type");
-        let Some((_, name)) = name else {
-            return Err(err(entry_pos, "surface entry without `name:`".into()));
-        };
-        let name_pos = Pos::of(&name);
-        let Value::Str(name) = name.value else {
-            return Err(err(
-                name_pos,
-                format!("`name` must be a string, not {}", name.value.kind()),
-            ));
-        };
-        if !is_valid_name(&name) {
-            return Err(err(
-                name_pos,
-                format!(
-                    "invalid surface name `{name}`: use 1-63 lowercase letters, digits and '-', not starting or ending with '-'"
-                ),
-            ));
+        match one() {
+            Ok(p) => plans.push(p),
+            Err(e) => errors.push(e),
         }
-        if let Some(first) = seen.get(&name) {
-            return Err(err(
-                name_pos,
-                format!(
-                    "duplicate surface name `{name}` (first at line {})",
-                    first.line
-                ),
-            ));
-        }
-        seen.insert(name.clone(), name_pos);
-        let Some((_, ty)) = ty else {
-            return Err(err(entry_pos, format!("surface `{name}` has no `type:`")));
-        };
-        let ty_pos = Pos::of(&ty);
-        let Value::Str(ty) = ty.value else {
-            return Err(err(
-                ty_pos,
-                format!("`type` must be a string, not {}", ty.value.kind()),
-            ));
-        };
-        let Some(st) = surface::by_name(&ty) else {
-            let known: Vec<&str> = surface::REGISTRY.iter().map(|t| t.name()).collect();
-            return Err(err(
-                ty_pos,
-                format!(
-                    "unknown surface type `{ty}`; known types: {}",
-                    known.join(", ")
-                ),
-            ));
-        };
-        let opts = Options::new(&file, st.name(), entry_pos, keys, env);
-        opts.check_keys(st.keys())?;
-        let settings = st.validate(opts)?;
-        plans.push(SurfacePlan {
-            name,
-            type_name: st.name(),
-            settings,
-            location: source.path.as_ref().map(|p| Location {
-                path: p.clone(),
-                line: entry_pos.line,
-                column: entry_pos.column,
-            }),
-        });
     }
 
     let mut declared: BTreeMap<String, Declaration> = BTreeMap::new();
     for d in raw.declared.map(|d| d.value).unwrap_or_default() {
-        let pos = Pos::of(&d);
-        // A mapping may add one scope key its surface type knows (e.g.
-        // `refs:` for git-remote), checked once the channel is known.
-        let mut scope: Option<(String, String, Pos)> = None;
-        let channel = match &d.value {
-            Value::Str(s) => s.clone(),
-            Value::Map(Mapping(m)) => {
-                let mut channel = None;
-                for (k, v) in m {
-                    let vpos = Pos::or(v, pos);
-                    match (k.value.as_str(), &v.value) {
-                        ("channel", Value::Str(s)) => channel = Some(s.clone()),
-                        // Free text for people (and later SARIF
-                        // suppressions); not interpreted.
-                        ("reason", Value::Str(_)) => {}
-                        ("channel" | "reason", other) => {
-                            return Err(err(
-                                vpos,
-                                format!("`{}` must be a string, not {}", k.value, other.kind()),
-                            ));
-                        }
-                        (key, Value::Str(s)) if scope.is_none() => {
-                            scope = Some((key.to_string(), s.clone(), Pos::or(k, pos)))
-                        }
-                        (key, _) => {
-                            return Err(err(
-                                Pos::or(k, pos),
-                                format!(
-                                    "unknown key `{key}` in a declaration; known keys: channel, reason, and one scope key of the surface type"
-                                ),
-                            ));
+        let mut one = || -> Result<(), ConfigError> {
+            let pos = Pos::of(&d);
+            // A mapping may add one scope key its surface type knows (e.g.
+            // `refs:` for git-remote), checked once the channel is known.
+            let mut scope: Option<(String, String, Pos)> = None;
+            let channel = match &d.value {
+                Value::Str(s) => s.clone(),
+                Value::Map(Mapping(m)) => {
+                    let mut channel = None;
+                    for (k, v) in m {
+                        let vpos = Pos::or(v, pos);
+                        match (k.value.as_str(), &v.value) {
+                            ("channel", Value::Str(s)) => channel = Some(s.clone()),
+                            // Free text for people (and later SARIF
+                            // suppressions); not interpreted.
+                            ("reason", Value::Str(_)) => {}
+                            ("channel" | "reason", other) => {
+                                return Err(err(
+                                    vpos,
+                                    format!("`{}` must be a string, not {}", k.value, other.kind()),
+                                ));
+                            }
+                            (key, Value::Str(s)) if scope.is_none() => {
+                                scope = Some((key.to_string(), s.clone(), Pos::or(k, pos)))
+                            }
+                            (key, _) => {
+                                return Err(err(
+                                    Pos::or(k, pos),
+                                    format!(
+                                        "unknown key `{key}` in a declaration; known keys: channel, reason, and one scope key of the surface type"
+                                    ),
+                                ));
+                            }
                         }
                     }
+                    channel.ok_or_else(|| err(pos, "declaration without `channel:`".into()))?
                 }
-                channel.ok_or_else(|| err(pos, "declaration without `channel:`".into()))?
-            }
-            other => {
-                return Err(err(
-                    pos,
-                    format!(
-                        "a declaration is a `surface:carrier` string or a mapping with `channel:`, not {}",
-                        other.kind()
-                    ),
-                ));
-            }
-        };
-        let Some((sname, carrier)) = channel.split_once(':') else {
-            return Err(err(
-                pos,
-                format!("malformed declaration `{channel}`: expected `surface:carrier`"),
-            ));
-        };
-        let Some(sp) = plans.iter().find(|p| p.name == sname) else {
-            let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-            return Err(err(
-                pos,
-                format!(
-                    "`{channel}` names no surface `{sname}`; surfaces: {}",
-                    names.join(", ")
-                ),
-            ));
-        };
-        let st = surface::by_name(sp.type_name).expect("validated type");
-        if !st.carriers().iter().any(|c| c.name == carrier) {
-            let carriers: Vec<&str> = st.carriers().iter().map(|c| c.name).collect();
-            return Err(err(
-                pos,
-                format!(
-                    "`{channel}`: surface `{sname}` (type {}) has no carrier `{carrier}`; its carriers: {}",
-                    st.name(),
-                    carriers.join(", ")
-                ),
-            ));
-        }
-        let scope = match scope {
-            None => None,
-            Some((key, value, kpos)) => {
-                if !st.scope_keys().contains(&key.as_str()) {
-                    let known: Vec<&str> = ["channel", "reason"]
-                        .into_iter()
-                        .chain(st.scope_keys().iter().copied())
-                        .collect();
+                other => {
                     return Err(err(
-                        kpos,
+                        pos,
                         format!(
-                            "unknown key `{key}` in a declaration of a {} channel; known keys: {}",
-                            st.name(),
-                            known.join(", ")
+                            "a declaration is a `surface:carrier` string or a mapping with `channel:`, not {}",
+                            other.kind()
                         ),
                     ));
                 }
-                st.check_scope(carrier, &key, &value)
-                    .map_err(|m| err(kpos, format!("`{key}`: {m}")))?;
-                Some(Scope { key, value })
+            };
+            let Some((sname, carrier)) = channel.split_once(':') else {
+                return Err(err(
+                    pos,
+                    format!("malformed declaration `{channel}`: expected `surface:carrier`"),
+                ));
+            };
+            let Some(sp) = plans.iter().find(|p| p.name == sname) else {
+                // Its surface has an error of its own, already reported.
+                if seen.contains_key(sname) {
+                    return Ok(());
+                }
+                let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+                return Err(err(
+                    pos,
+                    format!(
+                        "`{channel}` names no surface `{sname}`; surfaces: {}",
+                        names.join(", ")
+                    ),
+                ));
+            };
+            let st = surface::by_name(sp.type_name).expect("validated type");
+            if !st.carriers().iter().any(|c| c.name == carrier) {
+                let carriers: Vec<&str> = st.carriers().iter().map(|c| c.name).collect();
+                return Err(err(
+                    pos,
+                    format!(
+                        "`{channel}`: surface `{sname}` (type {}) has no carrier `{carrier}`; its carriers: {}",
+                        st.name(),
+                        carriers.join(", ")
+                    ),
+                ));
             }
+            let scope = match scope {
+                None => None,
+                Some((key, value, kpos)) => {
+                    if !st.scope_keys().contains(&key.as_str()) {
+                        let known: Vec<&str> = ["channel", "reason"]
+                            .into_iter()
+                            .chain(st.scope_keys().iter().copied())
+                            .collect();
+                        return Err(err(
+                            kpos,
+                            format!(
+                                "unknown key `{key}` in a declaration of a {} channel; known keys: {}",
+                                st.name(),
+                                known.join(", ")
+                            ),
+                        ));
+                    }
+                    st.check_scope(carrier, &key, &value)
+                        .map_err(|m| err(kpos, format!("`{key}`: {m}")))?;
+                    Some(Scope { key, value })
+                }
+            };
+            if let Some(first) = declared.get(&channel) {
+                return Err(err(
+                    pos,
+                    format!(
+                        "`{channel}` is declared twice (first at line {})",
+                        first.pos.line
+                    ),
+                ));
+            }
+            declared.insert(channel, Declaration { pos, scope });
+            Ok(())
         };
-        if let Some(first) = declared.get(&channel) {
-            return Err(err(
-                pos,
-                format!(
-                    "`{channel}` is declared twice (first at line {})",
-                    first.pos.line
-                ),
-            ));
+        if let Err(e) = one() {
+            errors.push(e);
         }
-        declared.insert(channel, Declaration { pos, scope });
+    }
+    if !errors.is_empty() {
+        return Err(ConfigErrors(errors));
     }
 
     Ok(Plan {

@@ -229,3 +229,26 @@ fn the_shipped_example_validates_on_a_runner() {
         "example.yml:7:11: `path`: environment variable RUNNER_TEMP is not set or empty"
     ));
 }
+
+/// Independent errors are all reported in one run, each on its own line
+/// with its place; a declaration of a surface that has an error of its own
+/// is not reported again.
+#[test]
+fn every_independent_error_in_one_run() {
+    let (code, err) = check(
+        "version: 1\nsurfaces:\n  - name: a\n    type: filesystem\n    pth: /tmp\n  - name: b\n    type: filesytem\n  - name: c\n    type: filesystem\n    path: /tmp\ndeclared:\n  - c:file-nam\n  - a:file-name\n  - d:file-name\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert!(lines[0].contains("FILE:5:5: unknown key `pth`"), "{err}");
+    assert!(
+        lines[1].contains("FILE:7:11: unknown surface type `filesytem`"),
+        "{err}"
+    );
+    assert!(lines[2].contains("FILE:12:5: `c:file-nam`"), "{err}");
+    assert!(
+        lines[3].contains("FILE:14:5: `d:file-name` names no surface `d`"),
+        "{err}"
+    );
+}

@@ -13,7 +13,6 @@ use action::*;
 use commands::*;
 use outputs::*;
 
-use crate::config::ConfigError;
 use crate::engine::{self, ProbeOptions};
 use crate::escape;
 use crate::marker::{self, Key};
@@ -255,8 +254,18 @@ struct Outputs<'a> {
 /// Why runwarden could not run (exit code 2).
 #[derive(Debug)]
 pub enum Failure {
-    Config(ConfigError),
+    Config(crate::config::ConfigErrors),
     Other(String),
+}
+
+impl Failure {
+    /// What to print, one line each (every config error on its own line).
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            Failure::Config(e) => e.0.iter().map(ToString::to_string).collect(),
+            Failure::Other(m) => vec![m.clone()],
+        }
+    }
 }
 
 impl std::fmt::Display for Failure {
