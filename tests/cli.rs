@@ -433,3 +433,34 @@ fn a_missing_path_warns_at_check_config_and_is_one_row_in_the_table() {
     assert!(rows[0].contains("shared:* (10 carriers)"), "{}", p.stdout);
     assert_eq!(p.report["summary"]["error"], 10);
 }
+
+/// Progress: in GitHub Actions one line as each run starts; nothing in a
+/// pipe outside CI, nothing in JSON mode. (On a terminal a line is kept up
+/// to date in place; a test has no terminal.)
+#[test]
+fn progress_is_one_line_per_run_in_ci_and_nothing_in_pipes_or_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let cfg = dir.path().join("rw.yml");
+    std::fs::write(&cfg, fs_config("shared", &shared, "")).unwrap();
+    let run = |extra: &[&str], ci: bool| {
+        let mut c = bin();
+        c.arg("probe").arg("--config").arg(&cfg).args(extra);
+        c.current_dir(dir.path()).env("TMPDIR", dir.path());
+        if ci {
+            c.env("GITHUB_ACTIONS", "true");
+        }
+        String::from_utf8_lossy(&c.output().unwrap().stderr).into_owned()
+    };
+    let ci = run(&[], true);
+    let lines: Vec<&str> = ci
+        .lines()
+        .filter(|l| l.contains("carriers (the controls"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{ci}");
+    assert!(lines[0].contains("run A: planting 20 carriers"), "{ci}");
+    assert!(ci.contains("cleaning up"), "{ci}");
+    assert!(!run(&[], false).contains("planting"));
+    assert!(!run(&["--format", "json"], true).contains("planting"));
+}

@@ -5,6 +5,7 @@
 use super::*;
 
 pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
+    show_progress(args.out.format);
     if args.out.format == Format::Github {
         mask_secrets();
     }
@@ -91,6 +92,7 @@ pub(super) fn warn_unkeyed(opts: &ProbeOptions) {
 }
 
 pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
+    show_progress(Format::Table);
     let probe_id = probe_id_of(&args.cross)?;
     let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
     let path = args.receipt.unwrap_or_else(|| default_receipt(&probe_id));
@@ -122,6 +124,7 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
 }
 
 pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
+    show_progress(args.out.format);
     if args.out.format == Format::Github {
         mask_secrets();
     }
@@ -166,6 +169,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
 }
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
+    show_progress(args.format);
     let receipt = args
         .receipt
         .as_deref()

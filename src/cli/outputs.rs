@@ -160,3 +160,47 @@ fn colour() -> bool {
     let tty = unsafe { libc::isatty(1) } == 1;
     tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
+
+/// Progress on stderr while the runs work: on a terminal, one line kept up
+/// to date (run by run, carrier by carrier) and cleared at the end; in
+/// GitHub Actions, one line as each run starts; nothing in pipes, in JSON
+/// mode or with `--quiet`.
+pub(super) fn show_progress(format: Format) {
+    use crate::engine::Progress;
+    if super::quiet() || format == Format::Json {
+        return;
+    }
+    // SAFETY: isatty takes a descriptor and only reads its state.
+    let tty = unsafe { libc::isatty(2) } == 1;
+    let ci = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let what = |role: &str| match role {
+        "A" => ("run A: planting", "carriers (the controls' included)"),
+        "B" => ("run B: recovering", "carriers (the controls' included)"),
+        _ => ("cleaning up", "journal entries"),
+    };
+    if tty {
+        crate::engine::set_progress(Box::new(move |p| {
+            let line = match p {
+                Progress::Started { role, total } => format!("{} 0/{total}", what(role).0),
+                Progress::Step { role, done, total } => format!("{} {done}/{total}", what(role).0),
+                Progress::Finished { .. } => String::new(),
+            };
+            // \r and clear-to-end: the line is rewritten in place.
+            eprint!(
+                "\r\x1b[K{}",
+                if line.is_empty() {
+                    line
+                } else {
+                    format!("runwarden: {line}")
+                }
+            );
+        }));
+    } else if ci {
+        crate::engine::set_progress(Box::new(move |p| {
+            if let Progress::Started { role, total } = p {
+                let (doing, units) = what(role);
+                eprintln!("runwarden: {doing} {total} {units}");
+            }
+        }));
+    }
+}

@@ -44,6 +44,14 @@ pub(super) fn run_child(
         interruptible,
     } = *run;
     let mut res = RunResult::default();
+    // What this run has to do, for progress: carriers to plant or recover,
+    // entries to clean (cleanup by probe id finds more as it goes).
+    let total: usize = targets
+        .iter()
+        .map(|t| t.plant.len() + t.recover.len() + t.cleanup.len())
+        .sum();
+    let mut steps = 0usize;
+    progress(&Progress::Started { role, total });
     let mut cmd = Command::new(exe);
     cmd.arg("__run")
         .env_clear()
@@ -129,6 +137,12 @@ pub(super) fn run_child(
                     outcome,
                 }) => {
                     res.planted.insert((target, key), outcome);
+                    steps += 1;
+                    progress(&Progress::Step {
+                        role,
+                        done: steps,
+                        total,
+                    });
                 }
                 Ok(Event::Recovered {
                     target,
@@ -136,6 +150,12 @@ pub(super) fn run_child(
                     outcome,
                 }) => {
                     res.recovered.insert((target, key), outcome);
+                    steps += 1;
+                    progress(&Progress::Step {
+                        role,
+                        done: steps,
+                        total,
+                    });
                 }
                 Ok(Event::Cleaned {
                     target,
@@ -143,6 +163,12 @@ pub(super) fn run_child(
                     outcome,
                 }) => {
                     res.cleaned.insert((target, index), outcome);
+                    steps += 1;
+                    progress(&Progress::Step {
+                        role,
+                        done: steps,
+                        total,
+                    });
                 }
                 Ok(Event::Notice { target, notice }) => {
                     let n = res.notice_counts.entry(target).or_default();
@@ -217,6 +243,7 @@ pub(super) fn run_child(
             Err(_) => break,
         }
     }
+    progress(&Progress::Finished { role });
     res.problem = res.problem.or(killed).or_else(|| match status {
         Some(s) if s.success() && done => None,
         Some(s) if s.success() => Some(format!("run {role} exited before finishing")),

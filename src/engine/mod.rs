@@ -188,7 +188,7 @@ struct Runner<'a> {
 /// Who a child run is: its role, its own directory (HOME, cwd, TMPDIR
 /// below it), its run id, and the user it runs as.
 struct Run<'a> {
-    role: &'a str,
+    role: &'static str,
     dir: &'a Path,
     id: &'a str,
     as_user: Option<(u32, u32)>,
@@ -201,3 +201,38 @@ struct Run<'a> {
 /// however many a hostile directory holds): 10,000 forged markers are
 /// worth a count in a report, not 10,000 entries.
 pub const MAX_NOTICES: usize = 100;
+
+/// How far a run has got, for whoever shows progress (the command line on
+/// a terminal). The engine only reports it; it prints nothing itself.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// A run (`"A"`, `"B"`, `"cleanup"`) started with this much to do.
+    Started {
+        role: &'static str,
+        total: usize,
+    },
+    /// One more carrier planted or recovered, or entry cleaned.
+    Step {
+        role: &'static str,
+        done: usize,
+        total: usize,
+    },
+    Finished {
+        role: &'static str,
+    },
+}
+
+type ProgressSink = Box<dyn Fn(&Progress) + Send + Sync>;
+
+static PROGRESS: std::sync::OnceLock<ProgressSink> = std::sync::OnceLock::new();
+
+/// Sets where progress goes (once per process; by default nowhere).
+pub fn set_progress(sink: ProgressSink) {
+    let _ = PROGRESS.set(sink);
+}
+
+fn progress(p: &Progress) {
+    if let Some(sink) = PROGRESS.get() {
+        sink(p);
+    }
+}
