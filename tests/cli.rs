@@ -89,10 +89,17 @@ fn with_no_config_it_probes_the_discovered_surfaces_and_says_so() {
         "{}",
         p.stderr
     );
+    // Said once: the count on stderr, the reason under the table.
     assert!(
-        p.stderr.contains("skipped: origin: outside CI"),
+        p.stderr.contains("1 skipped (see the report)"),
         "{}",
         p.stderr
+    );
+    assert!(!p.stderr.contains("skipped: origin"), "{}", p.stderr);
+    assert!(
+        p.stdout.contains("skipped: origin: outside CI"),
+        "{}",
+        p.stdout
     );
     let config = &p.report["config"];
     assert_eq!(config["embedded_default"], true);

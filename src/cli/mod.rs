@@ -350,14 +350,18 @@ fn load_plan(found: &Found) -> Result<Plan, Failure> {
     let plan = plan::build(&text, source, &config_env).map_err(Failure::Config)?;
     if let Some(d) = &plan.source.discovered {
         let names: Vec<&str> = plan.surfaces.iter().map(|s| s.name.as_str()).collect();
+        // Once, here; what discovery skipped and why is in the report (and
+        // under the table), not printed twice.
         note(&format!(
-            "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); using the discovered config ({} runner): {}",
+            "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); using the discovered config ({} runner): {}{}",
             d.runner,
-            names.join(", ")
+            names.join(", "),
+            if d.skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; {} skipped (see the report)", d.skipped.len())
+            }
         ));
-        for s in &d.skipped {
-            note(&format!("skipped: {s}"));
-        }
     }
     Ok(plan)
 }
