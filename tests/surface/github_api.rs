@@ -412,3 +412,59 @@ fn answers_that_are_not_githubs_are_errors_never_a_pass() {
     assert!(d.contains("another host"), "{d}");
     no_secrets(&p, &[&token]);
 }
+
+/// Run B in another pull request, on another commit: it reads the issue and
+/// commit run A wrote on (from the plant's receipt), not its own.
+#[test]
+fn run_b_on_another_pull_request_and_commit_reads_where_run_a_wrote() {
+    let svc = server();
+    let other = "b1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
+    svc.add("commit", REPO, json!({ "sha": other }));
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let (pr7, pr8) = (dir.path().join("e7.json"), dir.path().join("e8.json"));
+    std::fs::write(&pr7, r#"{"pull_request":{"number":7}}"#).unwrap();
+    std::fs::write(&pr8, r#"{"pull_request":{"number":8}}"#).unwrap();
+    let cfg =
+        "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    permanent: true\n";
+    let plant_env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("GITHUB_EVENT_PATH", pr7.to_str().unwrap()),
+    ];
+    let plant = run(
+        dir.path(),
+        &svc,
+        cfg,
+        &plant_env,
+        &["plant", "--probe-id", "gh-77-1"],
+    );
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    let recover_env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("GITHUB_EVENT_PATH", pr8.to_str().unwrap()),
+        ("GITHUB_SHA", other),
+    ];
+    let p = run(
+        dir.path(),
+        &svc,
+        cfg,
+        &recover_env,
+        &["recover", "--probe-id", "gh-77-1"],
+    );
+    for c in ["issue-comment", "commit-status", "check-run"] {
+        assert_eq!(
+            p.verdict(&format!("github:{c}")),
+            "fail",
+            "{c}: {}",
+            p.report
+        );
+    }
+    let c = run(
+        dir.path(),
+        &svc,
+        cfg,
+        &recover_env,
+        &["cleanup", "--probe-id", "gh-77-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+}

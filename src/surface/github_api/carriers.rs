@@ -296,28 +296,48 @@ pub enum Route {
         path: String,
         items: Option<&'static str>,
     },
-    Get {
-        path: String,
-    },
+    /// One object by its agreed name: the answer must be that object.
+    Get { path: String, name: String },
 }
 
-/// Every route run B has to a carrier.
-pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: &str) -> Vec<Route> {
+/// The needle a plant reports: the nonce, and where run A put it when run
+/// B cannot know that from its own run (the issue it commented on, the
+/// commit it marked: a later run's event and `GITHUB_SHA` are its own).
+pub fn needle(s: &Settings, carrier: &str, nonce: &Nonce) -> Value {
+    let mut n = json!({ "text": nonce.hex() });
+    match carrier {
+        "issue-comment" => n["issue"] = json!(s.issue),
+        "commit-status" | "check-run" => n["commit"] = json!(s.commit),
+        _ => {}
+    }
+    n
+}
+
+/// Every route run B has to a carrier; none when it has no place to look
+/// (no issue or commit, from the plant or its own run).
+pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: &str, needle: &Value) -> Vec<Route> {
     let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
     let list = |p: String, items| Route::List { path: p, items };
-    let sha = s.commit.clone().unwrap_or_default();
+    // Where run A wrote, as its plant said; without a receipt, this run's
+    // own issue and commit.
+    let issue = needle["issue"].as_u64().or(s.issue);
+    let sha = needle["commit"]
+        .as_str()
+        .map(String::from)
+        .or_else(|| s.commit.clone());
     match carrier {
         "label-name" => vec![list(format!("{rp}/labels"), None)],
         "label-description" => vec![
             list(format!("{rp}/labels"), None),
             Route::Get {
                 path: format!("{rp}/labels/{}", agreed_name(ctx, carrier)),
+                name: agreed_name(ctx, carrier),
             },
         ],
-        "issue-comment" => vec![list(
-            format!("{rp}/issues/{}/comments", s.issue.unwrap_or(0)),
-            None,
-        )],
+        "issue-comment" => issue
+            .map(|n| list(format!("{rp}/issues/{n}/comments"), None))
+            .into_iter()
+            .collect(),
         "milestone-title" => vec![list(format!("{rp}/milestones?state=all"), None)],
         "release-draft" => vec![list(format!("{rp}/releases"), None)],
         "deployment" => vec![list(format!("{rp}/deployments"), None)],
@@ -325,13 +345,17 @@ pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: &str) -> Vec<Route> {
             list(format!("{rp}/actions/variables"), Some("variables")),
             Route::Get {
                 path: format!("{rp}/actions/variables/{}", variable_name(ctx)),
+                name: variable_name(ctx),
             },
         ],
-        "commit-status" => vec![list(format!("{rp}/commits/{sha}/statuses"), None)],
-        "check-run" => vec![list(
-            format!("{rp}/commits/{sha}/check-runs"),
-            Some("check_runs"),
-        )],
+        "commit-status" => sha
+            .map(|c| list(format!("{rp}/commits/{c}/statuses"), None))
+            .into_iter()
+            .collect(),
+        "check-run" => sha
+            .map(|c| list(format!("{rp}/commits/{c}/check-runs"), Some("check_runs")))
+            .into_iter()
+            .collect(),
         _ => vec![],
     }
 }

@@ -33,7 +33,7 @@ impl Instance {
                     created(full);
                 }
                 PlantOutcome::Planted {
-                    needle: Value::String(job.nonce.hex()),
+                    needle: carriers::needle(&self.s, &job.carrier, &job.nonce),
                     persistence: None,
                     detail: self.planted_detail(&job.carrier),
                 }

@@ -12,7 +12,9 @@ impl Instance {
             Ok(a) => a,
             Err(reason) => return RecoverOutcome::Failed { reason },
         };
-        let Some(needle) = w.needle.as_str() else {
+        // The nonce: a plant's needle holds it as `text` (a needle derived
+        // without a receipt may be the bare nonce).
+        let Some(needle) = w.needle["text"].as_str().or(w.needle.as_str()) else {
             return RecoverOutcome::Failed {
                 reason: "the plant's needle is not a nonce".into(),
             };
@@ -22,7 +24,16 @@ impl Instance {
         let mut looked: Vec<String> = vec![];
         let mut denied: Vec<RecoverOutcome> = vec![];
         let mut failed: Option<RecoverOutcome> = None;
-        for route in routes(&self.s, ctx, &w.carrier) {
+        let routes = routes(&self.s, ctx, &w.carrier, &w.needle);
+        if routes.is_empty() {
+            return RecoverOutcome::Failed {
+                reason: format!(
+                    "run B has no place to look for {}: no issue or commit from the plant or this run",
+                    w.carrier
+                ),
+            };
+        }
+        for route in routes {
             match route {
                 Route::List { path, items } => {
                     let shown = escape::bytes(path.as_bytes());
@@ -44,10 +55,23 @@ impl Instance {
                         }
                     }
                 }
-                Route::Get { path } => {
+                Route::Get { path, name } => {
                     let shown = escape::bytes(path.as_bytes());
                     let what = format!("asking for {shown}");
                     match api.call(Method::GET, &path, None, &what) {
+                        // The answer must be the object asked for.
+                        Ok(a)
+                            if !a.json["name"]
+                                .as_str()
+                                .is_some_and(|n| n.eq_ignore_ascii_case(&name)) =>
+                        {
+                            failed.get_or_insert(RecoverOutcome::Failed {
+                                reason: format!(
+                                    "{what}: the answer (HTTP {}) is not the object named so",
+                                    a.status
+                                ),
+                            });
+                        }
                         Ok(a) => {
                             if found.is_none()
                                 && let Some(f) = field_holding(&a.json, needle)
