@@ -25,6 +25,9 @@ use std::time::Duration;
 /// a probe that hangs.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
+/// Pages a listing may take before it is an error.
+const MAX_PAGES: usize = 1_000_000;
+
 /// Rate-limit waits per call.
 const RATE_RETRIES: u32 = 3;
 
@@ -96,11 +99,7 @@ impl<'a> Api<'a> {
     }
 
     fn host(&self) -> String {
-        escape::bytes(
-            crate::http::origin(self.base)
-                .unwrap_or_else(|| "?".into())
-                .as_bytes(),
-        )
+        host_of(self.base)
     }
 
     /// One call: `what` names it for errors ("creating a label"). 2xx is
@@ -193,13 +192,14 @@ impl<'a> Api<'a> {
                 )))),
             };
         }
+        let githubs = from_github(&resp.headers, v.as_ref());
         Err(Judged::Error(match (resp.status, message) {
-            (403, Some(_)) => ApiError::Denied {
+            (403, Some(_)) if githubs => ApiError::Denied {
                 message: shown,
                 wanted: header("x-accepted-github-permissions").map(str::to_string),
             },
-            (403, None) => ApiError::Failed(format!(
-                "{what} at {host}: HTTP 403 without GitHub's error body (a proxy or a firewall?)"
+            (403, _) => ApiError::Failed(format!(
+                "{what} at {host}: HTTP 403 without GitHub's error body (a proxy or a firewall?) {shown}"
             )),
             (401, _) => ApiError::Failed(format!(
                 "{what}: {host} did not accept the token ({}): HTTP 401 {shown}",
@@ -262,6 +262,15 @@ impl<'a> Api<'a> {
         let mut distinct = HashSet::new();
         let mut n = 0usize;
         loop {
+            // Bounded, not capped: a listing that never ends is an error,
+            // never a look that found nothing (a million pages is far past
+            // any repository's labels, comments or artifacts).
+            if seen.len() >= MAX_PAGES {
+                return Err(ApiError::Failed(format!(
+                    "{what} at {}: the listing did not end after {MAX_PAGES} pages",
+                    self.host()
+                )));
+            }
             if !seen.insert(url.clone()) {
                 return Err(ApiError::Failed(format!(
                     "{what} at {}: the listing links back to a page it already gave",
@@ -480,4 +489,25 @@ pub fn runtime(
         results_url,
         missing,
     })
+}
+
+/// Whether an error answer is GitHub's own: its JSON error body carries a
+/// `message` and GitHub's `documentation_url`, or the response GitHub's
+/// `x-github-request-id`. A gateway in front (an API Gateway's or a
+/// CloudFront's `{"message":"Forbidden"}`) has neither, and its 403 says
+/// nothing of what the token may do.
+pub fn from_github(headers: &::http::HeaderMap, body: Option<&Value>) -> bool {
+    let message = body.is_some_and(|v| v["message"].is_string());
+    let documented = body.is_some_and(|v| v["documentation_url"].is_string());
+    message && (documented || headers.contains_key("x-github-request-id"))
+}
+
+/// A URL's origin, for people (escaped; never userinfo or a path, which
+/// may hold a signature).
+pub fn host_of(url: &str) -> String {
+    escape::bytes(
+        crate::http::origin(url)
+            .unwrap_or_else(|| "?".into())
+            .as_bytes(),
+    )
 }

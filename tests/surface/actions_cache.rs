@@ -452,7 +452,7 @@ fn answers_that_are_not_the_services_own_are_errors_never_a_pass() {
 fn a_listing_refused_is_a_pass_but_rate_limited_or_cut_short_is_no_pass() {
     // Every lookup misses (`{}`: proto3 JSON's ok: false), so the listing
     // alone decides cache-key and cache-version.
-    let cases: [(&str, Answer, &str); 6] = [
+    let cases: [(&str, Answer, &str); 7] = [
         (
             "primary rate limit",
             |r, pass| {
@@ -540,14 +540,32 @@ fn a_listing_refused_is_a_pass_but_rate_limited_or_cut_short_is_no_pass() {
                 if full_listing(r) {
                     return Reply::json(
                         403,
+                        // GitHub's body, as GitHub sends it.
                         serde_json::json!({
                             "message": "Resource not accessible by integration",
+                            "documentation_url": "https://docs.github.com/rest/actions/cache#list-github-actions-caches-for-a-repository",
+                            "status": "403",
                         }),
                     );
                 }
                 pass(r)
             },
             "pass",
+        ),
+        // A gateway's 403 in front of GitHub: a message, but neither
+        // GitHub's documentation_url nor its request id.
+        (
+            "a gateway's 403",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({}));
+                }
+                if full_listing(r) {
+                    return Reply::json(403, serde_json::json!({ "message": "Forbidden" }));
+                }
+                pass(r)
+            },
+            "error",
         ),
     ];
     for (name, answer, want) in cases {

@@ -468,3 +468,23 @@ fn run_b_on_another_pull_request_and_commit_reads_where_run_a_wrote() {
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
 }
+
+/// A gateway's 403 in front of GitHub (`{"message":"Forbidden"}`, without
+/// GitHub's `documentation_url` or request id) is no refusal by GitHub:
+/// ERROR, never PASS.
+#[test]
+fn a_gateways_403_with_a_message_is_no_refusal() {
+    use crate::common::hostile::{Hostile, Reply, Req};
+    let svc = server();
+    let token = permissive(&svc);
+    let up = svc.api_url().trim_end_matches("/api").to_string();
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.method == "POST" {
+            Reply::json(403, json!({ "message": "Forbidden" }))
+        } else {
+            pass(r)
+        }
+    });
+    let p = probe_through(&front, &token);
+    assert_eq!(label_verdicts(&p), ["error", "error"], "{}", p.report);
+}

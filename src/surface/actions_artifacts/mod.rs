@@ -236,14 +236,7 @@ impl SurfaceType for ActionsArtifacts {
     }
 }
 
-/// A service URL's origin, for people (escaped; never userinfo).
-fn host_of(url: &str) -> String {
-    escape::bytes(
-        crate::http::origin(url)
-            .unwrap_or_else(|| "?".into())
-            .as_bytes(),
-    )
-}
+use crate::github::host_of;
 
 struct Instance {
     s: Settings,

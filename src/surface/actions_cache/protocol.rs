@@ -6,13 +6,7 @@
 use super::*;
 
 /// A service URL's origin, for people (escaped; never userinfo).
-pub(super) fn host_of(url: &str) -> String {
-    escape::bytes(
-        crate::http::origin(url)
-            .unwrap_or_else(|| "?".into())
-            .as_bytes(),
-    )
-}
+pub(super) use crate::github::host_of;
 
 impl Instance {
     pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
@@ -141,6 +135,7 @@ impl Instance {
             || header("retry-after").is_some()
             || message.is_some_and(|m| m.to_ascii_lowercase().contains("rate limit"));
         let host = self.api_host();
+        let message = message.filter(|_| crate::github::from_github(&resp.headers, v));
         match message {
             Some(_) if limited => ListError::Failed(format!(
                 "listing the caches of {repo} at {host}: rate limited (HTTP 403 {shown})"
