@@ -680,3 +680,43 @@ fn in_actions_the_receipt_goes_to_runner_temp_and_goes_after_cleanup() {
         "the receipt stayed after a complete cleanup"
     );
 }
+
+/// A receipt found (not given) is kept when it lists a surface the config
+/// no longer has: cleanup by probe id did not look there, and the receipt
+/// is the only record of those plants.
+#[test]
+fn a_receipt_listing_a_surface_the_config_dropped_is_kept() {
+    let work = tempfile::tempdir().unwrap();
+    let (one, two) = (work.path().join("one"), work.path().join("two"));
+    std::fs::create_dir(&one).unwrap();
+    std::fs::create_dir(&two).unwrap();
+    let both = format!(
+        "{}  - name: two\n    type: filesystem\n    path: {}\n",
+        fs_config("one", &one, ""),
+        serde_json::to_string(two.to_str().unwrap()).unwrap()
+    );
+    std::fs::write(work.path().join("rw.yml"), &both).unwrap();
+    let env = [("RUNWARDEN_KEY", "k")];
+    let plant = run(
+        work.path(),
+        &["plant", "--config", "rw.yml", "--probe-id", "p5"],
+        &env,
+    );
+    assert_eq!(plant.code, 0, "{}", plant.stderr);
+    std::fs::write(work.path().join("rw.yml"), fs_config("one", &one, "")).unwrap();
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--probe-id", "p5"],
+        &env,
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(
+        work.path().join("runwarden-receipt-p5.json").exists(),
+        "{}",
+        c.stderr
+    );
+    assert!(
+        std::fs::read_dir(&two).unwrap().next().is_some(),
+        "two was not cleaned"
+    );
+}

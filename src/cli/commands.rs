@@ -192,9 +192,21 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     let report = engine::cleanup(&plan, &opts, &probe_id, receipt.as_ref())
         .map_err(|e| Failure::Other(e.0))?;
     // Everything is gone: the receipt has nothing left to say, and is
-    // removed (the one given, else the one found for this probe id).
-    if report.cleanup.left.is_empty() {
-        let path = args.receipt.clone().or_else(|| found_receipt(&probe_id));
+    // removed. Not while it lists anything left or kept (it is the record
+    // of where those are), and a receipt found rather than given only when
+    // every surface it lists was cleaned here (a surface renamed or
+    // removed from the config since the plant was not looked at).
+    let nothing_left = report.cleanup.left.is_empty() && report.cleanup.kept.is_empty();
+    if nothing_left {
+        let path = args.receipt.clone().or_else(|| {
+            found_receipt(&probe_id).filter(|p| {
+                Receipt::read(p, Some(&probe_id)).is_ok_and(|r| {
+                    r.surfaces.iter().all(|s| {
+                        s.entries.is_empty() || plan.surfaces.iter().any(|c| c.name == s.name)
+                    })
+                })
+            })
+        });
         if let Some(path) = path {
             match std::fs::remove_file(&path) {
                 Ok(()) => note(&format!(
