@@ -250,6 +250,24 @@ fn answers_that_are_not_the_services_are_errors_never_a_pass() {
         p.report
     );
     assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
+    // The zip redirects to a URL whose answer is a sign-in page with 200:
+    // not the artifact's zip, so nothing is learnt from it.
+    let port = std::sync::Arc::new(std::sync::OnceLock::<u16>::new());
+    let at = port.clone();
+    let front = Hostile::start(&up, move |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        if r.path().ends_with("/zip") {
+            let to = format!("http://127.0.0.1:{}/signed/x?sig=s", at.get().unwrap());
+            Reply::new(302, "text/plain", "").with_header("Location", &to)
+        } else if r.path().starts_with("/signed/") {
+            Reply::html(200, "<html>sign in</html>")
+        } else {
+            pass(r)
+        }
+    });
+    port.set(front.port).unwrap();
+    let p = through(&front);
+    let v = verdicts(&p);
+    assert_eq!(&v[1..], ["error", "error"], "{}", p.report);
 }
 
 /// A `run:` step gets no ACTIONS_RUNTIME_TOKEN, but with `id-token: write`

@@ -65,19 +65,26 @@ impl Instance {
                     "{rp}/actions/artifacts?name={}",
                     crate::http::percent_encode(name)
                 );
+                // One that matches but names no id cannot be deleted, and
+                // is no "gone": left, and said.
+                let mut no_id = false;
                 api.list(
                     &path,
                     Some("artifacts"),
                     "finding the artifact to delete",
                     &mut |a| {
-                        if a["name"].as_str() == Some(name)
-                            && let Some(i) = a["id"].as_u64()
-                        {
-                            ids.push(i);
+                        if a["name"].as_str() == Some(name) {
+                            match a["id"].as_u64() {
+                                Some(i) => ids.push(i),
+                                None => no_id = true,
+                            }
                         }
                     },
                 )
                 .map_err(|e| e.text())?;
+                if no_id {
+                    return Err("the listing names the artifact without its id".into());
+                }
             }
         }
         if ids.is_empty() {
@@ -118,7 +125,7 @@ impl Instance {
         match self.twirp("DeleteArtifact", body) {
             Ok(v) if v["ok"] == json!(true) => Ok(CleanupOutcome::Removed),
             Ok(_) => Err("DeleteArtifact answered not ok".into()),
-            Err(TwirpError::Failed(m)) if m.contains("not_found") => Ok(CleanupOutcome::Gone),
+            Err(TwirpError::NotFound) => Ok(CleanupOutcome::Gone),
             Err(TwirpError::Denied(m) | TwirpError::Failed(m)) => Err(m),
         }
     }

@@ -247,6 +247,9 @@ struct Instance {
 enum TwirpError {
     /// 403 `permission_denied`: the service's access control.
     Denied(String),
+    /// 404 with Twirp's `not_found`: no such artifact (read from the
+    /// answer's code, never from its text).
+    NotFound,
     /// Anything else, said for people.
     Failed(String),
 }
@@ -313,6 +316,7 @@ impl Instance {
                 "{method} at {service}: HTTP 200 with a body that is not a JSON object, so not \
                  the results service's answer"
             ))),
+            (404, Some(v)) if v["code"] == "not_found" => Err(TwirpError::NotFound),
             (403, Some(v)) if v["code"] == "permission_denied" => Err(TwirpError::Denied(format!(
                 "the results service refused {method}: HTTP 403 permission_denied {msg}"
             ))),

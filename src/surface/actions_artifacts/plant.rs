@@ -46,6 +46,11 @@ impl Instance {
                 return PlantOutcome::Refused { reason };
             }
             Err(TwirpError::Failed(reason)) => return PlantOutcome::Failed { reason },
+            Err(TwirpError::NotFound) => {
+                return PlantOutcome::Failed {
+                    reason: format!("CreateArtifact for {shown}: HTTP 404 not_found"),
+                };
+            }
             Ok(v) if v["ok"] != json!(true) => {
                 created(crate::surface::retraction(&intent));
                 return PlantOutcome::Failed {
@@ -100,6 +105,11 @@ impl Instance {
         let id = match self.twirp("FinalizeArtifact", body) {
             Err(TwirpError::Denied(reason)) => return PlantOutcome::Refused { reason },
             Err(TwirpError::Failed(reason)) => return PlantOutcome::Failed { reason },
+            Err(TwirpError::NotFound) => {
+                return PlantOutcome::Failed {
+                    reason: format!("FinalizeArtifact for {shown}: HTTP 404 not_found"),
+                };
+            }
             Ok(v) if v["ok"] != json!(true) => {
                 return PlantOutcome::Failed {
                     reason: format!("FinalizeArtifact for {shown}: the service answered not ok"),

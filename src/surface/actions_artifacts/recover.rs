@@ -13,9 +13,29 @@ use crate::surface::NoticeKind;
 #[derive(Default)]
 struct Look {
     found: Option<String>,
-    /// Artifacts named as the carrier's agreed name: (id, name).
+    /// Artifacts named as the carrier's agreed name, by id.
     candidates: Vec<u64>,
+    /// A route that broke: no full look.
     failed: Option<RecoverOutcome>,
+    /// A route GitHub refused.
+    denied: Option<RecoverOutcome>,
+    /// Routes that ran to their end.
+    ran: usize,
+}
+
+impl Look {
+    /// One route's end: ran, refused by GitHub, or broken.
+    fn route(&mut self, r: Result<(), ApiError>) {
+        match r {
+            Ok(()) => self.ran += 1,
+            Err(e @ ApiError::Denied { .. }) => {
+                self.denied.get_or_insert(outcome_of(&e));
+            }
+            Err(e) => {
+                self.failed.get_or_insert(outcome_of(&e));
+            }
+        }
+    }
 }
 
 impl Instance {
@@ -36,13 +56,23 @@ impl Instance {
         let rp = self.repo_path();
         let prefix = format!("runwarden-{}-", ctx.probe_id);
         let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
+        // Each carrier's nonce: a needle that is none is that carrier's
+        // error before any route runs (never a needle that matches
+        // anything).
+        let nonces: Vec<Result<crate::nonce::Nonce, RecoverOutcome>> =
+            wanted.iter().map(crate::surface::wanted_nonce).collect();
+        let hex: Vec<Option<String>> = nonces
+            .iter()
+            .map(|n| n.as_ref().ok().map(|n| n.hex()))
+            .collect();
         // The agreed name of each content carrier (none for artifact-name,
         // whose name only run A knows).
         let agreed: Vec<Option<String>> = wanted
             .iter()
-            .map(|w| {
-                let n = crate::surface::wanted_nonce(w).ok()?;
-                (w.carrier != "artifact-name").then(|| artifact_name(ctx, &w.carrier, &n))
+            .zip(&nonces)
+            .map(|(w, n)| {
+                let n = n.as_ref().ok()?;
+                (w.carrier != "artifact-name").then(|| artifact_name(ctx, &w.carrier, n))
             })
             .collect();
         // Route 1: the listing.
@@ -58,10 +88,9 @@ impl Instance {
                     return;
                 };
                 for (j, w) in wanted.iter().enumerate() {
-                    let needle = w.needle.as_str().unwrap_or("\u{0}");
                     if w.carrier == "artifact-name"
                         && looks[j].found.is_none()
-                        && name.contains(needle)
+                        && hex[j].as_deref().is_some_and(|h| name.contains(h))
                     {
                         looks[j].found = Some(format!(
                             "listed artifact {} (id {id}) has the nonce in its name",
@@ -85,45 +114,48 @@ impl Instance {
             },
         );
         // An item without id or name is no full look.
-        let listing = match listing {
-            Ok(_) if malformed => Err(ApiError::Failed(format!(
+        let malformed_error = |what: &str| {
+            ApiError::Failed(format!(
                 "{what}: an artifact of the listing lacks its id or name"
-            ))),
+            ))
+        };
+        let listing = match listing {
+            Ok(_) if malformed => Err(malformed_error(&what)),
             l => l,
         };
         for (j, w) in wanted.iter().enumerate() {
-            if let Err(e) = &listing {
-                looks[j].failed = Some(outcome_of(e));
-            }
+            let Some(needle) = hex[j].clone() else {
+                continue;
+            };
+            looks[j].route(listing.as_ref().map(|_| ()).map_err(Clone::clone));
             // Route 2: the agreed name, asked for.
             let Some(name) = &agreed[j] else { continue };
             let path = format!(
                 "{rp}/actions/artifacts?name={}",
                 crate::http::percent_encode(name)
             );
-            let by_name = api.list(
-                &path,
-                Some("artifacts"),
-                &format!(
-                    "asking {repo} for the artifact named {}",
-                    escape::bytes(name.as_bytes())
-                ),
-                &mut |a| {
-                    if let Some(id) = a["id"].as_u64()
-                        && a["name"].as_str() == Some(name)
-                        && !looks[j].candidates.contains(&id)
-                    {
+            let asking = format!(
+                "asking {repo} for the artifact named {}",
+                escape::bytes(name.as_bytes())
+            );
+            let mut bad = false;
+            let by_name = api.list(&path, Some("artifacts"), &asking, &mut |a| match (
+                a["id"].as_u64(),
+                a["name"].as_str(),
+            ) {
+                (Some(id), Some(n)) => {
+                    if n == name && !looks[j].candidates.contains(&id) {
                         looks[j].candidates.push(id);
                     }
-                },
-            );
-            if let Err(e) = by_name
-                && looks[j].failed.is_none()
-            {
-                looks[j].failed = Some(outcome_of(&e));
-            }
+                }
+                _ => bad = true,
+            });
+            let by_name = match by_name {
+                Ok(_) if bad => Err(malformed_error(&asking)),
+                l => l.map(|_| ()),
+            };
+            looks[j].route(by_name);
             // Then every candidate's zip.
-            let needle = w.needle.as_str().unwrap_or("\u{0}").to_string();
             for id in looks[j].candidates.clone() {
                 match self.zip_holds(&api, id, &needle) {
                     Ok(true) => {
@@ -140,41 +172,51 @@ impl Instance {
                         break;
                     }
                     Ok(false) => {}
-                    Err(e) => {
-                        looks[j].failed.get_or_insert(outcome_of(&e));
-                    }
+                    Err(e) => looks[j].route(Err(e)),
                 }
             }
         }
         looks
             .into_iter()
             .zip(wanted)
-            .map(|(look, w)| match (look.found, look.failed) {
+            .zip(nonces)
+            .map(|((look, w), nonce)| match (look.found, nonce) {
                 (Some(detail), _) => RecoverOutcome::Found { detail },
-                (None, Some(f)) => f,
-                (None, None) => {
-                    let n = listing.as_ref().copied().unwrap_or(0);
-                    RecoverOutcome::NotFound {
-                        detail: if w.carrier == "artifact-name" {
-                            format!(
-                                "listed all {n} artifacts of {repo} through the REST API; no name carries it"
-                            )
-                        } else {
-                            format!(
-                                "listed all {n} artifacts of {repo} and asked for the agreed name; \
-                                 {} artifact(s) by that name, none holding it",
-                                look.candidates.len()
-                            )
-                        },
+                (None, Err(o)) => o,
+                (None, Ok(_)) => match (look.failed, look.denied) {
+                    (Some(f), _) => f,
+                    // Denied only when GitHub refused every route.
+                    (None, Some(d)) if look.ran == 0 => d,
+                    (None, Some(_)) => RecoverOutcome::Failed {
+                        reason: "GitHub refused one route and answered another: no full look"
+                            .into(),
+                    },
+                    (None, None) => {
+                        let n = listing.as_ref().copied().unwrap_or(0);
+                        RecoverOutcome::NotFound {
+                            detail: if w.carrier == "artifact-name" {
+                                format!(
+                                    "listed all {n} artifacts of {repo} through the REST API; no name carries it"
+                                )
+                            } else {
+                                format!(
+                                    "listed all {n} artifacts of {repo} and asked for the agreed name; \
+                                     {} artifact(s) by that name, none holding it",
+                                    look.candidates.len()
+                                )
+                            },
+                        }
                     }
-                }
+                },
             })
             .collect()
     }
 
     /// Downloads an artifact's zip as a later run does (the REST API
     /// redirects to a signed URL, fetched without the token) and says
-    /// whether it holds `needle`, searched as it arrives.
+    /// whether it holds `needle`, searched as it arrives. The body must be
+    /// a zip (it starts `PK`): anything else (a sign-in page, a proxy's
+    /// answer) is not the artifact, and says nothing of it.
     fn zip_holds(&self, api: &Api<'_>, id: u64, needle: &str) -> Result<bool, ApiError> {
         let what = format!("downloading artifact {id}");
         let location = api.redirect(
@@ -182,13 +224,25 @@ impl Instance {
             &what,
         )?;
         let mut needles = Needles::new(vec![needle.to_string()]);
-        let status = api
+        let mut head: Vec<u8> = Vec::with_capacity(2);
+        let (status, _) = api
             .client
-            .search(&Request::new(Method::GET, &location), &mut needles)
+            .stream(&Request::new(Method::GET, &location), &mut |chunk| {
+                if head.len() < 2 {
+                    head.extend(chunk.iter().take(2 - head.len()));
+                }
+                needles.feed(chunk);
+                Ok(())
+            })
             .map_err(|f| ApiError::Failed(format!("{what}: {f}")))?;
         if status != 200 {
             return Err(ApiError::Failed(format!(
                 "{what}: the signed URL answered HTTP {status}"
+            )));
+        }
+        if head != b"PK" {
+            return Err(ApiError::Failed(format!(
+                "{what}: the signed URL's answer is not a zip, so not the artifact"
             )));
         }
         Ok(needles.found(0))

@@ -37,18 +37,27 @@ impl Instance {
         if e["ref"].is_null() {
             // Killed before GitHub answered: find it by what it holds.
             let list = e["list"].as_str().unwrap_or("");
+            let mut no_key = false;
             let r = api.list(
                 list,
                 e["items"].as_str(),
                 "finding the plant to delete",
                 &mut |o| {
-                    if holds(o, m) && !o[key].is_null() {
-                        refs.push(o[key].clone());
+                    if holds(o, m) {
+                        match &o[key] {
+                            Value::Null => no_key = true,
+                            k => refs.push(k.clone()),
+                        }
                     }
                 },
             );
             if let Err(err) = r {
                 return CleanupOutcome::Left { reason: err.text() };
+            }
+            if no_key {
+                return CleanupOutcome::Left {
+                    reason: format!("the listing shows the plant without its `{key}`: not removed"),
+                };
             }
         } else {
             refs.push(e["ref"].clone());
