@@ -148,6 +148,20 @@ impl<'a> Runner<'a> {
         find: Vec<Vec<PlantJob>>,
     ) -> Cleanup {
         let mut cleanup = Cleanup::default();
+        // The controls are not cleaned entry by entry: their directories
+        // go whole with the probe's, their loopback services with the
+        // process. So a control entry is never sent, never left.
+        let (mut entries, mut find) = (entries, find);
+        for (id, inst) in setup.insts.iter().enumerate() {
+            if inst.control {
+                if let Some(e) = entries.get_mut(id) {
+                    e.clear();
+                }
+                if let Some(f) = find.get_mut(id) {
+                    f.clear();
+                }
+            }
+        }
         if entries.iter().all(Vec::is_empty) && find.iter().all(Vec::is_empty) {
             return cleanup;
         }

@@ -46,14 +46,6 @@ impl Instance {
         if live.is_empty() {
             return outcomes;
         }
-        // The control remote lives in the probe's own directory, which is
-        // removed whole: no push to empty it first.
-        if self.s.control {
-            for (i, _, _) in &live {
-                outcomes[*i] = CleanupOutcome::Removed;
-            }
-            return outcomes;
-        }
         let work = match self.scratch() {
             Ok(w) => w,
             Err(e) => {

@@ -13,10 +13,6 @@ fn holds(o: &Value, m: &Value) -> bool {
 impl Instance {
     pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
         if e["permanent"].is_string() {
-            if self.s.control {
-                // The control's loopback GitHub goes with the probe.
-                return CleanupOutcome::Gone;
-            }
             return CleanupOutcome::Kept {
                 reason: "GitHub offers no way to delete it: it stays (planted because \
                          `permanent: true`)"
