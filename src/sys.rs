@@ -394,18 +394,18 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
-/// Waits until process `pid` (a child not yet reaped) has exited, at most
-/// `timeout`: `Some(true)` when it has, `Some(false)` at the timeout, and
-/// `None` when the kernel has no pidfd (before Linux 5.3), for the caller
-/// to poll instead.
+/// Waits until process `pid` (a child not yet reaped) has exited, or until
+/// `deadline`. It says nothing: the caller reaps (or kills) next either
+/// way, and where the kernel has no pidfd (before Linux 5.3) it returns at
+/// once for the caller to poll.
 ///
 /// Why a pidfd: it becomes readable the moment the process exits, so the
 /// wait ends then, not at the next tick of a polling loop.
-pub fn wait_exit(pid: u32, timeout: std::time::Duration) -> Option<bool> {
+pub fn wait_exit(pid: u32, deadline: std::time::Instant) {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     if fd < 0 {
-        return None;
+        return;
     }
     // SAFETY: the syscall returned a fresh descriptor we now own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
@@ -414,15 +414,14 @@ pub fn wait_exit(pid: u32, timeout: std::time::Duration) -> Option<bool> {
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
     loop {
+        // Interrupted by a signal: wait on for what is left, not anew.
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: one valid pollfd, its count, a timeout.
         let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n >= 0 {
-            return Some(n > 0);
-        }
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return None;
+        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
         }
     }
 }

@@ -51,7 +51,6 @@ pub(super) fn run_child(
         .map(|t| t.plant.len() + t.recover.len() + t.cleanup.len())
         .sum();
     let mut steps = 0usize;
-    progress(&Progress::Started { role, total });
     let mut cmd = Command::new(exe);
     cmd.arg("__run")
         .env_clear()
@@ -82,6 +81,9 @@ pub(super) fn run_child(
             return res;
         }
     };
+    // (Only once it runs: a run that never started has no progress line
+    // to clear.)
+    progress(&Progress::Started { role, total });
     let req = Request {
         probe_id: probe_id.into(),
         key,
@@ -212,8 +214,8 @@ pub(super) fn run_child(
     // told it, so a probe does not sleep for nothing at every phase.
     let reap_deadline = Instant::now() + Duration::from_secs(10);
     // Woken the moment it exits where the kernel can (a pidfd); the
-    // polling below then finds it at once.
-    crate::sys::wait_exit(child.id(), Duration::from_secs(10));
+    // polling below then finds it at once, or polls where there is none.
+    crate::sys::wait_exit(child.id(), reap_deadline);
     let mut pause = Duration::from_micros(500);
     let status = loop {
         match child.try_wait() {
