@@ -26,6 +26,9 @@ mod rest_artifacts;
 mod rest_commits;
 mod rest_deploy;
 mod rest_issues;
+mod rest_scanning;
+
+pub use rest_scanning::{MAX_GZIP, Processing, Upload};
 
 use super::{header, lock};
 use serde_json::{Value, json};
@@ -75,6 +78,10 @@ pub struct State {
     pub artifacts: Vec<Artifact>,
     pub objects: Vec<Object>,
     next: u64,
+    /// Code scanning uploads, oldest first.
+    pub sarifs: Vec<Upload>,
+    /// How uploads are processed (status reads).
+    pub processing: Processing,
     /// Every request: (method, url, Authorization header).
     pub log: Vec<(String, String, String)>,
     /// The signature every signed blob URL carries.
@@ -101,6 +108,7 @@ pub const WRITE_ALL: &[(&str, &str)] = &[
     ("deployments", "write"),
     ("issues", "write"),
     ("pull_requests", "write"),
+    ("security_events", "write"),
     ("statuses", "write"),
 ];
 
@@ -218,6 +226,26 @@ impl super::Service<State> {
         id
     }
 
+    /// The code scanning uploads received, oldest first.
+    pub fn sarifs(&self) -> Vec<Upload> {
+        self.lock().sarifs.clone()
+    }
+
+    /// How uploads from now on are processed.
+    pub fn set_processing(&self, p: Processing) {
+        self.lock().processing = p;
+    }
+
+    /// Every request so far: (method, path and query). Never the
+    /// Authorization header.
+    pub fn requests(&self) -> Vec<(String, String)> {
+        self.lock()
+            .log
+            .iter()
+            .map(|(m, u, _)| (m.clone(), u.clone()))
+            .collect()
+    }
+
     pub fn artifacts(&self) -> Vec<Artifact> {
         self.lock().artifacts.clone()
     }
@@ -236,6 +264,8 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     } else if let Some(id) = path.strip_prefix(artifacts::BLOB) {
         let blob_type = header(&req, "x-ms-blob-type");
         artifacts::blob(&mut st, &method, id, &url, blob_type.as_deref(), body)
+    } else if path == "/api/user" {
+        rest::user(&st, &auth)
     } else if let Some(rest) = path.strip_prefix("/api/repos/") {
         rest::route(&mut st, &method, rest, &url, &auth, &body, port)
     } else {

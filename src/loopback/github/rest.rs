@@ -33,7 +33,8 @@ fn need(permission: &'static str, write: bool) -> Need {
         "deployments",
         "statuses",
         "actions_variables",
-        "administration"
+        "administration",
+        "security_events"
     )
 }
 
@@ -199,6 +200,7 @@ fn checked(
         ["statuses", _] | ["commits", _, "statuses" | "status"] => need("statuses", !read),
         ["check-runs", ..] | ["commits", _, "check-runs"] => need("checks", !read),
         ["actions", "artifacts", ..] | ["actions", "runs", ..] => need("actions", !read),
+        ["code-scanning", ..] => need("security_events", !read),
         _ => return message(404, "Not Found"),
     };
     if !allowed(&perms, need) {
@@ -219,9 +221,27 @@ fn checked(
     let reply = super::rest_issues::route(st, &call)
         .or_else(|| super::rest_commits::route(st, &call))
         .or_else(|| super::rest_deploy::route(st, &call))
+        .or_else(|| super::rest_scanning::route(st, &call))
         .or_else(|| repo_objects(st, &call))
         .unwrap_or_else(|| super::rest_artifacts::route(st, method, &repo, &p, url, port));
     reply.with("X-Accepted-GitHub-Permissions", &header_of(need))
+}
+
+/// `GET /user`: who the token is. A token this server minted is an
+/// installation token, like `GITHUB_TOKEN`, which GitHub answers with its
+/// 403 (an integration is no user).
+pub fn user(st: &State, auth: &str) -> Reply {
+    let token = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("token "));
+    let reply = match token.map(|t| st.tokens.contains_key(t)) {
+        Some(true) => message(403, "Resource not accessible by integration"),
+        _ => message(401, "Requires authentication"),
+    };
+    reply.with(
+        "X-GitHub-Request-Id",
+        &format!("0000:{:06X}:STANDIN", st.log.len()),
+    )
 }
 
 fn need_contents_write() -> Need {
