@@ -23,6 +23,7 @@ pub mod marker;
 pub mod nonce;
 pub mod output;
 pub mod plan;
+pub mod publish;
 pub mod receipt;
 pub mod redact;
 pub mod report;

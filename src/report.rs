@@ -222,6 +222,17 @@ pub struct Leftover {
     pub reason: String,
 }
 
+impl Finding {
+    /// For a channel declared with a scope: which side of it this plant
+    /// was on (`inside`, `outside`).
+    pub fn side(&self) -> Option<&str> {
+        self.scope
+            .as_ref()
+            .and_then(|s| s.get("side"))
+            .map(String::as_str)
+    }
+}
+
 impl Report {
     /// 0: no open undeclared channel, no error, nothing left behind;
     /// 1: otherwise.

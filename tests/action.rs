@@ -176,7 +176,13 @@ fn inputs_turn_annotations_summary_and_failing_off() {
     assert!(!stdout(&out).lines().any(|l| l.starts_with("::error ")));
     assert!(ws.read("summary.md").is_empty());
     assert!(ws.path().join("custom.json").is_file());
-    for (input, bad) in [("fail-on", "sometimes"), ("annotations", "yes")] {
+    for (input, bad) in [
+        ("fail-on", "sometimes"),
+        ("annotations", "yes"),
+        ("pr-comment", "sometimes"),
+        ("check-run", "yes"),
+        ("upload-sarif", "1"),
+    ] {
         let out = ws.run(&shim(), &[("binary", our_binary()), (input, bad)], &[]);
         assert_eq!(out.status.code(), Some(2), "{input}={bad}");
     }
@@ -331,19 +337,23 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "annotations",
             "beacon",
             "binary",
+            "check-run",
             "config",
             "fail-on",
             "github-token",
             "key",
             "label",
             "mode",
+            "pr-comment",
             "probe-id",
             "receipt",
             "receipt-via",
             "report",
             "reports",
             "sarif",
-            "summary"
+            "sarif-category",
+            "summary",
+            "upload-sarif"
         ]
     );
     // Every input but the shim's `binary` is read by `runwarden action`;

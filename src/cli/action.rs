@@ -160,6 +160,7 @@ pub(super) fn action() -> Result<i32, Failure> {
     };
     let receipt = input("receipt").map(PathBuf::from);
     let mode = input("mode").unwrap_or_else(|| "probe".into());
+    let parts = publish_inputs()?;
     let code = match mode.as_str() {
         "probe" => probe(
             ProbeArgs {
@@ -195,7 +196,7 @@ pub(super) fn action() -> Result<i32, Failure> {
             CleanupArgs {
                 cross: cross(),
                 receipt,
-                report,
+                report: report.clone(),
                 format: Format::Github,
                 output: None,
             },
@@ -209,14 +210,59 @@ pub(super) fn action() -> Result<i32, Failure> {
                 .collect();
             merge(&paths, super::MergeFormat::Github)?
         }
+        // A report made in another job (one with the agent job's own
+        // permissions), published from this one.
+        "publish" => {
+            let path = report.clone().unwrap_or_default();
+            let broke = publish_report(&path, &parts, &Default::default())?;
+            return Ok(if fail_on == "never" { 0 } else { broke });
+        }
         other => {
             return Err(Failure::Other(format!(
-                "input `mode` must be probe, plant, recover, cleanup or merge, not `{other}`"
+                "input `mode` must be probe, plant, recover, cleanup, merge or publish, not `{other}`"
             )));
         }
     };
+    // Publishing follows a report with verdicts. It never changes the
+    // probe's exit code, except that a part that broke fails a green step.
+    let mut code = code;
+    if matches!(mode.as_str(), "probe" | "recover")
+        && parts.any()
+        && let Some(path) = &report
+        && path.is_file()
+    {
+        let broke = publish_after_action(path, &parts)?;
+        if code == 0 {
+            code = broke;
+        }
+    }
     // `never`: report, annotate and summarise, but let the job go on.
     Ok(if fail_on == "never" { 0 } else { code })
+}
+
+/// The publish inputs: `check-run`, `pr-comment`, `upload-sarif`,
+/// `sarif-category`.
+fn publish_inputs() -> Result<Parts, Failure> {
+    use crate::publish::CommentMode;
+    let comment = match input("pr-comment").as_deref() {
+        None | Some("on-change") => CommentMode::OnChange,
+        Some("always") => CommentMode::Always,
+        Some("never") => CommentMode::Never,
+        Some(other) => {
+            return Err(Failure::Other(format!(
+                "input `pr-comment` must be always, on-change or never, not `{other}`"
+            )));
+        }
+    };
+    Ok(Parts {
+        check_run: bool_input("check-run", true)?,
+        check_name: None,
+        comment,
+        comment_author: None,
+        upload_sarif: bool_input("upload-sarif", false)?,
+        category: input("sarif-category"),
+        sarif_wait: 120,
+    })
 }
 
 /// Before anything else is printed in an Actions log: the runner then

@@ -21,7 +21,7 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     };
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
-    publish(&report, outs, gh)
+    write_outputs(&report, outs, gh)
 }
 
 /// The probe id a cross-job command works on: `--probe-id`, else the one
@@ -165,7 +165,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     if let Some(cj) = report.cross_job.as_mut() {
         cj.receipt_via = args.receipt_via.filter(|_| receipt.is_some());
     }
-    publish(&report, outs, gh)
+    write_outputs(&report, outs, gh)
 }
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
@@ -221,7 +221,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
             }
         }
     }
-    publish(&report, outs, &GithubOptions::default())
+    write_outputs(&report, outs, &GithubOptions::default())
 }
 
 /// Report files under `path`: itself, or `*.json` files in it and its
@@ -254,18 +254,7 @@ pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32
     let mut reports: Vec<(String, Report)> = Vec::new();
     for p in paths {
         for file in report_files(p)? {
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
-            let r: Report = serde_json::from_str(&text).map_err(|e| {
-                Failure::Other(format!("{} is not a runwarden report: {e}", file.display()))
-            })?;
-            if r.schema != crate::report::SCHEMA {
-                return Err(Failure::Other(format!(
-                    "{}: unsupported report schema `{}`",
-                    file.display(),
-                    escape::line(&r.schema)
-                )));
-            }
+            let r = read_report(&file)?;
             let heading = r
                 .label
                 .clone()
@@ -309,4 +298,21 @@ pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32
         .map(|(_, r)| r.exit_code())
         .max()
         .unwrap_or(0))
+}
+
+/// A report file, read and checked to be a `runwarden-report/1`.
+pub(super) fn read_report(file: &Path) -> Result<Report, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
+    let r: Report = serde_json::from_str(&text).map_err(|e| {
+        Failure::Other(format!("{} is not a runwarden report: {e}", file.display()))
+    })?;
+    if r.schema != crate::report::SCHEMA {
+        return Err(Failure::Other(format!(
+            "{}: unsupported report schema `{}`",
+            file.display(),
+            escape::line(&r.schema)
+        )));
+    }
+    Ok(r)
 }

@@ -1,17 +1,20 @@
 //! The command line: parse, find the config, run, and say which exit code.
 //!
 //! Exit codes: 0 no open undeclared channel and no error; 1 at least one
-//! FAIL or ERROR (or a planted entry cleanup had to leave); 2 could not run
-//! (bad arguments, bad config, report not writable).
+//! FAIL or ERROR (or a planted entry cleanup had to leave; for `publish`,
+//! a part that broke); 2 could not run (bad arguments, bad config, report
+//! not writable).
 
 mod action;
 mod commands;
 mod outputs;
+mod publish;
 
 pub use action::GithubOptions;
 use action::*;
 use commands::*;
 use outputs::*;
+use publish::*;
 
 use crate::engine::{self, ProbeOptions};
 use crate::escape;
@@ -64,6 +67,11 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value_t = MergeFormat::Table)]
         format: MergeFormat,
     },
+    /// Publish a report where reviewers look: a check run with every FAIL
+    /// and ERROR annotated, a sticky pull request comment, the SARIF
+    /// upload to code scanning (exit 1 when a part broke; a refusal by
+    /// GitHub is a notice).
+    Publish(PublishArgs),
     /// Validate a config and exit (0 valid, 2 invalid).
     CheckConfig {
         /// The config file; default: found as `probe` finds it.
@@ -83,7 +91,6 @@ pub enum Cmd {
     },
     /// Run as the GitHub Action: inputs from `INPUT_*` (see docs/action.md).
     Action,
-    /// Internal: one run (A or B) of a probe. Reads a request on stdin.
     /// Print shell completions for bash, zsh, fish, powershell or elvish.
     Completions {
         #[arg(value_enum)]
@@ -91,6 +98,7 @@ pub enum Cmd {
     },
     /// Print the man page (roff), generated from this command line.
     Man,
+    /// Internal: one run (A or B) of a probe. Reads a request on stdin.
     #[command(name = "__run", hide = true)]
     Run,
 }
@@ -436,6 +444,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Cmd::Recover(args) => recover(args, &GithubOptions::default(), Key::from_env()),
         Cmd::Cleanup(args) => cleanup(args, Key::from_env()),
         Cmd::Merge { paths, format } => merge(&paths, format),
+        Cmd::Publish(args) => publish_command(args),
         Cmd::Action => action(),
         Cmd::Discover { write } => {
             let env = |k: &str| std::env::var(k).ok();
@@ -465,8 +474,6 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
     }
 }
 
-/// Environment variables whose values are credentials: masked in the
-/// Actions log before runwarden prints anything else.
 /// The environment a config sees. The action's `github-token` input (the
 /// job's GITHUB_TOKEN by default) stands in for an unset GITHUB_TOKEN: a
 /// node action gets the token only as an input, and the actions-cache

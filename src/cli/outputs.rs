@@ -22,7 +22,7 @@ impl OutputArgs {
 }
 
 /// Prints and writes a finished report; returns its exit code.
-pub(super) fn publish(
+pub(super) fn write_outputs(
     report: &Report,
     outs: Outputs<'_>,
     gh: &GithubOptions,

@@ -108,7 +108,8 @@ pub fn cell(s: &str) -> String {
     out
 }
 
-fn docs_link(f: &Finding) -> String {
+/// The docs section of a finding's carrier.
+pub(super) fn docs_link(f: &Finding) -> String {
     format!(
         "https://github.com/runwarden/action/blob/main/docs/surfaces/{}.md#{}",
         f.surface_type, f.carrier
@@ -120,6 +121,12 @@ fn docs_link(f: &Finding) -> String {
 /// to its carrier's docs. Stays under [`SUMMARY_BUDGET`]: past it, rows are
 /// cut with a line saying how many (the report keeps them all).
 pub fn summary(report: &Report, report_path: Option<&str>) -> String {
+    summary_within(report, report_path, SUMMARY_BUDGET)
+}
+
+/// The job summary, cut to stay under `budget` bytes (a check run's
+/// summary takes 65,535 characters).
+pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize) -> String {
     let s = &report.summary;
     let mut out = String::new();
     let _ = writeln!(
@@ -185,12 +192,7 @@ pub fn summary(report: &Report, report_path: Option<&str>) -> String {
     rows.sort_by_key(|f| f.verdict);
     let footer_room = 512;
     for (i, f) in rows.iter().enumerate() {
-        let side = f
-            .scope
-            .as_ref()
-            .and_then(|s| s.get("side"))
-            .map(|s| format!(" ({s})"))
-            .unwrap_or_default();
+        let side = f.side().map(|s| format!(" ({s})")).unwrap_or_default();
         let row = format!(
             "| {} | [{}]({}){} | {} | {} | {} |\n",
             f.verdict.as_str().to_uppercase(),
@@ -206,7 +208,7 @@ pub fn summary(report: &Report, report_path: Option<&str>) -> String {
             ),
             cell(&f.detail)
         );
-        if out.len() + row.len() + footer_room > SUMMARY_BUDGET {
+        if out.len() + row.len() + footer_room > budget {
             let where_ = report_path
                 .map(|p| format!(" in `{}`", cell(p)))
                 .unwrap_or_default();

@@ -46,9 +46,20 @@ impl Context {
         Context {
             root,
             cwd,
-            automation_id: format!("runwarden/{run}"),
+            automation_id: format!("{}/{run}", default_category(report)),
             workflow,
         }
+    }
+
+    /// Puts the SARIF in code scanning category `category`: the
+    /// `automationDetails.id` becomes `category/<run>`.
+    pub fn set_category(&mut self, category: &str) {
+        let run = self
+            .automation_id
+            .rsplit_once('/')
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_default();
+        self.automation_id = format!("{}/{run}", category.trim_end_matches('/'));
     }
 
     /// A path as a repo-relative, percent-encoded uri of an existing file.
@@ -109,6 +120,25 @@ impl Context {
             .as_ref()
             .and_then(|l| Some((self.uri(&l.path)?, l.line, l.column)))
             .or_else(|| self.fallback())
+    }
+}
+
+/// The code scanning category of a report: `runwarden`, and for a report
+/// with a label (one runner of a fleet) `runwarden/<label>`, so that the
+/// uploads of a matrix do not replace each other's.
+pub fn default_category(report: &Report) -> String {
+    match &report.label {
+        Some(l) => {
+            let l: String = l
+                .chars()
+                .map(|c| match c {
+                    'A'..='Z' | 'a'..='z' | '0'..='9' | '-' | '_' | '.' => c,
+                    _ => '-',
+                })
+                .collect();
+            format!("runwarden/{l}")
+        }
+        None => "runwarden".into(),
     }
 }
 

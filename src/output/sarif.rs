@@ -72,7 +72,8 @@ fn capitalize(s: &str) -> String {
         .unwrap_or_default()
 }
 
-fn truncate(s: &str, max: usize) -> String {
+/// `s` cut to `max` characters, the last one `…` when it was cut.
+pub(super) fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -110,12 +111,7 @@ pub fn render(report: &Report, ctx: &Context) -> String {
             continue;
         };
         let id = rule_id(&f.surface_type, &f.carrier);
-        let side = f
-            .scope
-            .as_ref()
-            .and_then(|s| s.get("side"))
-            .map(|s| format!("@{s}"))
-            .unwrap_or_default();
+        let side = f.side().map(|s| format!("@{s}")).unwrap_or_default();
         let line_hash = hashes
             .entry(uri.clone())
             .or_insert_with(|| file_hashes(&ctx.root, &uri))

@@ -1,0 +1,168 @@
+//! `runwarden publish` (and the action's publish step after a probe or
+//! recover): reads a report, publishes it (src/publish/) and says what
+//! became of each part: on stderr, and in GitHub Actions also as
+//! `::notice` (a refusal: the permission that is missing) or `::error`
+//! (a part that broke) so that both show on the run's page.
+
+use super::*;
+use crate::publish::{self, CommentMode, Outcome, Overrides, Target};
+
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// The JSON report a `probe` or `recover` wrote.
+    #[arg(long, value_name = "FILE")]
+    pub report: PathBuf,
+    /// Do not create the check run (it needs `checks: write`).
+    #[arg(long)]
+    pub no_check_run: bool,
+    /// The check run's name (default: `runwarden`, or `runwarden (LABEL)`
+    /// for a labelled report).
+    #[arg(long, value_name = "NAME")]
+    pub check_name: Option<String>,
+    /// When to write the sticky pull request comment (it needs
+    /// `pull-requests: write`).
+    #[arg(long, value_enum, default_value_t = CommentMode::OnChange)]
+    pub pr_comment: CommentMode,
+    /// The login the comment is written as (default: who the token is,
+    /// else github-actions[bot]).
+    #[arg(long, value_name = "LOGIN")]
+    pub comment_author: Option<String>,
+    /// Upload the SARIF to code scanning (it needs `security-events:
+    /// write`).
+    #[arg(long)]
+    pub upload_sarif: bool,
+    /// The code scanning category (default: `runwarden`, or
+    /// `runwarden/LABEL` for a labelled report).
+    #[arg(long, value_name = "CATEGORY")]
+    pub category: Option<String>,
+    /// Seconds to wait for code scanning to process the upload (0: do not
+    /// wait).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    pub sarif_wait: u64,
+    /// `owner/name` (default: $GITHUB_REPOSITORY).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repository: Option<String>,
+    /// The commit (default: $GITHUB_SHA for the upload, the pull
+    /// request's head for the check run).
+    #[arg(long, value_name = "SHA")]
+    pub sha: Option<String>,
+    /// The ref the SARIF is for (default: $GITHUB_REF).
+    #[arg(long = "ref", value_name = "REF")]
+    pub git_ref: Option<String>,
+    /// The pull request number (default: from $GITHUB_EVENT_PATH).
+    #[arg(long, value_name = "N")]
+    pub pr: Option<u64>,
+    /// The variable holding the token (default: GITHUB_TOKEN, else
+    /// GH_TOKEN).
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+}
+
+/// Which parts, as the action's inputs or the flags ask.
+pub(super) struct Parts {
+    pub check_run: bool,
+    pub check_name: Option<String>,
+    pub comment: CommentMode,
+    pub comment_author: Option<String>,
+    pub upload_sarif: bool,
+    pub category: Option<String>,
+    pub sarif_wait: u64,
+}
+
+impl Parts {
+    pub fn any(&self) -> bool {
+        self.check_run || self.comment != CommentMode::Never || self.upload_sarif
+    }
+}
+
+pub(super) fn publish_command(args: PublishArgs) -> Result<i32, Failure> {
+    let parts = Parts {
+        check_run: !args.no_check_run,
+        check_name: args.check_name,
+        comment: args.pr_comment,
+        comment_author: args.comment_author,
+        upload_sarif: args.upload_sarif,
+        category: args.category,
+        sarif_wait: args.sarif_wait,
+    };
+    let o = Overrides {
+        repository: args.repository,
+        sha: args.sha,
+        git_ref: args.git_ref,
+        pr: args.pr,
+        token_env: args.token_env,
+        api_url: None,
+    };
+    publish_report(&args.report, &parts, &o)
+}
+
+/// Publishes the report at `path`: 0 when every part landed, was skipped
+/// or was refused by GitHub (a notice), 1 when a part broke.
+pub(super) fn publish_report(path: &Path, parts: &Parts, o: &Overrides) -> Result<i32, Failure> {
+    let report = read_report(path)?;
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let target = Target::from_env(&env, o).map_err(Failure::Other)?;
+    publish_to(&report, &target, parts)
+}
+
+/// The action's publish step: as [`publish_report`], but where there is
+/// nothing to publish to (no repository or token in the environment: the
+/// action run outside a workflow), a note instead of an error.
+pub(super) fn publish_after_action(path: &Path, parts: &Parts) -> Result<i32, Failure> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Err(why) = Target::from_env(&env, &Overrides::default()) {
+        note(&format!("publish: skipped: {why}"));
+        return Ok(0);
+    }
+    publish_report(path, parts, &Overrides::default())
+}
+
+fn publish_to(report: &Report, target: &Target, parts: &Parts) -> Result<i32, Failure> {
+    let label = report.label.as_deref();
+    let opts = publish::Options {
+        check_run: parts.check_run.then(|| {
+            parts.check_name.clone().unwrap_or_else(|| match label {
+                Some(l) => format!("runwarden ({l})"),
+                None => "runwarden".into(),
+            })
+        }),
+        comment: parts.comment,
+        comment_author: parts.comment_author.clone(),
+        sarif_category: parts.upload_sarif.then(|| {
+            parts
+                .category
+                .clone()
+                .unwrap_or_else(|| output::repo::default_category(report))
+        }),
+        sarif_wait: Duration::from_secs(parts.sarif_wait),
+    };
+    let ctx = output::repo::Context::from_env(report);
+    let results = publish::publish(report, &ctx, target, &opts);
+    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let mut broke = false;
+    for (part, outcome) in &results {
+        let (kind, text) = match outcome {
+            Outcome::Done(t) => (None, t),
+            Outcome::Skipped(t) => (None, t),
+            Outcome::Notice(t) => (Some("notice"), t),
+            Outcome::Failed(t) => {
+                broke = true;
+                (Some("error"), t)
+            }
+        };
+        let text = crate::redact::text(text);
+        let line = format!("{part}: {text}");
+        if in_actions && let Some(kind) = kind {
+            // The title names the part; the message is the rest.
+            print_stdout(&format!(
+                "::{kind} title=runwarden {part}::{}\n",
+                escape::line(&text)
+            ))?;
+        } else if kind == Some("error") {
+            error(&line);
+        } else {
+            note(&line);
+        }
+    }
+    Ok(i32::from(broke))
+}

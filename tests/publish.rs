@@ -1,0 +1,642 @@
+//! `runwarden publish` (src/publish/) against the loopback GitHub
+//! (src/loopback/github/, proven against npm `@octokit/rest` in
+//! tests/loopback/github_rest.rs): a check run with every finding
+//! annotated in batches of 50, the sticky comment created, updated with
+//! what changed and left alone when nothing did, the SARIF upload as code
+//! scanning takes it (valid against the official schema), and a read-only
+//! token that gives notices while the step's exit code stays the probe's.
+//! These simulate a runner (GITHUB_* set on purpose).
+
+mod common;
+use common::*;
+use runwarden::loopback::github::{GitHubServer, Processing, WRITE_ALL};
+use runwarden::report::{Finding, Report};
+use runwarden::verdict::Verdict;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+const REPO: &str = "octo/repo";
+/// The pull request's head, where the check run goes.
+const HEAD: &str = "1111111111111111111111111111111111111111";
+/// The merge commit the workflow checked out (GITHUB_SHA).
+const MERGE: &str = "2222222222222222222222222222222222222222";
+const PR: u64 = 7;
+
+/// A checkout with a config, a workflow and the event of pull request 7.
+struct Checkout {
+    root: tempfile::TempDir,
+}
+
+impl Checkout {
+    fn new() -> Checkout {
+        let root = tempfile::tempdir().unwrap();
+        let p = root.path();
+        std::fs::create_dir_all(p.join(".github/workflows")).unwrap();
+        let config = "version: 1\nsurfaces:\n  - name: s\n    type: filesystem\n    path: /tmp\n";
+        std::fs::write(p.join(".github/runwarden.yml"), config).unwrap();
+        std::fs::write(
+            p.join(".github/workflows/ci.yml"),
+            "on: pull_request\njobs:\n  probe:\n    runs-on: ubuntu-24.04\n    steps:\n      - uses: runwarden/action@v1\n",
+        )
+        .unwrap();
+        let event = json!({ "pull_request": { "number": PR,
+            "head": { "sha": HEAD, "repo": { "full_name": REPO } } } });
+        std::fs::write(p.join("event.json"), event.to_string()).unwrap();
+        Checkout { root }
+    }
+
+    fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Writes `report` as the report file.
+    fn report(&self, report: &Report) -> std::path::PathBuf {
+        let f = self.path().join("runwarden-report.json");
+        std::fs::write(&f, serde_json::to_string(report).unwrap()).unwrap();
+        f
+    }
+
+    /// A runner's environment for this checkout and server.
+    fn cmd(&self, svc: &GitHubServer, token: &str) -> Command {
+        let mut c = bin();
+        c.current_dir(self.path())
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_API_URL", svc.api_url())
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_SHA", MERGE)
+            .env("GITHUB_REF", format!("refs/pull/{PR}/merge"))
+            .env("GITHUB_EVENT_PATH", self.path().join("event.json"))
+            .env("GITHUB_WORKSPACE", self.path())
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("GITHUB_RUN_ID", "99")
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env(
+                "GITHUB_WORKFLOW_REF",
+                format!("{REPO}/.github/workflows/ci.yml@refs/pull/{PR}/merge"),
+            )
+            .env("GITHUB_TOKEN", token);
+        c
+    }
+}
+
+struct Run {
+    code: i32,
+    out: String,
+}
+
+fn run(mut c: Command, token: &str) -> Run {
+    let o = c.output().unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The action masks secrets first (`::add-mask::` is how the runner
+    // learns them); nothing else may show the token.
+    let shown: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with("::add-mask::"))
+        .collect();
+    assert!(
+        !shown.join("\n").contains(token),
+        "the token leaked:\n{out}"
+    );
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out,
+    }
+}
+
+fn server() -> GitHubServer {
+    let svc = GitHubServer::start().unwrap();
+    svc.add("commit", REPO, json!({ "sha": HEAD }));
+    svc.add("commit", REPO, json!({ "sha": MERGE }));
+    svc
+}
+
+/// A finding of surface `s` declared at line 3 of the config.
+fn at_config(carrier: &str, verdict: Verdict, detail: &str) -> Finding {
+    let mut f = finding(carrier, verdict, detail);
+    f.location = Some(runwarden::plan::Location {
+        path: ".github/runwarden.yml".into(),
+        line: 3,
+        column: 5,
+    });
+    f
+}
+
+fn report(findings: Vec<Finding>) -> Report {
+    let mut r = report_of(findings);
+    r.config.path = Some(".github/runwarden.yml".into());
+    r
+}
+
+/// Requests to paths containing `part`, as (method, path).
+fn requests(svc: &GitHubServer, part: &str) -> Vec<String> {
+    svc.requests()
+        .into_iter()
+        .filter(|(_, u)| u.contains(part))
+        .map(|(m, u)| format!("{m} {}", u.split('?').next().unwrap_or("")))
+        .collect()
+}
+
+#[test]
+fn a_check_run_carries_all_120_findings_in_three_requests() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let mut findings: Vec<Finding> = (0..100)
+        .map(|i| at_config(&format!("c{i}"), Verdict::Fail, &format!("found {i}")))
+        .collect();
+    findings.extend((0..20).map(|i| at_config(&format!("e{i}"), Verdict::Error, "broke")));
+    findings.push(at_config("p", Verdict::Pass, "nothing found"));
+    let f = co.report(&report(findings));
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--pr-comment", "never", "--report"])
+        .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert_eq!(
+        requests(&svc, "check-runs"),
+        [
+            "POST /api/repos/octo/repo/check-runs",
+            "PATCH /api/repos/octo/repo/check-runs/3",
+            "PATCH /api/repos/octo/repo/check-runs/3",
+        ]
+    );
+    let runs = svc.objects("check-run");
+    assert_eq!(runs.len(), 1);
+    let cr = &runs[0];
+    assert_eq!(cr["name"], "runwarden");
+    assert_eq!(cr["head_sha"], HEAD, "on the pull request's head");
+    assert_eq!(cr["status"], "completed");
+    assert_eq!(cr["conclusion"], "failure");
+    assert_eq!(cr["output"]["annotations_count"], 120);
+    let notes = cr["output"]["annotations"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .all(|n| n["path"] == ".github/runwarden.yml" && n["start_line"] == 3)
+    );
+    assert_eq!(
+        notes
+            .iter()
+            .filter(|n| n["annotation_level"] == "failure")
+            .count(),
+        100
+    );
+    assert_eq!(
+        notes
+            .iter()
+            .filter(|n| n["annotation_level"] == "warning")
+            .count(),
+        20
+    );
+    assert!(notes[0]["title"].as_str().unwrap().contains("s:c0"));
+    let title = cr["output"]["title"].as_str().unwrap();
+    assert_eq!(title, "100 undeclared channels open, 20 errors");
+    assert!(
+        cr["output"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("| FAIL |")
+    );
+    assert!(r.out.contains("120 annotations in 3 requests"), "{}", r.out);
+}
+
+#[test]
+fn conclusions_follow_the_verdicts() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    for (findings, want) in [
+        (
+            vec![
+                at_config("a", Verdict::Pass, ""),
+                at_config("b", Verdict::Authorized, ""),
+            ],
+            "success",
+        ),
+        (
+            vec![at_config("a", Verdict::Skipped, "no token")],
+            "neutral",
+        ),
+        (vec![at_config("a", Verdict::Error, "broke")], "failure"),
+    ] {
+        let f = co.report(&report(findings));
+        let mut c = co.cmd(&svc, &token);
+        c.args(["publish", "--pr-comment", "never", "--report"])
+            .arg(&f);
+        assert_eq!(run(c, &token).code, 0);
+        let last = svc.objects("check-run").pop().unwrap();
+        assert_eq!(last["conclusion"], want, "{last}");
+        assert_eq!(
+            last["output"]["annotations_count"],
+            (want == "failure") as u64
+        );
+    }
+}
+
+fn comments(svc: &GitHubServer) -> Vec<Value> {
+    svc.objects("comment")
+}
+
+#[test]
+fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    // Someone else's comment that copies the marker and a forged state
+    // must be neither updated nor believed.
+    let publish = |findings: Vec<Finding>, mode: &str| {
+        let f = co.report(&report(findings));
+        let mut c = co.cmd(&svc, &token);
+        c.args([
+            "publish",
+            "--no-check-run",
+            "--pr-comment",
+            mode,
+            "--report",
+        ])
+        .arg(&f);
+        let r = run(c, &token);
+        assert_eq!(r.code, 0, "{}", r.out);
+        r
+    };
+    // A green first run: nothing to say yet.
+    publish(vec![at_config("a", Verdict::Pass, "")], "on-change");
+    assert!(comments(&svc).is_empty());
+    // Run 1: a opens.
+    publish(
+        vec![
+            at_config("a", Verdict::Fail, "found"),
+            at_config("b", Verdict::Pass, ""),
+        ],
+        "on-change",
+    );
+    let first = comments(&svc);
+    assert_eq!(first.len(), 1);
+    let body = first[0]["body"].as_str().unwrap().to_string();
+    assert!(body.contains("First run on this pull request"), "{body}");
+    assert!(body.contains("1 undeclared channel open"), "{body}");
+    let marker = body.lines().next().unwrap().to_string();
+    assert!(marker.starts_with("<!-- runwarden-comment "), "{marker}");
+    let forged = format!("{marker}\nforged <!-- runwarden-state eyJ2ZXJkaWN0cyI6e319 -->");
+    svc.add(
+        "comment",
+        REPO,
+        json!({ "issue": PR, "body": forged, "user": { "login": "mallory" } }),
+    );
+    // Run 2: a closes, b opens: the same comment says so.
+    publish(
+        vec![
+            at_config("a", Verdict::Pass, ""),
+            at_config("b", Verdict::Fail, "found"),
+        ],
+        "on-change",
+    );
+    let second = comments(&svc);
+    assert_eq!(second.len(), 2, "no new comment of ours");
+    assert_eq!(second[0]["id"], first[0]["id"]);
+    let body = second[0]["body"].as_str().unwrap().to_string();
+    assert!(body.contains("newly open: s&#58;b"), "{body}");
+    assert!(body.contains("newly closed: s&#58;a"), "{body}");
+    assert_eq!(
+        second[1]["body"], forged,
+        "someone else's comment is untouched"
+    );
+    // Run 3: nothing changed: no write at all.
+    let before = requests(&svc, "comments").len();
+    let r = publish(
+        vec![
+            at_config("a", Verdict::Pass, ""),
+            at_config("b", Verdict::Fail, "found"),
+        ],
+        "on-change",
+    );
+    let writes: Vec<String> = requests(&svc, "comments")[before..]
+        .iter()
+        .filter(|r| !r.starts_with("GET"))
+        .cloned()
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    assert_eq!(comments(&svc)[0]["body"], second[0]["body"]);
+    assert!(r.out.contains("left alone"), "{}", r.out);
+    // `always` rewrites it anyway, saying there was no change.
+    publish(
+        vec![
+            at_config("a", Verdict::Pass, ""),
+            at_config("b", Verdict::Fail, "found"),
+        ],
+        "always",
+    );
+    let body = comments(&svc)[0]["body"].as_str().unwrap().to_string();
+    assert!(body.contains("No change since the last run"), "{body}");
+    assert_eq!(comments(&svc).len(), 2);
+}
+
+/// The SARIF as code scanning receives it: base64 of a gzip member, for
+/// the merge commit and `refs/pull/7/merge`, in the category asked for,
+/// valid against the official SARIF 2.1.0 schema.
+#[test]
+fn the_sarif_upload_is_what_code_scanning_takes() {
+    let svc = server();
+    svc.set_processing(Processing {
+        pending: 1,
+        errors: None,
+    });
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let f = co.report(&report(vec![
+        at_config("a", Verdict::Fail, "found"),
+        at_config("b", Verdict::Pass, ""),
+    ]));
+    let mut c = co.cmd(&svc, &token);
+    c.args([
+        "publish",
+        "--no-check-run",
+        "--pr-comment",
+        "never",
+        "--upload-sarif",
+    ])
+    .args(["--category", "isolation/linux", "--report"])
+    .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(r.out.contains("code scanning processed it"), "{}", r.out);
+    let up = svc.sarifs();
+    assert_eq!(up.len(), 1);
+    let fields = &up[0].fields;
+    assert_eq!(fields["commit_sha"], MERGE);
+    assert_eq!(fields["ref"], format!("refs/pull/{PR}/merge"));
+    assert_eq!(fields["tool_name"], "runwarden");
+    let root = std::path::absolute(co.path()).unwrap();
+    assert_eq!(fields["checkout_uri"], format!("file://{}", root.display()));
+    assert_eq!(fields["started_at"], "2026-11-30T00:00:00Z");
+    // The real gzip reads it back.
+    let sarif = co.path().join("uploaded.sarif");
+    let mut gz = Command::new("gzip")
+        .args(["-dc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    gz.stdin.take().unwrap().write_all(&up[0].gzip).unwrap();
+    let out = gz.wait_with_output().unwrap();
+    assert!(out.status.success());
+    std::fs::write(&sarif, &out.stdout).unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["runs"][0]["automationDetails"]["id"],
+        "isolation/linux/99-1"
+    );
+    assert_eq!(v["runs"][0]["results"].as_array().unwrap().len(), 1);
+    let schema = npm_file(
+        "@microsoft/jest-sarif",
+        "1.0.0-beta.0",
+        "lib/schemas/sarif-2.1.0-rtm.5.json",
+    );
+    if let Some(e) = schema_errors(&schema, &sarif) {
+        panic!("the uploaded SARIF is invalid:\n{e}");
+    }
+}
+
+#[test]
+fn processing_that_failed_is_an_error_with_its_reasons() {
+    let svc = server();
+    svc.set_processing(Processing {
+        pending: 0,
+        errors: Some(vec![
+            "locationFromSarifResult: expected artifact location".into(),
+        ]),
+    });
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let f = co.report(&report(vec![at_config("a", Verdict::Pass, "")]));
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--no-check-run", "--upload-sarif", "--report"])
+        .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out.contains("::error title=runwarden sarif upload::")
+            && r.out.contains("expected artifact location"),
+        "{}",
+        r.out
+    );
+}
+
+/// Every filesystem carrier, declared: a probe of a shared directory
+/// that is green.
+fn declare_all_filesystem_carriers() -> String {
+    let out = bin()
+        .args(["carriers", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fs = v["surface_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "filesystem")
+        .unwrap();
+    let mut d = "declared:\n".to_string();
+    for c in fs["carriers"].as_array().unwrap() {
+        d += &format!("  - s:{}\n", c["carrier"].as_str().unwrap());
+    }
+    d
+}
+
+/// The action with a read-only token (a fork's pull request: every
+/// permission read at most): every write is a notice naming the
+/// permission, nothing is written, and the step's exit code is the
+/// probe's: 0 for a green probe, 1 for an open channel.
+#[test]
+fn a_read_only_token_gives_notices_and_the_probes_exit_code() {
+    let svc = server();
+    let read: Vec<(&str, &str)> = WRITE_ALL.iter().map(|(k, _)| (*k, "read")).collect();
+    let token = svc.token(&read);
+    let co = Checkout::new();
+    // A fork: the event's head repository is not this one.
+    let event = json!({ "pull_request": { "number": PR,
+        "head": { "sha": HEAD, "repo": { "full_name": "mallory/repo" } } } });
+    std::fs::write(co.path().join("event.json"), event.to_string()).unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    for (declared, want) in [(true, 0), (false, 1)] {
+        let extra = if declared {
+            declare_all_filesystem_carriers()
+        } else {
+            String::new()
+        };
+        let config = fs_config("s", shared.path(), &extra);
+        std::fs::write(co.path().join(".github/runwarden.yml"), &config).unwrap();
+        let mut c = co.cmd(&svc, &token);
+        c.env_remove("GITHUB_TOKEN")
+            .env("INPUT_GITHUB-TOKEN", &token)
+            .env("INPUT_UPLOAD-SARIF", "true")
+            .env("INPUT_SUMMARY", "false")
+            .env("RUNWARDEN_KEY", "0123456789abcdef0123456789abcdef")
+            .arg("action");
+        let r = run(c, &token);
+        assert_eq!(r.code, want, "{}", r.out);
+        let mut parts = vec![
+            ("check run", "`checks: write`"),
+            ("sarif upload", "`security-events: write`"),
+        ];
+        // A green run with no earlier comment says nothing in the pull
+        // request; a failing one tries to.
+        if !declared {
+            parts.push(("pr comment", "`issues: write` or `pull-requests: write`"));
+        }
+        for (part, perm) in parts {
+            let line = r
+                .out
+                .lines()
+                .find(|l| l.starts_with(&format!("::notice title=runwarden {part}::")))
+                .unwrap_or_else(|| panic!("no notice for {part}:\n{}", r.out));
+            assert!(line.contains(perm) && line.contains("fork"), "{line}");
+        }
+        assert!(!r.out.contains("::error title=runwarden"), "{}", r.out);
+    }
+    assert!(svc.objects("check-run").is_empty());
+    assert!(comments(&svc).is_empty());
+    assert!(svc.sarifs().is_empty());
+}
+
+/// Surface data in a comment cannot end the table or inject markup.
+#[test]
+fn hostile_details_stay_text_in_the_comment_and_the_check_run() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let evil = "x | y </details><img src=x onerror=alert(1)> ` [link](https://evil.example) <!-- runwarden-state e30= -->";
+    let f = co.report(&report(vec![at_config("a", Verdict::Fail, evil)]));
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--report"]).arg(&f);
+    assert_eq!(run(c, &token).code, 0);
+    let body = comments(&svc)[0]["body"].as_str().unwrap().to_string();
+    for bad in [
+        "<img",
+        "</details>",
+        "](https://evil",
+        "| y",
+        "<!-- runwarden-state e30=",
+    ] {
+        assert!(!body.contains(bad), "{bad} in\n{body}");
+    }
+    let summary = svc.objects("check-run")[0]["output"]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !summary.contains("<img") && !summary.contains("| y"),
+        "{summary}"
+    );
+}
+
+/// A labelled report (one runner of a fleet) gets its own check run name
+/// and code scanning category.
+#[test]
+fn a_label_names_the_check_run_and_the_category() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let mut r = report(vec![at_config("a", Verdict::Pass, "")]);
+    r.label = Some("self-hosted linux".into());
+    let f = co.report(&r);
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--upload-sarif", "--sarif-wait", "0", "--report"])
+        .arg(&f);
+    let out = run(c, &token);
+    assert_eq!(out.code, 0, "{}", out.out);
+    assert_eq!(
+        svc.objects("check-run")[0]["name"],
+        "runwarden (self-hosted linux)"
+    );
+    let gz = &svc.sarifs()[0].gzip;
+    // A stored gzip member: the SARIF's bytes stand in it as they are.
+    let text = String::from_utf8_lossy(gz);
+    assert!(
+        text.contains("\"id\": \"runwarden/self-hosted-linux/99-1\""),
+        "{text}"
+    );
+    assert!(
+        out.out.contains("not waiting") || out.out.contains("still processing"),
+        "{}",
+        out.out
+    );
+}
+
+/// An API that cannot be reached: each part is an error naming the host,
+/// exit 1, and the token appears nowhere.
+#[test]
+fn an_unreachable_api_is_an_error_for_each_part() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let f = co.report(&report(vec![at_config("a", Verdict::Fail, "found")]));
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut c = co.cmd(&svc, &token);
+    c.env("GITHUB_API_URL", format!("http://127.0.0.1:{port}/api"))
+        .args(["publish", "--upload-sarif", "--report"])
+        .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 1, "{}", r.out);
+    for part in ["check run", "pr comment", "sarif upload"] {
+        let line = r
+            .out
+            .lines()
+            .find(|l| l.starts_with(&format!("::error title=runwarden {part}::")))
+            .unwrap_or_else(|| panic!("no error for {part}:\n{}", r.out));
+        assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    }
+}
+
+/// The action publishes after its probe with the job's token: the check
+/// run is there, and the step's exit code is still the probe's.
+#[test]
+fn the_action_publishes_after_its_probe() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(
+        co.path().join(".github/runwarden.yml"),
+        fs_config("s", shared.path(), ""),
+    )
+    .unwrap();
+    let mut c = co.cmd(&svc, &token);
+    c.env_remove("GITHUB_TOKEN")
+        .env("INPUT_GITHUB-TOKEN", &token)
+        .env("INPUT_SUMMARY", "false")
+        .env("RUNWARDEN_KEY", "0123456789abcdef0123456789abcdef")
+        .arg("action");
+    let r = run(c, &token);
+    assert_eq!(r.code, 1, "{}", r.out);
+    let cr = &svc.objects("check-run")[0];
+    assert_eq!(cr["conclusion"], "failure");
+    assert_eq!(cr["output"]["annotations_count"], 9, "{cr}");
+    assert_eq!(
+        cr["output"]["annotations"][0]["path"], ".github/runwarden.yml",
+        "{cr}"
+    );
+    assert_eq!(comments(&svc).len(), 1);
+    // `mode: publish` publishes the report again from another job: the
+    // comment is left alone (nothing changed), the exit code is 0.
+    let mut c = co.cmd(&svc, &token);
+    c.env_remove("GITHUB_TOKEN")
+        .env("INPUT_GITHUB-TOKEN", &token)
+        .env("INPUT_MODE", "publish")
+        .arg("action");
+    let r = run(c, &token);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert_eq!(svc.objects("check-run").len(), 2);
+    assert_eq!(comments(&svc).len(), 1);
+}
