@@ -51,7 +51,7 @@ pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
 
 /// Compares two byte strings in time that does not depend on where they
 /// differ (a MAC check must not leak how much of a guess was right).
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -124,6 +124,16 @@ impl Key {
     /// Whether `tag` is [`Key::name_tag`] of `name` (in constant time).
     pub fn check_name_tag(&self, probe_id: &str, name: &str, tag: &str) -> bool {
         same(self.name_tag(probe_id, name).as_bytes(), tag.as_bytes())
+    }
+
+    /// An HMAC (64 hex digits) of `msg` in `domain` with the configured
+    /// key; none without one (a derived key would be public).
+    pub fn sign(&self, domain: &str, msg: &str) -> Option<String> {
+        let k = self.configured.as_deref()?;
+        Some(to_hex(&hmac_sha256(
+            k,
+            format!("{domain}\0{msg}").as_bytes(),
+        )))
     }
 
     /// What the child runs get to verify beacons: the configured key only

@@ -90,7 +90,8 @@ impl Plan {
     }
 }
 
-fn is_valid_name(n: &str) -> bool {
+/// A surface name: 1-63 of `[a-z0-9-]`, not starting or ending with `-`.
+pub fn is_valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 63
         && n.bytes()

@@ -338,6 +338,7 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "beacon",
             "binary",
             "check-run",
+            "comment-author",
             "config",
             "fail-on",
             "github-token",

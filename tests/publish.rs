@@ -8,6 +8,7 @@
 //! These simulate a runner (GITHUB_* set on purpose).
 
 mod common;
+use common::hostile::{self, Hostile};
 use common::*;
 use runwarden::loopback::github::{GitHubServer, Processing, WRITE_ALL};
 use runwarden::report::{Finding, Report};
@@ -66,6 +67,7 @@ impl Checkout {
             .env("GITHUB_REPOSITORY", REPO)
             .env("GITHUB_SHA", MERGE)
             .env("GITHUB_REF", format!("refs/pull/{PR}/merge"))
+            .env("GITHUB_EVENT_NAME", "pull_request")
             .env("GITHUB_EVENT_PATH", self.path().join("event.json"))
             .env("GITHUB_WORKSPACE", self.path())
             .env("GITHUB_SERVER_URL", "https://github.com")
@@ -115,6 +117,19 @@ fn server() -> GitHubServer {
     svc
 }
 
+const FS_CARRIERS: [&str; 10] = [
+    "file-content",
+    "file-name",
+    "directory-name",
+    "symlink-target",
+    "xattr",
+    "xattr-name",
+    "mtime",
+    "file-size",
+    "special-file-name",
+    "runner-persistence",
+];
+
 /// A finding of surface `s` declared at line 3 of the config.
 fn at_config(carrier: &str, verdict: Verdict, detail: &str) -> Finding {
     let mut f = finding(carrier, verdict, detail);
@@ -146,11 +161,24 @@ fn a_check_run_carries_all_120_findings_in_three_requests() {
     let svc = server();
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
-    let mut findings: Vec<Finding> = (0..100)
-        .map(|i| at_config(&format!("c{i}"), Verdict::Fail, &format!("found {i}")))
+    // 12 surfaces of the 10 filesystem carriers: 100 FAIL, then 20 ERROR.
+    let mut findings: Vec<Finding> = (0..120)
+        .map(|i| {
+            let verdict = if i < 100 {
+                Verdict::Fail
+            } else {
+                Verdict::Error
+            };
+            let mut f = at_config(FS_CARRIERS[i % 10], verdict, &format!("found {i}"));
+            f.surface = format!("s{}", i / 10);
+            f.channel = format!("{}:{}", f.surface, f.carrier);
+            f
+        })
         .collect();
-    findings.extend((0..20).map(|i| at_config(&format!("e{i}"), Verdict::Error, "broke")));
-    findings.push(at_config("p", Verdict::Pass, "nothing found"));
+    let mut pass = at_config("xattr", Verdict::Pass, "nothing found");
+    pass.surface = "p".into();
+    pass.channel = "p:xattr".into();
+    findings.push(pass);
     let f = co.report(&report(findings));
     let mut c = co.cmd(&svc, &token);
     c.args(["publish", "--pr-comment", "never", "--report"])
@@ -193,7 +221,12 @@ fn a_check_run_carries_all_120_findings_in_three_requests() {
             .count(),
         20
     );
-    assert!(notes[0]["title"].as_str().unwrap().contains("s:c0"));
+    assert!(
+        notes[0]["title"]
+            .as_str()
+            .unwrap()
+            .contains("s0:file-content")
+    );
     let title = cr["output"]["title"].as_str().unwrap();
     assert_eq!(title, "100 undeclared channels open, 20 errors");
     assert!(
@@ -213,16 +246,19 @@ fn conclusions_follow_the_verdicts() {
     for (findings, want) in [
         (
             vec![
-                at_config("a", Verdict::Pass, ""),
-                at_config("b", Verdict::Authorized, ""),
+                at_config("file-name", Verdict::Pass, ""),
+                at_config("mtime", Verdict::Authorized, ""),
             ],
             "success",
         ),
         (
-            vec![at_config("a", Verdict::Skipped, "no token")],
+            vec![at_config("file-name", Verdict::Skipped, "no token")],
             "neutral",
         ),
-        (vec![at_config("a", Verdict::Error, "broke")], "failure"),
+        (
+            vec![at_config("file-name", Verdict::Error, "broke")],
+            "failure",
+        ),
     ] {
         let f = co.report(&report(findings));
         let mut c = co.cmd(&svc, &token);
@@ -265,13 +301,13 @@ fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
         r
     };
     // A green first run: nothing to say yet.
-    publish(vec![at_config("a", Verdict::Pass, "")], "on-change");
+    publish(vec![at_config("file-name", Verdict::Pass, "")], "on-change");
     assert!(comments(&svc).is_empty());
     // Run 1: a opens.
     publish(
         vec![
-            at_config("a", Verdict::Fail, "found"),
-            at_config("b", Verdict::Pass, ""),
+            at_config("file-name", Verdict::Fail, "found"),
+            at_config("mtime", Verdict::Pass, ""),
         ],
         "on-change",
     );
@@ -291,8 +327,8 @@ fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
     // Run 2: a closes, b opens: the same comment says so.
     publish(
         vec![
-            at_config("a", Verdict::Pass, ""),
-            at_config("b", Verdict::Fail, "found"),
+            at_config("file-name", Verdict::Pass, ""),
+            at_config("mtime", Verdict::Fail, "found"),
         ],
         "on-change",
     );
@@ -300,8 +336,8 @@ fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
     assert_eq!(second.len(), 2, "no new comment of ours");
     assert_eq!(second[0]["id"], first[0]["id"]);
     let body = second[0]["body"].as_str().unwrap().to_string();
-    assert!(body.contains("newly open: s&#58;b"), "{body}");
-    assert!(body.contains("newly closed: s&#58;a"), "{body}");
+    assert!(body.contains("newly open: s&#58;mtime"), "{body}");
+    assert!(body.contains("newly closed: s&#58;file-name"), "{body}");
     assert_eq!(
         second[1]["body"], forged,
         "someone else's comment is untouched"
@@ -310,8 +346,8 @@ fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
     let before = requests(&svc, "comments").len();
     let r = publish(
         vec![
-            at_config("a", Verdict::Pass, ""),
-            at_config("b", Verdict::Fail, "found"),
+            at_config("file-name", Verdict::Pass, ""),
+            at_config("mtime", Verdict::Fail, "found"),
         ],
         "on-change",
     );
@@ -326,13 +362,16 @@ fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
     // `always` rewrites it anyway, saying there was no change.
     publish(
         vec![
-            at_config("a", Verdict::Pass, ""),
-            at_config("b", Verdict::Fail, "found"),
+            at_config("file-name", Verdict::Pass, ""),
+            at_config("mtime", Verdict::Fail, "found"),
         ],
         "always",
     );
     let body = comments(&svc)[0]["body"].as_str().unwrap().to_string();
-    assert!(body.contains("No change since the last run"), "{body}");
+    assert!(
+        body.contains("No channel changed since the last run"),
+        "{body}"
+    );
     assert_eq!(comments(&svc).len(), 2);
 }
 
@@ -349,8 +388,8 @@ fn the_sarif_upload_is_what_code_scanning_takes() {
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
     let f = co.report(&report(vec![
-        at_config("a", Verdict::Fail, "found"),
-        at_config("b", Verdict::Pass, ""),
+        at_config("file-name", Verdict::Fail, "found"),
+        at_config("mtime", Verdict::Pass, ""),
     ]));
     let mut c = co.cmd(&svc, &token);
     c.args([
@@ -414,7 +453,7 @@ fn processing_that_failed_is_an_error_with_its_reasons() {
     });
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
-    let f = co.report(&report(vec![at_config("a", Verdict::Pass, "")]));
+    let f = co.report(&report(vec![at_config("file-name", Verdict::Pass, "")]));
     let mut c = co.cmd(&svc, &token);
     c.args(["publish", "--no-check-run", "--upload-sarif", "--report"])
         .arg(&f);
@@ -512,7 +551,7 @@ fn hostile_details_stay_text_in_the_comment_and_the_check_run() {
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
     let evil = "x | y </details><img src=x onerror=alert(1)> ` [link](https://evil.example) <!-- runwarden-state e30= -->";
-    let f = co.report(&report(vec![at_config("a", Verdict::Fail, evil)]));
+    let f = co.report(&report(vec![at_config("file-name", Verdict::Fail, evil)]));
     let mut c = co.cmd(&svc, &token);
     c.args(["publish", "--report"]).arg(&f);
     assert_eq!(run(c, &token).code, 0);
@@ -543,7 +582,7 @@ fn a_label_names_the_check_run_and_the_category() {
     let svc = server();
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
-    let mut r = report(vec![at_config("a", Verdict::Pass, "")]);
+    let mut r = report(vec![at_config("file-name", Verdict::Pass, "")]);
     r.label = Some("self-hosted linux".into());
     let f = co.report(&r);
     let mut c = co.cmd(&svc, &token);
@@ -576,7 +615,11 @@ fn an_unreachable_api_is_an_error_for_each_part() {
     let svc = server();
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
-    let f = co.report(&report(vec![at_config("a", Verdict::Fail, "found")]));
+    let f = co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -639,4 +682,291 @@ fn the_action_publishes_after_its_probe() {
     assert_eq!(r.code, 0, "{}", r.out);
     assert_eq!(svc.objects("check-run").len(), 2);
     assert_eq!(comments(&svc).len(), 1);
+}
+
+/// A secondary rate limit with `retry-after` is waited out (the check
+/// run is created once); a proxy's 403 without GitHub's marks is an
+/// error, never a notice that the permission is missing.
+#[test]
+fn rate_limits_are_waited_out_and_a_proxys_403_is_an_error() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static POSTS: AtomicUsize = AtomicUsize::new(0);
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let front = Hostile::start(&svc.results_url(), |r, pass| {
+        if r.method == "POST"
+            && r.path().ends_with("/check-runs")
+            && POSTS.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            return hostile::Reply::json(
+                403,
+                json!({ "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api" }),
+            )
+            .with_header("retry-after", "1")
+            .with_header("x-github-request-id", "0000:1:LIMIT");
+        }
+        if r.method == "POST" && r.path().ends_with("/comments") {
+            // A gateway in front: its 403 is not GitHub's.
+            return hostile::Reply::json(403, json!({ "message": "Forbidden" }));
+        }
+        pass(r)
+    });
+    let f = co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
+    let mut c = co.cmd(&svc, &token);
+    c.env("GITHUB_API_URL", format!("{}/api", front.base()))
+        .args(["publish", "--report"])
+        .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(POSTS.load(Ordering::SeqCst), 2, "{}", r.out);
+    assert_eq!(svc.objects("check-run").len(), 1, "{}", r.out);
+    assert!(r.out.contains("1 annotation in 1 request"), "{}", r.out);
+    assert_eq!(r.code, 1, "{}", r.out);
+    let line = r
+        .out
+        .lines()
+        .find(|l| l.starts_with("::error title=runwarden pr comment::"))
+        .unwrap_or_else(|| panic!("the proxy's 403 is no refusal:\n{}", r.out));
+    assert!(line.contains("without GitHub's error body"), "{line}");
+    assert!(comments(&svc).is_empty());
+}
+
+/// A GitHub App's token comments as its bot, which `GET /user` does not
+/// tell: the first comment says so (a notice naming `comment-author`), and
+/// with `--comment-author` the next run updates it. A user's token (a PAT)
+/// is asked who it is and finds its own comment.
+#[test]
+fn an_app_token_is_told_to_name_its_bot_and_a_pat_finds_its_own() {
+    let svc = server();
+    let app = svc.app_token(WRITE_ALL, "warden-app[bot]");
+    let co = Checkout::new();
+    let failing = co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
+    let publish = |token: &str, extra: &[&str]| {
+        let mut c = co.cmd(&svc, token);
+        c.args(["publish", "--no-check-run", "--report"])
+            .arg(&failing)
+            .args(extra);
+        run(c, token)
+    };
+    let r = publish(&app, &[]);
+    assert_eq!(r.code, 0, "{}", r.out);
+    let line = r
+        .out
+        .lines()
+        .find(|l| l.starts_with("::notice title=runwarden pr comment::"))
+        .unwrap_or_else(|| panic!("no notice:\n{}", r.out));
+    assert!(line.contains("comment-author: warden-app[bot]"), "{line}");
+    let first = comments(&svc);
+    assert_eq!(first.len(), 1);
+    let ok = co.report(&report(vec![at_config("file-name", Verdict::Pass, "")]));
+    let mut c = co.cmd(&svc, &app);
+    c.args([
+        "publish",
+        "--no-check-run",
+        "--comment-author",
+        "warden-app[bot]",
+        "--report",
+    ])
+    .arg(&ok);
+    let r = run(c, &app);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out
+            .contains(&format!("comment {} updated", first[0]["id"])),
+        "{}",
+        r.out
+    );
+    assert_eq!(comments(&svc).len(), 1);
+
+    let pat = svc.user_token(WRITE_ALL, "octocat");
+    co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
+    let r = publish(&pat, &[]);
+    assert!(r.out.contains("created"), "{}", r.out);
+    let r = publish(&pat, &["--pr-comment", "always"]);
+    assert!(r.out.contains("updated"), "{}", r.out);
+    let by_octocat = comments(&svc)
+        .iter()
+        .filter(|c| c["user"]["login"] == "octocat")
+        .count();
+    assert_eq!(by_octocat, 1);
+}
+
+/// With a marker key the state is signed: a comment of the same identity
+/// (another workflow's `github-actions[bot]`) that copies the marker is
+/// not ours, so it is neither updated nor believed.
+#[test]
+fn with_a_key_only_a_signed_comment_is_ours() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let f = co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
+    let key = "0123456789abcdef0123456789abcdef";
+    let publish = |mode: &str, pr: &str| {
+        let mut c = co.cmd(&svc, &token);
+        c.env("RUNWARDEN_KEY", key)
+            .args([
+                "publish",
+                "--no-check-run",
+                "--pr",
+                pr,
+                "--pr-comment",
+                mode,
+                "--report",
+            ])
+            .arg(&f);
+        let r = run(c, &token);
+        assert_eq!(r.code, 0, "{}", r.out);
+        r
+    };
+    let on = |pr: u64| -> Vec<Value> {
+        comments(&svc)
+            .into_iter()
+            .filter(|c| c["issue"] == pr)
+            .collect()
+    };
+    // A signed comment on another pull request shows what ours look like.
+    publish("on-change", "8");
+    let body = on(8)[0]["body"].as_str().unwrap().to_string();
+    let marker = body.lines().next().unwrap();
+    let state_start = body.rfind("<!-- runwarden-state ").unwrap();
+    let payload = body[state_start..].split_whitespace().nth(2).unwrap();
+    // Another workflow, commenting as the same github-actions[bot], posts
+    // an imitation on #7 first: marker, state, but no signature.
+    let forged = format!("{marker}\nforged\n<!-- runwarden-state {payload} -->\n");
+    svc.add(
+        "comment",
+        REPO,
+        json!({ "issue": PR, "body": forged, "user": { "login": "github-actions[bot]" } }),
+    );
+    publish("on-change", "7");
+    let all = on(PR);
+    assert_eq!(
+        all.len(),
+        2,
+        "a signed comment of its own beside the imitation"
+    );
+    assert_eq!(all[0]["body"], forged, "the imitation is untouched");
+    assert!(all[1]["body"].as_str().unwrap().contains("First run"));
+    let r = publish("on-change", "7");
+    assert!(r.out.contains("left alone"), "{}", r.out);
+    assert_eq!(on(PR).len(), 2, "then found again by its signature");
+}
+
+/// A job without the checkout: the SARIF would leave every result out and
+/// code scanning would close their alerts, so it is not uploaded.
+#[test]
+fn no_sarif_upload_without_the_files_results_point_at() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let f = co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
+    let empty = tempfile::tempdir().unwrap();
+    let mut c = co.cmd(&svc, &token);
+    c.env("GITHUB_WORKSPACE", empty.path())
+        .env_remove("GITHUB_WORKFLOW_REF")
+        .current_dir(empty.path())
+        .args([
+            "publish",
+            "--no-check-run",
+            "--pr-comment",
+            "never",
+            "--upload-sarif",
+            "--report",
+        ])
+        .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out.contains("not uploaded: 1 findings have no file"),
+        "{}",
+        r.out
+    );
+    assert!(svc.sarifs().is_empty());
+}
+
+/// What `publish` will not do: publish from a `workflow_run` without being
+/// told the commit (its GITHUB_SHA is the default branch's), or a report
+/// whose findings runwarden could not have made.
+#[test]
+fn workflow_run_needs_the_commit_and_forged_reports_are_refused() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    let f = co.report(&report(vec![at_config(
+        "file-name",
+        Verdict::Fail,
+        "found",
+    )]));
+    let mut c = co.cmd(&svc, &token);
+    c.env("GITHUB_EVENT_NAME", "workflow_run")
+        .args(["publish", "--report"])
+        .arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(r.out.contains("workflow_run"), "{}", r.out);
+    let mut forged = at_config("file-name", Verdict::Fail, "found");
+    forged.carrier = "x](https://evil.example)".into();
+    forged.channel = format!("s:{}", forged.carrier);
+    let f = co.report(&report(vec![forged]));
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--report"]).arg(&f);
+    let r = run(c, &token);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(r.out.contains("not one runwarden makes"), "{}", r.out);
+    assert!(svc.objects("check-run").is_empty() && comments(&svc).is_empty());
+}
+
+/// 0, 50, 51 and 100 annotations: one request per 50, at least one.
+#[test]
+fn annotations_go_fifty_to_a_request() {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    let co = Checkout::new();
+    for (n, want) in [(0usize, 1usize), (50, 1), (51, 2), (100, 2)] {
+        let findings: Vec<Finding> = (0..n.max(1))
+            .map(|i| {
+                let verdict = if i < n { Verdict::Fail } else { Verdict::Pass };
+                let mut f = at_config(FS_CARRIERS[i % 10], verdict, "x");
+                f.surface = format!("s{}", i / 10);
+                f.channel = format!("{}:{}", f.surface, f.carrier);
+                f
+            })
+            .collect();
+        let f = co.report(&report(findings));
+        let before = requests(&svc, "check-runs").len();
+        let mut c = co.cmd(&svc, &token);
+        c.args(["publish", "--pr-comment", "never", "--report"])
+            .arg(&f);
+        let r = run(c, &token);
+        assert_eq!(r.code, 0, "{}", r.out);
+        assert_eq!(
+            requests(&svc, "check-runs").len() - before,
+            want,
+            "{n} annotations"
+        );
+        let cr = svc.objects("check-run").pop().unwrap();
+        assert_eq!(cr["output"]["annotations_count"], n, "{cr}");
+        assert_eq!(cr["status"], "completed");
+    }
 }

@@ -134,10 +134,7 @@ pub(super) fn action() -> Result<i32, Failure> {
     // The `key` input (a secret) wins over $RUNWARDEN_KEY; both are masked
     // before anything is printed.
     mask_secrets();
-    let key = match input("key") {
-        Some(k) => Key::new(Some(k.into_bytes())),
-        None => Key::from_env(),
-    };
+    let key = action_key();
     let config = input("config").map(PathBuf::from);
     let report = Some(PathBuf::from(
         input("report").unwrap_or_else(|| "runwarden-report.json".into()),
@@ -214,7 +211,7 @@ pub(super) fn action() -> Result<i32, Failure> {
         // permissions), published from this one.
         "publish" => {
             let path = report.clone().unwrap_or_default();
-            let broke = publish_report(&path, &parts, &Default::default())?;
+            let broke = publish_report(&path, &parts, &Default::default(), action_key())?;
             return Ok(if fail_on == "never" { 0 } else { broke });
         }
         other => {
@@ -231,7 +228,7 @@ pub(super) fn action() -> Result<i32, Failure> {
         && let Some(path) = &report
         && path.is_file()
     {
-        let broke = publish_after_action(path, &parts)?;
+        let broke = publish_after_action(path, &parts, action_key())?;
         if code == 0 {
             code = broke;
         }
@@ -240,8 +237,16 @@ pub(super) fn action() -> Result<i32, Failure> {
     Ok(if fail_on == "never" { 0 } else { code })
 }
 
-/// The publish inputs: `check-run`, `pr-comment`, `upload-sarif`,
-/// `sarif-category`.
+/// The marker key: the `key` input (a secret) wins over $RUNWARDEN_KEY.
+pub(super) fn action_key() -> Key {
+    match input("key") {
+        Some(k) => Key::new(Some(k.into_bytes())),
+        None => Key::from_env(),
+    }
+}
+
+/// The publish inputs: `check-run`, `pr-comment`, `comment-author`,
+/// `upload-sarif`, `sarif-category`.
 fn publish_inputs() -> Result<Parts, Failure> {
     use crate::publish::CommentMode;
     let comment = match input("pr-comment").as_deref() {
@@ -258,7 +263,7 @@ fn publish_inputs() -> Result<Parts, Failure> {
         check_run: bool_input("check-run", true)?,
         check_name: None,
         comment,
-        comment_author: None,
+        comment_author: input("comment-author"),
         upload_sarif: bool_input("upload-sarif", false)?,
         category: input("sarif-category"),
         sarif_wait: 120,

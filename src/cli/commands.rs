@@ -304,7 +304,7 @@ pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32
 pub(super) fn read_report(file: &Path) -> Result<Report, Failure> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
-    let r: Report = serde_json::from_str(&text).map_err(|e| {
+    let mut r: Report = serde_json::from_str(&text).map_err(|e| {
         Failure::Other(format!("{} is not a runwarden report: {e}", file.display()))
     })?;
     if r.schema != crate::report::SCHEMA {
@@ -314,5 +314,24 @@ pub(super) fn read_report(file: &Path) -> Result<Report, Failure> {
             escape::line(&r.schema)
         )));
     }
+    // A report can come from elsewhere (an artifact of another job): its
+    // findings must be ones runwarden makes, since their ids go into
+    // links and markup, and the counts are the findings', not the file's.
+    for f in &r.findings {
+        let known = crate::surface::by_name(&f.surface_type)
+            .is_some_and(|t| t.carriers().iter().any(|c| c.name == f.carrier));
+        if !known
+            || !plan::is_valid_name(&f.surface)
+            || f.channel != format!("{}:{}", f.surface, f.carrier)
+        {
+            return Err(Failure::Other(format!(
+                "{}: finding {} is not one runwarden makes (an unknown surface type or \
+                 carrier, or a malformed channel id)",
+                file.display(),
+                escape::line(&f.channel)
+            )));
+        }
+    }
+    r.summary = crate::report::Summary::of(&r.findings);
     Ok(r)
 }

@@ -93,31 +93,36 @@ pub(super) fn publish_command(args: PublishArgs) -> Result<i32, Failure> {
         token_env: args.token_env,
         api_url: None,
     };
-    publish_report(&args.report, &parts, &o)
+    publish_report(&args.report, &parts, &o, Key::from_env())
 }
 
 /// Publishes the report at `path`: 0 when every part landed, was skipped
 /// or was refused by GitHub (a notice), 1 when a part broke.
-pub(super) fn publish_report(path: &Path, parts: &Parts, o: &Overrides) -> Result<i32, Failure> {
+pub(super) fn publish_report(
+    path: &Path,
+    parts: &Parts,
+    o: &Overrides,
+    key: Key,
+) -> Result<i32, Failure> {
     let report = read_report(path)?;
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let target = Target::from_env(&env, o).map_err(Failure::Other)?;
-    publish_to(&report, &target, parts)
+    publish_to(&report, &target, parts, key)
 }
 
 /// The action's publish step: as [`publish_report`], but where there is
 /// nothing to publish to (no repository or token in the environment: the
 /// action run outside a workflow), a note instead of an error.
-pub(super) fn publish_after_action(path: &Path, parts: &Parts) -> Result<i32, Failure> {
+pub(super) fn publish_after_action(path: &Path, parts: &Parts, key: Key) -> Result<i32, Failure> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     if let Err(why) = Target::from_env(&env, &Overrides::default()) {
         note(&format!("publish: skipped: {why}"));
         return Ok(0);
     }
-    publish_report(path, parts, &Overrides::default())
+    publish_report(path, parts, &Overrides::default(), key)
 }
 
-fn publish_to(report: &Report, target: &Target, parts: &Parts) -> Result<i32, Failure> {
+fn publish_to(report: &Report, target: &Target, parts: &Parts, key: Key) -> Result<i32, Failure> {
     let label = report.label.as_deref();
     let opts = publish::Options {
         check_run: parts.check_run.then(|| {
@@ -135,6 +140,7 @@ fn publish_to(report: &Report, target: &Target, parts: &Parts) -> Result<i32, Fa
                 .unwrap_or_else(|| output::repo::default_category(report))
         }),
         sarif_wait: Duration::from_secs(parts.sarif_wait),
+        key,
     };
     let ctx = output::repo::Context::from_env(report);
     let results = publish::publish(report, &ctx, target, &opts);

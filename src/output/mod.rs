@@ -4,6 +4,7 @@
 //! ([`crate::escape`]).
 
 pub mod carriers;
+pub mod comment;
 pub mod fleet;
 pub mod github;
 pub mod json;

@@ -1,9 +1,10 @@
 //! The check run: one per run, on the commit reviewers see, with every
 //! FAIL and ERROR annotated on the config line that declares its surface.
 //! GitHub takes at most 50 annotations per request, so the run is created
-//! with the first 50 and updated with the next 50 until none are left;
-//! the conclusion goes with the last request, so a run whose annotations
-//! could not all be sent never shows green or red on half of them.
+//! (in progress) with the first 50 and updated with the next 50 until none
+//! are left, the conclusion going with the last request. If an update
+//! fails, the run is closed with its conclusion and a summary that says
+//! how many annotations are missing.
 
 use super::{Outcome, Target, refused};
 use crate::github::Api;
@@ -85,7 +86,14 @@ pub(super) fn publish(
         Err(e) => return refused("creating the check run", &e, "`checks: write`", target),
     };
     let Some(id) = created.json["id"].as_u64() else {
-        return Outcome::Failed("creating the check run: GitHub's answer holds no id".into());
+        return Outcome::Failed(format!(
+            "creating the check run: GitHub's answer holds no id{}",
+            if last == 0 {
+                ""
+            } else {
+                " (the run, if made, stays in progress)"
+            }
+        ));
     };
     let mut requests = 1;
     for (i, chunk) in chunks.iter().enumerate().skip(1) {
@@ -105,20 +113,28 @@ pub(super) fn publish(
                 ),
             }});
             finish(&mut close);
-            let _ = api.call(Method::PATCH, &format!("{path}/{id}"), Some(&close), what);
+            let closed = api
+                .call(Method::PATCH, &format!("{path}/{id}"), Some(&close), what)
+                .is_ok();
             return Outcome::Failed(format!(
-                "{what}: {} ({} of {} annotations added)",
+                "{what}: {} ({} of {} annotations added; {})",
                 e.text(),
                 i * PER_REQUEST,
-                notes.len()
+                notes.len(),
+                if closed {
+                    "the run is closed with its conclusion"
+                } else {
+                    "closing the run failed too: it stays in progress"
+                }
             ));
         }
         requests += 1;
     }
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     Outcome::Done(format!(
-        "`{name}` on {}: {conclusion}, {} annotations in {requests} request{}",
+        "`{name}` on {}: {conclusion}, {} in {}",
         &sha[..7],
-        notes.len(),
-        if requests == 1 { "" } else { "s" }
+        plural(notes.len(), "annotation"),
+        plural(requests, "request")
     ))
 }

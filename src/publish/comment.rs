@@ -1,13 +1,16 @@
-//! The sticky pull request comment: one per pull request and config,
-//! found again by its hidden marker among the comments the token's own
-//! identity wrote (anyone can write a comment that carries the marker),
-//! updated in place and never duplicated. It says what changed since the
-//! state it remembers; under `on-change` a comment whose verdicts did not
-//! change is left alone (no request at all).
+//! The sticky pull request comment: one per pull request, config and
+//! label, found again by its hidden marker among the comments that are
+//! ours (anyone can write a comment that carries the marker): with a
+//! marker key, those whose state line carries the key's signature;
+//! without one, those the token's own identity wrote. It is updated in
+//! place, never duplicated, and says what changed since the state it
+//! remembers; under `on-change` a comment whose verdicts and result did
+//! not change is left alone (no request at all).
 
 use super::{CommentMode, Options, Outcome, Target, refused};
+use crate::escape;
 use crate::github::{Api, ApiError};
-use crate::output::review::{self, CommentContext};
+use crate::output::comment::{self, CommentContext, Earlier, Read, State};
 use crate::report::Report;
 use ::http::Method;
 use serde_json::json;
@@ -43,75 +46,105 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
         Ok(l) => l,
         Err(e) => return Outcome::Failed(e.text()),
     };
-    let marker = review::marker(report);
+    let key = &opts.key;
+    let marker = comment::marker(report);
     let list = format!("/repos/{}/issues/{pr}/comments", target.repository);
-    // The oldest comment of ours with the marker: the one the first run
-    // made (a duplicate, should one exist, is left as it is).
-    let mut ours: Option<(u64, String)> = None;
+    // The oldest comment that is ours: with a marker key, one whose state
+    // carries the key's signature; without one, one of the token's
+    // identity (whose state may be unreadable: edited by hand). Anything
+    // else with the marker is someone else's, and left alone.
+    let mut ours: Option<(u64, Read)> = None;
     let listed = api.list(
         &list,
         None,
         "listing the pull request's comments",
         &mut |c| {
+            let body = c["body"].as_str().unwrap_or("");
+            let Some(id) = c["id"].as_u64() else { return };
+            if ours.is_some() || !body.contains(&marker) {
+                return;
+            }
             let mine = c["user"]["login"]
                 .as_str()
                 .is_some_and(|l| l.eq_ignore_ascii_case(&login));
-            let body = c["body"].as_str().unwrap_or("");
-            if ours.is_none()
-                && mine
-                && body.contains(&marker)
-                && let Some(id) = c["id"].as_u64()
-            {
-                ours = Some((id, body.to_string()));
+            match comment::comment_state(body, &marker, key) {
+                Read::Trusted(s) if mine || key.is_configured() => {
+                    ours = Some((id, Read::Trusted(s)))
+                }
+                Read::Untrusted if mine && !key.is_configured() => {
+                    ours = Some((id, Read::Untrusted))
+                }
+                _ => {}
             }
         },
     );
     if let Err(e) = listed {
         return refused("reading the pull request's comments", &e, FALLBACK, target);
     }
-    let before = ours.as_ref().and_then(|(_, b)| review::comment_state(b));
-    let now = review::verdicts(report);
-    let changed = match &before {
-        Some(b) => b.verdicts != now,
-        None => true,
-    };
+    let now = State::of(report, target.head_sha.as_deref());
     let cx = CommentContext {
         sha: target.head_sha.as_deref(),
         run_url: target.run_url.as_deref(),
+        key,
     };
-    let body = review::comment(report, before.as_ref(), &cx);
-    match (ours, opts.comment) {
-        (Some((id, _)), CommentMode::OnChange) if !changed => {
-            Outcome::Done(format!("comment {id} left alone: no verdict changed"))
+    let (id, earlier) = match &ours {
+        None => (None, Earlier::None),
+        Some((id, Read::Untrusted)) => (Some(*id), Earlier::Unreadable),
+        Some((id, Read::Trusted(s))) => (Some(*id), Earlier::State(s)),
+    };
+    let unchanged = matches!(&earlier, Earlier::State(s) if !s.differs(&now));
+    let body = comment::comment(report, earlier, &cx);
+    match (id, opts.comment) {
+        (Some(id), CommentMode::OnChange) if unchanged => {
+            Outcome::Done(format!("comment {id} left alone: nothing changed"))
         }
-        (Some((id, _)), _) => {
+        (Some(id), _) => {
             let path = format!("/repos/{}/issues/comments/{id}", target.repository);
-            match api.call(
-                Method::PATCH,
-                &path,
-                Some(&json!({ "body": body })),
-                "updating the comment",
-            ) {
+            let what = "updating the comment";
+            match api.call(Method::PATCH, &path, Some(&json!({ "body": body })), what) {
                 Ok(_) => Outcome::Done(format!("comment {id} updated")),
-                Err(e) => refused("updating the comment", &e, FALLBACK, target),
+                Err(e) => refused(what, &e, FALLBACK, target),
             }
         }
         (None, CommentMode::OnChange) if report.exit_code() == 0 => {
             Outcome::Skipped("the run is green and there is no earlier comment to update".into())
         }
         (None, _) => {
-            match api.call(
-                Method::POST,
-                &list,
-                Some(&json!({ "body": body })),
-                "creating the comment",
-            ) {
-                Ok(a) => Outcome::Done(format!(
-                    "comment {} created on #{pr}",
-                    a.json["id"].as_u64().unwrap_or(0)
-                )),
-                Err(e) => refused("creating the comment", &e, FALLBACK, target),
+            let what = "creating the comment";
+            match api.call(Method::POST, &list, Some(&json!({ "body": body })), what) {
+                Ok(a) => {
+                    let id = a.json["id"].as_u64().unwrap_or(0);
+                    let as_who = a.json["user"]["login"].as_str().unwrap_or("");
+                    // Written as someone the next run will not look for
+                    // (a GitHub App's token): it would write a new one.
+                    if !key.is_configured() && !as_who.eq_ignore_ascii_case(&login) {
+                        return Outcome::Notice(format!(
+                            "comment {id} created on #{pr} as {}, but runs look for comments by \
+                             {}: set `comment-author: {}` (or a marker key) so the next run \
+                             updates it instead of adding another",
+                            shown(as_who),
+                            shown(&login),
+                            shown(as_who),
+                        ));
+                    }
+                    Outcome::Done(format!("comment {id} created on #{pr}"))
+                }
+                Err(e) => refused(what, &e, FALLBACK, target),
             }
         }
+    }
+}
+
+/// A login as it is when it is one (letters, digits, `-`, `_` and an
+/// App's `[bot]`), else escaped and quoted.
+fn shown(login: &str) -> String {
+    let plain = !login.is_empty()
+        && login
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'[' | b']'));
+    if plain {
+        login.to_string()
+    } else {
+        escape::bytes(login.as_bytes())
     }
 }

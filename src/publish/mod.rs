@@ -48,6 +48,8 @@ pub struct Options {
     pub sarif_category: Option<String>,
     /// How long to wait for code scanning to process the upload.
     pub sarif_wait: Duration,
+    /// The marker key: signs the comment's state (and finds it by that).
+    pub key: crate::marker::Key,
 }
 
 /// Where to publish: the repository, the token and what the run is about.
@@ -133,6 +135,18 @@ impl Target {
             .or_else(|| env("GITHUB_API_URL"))
             .unwrap_or_else(|| "https://api.github.com".into());
         crate::http::check_url(&api_url).map_err(|m| format!("API URL: {m}"))?;
+        let event_name = env("GITHUB_EVENT_NAME").unwrap_or_default();
+        // A workflow_run's GITHUB_SHA and GITHUB_REF are the default
+        // branch's, not the probed run's: publishing there would put the
+        // results on main.
+        if event_name == "workflow_run" && (o.sha.is_none() || o.git_ref.is_none()) {
+            return Err(
+                "publishing from a workflow_run event: its GITHUB_SHA and GITHUB_REF \
+                        are the default branch's, not those of the run that made the report; \
+                        pass --sha, --ref and --pr, or publish from the probing workflow"
+                    .into(),
+            );
+        }
         let event = env("GITHUB_EVENT_PATH")
             .and_then(|p| read_event(&p))
             .unwrap_or(serde_json::Value::Null);
@@ -142,9 +156,12 @@ impl Target {
             .as_str()
             .filter(|s| is_sha(s))
             .map(str::to_string);
-        let fork = pr_of_event["head"]["repo"]["full_name"]
-            .as_str()
-            .is_some_and(|h| !h.eq_ignore_ascii_case(&repository));
+        // Only `pull_request` runs of a fork get a read-only token;
+        // `pull_request_target` runs hold the base repository's.
+        let fork = event_name == "pull_request"
+            && pr_of_event["head"]["repo"]["full_name"]
+                .as_str()
+                .is_some_and(|h| !h.eq_ignore_ascii_case(&repository));
         let sha = match &o.sha {
             Some(s) if is_sha(s) => Some(s.clone()),
             Some(s) => return Err(format!("--sha `{s}` is not a commit id (40 hex digits)")),
@@ -167,7 +184,13 @@ impl Target {
             token,
             sha,
             head_sha,
-            git_ref: o.git_ref.clone().or_else(|| env("GITHUB_REF")),
+            // A commit given without its ref would pair it with the
+            // run's own ref (`refs/pull/N/merge` and a head commit).
+            git_ref: match (&o.sha, &o.git_ref) {
+                (_, Some(r)) => Some(r.clone()),
+                (Some(_), None) => None,
+                (None, None) => env("GITHUB_REF"),
+            },
             pr,
             fork,
             run_url,

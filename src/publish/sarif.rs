@@ -13,6 +13,7 @@ use super::{Outcome, Target, refused};
 use crate::github::Api;
 use crate::output::repo::Context;
 use crate::report::Report;
+use crate::verdict::Verdict;
 use ::http::Method;
 use base64::Engine as _;
 use serde_json::json;
@@ -45,13 +46,32 @@ pub(super) fn publish(
 ) -> Outcome {
     let (Some(sha), Some(git_ref)) = (&target.sha, &target.git_ref) else {
         return Outcome::Failed(
-            "code scanning needs the commit and the ref: GITHUB_SHA or GITHUB_REF is unset \
-             (pass --sha and --ref)"
+            "code scanning needs the commit and the ref together: GITHUB_SHA or GITHUB_REF is \
+             unset, or --sha came without --ref"
                 .into(),
         );
     };
     let mut ctx = ctx.clone();
     ctx.set_category(category);
+    // A result without a file to point at is left out of the SARIF, and
+    // code scanning would take its absence for a fix and close its alert.
+    let homeless = report
+        .findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.verdict,
+                Verdict::Fail | Verdict::Error | Verdict::Authorized
+            )
+        })
+        .filter(|f| ctx.location(f).is_none())
+        .count();
+    if homeless > 0 {
+        return Outcome::Failed(format!(
+            "not uploaded: {homeless} findings have no file in this checkout to point at (check \
+             out the repository first), and code scanning would take their absence for fixes"
+        ));
+    }
     let text = crate::output::sarif::render(report, &ctx);
     let gzip = crate::archive::gzip_stored(text.as_bytes());
     if gzip.len() > MAX_GZIP {
@@ -100,14 +120,15 @@ pub(super) fn publish(
         }
         std::thread::sleep(d);
         n += 1;
-        let status = match api.call(
-            Method::GET,
-            &format!("{path}/{id}"),
-            None,
-            "reading the upload's status",
-        ) {
+        let what = format!("uploaded as {id}, but reading its processing status");
+        let status = match api.call(Method::GET, &format!("{path}/{id}"), None, &what) {
             Ok(a) => a.json,
-            Err(e) => return Outcome::Failed(e.text()),
+            // It landed; code scanning processes it in the background
+            // (codeql-action says as much in this case).
+            Err(e @ crate::github::ApiError::Denied { .. }) => {
+                return refused(&what, &e, "`security-events: read`", target);
+            }
+            Err(e) => return Outcome::Notice(format!("{what} failed: {}", e.text())),
         };
         match status["processing_status"].as_str() {
             Some("complete") => {

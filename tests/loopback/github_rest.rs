@@ -550,6 +550,30 @@ fn sarif_uploads_and_their_status_and_who_the_token_is() {
                  "params": { "commit_sha": sha, "ref": "refs/heads/main", "sarif": gz } }]),
     );
     assert_refused(&r[0], "security_events=write");
+
+    // A user's token says who it is and comments as that user; an App's
+    // token is refused `GET /user` and comments as its bot; only a
+    // comment's author may edit it.
+    let pat = svc.user_token(WRITE_ALL, "octocat");
+    let app = svc.app_token(WRITE_ALL, "warden-app[bot]");
+    let r = octokit(
+        &svc,
+        &pat,
+        json!([
+            { "call": "users.getAuthenticated", "params": {} },
+            { "call": "issues.createComment", "params": { "issue_number": 7, "body": "mine" } },
+            { "call": "issues.createComment", "params": { "issue_number": 7, "body": "app's" }, "token": app },
+            { "call": "users.getAuthenticated", "params": {}, "token": app },
+            { "call": "issues.updateComment", "params": { "comment_id": "$1.data.id", "body": "edited" }, "token": app },
+            { "call": "issues.updateComment", "params": { "comment_id": "$1.data.id", "body": "edited" } },
+        ]),
+    );
+    assert_eq!(r[0]["data"]["login"], "octocat", "{}", r[0]);
+    assert_eq!(r[1]["data"]["user"]["login"], "octocat", "{}", r[1]);
+    assert_eq!(r[2]["data"]["user"]["login"], "warden-app[bot]", "{}", r[2]);
+    assert_eq!(status(&r[3]), 403, "{}", r[3]);
+    assert_eq!(status(&r[4]), 403, "{}", r[4]);
+    assert_eq!(status(&r[5]), 200, "{}", r[5]);
 }
 
 /// A gzipped SARIF over 10 MB is refused with 413 before anything is

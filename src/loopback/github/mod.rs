@@ -73,6 +73,9 @@ pub type Permissions = BTreeMap<String, String>;
 pub struct State {
     /// REST tokens this server minted.
     pub tokens: HashMap<String, Permissions>,
+    /// Who a token writes as, when not `github-actions[bot]`: (login, and
+    /// whether it is a user's token, which `GET /user` answers).
+    pub logins: HashMap<String, (String, bool)>,
     /// Runtime tokens' run backend id -> (repository, run id).
     pub runs: HashMap<String, (String, u64)>,
     pub artifacts: Vec<Artifact>,
@@ -138,6 +141,23 @@ impl super::Service<State> {
             .collect();
         self.lock().tokens.insert(token.clone(), map);
         token
+    }
+
+    /// A user's token (a PAT) with these permissions: it writes as
+    /// `login`, and `GET /user` says so.
+    pub fn user_token(&self, perms: &[(&str, &str)], login: &str) -> String {
+        let t = self.token(perms);
+        self.lock().logins.insert(t.clone(), (login.into(), true));
+        t
+    }
+
+    /// A GitHub App's installation token: it writes as `login`
+    /// (`<app>[bot]`), and `GET /user` refuses it, as it does
+    /// `GITHUB_TOKEN`.
+    pub fn app_token(&self, perms: &[(&str, &str)], login: &str) -> String {
+        let t = self.token(perms);
+        self.lock().logins.insert(t.clone(), (login.into(), false));
+        t
     }
 
     /// A runtime token (`ACTIONS_RUNTIME_TOKEN`) of workflow run `run_id`

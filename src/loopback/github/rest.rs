@@ -145,6 +145,8 @@ pub(super) struct Call<'a> {
     pub port: u16,
     /// Push access: sees draft releases.
     pub can_write_contents: bool,
+    /// Who the token writes as.
+    pub login: String,
 }
 
 pub fn route(
@@ -217,6 +219,7 @@ fn checked(
         url,
         port,
         can_write_contents: push,
+        login: login_of(st, token.unwrap_or("")),
     };
     let reply = super::rest_issues::route(st, &call)
         .or_else(|| super::rest_commits::route(st, &call))
@@ -234,14 +237,25 @@ pub fn user(st: &State, auth: &str) -> Reply {
     let token = auth
         .strip_prefix("Bearer ")
         .or_else(|| auth.strip_prefix("token "));
-    let reply = match token.map(|t| st.tokens.contains_key(t)) {
-        Some(true) => message(403, "Resource not accessible by integration"),
+    let reply = match token {
+        Some(t) if st.tokens.contains_key(t) => match st.logins.get(t) {
+            Some((login, true)) => Reply::json(200, json!({ "login": login, "type": "User" })),
+            _ => message(403, "Resource not accessible by integration"),
+        },
         _ => message(401, "Requires authentication"),
     };
     reply.with(
         "X-GitHub-Request-Id",
         &format!("0000:{:06X}:STANDIN", st.log.len()),
     )
+}
+
+/// Who `token` writes as: its login, else `github-actions[bot]`.
+fn login_of(st: &State, token: &str) -> String {
+    st.logins
+        .get(token)
+        .map(|(l, _)| l.clone())
+        .unwrap_or_else(|| "github-actions[bot]".into())
 }
 
 fn need_contents_write() -> Need {

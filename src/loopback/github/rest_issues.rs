@@ -61,11 +61,16 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
             if text.is_empty() || text.chars().count() > 65536 {
                 return Some(invalid("body is required and at most 65536 characters"));
             }
-            let f = json!({ "issue": num(n), "body": text, "user": { "login": "github-actions[bot]" } });
+            let f = json!({ "issue": num(n), "body": text, "user": { "login": c.login } });
             Reply::json(201, create(st, "comment", repo, f))
         }
         ("GET", ["issues", "comments", id]) => one(st, find(st, "comment", repo, "id", &num(id))),
         ("PATCH", ["issues", "comments", id]) => match find(st, "comment", repo, "id", &num(id)) {
+            // Only its author edits a comment (an admin could; these
+            // tokens are no admins).
+            Some(i) if st.objects[i].fields["user"]["login"] != json!(c.login) => {
+                message(403, "Resource not accessible by integration")
+            }
             Some(i) if !str_of(body, "body").is_empty() => {
                 if str_of(body, "body").chars().count() > 65536 {
                     return Some(invalid("body is at most 65536 characters"));

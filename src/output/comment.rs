@@ -1,0 +1,433 @@
+//! The sticky pull request comment, a function over the report: what
+//! changed since the last run, the counts, the open channels.
+//!
+//! The comment carries its own state: a hidden marker that finds it again
+//! (one per pull request, config and label) and a hidden state line (the
+//! verdict of every channel and whether the run failed, base64 JSON) that
+//! the next run compares with its own. With a configured marker key the
+//! state line is signed (HMAC-SHA256), so a comment that imitates ours is
+//! told apart even when it comes from the same identity (every workflow of
+//! a repository comments as `github-actions[bot]`). Comments are hostile
+//! input: [`comment_state`] reads only well-formed entries.
+
+use super::github::{cell, docs_link};
+use super::review::{headline, side};
+use super::sarif::truncate as clip;
+use crate::marker::Key;
+use crate::report::{Finding, Report};
+use crate::verdict::Verdict;
+use base64::Engine as _;
+use sha2::Digest as _;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// A comment's body (GitHub: at most 65,536 characters), with room.
+pub const COMMENT_BUDGET: usize = 60 * 1024;
+
+/// Channel (with `@side` for a scoped declaration) -> verdict.
+pub type Verdicts = BTreeMap<String, String>;
+
+/// The verdict of every channel in the report.
+pub fn verdicts(report: &Report) -> Verdicts {
+    report
+        .findings
+        .iter()
+        .map(|f| {
+            let side = f.side().map(|s| format!("@{s}")).unwrap_or_default();
+            (format!("{}{side}", f.channel), f.verdict.as_str().into())
+        })
+        .collect()
+}
+
+/// What changed between two runs.
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    /// Open now (FAIL or AUTHORIZED), not open before (or not there).
+    pub opened: Vec<String>,
+    /// Open before, PASS now.
+    pub closed: Vec<String>,
+    /// Every other change: (channel, before, now); `-` for absent.
+    pub other: Vec<(String, String, String)>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.opened.is_empty() && self.closed.is_empty() && self.other.is_empty()
+    }
+}
+
+fn is_open(v: &str) -> bool {
+    matches!(v, "fail" | "authorized")
+}
+
+pub fn changes(before: &Verdicts, now: &Verdicts) -> Changes {
+    let mut c = Changes::default();
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(now.keys()).collect();
+    for k in keys {
+        let (b, n) = (before.get(k), now.get(k));
+        if b == n {
+            continue;
+        }
+        let (bs, ns) = (b.map_or("-", String::as_str), n.map_or("-", String::as_str));
+        if is_open(ns) && !is_open(bs) {
+            c.opened.push(k.clone());
+        } else if is_open(bs) && ns == "pass" {
+            c.closed.push(k.clone());
+        } else {
+            c.other.push((k.clone(), bs.into(), ns.into()));
+        }
+    }
+    c
+}
+
+/// The hidden marker of the comment for this report's config and label:
+/// one comment per pull request and config.
+pub fn marker(report: &Report) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(report.config.path.as_deref().unwrap_or("(discovered)"));
+    h.update([0]);
+    h.update(report.label.as_deref().unwrap_or(""));
+    let key = crate::nonce::to_hex(&h.finalize());
+    format!("<!-- runwarden-comment {} -->", &key[..16])
+}
+
+const STATE_START: &str = "<!-- runwarden-state ";
+const STATE_END: &str = " -->";
+
+/// What a comment remembers of the run that wrote it.
+#[derive(Debug, PartialEq)]
+pub struct State {
+    /// The commit it was written for.
+    pub sha: Option<String>,
+    /// The run's exit code (1: a FAIL, an ERROR or a planted entry left).
+    pub exit: Option<i64>,
+    pub verdicts: Verdicts,
+}
+
+impl State {
+    /// What this report would remember.
+    pub fn of(report: &Report, sha: Option<&str>) -> State {
+        State {
+            sha: sha.map(str::to_string),
+            exit: Some(i64::from(report.exit_code())),
+            verdicts: verdicts(report),
+        }
+    }
+
+    /// Whether a new comment would say something else: a verdict, or
+    /// whether the run failed (a planted entry left turns it red with
+    /// every verdict the same).
+    pub fn differs(&self, other: &State) -> bool {
+        self.verdicts != other.verdicts || self.exit != other.exit
+    }
+}
+
+/// What became of the state of an earlier comment.
+#[derive(Debug, PartialEq)]
+pub enum Read {
+    /// Well formed, and signed with the key when one is configured.
+    Trusted(State),
+    /// No state line, a malformed one, or (with a key) one without a
+    /// valid signature: not written by this repository's runwarden.
+    Untrusted,
+}
+
+fn signature(key: &Key, marker: &str, payload: &str) -> Option<String> {
+    key.sign("runwarden-comment-state/1", &format!("{marker}\0{payload}"))
+}
+
+/// The state a comment body carries. `marker` is the comment's marker;
+/// with a configured `key` the state must carry its signature.
+pub fn comment_state(body: &str, marker: &str, key: &Key) -> Read {
+    let parse = || -> Option<State> {
+        let start = body.rfind(STATE_START)? + STATE_START.len();
+        let len = body[start..].find(STATE_END)?;
+        let mut words = body[start..start + len].split_whitespace();
+        let payload = words.next()?;
+        if key.is_configured() {
+            let want = signature(key, marker, payload)?;
+            let got = words.next()?;
+            if !crate::marker::same(want.as_bytes(), got.as_bytes()) {
+                return None;
+            }
+        }
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+        let known = ["fail", "error", "authorized", "skipped", "pass"];
+        let key_ok = |k: &str| {
+            !k.is_empty()
+                && k.len() <= 200
+                && k.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':' | b'@' | b'.')
+                })
+        };
+        let verdicts = v["verdicts"]
+            .as_object()?
+            .iter()
+            .filter_map(|(k, v)| {
+                let v = v.as_str()?;
+                (key_ok(k) && known.contains(&v)).then(|| (k.clone(), v.to_string()))
+            })
+            .collect();
+        let sha = v["sha"]
+            .as_str()
+            .filter(|s| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(str::to_string);
+        let exit = v["exit"].as_i64().filter(|e| matches!(e, 0 | 1));
+        Some(State {
+            sha,
+            exit,
+            verdicts,
+        })
+    };
+    match parse() {
+        Some(s) => Read::Trusted(s),
+        None => Read::Untrusted,
+    }
+}
+
+/// What the comment says about this run beside the report.
+pub struct CommentContext<'a> {
+    /// The commit this run checked (40 hex), remembered for the next.
+    pub sha: Option<&'a str>,
+    /// A link to the workflow run.
+    pub run_url: Option<&'a str>,
+    /// Signs the state line when configured.
+    pub key: &'a Key,
+}
+
+/// What the comment is written over.
+pub enum Earlier<'a> {
+    /// No comment yet.
+    None,
+    /// A comment of ours whose state cannot be read.
+    Unreadable,
+    State(&'a State),
+}
+
+/// The sticky comment: marker, headline, what changed since `earlier`, the
+/// counts and every FAIL, ERROR and AUTHORIZED channel, then this run's
+/// state. Cut to [`COMMENT_BUDGET`].
+pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -> String {
+    let now = verdicts(report);
+    let marker = marker(report);
+    let mut out = marker.clone() + "\n";
+    let icon = if report.exit_code() != 0 {
+        "🔴"
+    } else {
+        "🟢"
+    };
+    let _ = writeln!(out, "### {icon} runwarden: {}\n", cell(&headline(report)));
+    if let Some(label) = &report.label {
+        let _ = writeln!(out, "Runner: {}\n", cell(label));
+    }
+    match earlier {
+        Earlier::None => out += "First run on this pull request.\n\n",
+        Earlier::Unreadable => {
+            out += "The earlier state of this comment could not be read (edited?): no comparison this time.\n\n"
+        }
+        Earlier::State(b) => {
+            let since = b
+                .sha
+                .as_deref()
+                .map(|s| format!(" (at {})", &s[..7]))
+                .unwrap_or_default();
+            let c = changes(&b.verdicts, &now);
+            if c.is_empty() {
+                let _ = writeln!(out, "**No channel changed since the last run{since}.**\n");
+            } else {
+                let _ = writeln!(out, "**Since the last run{since}:**\n");
+                let list = |v: &[String]| v.iter().map(|k| cell(k)).collect::<Vec<_>>().join(", ");
+                if !c.opened.is_empty() {
+                    let _ = writeln!(out, "- newly open: {}", list(&c.opened));
+                }
+                if !c.closed.is_empty() {
+                    let _ = writeln!(out, "- newly closed: {}", list(&c.closed));
+                }
+                for (k, b, n) in &c.other {
+                    let _ = writeln!(
+                        out,
+                        "- {}: {} → {}",
+                        cell(k),
+                        b.to_uppercase(),
+                        n.to_uppercase()
+                    );
+                }
+                out.push('\n');
+            }
+        }
+    }
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "**{}** fail · **{}** error · **{}** authorized · **{}** skipped · **{}** pass\n",
+        s.fail, s.error, s.authorized, s.skipped, s.pass
+    );
+    if !report.cleanup.left.is_empty() {
+        let _ = writeln!(
+            out,
+            "Cleanup left {} planted entries in place; the report lists them.\n",
+            report.cleanup.left.len()
+        );
+    }
+    let mut rows: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.verdict,
+                Verdict::Fail | Verdict::Error | Verdict::Authorized
+            )
+        })
+        .collect();
+    rows.sort_by_key(|f| f.verdict);
+    let state = state_line(&State::of(report, cx.sha), &marker, cx.key);
+    let footer = footer(cx);
+    if !rows.is_empty() {
+        out += "| Verdict | Channel | Detail |\n| --- | --- | --- |\n";
+        for (i, f) in rows.iter().enumerate() {
+            let row = format!(
+                "| {} | [{}]({}){} | {} |\n",
+                f.verdict.as_str().to_uppercase(),
+                cell(&f.channel),
+                docs_link(f),
+                cell(&side(f)),
+                cell(&clip(&f.detail, 600))
+            );
+            if out.len() + row.len() + footer.len() + state.len() + 200 > COMMENT_BUDGET {
+                let _ = writeln!(
+                    out,
+                    "\n{} more rows are in the job summary and the report.",
+                    rows.len() - i
+                );
+                break;
+            }
+            out += &row;
+        }
+        out.push('\n');
+    }
+    out += &footer;
+    out += &state;
+    out
+}
+
+fn footer(cx: &CommentContext<'_>) -> String {
+    let mut parts = Vec::new();
+    if let Some(u) = cx.run_url {
+        parts.push(format!("[the run]({})", cell(u)));
+    }
+    if let Some(s) = cx.sha {
+        parts.push(format!("commit {}", cell(&s[..s.len().min(7)])));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<sub>Updated in place by each run ({}).</sub>\n",
+        parts.join(", ")
+    )
+}
+
+fn state_line(state: &State, marker: &str, key: &Key) -> String {
+    let v = serde_json::json!({ "v": 1, "sha": state.sha, "exit": state.exit, "verdicts": state.verdicts });
+    let payload = base64::engine::general_purpose::STANDARD.encode(v.to_string());
+    let sig = signature(key, marker, &payload)
+        .map(|s| format!(" {s}"))
+        .unwrap_or_default();
+    format!("{STATE_START}{payload}{sig}{STATE_END}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(pairs: &[(&str, &str)]) -> Verdicts {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn changes_say_what_opened_closed_and_moved() {
+        let before = v(&[
+            ("a:x", "pass"),
+            ("a:y", "fail"),
+            ("a:z", "fail"),
+            ("b:q", "pass"),
+        ]);
+        let now = v(&[
+            ("a:x", "fail"),
+            ("a:y", "pass"),
+            ("a:z", "error"),
+            ("c:n", "authorized"),
+        ]);
+        let c = changes(&before, &now);
+        assert_eq!(c.opened, ["a:x", "c:n"]);
+        assert_eq!(c.closed, ["a:y"]);
+        assert_eq!(
+            c.other,
+            [
+                ("a:z".to_string(), "fail".to_string(), "error".to_string()),
+                ("b:q".to_string(), "pass".to_string(), "-".to_string())
+            ]
+        );
+        assert!(changes(&now, &now).is_empty());
+    }
+
+    #[test]
+    fn state_reads_back_and_ignores_what_is_not_ours() {
+        let m = "<!-- runwarden-comment 0123456789abcdef -->";
+        let now = State {
+            sha: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            exit: Some(1),
+            verdicts: v(&[("fs:file-name", "fail"), ("git:ref@inside", "pass")]),
+        };
+        // Without a key: read back as written.
+        let none = Key::new(None);
+        let line = state_line(&now, m, &none);
+        assert_eq!(
+            comment_state(&format!("text\n{line}"), m, &none),
+            Read::Trusted(now)
+        );
+        // Hostile entries are dropped, a bad sha or exit is none.
+        let hostile = serde_json::json!({ "verdicts": { "<img>": "fail", "a:b": "owned", "c:d": "pass" }, "sha": "zz", "exit": 7 });
+        let body = format!(
+            "{STATE_START}{}{STATE_END}",
+            base64::engine::general_purpose::STANDARD.encode(hostile.to_string())
+        );
+        let Read::Trusted(s) = comment_state(&body, m, &none) else {
+            panic!()
+        };
+        assert_eq!(s.verdicts, v(&[("c:d", "pass")]));
+        assert_eq!((s.sha, s.exit), (None, None));
+        assert_eq!(comment_state("no state here", m, &none), Read::Untrusted);
+        // With a key: only a state it signed, for this marker.
+        let key = Key::new(Some(b"k3y-for-the-comment-test".to_vec()));
+        let state = State {
+            sha: None,
+            exit: Some(0),
+            verdicts: v(&[("a:b", "pass")]),
+        };
+        let signed = state_line(&state, m, &key);
+        assert!(matches!(comment_state(&signed, m, &key), Read::Trusted(_)));
+        let other = "<!-- runwarden-comment fedcba9876543210 -->";
+        assert_eq!(comment_state(&signed, other, &key), Read::Untrusted);
+        assert_eq!(comment_state(&body, m, &key), Read::Untrusted, "unsigned");
+        let forged = signed.replacen("runwarden-state ", "runwarden-state e30=", 1);
+        assert_eq!(comment_state(&forged, m, &key), Read::Untrusted);
+    }
+
+    #[test]
+    fn a_run_that_turns_red_with_the_same_verdicts_differs() {
+        let s = |exit| State {
+            sha: None,
+            exit: Some(exit),
+            verdicts: v(&[("a:b", "pass")]),
+        };
+        assert!(s(0).differs(&s(1)));
+        assert!(!s(1).differs(&s(1)));
+    }
+}
