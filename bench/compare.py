@@ -23,7 +23,10 @@ scripts/build-dist.sh, in target/dist), installs the reference into
 bench/.venv (once),
 and for each size makes a directory holding that many foreign files (one in
 ten with content), then probes it with both tools N times each, alternating.
-Peak RSS is the largest resident set of the probe's process tree as GNU
+Wall time is of the tool started directly from this script (which adds
+the same ~0.6 ms process start to both tools; `/bin/true` is printed as
+that floor). Peak RSS is measured in a second run of each: the largest
+resident set of the probe's process tree as GNU
 time (`/usr/bin/time`, Debian package `time`) reports it: wait4(2) called
 from this Python process would count Python's own RSS, which a child keeps
 in its ru_maxrss across fork and exec. Nothing here asserts a speed: it
@@ -93,21 +96,27 @@ BASE = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK
 
 
 def measure(argv, cwd) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS KiB, exit code) of one run."""
+    """(wall seconds, peak RSS KiB, exit code) of one run: two runs, in
+    fact. The wall time is of the tool started directly; GNU time, which
+    reports the RSS, is a process of its own (a fork, an exec and a wait:
+    about 0.8 ms here), so it gets a second run of its own rather than a
+    place on the clock of the first."""
     rss_file = Path(cwd) / ".rss"
     env = dict(os.environ, TMPDIR=str(cwd))
     # Each run starts with no dirty data from the run before (the other
     # tool's plants and cleanup), which would otherwise land on its clock.
     os.sync()
     start = time.perf_counter()
-    done = subprocess.run(
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    os.sync()
+    subprocess.run(
         [GNU_TIME, "-f", "%M", "-o", str(rss_file), *argv],
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wall = time.perf_counter() - start
     # GNU time prefixes "Command exited with non-zero status N" lines.
     rss = int(rss_file.read_text().split()[-1])
     return wall, rss, done.returncode
@@ -276,6 +285,12 @@ def main() -> int:
     what = "entries" if args.surface == "filesystem" else "refs"
     over = f" over {args.transport}" if args.surface == "git" else ""
     print(f"{args.surface} surface{over}: {version} (static release build) vs reference {REFERENCE}; {args.runs} runs each, medians, in {where}")
+    floor = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        subprocess.run(["/bin/true"])
+        floor.append(time.perf_counter() - start)
+    print(f"(starting a process from this script: /bin/true takes {statistics.median(floor) * 1000:.1f} ms, in both tools' times)")
     header = f"{what:>8}  {'ours ms':>8}  {'ref ms':>8}  {'speed-up':>8}  {'ours RSS':>9}  {'ref RSS':>9}  {'RSS ratio':>9}"
     if args.surface == "git":
         header += "  round trips  git processes"

@@ -38,12 +38,26 @@ pub struct Target {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
+    /// The orchestrator's pid: the run dies with it (and exits at once
+    /// if it is already gone).
+    #[serde(default)]
+    pub parent: Option<u32>,
     pub probe_id: String,
     /// The configured marker key in hex, to verify beacons (stdin only:
     /// never on a command line, in the environment or in any output).
     #[serde(default)]
     pub key: Option<String>,
     pub targets: Vec<Target>,
+    /// Targets to run once every one of `targets` is done, after a
+    /// [`Event::Phase`]: cleanup after run B's recovery, in B's process
+    /// when B has A's identity (a process fewer per probe).
+    #[serde(default)]
+    pub then: Vec<Target>,
+    /// The working directory `then` runs from: run A's, as a cleanup run
+    /// of its own would have (a surface path such as `/proc/self/cwd`
+    /// resolves from it).
+    #[serde(default)]
+    pub then_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,6 +94,8 @@ pub enum Event {
         index: usize,
         outcome: CleanupOutcome,
     },
+    /// Every one of `Request::targets` is done; `Request::then` starts.
+    Phase,
     Done,
 }
 
@@ -100,6 +116,20 @@ pub fn run() -> i32 {
     // A signal (the orchestrator's SIGTERM) is remembered, not obeyed at
     // once: run A stops between carriers, its journal complete.
     crate::signals::install();
+    // Dies with the orchestrator from here on (whether it was already gone
+    // is checked once the request names it).
+    if let Err(e) = crate::sys::die_with_parent_thread() {
+        eprintln!("runwarden: run: {e}");
+        return 2;
+    }
+    // The engine starts a run without a working directory (see
+    // `engine::child_run`): its directory is its HOME.
+    if let Some(home) = std::env::var_os("HOME")
+        && let Err(e) = std::env::set_current_dir(&home)
+    {
+        eprintln!("runwarden: run: cannot enter its directory: {e}");
+        return 2;
+    }
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
         eprintln!("runwarden: run: cannot read request: {e}");
@@ -112,6 +142,14 @@ pub fn run() -> i32 {
             return 2;
         }
     };
+    // SAFETY: getppid cannot fail.
+    if req
+        .parent
+        .is_some_and(|p| unsafe { libc::getppid() } as u32 != p)
+    {
+        eprintln!("runwarden: run: the probe that started it is gone");
+        return 2;
+    }
     let key = crate::marker::Key::from_hex(req.key.as_deref());
     let ctx = RunCtx {
         probe_id: &req.probe_id,
@@ -121,21 +159,39 @@ pub fn run() -> i32 {
     // side by side, at most WORKERS at a time, so a probe's wall time is
     // its slowest instance rather than their sum. Each thread opens its own
     // instance; events are whole lines, written under stdout's lock.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = req.targets.len().min(WORKERS);
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(t) = req.targets.get(i) else { break };
-                    run_target(t, &ctx);
-                }
-            });
-        }
-    });
+    run_all(&req.targets, &ctx);
+    // The second phase only from where it must run; without it the
+    // engine gives `then` a run of its own.
+    let moved = req
+        .then_dir
+        .as_ref()
+        .is_none_or(|d| std::env::set_current_dir(d).is_ok());
+    if !req.then.is_empty() && moved {
+        emit(&Event::Phase);
+        run_all(&req.then, &ctx);
+    }
     emit(&Event::Done);
     0
+}
+
+/// Runs `targets`, at most [`WORKERS`] at a time, until all are done.
+fn run_all(targets: &[Target], ctx: &RunCtx<'_>) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = targets.len().min(WORKERS);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let Some(t) = targets.get(i) else { break };
+            run_target(t, ctx);
+        }
+    };
+    // This thread is one of the workers: a thread fewer to start.
+    std::thread::scope(|scope| {
+        for _ in 1..workers {
+            scope.spawn(work);
+        }
+        work();
+    });
 }
 
 /// How many targets run at once: enough for a surface and its control

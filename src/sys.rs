@@ -394,6 +394,42 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
+/// Makes this process die (SIGKILL) when the thread that started it
+/// exits: what [`die_with_parent`] does from a pre-exec hook, done by the
+/// child itself so that its parent can spawn it without forking. The
+/// caller checks afterwards that its parent is still the one it expects
+/// (it may have died before this took hold).
+pub fn die_with_parent_thread() -> Result<(), String> {
+    // SAFETY: prctl with an option and a signal number.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+        return Err(format!(
+            "cannot ask to die with the probe: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Which of `fds` (`None`: not watched) are readable (data, or their end)
+/// within `timeout`; none when it passed or a signal came first.
+pub fn poll_readable(fds: &[Option<i32>], timeout: std::time::Duration) -> Vec<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: a valid array of pollfds (a negative fd is ignored), its
+    // length, a timeout.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    pfds.iter()
+        .map(|p| n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
+        .collect()
+}
+
 /// Waits until process `pid` (a child not yet reaped) has exited, or until
 /// `deadline`. It says nothing: the caller reaps (or kills) next either
 /// way, and where the kernel has no pidfd (before Linux 5.3) it returns at

@@ -66,7 +66,12 @@ fn stop_run_b(probe: u32) -> Caught {
                 .find(|v| v.starts_with(b"HOME="))
                 .unwrap_or_default()
                 .to_vec();
-            if String::from_utf8_lossy(&home).ends_with("/b") {
+            // Stopped once it runs in its own directory (its first act).
+            let dir = home
+                .get(5..)
+                .map(|d| PathBuf::from(String::from_utf8_lossy(d).into_owned()));
+            let moved = std::fs::read_link(format!("/proc/{c}/cwd")).ok() == dir;
+            if String::from_utf8_lossy(&home).ends_with("/b") && moved {
                 unsafe { libc::kill(c as i32, libc::SIGSTOP) };
                 return Caught { a: first, b: c };
             }
@@ -207,6 +212,31 @@ fn runs_get_a_cut_environment_and_sigterm_still_cleans_up() {
         !Path::new(&format!("/proc/{}", caught.b)).exists(),
         "run B was killed"
     );
+}
+
+/// A probe killed outright (SIGKILL: nothing of it runs again) takes its
+/// runs with it: none is left behind, stopped or running.
+#[test]
+fn a_run_dies_with_the_probe() {
+    let work = tempfile::tempdir().unwrap();
+    let busy = busy_dir();
+    let (mut child, _report) = spawn_probe(work.path(), busy.path(), &[]);
+    let caught = stop_run_b(child.id());
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", caught.b))
+            .is_ok_and(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+    };
+    while alive() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let outlived = alive();
+    if outlived {
+        unsafe { libc::kill(caught.b as i32, libc::SIGKILL) };
+    }
+    assert!(!outlived, "run B outlived the probe");
 }
 
 #[test]

@@ -25,14 +25,17 @@ pub(super) fn kill_group(child: &mut std::process::Child) {
     let _ = child.kill();
 }
 
-/// Runs one child (A or B) to completion, a timeout or a signal, and
-/// collects what it reported. Never fails: problems land in `problem`.
+/// Runs one child (A, B or cleanup) to completion, a timeout or a signal,
+/// and collects what it reported. Never fails: problems land in `problem`.
+/// `then` is a second phase in the same process (cleanup after B), with
+/// its own role for progress and messages and a timeout of its own.
 pub(super) fn run_child(
     run: &Run<'_>,
     exe: &Path,
     probe_id: &str,
     key: Option<String>,
     targets: Vec<Target>,
+    then: Option<(&'static str, Vec<Target>, &Path)>,
     timeout: Duration,
 ) -> RunResult {
     use std::os::unix::process::CommandExt;
@@ -46,10 +49,17 @@ pub(super) fn run_child(
     let mut res = RunResult::default();
     // What this run has to do, for progress: carriers to plant or recover,
     // entries to clean (cleanup by probe id finds more as it goes).
-    let total: usize = targets
-        .iter()
-        .map(|t| t.plant.len() + t.recover.len() + t.cleanup.len())
-        .sum();
+    let work = |ts: &[Target]| -> usize {
+        ts.iter()
+            .map(|t| t.plant.len() + t.recover.len() + t.cleanup.len())
+            .sum()
+    };
+    let mut total = work(&targets);
+    let (then_role, then, then_dir) = match then {
+        Some((r, t, d)) => (r, t, Some(d.to_path_buf())),
+        None => ("", Vec::new(), None),
+    };
+    let then_total = work(&then);
     let mut steps = 0usize;
     let mut cmd = Command::new(exe);
     cmd.arg("__run")
@@ -61,7 +71,6 @@ pub(super) fn run_child(
         .env("HOME", dir)
         .env("TMPDIR", dir.join("tmp"))
         .env("RUNWARDEN_RUN_ID", run_id)
-        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,7 +78,11 @@ pub(super) fn run_child(
         // orchestrator, which stops the run it chooses to stop and still
         // cleans up.
         .process_group(0);
-    crate::sys::die_with_parent(&mut cmd);
+    // No working directory and no pre-exec hook here: either makes std
+    // fork the orchestrator (copying its page tables) instead of spawning
+    // with vfork, about 0.8 ms a probe. The run moves to its directory
+    // (HOME) and asks to die with this process itself, first thing
+    // (`crate::child::run`).
     if let Some((uid, gid)) = as_user {
         // std drops supplementary groups too when root switches uid.
         cmd.uid(uid).gid(gid);
@@ -85,9 +98,12 @@ pub(super) fn run_child(
     // to clear.)
     progress(&Progress::Started { role, total });
     let req = Request {
+        parent: Some(std::process::id()),
         probe_id: probe_id.into(),
         key,
         targets,
+        then,
+        then_dir,
     };
     // The child reads all of stdin before writing anything, so writing the
     // whole request first cannot deadlock.
@@ -97,41 +113,21 @@ pub(super) fn run_child(
             res.problem = Some(format!("run {role}: could not send the request: {e}"));
         }
     }
-    // The run's own words on stderr reach the terminal only redacted.
-    if let Some(stderr) = child.stderr.take() {
-        // Read as bytes to the end, whatever they hold: a line that is not
-        // UTF-8 must not stop the reading, or the run would block on a
-        // full pipe.
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut line = Vec::new();
-            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                let _ = std::io::stderr().write_all(&crate::redact::bytes(&line));
-                line.clear();
-            }
-        });
-    }
-    let (tx, rx) = mpsc::channel::<String>();
-    let stdout = child.stdout.take().expect("piped");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            match line {
-                Ok(l) => {
-                    if tx.send(l).is_err() {
-                        break;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-    });
-    let deadline = Instant::now() + timeout;
+    // One thread reads both pipes as they fill (poll): the run's events
+    // on stdout, its own words on stderr (which reach the terminal only
+    // redacted). No reader threads: a probe's three runs would start six.
+    let mut pipes = Pipes::new(child.stdout.take(), child.stderr.take());
+    let mut deadline = Instant::now() + timeout;
+    // The role whose work is under way (B, then cleanup), and whether a
+    // signal stops it (cleanup goes on; its timeout stops it).
+    let (mut role, mut interruptible) = (role, interruptible);
     let mut done = false;
     let mut killed: Option<String> = None;
     let mut stopping: Option<Instant> = None;
     loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => match parse_event(&line) {
+        let open = pipes.wait(
+            Duration::from_millis(100),
+            &mut |line| match parse_event(line) {
                 Ok(Event::Created { target, entry }) => res.created.push((target, entry)),
                 Ok(Event::Planted {
                     target,
@@ -180,11 +176,22 @@ pub(super) fn run_child(
                     }
                 }
                 Ok(Event::FindFailed { target, reason }) => res.find_failed.push((target, reason)),
+                Ok(Event::Phase) if !then_role.is_empty() && !res.first_phase_done => {
+                    res.first_phase_done = true;
+                    progress(&Progress::Finished { role });
+                    role = then_role;
+                    interruptible = false;
+                    (total, steps) = (then_total, 0);
+                    deadline = Instant::now() + timeout;
+                    progress(&Progress::Started { role, total });
+                }
                 Ok(Event::Done) => done = true,
+                Ok(Event::Phase) => killed = Some(format!("run {role} sent an unexpected phase")),
                 Err(e) => killed = Some(format!("run {role} sent a malformed event: {e}")),
             },
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        );
+        if !open {
+            break;
         }
         if killed.is_none() {
             if let Some(sig) = signals::received().filter(|_| interruptible) {
@@ -230,19 +237,18 @@ pub(super) fn run_child(
             }
         }
     };
-    // A killed run's last journal lines may still be on their way from the
-    // reader thread: drain until its pipe closes (at once, now the run is
-    // gone; bounded in case something still holds it). They are exactly
-    // the entries cleanup must not miss.
+    // A killed run's last journal lines may still be in its pipe: drain it
+    // to its end (at once, now the run is gone; bounded in case something
+    // still holds it). They are exactly the entries cleanup must not miss.
     let drain_deadline = Instant::now() + Duration::from_secs(2);
     while let Some(left) = drain_deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Ok(Event::Created { target, entry }) = parse_event(&line) {
-                    res.created.push((target, entry));
-                }
+        let open = pipes.wait(left, &mut |line| {
+            if let Ok(Event::Created { target, entry }) = parse_event(line) {
+                res.created.push((target, entry));
             }
-            Err(_) => break,
+        });
+        if !open {
+            break;
         }
     }
     progress(&Progress::Finished { role });
@@ -253,4 +259,114 @@ pub(super) fn run_child(
         None => Some(format!("run {role} could not be reaped")),
     });
     res
+}
+
+/// A run's stdout (events, one JSON object a line) and stderr (its own
+/// words, copied to ours redacted), read as they fill.
+struct Pipes {
+    out: Option<std::process::ChildStdout>,
+    err: Option<std::process::ChildStderr>,
+    out_buf: Vec<u8>,
+    err_buf: Vec<u8>,
+}
+
+impl Pipes {
+    fn new(
+        out: Option<std::process::ChildStdout>,
+        err: Option<std::process::ChildStderr>,
+    ) -> Pipes {
+        Pipes {
+            out,
+            err,
+            out_buf: Vec::new(),
+            err_buf: Vec::new(),
+        }
+    }
+
+    /// Waits up to `timeout` for either pipe, reads what is there, hands
+    /// every complete stdout line to `line` and copies complete stderr
+    /// lines out. False once stdout has ended (the run closed it: it
+    /// exited, or is about to).
+    fn wait(&mut self, timeout: Duration, line: &mut dyn FnMut(&str)) -> bool {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let fds = [
+            self.out.as_ref().map(|p| p.as_raw_fd()),
+            self.err.as_ref().map(|p| p.as_raw_fd()),
+        ];
+        if self.out.is_none() {
+            return false;
+        }
+        let ready = sys::poll_readable(&fds, timeout);
+        let mut chunk = [0u8; 64 * 1024];
+        if ready[0]
+            && let Some(out) = self.out.as_mut()
+        {
+            match out.read(&mut chunk) {
+                Ok(n) if n > 0 => self.out_buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                _ => self.out = None,
+            }
+            // Whole lines only; a last line without its newline is not an
+            // event (the run died writing it).
+            while let Some(i) = self.out_buf.iter().position(|&b| b == b'\n') {
+                let rest = self.out_buf.split_off(i + 1);
+                let l = std::mem::replace(&mut self.out_buf, rest);
+                line(String::from_utf8_lossy(&l[..i]).trim_end_matches('\r'));
+            }
+        }
+        if ready[1]
+            && let Some(err) = self.err.as_mut()
+        {
+            // Bytes, whatever they hold: a line that is not UTF-8 must not
+            // stop the reading, or the run would block on a full pipe.
+            match err.read(&mut chunk) {
+                Ok(n) if n > 0 => self.err_buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                _ => {
+                    self.err = None;
+                    self.err_buf.push(b'\n');
+                }
+            }
+            while let Some(i) = self.err_buf.iter().position(|&b| b == b'\n') {
+                let rest = self.err_buf.split_off(i + 1);
+                let l = std::mem::replace(&mut self.err_buf, rest);
+                if l.len() > 1 {
+                    let _ = std::io::stderr().write_all(&crate::redact::bytes(&l));
+                }
+            }
+        }
+        if self.out.is_none() && self.err.is_some() {
+            // The events have ended: the run exited, or closed stdout to
+            // exit. What it said on stderr by now is taken; a process it
+            // left that still holds stderr (a credential cache daemon) is
+            // not waited for.
+            let fd = self.err.as_ref().map(|p| p.as_raw_fd());
+            // Bounded: a process that keeps writing is not read forever.
+            let mut reads = 0;
+            while reads < 64
+                && sys::poll_readable(&[fd], Duration::ZERO)[0]
+                && let Some(err) = self.err.as_mut()
+            {
+                reads += 1;
+                match err.read(&mut chunk) {
+                    Ok(n) if n > 0 => self.err_buf.extend_from_slice(&chunk[..n]),
+                    _ => break,
+                }
+            }
+            self.err_buf.push(b'\n');
+            for l in self
+                .err_buf
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+            {
+                let mut l = l.to_vec();
+                l.push(b'\n');
+                let _ = std::io::stderr().write_all(&crate::redact::bytes(&l));
+            }
+            self.err_buf.clear();
+            self.err = None;
+        }
+        self.out.is_some()
+    }
 }

@@ -4,9 +4,11 @@
 //! Runs A and B are separate child processes (the same binary, `__run`)
 //! with disjoint work and temp directories under one probe directory, an
 //! environment cut to PATH, HOME, TMPDIR and RUNWARDEN_RUN_ID, and no shell
-//! anywhere. A has exited before B starts. Cleanup is a third child run with
-//! A's identity. Every child has a timeout, so no surface operation can hang
-//! the probe. Cleanup always runs, also after SIGINT/SIGTERM or a child that
+//! anywhere. A has exited before B starts. Cleanup runs with A's identity:
+//! in B's process once B has recovered everything (when B has A's
+//! identity), else, and for what that did not finish, in a third child run.
+//! Every child has a timeout (each phase its own), so no surface operation
+//! can hang the probe. Cleanup always runs, also after SIGINT/SIGTERM or a child that
 //! died; one broken surface never stops the others.
 
 mod assemble;
@@ -38,11 +40,10 @@ use crate::verdict::{self, Evidence, Verdict};
 use crate::{escape, signals, sys, timefmt};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How a probe runs (from the command line, not the config).
@@ -147,6 +148,9 @@ struct RunResult {
     find_failed: Vec<(usize, String)>,
     /// Set when the run did not finish normally.
     problem: Option<String>,
+    /// For a run with a second phase (B, then cleanup): its first phase
+    /// was done before anything went wrong, so `problem` is the second's.
+    first_phase_done: bool,
 }
 
 /// The probe's private directory: `a` and `b` for the runs (0700 each, B's

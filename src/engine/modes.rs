@@ -255,7 +255,7 @@ pub fn cleanup(
             });
         }
     }
-    let mut cleanup = runner.clean(plan, &st, entries, find);
+    let mut cleanup = runner.clean(plan, &st, entries, find, None);
     cleanup.left.extend(left);
     Ok(Report {
         cleanup,

@@ -90,6 +90,31 @@ impl<'a> Runner<'a> {
             self.probe_id,
             key,
             targets,
+            None,
+            self.opts.phase_timeout,
+        )
+    }
+
+    /// Run B, then in the same process, from A's directory, the cleanup
+    /// of `cleanup` (B has A's identity here: no `--run-b-as`). B's
+    /// `problem` counts for the findings only when B's own phase did not
+    /// finish.
+    fn run_b_then(&self, targets: Vec<Target>, cleanup: Vec<Target>) -> RunResult {
+        let run = Run {
+            role: "B",
+            dir: &self.ws.b,
+            id: &self.runs.b,
+            as_user: None,
+            interruptible: true,
+        };
+        let key = self.opts.key.configured_hex();
+        run_child(
+            &run,
+            &self.exe,
+            self.probe_id,
+            key,
+            targets,
+            Some(("cleanup", cleanup, &self.ws.a)),
             self.opts.phase_timeout,
         )
     }
@@ -105,16 +130,27 @@ impl<'a> Runner<'a> {
         a_planted_all: bool,
         base: Report,
     ) -> Report {
-        let b = self.recover(a, st);
+        let entries = newest_first(&a.created, st.insts.len());
+        // With A's identity, B cleans up after itself in the same process
+        // once its recovery is done: a process fewer. Another identity for
+        // B (`--run-b-as`) cannot remove what A made: cleanup is a run of
+        // its own.
+        let together = self.opts.run_b_as.is_none();
+        let b = match (together, cleanup_work(st, entries.clone(), vec![])) {
+            (true, Some((e, f))) => self.recover_then(a, st, st.cleanup_targets(&e, &f)),
+            _ => self.recover(a, st),
+        };
         for s in st.slots.iter_mut() {
             (s.evidence.recover, s.evidence.control_recover) = outcomes(&b.recovered, &st.insts, s);
         }
         let a_problem = a.problem.as_deref().filter(|_| a_planted_all);
-        explain_gaps(&mut st.slots, a_problem, b.problem.as_deref());
+        let b_problem = b.problem.as_deref().filter(|_| !b.first_phase_done);
+        explain_gaps(&mut st.slots, a_problem, b_problem);
         let findings = findings(plan, &st.slots);
         let mut surfaces = base.surfaces.clone();
         answered(plan, &st.slots, &mut surfaces);
-        let cleanup = self.clean(plan, st, newest_first(&a.created, st.insts.len()), vec![]);
+        let done = b.first_phase_done.then_some(&b);
+        let cleanup = self.clean(plan, st, entries, vec![], done);
         Report {
             surfaces,
             summary: Summary::of(&findings),
@@ -128,8 +164,7 @@ impl<'a> Runner<'a> {
 
     /// Run B, unless run A had a problem or someone asked us to stop.
     pub(super) fn recover(&self, a: &RunResult, setup: &Setup) -> RunResult {
-        let stop = signals::received().map(|s| format!("interrupted by {s}"));
-        match a.problem.clone().or(stop) {
+        match stopped(a) {
             Some(p) => RunResult {
                 problem: Some(p),
                 ..RunResult::default()
@@ -138,34 +173,73 @@ impl<'a> Runner<'a> {
         }
     }
 
+    /// As [`Runner::recover`], with `cleanup` run by B once it is done.
+    fn recover_then(&self, a: &RunResult, setup: &Setup, cleanup: Vec<Target>) -> RunResult {
+        match stopped(a) {
+            Some(p) => RunResult {
+                problem: Some(p),
+                ..RunResult::default()
+            },
+            None => self.run_b_then(setup.recover_targets(), cleanup),
+        }
+    }
+
+    /// The cleanup B's second phase did not finish: the entries it did
+    /// not report go to a cleanup run of their own; the result holds both,
+    /// by the entries' indexes in `entries`.
+    fn finish_cleanup(&self, setup: &Setup, entries: &[Vec<Value>], b: &RunResult) -> RunResult {
+        let mut rest: Vec<Vec<Value>> = vec![Vec::new(); entries.len()];
+        let mut index: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
+        for (id, list) in entries.iter().enumerate() {
+            for (i, e) in list.iter().enumerate() {
+                if !b.cleaned.contains_key(&(id, i)) {
+                    rest[id].push(e.clone());
+                    index[id].push(i);
+                }
+            }
+        }
+        let mut cleaned = b.cleaned.clone();
+        let mut problem = None;
+        if rest.iter().any(|l| !l.is_empty()) {
+            let c = self.run("cleanup", setup.cleanup_targets(&rest, &[]));
+            for ((id, i), outcome) in c.cleaned {
+                if let Some(&orig) = index.get(id).and_then(|v| v.get(i)) {
+                    cleaned.insert((id, orig), outcome);
+                }
+            }
+            problem = c.problem;
+        }
+        RunResult {
+            cleaned,
+            problem,
+            ..RunResult::default()
+        }
+    }
+
     /// Removes `entries` (per instance, in order) and, for cleanup by probe
     /// id, whatever the instances find of `find`; returns what happened.
+    /// `done`: a run that already cleaned (B's second phase); what it did
+    /// not report (it was killed, or timed out) gets a cleanup run now.
     pub(super) fn clean(
         &self,
         plan: &Plan,
         setup: &Setup,
         entries: Vec<Vec<Value>>,
         find: Vec<Vec<PlantJob>>,
+        done: Option<&RunResult>,
     ) -> Cleanup {
         let mut cleanup = Cleanup::default();
-        // The controls are not cleaned entry by entry: their directories
-        // go whole with the probe's, their loopback services with the
-        // process. So a control entry is never sent, never left.
-        let (mut entries, mut find) = (entries, find);
-        for (id, inst) in setup.insts.iter().enumerate() {
-            if inst.control {
-                if let Some(e) = entries.get_mut(id) {
-                    e.clear();
-                }
-                if let Some(f) = find.get_mut(id) {
-                    f.clear();
-                }
-            }
-        }
-        if entries.iter().all(Vec::is_empty) && find.iter().all(Vec::is_empty) {
+        let Some((entries, find)) = cleanup_work(setup, entries, find) else {
             return cleanup;
-        }
-        let c = self.run("cleanup", setup.cleanup_targets(&entries, &find));
+        };
+        let c = match done {
+            Some(b) if b.problem.is_none() => RunResult {
+                cleaned: b.cleaned.clone(),
+                ..RunResult::default()
+            },
+            Some(b) => self.finish_cleanup(setup, &entries, b),
+            None => self.run("cleanup", setup.cleanup_targets(&entries, &find)),
+        };
         // Per instance: the given entries, then the ones it found.
         let mut all: Vec<Vec<Value>> = entries;
         all.resize(setup.insts.len(), Vec::new());
@@ -244,4 +318,37 @@ pub(super) fn newest_first(created: &[(usize, Value)], n: usize) -> Vec<Vec<Valu
         }
     }
     entries
+}
+
+/// Why run B must not start: run A's problem, or a signal.
+fn stopped(a: &RunResult) -> Option<String> {
+    let stop = signals::received().map(|s| format!("interrupted by {s}"));
+    a.problem.clone().or(stop)
+}
+
+/// Per instance: entries to remove, and jobs whose plants to find.
+pub(super) type Work = (Vec<Vec<Value>>, Vec<Vec<PlantJob>>);
+
+/// What cleanup has to do: `entries` and `find` without the controls'
+/// (their directories go whole with the probe's, their loopback services
+/// with the process, so a control entry is never sent, never left); none
+/// when nothing is left.
+pub(super) fn cleanup_work(
+    setup: &Setup,
+    entries: Vec<Vec<Value>>,
+    find: Vec<Vec<PlantJob>>,
+) -> Option<Work> {
+    let (mut entries, mut find) = (entries, find);
+    for (id, inst) in setup.insts.iter().enumerate() {
+        if inst.control {
+            if let Some(e) = entries.get_mut(id) {
+                e.clear();
+            }
+            if let Some(f) = find.get_mut(id) {
+                f.clear();
+            }
+        }
+    }
+    let nothing = entries.iter().all(Vec::is_empty) && find.iter().all(Vec::is_empty);
+    (!nothing).then_some((entries, find))
 }
