@@ -41,6 +41,13 @@ impl Verdict {
     pub fn fails_run(self) -> bool {
         matches!(self, Verdict::Fail | Verdict::Error)
     }
+
+    /// Whether reviewers are shown this verdict one finding at a time
+    /// (a SARIF result, a row of the pull request comment): FAIL, ERROR
+    /// and AUTHORIZED. SKIPPED and PASS are counted only.
+    pub fn is_shown(self) -> bool {
+        matches!(self, Verdict::Fail | Verdict::Error | Verdict::Authorized)
+    }
 }
 
 /// What happened to the control instance of a carrier.

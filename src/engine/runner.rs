@@ -83,16 +83,18 @@ impl<'a> Runner<'a> {
             as_user,
             interruptible,
         };
+        self.start(&run, targets, None)
+    }
+
+    fn start(
+        &self,
+        run: &Run<'_>,
+        targets: Vec<Target>,
+        then: Option<(&'static str, Vec<Target>, &Path)>,
+    ) -> RunResult {
         let key = self.opts.key.configured_hex();
-        run_child(
-            &run,
-            &self.exe,
-            self.probe_id,
-            key,
-            targets,
-            None,
-            self.opts.phase_timeout,
-        )
+        let timeout = self.opts.phase_timeout;
+        run_child(run, &self.exe, self.probe_id, key, targets, then, timeout)
     }
 
     /// Run B, then in the same process, from A's directory, the cleanup
@@ -107,16 +109,7 @@ impl<'a> Runner<'a> {
             as_user: None,
             interruptible: true,
         };
-        let key = self.opts.key.configured_hex();
-        run_child(
-            &run,
-            &self.exe,
-            self.probe_id,
-            key,
-            targets,
-            Some(("cleanup", cleanup, &self.ws.a)),
-            self.opts.phase_timeout,
-        )
+        self.start(&run, targets, Some(("cleanup", cleanup, &self.ws.a)))
     }
 
     /// Run B, verdicts, and cleanup of what run A made (newest first):

@@ -15,7 +15,6 @@ use super::review::{headline, side};
 use super::sarif::truncate as clip;
 use crate::marker::Key;
 use crate::report::{Finding, Report};
-use crate::verdict::Verdict;
 use base64::Engine as _;
 use sha2::Digest as _;
 use std::collections::BTreeMap;
@@ -275,12 +274,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     let mut rows: Vec<&Finding> = report
         .findings
         .iter()
-        .filter(|f| {
-            matches!(
-                f.verdict,
-                Verdict::Fail | Verdict::Error | Verdict::Authorized
-            )
-        })
+        .filter(|f| f.verdict.is_shown())
         .collect();
     rows.sort_by_key(|f| f.verdict);
     let state = state_line(&State::of(report, cx.sha), &marker, cx.key);

@@ -13,7 +13,6 @@ use super::{Outcome, Target, refused};
 use crate::github::Api;
 use crate::output::repo::Context;
 use crate::report::Report;
-use crate::verdict::Verdict;
 use ::http::Method;
 use base64::Engine as _;
 use serde_json::json;
@@ -58,12 +57,7 @@ pub(super) fn publish(
     let homeless = report
         .findings
         .iter()
-        .filter(|f| {
-            matches!(
-                f.verdict,
-                Verdict::Fail | Verdict::Error | Verdict::Authorized
-            )
-        })
+        .filter(|f| f.verdict.is_shown())
         .filter(|f| ctx.location(f).is_none())
         .count();
     if homeless > 0 {
