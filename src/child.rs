@@ -58,6 +58,9 @@ pub struct Request {
     /// resolves from it).
     #[serde(default)]
     pub then_dir: Option<std::path::PathBuf>,
+    /// The run id `then` runs as (run A's, like its directory).
+    #[serde(default)]
+    pub then_run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -162,10 +165,24 @@ pub fn run() -> i32 {
     run_all(&req.targets, &ctx);
     // The second phase only from where it must run; without it the
     // engine gives `then` a run of its own.
-    let moved = req
-        .then_dir
-        .as_ref()
-        .is_none_or(|d| std::env::set_current_dir(d).is_ok());
+    let moved = req.then_dir.as_ref().is_none_or(|d| {
+        // As run A's own cleanup run would be: its directory, HOME,
+        // TMPDIR and run id.
+        let ok = std::env::set_current_dir(d).is_ok();
+        if ok {
+            // SAFETY: every worker thread has been joined (the scope of
+            // `run_all` ended): this thread is the process's only one, so
+            // nothing reads the environment while it changes.
+            unsafe {
+                std::env::set_var("HOME", d);
+                std::env::set_var("TMPDIR", d.join("tmp"));
+                if let Some(id) = &req.then_run_id {
+                    std::env::set_var("RUNWARDEN_RUN_ID", id);
+                }
+            }
+        }
+        ok
+    });
     if !req.then.is_empty() && moved {
         emit(&Event::Phase);
         run_all(&req.then, &ctx);

@@ -411,8 +411,9 @@ pub fn die_with_parent_thread() -> Result<(), String> {
 }
 
 /// Which of `fds` (`None`: not watched) are readable (data, or their end)
-/// within `timeout`; none when it passed or a signal came first.
-pub fn poll_readable(fds: &[Option<i32>], timeout: std::time::Duration) -> Vec<bool> {
+/// within `timeout`; none when it passed or a signal came first (poll is
+/// never restarted). An error is poll's own (never a signal).
+pub fn poll_readable(fds: &[Option<i32>], timeout: std::time::Duration) -> io::Result<Vec<bool>> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|fd| libc::pollfd {
@@ -425,9 +426,16 @@ pub fn poll_readable(fds: &[Option<i32>], timeout: std::time::Duration) -> Vec<b
     // SAFETY: a valid array of pollfds (a negative fd is ignored), its
     // length, a timeout.
     let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    pfds.iter()
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(pfds
+        .iter()
         .map(|p| n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
-        .collect()
+        .collect())
 }
 
 /// Waits until process `pid` (a child not yet reaped) has exited, or until

@@ -120,6 +120,10 @@ fn spawn_probe(work: &Path, busy: &Path, extra: &[&str]) -> (std::process::Child
 /// `probe --config cfg` with its report and work dir in `work`, output
 /// captured.
 fn start_probe(cfg: &Path, work: &Path) -> (std::process::Child, PathBuf) {
+    start_probe_with(cfg, work, &[])
+}
+
+fn start_probe_with(cfg: &Path, work: &Path, extra: &[&str]) -> (std::process::Child, PathBuf) {
     let report = work.join("r.json");
     let child = bin()
         .args(["probe", "--config"])
@@ -128,6 +132,7 @@ fn start_probe(cfg: &Path, work: &Path) -> (std::process::Child, PathBuf) {
         .arg(&report)
         .arg("--work-dir")
         .arg(work)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -497,4 +502,93 @@ fn sigkill_of_run_a_at_any_moment_leaves_a_directory_as_it_was() {
         partial >= 2,
         "the sweep rarely hit run A mid-plant: {partial}"
     );
+}
+
+/// Run B of `probe` stopped (SIGSTOP) once it is cleaning up: working in
+/// run A's directory (its second phase) with its own HOME.
+fn stop_run_b_cleaning(probe: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        for c in children(probe) {
+            let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
+            let is_b = env
+                .split(|b| *b == 0)
+                .any(|v| v.starts_with(b"RUNWARDEN_RUN_ID=") || v.starts_with(b"HOME="))
+                && env
+                    .split(|b| *b == 0)
+                    .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/b"));
+            let cwd = std::fs::read_link(format!("/proc/{c}/cwd")).unwrap_or_default();
+            if is_b && cwd.ends_with("a") {
+                unsafe { libc::kill(c as i32, libc::SIGSTOP) };
+                return c;
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    panic!("run B was never seen cleaning up");
+}
+
+/// A git remote with 10,000 refs (cleanup's push takes a while) and its
+/// config; the refs before the probe.
+fn slow_cleanup_remote(root: &Path, work: &Path) -> (PathBuf, PathBuf, String) {
+    let remote = busy_remote(root);
+    let before = refs(&remote);
+    let cfg = work.join("rw.yml");
+    std::fs::write(&cfg, origin_config(&remote)).unwrap();
+    (remote, cfg, before)
+}
+
+/// Run B cleans up after its recovery in its own process. Stopped there
+/// past its timeout, it is killed, and a cleanup run of its own takes the
+/// entries B did not report (their removal may have landed: the push was
+/// under way, so they count as already gone): nothing is left, and the
+/// verdicts are B's recovery's, which was complete (no ERROR for a
+/// cleanup that timed out).
+#[test]
+fn a_cleanup_phase_that_times_out_is_finished_by_a_cleanup_run() {
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (remote, cfg, before) = slow_cleanup_remote(root.path(), work.path());
+    let (child, report) = start_probe_with(&cfg, work.path(), &["--timeout", "5"]);
+    stop_run_b_cleaning(child.id());
+    let p = finish(child.wait_with_output().unwrap(), &report);
+    assert_eq!(refs(&remote), before, "refs left on the remote");
+    assert!(
+        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
+        "{}",
+        p.report["cleanup"]
+    );
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_ne!(f["verdict"], "error", "{f}");
+    }
+    assert!(p.report["summary"]["fail"].as_u64().unwrap() > 0);
+}
+
+/// A signal while run B cleans up does not stop the cleanup (as it does
+/// not stop a cleanup run): B finishes, and the verdicts stand.
+#[test]
+fn a_signal_during_the_cleanup_phase_lets_it_finish() {
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (remote, cfg, before) = slow_cleanup_remote(root.path(), work.path());
+    let (child, report) = start_probe_with(&cfg, work.path(), &[]);
+    let b = stop_run_b_cleaning(child.id());
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        Path::new(&format!("/proc/{b}")).exists(),
+        "run B was killed while cleaning up"
+    );
+    unsafe { libc::kill(b as i32, libc::SIGCONT) };
+    let p = finish(child.wait_with_output().unwrap(), &report);
+    assert_eq!(refs(&remote), before, "refs left on the remote");
+    assert!(
+        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
+        "{}",
+        p.report["cleanup"]
+    );
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_ne!(f["verdict"], "error", "{f}");
+    }
+    assert!(p.report["cleanup"]["deleted"].as_u64().unwrap() > 0);
 }

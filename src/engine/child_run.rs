@@ -35,7 +35,7 @@ pub(super) fn run_child(
     probe_id: &str,
     key: Option<String>,
     targets: Vec<Target>,
-    then: Option<(&'static str, Vec<Target>, &Path)>,
+    then: Option<Then<'_>>,
     timeout: Duration,
 ) -> RunResult {
     use std::os::unix::process::CommandExt;
@@ -54,13 +54,17 @@ pub(super) fn run_child(
             .map(|t| t.plant.len() + t.recover.len() + t.cleanup.len())
             .sum()
     };
-    let mut total = work(&targets);
-    let (then_role, then, then_dir) = match then {
-        Some((r, t, d)) => (r, t, Some(d.to_path_buf())),
-        None => ("", Vec::new(), None),
+    let total = work(&targets);
+    let (then_role, then, then_dir, then_id) = match then {
+        Some(t) => (
+            t.role,
+            t.targets,
+            Some(t.dir.to_path_buf()),
+            Some(t.run_id.to_string()),
+        ),
+        None => ("", Vec::new(), None, None),
     };
     let then_total = work(&then);
-    let mut steps = 0usize;
     let mut cmd = Command::new(exe);
     cmd.arg("__run")
         .env_clear()
@@ -78,9 +82,10 @@ pub(super) fn run_child(
         // orchestrator, which stops the run it chooses to stop and still
         // cleans up.
         .process_group(0);
-    // No working directory and no pre-exec hook here: either makes std
-    // fork the orchestrator (copying its page tables) instead of spawning
-    // with vfork, about 0.8 ms a probe. The run moves to its directory
+    // No working directory and no pre-exec hook here: in the static
+    // binary the action ships either makes std fork the orchestrator
+    // (copying its page tables) instead of spawning with vfork, about
+    // 0.8 ms a probe (a uid for `--run-b-as` still forks). The run moves to its directory
     // (HOME) and asks to die with this process itself, first thing
     // (`crate::child::run`).
     if let Some((uid, gid)) = as_user {
@@ -104,112 +109,71 @@ pub(super) fn run_child(
         targets,
         then,
         then_dir,
+        then_run_id: then_id,
     };
+    let body = serde_json::to_vec(&req).expect("request serializes");
     // The child reads all of stdin before writing anything, so writing the
-    // whole request first cannot deadlock.
-    if let Some(mut stdin) = child.stdin.take() {
-        let body = serde_json::to_vec(&req).expect("request serializes");
-        if let Err(e) = stdin.write_all(&body) {
-            res.problem = Some(format!("run {role}: could not send the request: {e}"));
-        }
+    // request cannot deadlock; what fits in the pipe is written at once,
+    // a larger request by a thread of its own, so that a run that never
+    // reads (stuck entering a directory on a dead mount) cannot hold the
+    // probe past its timeout.
+    if let Some(stdin) = child.stdin.take()
+        && let Err(e) = send(stdin, body)
+    {
+        res.problem = Some(format!("run {role}: could not send the request: {e}"));
     }
     // One thread reads both pipes as they fill (poll): the run's events
     // on stdout, its own words on stderr (which reach the terminal only
     // redacted). No reader threads: a probe's three runs would start six.
     let mut pipes = Pipes::new(child.stdout.take(), child.stderr.take());
-    let mut deadline = Instant::now() + timeout;
-    // The role whose work is under way (B, then cleanup), and whether a
-    // signal stops it (cleanup goes on; its timeout stops it).
-    let (mut role, mut interruptible) = (role, interruptible);
-    let mut done = false;
-    let mut killed: Option<String> = None;
+    let mut c = Collect {
+        res,
+        role,
+        interruptible,
+        total,
+        steps: 0,
+        then_role,
+        then_total,
+        deadline: Instant::now() + timeout,
+        timeout,
+        done: false,
+        killed: None,
+        quiet: false,
+    };
     let mut stopping: Option<Instant> = None;
     loop {
-        let open = pipes.wait(
-            Duration::from_millis(100),
-            &mut |line| match parse_event(line) {
-                Ok(Event::Created { target, entry }) => res.created.push((target, entry)),
-                Ok(Event::Planted {
-                    target,
-                    key,
-                    outcome,
-                }) => {
-                    res.planted.insert((target, key), outcome);
-                    steps += 1;
-                    progress(&Progress::Step {
-                        role,
-                        done: steps,
-                        total,
-                    });
-                }
-                Ok(Event::Recovered {
-                    target,
-                    key,
-                    outcome,
-                }) => {
-                    res.recovered.insert((target, key), outcome);
-                    steps += 1;
-                    progress(&Progress::Step {
-                        role,
-                        done: steps,
-                        total,
-                    });
-                }
-                Ok(Event::Cleaned {
-                    target,
-                    index,
-                    outcome,
-                }) => {
-                    res.cleaned.insert((target, index), outcome);
-                    steps += 1;
-                    progress(&Progress::Step {
-                        role,
-                        done: steps,
-                        total,
-                    });
-                }
-                Ok(Event::Notice { target, notice }) => {
-                    let n = res.notice_counts.entry(target).or_default();
-                    *n += 1;
-                    if *n <= MAX_NOTICES {
-                        res.notices.push((target, notice));
-                    }
-                }
-                Ok(Event::FindFailed { target, reason }) => res.find_failed.push((target, reason)),
-                Ok(Event::Phase) if !then_role.is_empty() && !res.first_phase_done => {
-                    res.first_phase_done = true;
-                    progress(&Progress::Finished { role });
-                    role = then_role;
-                    interruptible = false;
-                    (total, steps) = (then_total, 0);
-                    deadline = Instant::now() + timeout;
-                    progress(&Progress::Started { role, total });
-                }
-                Ok(Event::Done) => done = true,
-                Ok(Event::Phase) => killed = Some(format!("run {role} sent an unexpected phase")),
-                Err(e) => killed = Some(format!("run {role} sent a malformed event: {e}")),
-            },
-        );
-        if !open {
+        if !pipes.wait(Duration::from_millis(100), &mut |l| c.line(l)) {
             break;
         }
-        if killed.is_none() {
-            if let Some(sig) = signals::received().filter(|_| interruptible) {
-                killed = Some(format!("interrupted by {sig} during run {role}"));
-                if role == "A" {
+        if c.killed.is_none() {
+            let signal = signals::received().filter(|_| c.interruptible);
+            let late = Instant::now() >= c.deadline;
+            if signal.is_some() || late {
+                // Whatever the run already said counts first: a phase it
+                // finished (and the cleanup a signal must not stop) may
+                // be waiting in the pipe.
+                pipes.take_ready(&mut |l| c.line(l));
+            }
+            if let Some(sig) = signals::received().filter(|_| c.interruptible) {
+                c.killed = Some(format!("interrupted by {sig} during run {}", c.role));
+                if c.role == "A" {
                     // Run A stops between syscalls: it finishes the
                     // carrier under way (its journal complete), starts no
                     // other, and exits. Killed only if it does not.
                     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
                     stopping = Some(Instant::now() + STOP_GRACE);
                 }
-            } else if Instant::now() >= deadline {
-                killed = Some(format!("run {role} timed out after {}s", timeout.as_secs()));
+            } else if Instant::now() >= c.deadline {
+                c.killed = Some(format!(
+                    "run {} timed out after {}s",
+                    c.role,
+                    timeout.as_secs()
+                ));
             }
         }
         // Whatever stopped trusting the run stops the run (after its grace
         // to stop by itself, for run A on a signal).
-        if killed.is_some() && stopping.is_none_or(|end| Instant::now() >= end) {
+        if c.killed.is_some() && stopping.is_none_or(|end| Instant::now() >= end) {
             kill_group(&mut child);
             break;
         }
@@ -237,20 +201,24 @@ pub(super) fn run_child(
             }
         }
     };
-    // A killed run's last journal lines may still be in its pipe: drain it
-    // to its end (at once, now the run is gone; bounded in case something
-    // still holds it). They are exactly the entries cleanup must not miss.
+    // A killed run's last lines may still be in its pipe: drain it to its
+    // end (at once, now the run is gone; bounded in case something still
+    // holds it). Its journal lines are exactly the entries cleanup must
+    // not miss; what it recovered or removed counts too.
+    c.quiet = true;
     let drain_deadline = Instant::now() + Duration::from_secs(2);
     while let Some(left) = drain_deadline.checked_duration_since(Instant::now()) {
-        let open = pipes.wait(left, &mut |line| {
-            if let Ok(Event::Created { target, entry }) = parse_event(line) {
-                res.created.push((target, entry));
-            }
-        });
-        if !open {
+        if !pipes.wait(left, &mut |l| c.line(l)) {
             break;
         }
     }
+    let Collect {
+        mut res,
+        role,
+        done,
+        killed,
+        ..
+    } = c;
     progress(&Progress::Finished { role });
     res.problem = res.problem.or(killed).or_else(|| match status {
         Some(s) if s.success() && done => None,
@@ -261,112 +229,127 @@ pub(super) fn run_child(
     res
 }
 
-/// A run's stdout (events, one JSON object a line) and stderr (its own
-/// words, copied to ours redacted), read as they fill.
-struct Pipes {
-    out: Option<std::process::ChildStdout>,
-    err: Option<std::process::ChildStderr>,
-    out_buf: Vec<u8>,
-    err_buf: Vec<u8>,
+/// A second phase of a run, in the same process: its role (for progress
+/// and messages), its targets, and the directory and run id it works as.
+pub(super) struct Then<'a> {
+    pub role: &'static str,
+    pub targets: Vec<Target>,
+    pub dir: &'a Path,
+    pub run_id: &'a str,
 }
 
-impl Pipes {
-    fn new(
-        out: Option<std::process::ChildStdout>,
-        err: Option<std::process::ChildStderr>,
-    ) -> Pipes {
-        Pipes {
-            out,
-            err,
-            out_buf: Vec::new(),
-            err_buf: Vec::new(),
+/// Writes the request: at once when the pipe holds it whole, else from a
+/// thread of its own.
+fn send(mut stdin: std::process::ChildStdin, body: Vec<u8>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETPIPE_SZ on a pipe we own returns its capacity or -1.
+    let room = unsafe { libc::fcntl(stdin.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    if room > 0 && body.len() <= room as usize {
+        return stdin.write_all(&body);
+    }
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(&body);
+    });
+    Ok(())
+}
+
+/// What a run said so far, and where it stands.
+struct Collect {
+    res: RunResult,
+    /// The role whose work is under way (B, then cleanup).
+    role: &'static str,
+    /// Whether a signal stops it (cleanup goes on; its timeout stops it).
+    interruptible: bool,
+    total: usize,
+    steps: usize,
+    then_role: &'static str,
+    then_total: usize,
+    deadline: Instant,
+    timeout: Duration,
+    done: bool,
+    killed: Option<String>,
+    /// No more progress lines (the run is over; its pipe is drained).
+    quiet: bool,
+}
+
+impl Collect {
+    fn step(&mut self) {
+        self.steps += 1;
+        if !self.quiet {
+            progress(&Progress::Step {
+                role: self.role,
+                done: self.steps,
+                total: self.total,
+            });
         }
     }
 
-    /// Waits up to `timeout` for either pipe, reads what is there, hands
-    /// every complete stdout line to `line` and copies complete stderr
-    /// lines out. False once stdout has ended (the run closed it: it
-    /// exited, or is about to).
-    fn wait(&mut self, timeout: Duration, line: &mut dyn FnMut(&str)) -> bool {
-        use std::io::Read;
-        use std::os::fd::AsRawFd;
-        let fds = [
-            self.out.as_ref().map(|p| p.as_raw_fd()),
-            self.err.as_ref().map(|p| p.as_raw_fd()),
-        ];
-        if self.out.is_none() {
-            return false;
-        }
-        let ready = sys::poll_readable(&fds, timeout);
-        let mut chunk = [0u8; 64 * 1024];
-        if ready[0]
-            && let Some(out) = self.out.as_mut()
-        {
-            match out.read(&mut chunk) {
-                Ok(n) if n > 0 => self.out_buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                _ => self.out = None,
+    /// One line of the run's stdout.
+    fn line(&mut self, line: &str) {
+        let res = &mut self.res;
+        match parse_event(line) {
+            Ok(Event::Created { target, entry }) => res.created.push((target, entry)),
+            Ok(Event::Planted {
+                target,
+                key,
+                outcome,
+            }) => {
+                res.planted.insert((target, key), outcome);
+                self.step();
             }
-            // Whole lines only; a last line without its newline is not an
-            // event (the run died writing it).
-            while let Some(i) = self.out_buf.iter().position(|&b| b == b'\n') {
-                let rest = self.out_buf.split_off(i + 1);
-                let l = std::mem::replace(&mut self.out_buf, rest);
-                line(String::from_utf8_lossy(&l[..i]).trim_end_matches('\r'));
+            Ok(Event::Recovered {
+                target,
+                key,
+                outcome,
+            }) => {
+                res.recovered.insert((target, key), outcome);
+                self.step();
             }
-        }
-        if ready[1]
-            && let Some(err) = self.err.as_mut()
-        {
-            // Bytes, whatever they hold: a line that is not UTF-8 must not
-            // stop the reading, or the run would block on a full pipe.
-            match err.read(&mut chunk) {
-                Ok(n) if n > 0 => self.err_buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                _ => {
-                    self.err = None;
-                    self.err_buf.push(b'\n');
+            Ok(Event::Cleaned {
+                target,
+                index,
+                outcome,
+            }) => {
+                res.cleaned.insert((target, index), outcome);
+                self.step();
+            }
+            Ok(Event::Notice { target, notice }) => {
+                let n = res.notice_counts.entry(target).or_default();
+                *n += 1;
+                if *n <= MAX_NOTICES {
+                    res.notices.push((target, notice));
                 }
             }
-            while let Some(i) = self.err_buf.iter().position(|&b| b == b'\n') {
-                let rest = self.err_buf.split_off(i + 1);
-                let l = std::mem::replace(&mut self.err_buf, rest);
-                if l.len() > 1 {
-                    let _ = std::io::stderr().write_all(&crate::redact::bytes(&l));
-                }
-            }
-        }
-        if self.out.is_none() && self.err.is_some() {
-            // The events have ended: the run exited, or closed stdout to
-            // exit. What it said on stderr by now is taken; a process it
-            // left that still holds stderr (a credential cache daemon) is
-            // not waited for.
-            let fd = self.err.as_ref().map(|p| p.as_raw_fd());
-            // Bounded: a process that keeps writing is not read forever.
-            let mut reads = 0;
-            while reads < 64
-                && sys::poll_readable(&[fd], Duration::ZERO)[0]
-                && let Some(err) = self.err.as_mut()
+            Ok(Event::FindFailed { target, reason }) => res.find_failed.push((target, reason)),
+            // A run already distrusted (a malformed line) has no phase to
+            // finish: its problem stays its first phase's.
+            Ok(Event::Phase)
+                if !self.then_role.is_empty() && !res.first_phase_done && self.killed.is_none() =>
             {
-                reads += 1;
-                match err.read(&mut chunk) {
-                    Ok(n) if n > 0 => self.err_buf.extend_from_slice(&chunk[..n]),
-                    _ => break,
+                res.first_phase_done = true;
+                if !self.quiet {
+                    progress(&Progress::Finished { role: self.role });
+                }
+                self.role = self.then_role;
+                self.interruptible = false;
+                (self.total, self.steps) = (self.then_total, 0);
+                self.deadline = Instant::now() + self.timeout;
+                if !self.quiet {
+                    progress(&Progress::Started {
+                        role: self.role,
+                        total: self.total,
+                    });
                 }
             }
-            self.err_buf.push(b'\n');
-            for l in self
-                .err_buf
-                .split(|&b| b == b'\n')
-                .filter(|l| !l.is_empty())
-            {
-                let mut l = l.to_vec();
-                l.push(b'\n');
-                let _ = std::io::stderr().write_all(&crate::redact::bytes(&l));
+            Ok(Event::Done) => self.done = true,
+            Ok(Event::Phase) => {
+                let msg = format!("run {} sent an unexpected phase", self.role);
+                self.killed.get_or_insert(msg);
             }
-            self.err_buf.clear();
-            self.err = None;
+            Err(e) => {
+                let msg = format!("run {} sent a malformed event: {e}", self.role);
+                self.killed.get_or_insert(msg);
+            }
         }
-        self.out.is_some()
     }
 }

@@ -14,12 +14,14 @@
 mod assemble;
 mod child_run;
 mod modes;
+mod pipes;
 mod runner;
 mod setup;
 
 use assemble::*;
 use child_run::*;
 pub use modes::{cleanup, plant, probe, recover};
+use pipes::Pipes;
 use runner::*;
 use setup::*;
 

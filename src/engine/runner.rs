@@ -86,12 +86,7 @@ impl<'a> Runner<'a> {
         self.start(&run, targets, None)
     }
 
-    fn start(
-        &self,
-        run: &Run<'_>,
-        targets: Vec<Target>,
-        then: Option<(&'static str, Vec<Target>, &Path)>,
-    ) -> RunResult {
+    fn start(&self, run: &Run<'_>, targets: Vec<Target>, then: Option<Then<'_>>) -> RunResult {
         let key = self.opts.key.configured_hex();
         let timeout = self.opts.phase_timeout;
         run_child(run, &self.exe, self.probe_id, key, targets, then, timeout)
@@ -109,7 +104,13 @@ impl<'a> Runner<'a> {
             as_user: None,
             interruptible: true,
         };
-        self.start(&run, targets, Some(("cleanup", cleanup, &self.ws.a)))
+        let then = Then {
+            role: "cleanup",
+            targets: cleanup,
+            dir: &self.ws.a,
+            run_id: &self.runs.a,
+        };
+        self.start(&run, targets, Some(then))
     }
 
     /// Run B, verdicts, and cleanup of what run A made (newest first):
