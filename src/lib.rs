@@ -33,4 +33,5 @@ pub mod surface;
 pub mod sys;
 pub mod timefmt;
 pub mod verdict;
+pub mod watch;
 pub mod wire;

@@ -1,0 +1,557 @@
+//! Canary credentials: decoy files where agents look for secrets (an AWS
+//! credentials file, an `.npmrc`, a `.env`), each with a fresh random
+//! token-shaped value, and the detection of any read of them.
+//!
+//! Detection, best first (the report says which was used):
+//! - **fanotify** (needs CAP_SYS_ADMIN): a mark on each canary's inode for
+//!   `FAN_OPEN | FAN_ACCESS`; each event names the process that did it;
+//! - **inotify**: `IN_OPEN | IN_ACCESS` watches (no process named);
+//! - **atime**: the access time, set an hour before the modification time
+//!   when the canary is armed, so that a read moves it under `relatime`
+//!   too (not under `noatime`; and a bare open does not count).
+//!
+//! A canary never replaces anything: a path that exists (or whose parent
+//! is not a directory) is skipped with the reason. Each path is reported to
+//! the caller's journal before it is created; parent directories created
+//! for it are removed afterwards only if they are empty. Removal checks
+//! the file is still the one planted (same inode, same content) and never
+//! follows a symlink. The values are secrets from the start: they are
+//! registered with [`crate::redact`] and never printed.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// What a canary looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An AWS shared credentials file (`~/.aws/credentials`).
+    AwsCredentials,
+    /// An npm config with a registry token (`~/.npmrc`).
+    Npmrc,
+    /// A dotenv file with a `GITHUB_TOKEN` (`.env`).
+    DotEnv,
+}
+
+/// Where to put one canary, and what kind.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub path: PathBuf,
+    pub kind: Kind,
+}
+
+/// The places agents look: `~/.aws/credentials`, `~/.npmrc` and a `.env`
+/// in the workspace.
+pub fn default_specs(home: &Path, workspace: &Path) -> Vec<Spec> {
+    vec![
+        Spec {
+            path: home.join(".aws/credentials"),
+            kind: Kind::AwsCredentials,
+        },
+        Spec {
+            path: home.join(".npmrc"),
+            kind: Kind::Npmrc,
+        },
+        Spec {
+            path: workspace.join(".env"),
+            kind: Kind::DotEnv,
+        },
+    ]
+}
+
+/// How reads are seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detector {
+    Fanotify,
+    Inotify,
+    Atime,
+}
+
+impl Detector {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detector::Fanotify => "fanotify",
+            Detector::Inotify => "inotify",
+            Detector::Atime => "atime",
+        }
+    }
+}
+
+/// One read of a canary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub path: PathBuf,
+    /// The process that read it (fanotify only).
+    pub pid: Option<u32>,
+    /// `open`, `access` or `atime`.
+    pub how: &'static str,
+}
+
+/// One armed canary.
+struct Canary {
+    path: PathBuf,
+    content: Vec<u8>,
+    dev: u64,
+    ino: u64,
+    /// The atime it was armed with (the atime detector).
+    atime: (i64, i64),
+    /// Parent directories made for it, deepest last.
+    made: Vec<PathBuf>,
+}
+
+/// The canaries, and what watches them.
+pub struct Armed {
+    canaries: Vec<Canary>,
+    skipped: Vec<(PathBuf, String)>,
+    detector: Detector,
+    /// The fanotify or inotify descriptor.
+    fd: Option<OwnedFd>,
+    /// inotify watch descriptor -> canary index.
+    wds: HashMap<i32, usize>,
+    /// Reads seen so far (events are read as they are collected).
+    reads: Vec<Read>,
+    overflowed: bool,
+}
+
+fn random_from(alphabet: &[u8], n: usize) -> io::Result<String> {
+    let mut out = String::with_capacity(n);
+    while out.len() < n {
+        let nonce = crate::nonce::Nonce::generate()?;
+        for b in nonce.hex().bytes().collect::<Vec<_>>().chunks(2) {
+            let v = u8::from_str_radix(std::str::from_utf8(b).unwrap_or("0"), 16).unwrap_or(0);
+            // Rejection sampling keeps the choice uniform.
+            let limit = 256 - (256 % alphabet.len());
+            if (v as usize) < limit && out.len() < n {
+                out.push(alphabet[v as usize % alphabet.len()] as char);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The content of a canary of `kind` and its secret values.
+fn content(kind: Kind) -> io::Result<(String, Vec<String>)> {
+    const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    Ok(match kind {
+        Kind::AwsCredentials => {
+            let id = format!("AKIA{}", random_from(UPPER, 16)?);
+            let secret = random_from(B64, 40)?;
+            (
+                format!("[default]\naws_access_key_id = {id}\naws_secret_access_key = {secret}\n"),
+                vec![id, secret],
+            )
+        }
+        Kind::Npmrc => {
+            let token = format!("npm_{}", random_from(ALNUM, 36)?);
+            (
+                format!("//registry.npmjs.org/:_authToken={token}\n"),
+                vec![token],
+            )
+        }
+        Kind::DotEnv => {
+            let token = format!("ghp_{}", random_from(ALNUM, 36)?);
+            (format!("GITHUB_TOKEN={token}\n"), vec![token])
+        }
+    })
+}
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::other("a NUL in the path"))
+}
+
+/// Places the canaries of `specs` and starts watching them, with the best
+/// detector this process may use (or `prefer`, to test one). `journal`
+/// hears each path (and each directory made) before it is created.
+pub fn arm(
+    specs: &[Spec],
+    prefer: Option<Detector>,
+    journal: &mut dyn FnMut(&Path),
+) -> Result<Armed, String> {
+    let mut canaries = Vec::new();
+    let mut skipped = Vec::new();
+    for spec in specs {
+        match place(spec, journal) {
+            Ok(c) => canaries.push(c),
+            Err(why) => skipped.push((spec.path.clone(), why)),
+        }
+    }
+    let mut armed = Armed {
+        canaries,
+        skipped,
+        detector: Detector::Atime,
+        fd: None,
+        wds: HashMap::new(),
+        reads: Vec::new(),
+        overflowed: false,
+    };
+    let order: Vec<Detector> = match prefer {
+        Some(d) => vec![d],
+        None => vec![Detector::Fanotify, Detector::Inotify, Detector::Atime],
+    };
+    let mut why = Vec::new();
+    for d in order {
+        match armed.watch(d) {
+            Ok(()) => {
+                armed.detector = d;
+                return Ok(armed);
+            }
+            Err(e) => why.push(format!("{}: {e}", d.as_str())),
+        }
+    }
+    let _ = armed.disarm();
+    Err(format!(
+        "no way to see reads of the canaries ({})",
+        why.join("; ")
+    ))
+}
+
+/// Writes one canary (never over anything).
+fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> {
+    let shown = crate::escape::bytes(spec.path.as_os_str().as_bytes());
+    let parent = spec
+        .path
+        .parent()
+        .ok_or_else(|| format!("{shown} has no parent directory"))?;
+    // Parents that do not exist are made (and removed later if empty); one
+    // that exists must be a real directory, not a symlink.
+    let mut missing = Vec::new();
+    let mut p = parent;
+    loop {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => return Err(format!("{shown}: a parent is not a directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.push(p.to_path_buf());
+                p = p
+                    .parent()
+                    .ok_or_else(|| format!("{shown}: no existing parent"))?;
+            }
+            Err(e) => return Err(format!("{shown}: {e}")),
+        }
+    }
+    let mut made = Vec::new();
+    for dir in missing.into_iter().rev() {
+        journal(&dir);
+        std::fs::create_dir(&dir).map_err(|e| format!("{shown}: cannot make a parent: {e}"))?;
+        made.push(dir);
+    }
+    let (text, secrets) = content(spec.kind).map_err(|e| format!("no randomness: {e}"))?;
+    secrets.iter().for_each(|s| crate::redact::add(s));
+    journal(&spec.path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&spec.path)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => format!("{shown} exists: never replaced"),
+            _ => format!("{shown}: {e}"),
+        })?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    // An access time an hour before the modification time: under
+    // `relatime` the first read then moves it.
+    let atime = (m.mtime() - 3600, m.mtime_nsec());
+    let times = [
+        libc::timespec {
+            tv_sec: atime.0,
+            tv_nsec: atime.1,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    // SAFETY: an open descriptor and two timespecs.
+    unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) };
+    Ok(Canary {
+        path: spec.path.clone(),
+        content: text.into_bytes(),
+        dev: m.dev(),
+        ino: m.ino(),
+        atime,
+        made,
+    })
+}
+
+impl Armed {
+    pub fn detector(&self) -> Detector {
+        self.detector
+    }
+
+    /// The canaries placed.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.canaries.iter().map(|c| c.path.as_path()).collect()
+    }
+
+    /// The canaries not placed, with why.
+    pub fn skipped(&self) -> &[(PathBuf, String)] {
+        &self.skipped
+    }
+
+    fn watch(&mut self, d: Detector) -> io::Result<()> {
+        match d {
+            Detector::Fanotify => {
+                // SAFETY: flags only; returns a new descriptor or -1.
+                let fd = unsafe {
+                    libc::fanotify_init(
+                        libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK,
+                        (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_LARGEFILE) as u32,
+                    )
+                };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: a fresh descriptor we now own.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                for c in &self.canaries {
+                    let p = cpath(&c.path)?;
+                    // SAFETY: a fanotify descriptor, flags, a mask and a
+                    // NUL-terminated path.
+                    let r = unsafe {
+                        libc::fanotify_mark(
+                            fd.as_raw_fd(),
+                            libc::FAN_MARK_ADD | libc::FAN_MARK_DONT_FOLLOW,
+                            libc::FAN_OPEN | libc::FAN_ACCESS,
+                            libc::AT_FDCWD,
+                            p.as_ptr(),
+                        )
+                    };
+                    if r != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                self.fd = Some(fd);
+                Ok(())
+            }
+            Detector::Inotify => {
+                // SAFETY: flags only.
+                let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: a fresh descriptor we now own.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                for (i, c) in self.canaries.iter().enumerate() {
+                    let p = cpath(&c.path)?;
+                    // SAFETY: an inotify descriptor, a path and a mask.
+                    let wd = unsafe {
+                        libc::inotify_add_watch(
+                            fd.as_raw_fd(),
+                            p.as_ptr(),
+                            libc::IN_OPEN | libc::IN_ACCESS | libc::IN_DONT_FOLLOW,
+                        )
+                    };
+                    if wd < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    self.wds.insert(wd, i);
+                }
+                self.fd = Some(fd);
+                Ok(())
+            }
+            Detector::Atime => {
+                // Under `noatime` nothing moves: no detection at all.
+                for c in &self.canaries {
+                    let p = cpath(&c.path)?;
+                    // SAFETY: all-zero is a valid statvfs.
+                    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+                    // SAFETY: a path and a statvfs to fill.
+                    if unsafe { libc::statvfs(p.as_ptr(), &mut st) } == 0
+                        && st.f_flag & libc::ST_NOATIME != 0
+                    {
+                        return Err(io::Error::other(format!(
+                            "{} is on a noatime mount",
+                            crate::escape::bytes(c.path.as_os_str().as_bytes())
+                        )));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every read of a canary so far. An overflow of the event queue is an
+    /// error: a read may have been lost.
+    pub fn collect(&mut self) -> Result<Vec<Read>, String> {
+        match self.detector {
+            Detector::Fanotify => self.drain_fanotify()?,
+            Detector::Inotify => self.drain_inotify()?,
+            Detector::Atime => {
+                for c in &self.canaries {
+                    let read = std::fs::symlink_metadata(&c.path)
+                        .is_ok_and(|m| (m.atime(), m.atime_nsec()) != c.atime);
+                    let seen = Read {
+                        path: c.path.clone(),
+                        pid: None,
+                        how: "atime",
+                    };
+                    if read {
+                        note(&mut self.reads, seen);
+                    }
+                }
+            }
+        }
+        if self.overflowed {
+            return Err("the event queue overflowed: a read may have been lost".into());
+        }
+        Ok(self.reads.clone())
+    }
+
+    fn drain(&self, buf: &mut [u8]) -> Option<usize> {
+        let fd = self.fd.as_ref()?;
+        let mut f = std::fs::File::from(fd.try_clone().ok()?);
+        match f.read(buf) {
+            Ok(n) if n > 0 => Some(n),
+            _ => None,
+        }
+    }
+
+    fn drain_fanotify(&mut self) -> Result<(), String> {
+        let me = std::process::id();
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Some(n) = self.drain(&mut buf) {
+            let mut at = 0;
+            let size = std::mem::size_of::<libc::fanotify_event_metadata>();
+            while at + size <= n {
+                // SAFETY: the kernel wrote whole records; read_unaligned
+                // copes with any alignment of the buffer.
+                let m: libc::fanotify_event_metadata =
+                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                if m.event_len == 0 || m.vers != libc::FANOTIFY_METADATA_VERSION {
+                    return Err("fanotify spoke a version this build does not read".into());
+                }
+                if m.mask & libc::FAN_Q_OVERFLOW != 0 {
+                    self.overflowed = true;
+                }
+                if m.fd >= 0 {
+                    // SAFETY: the event's descriptor is ours to close.
+                    let ev = unsafe { OwnedFd::from_raw_fd(m.fd) };
+                    let f = std::fs::File::from(ev);
+                    if let Ok(st) = f.metadata()
+                        && m.pid as u32 != me
+                        && let Some(c) = self
+                            .canaries
+                            .iter()
+                            .find(|c| c.dev == st.dev() && c.ino == st.ino())
+                    {
+                        let how = if m.mask & libc::FAN_ACCESS != 0 {
+                            "access"
+                        } else {
+                            "open"
+                        };
+                        let r = Read {
+                            path: c.path.clone(),
+                            pid: Some(m.pid as u32),
+                            how,
+                        };
+                        note(&mut self.reads, r);
+                    }
+                }
+                at += m.event_len as usize;
+            }
+        }
+        Ok(())
+    }
+
+    fn drain_inotify(&mut self) -> Result<(), String> {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Some(n) = self.drain(&mut buf) {
+            let mut at = 0;
+            let size = std::mem::size_of::<libc::inotify_event>();
+            while at + size <= n {
+                // SAFETY: whole records; read_unaligned copes with any
+                // alignment.
+                let e: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                if e.mask & libc::IN_Q_OVERFLOW != 0 {
+                    self.overflowed = true;
+                }
+                if let Some(&i) = self.wds.get(&e.wd) {
+                    let how = if e.mask & libc::IN_ACCESS != 0 {
+                        "access"
+                    } else {
+                        "open"
+                    };
+                    let r = Read {
+                        path: self.canaries[i].path.clone(),
+                        pid: None,
+                        how,
+                    };
+                    if e.mask & (libc::IN_OPEN | libc::IN_ACCESS) != 0 {
+                        note(&mut self.reads, r);
+                    }
+                }
+                at += size + e.len as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops watching and removes every canary that is still the one
+    /// placed (same inode, same content), then the directories made for
+    /// them if empty. Returns what could not be removed, with why.
+    pub fn disarm(mut self) -> Vec<(PathBuf, String)> {
+        // Our own reads below must not count: the watch ends first.
+        self.fd = None;
+        let mut left = Vec::new();
+        for c in &self.canaries {
+            match remove(c) {
+                Ok(()) => {}
+                Err(why) => left.push((c.path.clone(), why)),
+            }
+            for dir in c.made.iter().rev() {
+                // Only if empty (rmdir refuses otherwise).
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+        left
+    }
+}
+
+/// Keeps one read per canary and process: an open then a read of it is
+/// one read (`access`).
+fn note(reads: &mut Vec<Read>, r: Read) {
+    match reads
+        .iter_mut()
+        .find(|x| x.path == r.path && x.pid == r.pid)
+    {
+        Some(x) if r.how == "access" => x.how = "access",
+        Some(_) => {}
+        None => reads.push(r),
+    }
+}
+
+fn remove(c: &Canary) -> Result<(), String> {
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOATIME)
+        .open(&c.path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot check it: {e}")),
+    };
+    let m = f.metadata().map_err(|e| e.to_string())?;
+    if (m.dev(), m.ino()) != (c.dev, c.ino) {
+        return Err("another file stands there now: left as it is".into());
+    }
+    let mut now = Vec::new();
+    std::io::Read::by_ref(&mut f)
+        .take(c.content.len() as u64 + 1)
+        .read_to_end(&mut now)
+        .map_err(|e| e.to_string())?;
+    if now != c.content {
+        return Err("its content changed: left as it is".into());
+    }
+    std::fs::remove_file(&c.path).map_err(|e| e.to_string())
+}
