@@ -22,6 +22,9 @@ use std::time::Duration;
 /// Tries per call, the first included.
 pub const ATTEMPTS: u32 = 3;
 
+/// The longest `retry-after` a busy server's 429 or 503 is waited out for.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Answers that say "not now" before any body: retried (the last one is a
 /// failure, never an answer a caller could take for the service's word).
 const RETRY_ON: [u16; 4] = [429, 502, 503, 504];
@@ -193,10 +196,15 @@ impl Client {
             return Err(Failure::Unreachable(why.clone()));
         }
         let mut last = None;
+        let mut asked: Option<u64> = None;
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
-                // 0.5 s, then 2 s: short, since every call also has a deadline.
-                std::thread::sleep(Duration::from_millis(500 << (2 * (attempt - 1))));
+                // What the server asked for (at most MAX_RETRY_AFTER), else
+                // 0.5 s, then 2 s: short, since every call also has a
+                // deadline.
+                let backoff = Duration::from_millis(500 << (2 * (attempt - 1)));
+                let wait = asked.map(Duration::from_secs).unwrap_or(backoff);
+                std::thread::sleep(wait);
             }
             let result = self.rt.block_on(async {
                 tokio::time::timeout(self.deadline, self.once(req, sink)).await
@@ -209,9 +217,20 @@ impl Client {
                     )))
                 }
                 Ok(Ok(Ok(answer))) => return Ok(answer),
-                Ok(Ok(Err(status))) => {
+                Ok(Ok(Err((status, after)))) => {
                     // Busy or a gateway's failure, said before any body:
-                    // nothing was handed over, so trying again is safe.
+                    // nothing was handed over, so trying again is safe, after
+                    // the wait the server asks for when it names one. A
+                    // longer wait than we give is an error now, not a probe
+                    // that hangs.
+                    if let Some(a) = after.filter(|a| *a > MAX_RETRY_AFTER.as_secs()) {
+                        last = Some(Failure::Broken(format!(
+                            "HTTP {status}, asking to wait {a} s (more than {} s)",
+                            MAX_RETRY_AFTER.as_secs()
+                        )));
+                        break;
+                    }
+                    asked = after;
                     last = Some(Failure::Broken(format!("HTTP {status}")));
                     continue;
                 }
@@ -260,7 +279,7 @@ impl Client {
         &self,
         req: &Request<'_>,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
-    ) -> Result<Result<(u16, http::HeaderMap), u16>, Failure> {
+    ) -> Result<Result<(u16, http::HeaderMap), (u16, Option<u64>)>, Failure> {
         let mut b = http::Request::builder()
             .method(req.method.clone())
             .uri(req.url)
@@ -288,7 +307,13 @@ impl Client {
         // 429, which says it was not taken; a read on any of them.
         let safe = matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND");
         if RETRY_ON.contains(&status) && (safe || status == 429) {
-            return Ok(Err(status));
+            // How long the server asks for (`retry-after` in seconds).
+            let after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            return Ok(Err((status, after)));
         }
         let headers = response.headers().clone();
         let mut body = response.into_body();

@@ -143,3 +143,52 @@ fn a_connection_closed_without_an_answer_is_broken_and_not_retried() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
+
+/// A busy server's `retry-after` is what is waited (not the backoff); a
+/// wait longer than runwarden gives (60 s) is an error at once, with no
+/// second request.
+#[test]
+fn retry_after_is_honoured_and_a_long_one_is_an_error() {
+    let answer =
+        |seconds: &'static str, first: bool| {
+            let srv = tiny_http::Server::http("127.0.0.1:0").unwrap();
+            let port = srv.server_addr().to_ip().unwrap().port();
+            let count = Arc::new(AtomicUsize::new(0));
+            let c = count.clone();
+            std::thread::spawn(move || {
+                for req in srv.incoming_requests() {
+                    let n = c.fetch_add(1, Ordering::SeqCst);
+                    let busy = n == 0 || !first;
+                    let mut resp = tiny_http::Response::from_string("{}")
+                        .with_status_code(if busy { 429 } else { 200 });
+                    if busy {
+                        resp.add_header(
+                            tiny_http::Header::from_bytes(&b"retry-after"[..], seconds.as_bytes())
+                                .unwrap(),
+                        );
+                    }
+                    let _ = req.respond(resp);
+                }
+            });
+            (format!("http://127.0.0.1:{port}/x"), count)
+        };
+    // Asked for 1 s (the backoff would be 0.5 s): it waits 1 s.
+    let (url, count) = answer("1", true);
+    let started = Instant::now();
+    let r = client(Duration::from_secs(10))
+        .send(&Request::new(http::Method::POST, &url))
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    assert!(started.elapsed() >= Duration::from_millis(950));
+    // Asked for 120 s: an error now.
+    let (url, count) = answer("120", false);
+    let e = client(Duration::from_secs(10))
+        .send(&Request::new(http::Method::POST, &url))
+        .unwrap_err();
+    assert!(
+        matches!(&e, Failure::Broken(m) if m.contains("wait 120 s")),
+        "{e}"
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}

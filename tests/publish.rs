@@ -679,13 +679,15 @@ fn the_action_publishes_after_its_probe() {
     assert_eq!(comments(&svc).len(), 1);
 }
 
-/// A secondary rate limit with `retry-after` is waited out (the check
-/// run is created once); a proxy's 403 without GitHub's marks is an
-/// error, never a notice that the permission is missing.
+/// A secondary rate limit with `retry-after` is waited out, as GitHub's
+/// 403 (the check run is created once) and as a 429 (the listing is read
+/// on the second try); a proxy's 403 without GitHub's marks is an error,
+/// never a notice that the permission is missing.
 #[test]
 fn rate_limits_are_waited_out_and_a_proxys_403_is_an_error() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static POSTS: AtomicUsize = AtomicUsize::new(0);
+    static LISTS: AtomicUsize = AtomicUsize::new(0);
     let svc = server();
     let token = svc.token(WRITE_ALL);
     let co = Checkout::new();
@@ -701,6 +703,18 @@ fn rate_limits_are_waited_out_and_a_proxys_403_is_an_error() {
             )
             .with_header("retry-after", "1")
             .with_header("x-github-request-id", "0000:1:LIMIT");
+        }
+        // A 429 with `retry-after` on the first listing: waited out.
+        if r.method == "GET"
+            && r.path().ends_with("/comments")
+            && LISTS.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            return hostile::Reply::json(
+                429,
+                json!({ "message": "You have exceeded a secondary rate limit.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api" }),
+            )
+            .with_header("retry-after", "1");
         }
         if r.method == "POST" && r.path().ends_with("/comments") {
             // A gateway in front: its 403 is not GitHub's.
@@ -719,6 +733,7 @@ fn rate_limits_are_waited_out_and_a_proxys_403_is_an_error() {
         .arg(&f);
     let r = run(c, &token);
     assert_eq!(POSTS.load(Ordering::SeqCst), 2, "{}", r.out);
+    assert_eq!(LISTS.load(Ordering::SeqCst), 2, "{}", r.out);
     assert_eq!(svc.objects("check-run").len(), 1, "{}", r.out);
     assert!(r.out.contains("1 annotation in 1 request"), "{}", r.out);
     assert_eq!(r.code, 1, "{}", r.out);
