@@ -152,7 +152,12 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         allow_missing_receipt: args.allow_missing_receipt,
         ..cross_options(&args.cross, key.clone())
     };
-    warn_unkeyed(&opts);
+    // The table says it under the findings; stderr only where no table
+    // is printed (JSON, or the table written to a file).
+    let table_says_it = args.out.format != Format::Json && args.out.output.is_none();
+    if !table_says_it {
+        warn_unkeyed(&opts);
+    }
     let shown = receipt_path.map(|p| p.to_string_lossy().into_owned());
     let mut report = engine::recover(
         &plan,
