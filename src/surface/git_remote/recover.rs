@@ -42,7 +42,7 @@ impl Instance {
     /// serve an unadvertised object is its own policy (the channel is
     /// closed); anything else is what [`Instance::failure`] says.
     fn by_id_failure(&self, reason: String) -> RecoverOutcome {
-        if reason.contains("not our ref") || reason.contains("unadvertised object") {
+        if unadvertised(&reason) {
             RecoverOutcome::Denied {
                 reason: format!("the remote does not serve unadvertised objects: {reason}"),
             }
@@ -189,16 +189,14 @@ impl Instance {
         if (!refspecs.is_empty() || by_id.is_some())
             && let Err(reason) = self.fetch(dir, &refspecs, by_id.as_deref())
         {
-            // Split only when the remote refused (the commit by id, or
-            // anything): a timeout or an unreachable remote would only
-            // fail twice more, each within git's own timeout.
-            let refused = reason.contains("not our ref")
-                || reason.contains("unadvertised object")
-                || self.refused(&reason);
+            // Split only when the remote refused the commit by id: the
+            // agreed refs may still come alone. A refusal of run B as a
+            // whole, a timeout or an unreachable remote would only fail
+            // twice more, the same way.
             match (&by_id, refspecs.is_empty()) {
                 (None, _) => fetch_error = Some(reason),
                 (Some(_), true) => by_id_error = Some(self.by_id_failure(reason)),
-                (Some(_), false) if !refused => {
+                (Some(_), false) if !unadvertised(&reason) => {
                     by_id_error = Some(self.failure(reason.clone()));
                     fetch_error = Some(reason);
                 }
@@ -215,8 +213,9 @@ impl Instance {
         // 3. Every fetched object, read once, searched for every content
         // carrier's nonce. Failures are typed where they happen (a refusal
         // is Denied, anything else Failed), never re-read from their text.
-        // (A carrier without a text searches for what no object holds: an
-        // empty needle would match everything.)
+        // (A carrier without a text is no search at all, below: it
+        // searches for what no object holds, since an empty needle would
+        // match everything.)
         let texts: Vec<String> = wanted
             .iter()
             .map(|w| {
@@ -236,6 +235,13 @@ impl Instance {
         let mut failures: Vec<Option<RecoverOutcome>> = wanted.iter().map(|_| None).collect();
         for (i, w) in wanted.iter().enumerate() {
             if found[i].is_some() {
+                continue;
+            }
+            // Nothing to look for is no look: never a PASS.
+            if text(w).is_empty() {
+                failures[i] = Some(RecoverOutcome::Failed {
+                    reason: "the plant's needle holds no text: nothing to look for".into(),
+                });
                 continue;
             }
             let hit = |what: String| match &seen {
@@ -298,4 +304,10 @@ impl Instance {
             })
             .collect()
     }
+}
+
+/// Whether git's error says the remote will not serve an object no ref
+/// advertises (a fetch by id).
+fn unadvertised(reason: &str) -> bool {
+    reason.contains("not our ref") || reason.contains("unadvertised object")
 }
