@@ -21,9 +21,9 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// The longest `retry-after` honoured; longer is an error now rather than
-/// a probe that hangs.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// The longest `retry-after` honoured (the HTTP client's, which waits out
+/// a 429 itself: what reaches here is GitHub's rate-limit 403).
+pub const MAX_WAIT: Duration = crate::http::MAX_RETRY_AFTER;
 
 /// Pages a listing may take before it is an error.
 const MAX_PAGES: usize = 1_000_000;
@@ -179,9 +179,7 @@ impl<'a> Api<'a> {
                 .as_deref()
                 .is_some_and(|m| m.to_ascii_lowercase().contains("rate limit"));
         if matches!(resp.status, 403 | 429) && limited {
-            let wait = header("retry-after")
-                .and_then(|r| r.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+            let wait = crate::http::retry_after(&resp.headers);
             return match wait {
                 Some(d) if d <= MAX_WAIT => Err(Judged::Wait(d)),
                 _ => Err(Judged::Error(ApiError::Failed(format!(
@@ -419,6 +417,15 @@ pub fn api_token(opts: &Options<'_>, named: Option<String>) -> (Option<(String, 
 /// which a `run:` step holding only the id-token request token can still
 /// reach: the URL is public.
 pub const GITHUB_COM_RESULTS: &str = "https://results-receiver.actions.githubusercontent.com/";
+
+/// The URL of one Twirp method of the results service, as the toolkit's
+/// clients (`@actions/cache`, `@actions/artifact`) build it: the path
+/// `/twirp/<service>/<method>` on the results URL's origin, whatever path
+/// that URL has (it was checked when the config was read).
+pub fn twirp_url(results_url: &str, service: &str, method: &str) -> String {
+    let origin = crate::http::origin(results_url).unwrap_or_default();
+    format!("{origin}/{}/{method}", service.trim_matches('/'))
+}
 
 /// The runtime token and the results service URL, as the surfaces that
 /// write through the results service read them.

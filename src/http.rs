@@ -22,8 +22,19 @@ use std::time::Duration;
 /// Tries per call, the first included.
 pub const ATTEMPTS: u32 = 3;
 
-/// The longest `retry-after` a busy server's 429 or 503 is waited out for.
+/// The longest `retry-after` a busy server (a 429 or 503 here, GitHub's
+/// rate-limit 403 in [`crate::github`]) is waited out for; longer is an
+/// error now rather than a probe that hangs.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How long the server asks to wait (`retry-after` in seconds).
+pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
 
 /// Answers that say "not now" before any body: retried (the last one is a
 /// failure, never an answer a caller could take for the service's word).
@@ -307,12 +318,7 @@ impl Client {
         // 429, which says it was not taken; a read on any of them.
         let safe = matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "PROPFIND");
         if RETRY_ON.contains(&status) && (safe || status == 429) {
-            // How long the server asks for (`retry-after` in seconds).
-            let after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
+            let after = retry_after(response.headers()).map(|d| d.as_secs());
             return Ok(Err((status, after)));
         }
         let headers = response.headers().clone();

@@ -8,6 +8,16 @@ use std::time::{Duration, Instant};
 
 /// A server answering the n-th request with `answer(n)` (status, delay).
 fn server(answer: fn(usize) -> (u16, u64)) -> (String, Arc<AtomicUsize>) {
+    server_with(move |n| {
+        let (status, delay) = answer(n);
+        (status, delay, None)
+    })
+}
+
+/// As [`server`], with a `retry-after` header when the answer names one.
+fn server_with(
+    answer: impl Fn(usize) -> (u16, u64, Option<&'static str>) + Send + 'static,
+) -> (String, Arc<AtomicUsize>) {
     let srv = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let port = srv.server_addr().to_ip().unwrap().port();
     let count = Arc::new(AtomicUsize::new(0));
@@ -15,9 +25,15 @@ fn server(answer: fn(usize) -> (u16, u64)) -> (String, Arc<AtomicUsize>) {
     std::thread::spawn(move || {
         for req in srv.incoming_requests() {
             let n = c.fetch_add(1, Ordering::SeqCst);
-            let (status, delay) = answer(n);
+            let (status, delay, after) = answer(n);
             std::thread::sleep(Duration::from_millis(delay));
-            let _ = req.respond(tiny_http::Response::from_string("{}").with_status_code(status));
+            let mut resp = tiny_http::Response::from_string("{}").with_status_code(status);
+            if let Some(a) = after {
+                resp.add_header(
+                    tiny_http::Header::from_bytes(&b"retry-after"[..], a.as_bytes()).unwrap(),
+                );
+            }
+            let _ = req.respond(resp);
         }
     });
     (format!("http://127.0.0.1:{port}"), count)
@@ -149,31 +165,15 @@ fn a_connection_closed_without_an_answer_is_broken_and_not_retried() {
 /// second request.
 #[test]
 fn retry_after_is_honoured_and_a_long_one_is_an_error() {
-    let answer =
-        |seconds: &'static str, first: bool| {
-            let srv = tiny_http::Server::http("127.0.0.1:0").unwrap();
-            let port = srv.server_addr().to_ip().unwrap().port();
-            let count = Arc::new(AtomicUsize::new(0));
-            let c = count.clone();
-            std::thread::spawn(move || {
-                for req in srv.incoming_requests() {
-                    let n = c.fetch_add(1, Ordering::SeqCst);
-                    let busy = n == 0 || !first;
-                    let mut resp = tiny_http::Response::from_string("{}")
-                        .with_status_code(if busy { 429 } else { 200 });
-                    if busy {
-                        resp.add_header(
-                            tiny_http::Header::from_bytes(&b"retry-after"[..], seconds.as_bytes())
-                                .unwrap(),
-                        );
-                    }
-                    let _ = req.respond(resp);
-                }
-            });
-            (format!("http://127.0.0.1:{port}/x"), count)
-        };
     // Asked for 1 s (the backoff would be 0.5 s): it waits 1 s.
-    let (url, count) = answer("1", true);
+    let (base, count) = server_with(|n| {
+        if n == 0 {
+            (429, 0, Some("1"))
+        } else {
+            (200, 0, None)
+        }
+    });
+    let url = format!("{base}/x");
     let started = Instant::now();
     let r = client(Duration::from_secs(10))
         .send(&Request::new(http::Method::POST, &url))
@@ -182,7 +182,8 @@ fn retry_after_is_honoured_and_a_long_one_is_an_error() {
     assert_eq!(count.load(Ordering::SeqCst), 2);
     assert!(started.elapsed() >= Duration::from_millis(950));
     // Asked for 120 s: an error now.
-    let (url, count) = answer("120", false);
+    let (base, count) = server_with(|_| (429, 0, Some("120")));
+    let url = format!("{base}/x");
     let e = client(Duration::from_secs(10))
         .send(&Request::new(http::Method::POST, &url))
         .unwrap_err();

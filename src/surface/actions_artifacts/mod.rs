@@ -286,10 +286,7 @@ impl Instance {
             ));
         };
         let service = host_of(base);
-        // As `@actions/artifact` does: the service is the URL's origin,
-        // whatever path the URL has.
-        let origin = crate::http::origin(base).unwrap_or_else(|| base.trim_end_matches('/').into());
-        let url = format!("{origin}/{TWIRP}/{method}");
+        let url = crate::github::twirp_url(base, TWIRP, method);
         let req = Request::new(Method::POST, &url)
             .json(&body)
             .header("accept", "application/json")

@@ -48,7 +48,7 @@ impl Instance {
         let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
             return Err(self.s.no_token.clone().unwrap_or_default());
         };
-        let url = format!("{base}{TWIRP}/{method}");
+        let url = crate::github::twirp_url(base, TWIRP, method);
         let req = Request::new(Method::POST, &url)
             .json(&body)
             .header("accept", "application/json")

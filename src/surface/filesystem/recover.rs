@@ -326,7 +326,7 @@ impl Instance {
         // empty before the probe does not read as 11 foreign ones.
         let mut own: u64 = 0;
         let own_prefix = format!(".runwarden-{}-", ctx.probe_id);
-        let own_beacon = format!(".runwarden-beacon-{}", ctx.probe_id);
+        let own_beacon = format!("{}{}", crate::marker::BEACON_PREFIX, ctx.probe_id);
         let mut list_error: Option<io::Error> = None;
         match sys::open_listing(&dir).and_then(|fd| sys::DirIter::new(&fd)) {
             Err(e) => list_error = Some(e),
