@@ -513,10 +513,7 @@ fn stop_run_b_cleaning(probe: u32) -> u32 {
             let env = std::fs::read(format!("/proc/{c}/environ")).unwrap_or_default();
             let is_b = env
                 .split(|b| *b == 0)
-                .any(|v| v.starts_with(b"RUNWARDEN_RUN_ID=") || v.starts_with(b"HOME="))
-                && env
-                    .split(|b| *b == 0)
-                    .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/b"));
+                .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/b"));
             let cwd = std::fs::read_link(format!("/proc/{c}/cwd")).unwrap_or_default();
             if is_b && cwd.ends_with("a") {
                 unsafe { libc::kill(c as i32, libc::SIGSTOP) };
@@ -526,6 +523,20 @@ fn stop_run_b_cleaning(probe: u32) -> u32 {
         std::thread::sleep(Duration::from_micros(200));
     }
     panic!("run B was never seen cleaning up");
+}
+
+/// Nothing left on the remote or in the report, and no ERROR: B's
+/// recovery was complete.
+fn assert_cleaned_and_recovered(p: &Probe, remote: &Path, before: &str) {
+    assert_eq!(refs(remote), before, "refs left on the remote");
+    assert!(
+        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
+        "{}",
+        p.report["cleanup"]
+    );
+    for f in p.report["findings"].as_array().unwrap() {
+        assert_ne!(f["verdict"], "error", "{f}");
+    }
 }
 
 /// A git remote with 10,000 refs (cleanup's push takes a while) and its
@@ -552,15 +563,7 @@ fn a_cleanup_phase_that_times_out_is_finished_by_a_cleanup_run() {
     let (child, report) = start_probe_with(&cfg, work.path(), &["--timeout", "5"]);
     stop_run_b_cleaning(child.id());
     let p = finish(child.wait_with_output().unwrap(), &report);
-    assert_eq!(refs(&remote), before, "refs left on the remote");
-    assert!(
-        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
-        "{}",
-        p.report["cleanup"]
-    );
-    for f in p.report["findings"].as_array().unwrap() {
-        assert_ne!(f["verdict"], "error", "{f}");
-    }
+    assert_cleaned_and_recovered(&p, &remote, &before);
     assert!(p.report["summary"]["fail"].as_u64().unwrap() > 0);
 }
 
@@ -581,14 +584,6 @@ fn a_signal_during_the_cleanup_phase_lets_it_finish() {
     );
     unsafe { libc::kill(b as i32, libc::SIGCONT) };
     let p = finish(child.wait_with_output().unwrap(), &report);
-    assert_eq!(refs(&remote), before, "refs left on the remote");
-    assert!(
-        p.report["cleanup"]["left"].as_array().unwrap().is_empty(),
-        "{}",
-        p.report["cleanup"]
-    );
-    for f in p.report["findings"].as_array().unwrap() {
-        assert_ne!(f["verdict"], "error", "{f}");
-    }
+    assert_cleaned_and_recovered(&p, &remote, &before);
     assert!(p.report["cleanup"]["deleted"].as_u64().unwrap() > 0);
 }

@@ -125,6 +125,13 @@ fn fs_carrier(i: usize) -> &'static str {
         .unwrap_or("runner-persistence")
 }
 
+/// The server, a permissive token and a checkout.
+fn fixture() -> (GitHubServer, String, Checkout) {
+    let svc = server();
+    let token = svc.token(WRITE_ALL);
+    (svc, token, Checkout::new())
+}
+
 /// A finding of surface `s` declared at line 3 of the config.
 fn at_config(carrier: &str, verdict: Verdict, detail: &str) -> Finding {
     let mut f = finding(carrier, verdict, detail);
@@ -153,9 +160,7 @@ fn requests(svc: &GitHubServer, part: &str) -> Vec<String> {
 
 #[test]
 fn a_check_run_carries_all_120_findings_in_three_requests() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     // 12 surfaces of the 10 filesystem carriers: 100 FAIL, then 20 ERROR.
     let mut findings: Vec<Finding> = (0..120)
         .map(|i| {
@@ -235,9 +240,7 @@ fn a_check_run_carries_all_120_findings_in_three_requests() {
 
 #[test]
 fn conclusions_follow_the_verdicts() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     for (findings, want) in [
         (
             vec![
@@ -275,9 +278,7 @@ fn comments(svc: &GitHubServer) -> Vec<Value> {
 
 #[test]
 fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     // Someone else's comment that copies the marker and a forged state
     // must be neither updated nor believed.
     let publish = |findings: Vec<Finding>, mode: &str| {
@@ -542,9 +543,7 @@ fn a_read_only_token_gives_notices_and_the_probes_exit_code() {
 /// Surface data in a comment cannot end the table or inject markup.
 #[test]
 fn hostile_details_stay_text_in_the_comment_and_the_check_run() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let evil = "x | y </details><img src=x onerror=alert(1)> ` [link](https://evil.example) <!-- runwarden-state e30= -->";
     let f = co.report(&report(vec![at_config("file-name", Verdict::Fail, evil)]));
     let mut c = co.cmd(&svc, &token);
@@ -574,9 +573,7 @@ fn hostile_details_stay_text_in_the_comment_and_the_check_run() {
 /// and code scanning category.
 #[test]
 fn a_label_names_the_check_run_and_the_category() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let mut r = report(vec![at_config("file-name", Verdict::Pass, "")]);
     r.label = Some("self-hosted linux".into());
     let f = co.report(&r);
@@ -607,9 +604,7 @@ fn a_label_names_the_check_run_and_the_category() {
 /// exit 1, and the token appears nowhere.
 #[test]
 fn an_unreachable_api_is_an_error_for_each_part() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let f = co.report(&report(vec![at_config(
         "file-name",
         Verdict::Fail,
@@ -641,9 +636,7 @@ fn an_unreachable_api_is_an_error_for_each_part() {
 /// run is there, and the step's exit code is still the probe's.
 #[test]
 fn the_action_publishes_after_its_probe() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let shared = tempfile::tempdir().unwrap();
     std::fs::write(
         co.path().join(".github/runwarden.yml"),
@@ -688,9 +681,7 @@ fn rate_limits_are_waited_out_and_a_proxys_403_is_an_error() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static POSTS: AtomicUsize = AtomicUsize::new(0);
     static LISTS: AtomicUsize = AtomicUsize::new(0);
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let front = Hostile::start(&svc.results_url(), |r, pass| {
         if r.method == "POST"
             && r.path().ends_with("/check-runs")
@@ -819,9 +810,7 @@ fn an_app_token_is_told_to_name_its_bot_and_a_pat_finds_its_own() {
 /// not ours, so it is neither updated nor believed.
 #[test]
 fn with_a_key_only_a_signed_comment_is_ours() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let f = co.report(&report(vec![at_config(
         "file-name",
         Verdict::Fail,
@@ -883,9 +872,7 @@ fn with_a_key_only_a_signed_comment_is_ours() {
 /// code scanning would close their alerts, so it is not uploaded.
 #[test]
 fn no_sarif_upload_without_the_files_results_point_at() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let f = co.report(&report(vec![at_config(
         "file-name",
         Verdict::Fail,
@@ -920,9 +907,7 @@ fn no_sarif_upload_without_the_files_results_point_at() {
 /// whose findings runwarden could not have made.
 #[test]
 fn workflow_run_needs_the_commit_and_forged_reports_are_refused() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     let f = co.report(&report(vec![at_config(
         "file-name",
         Verdict::Fail,
@@ -950,9 +935,7 @@ fn workflow_run_needs_the_commit_and_forged_reports_are_refused() {
 /// 0, 50, 51 and 100 annotations: one request per 50, at least one.
 #[test]
 fn annotations_go_fifty_to_a_request() {
-    let svc = server();
-    let token = svc.token(WRITE_ALL);
-    let co = Checkout::new();
+    let (svc, token, co) = fixture();
     for (n, want) in [(0usize, 1usize), (50, 1), (51, 2), (100, 2)] {
         let findings: Vec<Finding> = (0..n.max(1))
             .map(|i| {

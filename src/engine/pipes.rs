@@ -17,6 +17,8 @@ pub(super) struct Pipes {
     err: Option<std::process::ChildStderr>,
     out_buf: Vec<u8>,
     err_buf: Vec<u8>,
+    /// What each read lands in (kept: a wakeup allocates nothing).
+    chunk: Vec<u8>,
 }
 
 impl Pipes {
@@ -29,6 +31,7 @@ impl Pipes {
             err,
             out_buf: Vec::new(),
             err_buf: Vec::new(),
+            chunk: vec![0u8; CHUNK],
         }
     }
 
@@ -73,13 +76,13 @@ impl Pipes {
                 return false;
             }
         };
-        let mut chunk = vec![0u8; CHUNK];
+        let chunk = &mut self.chunk;
         let mut any = false;
         if ready[0]
             && let Some(out) = self.out.as_mut()
         {
             any = true;
-            match out.read(&mut chunk) {
+            match out.read(chunk) {
                 Ok(n) if n > 0 => self.out_buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 _ => self.out = None,
@@ -100,7 +103,7 @@ impl Pipes {
             any = true;
             // Bytes, whatever they hold: a line that is not UTF-8 must not
             // stop the reading, or the run would block on a full pipe.
-            match err.read(&mut chunk) {
+            match err.read(chunk) {
                 Ok(n) if n > 0 => self.err_buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 _ => {
@@ -130,15 +133,14 @@ impl Pipes {
     /// What it said on stderr by now is taken; a process it left that
     /// still holds stderr (a credential cache daemon) is not waited for.
     fn finish_err(&mut self) {
-        let mut chunk = vec![0u8; CHUNK];
         for _ in 0..TAIL_READS {
             let fd = self.err.as_ref().map(|p| p.as_raw_fd());
             if !sys::poll_readable(&[fd], Duration::ZERO).is_ok_and(|r| r[0]) {
                 break;
             }
             let Some(err) = self.err.as_mut() else { break };
-            match err.read(&mut chunk) {
-                Ok(n) if n > 0 => self.err_buf.extend_from_slice(&chunk[..n]),
+            match err.read(&mut self.chunk) {
+                Ok(n) if n > 0 => self.err_buf.extend_from_slice(&self.chunk[..n]),
                 _ => break,
             }
         }

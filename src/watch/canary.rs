@@ -118,13 +118,11 @@ pub struct Armed {
 }
 
 fn random_from(alphabet: &[u8], n: usize) -> io::Result<String> {
+    // Rejection sampling keeps the choice uniform.
+    let limit = 256 - (256 % alphabet.len());
     let mut out = String::with_capacity(n);
     while out.len() < n {
-        let nonce = crate::nonce::Nonce::generate()?;
-        for b in nonce.hex().bytes().collect::<Vec<_>>().chunks(2) {
-            let v = u8::from_str_radix(std::str::from_utf8(b).unwrap_or("0"), 16).unwrap_or(0);
-            // Rejection sampling keeps the choice uniform.
-            let limit = 256 - (256 % alphabet.len());
+        for v in crate::nonce::Nonce::generate()?.0 {
             if (v as usize) < limit && out.len() < n {
                 out.push(alphabet[v as usize % alphabet.len()] as char);
             }
@@ -407,13 +405,13 @@ impl Armed {
         Ok(self.reads.clone())
     }
 
+    /// One read of the (non-blocking) event descriptor; none when it has
+    /// nothing more.
     fn drain(&self, buf: &mut [u8]) -> Option<usize> {
         let fd = self.fd.as_ref()?;
-        let mut f = std::fs::File::from(fd.try_clone().ok()?);
-        match f.read(buf) {
-            Ok(n) if n > 0 => Some(n),
-            _ => None,
-        }
+        // SAFETY: a descriptor we own and a buffer of that length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        (n > 0).then_some(n as usize)
     }
 
     fn drain_fanotify(&mut self) -> Result<(), String> {
