@@ -9,7 +9,7 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     if args.out.format == Format::Github {
         mask_secrets();
     }
-    let plan = load_plan(&find_config(args.config.as_deref()))?;
+    let plan = load_plan(&find_config(args.config.as_deref()), true)?;
     let outs = args.out.open()?;
     crate::signals::install();
     let opts = ProbeOptions {
@@ -64,7 +64,7 @@ pub(super) fn default_receipt(probe_id: &str) -> PathBuf {
 
 /// `RUNNER_TEMP` inside GitHub Actions.
 fn runner_temp() -> Option<PathBuf> {
-    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let in_actions = in_actions();
     std::env::var_os("RUNNER_TEMP")
         .filter(|d| in_actions && !d.is_empty())
         .map(PathBuf::from)
@@ -74,10 +74,9 @@ fn runner_temp() -> Option<PathBuf> {
 /// place, else the working directory (where download-artifact puts one
 /// carried over from the plant's job).
 pub(super) fn found_receipt(probe_id: &str) -> Option<PathBuf> {
-    let name = format!("runwarden-receipt-{probe_id}.json");
-    [Some(default_receipt(probe_id)), Some(PathBuf::from(name))]
+    let name = PathBuf::from(format!("runwarden-receipt-{probe_id}.json"));
+    [default_receipt(probe_id), name]
         .into_iter()
-        .flatten()
         .find(|p| p.is_file())
 }
 
@@ -94,7 +93,7 @@ pub(super) fn warn_unkeyed(opts: &ProbeOptions) {
 pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     show_progress(Format::Table);
     let probe_id = probe_id_of(&args.cross)?;
-    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()), false)?;
     let path = args.receipt.unwrap_or_else(|| default_receipt(&probe_id));
     let out = Pending::open(&path)?;
     crate::signals::install();
@@ -129,7 +128,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         mask_secrets();
     }
     let probe_id = probe_id_of(&args.cross)?;
-    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()), true)?;
     let receipt_path = match args.receipt {
         Some(p) => Some(p),
         None => found_receipt(&probe_id),
@@ -185,7 +184,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         Some(r) => r.probe_id.clone(),
         None => probe_id_of(&args.cross)?,
     };
-    let plan = load_plan(&find_config(args.cross.config.as_deref()))?;
+    let plan = load_plan(&find_config(args.cross.config.as_deref()), false)?;
     let outs = Outputs {
         report: pending(args.report.as_deref())?,
         sarif: None,
@@ -201,16 +200,29 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     // of where those are), and a receipt found rather than given only when
     // every surface it lists was cleaned here (a surface renamed or
     // removed from the config since the plant was not looked at).
-    let nothing_left = report.cleanup.left.is_empty() && report.cleanup.kept.is_empty();
+    // A found receipt was not what this cleanup worked from: it goes only
+    // when what it lists was surely looked at (each surface it lists is in
+    // the config with the same type), and something was removed if it
+    // lists anything (nothing found for a receipt with entries means a
+    // wrong key or a plant elsewhere: it stays the record), and never
+    // after a signal.
+    let nothing_left = report.cleanup.left.is_empty()
+        && report.cleanup.kept.is_empty()
+        && crate::signals::received().is_none();
     if nothing_left {
+        let covered = |r: &Receipt| {
+            let listed = r.surfaces.iter().any(|s| !s.entries.is_empty());
+            r.surfaces.iter().all(|s| {
+                s.entries.is_empty()
+                    || plan
+                        .surfaces
+                        .iter()
+                        .any(|c| c.name == s.name && c.type_name == s.type_name)
+            }) && (!listed || report.cleanup.removed > 0)
+        };
         let path = args.receipt.clone().or_else(|| {
-            found_receipt(&probe_id).filter(|p| {
-                Receipt::read(p, Some(&probe_id)).is_ok_and(|r| {
-                    r.surfaces.iter().all(|s| {
-                        s.entries.is_empty() || plan.surfaces.iter().any(|c| c.name == s.name)
-                    })
-                })
-            })
+            found_receipt(&probe_id)
+                .filter(|p| Receipt::read(p, Some(&probe_id)).is_ok_and(|r| covered(&r)))
         });
         if let Some(path) = path {
             match std::fs::remove_file(&path) {

@@ -302,6 +302,11 @@ pub fn error(msg: &str) {
 /// `--quiet`: notes and results are not printed.
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether this runs in GitHub Actions (`GITHUB_ACTIONS=true`).
+pub(crate) fn in_actions() -> bool {
+    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
+}
+
 /// Whether `--quiet` was given.
 pub(crate) fn quiet() -> bool {
     QUIET.load(std::sync::atomic::Ordering::Relaxed)
@@ -330,7 +335,10 @@ fn find_config(explicit: Option<&Path>) -> Found {
 
 /// The plan from the config file, or (no file found) from what
 /// `runwarden discover` proposes for this environment, announced on stderr.
-fn load_plan(found: &Found) -> Result<Plan, Failure> {
+/// `findings`: the command reports findings (probe, recover), whose
+/// report and table say what discovery skipped; otherwise each skip is said
+/// here.
+fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
     let (text, source) = match found {
         Found::File(p) => (
             std::fs::read_to_string(p)
@@ -359,17 +367,22 @@ fn load_plan(found: &Found) -> Result<Plan, Failure> {
     if let Some(d) = &plan.source.discovered {
         let names: Vec<&str> = plan.surfaces.iter().map(|s| s.name.as_str()).collect();
         // Once, here; what discovery skipped and why is in the report (and
-        // under the table), not printed twice.
+        // under the table) of a command with findings, not printed twice.
         note(&format!(
             "no config found ($RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml); using the discovered config ({} runner): {}{}",
             d.runner,
             names.join(", "),
-            if d.skipped.is_empty() {
-                String::new()
-            } else {
-                format!("; {} skipped (see the report)", d.skipped.len())
+            match (d.skipped.len(), findings) {
+                (0, _) => String::new(),
+                (n, true) => format!("; {n} skipped (see the report)"),
+                (n, false) => format!("; {n} skipped:"),
             }
         ));
+        if !findings {
+            for why in &d.skipped {
+                note(&format!("  skipped: {why}"));
+            }
+        }
     }
     Ok(plan)
 }
@@ -410,7 +423,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         }
         Cmd::CheckConfig { file } => {
             let found = find_config(file.as_deref());
-            let plan = load_plan(&found)?;
+            let plan = load_plan(&found, false)?;
             let carriers: usize = plan
                 .surfaces
                 .iter()

@@ -40,13 +40,8 @@ pub(super) fn write_outputs(
         .map(|(p, _)| p.to_string_lossy().into_owned());
     let ctx = output::sarif::Context::from_env(report);
     let text = match args.format {
-        Format::Table => output::table::render(report),
         Format::Json => output::json::render(report),
-        Format::Github if gh.annotations && report.mode != Mode::Cleanup => {
-            output::table::render(report)
-                + &output::github::annotations(report, &ctx, report_path.as_deref())
-        }
-        Format::Github => output::table::render(report),
+        Format::Table | Format::Github => output::table::render(report),
     };
     let to_stdout = args.output.is_none() && !super::quiet();
     if to_stdout {
@@ -56,6 +51,16 @@ pub(super) fn write_outputs(
             text.clone()
         };
         print_stdout(&shown)?;
+    }
+    // Annotations are workflow commands for the runner: on stdout whatever
+    // `--output` or `--quiet` do with the table (in a file or unprinted
+    // they would be lost, and they are the errors `-q` still shows).
+    if args.format == Format::Github && gh.annotations && report.mode != Mode::Cleanup {
+        print_stdout(&output::github::annotations(
+            report,
+            &ctx,
+            report_path.as_deref(),
+        ))?;
     }
     if let Some(sig) = crate::signals::received() {
         note(&format!(
@@ -172,7 +177,7 @@ pub(super) fn show_progress(format: Format) {
     }
     // SAFETY: isatty takes a descriptor and only reads its state.
     let tty = unsafe { libc::isatty(2) } == 1;
-    let ci = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let ci = in_actions();
     let what = |role: &str| match role {
         "A" => ("run A: planting", "carriers (the controls' included)"),
         "B" => ("run B: recovering", "carriers (the controls' included)"),

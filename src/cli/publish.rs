@@ -113,13 +113,24 @@ pub(super) fn publish_report(
 /// The action's publish step: as [`publish_report`], but where there is
 /// nothing to publish to (no repository or token in the environment: the
 /// action run outside a workflow), a note instead of an error.
-pub(super) fn publish_after_action(path: &Path, parts: &Parts, key: Key) -> Result<i32, Failure> {
+/// Never an error: the probe's exit code is the step's, and a report that
+/// cannot be read back is a part that broke (1).
+pub(super) fn publish_after_action(path: &Path, parts: &Parts, key: Key) -> i32 {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    if let Err(why) = Target::from_env(&env, &Overrides::default()) {
-        note(&format!("publish: skipped: {why}"));
-        return Ok(0);
+    let target = match Target::from_env(&env, &Overrides::default()) {
+        Ok(t) => t,
+        Err(why) => {
+            note(&format!("publish: skipped: {why}"));
+            return 0;
+        }
+    };
+    match read_report(path).and_then(|r| publish_to(&r, &target, parts, key)) {
+        Ok(code) => code,
+        Err(e) => {
+            error(&format!("publish: {e}"));
+            1
+        }
     }
-    publish_report(path, parts, &Overrides::default(), key)
 }
 
 fn publish_to(report: &Report, target: &Target, parts: &Parts, key: Key) -> Result<i32, Failure> {
@@ -144,7 +155,7 @@ fn publish_to(report: &Report, target: &Target, parts: &Parts, key: Key) -> Resu
     };
     let ctx = output::repo::Context::from_env(report);
     let results = publish::publish(report, &ctx, target, &opts);
-    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let in_actions = in_actions();
     let mut broke = false;
     for (part, outcome) in &results {
         let (kind, text) = match outcome {

@@ -6,7 +6,6 @@
 use crate::output::github::cell;
 use crate::report::Report;
 use crate::verdict::Verdict;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One column of the table: its heading and its report.
@@ -29,15 +28,7 @@ fn worst(report: &Report, channel: &str) -> Option<Verdict> {
 /// Markdown: a heading line, one row per channel (in first-seen order),
 /// one column per report, then a count row of failing verdicts.
 pub fn render(columns: &[Column<'_>]) -> String {
-    let mut channels: Vec<&str> = Vec::new();
-    let mut seen = BTreeMap::new();
-    for c in columns {
-        for f in &c.report.findings {
-            if seen.insert(f.channel.as_str(), ()).is_none() {
-                channels.push(&f.channel);
-            }
-        }
-    }
+    let channels = channels(columns);
     let failing = columns.iter().filter(|c| c.report.exit_code() != 0).count();
     let mut out = format!(
         "## runwarden fleet: {} of {} runner labels with open undeclared channels, errors or leftovers\n\n",
@@ -86,10 +77,10 @@ pub fn render(columns: &[Column<'_>]) -> String {
 /// Every channel of the reports, in first-seen order.
 fn channels<'a>(columns: &[Column<'a>]) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
-    let mut seen = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
     for c in columns {
         for f in &c.report.findings {
-            if seen.insert(f.channel.as_str(), ()).is_none() {
+            if seen.insert(f.channel.as_str()) {
                 out.push(&f.channel);
             }
         }

@@ -192,7 +192,7 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
     rows.sort_by_key(|f| f.verdict);
     let footer_room = 512;
     for (i, f) in rows.iter().enumerate() {
-        let side = f.side().map(|s| format!(" ({s})")).unwrap_or_default();
+        let side = super::review::side(f);
         let row = format!(
             "| {} | [{}]({}){} | {} | {} | {} |\n",
             f.verdict.as_str().to_uppercase(),
