@@ -1,6 +1,7 @@
 // runwarden's GitHub Action shim: picks the prebuilt binary for this
 // runner, verifies its SHA-256 against SHA256SUMS, and runs `runwarden
-// action` with the inherited environment, passing the exit code through.
+// action` with the inherited environment, passing the exit code through;
+// in the post step, only after a `mode: watch` step, to finish its watch.
 // Plain Node, no dependencies.
 "use strict";
 const fs = require("fs");
@@ -55,8 +56,24 @@ function bundled() {
   return file;
 }
 
+// The post step (action.yml `runs.post`) runs this file again for every
+// use of the action; only the step that armed a watch (`mode: watch`)
+// left state for it. The runner gives the post step what the main step
+// wrote to $GITHUB_STATE as STATE_<name>; the main step marks itself so
+// that the post step knows it is one.
+const isPost = process.env.STATE_runwarden_main === "done";
+if (!isPost && process.env.GITHUB_STATE) {
+  fs.appendFileSync(process.env.GITHUB_STATE, "runwarden_main=done\n");
+}
+const env = Object.assign({}, process.env);
+if (isPost) {
+  const saved = process.env.STATE_runwarden_watch;
+  if (!saved) process.exit(0);
+  env.RUNWARDEN_WATCH_STATE = saved;
+}
+
 const override = input("binary");
 const binary = override ? path.resolve(process.env.GITHUB_WORKSPACE || process.cwd(), override) : bundled();
-const run = spawnSync(binary, ["action"], { stdio: "inherit", env: process.env });
+const run = spawnSync(binary, ["action"], { stdio: "inherit", env });
 if (run.error) fail(`cannot run ${binary}: ${run.error.message}`);
 process.exit(run.status === null ? 2 : run.status);

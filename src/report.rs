@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA: &str = "runwarden-report/1";
 
+/// The surface type (and surface name) of watch mode's canary findings:
+/// `canary:aws-credentials`, `canary:npmrc`, `canary:dotenv`.
+pub const CANARY_TYPE: &str = "canary";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub schema: String,
@@ -46,6 +50,63 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<NoticeRecord>,
     pub cleanup: Cleanup,
+    /// For `watch`: the command watched, how it ended, and the canaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<Watch>,
+}
+
+/// What `runwarden watch` watched.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Watch {
+    /// `command`: one command run by `watch -- CMD`; `job`: every step
+    /// between the action's watch step and its post step.
+    pub scope: String,
+    /// The command's arguments, each redacted (empty for `job`).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Its exit status, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did (`SIGKILL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Between the two snapshots: when the command (or the job's watched
+    /// steps) began and ended.
+    pub started_at: String,
+    pub finished_at: String,
+    pub canaries: Canaries,
+}
+
+/// The canary credentials of a watch (never their values).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Canaries {
+    /// `fanotify`, `inotify` or `atime`; absent when none was placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detector: Option<String>,
+    /// The paths of the canaries placed.
+    #[serde(default)]
+    pub placed: Vec<String>,
+    /// Paths where no canary was placed, with why (something was there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Leftover>,
+}
+
+/// One thing watch mode saw: an entry the command created, changed or
+/// removed, or a read of a canary. Surface data: escaped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// The entry, relative to the surface (a path, a ref, a cache key).
+    pub entry: String,
+    /// `created`, `removed`, `changed: size, mtime`, `renamed from X`,
+    /// `read (open)`.
+    pub change: String,
+    /// When, as the surface says (an mtime); absent: between the
+    /// snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The process that read a canary (fanotify only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +116,8 @@ pub enum Mode {
     Probe,
     Recover,
     Cleanup,
+    /// `runwarden watch`: what a command did, not what could carry.
+    Watch,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,6 +253,9 @@ pub struct Finding {
     /// `"outside"`). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<std::collections::BTreeMap<String, String>>,
+    /// Watch mode: what the command did through this carrier.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<Observation>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -235,8 +301,15 @@ impl Finding {
 
 impl Report {
     /// 0: no open undeclared channel, no error, nothing left behind;
-    /// 1: otherwise.
+    /// 3: a canary was read (watch mode); 1: otherwise.
     pub fn exit_code(&self) -> i32 {
+        if self
+            .findings
+            .iter()
+            .any(|f| f.surface_type == CANARY_TYPE && f.verdict == Verdict::Fail)
+        {
+            return 3;
+        }
         let failing = self.findings.iter().any(|f| f.verdict.fails_run());
         if failing || !self.cleanup.left.is_empty() {
             1

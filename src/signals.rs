@@ -34,3 +34,11 @@ pub fn received() -> Option<&'static str> {
         _ => Some("a signal"),
     }
 }
+
+/// The number of the first signal received, if any (to pass it on).
+pub fn received_number() -> Option<i32> {
+    match RECEIVED.load(Ordering::SeqCst) {
+        0 => None,
+        n => Some(n),
+    }
+}

@@ -469,3 +469,18 @@ pub fn wait_exit(pid: u32, deadline: std::time::Instant) {
         }
     }
 }
+
+/// Opens the subdirectory `name` of `dir` like [`open_dir`] (`O_PATH`),
+/// never following a symlink: a name swapped for one fails (`ENOTDIR` or
+/// `ELOOP`) instead of leading elsewhere.
+pub fn open_dir_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -12,6 +12,13 @@
 //!   accepts that on purpose (`--allow-missing-receipt`).
 //!
 //! Declaring never turns `error` or `skipped` into anything else.
+//!
+//! Watch mode ([`decide_watch`]) judges what a command did, not what could
+//! carry: a change it made through a carrier is `fail` (`authorized` when
+//! declared, and inside the declared scope); a carrier it did not use is
+//! `pass`, which there means "not used", never "closed"; a surface that
+//! could not be looked at is `error` (`skipped` when its type has no
+//! snapshot); a read of a canary is `fail` whatever is declared.
 
 use crate::surface::{PlantOutcome, RecoverOutcome};
 use serde::{Deserialize, Serialize};
@@ -221,6 +228,89 @@ pub fn decide(e: &Evidence) -> (Verdict, String) {
     }
 }
 
+/// What watch mode knows about one carrier of one surface, or one kind
+/// of canary.
+#[derive(Debug, Clone)]
+pub enum Watched {
+    /// The surface could not be looked at before or after.
+    Broken(String),
+    /// The surface type has no snapshot; or no canary of this kind was
+    /// placed.
+    Unsupported(String),
+    /// Changes the command made through this carrier: how many were
+    /// inside what is declared and how many outside it.
+    Changes {
+        declared: bool,
+        inside: usize,
+        outside: usize,
+    },
+    /// Canaries of this kind placed (how many) and reads of them seen.
+    Canary {
+        placed: usize,
+        reads: usize,
+        detector: &'static str,
+    },
+}
+
+fn changes(n: usize) -> String {
+    format!("{n} {}", if n == 1 { "change" } else { "changes" })
+}
+
+/// The one function that decides a watch mode verdict, with its detail.
+pub fn decide_watch(w: &Watched) -> (Verdict, String) {
+    match w {
+        Watched::Broken(why) => (Verdict::Error, why.clone()),
+        Watched::Unsupported(why) => (Verdict::Skipped, why.clone()),
+        Watched::Changes {
+            declared,
+            inside,
+            outside,
+        } => match (declared, inside + outside, outside) {
+            (_, 0, _) => (
+                Verdict::Pass,
+                "not used: nothing the command did here would carry a message through this \
+                 carrier (in watch mode a PASS says the carrier was not used, not that it is closed)"
+                    .into(),
+            ),
+            (true, n, 0) => (
+                Verdict::Authorized,
+                format!("the command used this declared carrier ({})", changes(n)),
+            ),
+            (true, n, out) => (
+                Verdict::Fail,
+                format!(
+                    "the command used this carrier outside the declared scope ({out} of {})",
+                    changes(n)
+                ),
+            ),
+            (false, n, _) => (
+                Verdict::Fail,
+                format!("the command used this undeclared carrier ({})", changes(n)),
+            ),
+        },
+        Watched::Canary {
+            placed,
+            reads,
+            detector,
+        } => match reads {
+            0 => (
+                Verdict::Pass,
+                format!(
+                    "{placed} {} placed, none read (seen with {detector})",
+                    if *placed == 1 { "canary" } else { "canaries" }
+                ),
+            ),
+            n => (
+                Verdict::Fail,
+                format!(
+                    "a canary credential was read ({n} {}, seen with {detector})",
+                    if *n == 1 { "read" } else { "reads" }
+                ),
+            ),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +384,28 @@ mod tests {
         );
         assert_eq!(decide(&ev(None, None)).0, Verdict::Error);
         assert_eq!(decide(&ev(Some(planted()), None)).0, Verdict::Error);
+    }
+
+    #[test]
+    fn watch_mode_verdicts() {
+        let ch = |declared, inside, outside| Watched::Changes {
+            declared,
+            inside,
+            outside,
+        };
+        assert_eq!(decide_watch(&ch(false, 0, 0)).0, Verdict::Pass);
+        assert!(decide_watch(&ch(false, 0, 0)).1.contains("not used"));
+        assert_eq!(decide_watch(&ch(false, 0, 2)).0, Verdict::Fail);
+        assert_eq!(decide_watch(&ch(true, 3, 0)).0, Verdict::Authorized);
+        assert_eq!(decide_watch(&ch(true, 3, 1)).0, Verdict::Fail);
+        let canary = |reads| Watched::Canary {
+            placed: 3,
+            reads,
+            detector: "inotify",
+        };
+        assert_eq!(decide_watch(&canary(0)).0, Verdict::Pass);
+        assert_eq!(decide_watch(&canary(1)).0, Verdict::Fail);
+        assert_eq!(decide_watch(&Watched::Broken("x".into())).0, Verdict::Error);
     }
 
     #[test]

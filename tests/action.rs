@@ -323,6 +323,9 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
         "a JavaScript action on the current runtime"
     );
     assert!(root.join(meta["runs"]["main"].as_str().unwrap()).is_file());
+    // The post step is the same shim (a no-op unless a watch step ran).
+    assert_eq!(meta["runs"]["post"], meta["runs"]["main"]);
+    assert_eq!(meta["runs"]["post-if"], "always()");
     let mut inputs: Vec<&str> = meta["inputs"]
         .as_object()
         .unwrap()
@@ -337,9 +340,11 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "annotations",
             "beacon",
             "binary",
+            "canaries",
             "check-run",
             "comment-author",
             "config",
+            "default-canaries",
             "fail-on",
             "github-token",
             "key",
@@ -471,4 +476,104 @@ fn modes_plant_recover_and_cleanup_across_two_jobs() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// The runner's `$GITHUB_STATE` file as the post step receives it:
+/// `STATE_<name>` variables.
+fn state_env(file: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (format!("STATE_{k}"), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
+    let ws = Workspace::new();
+    let home = ws.path().join("home");
+    let temp = ws.path().join("runner-temp");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&temp).unwrap();
+    let state = ws.path().join("state.txt");
+    let inputs = [
+        ("binary", our_binary()),
+        ("config", ".github/runwarden.yml"),
+        ("mode", "watch"),
+    ];
+    let step = |post: &[(String, String)]| {
+        let mut c = ws.node(&shim(), &[]);
+        c.env("GITHUB_OUTPUT", ws.path().join("out.txt"))
+            .env("GITHUB_STEP_SUMMARY", ws.path().join("summary.md"))
+            .env("GITHUB_STATE", &state)
+            .env("RUNNER_TEMP", &temp)
+            .env("HOME", &home);
+        for (k, v) in inputs.iter() {
+            c.env(format!("INPUT_{}", k.to_uppercase()), v);
+        }
+        for (k, v) in post {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    // The watch step: snapshots taken, canaries placed, nothing reported.
+    let main = step(&[]);
+    assert_eq!(main.status.code(), Some(0), "{main:?}");
+    assert!(home.join(".npmrc").is_file());
+    assert!(ws.path().join(".env").is_file());
+    assert!(!ws.path().join("runwarden-report.json").exists());
+    // A later step writes to the shared directory and reads a canary.
+    std::fs::write(ws.path().join("shared/left-for-the-next-run"), "hi").unwrap();
+    let st = Command::new("cat")
+        .arg(ws.path().join(".env"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // The post step reports: a canary read is exit 3.
+    let post = step(&state_env(&state));
+    assert_eq!(post.status.code(), Some(3), "{}", stdout(&post));
+    let report: serde_json::Value =
+        serde_json::from_str(&ws.read("runwarden-report.json")).unwrap();
+    assert_eq!(report["mode"], "watch");
+    assert_eq!(report["watch"]["scope"], "job");
+    assert_eq!(report["watch"]["canaries"]["detector"], "atime");
+    let verdict = |c: &str| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["channel"] == c)
+            .unwrap()["verdict"]
+            .clone()
+    };
+    assert_eq!(verdict("canary:dotenv"), "fail");
+    assert_eq!(verdict("canary:npmrc"), "pass");
+    assert_eq!(verdict("shared:file-name"), "fail");
+    assert_eq!(verdict("shared:file-content"), "fail");
+    assert!(ws.read("summary.md").contains("runwarden"));
+    // The canaries and the watch's directory are gone.
+    assert!(!home.join(".npmrc").exists() && !ws.path().join(".env").exists());
+    assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0);
+}
+
+#[test]
+fn the_post_step_of_any_other_mode_does_nothing() {
+    let ws = Workspace::new();
+    let out = ws.run(
+        &shim(),
+        &[("binary", "/nonexistent/runwarden"), ("mode", "probe")],
+        &[],
+    );
+    // The main step would run the binary (and fail to); the post step,
+    // told so by its state, does not.
+    assert_ne!(out.status.code(), Some(0));
+    let mut c = ws.node(&shim(), &[]);
+    c.env("INPUT_BINARY", "/nonexistent/runwarden")
+        .env("INPUT_MODE", "probe")
+        .env("STATE_runwarden_main", "done");
+    let post = c.output().unwrap();
+    assert_eq!(post.status.code(), Some(0), "{post:?}");
+    assert_eq!(stdout(&post), "");
 }

@@ -215,16 +215,35 @@ pub(super) fn action() -> Result<i32, Failure> {
             let path = report.clone().expect("the report input has a default");
             publish_report(&path, &parts, &Default::default(), key.clone())?
         }
+        // The watch step arms the watch and saves it; the action's post
+        // step (dist/index.js passes the saved directory on) reports.
+        "watch" => match std::env::var_os(WATCH_STATE).filter(|d| !d.is_empty()) {
+            None => {
+                watch_step(config.as_deref())?;
+                return Ok(0);
+            }
+            Some(dir) => {
+                let plan = load_plan(&find_config(config.as_deref()), true)?;
+                let args = out();
+                finish_saved(
+                    &plan,
+                    Path::new(&dir),
+                    args.label.clone(),
+                    args.open()?,
+                    &opts,
+                )?
+            }
+        },
         other => {
             return Err(Failure::Other(format!(
-                "input `mode` must be probe, plant, recover, cleanup, merge or publish, not `{other}`"
+                "input `mode` must be probe, plant, recover, cleanup, merge, publish or watch, not `{other}`"
             )));
         }
     };
     // Publishing follows a report with verdicts. It never changes the
     // probe's exit code, except that a part that broke fails a green step.
     let mut code = code;
-    if matches!(mode.as_str(), "probe" | "recover")
+    if matches!(mode.as_str(), "probe" | "recover" | "watch")
         && parts.any()
         && let Some(path) = &report
         && path.is_file()
@@ -236,6 +255,47 @@ pub(super) fn action() -> Result<i32, Failure> {
     }
     // `never`: report, annotate and summarise, but let the job go on.
     Ok(if fail_on == "never" { 0 } else { code })
+}
+
+/// Where the post step finds the watch the watch step saved: dist/index.js
+/// sets it from the step's saved state (`STATE_runwarden_watch`).
+const WATCH_STATE: &str = "RUNWARDEN_WATCH_STATE";
+
+/// `mode: watch`, the step: the first snapshots and the canaries (by atime:
+/// the one detector that outlives the step), saved under RUNNER_TEMP; the
+/// directory goes to `$GITHUB_STATE` for the post step.
+fn watch_step(config: Option<&Path>) -> Result<(), Failure> {
+    let plan = load_plan(&find_config(config), false)?;
+    let extra = input("canaries")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|c| parse_canary(c).map_err(|e| Failure::Other(format!("input `canaries`: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = crate::watch::run::Options {
+        work_dir: std::env::var_os("RUNNER_TEMP")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from),
+        canaries: canary_specs(&extra, bool_input("default-canaries", true)?),
+        detector: Some(crate::watch::canary::Detector::Atime),
+    };
+    let dir = start_saved(&plan, &opts)?;
+    let Some(state) = std::env::var_os("GITHUB_STATE").filter(|p| !p.is_empty()) else {
+        return Err(Failure::Other(
+            "mode: watch needs $GITHUB_STATE (the runner's file for the post step's state)".into(),
+        ));
+    };
+    let line = format!("runwarden_watch={}\n", dir.display());
+    if line.matches('\n').count() != 1 {
+        return Err(Failure::Other(
+            "the watch directory's path holds a newline".into(),
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(state)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(|e| Failure::Other(format!("cannot write $GITHUB_STATE: {e}")))
 }
 
 /// The marker key: the `key` input (a secret) wins over $RUNWARDEN_KEY.

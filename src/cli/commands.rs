@@ -336,7 +336,10 @@ pub(super) fn read_report(file: &Path) -> Result<Report, Failure> {
     // links and markup, and the counts are the findings', not the file's.
     for f in &r.findings {
         let known = crate::surface::by_name(&f.surface_type)
-            .is_some_and(|t| t.carriers().iter().any(|c| c.name == f.carrier));
+            .is_some_and(|t| t.carriers().iter().any(|c| c.name == f.carrier))
+            || (f.surface_type == crate::report::CANARY_TYPE
+                && f.surface == crate::report::CANARY_TYPE
+                && crate::watch::canary::Kind::from_name(&f.carrier).is_some());
         if !known
             || !plan::is_valid_name(&f.surface)
             || f.channel != format!("{}:{}", f.surface, f.carrier)

@@ -3,18 +3,21 @@
 //! Exit codes: 0 no open undeclared channel and no error; 1 at least one
 //! FAIL or ERROR (or a planted entry cleanup had to leave; for `publish`,
 //! a part that broke); 2 could not run (bad arguments, bad config, report
-//! not writable).
+//! not writable); for `watch`, 3 a canary was read, else the command's own
+//! status when nothing failed (src/cli/watch.rs).
 
 mod action;
 mod commands;
 mod outputs;
 mod publish;
+mod watch;
 
 pub use action::GithubOptions;
 use action::*;
 use commands::*;
 use outputs::*;
 use publish::*;
+use watch::*;
 
 use crate::engine::{self, ProbeOptions};
 use crate::escape;
@@ -72,6 +75,10 @@ pub enum Cmd {
     /// upload to code scanning (exit 1 when a part broke; a refusal by
     /// GitHub is a notice).
     Publish(PublishArgs),
+    /// Run a command between two snapshots of every configured surface,
+    /// with canary credentials armed; report what it wrote (FAIL unless
+    /// declared) and any canary read (exit 3).
+    Watch(WatchArgs),
     /// Validate a config and exit (0 valid, 2 invalid).
     CheckConfig {
         /// The config file; default: found as `probe` finds it.
@@ -458,6 +465,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Cmd::Cleanup(args) => cleanup(args, Key::from_env()),
         Cmd::Merge { paths, format } => merge(&paths, format),
         Cmd::Publish(args) => publish_command(args),
+        Cmd::Watch(args) => watch(args, &GithubOptions::default()),
         Cmd::Action => action(),
         Cmd::Discover { write } => {
             let env = |k: &str| std::env::var(k).ok();

@@ -63,9 +63,11 @@ pub(super) fn write_outputs(
         ))?;
     }
     if let Some(sig) = crate::signals::received() {
-        note(&format!(
-            "interrupted by {sig}; cleanup ran; unfinished carriers are ERROR"
-        ));
+        note(&if report.mode == Mode::Watch {
+            format!("{sig} passed on to the watched command; the canaries were removed")
+        } else {
+            format!("interrupted by {sig}; cleanup ran; unfinished carriers are ERROR")
+        });
     }
     let Outputs {
         report: report_out,

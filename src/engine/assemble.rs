@@ -138,6 +138,7 @@ pub(super) fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
                 .into_iter()
                 .collect()
             }),
+            observed: vec![],
         });
     }
     findings

@@ -65,6 +65,7 @@ impl<'a> Runner<'a> {
             findings: vec![],
             notices: vec![],
             cleanup: Cleanup::default(),
+            watch: None,
         }
     }
 

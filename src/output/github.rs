@@ -110,6 +110,9 @@ pub fn cell(s: &str) -> String {
 
 /// The docs section of a finding's carrier.
 pub(super) fn docs_link(f: &Finding) -> String {
+    if f.surface_type == crate::report::CANARY_TYPE {
+        return "https://github.com/runwarden/action/blob/main/docs/watch.md#canaries".into();
+    }
     format!(
         "https://github.com/runwarden/action/blob/main/docs/surfaces/{}.md#{}",
         f.surface_type, f.carrier

@@ -91,11 +91,14 @@ pub fn render(report: &Report) -> String {
     if report.mode == Mode::Cleanup {
         return render_cleanup(report) + &leftovers(report);
     }
+    // Watch mode has no control: its fourth column is how many changes
+    // (or canary reads) were seen.
+    let watch = report.mode == Mode::Watch;
     let mut rows: Vec<[String; 5]> = vec![[
         "VERDICT".into(),
         "CHANNEL".into(),
         "PERSISTENCE".into(),
-        "CONTROL".into(),
+        if watch { "SEEN" } else { "CONTROL" }.into(),
         "DETAIL".into(),
     ]];
     let mut findings: Vec<_> = report.findings.iter().collect();
@@ -143,12 +146,16 @@ pub fn render(report: &Report) -> String {
                 None => f.channel.clone(),
             }),
             f.persistence.as_str().into(),
-            escape::line(
-                &serde_json::to_value(f.control)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-            ),
+            if watch {
+                f.observed.len().to_string()
+            } else {
+                escape::line(
+                    &serde_json::to_value(f.control)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                )
+            },
             escape::line(&f.detail),
         ]);
     }
@@ -156,14 +163,18 @@ pub fn render(report: &Report) -> String {
     let s = &report.summary;
     let _ = writeln!(
         out,
-        "\n{} fail, {} error, {} authorized, {} skipped, {} pass (probe {})",
+        "\n{} fail, {} error, {} authorized, {} skipped, {} pass ({} {})",
         s.fail,
         s.error,
         s.authorized,
         s.skipped,
         s.pass,
+        if watch { "watch" } else { "probe" },
         escape::line(&report.probe_id)
     );
+    if let Some(w) = &report.watch {
+        out.push_str(&watched(report, w));
+    }
     if let Some(d) = &report.config.discovered {
         let _ = writeln!(
             out,
@@ -219,6 +230,71 @@ pub fn render(report: &Report) -> String {
         );
     }
     out + &leftovers(report)
+}
+
+/// How many of one finding's observations the table lists (the report
+/// has them all).
+const SHOWN_OBSERVATIONS: usize = 10;
+
+/// Watch mode: what ran, how it ended, the canaries, and what the command
+/// did through each carrier that FAILs or is AUTHORIZED.
+fn watched(report: &Report, w: &crate::report::Watch) -> String {
+    let mut out = String::new();
+    let how = match (w.exit_code, &w.signal) {
+        (Some(c), _) => format!("exited {c}"),
+        (None, Some(s)) => format!("ended by {}", escape::line(s)),
+        (None, None) => "did not finish".into(),
+    };
+    let what = if w.scope == "job" {
+        "the job's steps".to_string()
+    } else {
+        format!("`{}`", escape::line(&w.command.join(" ")))
+    };
+    let _ = writeln!(out, "watched {what}: {how}");
+    let c = &w.canaries;
+    if let Some(d) = &c.detector {
+        let _ = writeln!(
+            out,
+            "canaries: {} placed, reads seen with {}{}",
+            c.placed.len(),
+            escape::line(d),
+            if c.skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; {} not placed (something was there)", c.skipped.len())
+            }
+        );
+    }
+    for f in &report.findings {
+        if !matches!(
+            f.verdict,
+            crate::verdict::Verdict::Fail | crate::verdict::Verdict::Authorized
+        ) {
+            continue;
+        }
+        for o in f.observed.iter().take(SHOWN_OBSERVATIONS) {
+            let _ = writeln!(
+                out,
+                "  {}: {} {}{}{}",
+                escape::line(&f.channel),
+                escape::line(&o.entry),
+                escape::line(&o.change),
+                o.at.as_deref()
+                    .map(|a| format!(" at {}", escape::line(a)))
+                    .unwrap_or_default(),
+                o.pid.map(|p| format!(" by pid {p}")).unwrap_or_default()
+            );
+        }
+        if f.observed.len() > SHOWN_OBSERVATIONS {
+            let _ = writeln!(
+                out,
+                "  {}: {} more (see the report)",
+                escape::line(&f.channel),
+                f.observed.len() - SHOWN_OBSERVATIONS
+            );
+        }
+    }
+    out
 }
 
 fn leftovers(report: &Report) -> String {

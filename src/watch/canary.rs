@@ -18,6 +18,7 @@
 //! follows a symlink. The values are secrets from the start: they are
 //! registered with [`crate::redact`] and never printed.
 
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{self, Read as _, Write as _};
@@ -35,6 +36,24 @@ pub enum Kind {
     Npmrc,
     /// A dotenv file with a `GITHUB_TOKEN` (`.env`).
     DotEnv,
+}
+
+impl Kind {
+    /// Every kind, in the order findings list them.
+    pub const ALL: &'static [Kind] = &[Kind::AwsCredentials, Kind::Npmrc, Kind::DotEnv];
+
+    /// The kind's carrier name: the `X` of the channel `canary:X`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::AwsCredentials => "aws-credentials",
+            Kind::Npmrc => "npmrc",
+            Kind::DotEnv => "dotenv",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.iter().copied().find(|k| k.as_str() == name)
+    }
 }
 
 /// Where to put one canary, and what kind.
@@ -91,10 +110,15 @@ pub struct Read {
     pub how: &'static str,
 }
 
-/// One armed canary.
+/// One armed canary. It keeps a digest of its content, not the content:
+/// the values are secrets, and a canary's record is saved to disk between
+/// the action's watch step and its post step.
+#[derive(Serialize, Deserialize)]
 struct Canary {
     path: PathBuf,
-    content: Vec<u8>,
+    /// The content's length and SHA-256: what removal checks.
+    len: u64,
+    digest: String,
     dev: u64,
     ino: u64,
     /// The atime it was armed with (the atime detector).
@@ -273,7 +297,8 @@ fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> 
     unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) };
     Ok(Canary {
         path: spec.path.clone(),
-        content: text.into_bytes(),
+        len: text.len() as u64,
+        digest: digest(text.as_bytes()),
         dev: m.dev(),
         ino: m.ino(),
         atime,
@@ -375,6 +400,32 @@ impl Armed {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The records an atime watch goes on from in another process
+    /// ([`Armed::resume`]); `None` for the other detectors, whose watch
+    /// ends with this process.
+    pub fn save(mut self) -> Option<Saved> {
+        if self.detector != Detector::Atime {
+            return None;
+        }
+        Some(Saved {
+            canaries: std::mem::take(&mut self.canaries),
+            skipped: std::mem::take(&mut self.skipped),
+        })
+    }
+
+    /// An atime watch saved by [`Armed::save`], going on.
+    pub fn resume(saved: Saved) -> Armed {
+        Armed {
+            canaries: saved.canaries,
+            skipped: saved.skipped,
+            detector: Detector::Atime,
+            fd: None,
+            wds: HashMap::new(),
+            reads: Vec::new(),
+            overflowed: false,
         }
     }
 
@@ -516,6 +567,22 @@ impl Armed {
     }
 }
 
+fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What an atime watch needs to go on in another process (the action's
+/// post step): the canaries' records, never their values.
+#[derive(Serialize, Deserialize)]
+pub struct Saved {
+    canaries: Vec<Canary>,
+    skipped: Vec<(PathBuf, String)>,
+}
+
 /// Keeps one read per canary and process: an open then a read of it is
 /// one read (`access`).
 fn note(reads: &mut Vec<Read>, r: Read) {
@@ -545,10 +612,10 @@ fn remove(c: &Canary) -> Result<(), String> {
     }
     let mut now = Vec::new();
     std::io::Read::by_ref(&mut f)
-        .take(c.content.len() as u64 + 1)
+        .take(c.len + 1)
         .read_to_end(&mut now)
         .map_err(|e| e.to_string())?;
-    if now != c.content {
+    if now.len() as u64 != c.len || digest(&now) != c.digest {
         return Err("its content changed: left as it is".into());
     }
     std::fs::remove_file(&c.path).map_err(|e| e.to_string())

@@ -1,9 +1,14 @@
-//! Watch mode (issue 17): what an agent step actually did, as opposed to
-//! what could carry a message. Its parts land one at a time; so far:
+//! Watch mode (`runwarden watch`): what a command (an agent step) actually
+//! did on the configured surfaces, as opposed to what could carry a
+//! message, and whether it read credentials it had no business reading.
+//! - [`snapshot`]: a surface at one moment, streamed to disk in order;
+//! - [`diff`]: two snapshots compared as the second is taken;
 //! - [`canary`]: decoy credentials where agents look, and the detection of
-//!   any read of them (fanotify, else inotify, else atime).
-//!
-//! Not yet wired to the command line or the action: `runwarden watch`
-//! comes with the surface snapshots and their diff.
+//!   any read of them (fanotify, else inotify, else atime);
+//! - [`run`]: the whole watch (snapshot, canaries, the command, snapshot,
+//!   diff) and its report.
 
 pub mod canary;
+pub mod diff;
+pub mod run;
+pub mod snapshot;

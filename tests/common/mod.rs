@@ -364,6 +364,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         findings,
         notices: vec![],
         cleanup: Cleanup::default(),
+        watch: None,
     }
 }
 
@@ -386,6 +387,7 @@ pub fn finding(
         location: None,
         declared_at: None,
         scope: None,
+        observed: vec![],
     }
 }
 

@@ -34,6 +34,7 @@ mod cleanup;
 mod plant;
 mod protocol;
 mod recover;
+mod watch;
 
 use protocol::*;
 
@@ -326,6 +327,20 @@ impl SurfaceType for ActionsCache {
         f
     }
 
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        (carrier == "restore-prefix").then_some(
+            "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
+        )
+    }
+
+    fn carriers_of(
+        &self,
+        change: &crate::watch::diff::Change,
+        _before: &crate::watch::diff::Before,
+    ) -> Vec<&'static str> {
+        watch::carriers_of(change)
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad actions-cache settings".to_string())?;
@@ -410,6 +425,14 @@ impl Surface for Instance {
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean_entry(entry)
+    }
+
+    fn snapshot(
+        &self,
+        ctx: &crate::watch::snapshot::WatchCtx,
+        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
+    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
+        self.snapshot_entries(ctx, sink)
     }
 
     fn describe(&self, entry: &Value) -> String {

@@ -22,6 +22,7 @@ mod recover;
 mod refs;
 mod refusal;
 mod repo;
+mod watch;
 
 use config::*;
 use refs::*;
@@ -328,6 +329,26 @@ impl SurfaceType for GitRemote {
         }
     }
 
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        match carrier {
+            "deleted-ref" => {
+                Some("a ref made and deleted between the two snapshots is in neither listing")
+            }
+            "unreachable-object" => Some(
+                "a commit no ref names is in no listing (run B fetches it by an id it was told)",
+            ),
+            _ => None,
+        }
+    }
+
+    fn carriers_of(
+        &self,
+        change: &crate::watch::diff::Change,
+        before: &crate::watch::diff::Before,
+    ) -> Vec<&'static str> {
+        watch::carriers_of(change, &|oid| before.oids.contains(oid))
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|e| format!("bad git-remote settings: {}", e.classify_name()))?;
@@ -413,6 +434,14 @@ impl Surface for Instance {
 
     fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
         self.clean_refs(entries)
+    }
+
+    fn snapshot(
+        &self,
+        ctx: &crate::watch::snapshot::WatchCtx,
+        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
+    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
+        self.snapshot_refs(ctx, sink)
     }
 
     fn describe(&self, entry: &Value) -> String {

@@ -4,7 +4,7 @@
 //! that reads nothing leaves no trace; the canaries are removed afterwards,
 //! but never one that was replaced; nothing is ever written over.
 
-mod common;
+use crate::common;
 use runwarden::watch::canary::{self, Detector, Kind, Spec};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,52 @@
+//! Watch mode: every entry of the repository's cache from the REST
+//! listing run B reads, and which carriers a new or removed entry would
+//! carry. The listing is sorted in memory before it is streamed (a cache
+//! holds thousands of entries at most: 10 GB per repository).
+
+use super::*;
+use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component};
+
+impl Instance {
+    pub(super) fn snapshot_entries(
+        &self,
+        _ctx: &WatchCtx,
+        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
+    ) -> Result<(), SnapshotError> {
+        let mut all: Vec<Entry> = Vec::new();
+        self.list(None, &mut |l| {
+            all.push(Entry {
+                key: vec![
+                    component(l.key.as_bytes()),
+                    component(l.version.as_bytes()),
+                    component(l.scope.as_bytes()),
+                ],
+                kind: "cache-entry".into(),
+                attrs: [("id".to_string(), l.id.to_string())].into(),
+                id: None,
+                at: None,
+            })
+        })
+        .map_err(|e| match e {
+            ListError::Denied(r) => {
+                SnapshotError::Failed(format!("the cache listing was refused: {r}"))
+            }
+            ListError::Failed(r) => SnapshotError::Failed(r),
+        })?;
+        all.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        for e in all {
+            sink(e).map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// A cache entry carries its key, its version and its archive; one saved
+/// again under the same key and version (after a delete) its archive.
+pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
+    match c.kind {
+        ChangeKind::Created => vec!["cache-content", "cache-key", "cache-version"],
+        ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["cache-key"],
+        ChangeKind::Changed(_) => vec!["cache-content"],
+    }
+}

@@ -1,0 +1,113 @@
+//! Watch mode: the remote's refs from one `ls-remote` (the listing run B
+//! starts from), and which carriers a change of them would carry.
+//!
+//! The refs are sorted in memory before they are streamed: a remote's ref
+//! list is small next to a directory tree, and ls-remote gives no order
+//! both snapshots could share otherwise.
+
+use super::*;
+use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component};
+
+/// A new commit (an object id no ref named before) carries everything a
+/// commit holds.
+const COMMIT_CARRIERS: &[&str] = &[
+    "commit-message",
+    "author-name",
+    "author-email",
+    "file-content",
+    "file-path",
+];
+
+impl Instance {
+    pub(super) fn snapshot_refs(
+        &self,
+        _ctx: &WatchCtx,
+        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
+    ) -> Result<(), SnapshotError> {
+        let dir = self.scratch().map_err(SnapshotError::Failed)?;
+        let mut refs: Vec<(String, String)> = Vec::new();
+        let ls = self.remote_stream(
+            dir.path(),
+            &["ls-remote".into(), self.s.url.clone()],
+            |line| {
+                if let Some(tab) = line.iter().position(|b| *b == b'\t') {
+                    refs.push((
+                        component(&line[tab + 1..]),
+                        String::from_utf8_lossy(&line[..tab]).into_owned(),
+                    ));
+                }
+            },
+        );
+        if !ls.success {
+            return Err(SnapshotError::Failed(format!(
+                "ls-remote {} failed: {}",
+                self.s.shown,
+                ls.reason()
+            )));
+        }
+        refs.sort_unstable();
+        refs.dedup_by(|a, b| a.0 == b.0);
+        for (name, oid) in refs {
+            sink(Entry {
+                key: vec![name],
+                kind: "ref".into(),
+                attrs: [("oid".to_string(), oid)].into(),
+                id: None,
+                at: None,
+            })
+            .map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// The carrier a ref's name is: a branch, a tag (its peeled `^{}` line
+/// says it is annotated), a note, any other ref.
+fn name_carrier(name: &str) -> &'static str {
+    if name.starts_with("refs/heads/") {
+        "branch-name"
+    } else if name.starts_with("refs/tags/") && name.ends_with("^{}") {
+        "annotated-tag-message"
+    } else if name.starts_with("refs/tags/") {
+        "tag-name"
+    } else if name.starts_with("refs/notes/") {
+        "notes"
+    } else {
+        "custom-ref"
+    }
+}
+
+/// A new or removed ref carries its name; a ref that now names an object
+/// no ref named before carries a new commit's contents too. `known`: every
+/// object id the first snapshot listed.
+pub(super) fn carriers_of(c: &Change, known_before: &dyn Fn(&str) -> bool) -> Vec<&'static str> {
+    let e = c.entry();
+    let name = e.key.first().map(String::as_str).unwrap_or("");
+    let carrier = name_carrier(name);
+    let mut out = Vec::new();
+    let new_object = || {
+        c.after
+            .as_ref()
+            .and_then(|a| a.attrs.get("oid"))
+            .is_some_and(|oid| !known_before(oid))
+    };
+    match &c.kind {
+        ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => out.push(carrier),
+        ChangeKind::Changed(_) => {}
+    }
+    if c.after.is_some() && new_object() && carrier != "annotated-tag-message" {
+        match carrier {
+            "notes" => out.push("notes"),
+            "tag-name" if matches!(c.kind, ChangeKind::Changed(_)) => out.push("tag-name"),
+            _ => out.extend(COMMIT_CARRIERS),
+        }
+    } else if matches!(c.kind, ChangeKind::Changed(_)) {
+        // Moved to an object that existed: what it points at is the
+        // message (a branch reset), which is its name's carrier.
+        out.push(carrier);
+    }
+    out.sort();
+    out.dedup();
+    out
+}

@@ -1,0 +1,217 @@
+//! The difference between two snapshots of one surface, computed as the
+//! second is taken: the first is read back from disk in step, so memory
+//! holds the changes (what the watched command did), never the surface.
+
+use super::snapshot::{Entry, Reader, check_order, key_order};
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+/// What the first snapshot held that attribution needs besides the
+/// change itself: every object id (`oid`) it listed, so that a ref moved
+/// to an object nobody named before is known to carry a new commit.
+#[derive(Debug, Default)]
+pub struct Before {
+    pub oids: HashSet<String>,
+}
+
+impl Before {
+    /// Notes what an entry of the first snapshot holds.
+    pub fn see(&mut self, e: &Entry) {
+        if let Some(oid) = e.attrs.get("oid") {
+            self.oids.insert(oid.clone());
+        }
+    }
+}
+
+/// What happened to one entry between the snapshots.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChangeKind {
+    Created,
+    Removed,
+    /// The attributes whose values differ.
+    Changed(Vec<String>),
+    /// Removed under one key and created under another with the same
+    /// identity (inode); `Changed` attributes too, when some differ.
+    Renamed(Vec<String>),
+}
+
+/// One change: the entry before and after (one of them for a creation or
+/// a removal).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub before: Option<Entry>,
+    pub after: Option<Entry>,
+}
+
+impl Change {
+    /// The entry as it is now (or was, for a removal).
+    pub fn entry(&self) -> &Entry {
+        self.after
+            .as_ref()
+            .or(self.before.as_ref())
+            .expect("a change has an entry")
+    }
+}
+
+/// Compares a snapshot being taken (`push`, in key order) with the one on
+/// disk.
+pub struct Differ {
+    before: std::iter::Peekable<Reader>,
+    last: Option<Vec<String>>,
+    changes: Vec<Change>,
+}
+
+impl Differ {
+    pub fn new(before: Reader) -> Differ {
+        Differ {
+            before: before.peekable(),
+            last: None,
+            changes: Vec::new(),
+        }
+    }
+
+    fn next_before(&mut self) -> io::Result<Option<Entry>> {
+        self.before.next().transpose()
+    }
+
+    pub fn push(&mut self, now: Entry) -> io::Result<()> {
+        check_order(&mut self.last, &now.key)?;
+        loop {
+            let ord = match self.before.peek() {
+                None => Ordering::Greater,
+                Some(Err(_)) => return Err(self.next_before().unwrap_err()),
+                Some(Ok(b)) => key_order(&b.key, &now.key),
+            };
+            match ord {
+                Ordering::Less => {
+                    let b = self.next_before()?.expect("peeked");
+                    self.removed(b);
+                }
+                Ordering::Equal => {
+                    let b = self.next_before()?.expect("peeked");
+                    self.compare(b, now);
+                    return Ok(());
+                }
+                Ordering::Greater => {
+                    self.changes.push(Change {
+                        kind: ChangeKind::Created,
+                        before: None,
+                        after: Some(now),
+                    });
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn removed(&mut self, b: Entry) {
+        self.changes.push(Change {
+            kind: ChangeKind::Removed,
+            before: Some(b),
+            after: None,
+        });
+    }
+
+    fn compare(&mut self, b: Entry, now: Entry) {
+        if b.kind != now.kind {
+            // Another kind of entry under the same name: one went, one came.
+            self.removed(b);
+            self.changes.push(Change {
+                kind: ChangeKind::Created,
+                before: None,
+                after: Some(now),
+            });
+            return;
+        }
+        let changed = changed_attrs(&b, &now);
+        if !changed.is_empty() {
+            self.changes.push(Change {
+                kind: ChangeKind::Changed(changed),
+                before: Some(b),
+                after: Some(now),
+            });
+        }
+    }
+
+    /// The rest of the first snapshot is what went; then renames are
+    /// paired and a directory whose only change follows from its
+    /// children's (or from runwarden's own `quiet` paths) is dropped.
+    pub fn finish(mut self, quiet: &HashSet<Vec<String>>) -> io::Result<Vec<Change>> {
+        while let Some(b) = self.next_before()? {
+            self.removed(b);
+        }
+        let changes = pair_renames(self.changes);
+        let parents: HashSet<&[String]> = changes
+            .iter()
+            .flat_map(|c| [c.before.as_ref(), c.after.as_ref()])
+            .flatten()
+            .filter_map(|e| e.key.split_last().map(|(_, p)| p))
+            .collect();
+        let keep = |c: &Change| match &c.kind {
+            ChangeKind::Changed(attrs) if c.entry().kind == "dir" => {
+                let key = &c.entry().key;
+                let only_times = attrs.iter().all(|a| a == "mtime");
+                !(only_times && (parents.contains(key.as_slice()) || quiet.contains(key)))
+            }
+            _ => true,
+        };
+        let kept: Vec<bool> = changes.iter().map(keep).collect();
+        Ok(changes
+            .into_iter()
+            .zip(kept)
+            .filter_map(|(c, k)| k.then_some(c))
+            .collect())
+    }
+}
+
+fn changed_attrs(b: &Entry, now: &Entry) -> Vec<String> {
+    let mut names: Vec<&String> = b.attrs.keys().chain(now.attrs.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|k| b.attrs.get(*k) != now.attrs.get(*k))
+        .cloned()
+        .collect()
+}
+
+/// A removal and a creation of the same identity and kind are one rename.
+fn pair_renames(changes: Vec<Change>) -> Vec<Change> {
+    let mut removed: HashMap<(String, String), usize> = HashMap::new();
+    for (i, c) in changes.iter().enumerate() {
+        if let (ChangeKind::Removed, Some(b)) = (&c.kind, &c.before)
+            && let Some(id) = &b.id
+        {
+            removed.insert((b.kind.clone(), id.clone()), i);
+        }
+    }
+    let mut taken: HashSet<usize> = HashSet::new();
+    let mut out: Vec<Option<Change>> = changes.into_iter().map(Some).collect();
+    for i in 0..out.len() {
+        let Some(Change {
+            kind: ChangeKind::Created,
+            after: Some(a),
+            ..
+        }) = &out[i]
+        else {
+            continue;
+        };
+        let Some(id) = &a.id else { continue };
+        let Some(&j) = removed.get(&(a.kind.clone(), id.clone())) else {
+            continue;
+        };
+        if !taken.insert(j) {
+            continue;
+        }
+        let b = out[j].take().and_then(|c| c.before).expect("a removal");
+        let a = out[i].take().and_then(|c| c.after).expect("a creation");
+        out[i] = Some(Change {
+            kind: ChangeKind::Renamed(changed_attrs(&b, &a)),
+            before: Some(b),
+            after: Some(a),
+        });
+    }
+    out.into_iter().flatten().collect()
+}

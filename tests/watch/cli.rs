@@ -1,0 +1,249 @@
+//! `runwarden watch -- COMMAND` as a user runs it (src/cli/watch.rs): the
+//! command's stdio and exit status pass through; a canary read with `cat`
+//! exits 3 and no canary value reaches any output; a command that reads
+//! nothing has no canary finding; a command killed by a signal, or a
+//! watch asked to stop, is still reported and its canaries removed; and
+//! 100,000 entries already on a surface are diffed in bounded memory.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+struct Watched {
+    out: Output,
+    report: Value,
+}
+
+/// `runwarden watch` on a one-directory config, with HOME and the
+/// workspace (for the default canaries) under `root`.
+fn watch_cmd(root: &Path, extra: &[&str], command: &[&str]) -> Command {
+    let shared = root.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    std::fs::create_dir_all(root.join("ws")).unwrap();
+    std::fs::write(root.join("runwarden.yml"), fs_config("shared", &shared, "")).unwrap();
+    let mut c = bin();
+    c.arg("watch")
+        .arg("--config")
+        .arg(root.join("runwarden.yml"))
+        .arg("--report")
+        .arg(root.join("report.json"))
+        .arg("--work-dir")
+        .arg(root)
+        .args(extra)
+        .arg("--")
+        .args(command)
+        .current_dir(root)
+        .env("HOME", root.join("home"))
+        .env("GITHUB_WORKSPACE", root.join("ws"));
+    c
+}
+
+fn watch(root: &Path, extra: &[&str], command: &[&str]) -> Watched {
+    let out = watch_cmd(root, extra, command).output().unwrap();
+    let report = std::fs::read_to_string(root.join("report.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    Watched { out, report }
+}
+
+fn verdict(r: &Value, channel: &str) -> String {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["channel"] == channel)
+        .map(|f| f["verdict"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no {channel}"))
+}
+
+fn canaries_gone(root: &Path) {
+    for p in ["home/.aws", "home/.npmrc", "ws/.env"] {
+        assert!(
+            std::fs::symlink_metadata(root.join(p)).is_err(),
+            "{p} left behind"
+        );
+    }
+}
+
+#[test]
+fn a_canary_read_with_cat_exits_3_and_its_value_is_never_printed() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let env = root.path().join("ws/.env");
+    let w = watch(
+        root.path(),
+        &["--format", "json"],
+        &["sh", "-c", &format!("cat {} >&2; echo out", env.display())],
+    );
+    assert_eq!(w.out.status.code(), Some(3), "{w:?}", w = w.report);
+    assert_eq!(verdict(&w.report, "canary:dotenv"), "fail");
+    assert_eq!(verdict(&w.report, "canary:npmrc"), "pass");
+    let read = &w.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["channel"] == "canary:dotenv")
+        .unwrap()["observed"][0];
+    assert!(
+        read["change"].as_str().unwrap().starts_with("read"),
+        "{read}"
+    );
+    // The command's own output passed through (stdout and stderr); the
+    // value it printed is its business, but runwarden never repeats it.
+    let stdout = String::from_utf8_lossy(&w.out.stdout);
+    let stderr = String::from_utf8_lossy(&w.out.stderr);
+    assert!(stdout.starts_with("out\n"), "{stdout}");
+    let token = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("GITHUB_TOKEN="))
+        .expect("cat printed the canary")
+        .to_string();
+    let report = std::fs::read_to_string(root.path().join("report.json")).unwrap();
+    assert!(!report.contains(&token));
+    assert!(!stdout.contains(&token));
+    assert_eq!(w.report["watch"]["command"][0], "sh");
+    assert_eq!(w.report["watch"]["exit_code"], 0);
+    canaries_gone(root.path());
+}
+
+#[test]
+fn a_command_that_reads_nothing_passes_and_its_exit_status_passes_through() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = watch(
+        root.path(),
+        &[],
+        &["sh", "-c", "ls -a \"$HOME\" >/dev/null; exit 7"],
+    );
+    assert_eq!(w.out.status.code(), Some(7));
+    for c in ["canary:aws-credentials", "canary:npmrc", "canary:dotenv"] {
+        assert_eq!(verdict(&w.report, c), "pass");
+    }
+    assert_eq!(w.report["summary"]["fail"], 0);
+    assert_eq!(w.report["watch"]["exit_code"], 7);
+    assert_eq!(w.report["mode"], "watch");
+    let table = String::from_utf8_lossy(&w.out.stdout);
+    assert!(table.contains("exited 7"), "{table}");
+    canaries_gone(root.path());
+}
+
+#[test]
+fn a_command_killed_by_a_signal_is_still_reported_and_the_canaries_removed() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = watch(
+        root.path(),
+        &[],
+        &["sh", "-c", "echo x > shared/f; kill -KILL $$"],
+    );
+    assert_eq!(w.out.status.code(), Some(1), "the write FAILs first");
+    assert_eq!(w.report["watch"]["signal"], "SIGKILL");
+    assert_eq!(verdict(&w.report, "shared:file-name"), "fail");
+    canaries_gone(root.path());
+}
+
+#[test]
+fn a_watch_asked_to_stop_passes_it_on_and_still_reports() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut child = watch_cmd(root.path(), &[], &["sleep", "30"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the canaries are armed: the command is then running.
+    let env = root.path().join("ws/.env");
+    for _ in 0..500 {
+        if env.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(env.exists());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(128 + libc::SIGTERM));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["watch"]["signal"], "SIGTERM");
+    canaries_gone(root.path());
+}
+
+#[test]
+fn a_command_that_cannot_start_is_exit_2_and_leaves_nothing() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = watch(root.path(), &[], &["/nonexistent/agent"]);
+    assert_eq!(w.out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&w.out.stderr).contains("cannot run"),
+        "{:?}",
+        w.out
+    );
+    canaries_gone(root.path());
+}
+
+/// The largest resident set of a finished child, in KiB.
+// Reaped by wait4 below, which std's wait cannot do: it drops the usage.
+#[allow(clippy::zombie_processes)]
+fn run_measured(mut c: Command) -> (i32, i64) {
+    let child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    (libc::WEXITSTATUS(status), usage.ru_maxrss)
+}
+
+#[test]
+fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
+    // On tmpfs where the test may mount one: making 100,000 files on this
+    // machine's ext4 takes from two to sixty seconds, on tmpfs one.
+    let place = || -> (Option<Mount>, tempfile::TempDir) {
+        match is_root() {
+            true => (
+                Some(Mount::new("tmpfs", "size=256m")),
+                tempfile::tempdir().unwrap(),
+            ),
+            false => (None, tempfile::tempdir().unwrap()),
+        }
+    };
+    let (small_place, big_place) = (place(), place());
+    let path = |p: &(Option<Mount>, tempfile::TempDir)| {
+        p.0.as_ref().map_or(p.1.path().to_path_buf(), Mount::path)
+    };
+    let (small, big) = (path(&small_place), path(&big_place));
+    let (small, big) = (small.as_path(), big.as_path());
+    for (root, dirs) in [(small, 1), (big, 100)] {
+        for d in 0..dirs {
+            let dir = root.join(format!("shared/d{d:03}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..1000 {
+                std::fs::File::create(dir.join(format!("entry-{i:04}"))).unwrap();
+            }
+        }
+    }
+    let cmd = ["sh", "-c", "echo x > shared/d000/new"];
+    let flags = ["--no-default-canaries"];
+    let (code_small, rss_small) = run_measured(watch_cmd(small, &flags, &cmd));
+    let (code_big, rss_big) = run_measured(watch_cmd(big, &flags, &cmd));
+    assert_eq!((code_small, code_big), (1, 1));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(big.join("report.json")).unwrap()).unwrap();
+    let f = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["channel"] == "shared:file-name")
+        .unwrap();
+    assert_eq!(f["observed"].as_array().unwrap().len(), 1, "{f}");
+    // 99,000 more entries cost less than 8 MiB (under 85 bytes each):
+    // the snapshots are on disk, the diff holds only what changed.
+    eprintln!("max RSS: 1,000 entries {rss_small} KiB, 100,000 entries {rss_big} KiB");
+    assert!(
+        rss_big - rss_small < 8 * 1024,
+        "1,000 entries: {rss_small} KiB; 100,000: {rss_big} KiB"
+    );
+}

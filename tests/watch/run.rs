@@ -1,0 +1,261 @@
+//! A watch (src/watch/run.rs) over real surfaces: a directory, a bare git
+//! remote and the cache stand-in (src/loopback/actions_cache.rs). What
+//! happens between the two snapshots is attributed to exactly the carriers
+//! that would carry it, and nothing else is reported; a declared carrier
+//! is AUTHORIZED only inside its scope.
+
+use crate::common::*;
+use runwarden::loopback::actions_cache::CacheServer;
+use runwarden::plan::{self, ConfigSource};
+use runwarden::report::Report;
+use runwarden::watch::run::{self, Ended, Options};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn plan_of(text: &str, env: &[(String, String)]) -> runwarden::plan::Plan {
+    let lookup = |k: &str| {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| std::ffi::OsString::from(v))
+    };
+    plan::build(
+        text,
+        ConfigSource {
+            path: Some("runwarden.yml".into()),
+            embedded_default: false,
+            discovered: None,
+        },
+        &lookup,
+    )
+    .unwrap()
+}
+
+fn failing(r: &Report) -> BTreeSet<String> {
+    r.findings
+        .iter()
+        .filter(|f| f.verdict.fails_run())
+        .map(|f| f.channel.clone())
+        .collect()
+}
+
+fn observed(r: &Report, channel: &str) -> Vec<String> {
+    let f = r.findings.iter().find(|f| f.channel == channel).unwrap();
+    f.observed
+        .iter()
+        .map(|o| format!("{} {}", o.entry, o.change))
+        .collect()
+}
+
+fn touch_mtime(path: &Path) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000))
+        .unwrap();
+}
+
+#[test]
+fn each_change_is_attributed_to_its_carriers_and_nothing_else() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(shared.join("sub")).unwrap();
+    std::fs::write(shared.join("keep"), "kept").unwrap();
+    std::fs::write(shared.join("sub/old-name"), "renamed").unwrap();
+    std::fs::write(shared.join("untouched"), "same").unwrap();
+    let remote = bare_remote(root.path());
+    let svc = CacheServer::start().unwrap();
+    svc.add("foreign-key", "v0", "refs/heads/main", b"old");
+    let env = vec![
+        ("ACTIONS_RESULTS_URL".to_string(), svc.results_url()),
+        ("GITHUB_API_URL".to_string(), svc.api_url()),
+        ("GITHUB_REPOSITORY".to_string(), "octo/repo".to_string()),
+        (
+            "ACTIONS_RUNTIME_TOKEN".to_string(),
+            svc.runtime_token(&[("refs/heads/main", 3)]),
+        ),
+        ("GITHUB_TOKEN".to_string(), svc.api_token(true)),
+    ];
+    let config = format!(
+        "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n  - name: repo\n    type: git-remote\n    remote: {}\n  - name: cache\n    type: actions-cache\n",
+        shared.display(),
+        remote.display()
+    );
+    let plan = plan_of(&config, &env);
+    let w = run::start(
+        &plan,
+        &Options {
+            work_dir: Some(root.path().to_path_buf()),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+
+    // What the "command" does: one new file, one rename, one mtime, one
+    // branch pushed with a new commit, one cache entry saved.
+    std::fs::write(shared.join("new-file"), "hello").unwrap();
+    std::fs::rename(shared.join("sub/old-name"), shared.join("sub/new-name")).unwrap();
+    touch_mtime(&shared.join("keep"));
+    let work = root.path().join("work");
+    git(root.path(), &["init", "-q", "work"]);
+    git(
+        &work,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "a message",
+        ],
+    );
+    git(
+        &work,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/agent",
+        ],
+    );
+    svc.add("agent-key", "v1", "refs/heads/main", b"data");
+
+    let r = w.finish(Ended::default());
+    let want: BTreeSet<String> = [
+        "shared:file-name",
+        "shared:file-content",
+        "shared:mtime",
+        "repo:branch-name",
+        "repo:commit-message",
+        "repo:author-name",
+        "repo:author-email",
+        "repo:file-content",
+        "repo:file-path",
+        "cache:cache-key",
+        "cache:cache-version",
+        "cache:cache-content",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(failing(&r), want, "{:#?}", r.findings);
+    assert_eq!(
+        observed(&r, "shared:file-name"),
+        vec![
+            "new-file created".to_string(),
+            "sub/new-name renamed from sub/old-name".to_string()
+        ]
+    );
+    assert_eq!(
+        observed(&r, "shared:file-content"),
+        vec!["new-file created"]
+    );
+    assert_eq!(observed(&r, "shared:mtime"), vec!["keep changed: mtime"]);
+    assert_eq!(
+        observed(&r, "repo:branch-name"),
+        vec!["refs/heads/agent created"]
+    );
+    assert_eq!(
+        observed(&r, "cache:cache-key"),
+        vec!["agent-key/v1/refs/heads/main created"]
+    );
+    // Everything else: not used (PASS), or a carrier no listing shows
+    // (SKIPPED, with why).
+    for f in &r.findings {
+        if !want.contains(&f.channel) {
+            assert!(
+                matches!(
+                    f.verdict,
+                    runwarden::verdict::Verdict::Pass | runwarden::verdict::Verdict::Skipped
+                ),
+                "{f:?}"
+            );
+            assert!(f.observed.is_empty(), "{f:?}");
+        }
+    }
+    assert_eq!(r.mode, runwarden::report::Mode::Watch);
+    assert_eq!(r.exit_code(), 1);
+    // The work directory (and its snapshots) was left out and is gone.
+    assert_eq!(
+        std::fs::read_dir(root.path())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("runwarden-watch-"))
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn a_declared_carrier_is_authorized_only_inside_its_scope() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let remote = bare_remote(root.path());
+    let config = format!(
+        "version: 1\nsurfaces:\n  - name: repo\n    type: git-remote\n    remote: {}\ndeclared:\n  - channel: repo:branch-name\n    refs: \"refs/heads/memory/*\"\n    reason: agents keep notes here\n",
+        remote.display()
+    );
+    let plan = plan_of(&config, &[]);
+    let seed = root.path().join("seed");
+    let push = |name: &str| {
+        git(
+            &seed,
+            &[
+                "push",
+                "-q",
+                remote.to_str().unwrap(),
+                &format!("main:{name}"),
+            ],
+        )
+    };
+    git(&seed, &["branch", "-q", "-M", "main"]);
+
+    let w = run::start(&plan, &Options::default()).unwrap();
+    push("refs/heads/memory/one");
+    let r = w.finish(Ended::default());
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.channel == "repo:branch-name")
+        .unwrap();
+    assert_eq!(f.verdict, runwarden::verdict::Verdict::Authorized, "{f:?}");
+    assert_eq!(r.exit_code(), 0, "{:#?}", r.findings);
+
+    let w = run::start(&plan, &Options::default()).unwrap();
+    push("refs/heads/elsewhere");
+    let r = w.finish(Ended::default());
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.channel == "repo:branch-name")
+        .unwrap();
+    assert_eq!(f.verdict, runwarden::verdict::Verdict::Fail, "{f:?}");
+    assert!(f.detail.contains("outside the declared scope"), "{f:?}");
+}
+
+#[test]
+fn a_surface_that_cannot_be_looked_at_is_an_error_and_a_type_without_snapshot_is_skipped() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let gone = root.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let config = format!(
+        "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n  - name: dav\n    type: http-cache\n    url: http://127.0.0.1:9/\n",
+        gone.display()
+    );
+    let plan = plan_of(&config, &[]);
+    let w = run::start(&plan, &Options::default()).unwrap();
+    std::fs::remove_dir(&gone).unwrap();
+    let r = w.finish(Ended::default());
+    for f in &r.findings {
+        let want = if f.surface == "shared" && f.carrier != "runner-persistence" {
+            runwarden::verdict::Verdict::Error
+        } else {
+            runwarden::verdict::Verdict::Skipped
+        };
+        assert_eq!(f.verdict, want, "{f:?}");
+    }
+    assert_eq!(r.exit_code(), 1);
+}
