@@ -66,6 +66,9 @@ if (!isPost && process.env.GITHUB_STATE) {
   fs.appendFileSync(process.env.GITHUB_STATE, "runwarden_main=done\n");
 }
 const env = Object.assign({}, process.env);
+// Only the post step is told where a watch is; one inherited from an
+// earlier step (through $GITHUB_ENV) is dropped.
+delete env.RUNWARDEN_WATCH_STATE;
 if (isPost) {
   const saved = process.env.STATE_runwarden_watch;
   if (!saved) process.exit(0);

@@ -70,6 +70,10 @@ pub struct Watch {
     /// The signal that ended it, when one did (`SIGKILL`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// Processes the command started that were still running when it
+    /// ended: what they did after the second snapshot is not watched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<u32>,
     /// Between the two snapshots: when the command (or the job's watched
     /// steps) began and ended.
     pub started_at: String,

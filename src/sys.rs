@@ -484,3 +484,16 @@ pub fn open_dir_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     })?;
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// Raises this process's open-file limit to its hard limit: a walk holds
+/// one directory descriptor per level, and a deep tree must not run out.
+pub fn raise_nofile() {
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a resource and an rlimit to fill, then to set.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

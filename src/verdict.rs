@@ -243,6 +243,9 @@ pub enum Watched {
         declared: bool,
         inside: usize,
         outside: usize,
+        /// Directories the second snapshot could not list: no "not used"
+        /// can be said while they hide what is inside them.
+        unlisted: usize,
     },
     /// Canaries of this kind placed (how many) and reads of them seen.
     Canary {
@@ -265,7 +268,14 @@ pub fn decide_watch(w: &Watched) -> (Verdict, String) {
             declared,
             inside,
             outside,
+            unlisted,
         } => match (declared, inside + outside, outside) {
+            (_, 0, _) if *unlisted > 0 => (
+                Verdict::Skipped,
+                format!(
+                    "nothing seen, but {unlisted} directories here could not be listed: what the command did inside them is not seen"
+                ),
+            ),
             (_, 0, _) => (
                 Verdict::Pass,
                 "not used: nothing the command did here would carry a message through this \
@@ -392,12 +402,20 @@ mod tests {
             declared,
             inside,
             outside,
+            unlisted: 0,
         };
         assert_eq!(decide_watch(&ch(false, 0, 0)).0, Verdict::Pass);
         assert!(decide_watch(&ch(false, 0, 0)).1.contains("not used"));
         assert_eq!(decide_watch(&ch(false, 0, 2)).0, Verdict::Fail);
         assert_eq!(decide_watch(&ch(true, 3, 0)).0, Verdict::Authorized);
         assert_eq!(decide_watch(&ch(true, 3, 1)).0, Verdict::Fail);
+        let hidden = Watched::Changes {
+            declared: false,
+            inside: 0,
+            outside: 0,
+            unlisted: 2,
+        };
+        assert_eq!(decide_watch(&hidden).0, Verdict::Skipped);
         let canary = |reads| Watched::Canary {
             placed: 3,
             reads,

@@ -518,7 +518,13 @@ fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
         c.output().unwrap()
     };
     // The watch step: snapshots taken, canaries placed, nothing reported.
-    let main = step(&[]);
+    // A token an earlier step planted in the environment is not taken
+    // for the post step's.
+    let planted = vec![(
+        "RUNWARDEN_WATCH_STATE".to_string(),
+        format!("sha256:{}:/", "0".repeat(64)),
+    )];
+    let main = step(&planted);
     assert_eq!(main.status.code(), Some(0), "{main:?}");
     assert!(home.join(".npmrc").is_file());
     assert!(ws.path().join(".env").is_file());

@@ -216,22 +216,17 @@ pub(super) fn action() -> Result<i32, Failure> {
             publish_report(&path, &parts, &Default::default(), key.clone())?
         }
         // The watch step arms the watch and saves it; the action's post
-        // step (dist/index.js passes the saved directory on) reports.
+        // step (dist/index.js passes the watch's token on) reports, with
+        // the config the watch step read.
         "watch" => match std::env::var_os(WATCH_STATE).filter(|d| !d.is_empty()) {
             None => {
                 watch_step(config.as_deref())?;
                 return Ok(0);
             }
-            Some(dir) => {
-                let plan = load_plan(&find_config(config.as_deref()), true)?;
+            Some(token) => {
                 let args = out();
-                finish_saved(
-                    &plan,
-                    Path::new(&dir),
-                    args.label.clone(),
-                    args.open()?,
-                    &opts,
-                )?
+                let token = token.to_string_lossy();
+                finish_saved(&token, args.label.clone(), args.open()?, &opts)?
             }
         },
         other => {
@@ -257,15 +252,22 @@ pub(super) fn action() -> Result<i32, Failure> {
     Ok(if fail_on == "never" { 0 } else { code })
 }
 
-/// Where the post step finds the watch the watch step saved: dist/index.js
-/// sets it from the step's saved state (`STATE_runwarden_watch`).
+/// The token of the watch the watch step saved, for the post step:
+/// dist/index.js sets it there (only there) from the step's saved state
+/// (`STATE_runwarden_watch`).
 const WATCH_STATE: &str = "RUNWARDEN_WATCH_STATE";
 
 /// `mode: watch`, the step: the first snapshots and the canaries (by atime:
 /// the one detector that outlives the step), saved under RUNNER_TEMP; the
 /// directory goes to `$GITHUB_STATE` for the post step.
 fn watch_step(config: Option<&Path>) -> Result<(), Failure> {
-    let plan = load_plan(&find_config(config), false)?;
+    // Checked first: without a place for the token, a watch started here
+    // could never be finished.
+    let Some(state) = std::env::var_os("GITHUB_STATE").filter(|p| !p.is_empty()) else {
+        return Err(Failure::Other(
+            "mode: watch needs $GITHUB_STATE (the runner's file for the post step's state)".into(),
+        ));
+    };
     let extra = input("canaries")
         .unwrap_or_default()
         .split_whitespace()
@@ -278,13 +280,10 @@ fn watch_step(config: Option<&Path>) -> Result<(), Failure> {
         canaries: canary_specs(&extra, bool_input("default-canaries", true)?),
         detector: Some(crate::watch::canary::Detector::Atime),
     };
-    let dir = start_saved(&plan, &opts)?;
-    let Some(state) = std::env::var_os("GITHUB_STATE").filter(|p| !p.is_empty()) else {
-        return Err(Failure::Other(
-            "mode: watch needs $GITHUB_STATE (the runner's file for the post step's state)".into(),
-        ));
-    };
-    let line = format!("runwarden_watch={}\n", dir.display());
+    let token = start_saved(&find_config(config), &opts)?;
+    // The token goes to the runner, which hands it to the post step: the
+    // steps in between cannot change it.
+    let line = format!("runwarden_watch={token}\n");
     if line.matches('\n').count() != 1 {
         return Err(Failure::Other(
             "the watch directory's path holds a newline".into(),

@@ -346,7 +346,12 @@ fn find_config(explicit: Option<&Path>) -> Found {
 /// report and table say what discovery skipped; otherwise each skip is said
 /// here.
 fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
-    let (text, source) = match found {
+    load_plan_text(found, findings).map(|(plan, _)| plan)
+}
+
+/// The config's text as read or discovered, and its source.
+fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
+    Ok(match found {
         Found::File(p) => (
             std::fs::read_to_string(p)
                 .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?,
@@ -369,7 +374,12 @@ fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
             };
             (crate::discover::render(&d), source)
         }
-    };
+    })
+}
+
+/// [`load_plan`], and the config's text (which a saved watch keeps).
+fn load_plan_text(found: &Found, findings: bool) -> Result<(Plan, String), Failure> {
+    let (text, source) = config_of(found)?;
     let plan = plan::build(&text, source, &config_env).map_err(Failure::Config)?;
     if let Some(d) = &plan.source.discovered {
         let names: Vec<&str> = plan.surfaces.iter().map(|s| s.name.as_str()).collect();
@@ -391,7 +401,7 @@ fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
             }
         }
     }
-    Ok(plan)
+    Ok((plan, text))
 }
 
 /// Runs a parsed command line; returns the exit code.

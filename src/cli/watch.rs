@@ -37,15 +37,15 @@ pub struct WatchArgs {
     pub detector: Option<DetectorArg>,
     /// Instead of running a command: take the first snapshots, arm the
     /// canaries (seen by atime, the one detector that outlives this
-    /// process), save the watch and print its directory, for `--finish`
-    /// at the end of the job (another CI system's before and after
-    /// scripts).
+    /// process), save the watch and print its token, for `--finish` at
+    /// the end of the job (another CI system's before and after scripts).
     #[arg(long, conflicts_with_all = ["finish", "command"])]
     pub start: bool,
-    /// Finish the watch `--start` saved in DIR: collect the canaries'
-    /// reads, remove them, take the second snapshots and report.
-    #[arg(long, value_name = "DIR", conflicts_with = "command")]
-    pub finish: Option<PathBuf>,
+    /// Finish the watch `--start` saved (TOKEN: what it printed): collect
+    /// the canaries' reads, remove them, take the second snapshots and
+    /// report, with the config the watch started with.
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["command", "config"])]
+    pub finish: Option<String>,
     /// The command and its arguments (no shell).
     #[arg(last = true, required_unless_present_any = ["start", "finish"], value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -104,7 +104,11 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     if args.out.format == Format::Github {
         mask_secrets();
     }
-    let plan = load_plan(&find_config(args.config.as_deref()), !args.start)?;
+    if let Some(token) = &args.finish {
+        let outs = args.out.open()?;
+        return finish_saved(token, args.out.label.clone(), outs, gh);
+    }
+    let found = find_config(args.config.as_deref());
     let mut opts = run::Options {
         work_dir: args.work_dir.clone(),
         canaries: canary_specs(&args.canary, !args.no_default_canaries),
@@ -122,14 +126,11 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
             ));
         }
         opts.detector = Some(Detector::Atime);
-        let dir = start_saved(&plan, &opts)?;
-        print_stdout(&format!("{}\n", escape::bytes(dir.as_os_str().as_bytes())))?;
+        let token = start_saved(&found, &opts)?;
+        print_stdout(&format!("{token}\n"))?;
         return Ok(0);
     }
-    if let Some(dir) = &args.finish {
-        let outs = args.out.open()?;
-        return finish_saved(&plan, dir, args.out.label.clone(), outs, gh);
-    }
+    let plan = load_plan(&found, true)?;
     let outs = args.out.open()?;
     crate::signals::install();
     let w = run::start(&plan, &opts).map_err(Failure::Other)?;
@@ -144,7 +145,11 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
         command,
         ..Ended::default()
     };
+    // Processes the command leaves behind are reparented to this one, so
+    // that the report can say which were still running at the end.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let spawned = child.spawn().map(|c| wait(c, &mut ended));
+    ended.survivors = survivors();
     let mut report = w.finish(ended.clone());
     report.label = args.out.label.clone();
     if let Err(e) = spawned {
@@ -154,36 +159,87 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
         )));
     }
     let code = write_outputs(&report, outs, gh)?;
-    Ok(match (code, ended.exit_code, &ended.signal) {
+    if !ended.survivors.is_empty() {
+        note(&format!(
+            "{} processes the command started were still running when it ended: what they do from now on is not watched",
+            ended.survivors.len()
+        ));
+    }
+    Ok(match (code, ended.exit_code, ended.signal_number) {
         (0, Some(c), _) => c,
-        (0, None, Some(_)) => 128 + ended.signal_number.unwrap_or(0),
+        (0, None, Some(n)) => 128 + n,
+        (0, None, None) => {
+            error("the command's exit status could not be read");
+            1
+        }
         (code, _, _) => code,
     })
 }
 
-/// Starts a watch another process finishes ([`finish_saved`]); its
-/// directory.
-pub(super) fn start_saved(plan: &Plan, opts: &run::Options) -> Result<PathBuf, Failure> {
-    let w = run::start(plan, opts).map_err(Failure::Other)?;
-    let placed = opts.canaries.len();
-    let dir = w.save().map_err(Failure::Other)?;
-    note(&format!(
-        "watching {} surfaces from now on ({placed} canaries asked for); finish with `runwarden watch --finish {}`",
-        plan.surfaces.len(),
-        escape::bytes(dir.as_os_str().as_bytes())
-    ));
-    Ok(dir)
+/// The children of this process still running (the command's leftovers,
+/// reparented here); those that already ended are reaped.
+fn survivors() -> Vec<u32> {
+    let mut pids = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids.retain(|&pid| {
+        let mut status = 0;
+        // SAFETY: a child's pid; WNOHANG never blocks.
+        unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) == 0 }
+    });
+    pids
 }
 
-/// Finishes a watch [`start_saved`] saved in `dir` and reports it.
+/// Starts a watch another process finishes ([`finish_saved`]); its token
+/// (`sha256:<hex>:<dir>`).
+pub(super) fn start_saved(found: &Found, opts: &run::Options) -> Result<String, Failure> {
+    let (plan, text) = load_plan_text(found, false)?;
+    let w = run::start(&plan, opts).map_err(Failure::Other)?;
+    let token = w.save(&text).map_err(Failure::Other)?;
+    note(&format!(
+        "watching {} surfaces from now on ({} canaries asked for); finish with `runwarden watch --finish TOKEN`, TOKEN being what this printed",
+        plan.surfaces.len(),
+        opts.canaries.len()
+    ));
+    Ok(token)
+}
+
+/// Finishes the watch a token names ([`start_saved`]) and reports it, with
+/// the config the watch started with.
 pub(super) fn finish_saved(
-    plan: &Plan,
-    dir: &Path,
+    token: &str,
     label: Option<String>,
     outs: Outputs<'_>,
     gh: &GithubOptions,
 ) -> Result<i32, Failure> {
-    let w = run::resume(plan, dir).map_err(Failure::Other)?;
+    let resumed = run::load(token).map_err(Failure::Other)?;
+    let plan = match plan::build(
+        &resumed.config_text,
+        resumed.config_source.clone(),
+        &config_env,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            for (p, why) in resumed.abandon() {
+                error(&format!(
+                    "canary {} left: {why}",
+                    escape::bytes(p.as_os_str().as_bytes())
+                ));
+            }
+            return Err(Failure::Config(e));
+        }
+    };
+    let w = resumed.watch(&plan).map_err(Failure::Other)?;
     let mut report = w.finish(Ended::default());
     report.label = label;
     write_outputs(&report, outs, gh)
@@ -202,6 +258,7 @@ fn wait(mut c: std::process::Child, ended: &mut Ended) {
         }
         if !forwarded && let Some(sig) = crate::signals::received_number() {
             forwarded = true;
+            // SAFETY: a signal to our own child.
             unsafe { libc::kill(c.id() as i32, sig) };
         }
         std::thread::sleep(Duration::from_millis(20));

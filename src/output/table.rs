@@ -178,7 +178,8 @@ pub fn render(report: &Report) -> String {
     if let Some(d) = &report.config.discovered {
         let _ = writeln!(
             out,
-            "no config file: probed the surfaces discovered on this {} runner (`runwarden discover --write FILE` to keep and edit them)",
+            "no config file: {} the surfaces discovered on this {} runner (`runwarden discover --write FILE` to keep and edit them)",
+            if watch { "watched" } else { "probed" },
             escape::line(&d.runner)
         );
         for s in &d.skipped {
@@ -251,6 +252,13 @@ fn watched(report: &Report, w: &crate::report::Watch) -> String {
         format!("`{}`", escape::line(&w.command.join(" ")))
     };
     let _ = writeln!(out, "watched {what}: {how}");
+    if !w.survivors.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} processes it started were still running when it ended (not watched since)",
+            w.survivors.len()
+        );
+    }
     let c = &w.canaries;
     if let Some(d) = &c.detector {
         let _ = writeln!(

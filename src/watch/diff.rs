@@ -58,7 +58,9 @@ impl Change {
 /// Compares a snapshot being taken (`push`, in key order) with the one on
 /// disk.
 pub struct Differ {
-    before: std::iter::Peekable<Reader>,
+    before: Reader,
+    /// The next entry of the first snapshot, read but not yet compared.
+    pending: Option<Entry>,
     last: Option<Vec<String>>,
     changes: Vec<Change>,
 }
@@ -66,35 +68,40 @@ pub struct Differ {
 impl Differ {
     pub fn new(before: Reader) -> Differ {
         Differ {
-            before: before.peekable(),
+            before,
+            pending: None,
             last: None,
             changes: Vec::new(),
         }
     }
 
+    /// The next entry of the first snapshot (the pending one first).
     fn next_before(&mut self) -> io::Result<Option<Entry>> {
-        self.before.next().transpose()
+        match self.pending.take() {
+            Some(e) => Ok(Some(e)),
+            None => self.before.next().transpose(),
+        }
     }
 
     pub fn push(&mut self, now: Entry) -> io::Result<()> {
         check_order(&mut self.last, &now.key)?;
         loop {
-            let ord = match self.before.peek() {
-                None => Ordering::Greater,
-                Some(Err(_)) => return Err(self.next_before().unwrap_err()),
-                Some(Ok(b)) => key_order(&b.key, &now.key),
+            let Some(b) = self.next_before()? else {
+                self.changes.push(Change {
+                    kind: ChangeKind::Created,
+                    before: None,
+                    after: Some(now),
+                });
+                return Ok(());
             };
-            match ord {
-                Ordering::Less => {
-                    let b = self.next_before()?.expect("peeked");
-                    self.removed(b);
-                }
+            match key_order(&b.key, &now.key) {
+                Ordering::Less => self.removed(b),
                 Ordering::Equal => {
-                    let b = self.next_before()?.expect("peeked");
                     self.compare(b, now);
                     return Ok(());
                 }
                 Ordering::Greater => {
+                    self.pending = Some(b);
                     self.changes.push(Change {
                         kind: ChangeKind::Created,
                         before: None,
@@ -138,13 +145,18 @@ impl Differ {
     /// The rest of the first snapshot is what went; then renames are
     /// paired and a directory whose only change follows from its
     /// children's (or from runwarden's own `quiet` paths) is dropped.
-    pub fn finish(mut self, quiet: &HashSet<Vec<String>>) -> io::Result<Vec<Change>> {
+    /// Also returns the SHA-256 of the first snapshot as read, to check
+    /// against what was written.
+    pub fn finish(mut self, quiet: &HashSet<Vec<String>>) -> io::Result<(Vec<Change>, String)> {
         while let Some(b) = self.next_before()? {
             self.removed(b);
         }
         let changes = pair_renames(self.changes);
+        // The directories whose entries came or went: their times moved
+        // by that. A rewrite of an entry's content does not move them.
         let parents: HashSet<&[String]> = changes
             .iter()
+            .filter(|c| !matches!(c.kind, ChangeKind::Changed(_)))
             .flat_map(|c| [c.before.as_ref(), c.after.as_ref()])
             .flatten()
             .filter_map(|e| e.key.split_last().map(|(_, p)| p))
@@ -152,17 +164,21 @@ impl Differ {
         let keep = |c: &Change| match &c.kind {
             ChangeKind::Changed(attrs) if c.entry().kind == "dir" => {
                 let key = &c.entry().key;
-                let only_times = attrs.iter().all(|a| a == "mtime");
+                let only_times = attrs.iter().all(|a| a == "mtime" || a == "ctime");
                 !(only_times && (parents.contains(key.as_slice()) || quiet.contains(key)))
             }
             _ => true,
         };
         let kept: Vec<bool> = changes.iter().map(keep).collect();
-        Ok(changes
-            .into_iter()
-            .zip(kept)
-            .filter_map(|(c, k)| k.then_some(c))
-            .collect())
+        let digest = self.before.digest();
+        Ok((
+            changes
+                .into_iter()
+                .zip(kept)
+                .filter_map(|(c, k)| k.then_some(c))
+                .collect(),
+            digest,
+        ))
     }
 }
 

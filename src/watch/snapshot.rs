@@ -5,6 +5,7 @@
 //! holds two entries at a time, never the whole surface.
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufWriter, Write};
@@ -88,11 +89,19 @@ pub struct WatchCtx {
     pub skip: Vec<(u64, u64)>,
 }
 
-/// A snapshot being written: entries checked to come in [`key_order`].
+/// A snapshot being written: entries checked to come in [`key_order`],
+/// and the SHA-256 of what was written, so that a snapshot changed on disk
+/// afterwards (by the watched command, which may write there) is known.
 pub struct Writer {
     out: BufWriter<std::fs::File>,
     last: Option<Vec<String>>,
+    hash: Sha256,
     pub count: u64,
+}
+
+/// The hex of a finished SHA-256.
+pub fn hex(h: Sha256) -> String {
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Writer {
@@ -104,22 +113,26 @@ impl Writer {
         Ok(Writer {
             out: BufWriter::new(f),
             last: None,
+            hash: Sha256::new(),
             count: 0,
         })
     }
 
     pub fn push(&mut self, e: &Entry) -> io::Result<()> {
         check_order(&mut self.last, &e.key)?;
-        serde_json::to_writer(&mut self.out, e)?;
-        self.out.write_all(b"\n")?;
+        let mut line = serde_json::to_vec(e)?;
+        line.push(b'\n');
+        self.hash.update(&line);
+        self.out.write_all(&line)?;
         self.count += 1;
         Ok(())
     }
 
-    pub fn finish(mut self) -> io::Result<u64> {
+    /// Flushes the snapshot; the SHA-256 of its bytes.
+    pub fn finish(mut self) -> io::Result<String> {
         self.out.flush()?;
         self.out.get_ref().sync_all()?;
-        Ok(self.count)
+        Ok(hex(self.hash))
     }
 }
 
@@ -140,16 +153,28 @@ pub(super) fn check_order(last: &mut Option<Vec<String>>, key: &[String]) -> io:
     Ok(())
 }
 
-/// Reads a snapshot back, one entry at a time.
+/// Reads a snapshot back, one entry at a time, checking the order again
+/// and hashing what it read: at the end, [`Reader::digest`] must be what
+/// [`Writer::finish`] returned, or the snapshot was changed on disk.
 pub struct Reader {
-    lines: io::Lines<io::BufReader<std::fs::File>>,
+    input: io::BufReader<std::fs::File>,
+    last: Option<Vec<String>>,
+    hash: Sha256,
 }
 
 impl Reader {
     pub fn open(path: &Path) -> io::Result<Reader> {
         Ok(Reader {
-            lines: io::BufReader::new(std::fs::File::open(path)?).lines(),
+            input: io::BufReader::new(std::fs::File::open(path)?),
+            last: None,
+            hash: Sha256::new(),
         })
+    }
+
+    /// The SHA-256 of everything read so far (all of it, once the
+    /// iterator has ended).
+    pub fn digest(&self) -> String {
+        hex(self.hash.clone())
     }
 }
 
@@ -157,11 +182,18 @@ impl Iterator for Reader {
     type Item = io::Result<Entry>;
 
     fn next(&mut self) -> Option<io::Result<Entry>> {
-        let line = match self.lines.next()? {
-            Ok(l) => l,
+        let mut line = Vec::new();
+        match self.input.read_until(b'\n', &mut line) {
+            Ok(0) => return None,
+            Ok(_) => {}
             Err(e) => return Some(Err(e)),
+        }
+        self.hash.update(&line);
+        let e: Entry = match serde_json::from_slice(&line) {
+            Ok(e) => e,
+            Err(e) => return Some(Err(io::Error::other(e))),
         };
-        Some(serde_json::from_str(&line).map_err(io::Error::other))
+        Some(check_order(&mut self.last, &e.key).map(|()| e))
     }
 }
 

@@ -408,16 +408,10 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A bare repository `remote.git` under `root` holding a few foreign refs
-/// (a `main` branch and a `v1` tag), pushable over smart HTTP.
-pub fn bare_remote(root: &Path) -> PathBuf {
-    let remote = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", "remote.git"]);
-    git(&remote, &["config", "http.receivepack", "true"]);
-    let seed = root.join("seed");
-    git(root, &["init", "-q", "seed"]);
+/// An empty commit with `message` in the repository at `dir`.
+pub fn empty_commit(dir: &Path, message: &str) {
     git(
-        &seed,
+        dir,
         &[
             "-c",
             "user.name=a",
@@ -427,9 +421,20 @@ pub fn bare_remote(root: &Path) -> PathBuf {
             "-q",
             "--allow-empty",
             "-m",
-            "foreign",
+            message,
         ],
     );
+}
+
+/// A bare repository `remote.git` under `root` holding a few foreign refs
+/// (a `main` branch and a `v1` tag), pushable over smart HTTP.
+pub fn bare_remote(root: &Path) -> PathBuf {
+    let remote = root.join("remote.git");
+    git(root, &["init", "-q", "--bare", "remote.git"]);
+    git(&remote, &["config", "http.receivepack", "true"]);
+    let seed = root.join("seed");
+    git(root, &["init", "-q", "seed"]);
+    empty_commit(&seed, "foreign");
     git(&seed, &["tag", "v1"]);
     git(
         &seed,

@@ -1,4 +1,4 @@
-//! Canary credentials (src/watch/canary.rs) against real readers: `cat`,
+//! Canary credentials (src/watch/canary/) against real readers: `cat`,
 //! a bare `open(2)` and an `mmap`, each seen by every detector that can see
 //! it (fanotify needs root; atime sees reads, not bare opens); a command
 //! that reads nothing leaves no trace; the canaries are removed afterwards,

@@ -247,3 +247,90 @@ fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
         "1,000 entries: {rss_small} KiB; 100,000: {rss_big} KiB"
     );
 }
+
+#[test]
+fn a_canary_read_then_removed_or_its_time_set_back_is_still_a_read() {
+    for hide in ["rm \"$1\"", "touch -a -d '2020-01-01' \"$1\""] {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let env = root.path().join("ws/.env");
+        let script = format!("cat \"$1\" >/dev/null; {hide}");
+        let w = watch(
+            root.path(),
+            &["--detector", "atime"],
+            &["sh", "-c", &script, "sh", env.to_str().unwrap()],
+        );
+        assert_eq!(w.out.status.code(), Some(3), "{hide}: {}", w.report);
+        assert_eq!(verdict(&w.report, "canary:dotenv"), "fail", "{hide}");
+        canaries_gone(root.path());
+    }
+}
+
+#[test]
+fn processes_left_running_by_the_command_are_named() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = watch(
+        root.path(),
+        &["--no-default-canaries"],
+        &["sh", "-c", "sleep 3 </dev/null >/dev/null 2>&1 & exit 0"],
+    );
+    assert_eq!(w.out.status.code(), Some(0), "{}", w.report);
+    assert_eq!(w.report["watch"]["survivors"].as_array().unwrap().len(), 1);
+    assert!(
+        String::from_utf8_lossy(&w.out.stderr).contains("still running"),
+        "{:?}",
+        w.out
+    );
+}
+
+#[test]
+fn a_started_watch_is_finished_by_its_token_and_a_changed_one_is_refused() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let start = |root: &Path| {
+        let out = bin()
+            .args(["watch", "--start", "--config"])
+            .arg(root.join("runwarden.yml"))
+            .arg("--work-dir")
+            .arg(root)
+            .current_dir(root)
+            .env("HOME", root.join("home"))
+            .env("GITHUB_WORKSPACE", root.join("ws"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    // The config and directories the other tests' helper makes.
+    let _ = watch_cmd(root.path(), &[], &["true"]);
+    let token = start(root.path());
+    assert!(token.starts_with("sha256:"), "{token}");
+    std::fs::write(root.path().join("shared/written"), "x").unwrap();
+    let finish = |token: &str| {
+        bin()
+            .args(["watch", "--finish", token, "--report"])
+            .arg(root.path().join("report.json"))
+            .current_dir(root.path())
+            .output()
+            .unwrap()
+    };
+    let out = finish(&token);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["watch"]["scope"], "job");
+    assert_eq!(verdict(&report, "shared:file-name"), "fail");
+    canaries_gone(root.path());
+
+    // A saved watch changed after the start is refused, whole.
+    let token = start(root.path());
+    let dir = token.splitn(3, ':').nth(2).unwrap().to_string();
+    let saved = Path::new(&dir).join("watch.json");
+    let text = std::fs::read_to_string(&saved).unwrap();
+    std::fs::write(&saved, text.replace("\"specs\":[", "\"specs\":[ ")).unwrap();
+    let out = finish(&token);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not the one the token names"),
+        "{out:?}"
+    );
+}

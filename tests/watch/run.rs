@@ -1,8 +1,10 @@
-//! A watch (src/watch/run.rs) over real surfaces: a directory, a bare git
+//! A watch (src/watch/run/) over real surfaces: a directory, a bare git
 //! remote and the cache stand-in (src/loopback/actions_cache.rs). What
 //! happens between the two snapshots is attributed to exactly the carriers
 //! that would carry it, and nothing else is reported; a declared carrier
-//! is AUTHORIZED only inside its scope.
+//! is AUTHORIZED only inside its scope; a first snapshot the command
+//! rewrote is an ERROR, a directory time set by hand is seen, and a tag
+//! moved to a new commit carries the commit.
 
 use crate::common::*;
 use runwarden::loopback::actions_cache::CacheServer;
@@ -38,16 +40,21 @@ fn failing(r: &Report) -> BTreeSet<String> {
         .collect()
 }
 
+fn finding<'r>(r: &'r Report, channel: &str) -> &'r runwarden::report::Finding {
+    r.findings.iter().find(|f| f.channel == channel).unwrap()
+}
+
 fn observed(r: &Report, channel: &str) -> Vec<String> {
-    let f = r.findings.iter().find(|f| f.channel == channel).unwrap();
-    f.observed
+    finding(r, channel)
+        .observed
         .iter()
         .map(|o| format!("{} {}", o.entry, o.change))
         .collect()
 }
 
 fn touch_mtime(path: &Path) {
-    let f = std::fs::File::options().write(true).open(path).unwrap();
+    // Read-only: a directory too (futimens needs only ownership).
+    let f = std::fs::File::open(path).unwrap();
     f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000))
         .unwrap();
 }
@@ -95,20 +102,7 @@ fn each_change_is_attributed_to_its_carriers_and_nothing_else() {
     touch_mtime(&shared.join("keep"));
     let work = root.path().join("work");
     git(root.path(), &["init", "-q", "work"]);
-    git(
-        &work,
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "a message",
-        ],
-    );
+    empty_commit(&work, "a message");
     git(
         &work,
         &[
@@ -216,22 +210,14 @@ fn a_declared_carrier_is_authorized_only_inside_its_scope() {
     let w = run::start(&plan, &Options::default()).unwrap();
     push("refs/heads/memory/one");
     let r = w.finish(Ended::default());
-    let f = r
-        .findings
-        .iter()
-        .find(|f| f.channel == "repo:branch-name")
-        .unwrap();
+    let f = finding(&r, "repo:branch-name");
     assert_eq!(f.verdict, runwarden::verdict::Verdict::Authorized, "{f:?}");
     assert_eq!(r.exit_code(), 0, "{:#?}", r.findings);
 
     let w = run::start(&plan, &Options::default()).unwrap();
     push("refs/heads/elsewhere");
     let r = w.finish(Ended::default());
-    let f = r
-        .findings
-        .iter()
-        .find(|f| f.channel == "repo:branch-name")
-        .unwrap();
+    let f = finding(&r, "repo:branch-name");
     assert_eq!(f.verdict, runwarden::verdict::Verdict::Fail, "{f:?}");
     assert!(f.detail.contains("outside the declared scope"), "{f:?}");
 }
@@ -258,4 +244,103 @@ fn a_surface_that_cannot_be_looked_at_is_an_error_and_a_type_without_snapshot_is
         assert_eq!(f.verdict, want, "{f:?}");
     }
     assert_eq!(r.exit_code(), 1);
+}
+
+/// A one-directory plan over `shared`, with `extra` surface keys.
+fn shared_plan(shared: &Path, extra: &str) -> runwarden::plan::Plan {
+    plan_of(
+        &format!(
+            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n{extra}",
+            shared.display()
+        ),
+        &[],
+    )
+}
+
+fn verdict_of(r: &Report, channel: &str) -> runwarden::verdict::Verdict {
+    finding(r, channel).verdict
+}
+
+#[test]
+fn a_first_snapshot_changed_on_disk_makes_the_surface_an_error() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let plan = shared_plan(&shared, "");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    // The command writes a file, then rewrites the first snapshot so that
+    // the file seems to have been there already.
+    std::fs::write(shared.join("msg"), "x").unwrap();
+    let before = w.work_dir().join("0.before");
+    let forged = format!(
+        "{}\n",
+        serde_json::json!({"key": ["msg"], "kind": "file", "attrs": {}})
+    );
+    std::fs::write(&before, forged).unwrap();
+    let r = w.finish(Ended::default());
+    assert_eq!(
+        verdict_of(&r, "shared:file-name"),
+        runwarden::verdict::Verdict::Error
+    );
+    assert!(
+        finding(&r, "shared:file-name")
+            .detail
+            .contains("changed on disk"),
+        "{:?}",
+        finding(&r, "shared:file-name")
+    );
+}
+
+#[test]
+fn a_directory_time_set_by_hand_is_not_hidden_by_a_rewrite_inside_it() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(shared.join("d")).unwrap();
+    std::fs::write(shared.join("d/f"), "y").unwrap();
+    let plan = shared_plan(&shared, "    content-reads: false\n");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    // Same size, no content reads: only the times show the rewrite.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(shared.join("d/f"), "x").unwrap();
+    touch_mtime(&shared.join("d"));
+    let r = w.finish(Ended::default());
+    use runwarden::verdict::Verdict;
+    assert_eq!(
+        verdict_of(&r, "shared:mtime"),
+        Verdict::Fail,
+        "{:#?}",
+        r.findings
+    );
+    assert!(observed(&r, "shared:mtime").contains(&"d changed: mtime".to_string()));
+    assert_eq!(verdict_of(&r, "shared:file-content"), Verdict::Fail);
+    assert_eq!(verdict_of(&r, "shared:file-name"), Verdict::Pass);
+}
+
+#[test]
+fn a_tag_moved_to_a_new_commit_carries_the_commit() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let remote = bare_remote(root.path());
+    let plan = plan_of(
+        &format!(
+            "version: 1\nsurfaces:\n  - name: repo\n    type: git-remote\n    remote: {}\n",
+            remote.display()
+        ),
+        &[],
+    );
+    let seed = root.path().join("seed");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    empty_commit(&seed, "moved");
+    git(&seed, &["tag", "-f", "v1"]);
+    git(&seed, &["push", "-q", "-f", remote.to_str().unwrap(), "v1"]);
+    let r = w.finish(Ended::default());
+    use runwarden::verdict::Verdict;
+    for c in ["commit-message", "author-name", "annotated-tag-message"] {
+        assert_eq!(
+            verdict_of(&r, &format!("repo:{c}")),
+            Verdict::Fail,
+            "{c}: {:#?}",
+            r.findings
+        );
+    }
+    assert_eq!(verdict_of(&r, "repo:branch-name"), Verdict::Pass);
 }

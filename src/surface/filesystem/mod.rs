@@ -411,6 +411,21 @@ impl Instance {
     }
 }
 
+/// Reads the start of a file into `window`, as much as fits: how many
+/// bytes (fewer at the end of the file).
+fn fill(f: &mut std::fs::File, window: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < window.len() {
+        match f.read(&mut window[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 /// tmpfs and ramfs keep nothing across a reboot.
 fn persistence_of(dir: &OwnedFd) -> Option<Persistence> {
     match sys::fs_magic(dir) {

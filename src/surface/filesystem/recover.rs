@@ -210,15 +210,10 @@ impl Instance {
             Ok(now) if now.is_reg() && now.ino == st.ino && now.dev == st.dev => {}
             _ => return,
         }
-        let mut filled = 0;
-        while filled < window.len() {
-            match f.read(&mut window[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return scan.trouble(is_content, "reading", name, &e),
-            }
-        }
+        let filled = match fill(&mut f, window) {
+            Ok(n) => n,
+            Err(e) => return scan.trouble(is_content, "reading", name, &e),
+        };
         let data = &window[..filled];
         scan.hit(
             |n| matches!(n, Needle::Content(f) if f.find(data).is_some()),

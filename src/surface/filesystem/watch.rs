@@ -140,6 +140,12 @@ impl Instance {
             "mtime".into(),
             format!("{}.{:09}", st.mtime_sec, st.mtime_nsec),
         );
+        // The change time moves with every write and cannot be set back:
+        // a change that restored everything else still shows here.
+        attrs.insert(
+            "ctime".into(),
+            format!("{}.{:09}", st.ctime_sec, st.ctime_nsec),
+        );
         if kind == "file" {
             attrs.insert("size".into(), st.size.to_string());
             if self.s.content_reads && st.size > 0 {
@@ -154,19 +160,32 @@ impl Instance {
         // The l* calls through the directory's /proc link: never follows
         // the entry, never opens it (FIFOs and sockets are safe).
         let path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
-        if let Ok(names) = xattr::list(&path) {
-            let mut names: Vec<OsString> = names.collect();
-            if !names.is_empty() {
-                names.sort();
-                let mut all: Vec<Vec<u8>> = Vec::new();
-                for n in &names {
-                    all.push(n.as_bytes().to_vec());
-                    all.push(xattr::get(&path, n).ok().flatten().unwrap_or_default());
+        // An xattr that cannot be read is recorded as such (its state is
+        // then the error), never taken for no xattr at all.
+        let unread = |e: &io::Error| format!("unread: {}", sys::errno_name(e).unwrap_or("error"));
+        match xattr::list(&path) {
+            Ok(names) => {
+                let mut names: Vec<OsString> = names.collect();
+                if !names.is_empty() {
+                    names.sort();
+                    let mut all: Vec<Vec<u8>> = Vec::new();
+                    for n in &names {
+                        all.push(n.as_bytes().to_vec());
+                        all.push(match xattr::get(&path, n) {
+                            Ok(v) => v.unwrap_or_default(),
+                            Err(e) => unread(&e).into_bytes(),
+                        });
+                    }
+                    let parts: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+                    attrs.insert("xattr-names".into(), digest(&parts));
+                    let parts: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
+                    attrs.insert("xattrs".into(), digest(&parts));
                 }
-                let parts: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-                attrs.insert("xattr-names".into(), digest(&parts));
-                let parts: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
-                attrs.insert("xattrs".into(), digest(&parts));
+            }
+            // No xattrs here at all (the filesystem has none).
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {}
+            Err(e) => {
+                attrs.insert("xattr-names".into(), unread(&e));
             }
         }
         Ok(snapshot::Entry {
@@ -189,16 +208,10 @@ impl Instance {
             Ok(now) if now.is_reg() && now.ino == st.ino && now.dev == st.dev => {}
             _ => return "unread: replaced".into(),
         }
-        let mut filled = 0;
-        while filled < window.len() {
-            match f.read(&mut window[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return format!("unread: {}", sys::errno_name(&e).unwrap_or("error")),
-            }
+        match fill(&mut f, window) {
+            Ok(n) => digest(&[&window[..n]]),
+            Err(e) => format!("unread: {}", sys::errno_name(&e).unwrap_or("error")),
         }
-        digest(&[&window[..filled]])
     }
 
     pub(super) fn key_of_path(&self, path: &Path) -> Option<Vec<String>> {
@@ -260,12 +273,28 @@ pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
                     _ => {}
                 }
             }
+            // Where the head digest cannot tell (no content reads, an
+            // unreadable file, content past the window), content may change
+            // with the times alone.
+            let blind = e.kind == "file"
+                && e.attrs.get("size").is_some_and(|s| s != "0")
+                && (big || e.attrs.get("head").is_none_or(|h| h.starts_with("unread")));
             if attrs.iter().any(|a| a == "mtime") && out.is_empty() {
                 out.push("mtime");
-                // Past the window, content may change with the mtime alone.
-                if big || (e.kind == "file" && !has("head") && !has("size")) {
+                if blind {
                     out.push("file-content");
                 }
+            }
+            // The change time alone: a write whose every other trace was
+            // set back (a same-size rewrite with its mtime restored), or a
+            // change no carrier models (a mode, a link count). A file's is
+            // taken for its content; a directory's is its entries', which
+            // are reported themselves.
+            if matches!(c.kind, ChangeKind::Changed(_))
+                && attrs.iter().all(|a| a == "ctime")
+                && e.kind == "file"
+            {
+                out.push("file-content");
             }
         }
     }

@@ -79,33 +79,37 @@ fn name_carrier(name: &str) -> &'static str {
 }
 
 /// A new or removed ref carries its name; a ref that now names an object
-/// no ref named before carries a new commit's contents too. `known`: every
-/// object id the first snapshot listed.
+/// no ref named before carries a new object's contents too: a new commit's
+/// for a branch or another ref, and for a tag (which may now be an
+/// annotated tag, and whose `^{}` line names the commit) a new tag
+/// message's as well. `known_before`: whether the first snapshot listed an
+/// object id.
 pub(super) fn carriers_of(c: &Change, known_before: &dyn Fn(&str) -> bool) -> Vec<&'static str> {
     let e = c.entry();
     let name = e.key.first().map(String::as_str).unwrap_or("");
     let carrier = name_carrier(name);
     let mut out = Vec::new();
-    let new_object = || {
-        c.after
-            .as_ref()
-            .and_then(|a| a.attrs.get("oid"))
-            .is_some_and(|oid| !known_before(oid))
-    };
+    let new_object = c
+        .after
+        .as_ref()
+        .and_then(|a| a.attrs.get("oid"))
+        .is_some_and(|oid| !known_before(oid));
     match &c.kind {
         ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => out.push(carrier),
+        // Moved to an object that existed: where it points is the message
+        // (a branch reset), its name's carrier.
+        ChangeKind::Changed(_) if !new_object => out.push(carrier),
         ChangeKind::Changed(_) => {}
     }
-    if c.after.is_some() && new_object() && carrier != "annotated-tag-message" {
+    if new_object {
         match carrier {
             "notes" => out.push("notes"),
-            "tag-name" if matches!(c.kind, ChangeKind::Changed(_)) => out.push("tag-name"),
+            "tag-name" | "annotated-tag-message" => {
+                out.extend(COMMIT_CARRIERS);
+                out.push("annotated-tag-message");
+            }
             _ => out.extend(COMMIT_CARRIERS),
         }
-    } else if matches!(c.kind, ChangeKind::Changed(_)) {
-        // Moved to an object that existed: what it points at is the
-        // message (a branch reset), which is its name's carrier.
-        out.push(carrier);
     }
     out.sort();
     out.dedup();

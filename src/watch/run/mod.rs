@@ -1,0 +1,355 @@
+//! One watch, start to report: every configured surface's snapshot, the
+//! canaries armed, (the caller runs the command), the canaries' reads
+//! collected and the canaries removed, every surface's second snapshot
+//! diffed against the first as it is taken, and the findings
+//! ([`findings`]). A watch can also be saved and finished by another
+//! process ([`saved`]: the action's post step).
+//!
+//! The canaries are placed after the first snapshot and removed before
+//! the second, so runwarden's own looks never read them and they are in
+//! neither snapshot; the directory each was placed in changed its times
+//! by runwarden's doing, which is not reported.
+//!
+//! The snapshots are files the watched command could write (it runs as
+//! the same user): each first snapshot's SHA-256 is kept where the command
+//! cannot reach it (this process's memory; for a saved watch, the token
+//! the runner holds) and checked as the snapshot is read back.
+
+mod findings;
+mod saved;
+
+pub use saved::{Resumed, load};
+
+use super::canary::{self, Armed, Detector, Spec};
+use super::diff::{Before, Change, Differ};
+use super::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
+use crate::marker::Key;
+use crate::plan::Plan;
+use crate::report::{self, Cleanup, KeyKind, Mode, Report, Runs, Summary, Tool};
+use crate::surface::{self, Surface};
+use crate::timefmt;
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// What a watch is asked to do besides the config.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Where to keep the snapshots (default: the system's temp directory).
+    pub work_dir: Option<PathBuf>,
+    /// The canaries to place (none: no canary findings).
+    pub canaries: Vec<Spec>,
+    /// A detector to use instead of the best this process may (tests).
+    pub detector: Option<Detector>,
+}
+
+/// How the watched command ended.
+#[derive(Debug, Default, Clone)]
+pub struct Ended {
+    /// Its arguments, redacted when the report is made.
+    pub command: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub signal_number: Option<i32>,
+    /// Processes the command started that were still running when it
+    /// ended (what they do after the second snapshot is not watched).
+    pub survivors: Vec<u32>,
+}
+
+/// A surface's first snapshot: where it is, what attribution needs of it,
+/// and its SHA-256.
+struct First {
+    path: PathBuf,
+    before: Before,
+    digest: String,
+}
+
+/// One configured surface: opened, and its first snapshot.
+struct Inst {
+    surface: Result<Box<dyn Surface>, String>,
+    first: Result<First, SnapshotError>,
+}
+
+/// The watch's own directory. When the watch is over, only its own files
+/// are removed (the snapshots, the saved watch, the canary journal), then
+/// the directory if that left it empty: a directory named by a token is
+/// never emptied of anything else.
+struct WorkDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+/// The canary journal: each path, before runwarden creates it.
+const JOURNAL: &str = "canaries.journal";
+
+fn own_file(name: &str) -> bool {
+    name == saved::SAVED
+        || name == JOURNAL
+        || name
+            .strip_suffix(".before")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        if let Ok(entries) = std::fs::read_dir(&self.path) {
+            for e in entries.flatten() {
+                if e.file_name().to_str().is_some_and(own_file)
+                    && e.file_type().is_ok_and(|t| t.is_file())
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// A watch between its start and its report.
+pub struct Watch<'p> {
+    plan: &'p Plan,
+    work: WorkDir,
+    /// `command` (one command) or `job` (the action's steps).
+    scope: &'static str,
+    ctx: WatchCtx,
+    insts: Vec<Inst>,
+    armed: Option<Armed>,
+    /// Why no canary could be armed, when none could.
+    arm_failure: Option<String>,
+    specs: Vec<Spec>,
+    probe_id: String,
+    started_at: String,
+    command_started_at: String,
+}
+
+fn snapshot_error(e: std::io::Error) -> SnapshotError {
+    SnapshotError::Failed(format!("writing the snapshot: {e}"))
+}
+
+/// Takes every surface's first snapshot, then arms the canaries.
+pub fn start<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
+    crate::sys::raise_nofile();
+    let started_at = timefmt::now_rfc3339();
+    let probe_id = crate::nonce::short_id().map_err(|e| e.to_string())?;
+    let mut b = tempfile::Builder::new();
+    b.prefix("runwarden-watch-");
+    let work = WorkDir {
+        path: match &opts.work_dir {
+            Some(d) => b.tempdir_in(d),
+            None => b.tempdir(),
+        }
+        .map_err(|e| format!("cannot make the watch's work directory: {e}"))?
+        .keep(),
+        keep: false,
+    };
+    let ctx = ctx_of(&work.path)?;
+    let mut insts = Vec::new();
+    for (i, sp) in plan.surfaces.iter().enumerate() {
+        let surface = surface::by_name(sp.type_name)
+            .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
+            .and_then(|t| t.open(&sp.settings));
+        let first = match &surface {
+            Err(e) => Err(SnapshotError::Failed(e.clone())),
+            Ok(s) => take_first(s.as_ref(), &ctx, &before_path(&work.path, i)),
+        };
+        insts.push(Inst { surface, first });
+    }
+    let (armed, arm_failure) = if opts.canaries.is_empty() {
+        (None, None)
+    } else {
+        arm(&work.path, opts)
+    };
+    Ok(Watch {
+        plan,
+        work,
+        scope: "command",
+        ctx,
+        insts,
+        armed,
+        arm_failure,
+        specs: opts.canaries.clone(),
+        probe_id,
+        started_at,
+        command_started_at: timefmt::now_rfc3339(),
+    })
+}
+
+/// Arms the canaries, each path journalled in the work directory before
+/// it is created (a watch killed outright leaves the list of what to
+/// remove).
+fn arm(work: &Path, opts: &Options) -> (Option<Armed>, Option<String>) {
+    let journal = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(work.join(JOURNAL));
+    let mut journal = match journal {
+        Ok(f) => f,
+        Err(e) => return (None, Some(format!("cannot write the canary journal: {e}"))),
+    };
+    let mut broken = false;
+    let armed = canary::arm(&opts.canaries, opts.detector, &mut |p| {
+        let line = serde_json::to_string(&p.to_string_lossy()).unwrap_or_default();
+        broken |= writeln!(journal, "{line}")
+            .and_then(|()| journal.sync_data())
+            .is_err();
+    });
+    match armed {
+        Ok(_) if broken => (None, Some("cannot write the canary journal".into())),
+        Ok(a) => (Some(a), None),
+        Err(e) => (None, Some(e)),
+    }
+}
+
+/// Leaves the work directory out of every snapshot.
+fn ctx_of(work: &Path) -> Result<WatchCtx, String> {
+    let meta = std::fs::metadata(work)
+        .map_err(|e| format!("the watch's work directory {}: {e}", shown(work)))?;
+    Ok(WatchCtx {
+        skip: vec![(meta.dev(), meta.ino())],
+    })
+}
+
+fn before_path(work: &Path, i: usize) -> PathBuf {
+    work.join(format!("{i}.before"))
+}
+
+fn take_first(s: &dyn Surface, ctx: &WatchCtx, path: &Path) -> Result<First, SnapshotError> {
+    let mut w = Writer::create(path).map_err(snapshot_error)?;
+    let mut before = Before::default();
+    s.snapshot(ctx, &mut |e| {
+        before.see(&e);
+        w.push(&e)
+    })?;
+    let digest = w.finish().map_err(snapshot_error)?;
+    Ok(First {
+        path: path.to_path_buf(),
+        before,
+        digest,
+    })
+}
+
+/// What the second snapshot found: the changes, and how many directories
+/// it could not list.
+struct Seen {
+    changes: Vec<Change>,
+    unlisted: usize,
+}
+
+/// The second snapshot, diffed against the first as it is taken; the
+/// first must read back as it was written.
+fn second(
+    s: &dyn Surface,
+    ctx: &WatchCtx,
+    first: &First,
+    quiet: &HashSet<Vec<String>>,
+) -> Result<Seen, SnapshotError> {
+    let mut differ = Differ::new(Reader::open(&first.path).map_err(snapshot_error)?);
+    let mut unlisted = 0;
+    s.snapshot(ctx, &mut |e| {
+        unlisted += usize::from(e.attrs.contains_key("unlisted"));
+        differ.push(e)
+    })?;
+    let (changes, digest) = differ
+        .finish(quiet)
+        .map_err(|e| SnapshotError::Failed(format!("comparing with the first snapshot: {e}")))?;
+    if digest != first.digest {
+        return Err(SnapshotError::Failed(
+            "the first snapshot was changed on disk while the command ran: nothing it shows can be trusted"
+                .into(),
+        ));
+    }
+    Ok(Seen { changes, unlisted })
+}
+
+fn shown(p: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    crate::escape::bytes(p.as_os_str().as_bytes())
+}
+
+/// The directories whose times runwarden moved by placing and removing a
+/// canary: the first ancestor of each canary that is still there, and the
+/// ones made for it (gone again).
+fn moved_by_canaries(placed: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in placed {
+        for a in p.ancestors().skip(1) {
+            out.push(a.to_path_buf());
+            if std::fs::symlink_metadata(a).is_ok() {
+                break;
+            }
+        }
+    }
+    out
+}
+
+impl Watch<'_> {
+    /// Where the snapshots are kept (left out of every snapshot).
+    pub fn work_dir(&self) -> &Path {
+        &self.work.path
+    }
+
+    /// Collects the canaries' reads, removes the canaries, takes every
+    /// surface's second snapshot and makes the report.
+    pub fn finish(mut self, ended: Ended) -> Report {
+        let command_finished_at = timefmt::now_rfc3339();
+        let mut findings = Vec::new();
+        let mut cleanup = Cleanup::default();
+        let (canaries, placed) = self.canary_findings(&mut findings, &mut cleanup);
+        let quiet_paths = moved_by_canaries(&placed);
+        for (i, sp) in self.plan.surfaces.iter().enumerate() {
+            let ty = surface::by_name(sp.type_name).expect("a planned type");
+            let inst = &self.insts[i];
+            let state = match (&inst.surface, &inst.first) {
+                (Err(e), _) => Err(SnapshotError::Failed(e.clone())),
+                (_, Err(e)) => Err(e.clone()),
+                (Ok(s), Ok(first)) => {
+                    let quiet: HashSet<Vec<String>> =
+                        quiet_paths.iter().filter_map(|p| s.key_of(p)).collect();
+                    second(s.as_ref(), &self.ctx, first, &quiet).map(|seen| (seen, &first.before))
+                }
+            };
+            let persistence = inst.surface.as_ref().ok().and_then(|s| s.persistence());
+            findings.extend(self.surface_findings(i, ty, state, persistence));
+        }
+        let (a, b) = (
+            crate::nonce::short_id().unwrap_or_default(),
+            crate::nonce::short_id().unwrap_or_default(),
+        );
+        Report {
+            schema: report::SCHEMA.into(),
+            tool: Tool::default(),
+            mode: Mode::Watch,
+            probe_id: self.probe_id.clone(),
+            label: None,
+            started_at: self.started_at.clone(),
+            finished_at: timefmt::now_rfc3339(),
+            config: self.plan.source.clone(),
+            runs: Runs { a, b, b_uid: None },
+            key: KeyKind::of(&Key::from_env()),
+            cross_job: None,
+            surfaces: vec![],
+            summary: Summary::of(&findings),
+            findings,
+            notices: vec![],
+            cleanup,
+            watch: Some(report::Watch {
+                scope: self.scope.into(),
+                command: ended
+                    .command
+                    .iter()
+                    .map(|a| crate::redact::text(a))
+                    .collect(),
+                exit_code: ended.exit_code,
+                signal: ended.signal,
+                survivors: ended.survivors,
+                started_at: self.command_started_at.clone(),
+                finished_at: command_finished_at,
+                canaries,
+            }),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! A watch saved by one process and finished by another: the action's
+//! watch step and its post step, or `watch --start` and `--finish`.
+//!
+//! Everything saved is in the work directory, which the watched steps can
+//! write. So the saved watch holds the config's text (the post step does
+//! not read a config the steps could have edited) and each first
+//! snapshot's SHA-256, and the process that saves it hands back a token,
+//! `sha256:<hex>:<dir>`, whose hex is the SHA-256 of the saved watch. The
+//! token goes where the steps cannot change it (the runner's
+//! `$GITHUB_STATE`), and nothing is believed that does not match it.
+
+use super::*;
+use crate::plan::ConfigSource;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The file in the work directory a saved watch is resumed from.
+pub(super) const SAVED: &str = "watch.json";
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    probe_id: String,
+    started_at: String,
+    command_started_at: String,
+    config_text: String,
+    config_source: ConfigSource,
+    /// The work directory's device and inode.
+    dir_id: (u64, u64),
+    /// Each surface's first snapshot: its SHA-256, or why there is none.
+    firsts: Vec<Result<String, SnapshotError>>,
+    canaries: Option<canary::Saved>,
+    arm_failure: Option<String>,
+    specs: Vec<(String, PathBuf)>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    crate::watch::snapshot::hex({
+        let mut h = Sha256::new();
+        h.update(bytes);
+        h
+    })
+}
+
+impl Watch<'_> {
+    /// Saves the watch for another process to finish ([`load`]); its
+    /// token. `config_text` is the text the plan was built from. Only an
+    /// atime watch of the canaries outlives this process: any other
+    /// detector's canaries are removed here, and the saved watch has none.
+    pub fn save(mut self, config_text: &str) -> Result<String, String> {
+        let firsts = self
+            .insts
+            .iter()
+            .map(|i| {
+                i.first
+                    .as_ref()
+                    .map(|f| f.digest.clone())
+                    .map_err(Clone::clone)
+            })
+            .collect();
+        let canaries = match self.armed.take() {
+            Some(a) if a.detector() == Detector::Atime => a.save(),
+            Some(a) => {
+                let _ = a.disarm();
+                None
+            }
+            None => None,
+        };
+        let meta = std::fs::metadata(&self.work.path).map_err(|e| e.to_string())?;
+        let saved = Saved {
+            probe_id: self.probe_id.clone(),
+            started_at: self.started_at.clone(),
+            command_started_at: timefmt::now_rfc3339(),
+            config_text: config_text.to_string(),
+            config_source: self.plan.source.clone(),
+            dir_id: (meta.dev(), meta.ino()),
+            firsts,
+            canaries,
+            arm_failure: self.arm_failure.clone(),
+            specs: self
+                .specs
+                .iter()
+                .map(|s| (s.kind.as_str().to_string(), s.path.clone()))
+                .collect(),
+        };
+        let text = serde_json::to_vec(&saved).map_err(|e| e.to_string())?;
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(self.work.path.join(SAVED))
+                .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
+                .map_err(|e| format!("cannot save the watch: {e}"))?;
+        }
+        self.work.keep = true;
+        let dir = self
+            .work
+            .path
+            .to_str()
+            .ok_or("the watch's directory is not UTF-8")?;
+        Ok(format!("sha256:{}:{dir}", sha256_hex(&text)))
+    }
+}
+
+/// A saved watch, read back and checked against its token: the config it
+/// started with, for the caller to build the plan from.
+pub struct Resumed {
+    pub config_text: String,
+    pub config_source: ConfigSource,
+    saved: Saved,
+    dir: PathBuf,
+}
+
+/// Reads the watch a token names; it must be the one saved.
+pub fn load(token: &str) -> Result<Resumed, String> {
+    let bad = || "not a watch token (`sha256:<hex>:<directory>`, as `watch --start` prints it)";
+    let rest = token.strip_prefix("sha256:").ok_or_else(bad)?;
+    let (hex, dir) = rest.split_once(':').ok_or_else(bad)?;
+    if hex.len() != 64 || dir.is_empty() {
+        return Err(bad().into());
+    }
+    let dir = PathBuf::from(dir);
+    let text = std::fs::read(dir.join(SAVED))
+        .map_err(|e| format!("no saved watch in {}: {e}", shown(&dir)))?;
+    if sha256_hex(&text) != hex {
+        return Err(format!(
+            "the saved watch in {} is not the one the token names: it was changed, and nothing in it can be trusted (its canaries, if any, are left where they are)",
+            shown(&dir)
+        ));
+    }
+    let saved: Saved = serde_json::from_slice(&text)
+        .map_err(|e| format!("the saved watch in {} is unreadable: {e}", shown(&dir)))?;
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() || (meta.dev(), meta.ino()) != saved.dir_id {
+        return Err(format!(
+            "{} is not the directory the watch was saved in",
+            shown(&dir)
+        ));
+    }
+    Ok(Resumed {
+        config_text: saved.config_text.clone(),
+        config_source: saved.config_source.clone(),
+        saved,
+        dir,
+    })
+}
+
+impl Resumed {
+    /// The watch, to finish with the plan built from `config_text`.
+    pub fn watch(self, plan: &Plan) -> Result<Watch<'_>, String> {
+        crate::sys::raise_nofile();
+        let s = self.saved;
+        let names: Vec<(String, String)> = plan
+            .surfaces
+            .iter()
+            .map(|p| (p.name.clone(), p.type_name.to_string()))
+            .collect();
+        if s.firsts.len() != names.len() {
+            return Err("the plan is not the one the watch was saved with".into());
+        }
+        let work = WorkDir {
+            path: self.dir,
+            keep: false,
+        };
+        let ctx = ctx_of(&work.path)?;
+        let mut insts = Vec::new();
+        for (i, (sp, first)) in plan.surfaces.iter().zip(s.firsts).enumerate() {
+            let surface = surface::by_name(sp.type_name)
+                .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
+                .and_then(|t| t.open(&sp.settings));
+            let first = first.and_then(|digest| reread(&before_path(&work.path, i), digest));
+            insts.push(Inst { surface, first });
+        }
+        let specs = s
+            .specs
+            .into_iter()
+            .filter_map(|(k, path)| {
+                Some(Spec {
+                    kind: canary::Kind::from_name(&k)?,
+                    path,
+                })
+            })
+            .collect();
+        Ok(Watch {
+            plan,
+            work,
+            scope: "job",
+            ctx,
+            insts,
+            armed: s.canaries.map(Armed::resume),
+            arm_failure: s.arm_failure,
+            specs,
+            probe_id: s.probe_id,
+            started_at: s.started_at,
+            command_started_at: s.command_started_at,
+        })
+    }
+
+    /// Gives the watch up (the plan could not be built): its canaries are
+    /// removed and its directory emptied of runwarden's files; what could
+    /// not be removed, with why.
+    pub fn abandon(self) -> Vec<(PathBuf, String)> {
+        let _work = WorkDir {
+            path: self.dir,
+            keep: false,
+        };
+        self.saved
+            .canaries
+            .map(|c| Armed::resume(c).disarm())
+            .unwrap_or_default()
+    }
+}
+
+/// What attribution needs of a first snapshot saved by another process,
+/// which must read back with the digest it was saved with.
+fn reread(path: &Path, digest: String) -> Result<First, SnapshotError> {
+    let mut before = Before::default();
+    let mut r = Reader::open(path).map_err(snapshot_error)?;
+    for e in r.by_ref() {
+        before.see(&e.map_err(snapshot_error)?);
+    }
+    if r.digest() != digest {
+        return Err(SnapshotError::Failed(
+            "the first snapshot was changed on disk since the watch step: nothing it shows can be trusted"
+                .into(),
+        ));
+    }
+    Ok(First {
+        path: path.to_path_buf(),
+        before,
+        digest,
+    })
+}
