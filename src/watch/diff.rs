@@ -9,10 +9,15 @@ use std::io;
 
 /// What the first snapshot held that attribution needs besides the
 /// change itself: every object id (`oid`) it listed, so that a ref moved
-/// to an object nobody named before is known to carry a new commit.
+/// to an object nobody named before is known to carry a new commit; and
+/// when it began.
 #[derive(Debug, Default)]
 pub struct Before {
     pub oids: HashSet<String>,
+    /// When the first snapshot began (Unix seconds): a new entry whose
+    /// mtime is earlier (or later than the second) was given its time on
+    /// purpose.
+    pub since: i64,
 }
 
 impl Before {

@@ -82,6 +82,35 @@ pub enum SnapshotError {
     Failed(String),
 }
 
+/// Streams entries a surface listed in whatever order it lists them (a
+/// ref list, a cache listing: small next to a directory tree), sorted
+/// first into [`key_order`].
+pub fn emit_sorted(
+    mut entries: Vec<Entry>,
+    sink: &mut dyn FnMut(Entry) -> io::Result<()>,
+) -> Result<(), SnapshotError> {
+    entries.sort_by(|a, b| key_order(&a.key, &b.key));
+    entries.dedup_by(|a, b| a.key == b.key);
+    for e in entries {
+        sink(e).map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
+    }
+    Ok(())
+}
+
+/// An entry of a listed surface: one name, its kind, its attributes.
+pub fn listed(key: Vec<String>, kind: &str, attrs: &[(&str, String)]) -> Entry {
+    Entry {
+        key,
+        kind: kind.into(),
+        attrs: attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        id: None,
+        at: None,
+    }
+}
+
 /// What a snapshot must leave out: runwarden's own work directory, when it
 /// lies inside a surface (its device and inode).
 #[derive(Debug, Default, Clone)]

@@ -6,3 +6,4 @@ mod cli;
 #[path = "../common/mod.rs"]
 mod common;
 mod run;
+mod surfaces;

@@ -118,6 +118,7 @@ fn each_change_is_attributed_to_its_carriers_and_nothing_else() {
     let want: BTreeSet<String> = [
         "shared:file-name",
         "shared:file-content",
+        "shared:file-size",
         "shared:mtime",
         "repo:branch-name",
         "repo:commit-message",
@@ -228,7 +229,7 @@ fn a_surface_that_cannot_be_looked_at_is_an_error_and_a_type_without_snapshot_is
     let gone = root.path().join("gone");
     std::fs::create_dir(&gone).unwrap();
     let config = format!(
-        "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n  - name: dav\n    type: http-cache\n    url: http://127.0.0.1:9/\n",
+        "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n  - name: npm\n    type: npm-registry\n    url: http://127.0.0.1:9/\n",
         gone.display()
     );
     let plan = plan_of(&config, &[]);

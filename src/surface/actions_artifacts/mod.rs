@@ -26,6 +26,7 @@
 mod cleanup;
 mod plant;
 mod recover;
+mod watch;
 
 use super::{
     Carrier, CleanupOutcome, Control, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
@@ -222,6 +223,14 @@ impl SurfaceType for ActionsArtifacts {
         f
     }
 
+    fn carriers_of(
+        &self,
+        change: &crate::watch::diff::Change,
+        _before: &crate::watch::diff::Before,
+    ) -> Vec<&'static str> {
+        watch::carriers_of(change)
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad actions-artifacts settings".to_string())?;
@@ -375,6 +384,14 @@ impl Surface for Instance {
 
     fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
         self.clean_all(entries)
+    }
+
+    fn snapshot(
+        &self,
+        ctx: &crate::watch::snapshot::WatchCtx,
+        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
+    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
+        self.snapshot_artifacts(ctx, sink)
     }
 
     fn describe(&self, entry: &Value) -> String {

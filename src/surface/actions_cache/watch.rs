@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::watch::diff::{Change, ChangeKind};
-use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component};
+use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 impl Instance {
     pub(super) fn snapshot_entries(
@@ -15,17 +15,15 @@ impl Instance {
     ) -> Result<(), SnapshotError> {
         let mut all: Vec<Entry> = Vec::new();
         self.list(None, &mut |l| {
-            all.push(Entry {
-                key: vec![
+            all.push(listed(
+                vec![
                     component(l.key.as_bytes()),
                     component(l.version.as_bytes()),
                     component(l.scope.as_bytes()),
                 ],
-                kind: "cache-entry".into(),
-                attrs: [("id".to_string(), l.id.to_string())].into(),
-                id: None,
-                at: None,
-            })
+                "cache-entry",
+                &[("id", l.id.to_string())],
+            ))
         })
         .map_err(|e| match e {
             ListError::Denied(r) => {
@@ -33,11 +31,7 @@ impl Instance {
             }
             ListError::Failed(r) => SnapshotError::Failed(r),
         })?;
-        all.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        for e in all {
-            sink(e).map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
-        }
-        Ok(())
+        emit_sorted(all, sink)
     }
 }
 

@@ -210,9 +210,9 @@ impl SurfaceType for Filesystem {
     fn carriers_of(
         &self,
         change: &crate::watch::diff::Change,
-        _before: &crate::watch::diff::Before,
+        before: &crate::watch::diff::Before,
     ) -> Vec<&'static str> {
-        watch::carriers_of(change)
+        watch::carriers_of(change, before)
     }
 }
 

@@ -14,7 +14,7 @@
 //! not a regular file.
 
 use super::*;
-use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{self, SnapshotError, WatchCtx, component};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -237,15 +237,33 @@ fn name_carrier(kind: &str) -> &'static str {
 /// (and, when it has them, its content, link target and xattrs); a rename
 /// its name; a changed entry what changed (`mtime` alone only when nothing
 /// recovery reads changed with it).
-pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
+/// Whether an entry's mtime falls while the watch ran (from its first
+/// snapshot to now, with two seconds' slack for coarse clocks).
+fn made_during(e: &crate::watch::snapshot::Entry, before: &Before) -> bool {
+    let secs = e
+        .attrs
+        .get("mtime")
+        .and_then(|m| m.split('.').next())
+        .and_then(|s| s.parse::<i64>().ok());
+    let now = sys::now_coarse().0;
+    secs.is_none_or(|t| t >= before.since - 2 && t <= now + 2)
+}
+
+pub(super) fn carriers_of(c: &Change, before: &Before) -> Vec<&'static str> {
     let e = c.entry();
     let mut out = Vec::new();
     let has = |k: &str| e.attrs.contains_key(k);
     match &c.kind {
         ChangeKind::Created | ChangeKind::Removed => {
             out.push(name_carrier(&e.kind));
+            // A new file's size is a message as much as its content.
             if e.kind == "file" && e.attrs.get("size").is_some_and(|s| s != "0") {
-                out.push("file-content");
+                out.extend(["file-content", "file-size"]);
+            }
+            // An mtime from before the watch began, or after it ended, was
+            // set on purpose.
+            if matches!(c.kind, ChangeKind::Created) && !made_during(e, before) {
+                out.push("mtime");
             }
             if e.kind == "symlink" {
                 out.push("symlink-target");

@@ -1,13 +1,12 @@
 //! Watch mode: the remote's refs from one `ls-remote` (the listing run B
 //! starts from), and which carriers a change of them would carry.
 //!
-//! The refs are sorted in memory before they are streamed: a remote's ref
-//! list is small next to a directory tree, and ls-remote gives no order
-//! both snapshots could share otherwise.
+//! The refs are sorted in memory before they are streamed
+//! ([`emit_sorted`]): ls-remote gives no order both snapshots could share.
 
 use super::*;
 use crate::watch::diff::{Change, ChangeKind};
-use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component};
+use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 /// A new commit (an object id no ref named before) carries everything a
 /// commit holds.
@@ -46,19 +45,11 @@ impl Instance {
                 ls.reason()
             )));
         }
-        refs.sort_unstable();
-        refs.dedup_by(|a, b| a.0 == b.0);
-        for (name, oid) in refs {
-            sink(Entry {
-                key: vec![name],
-                kind: "ref".into(),
-                attrs: [("oid".to_string(), oid)].into(),
-                id: None,
-                at: None,
-            })
-            .map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
-        }
-        Ok(())
+        let entries = refs
+            .into_iter()
+            .map(|(name, oid)| listed(vec![name], "ref", &[("oid", oid)]))
+            .collect();
+        emit_sorted(entries, sink)
     }
 }
 

@@ -21,6 +21,7 @@ mod cleanup;
 mod plant;
 mod protocol;
 mod recover;
+mod watch;
 
 use plant::*;
 use protocol::*;
@@ -167,6 +168,20 @@ impl SurfaceType for PypiIndex {
         ]
     }
 
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        (carrier != "project-name").then_some(
+            "versions, descriptions and file names are on each project's page, which watch mode does not read",
+        )
+    }
+
+    fn carriers_of(
+        &self,
+        change: &crate::watch::diff::Change,
+        _before: &crate::watch::diff::Before,
+    ) -> Vec<&'static str> {
+        watch::carriers_of(change)
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad pypi-index settings".to_string())?;
@@ -238,6 +253,14 @@ impl Surface for Instance {
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean_entry(entry)
+    }
+
+    fn snapshot(
+        &self,
+        ctx: &crate::watch::snapshot::WatchCtx,
+        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
+    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
+        self.snapshot_projects(ctx, sink)
     }
 
     fn describe(&self, entry: &Value) -> String {

@@ -219,7 +219,10 @@ fn before_path(work: &Path, i: usize) -> PathBuf {
 
 fn take_first(s: &dyn Surface, ctx: &WatchCtx, path: &Path) -> Result<First, SnapshotError> {
     let mut w = Writer::create(path).map_err(snapshot_error)?;
-    let mut before = Before::default();
+    let mut before = Before {
+        since: crate::sys::now_coarse().0,
+        ..Before::default()
+    };
     s.snapshot(ctx, &mut |e| {
         before.see(&e);
         w.push(&e)

@@ -28,6 +28,8 @@ struct Saved {
     dir_id: (u64, u64),
     /// Each surface's first snapshot: its SHA-256, or why there is none.
     firsts: Vec<Result<String, SnapshotError>>,
+    /// When the first snapshots began (Unix seconds).
+    since: i64,
     canaries: Option<canary::Saved>,
     arm_failure: Option<String>,
     specs: Vec<(String, PathBuf)>,
@@ -57,6 +59,13 @@ impl Watch<'_> {
                     .map_err(Clone::clone)
             })
             .collect();
+        let since = self
+            .insts
+            .iter()
+            .filter_map(|i| i.first.as_ref().ok())
+            .map(|f| f.before.since)
+            .min()
+            .unwrap_or_else(|| crate::sys::now_coarse().0);
         let canaries = match self.armed.take() {
             Some(a) if a.detector() == Detector::Atime => a.save(),
             Some(a) => {
@@ -74,6 +83,7 @@ impl Watch<'_> {
             config_source: self.plan.source.clone(),
             dir_id: (meta.dev(), meta.ino()),
             firsts,
+            since,
             canaries,
             arm_failure: self.arm_failure.clone(),
             specs: self
@@ -169,7 +179,8 @@ impl Resumed {
             let surface = surface::by_name(sp.type_name)
                 .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
                 .and_then(|t| t.open(&sp.settings));
-            let first = first.and_then(|digest| reread(&before_path(&work.path, i), digest));
+            let first =
+                first.and_then(|digest| reread(&before_path(&work.path, i), digest, s.since));
             insts.push(Inst { surface, first });
         }
         let specs = s
@@ -214,8 +225,11 @@ impl Resumed {
 
 /// What attribution needs of a first snapshot saved by another process,
 /// which must read back with the digest it was saved with.
-fn reread(path: &Path, digest: String) -> Result<First, SnapshotError> {
-    let mut before = Before::default();
+fn reread(path: &Path, digest: String, since: i64) -> Result<First, SnapshotError> {
+    let mut before = Before {
+        since,
+        ..Before::default()
+    };
     let mut r = Reader::open(path).map_err(snapshot_error)?;
     for e in r.by_ref() {
         before.see(&e.map_err(snapshot_error)?);

@@ -1,0 +1,51 @@
+//! Watch mode: every artifact of the repository from the REST listing run
+//! B starts from, and which carriers a new or removed artifact would
+//! carry. An artifact is its name and id (names repeat across runs).
+
+use super::*;
+use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
+
+impl Instance {
+    pub(super) fn snapshot_artifacts(
+        &self,
+        _ctx: &WatchCtx,
+        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
+    ) -> Result<(), SnapshotError> {
+        let api = self
+            .api()
+            .map_err(|why| SnapshotError::Failed(format!("no listing of the artifacts ({why})")))?;
+        let mut all = Vec::new();
+        let mut malformed = false;
+        api.list(
+            &format!("{}/actions/artifacts", self.repo_path()),
+            Some("artifacts"),
+            &format!("listing the artifacts of {}", self.repo()),
+            &mut |a| match (a["id"].as_u64(), a["name"].as_str()) {
+                (Some(id), Some(name)) => all.push(listed(
+                    vec![component(name.as_bytes()), id.to_string()],
+                    "artifact",
+                    &[("size", a["size_in_bytes"].to_string())],
+                )),
+                _ => malformed = true,
+            },
+        )
+        .map_err(|e| SnapshotError::Failed(e.text()))?;
+        if malformed {
+            return Err(SnapshotError::Failed(
+                "an artifact of the listing lacks its id or name".into(),
+            ));
+        }
+        emit_sorted(all, sink)
+    }
+}
+
+/// A new artifact carries its name, its files' paths and their content;
+/// a removed one its name.
+pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
+    match c.kind {
+        ChangeKind::Created => vec!["artifact-content", "artifact-file-path", "artifact-name"],
+        ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["artifact-name"],
+        ChangeKind::Changed(_) => vec!["artifact-content"],
+    }
+}

@@ -1,0 +1,44 @@
+//! Watch mode: the projects the simple index's root lists (the listing run
+//! B starts from), and which carrier a new or removed one would carry.
+//! Versions, descriptions and file names are on each project's own page,
+//! which watch mode does not read: those carriers are SKIPPED.
+
+use super::*;
+use crate::watch::diff::Change;
+use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
+
+impl Instance {
+    pub(super) fn snapshot_projects(
+        &self,
+        _ctx: &WatchCtx,
+        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
+    ) -> Result<(), SnapshotError> {
+        let mut all = Vec::new();
+        let scanned = self
+            .scan(&self.s.simple_url, "text/html", &[], &mut |h| {
+                if let Some(name) = project_of(h) {
+                    all.push(listed(vec![component(name.as_bytes())], "project", &[]));
+                }
+            })
+            .map_err(|o| match o {
+                RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => {
+                    SnapshotError::Failed(reason)
+                }
+                RecoverOutcome::Found { detail } | RecoverOutcome::NotFound { detail } => {
+                    SnapshotError::Failed(detail)
+                }
+            })?;
+        if scanned.is_none() {
+            return Err(SnapshotError::Failed(format!(
+                "the simple index {} is not there (404)",
+                self.shown()
+            )));
+        }
+        emit_sorted(all, sink)
+    }
+}
+
+/// A project listed or gone carries its name.
+pub(super) fn carriers_of(_c: &Change) -> Vec<&'static str> {
+    vec!["project-name"]
+}

@@ -1,0 +1,88 @@
+//! Every surface type's snapshot against its own plants: on each type's
+//! known-open control instance (the loopback services, a directory, a
+//! bare repository), each carrier is planted the way run A plants it, by
+//! the surface's own code, between two snapshots; the diff must attribute
+//! the change to that carrier. A carrier no listing shows is SKIPPED with
+//! its reason (`unwatched`), and a type with no snapshot says why.
+
+use runwarden::marker::Key;
+use runwarden::nonce::Nonce;
+use runwarden::surface::{self, PlantJob, PlantOutcome, RUNNER_PERSISTENCE, RunCtx};
+use runwarden::watch::diff::{Before, Differ};
+use runwarden::watch::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
+use serde_json::json;
+use std::collections::{BTreeSet, HashSet};
+
+#[test]
+fn each_carrier_planted_between_two_snapshots_is_attributed_to_itself() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let key = Key::new(Some(b"watch-test-key".to_vec()));
+    let ctx = RunCtx {
+        probe_id: "0123456789ab",
+        key: &key,
+    };
+    let mut missed = Vec::new();
+    let mut looked = 0;
+    for ty in surface::REGISTRY {
+        let dir = root.path().join(ty.name());
+        let settings = json!({"path": dir, "content-reads": true});
+        let control = ty.control(&settings, &dir).unwrap();
+        let s = ty.open(&control.settings).unwrap();
+        for (i, c) in ty.carriers().iter().enumerate() {
+            if c.name == RUNNER_PERSISTENCE || ty.unwatched(c.name).is_some() {
+                continue;
+            }
+            let first = root.path().join(format!("{}-{i}.before", ty.name()));
+            let mut w = Writer::create(&first).unwrap();
+            let mut before = Before {
+                since: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs() as i64,
+                ..Before::default()
+            };
+            match s.snapshot(&WatchCtx::default(), &mut |e| {
+                before.see(&e);
+                w.push(&e)
+            }) {
+                Err(SnapshotError::Unsupported(why)) => {
+                    assert!(!why.is_empty());
+                    break;
+                }
+                r => r.unwrap(),
+            }
+            w.finish().unwrap();
+            let job = PlantJob {
+                key: c.name.into(),
+                carrier: c.name.into(),
+                nonce: Nonce::generate().unwrap(),
+                scope: None,
+                beacon: None,
+            };
+            let mut created = Vec::new();
+            let planted = s.plant(&ctx, &job, &mut |e| created.push(e));
+            assert!(
+                matches!(planted, PlantOutcome::Planted { .. }),
+                "{}:{}: {planted:?}",
+                ty.name(),
+                c.name
+            );
+            let mut differ = Differ::new(Reader::open(&first).unwrap());
+            s.snapshot(&WatchCtx::default(), &mut |e| differ.push(e))
+                .unwrap();
+            let (changes, _) = differ.finish(&HashSet::new()).unwrap();
+            let seen: BTreeSet<&str> = changes
+                .iter()
+                .flat_map(|ch| ty.carriers_of(ch, &before))
+                .collect();
+            looked += 1;
+            if !seen.contains(c.name) {
+                missed.push(format!("{}:{} seen as {seen:?}", ty.name(), c.name));
+            }
+            created.reverse();
+            s.cleanup_all(&created);
+        }
+    }
+    assert!(missed.is_empty(), "{missed:#?}");
+    assert!(looked >= 20, "{looked}");
+}
