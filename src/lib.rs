@@ -26,6 +26,7 @@ pub mod plan;
 pub mod publish;
 pub mod receipt;
 pub mod redact;
+pub mod rendezvous;
 pub mod report;
 pub mod scan;
 pub mod signals;

@@ -10,6 +10,7 @@ mod action;
 mod commands;
 mod outputs;
 mod publish;
+mod rendezvous;
 mod watch;
 
 pub use action::GithubOptions;
@@ -17,6 +18,7 @@ use action::*;
 use commands::*;
 use outputs::*;
 use publish::*;
+use rendezvous::*;
 use watch::*;
 
 use crate::engine::{self, ProbeOptions};
@@ -79,6 +81,9 @@ pub enum Cmd {
     /// with canary credentials armed; report what it wrote (FAIL unless
     /// declared) and any canary read (exit 3).
     Watch(WatchArgs),
+    /// Serve as the rendezvous `network-egress` surfaces deliver nonces to
+    /// (outside the runners' network), until SIGINT or SIGTERM.
+    Rendezvous(RendezvousArgs),
     /// Validate a config and exit (0 valid, 2 invalid).
     CheckConfig {
         /// The config file; default: found as `probe` finds it.
@@ -476,6 +481,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Cmd::Merge { paths, format } => merge(&paths, format),
         Cmd::Publish(args) => publish_command(args),
         Cmd::Watch(args) => watch(args, &GithubOptions::default()),
+        Cmd::Rendezvous(args) => rendezvous(args),
         Cmd::Action => action(),
         Cmd::Discover { write } => {
             let env = |k: &str| std::env::var(k).ok();

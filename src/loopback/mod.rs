@@ -8,12 +8,13 @@
 //! [`actions_cache`] is GitHub's cache service (v2) and REST cache API,
 //! [`dav`] a WebDAV cache, [`github`] GitHub's REST objects and artifact
 //! service, [`npm`] an npm registry, [`pypi`] a PyPI index
-//! with an upload endpoint.
+//! with an upload endpoint, [`proxy`] a CONNECT proxy.
 
 pub mod actions_cache;
 pub mod dav;
 pub mod github;
 pub mod npm;
+pub mod proxy;
 pub mod pypi;
 
 use std::collections::HashMap;

@@ -14,6 +14,7 @@ pub mod filesystem;
 pub mod git_remote;
 pub mod github_api;
 pub mod http_cache;
+pub mod network_egress;
 pub mod npm_registry;
 pub mod pypi_index;
 
@@ -36,6 +37,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &http_cache::HttpCache,
     &npm_registry::NpmRegistry,
     &pypi_index::PypiIndex,
+    &network_egress::NetworkEgress,
 ];
 
 /// Finds a surface type by its config name.

@@ -26,7 +26,8 @@ pub fn servers() -> &'static Path {
     })
 }
 
-fn free_port() -> u16 {
+/// A loopback TCP port nobody listens on (now).
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

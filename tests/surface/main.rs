@@ -7,5 +7,6 @@ mod filesystem;
 mod git_remote;
 mod github_api;
 mod http_cache;
+mod network_egress;
 mod npm_registry;
 mod pypi_index;

@@ -1,0 +1,419 @@
+//! `type: network-egress`: what the runner's network lets out, proven from
+//! outside. Run A tries to deliver each carrier's nonce to a rendezvous
+//! (`runwarden rendezvous`, src/rendezvous/) through that carrier: HTTPS
+//! straight to it, through the environment's proxy, plain HTTP on another
+//! port, a DNS lookup through the system resolver, DNS straight to it, raw
+//! TCP. Run B asks the rendezvous, with a read token, which nonces
+//! arrived. A nonce that arrived is an open channel, whatever A saw of
+//! its attempt (a connection that seemed to fail may still have
+//! delivered); one that did not is PASS with what A saw (refused, reset,
+//! timed out) in the detail.
+//!
+//! Nothing is planted anywhere that lasts beyond the rendezvous's own
+//! memory (bounded, an hour): there is nothing to clean up. The control
+//! instance is a loopback rendezvous with its own proxy
+//! ([`crate::loopback::proxy`]) and its own resolver address (the
+//! rendezvous itself), driven by the same delivery and recovery code.
+
+mod deliver;
+
+use super::{
+    Carrier, CleanupOutcome, Control, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::http::{LazyClient, Request, check_url};
+use ::http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub struct NetworkEgress;
+
+static CARRIERS: &[Carrier] = &[
+    Carrier {
+        name: "https-direct",
+        persistence: Persistence::Transient,
+        description: "the nonce in the path of a request straight to the rendezvous URL, whatever proxy the environment names",
+    },
+    Carrier {
+        name: "https-proxy",
+        persistence: Persistence::Transient,
+        description: "the nonce in a request to the rendezvous through the environment's HTTPS_PROXY or HTTP_PROXY (CONNECT)",
+    },
+    Carrier {
+        name: "http-plain",
+        persistence: Persistence::Transient,
+        description: "the nonce in a plain HTTP request to the rendezvous's host on another port (`plain-port`, 80)",
+    },
+    Carrier {
+        name: "dns-query",
+        persistence: Persistence::Transient,
+        description: "a lookup of <nonce>.q.<dns-zone> through the system resolver: the exfiltration that passes firewalls allowing DNS",
+    },
+    Carrier {
+        name: "dns-direct",
+        persistence: Persistence::Transient,
+        description: "a DNS query for <nonce>.d.<dns-zone> over UDP straight to the rendezvous (`dns-port`, 53), bypassing the resolver",
+    },
+    Carrier {
+        name: "tcp-raw",
+        persistence: Persistence::Transient,
+        description: "the nonce on a raw TCP connection to the rendezvous's host (`tcp-port`, 7474)",
+    },
+];
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The rendezvous's base URL, ending in `/`: deliveries and reads.
+    url: String,
+    /// Its host, for the other carriers.
+    host: String,
+    /// The variable holding run B's read token.
+    token_env: Option<String>,
+    /// The read token, taken from `token_env` when the config is read (the
+    /// runs get no environment); `None` when it was not set.
+    token: Option<String>,
+    plain_port: u16,
+    tcp_port: u16,
+    dns_zone: Option<String>,
+    dns_port: u16,
+    /// The control's resolver, instead of the system's.
+    resolver: Option<String>,
+    /// The proxy `https-proxy` goes through: the environment's
+    /// `HTTPS_PROXY` (else `HTTP_PROXY`, either case) when the config is
+    /// read, or the control's own.
+    proxy: Option<String>,
+    control: bool,
+}
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+}
+
+/// The host of an `http(s)://` URL.
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        host.split(':').next()?
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+fn port(opts: &mut Options<'_>, key: &str, default: u16) -> Result<u16, ConfigError> {
+    match opts.string(key)? {
+        None => Ok(default),
+        Some((v, pos)) => v
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| opts.error(pos, format!("`{key}`: a port, 1 to 65535"))),
+    }
+}
+
+impl SurfaceType for NetworkEgress {
+    fn name(&self) -> &'static str {
+        "network-egress"
+    }
+
+    fn description(&self) -> &'static str {
+        "what the runner's network lets out: each carrier delivers its nonce to a rendezvous outside it (`runwarden rendezvous`), which run B asks with a read token"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "rendezvous",
+            "token-env",
+            "dns-zone",
+            "plain-port",
+            "tcp-port",
+            "dns-port",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((url, pos)) = opts.string("rendezvous")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a network-egress surface needs `rendezvous:` (the URL of a `runwarden rendezvous` outside the runner's network)",
+            ));
+        };
+        check_url(&url).map_err(|m| opts.error(pos, format!("`rendezvous`: {m}")))?;
+        if url.contains('?') || url.contains('#') || url.contains('@') {
+            return Err(opts.error(
+                pos,
+                "`rendezvous`: a base URL, with no credentials, query or fragment",
+            ));
+        }
+        let host = host_of(&url).ok_or_else(|| opts.error(pos, "`rendezvous`: no host"))?;
+        let Some(token_env) = super::env_name(&mut opts, "token-env")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a network-egress surface needs `token-env:` (the variable holding the rendezvous's read token, for run B)",
+            ));
+        };
+        let dns_zone = match opts.string("dns-zone")? {
+            Some((z, p)) => {
+                let z = z.trim_end_matches('.').to_ascii_lowercase();
+                if z.is_empty()
+                    || z.len() > 200
+                    || !z.split('.').all(|l| {
+                        !l.is_empty()
+                            && l.len() <= 63
+                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    })
+                {
+                    return Err(opts.error(p, "`dns-zone`: a domain name (`rv.example.org`)"));
+                }
+                Some(z)
+            }
+            None => None,
+        };
+        let token = opts.env(&token_env).filter(|t| !t.is_empty());
+        let proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+            .iter()
+            .find_map(|v| opts.env(v).filter(|p| !p.is_empty()));
+        let s = Settings {
+            url: if url.ends_with('/') {
+                url
+            } else {
+                format!("{url}/")
+            },
+            host,
+            token_env: Some(token_env),
+            token,
+            plain_port: port(&mut opts, "plain-port", 80)?,
+            tcp_port: port(&mut opts, "tcp-port", 7474)?,
+            dns_zone,
+            dns_port: port(&mut opts, "dns-port", 53)?,
+            resolver: None,
+            proxy,
+            control: false,
+        };
+        Ok(serde_json::to_value(s).expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+        let token = crate::loopback::secret()?;
+        let rv = crate::rendezvous::Rendezvous::start(&crate::rendezvous::Options {
+            http: "127.0.0.1:0".into(),
+            dns: Some("127.0.0.1:0".into()),
+            tcp: Some("127.0.0.1:0".into()),
+            zone: Some("rendezvous.test".into()),
+            token: token.clone(),
+            max_nonces: 100,
+            max_age: std::time::Duration::from_secs(3600),
+        })?;
+        let proxy = crate::loopback::proxy::Proxy::start()?;
+        let dns_port = rv
+            .dns_port
+            .ok_or("the control rendezvous has no DNS port")?;
+        let s = Settings {
+            url: format!("http://127.0.0.1:{}/", rv.http_port),
+            host: "127.0.0.1".into(),
+            token_env: None,
+            token: Some(token),
+            plain_port: rv.http_port,
+            tcp_port: rv
+                .tcp_port
+                .ok_or("the control rendezvous has no TCP port")?,
+            dns_zone: Some("rendezvous.test".into()),
+            dns_port,
+            resolver: Some(format!("127.0.0.1:{dns_port}")),
+            proxy: Some(proxy.url()),
+            control: true,
+        };
+        Ok(Control::served(s, (rv, proxy)))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut f = vec![("rendezvous", escape::bytes(s.url.as_bytes()))];
+        if let Some(v) = &s.token_env {
+            f.push(("read-token", escape::line(v)));
+        }
+        f.push((
+            "dns-zone",
+            s.dns_zone.as_deref().map_or("none".into(), escape::line),
+        ));
+        f
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|e| format!("bad network-egress settings: {e}"))?;
+        // The token and a proxy's credentials are secrets from here on.
+        let mut secrets: Vec<String> = s.token.iter().cloned().collect();
+        if let Some(p) = &s.proxy {
+            let authority = p.split("://").last().unwrap_or(p);
+            if let Some((raw, _)) = authority.split('/').next().unwrap_or("").rsplit_once('@') {
+                secrets.push(raw.to_string());
+                secrets.push(crate::loopback::percent_decode(raw));
+            }
+        }
+        secrets.iter().for_each(|t| crate::redact::add(t));
+        Ok(Box::new(Instance {
+            s,
+            client: LazyClient::new(secrets),
+        }))
+    }
+
+    fn unwatched(&self, _carrier: &str) -> Option<&'static str> {
+        Some("a delivery leaves the runner: watch mode sees no listing of it")
+    }
+}
+
+impl Instance {
+    /// Run B's read token.
+    fn token(&self) -> Result<String, String> {
+        self.s.token.clone().ok_or_else(|| {
+            format!(
+                "${} (`token-env`) was not set: run B has no read token for the rendezvous",
+                escape::line(self.s.token_env.as_deref().unwrap_or(""))
+            )
+        })
+    }
+
+    /// What the rendezvous says arrived of one nonce, tried by run A at
+    /// `at` (Unix seconds) when the plant says.
+    fn seen(&self, hex: &str, at: Option<i64>) -> RecoverOutcome {
+        let failed = |reason: String| RecoverOutcome::Failed { reason };
+        let token = match self.token() {
+            Ok(t) => t,
+            Err(e) => return failed(e),
+        };
+        let client = match self.client.get() {
+            Ok(c) => c,
+            Err(e) => return failed(e),
+        };
+        let url = format!("{}v1/seen/{hex}", self.s.url);
+        let shown = escape::bytes(self.s.url.as_bytes());
+        let resp = match client.send(
+            &Request::new(Method::GET, &url)
+                .secret_header("authorization", format!("Bearer {token}")),
+        ) {
+            Ok(r) => r,
+            Err(f) => return failed(format!("run B cannot reach the rendezvous {shown}: {f}")),
+        };
+        match resp.status {
+            200 => {}
+            401 => {
+                return failed(format!(
+                    "the rendezvous {shown} refused run B's read token (HTTP 401)"
+                ));
+            }
+            s => return failed(format!("the rendezvous {shown} answered HTTP {s}")),
+        }
+        let v = resp.json().ok().unwrap_or(Value::Null);
+        let (Some(seen), Some(since), Some(max_age)) = (
+            v["seen"].as_array(),
+            v["since"].as_i64(),
+            v["max_age"].as_i64(),
+        ) else {
+            return failed(format!(
+                "the rendezvous {shown} answered without `seen`, `since` and `max_age`: not a rendezvous"
+            ));
+        };
+        // Nothing seen proves nothing if the rendezvous could not have
+        // remembered it: started after run A tried, or forgotten since.
+        if seen.is_empty()
+            && let Some(at) = at
+        {
+            if since > at {
+                return failed(format!(
+                    "the rendezvous {shown} restarted after run A tried (it remembers nothing from before): no full look"
+                ));
+            }
+            if crate::sys::now_coarse().0 - at >= max_age {
+                return failed(format!(
+                    "run A tried more than the rendezvous's {max_age} s ago: it has forgotten since"
+                ));
+            }
+        }
+        match seen.first() {
+            Some(a) => RecoverOutcome::Found {
+                detail: format!(
+                    "the rendezvous received the nonce ({} at {})",
+                    escape::line(a["carrier"].as_str().unwrap_or("?")),
+                    escape::line(a["at"].as_str().unwrap_or("?"))
+                ),
+            },
+            None => RecoverOutcome::NotFound {
+                detail: format!("the rendezvous {shown} never received the nonce"),
+            },
+        }
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        match carrier {
+            "https-proxy" if self.s.proxy.is_none() => {
+                Some("no HTTPS_PROXY or HTTP_PROXY is set: there is no proxy to go through".into())
+            }
+            "dns-query" | "dns-direct" if self.s.dns_zone.is_none() => Some(
+                "no `dns-zone` in the config: the rendezvous answers DNS only for its zone".into(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        _created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        // Nothing is created that outlives the rendezvous's memory: there
+        // is no journal entry to make.
+        self.deliver(ctx, job)
+    }
+
+    fn recover(
+        &self,
+        _ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        _notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        wanted
+            .iter()
+            .map(|w| {
+                // A plant's needle says when run A tried; a needle derived
+                // in a later job (no receipt) is the nonce alone.
+                let (nonce, at) = match w.needle.get("nonce") {
+                    Some(n) => (n.clone(), w.needle.get("at").and_then(Value::as_i64)),
+                    None => (w.needle.clone(), None),
+                };
+                match serde_json::from_value::<crate::nonce::Nonce>(nonce) {
+                    Ok(n) => self.seen(&n.hex(), at),
+                    Err(_) => RecoverOutcome::Failed {
+                        reason: "the plant's needle is not a nonce".into(),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+        Ok(vec![])
+    }
+
+    fn cleanup(&self, _entry: &Value) -> CleanupOutcome {
+        CleanupOutcome::Superseded
+    }
+
+    fn describe(&self, _entry: &Value) -> String {
+        format!("a delivery to {}", escape::bytes(self.s.url.as_bytes()))
+    }
+}

@@ -1,0 +1,354 @@
+//! `type: network-egress` against a real `runwarden rendezvous` (the
+//! library's server on its own addresses): every carrier open to it FAILs,
+//! through a CONNECT proxy too; ports nobody listens on are PASS with what
+//! run A saw; a rendezvous run B cannot read is ERROR; no proxy and no zone
+//! are SKIPPED with why; no token or proxy password in any output. And, as
+//! root, inside a network namespace whose only way out is a veth to the
+//! rendezvous's host, with the namespace's own resolver (the rendezvous).
+
+use crate::common::*;
+use runwarden::loopback::proxy::Proxy;
+use runwarden::rendezvous::{Options, Rendezvous};
+use std::time::Duration;
+
+const TOKEN: &str = "read-token-0123456789abcdef";
+use runwarden::rendezvous::CARRIERS;
+
+fn rendezvous(ip: &str, dns: Option<&str>, tcp: bool) -> Rendezvous {
+    Rendezvous::start(&Options {
+        http: format!("{ip}:0"),
+        dns: dns.map(String::from),
+        tcp: tcp.then(|| format!("{ip}:0")),
+        zone: Some("rv.test".into()),
+        token: TOKEN.into(),
+        max_nonces: 1000,
+        max_age: Duration::from_secs(3600),
+    })
+    .unwrap()
+}
+
+/// A config for `rv` at `ip`; `ports` overrides the plain, TCP and DNS
+/// ports.
+fn config(ip: &str, rv: &Rendezvous, ports: Option<(u16, u16, u16)>, zone: bool) -> String {
+    let (plain, tcp, dns) = ports.unwrap_or((
+        rv.http_port,
+        rv.tcp_port.unwrap_or(1),
+        rv.dns_port.unwrap_or(1),
+    ));
+    format!(
+        "version: 1\nsurfaces:\n  - name: egress\n    type: network-egress\n    rendezvous: http://{ip}:{}/\n    token-env: RV_TOKEN\n    plain-port: \"{plain}\"\n    tcp-port: \"{tcp}\"\n    dns-port: \"{dns}\"\n{}",
+        rv.http_port,
+        if zone { "    dns-zone: rv.test\n" } else { "" }
+    )
+}
+
+fn verdicts(p: &Probe) -> Vec<(String, String)> {
+    CARRIERS
+        .iter()
+        .map(|c| (c.to_string(), p.verdict(&format!("egress:{c}"))))
+        .collect()
+}
+
+fn want(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    CARRIERS
+        .iter()
+        .map(|c| {
+            let v = pairs
+                .iter()
+                .find(|(k, _)| k == c)
+                .map_or("pass", |(_, v)| *v);
+            (c.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_carrier_open_to_the_rendezvous_fails_through_a_proxy_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = rendezvous("127.0.0.1", Some("127.0.0.1:0"), true);
+    let proxy = Proxy::start().unwrap();
+    let proxy_url = format!("http://agent:pr0xy-pa55word@127.0.0.1:{}", proxy.port);
+    let p = run_config(
+        dir.path(),
+        &config("127.0.0.1", &rv, None, true),
+        &[("RV_TOKEN", TOKEN), ("HTTPS_PROXY", &proxy_url)],
+        &["probe"],
+    );
+    // The machine's resolver does not send rv.test here: dns-query is
+    // closed on this host, and says what run A saw.
+    assert_eq!(
+        verdicts(&p),
+        want(&[
+            ("https-direct", "fail"),
+            ("https-proxy", "fail"),
+            ("http-plain", "fail"),
+            ("dns-direct", "fail"),
+            ("tcp-raw", "fail"),
+        ]),
+        "{}\n{}",
+        p.stdout,
+        p.stderr
+    );
+    assert_eq!(p.code, 1);
+    assert!(
+        p.finding("egress:https-proxy")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("through the proxy"),
+        "{}",
+        p.report
+    );
+    let report = p.report.to_string();
+    for secret in [TOKEN, "pr0xy-pa55word"] {
+        assert!(
+            !p.stdout.contains(secret) && !p.stderr.contains(secret) && !report.contains(secret),
+            "{secret} printed"
+        );
+    }
+}
+
+#[test]
+fn ports_nobody_listens_on_pass_with_what_run_a_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = rendezvous("127.0.0.1", None, false);
+    // Three ports nobody listens on.
+    use crate::common::registries::free_port;
+    let (plain, tcp, dns) = (free_port(), free_port(), free_port());
+    let p = run_config(
+        dir.path(),
+        &config("127.0.0.1", &rv, Some((plain, tcp, dns)), true),
+        &[("RV_TOKEN", TOKEN)],
+        &["probe"],
+    );
+    assert_eq!(
+        verdicts(&p),
+        want(&[("https-direct", "fail"), ("https-proxy", "skipped")]),
+        "{}",
+        p.stdout
+    );
+    for c in ["http-plain", "tcp-raw", "dns-direct"] {
+        let d = p.finding(&format!("egress:{c}"))["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            d.contains("never received") && d.contains("connection refused"),
+            "{c}: {d}"
+        );
+    }
+}
+
+#[test]
+fn a_rendezvous_run_b_cannot_read_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = rendezvous("127.0.0.1", None, true);
+    let cfg = config("127.0.0.1", &rv, None, false);
+    // A token that is not the rendezvous's.
+    let p = run_config(
+        dir.path(),
+        &cfg,
+        &[("RV_TOKEN", "not-the-token-at-all")],
+        &["probe"],
+    );
+    let d = p.finding("egress:tcp-raw")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(p.verdict("egress:tcp-raw"), "error", "{d}");
+    assert!(d.contains("refused run B's read token"), "{d}");
+    // No token at all.
+    let p = run_config(dir.path(), &cfg, &[], &["probe"]);
+    assert_eq!(p.verdict("egress:tcp-raw"), "error");
+    // Gone: nothing to ask.
+    drop(rv);
+    let p = run_config(dir.path(), &cfg, &[("RV_TOKEN", TOKEN)], &["probe"]);
+    let d = p.finding("egress:https-direct")["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(p.verdict("egress:https-direct"), "error", "{d}");
+    assert!(d.contains("cannot reach the rendezvous"), "{d}");
+    assert_eq!(p.code, 1);
+}
+
+#[test]
+fn no_proxy_and_no_zone_are_skipped_with_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = rendezvous("127.0.0.1", None, true);
+    let p = run_config(
+        dir.path(),
+        &config("127.0.0.1", &rv, None, false),
+        &[("RV_TOKEN", TOKEN)],
+        &["probe"],
+    );
+    for (c, why) in [
+        ("https-proxy", "no HTTPS_PROXY"),
+        ("dns-query", "dns-zone"),
+        ("dns-direct", "dns-zone"),
+    ] {
+        assert_eq!(p.verdict(&format!("egress:{c}")), "skipped");
+        assert!(
+            p.finding(&format!("egress:{c}"))["detail"]
+                .as_str()
+                .unwrap()
+                .contains(why)
+        );
+    }
+}
+
+/// A network namespace joined to this one by a veth pair, removed on drop.
+struct Netns {
+    name: String,
+    host_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let st = std::process::Command::new("ip")
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(st.success(), "ip {args:?}");
+}
+
+impl Netns {
+    fn new() -> Netns {
+        let id = std::process::id() % 10_000;
+        let name = format!("rw-egress-{id}");
+        let (h, n) = (format!("rwh{id}"), format!("rwn{id}"));
+        let net = format!("10.{}.{}", 100 + id / 250 % 100, id % 250);
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        ip(&["netns", "add", &name]);
+        ip(&["link", "add", &h, "type", "veth", "peer", "name", &n]);
+        ip(&["link", "set", &n, "netns", &name]);
+        ip(&["addr", "add", &format!("{net}.1/24"), "dev", &h]);
+        ip(&["link", "set", &h, "up"]);
+        ip(&[
+            "netns",
+            "exec",
+            &name,
+            "ip",
+            "addr",
+            "add",
+            &format!("{net}.2/24"),
+            "dev",
+            &n,
+        ]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", &n, "up"]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
+        // `ip netns exec` mounts /etc/netns/NAME/resolv.conf over the
+        // namespace's /etc/resolv.conf: its system resolver.
+        let etc = format!("/etc/netns/{name}");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(
+            format!("{etc}/resolv.conf"),
+            format!("nameserver {net}.1\n"),
+        )
+        .unwrap();
+        Netns {
+            name,
+            host_ip: format!("{net}.1"),
+        }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
+    }
+}
+
+#[test]
+fn inside_a_namespace_whose_only_way_out_is_the_rendezvous_host() {
+    if !needs_root("network namespaces") {
+        return;
+    }
+    let ns = Netns::new();
+    // DNS on port 53 of the host's end: the namespace's resolver is the
+    // rendezvous itself, so a lookup through it delivers.
+    let rv = rendezvous(&ns.host_ip, Some(&format!("{}:53", ns.host_ip)), true);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("runwarden.yml");
+    std::fs::write(&cfg, config(&ns.host_ip, &rv, None, true)).unwrap();
+    let report = dir.path().join("report.json");
+    let mut c = std::process::Command::new("ip");
+    strip_runner_env(&mut c);
+    let out = c
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            env!("CARGO_BIN_EXE_runwarden"),
+            "probe",
+            "--config",
+        ])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .env("RV_TOKEN", TOKEN)
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    let p = finish(out, &report);
+    assert_eq!(
+        verdicts(&p),
+        want(&[
+            ("https-direct", "fail"),
+            ("https-proxy", "skipped"),
+            ("http-plain", "fail"),
+            ("dns-query", "fail"),
+            ("dns-direct", "fail"),
+            ("tcp-raw", "fail"),
+        ]),
+        "{}\n{}",
+        p.stdout,
+        p.stderr
+    );
+    // The namespace has no other way out: a rendezvous address outside
+    // it is unreachable from there.
+    drop(rv);
+}
+
+#[test]
+fn a_rendezvous_restarted_after_the_plant_is_no_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let rv = rendezvous("127.0.0.1", None, true);
+    let (http, tcp) = (rv.http_port, rv.tcp_port.unwrap());
+    // Closed ports for the rest: nothing arrives, so only the restart
+    // can tell a look from no look.
+    let cfg = config("127.0.0.1", &rv, Some((1, tcp, 1)), false);
+    let env = [("RV_TOKEN", TOKEN)];
+    let p = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "egress-1"]);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    // The same addresses, a new instance that remembers nothing.
+    drop(rv);
+    std::thread::sleep(Duration::from_millis(1100));
+    let _rv = Rendezvous::start(&Options {
+        http: format!("127.0.0.1:{http}"),
+        dns: None,
+        tcp: Some(format!("127.0.0.1:{tcp}")),
+        zone: None,
+        token: TOKEN.into(),
+        max_nonces: 10,
+        max_age: Duration::from_secs(3600),
+    })
+    .unwrap();
+    let p = run_config(
+        dir.path(),
+        &cfg,
+        &env,
+        &["recover", "--probe-id", "egress-1"],
+    );
+    for c in ["http-plain", "tcp-raw"] {
+        let d = p.finding(&format!("egress:{c}"))["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(p.verdict(&format!("egress:{c}")), "error", "{d}");
+        assert!(d.contains("restarted"), "{d}");
+    }
+}
