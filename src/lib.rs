@@ -32,6 +32,7 @@ pub mod scan;
 pub mod signals;
 pub mod surface;
 pub mod sys;
+pub mod timed;
 pub mod timefmt;
 pub mod verdict;
 pub mod watch;

@@ -1,11 +1,13 @@
 //! Just enough DNS (RFC 1035) for nonce deliveries: a query's one
 //! question, read without following compression (a question never needs
-//! it); an answer that is the query's header and question with another
-//! code, never larger than the query; and a query to send.
+//! it); an answer that is the query's header and question with a code and
+//! no records, never larger than the query; and a query to send.
 
-/// Response codes used.
-pub const NXDOMAIN: u8 = 3;
-pub const REFUSED: u8 = 5;
+/// The response code used: every name in the zone "exists" with no
+/// records (NODATA), so that a resolver minimising its questions (RFC
+/// 7816) goes on to ask the full name, which an NXDOMAIN higher up would
+/// stop (RFC 8020).
+pub const NOERROR: u8 = 0;
 
 /// A query's one question.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,10 +127,10 @@ mod tests {
         assert_eq!(parsed.name, format!("{nonce}.d.rv.example.org"));
         let (n, c) = delivery(&parsed.name, "rv.example.org").unwrap();
         assert_eq!((n[0], c), (0x00, "dns-direct"));
-        let a = answer(&q, &parsed, NXDOMAIN);
+        let a = answer(&q, &parsed, NOERROR);
         assert!(a.len() < q.len());
         assert_eq!(&a[..2], &[0, 7]);
-        assert_eq!(a[3] & 0x0f, NXDOMAIN);
+        assert_eq!(a[3] & 0x0f, NOERROR);
         // Not a delivery, not a query, a compression pointer: nothing.
         assert!(delivery("x.d.rv.example.org", "rv.example.org").is_none());
         let mut resp = q.clone();

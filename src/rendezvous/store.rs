@@ -19,10 +19,25 @@ pub struct Arrival {
 
 pub struct Store {
     by_nonce: HashMap<[u8; 16], Vec<Arrival>>,
-    /// Nonces in the order they first arrived, with when.
-    order: VecDeque<([u8; 16], Instant)>,
+    /// Nonces in the order they first arrived, with when (and when, in
+    /// Unix milliseconds).
+    order: VecDeque<([u8; 16], Instant, i64)>,
     max: usize,
     max_age: Duration,
+    /// When the newest nonce dropped for space had first arrived (Unix
+    /// ms): a reader whose nonce may have come after it cannot trust a
+    /// miss (someone may have flooded the store).
+    pub evicted_ms: Option<i64>,
+    /// When a delivery was last turned away unread (all workers busy, Unix
+    /// ms): the same for a miss after it.
+    pub dropped_ms: Option<i64>,
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Store {
@@ -32,12 +47,14 @@ impl Store {
             order: VecDeque::new(),
             max: max.max(1),
             max_age,
+            evicted_ms: None,
+            dropped_ms: None,
         }
     }
 
     /// Forgets what is older than `max_age`.
     fn expire(&mut self, now: Instant) {
-        while let Some((n, t)) = self.order.front() {
+        while let Some((n, t, _)) = self.order.front() {
             if now.duration_since(*t) <= self.max_age {
                 break;
             }
@@ -51,11 +68,12 @@ impl Store {
         self.expire(now);
         if !self.by_nonce.contains_key(&nonce) {
             if self.order.len() >= self.max
-                && let Some((old, _)) = self.order.pop_front()
+                && let Some((old, _, first_ms)) = self.order.pop_front()
             {
                 self.by_nonce.remove(&old);
+                self.evicted_ms = Some(first_ms);
             }
-            self.order.push_back((nonce, now));
+            self.order.push_back((nonce, now, now_ms()));
         }
         let arrivals = self.by_nonce.entry(nonce).or_default();
         if arrivals.len() < MAX_ARRIVALS && !arrivals.iter().any(|a| a.carrier == carrier) {
@@ -69,6 +87,11 @@ impl Store {
     pub fn seen(&mut self, nonce: &[u8; 16]) -> Vec<Arrival> {
         self.expire(Instant::now());
         self.by_nonce.get(nonce).cloned().unwrap_or_default()
+    }
+
+    /// A delivery turned away unread.
+    pub fn dropped(&mut self) {
+        self.dropped_ms = Some(now_ms());
     }
 
     /// How many nonces it holds.
@@ -93,6 +116,7 @@ mod tests {
             s.record([i; 16], "tcp-raw");
         }
         assert_eq!(s.len(), 3);
+        assert!(s.evicted_ms.is_some());
         assert!(s.seen(&[0; 16]).is_empty());
         assert_eq!(s.seen(&[9; 16]).len(), 1);
         let mut s = Store::new(10, Duration::ZERO);

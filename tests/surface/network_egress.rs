@@ -15,7 +15,7 @@ const TOKEN: &str = "read-token-0123456789abcdef";
 use runwarden::rendezvous::CARRIERS;
 
 fn rendezvous(ip: &str, dns: Option<&str>, tcp: bool) -> Rendezvous {
-    Rendezvous::start(&Options {
+    let r = Rendezvous::start(&Options {
         http: format!("{ip}:0"),
         dns: dns.map(String::from),
         tcp: tcp.then(|| format!("{ip}:0")),
@@ -24,7 +24,12 @@ fn rendezvous(ip: &str, dns: Option<&str>, tcp: bool) -> Rendezvous {
         max_nonces: 1000,
         max_age: Duration::from_secs(3600),
     })
-    .unwrap()
+    .unwrap();
+    // A rendezvous that started as run A tried may have restarted in
+    // between, as far as run B can tell (give or take its read's round
+    // trip, long on a loaded machine): let it have been up a while.
+    std::thread::sleep(Duration::from_millis(1500));
+    r
 }
 
 /// A config for `rv` at `ip`; `ports` overrides the plain, TCP and DNS
@@ -36,7 +41,7 @@ fn config(ip: &str, rv: &Rendezvous, ports: Option<(u16, u16, u16)>, zone: bool)
         rv.dns_port.unwrap_or(1),
     ));
     format!(
-        "version: 1\nsurfaces:\n  - name: egress\n    type: network-egress\n    rendezvous: http://{ip}:{}/\n    token-env: RV_TOKEN\n    plain-port: \"{plain}\"\n    tcp-port: \"{tcp}\"\n    dns-port: \"{dns}\"\n{}",
+        "version: 1\nsurfaces:\n  - name: egress\n    type: network-egress\n    rendezvous: http://{ip}:{}/\n    allow-http: true\n    token-env: RV_TOKEN\n    plain-port: \"{plain}\"\n    tcp-port: \"{tcp}\"\n    dns-port: \"{dns}\"\n{}",
         rv.http_port,
         if zone { "    dns-zone: rv.test\n" } else { "" }
     )
@@ -351,4 +356,101 @@ fn a_rendezvous_restarted_after_the_plant_is_no_pass() {
         assert_eq!(p.verdict(&format!("egress:{c}")), "error", "{d}");
         assert!(d.contains("restarted"), "{d}");
     }
+}
+
+#[test]
+fn an_answer_that_is_not_the_rendezvous_is_an_error_and_so_is_a_flood() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 80 of a host that redirects everything (as a TLS proxy's plain
+    // port does by default): egress works, but no rendezvous heard it.
+    let redirect = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = redirect.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in redirect.incoming().flatten() {
+            // The whole request head, then the redirect.
+            let mut head = Vec::new();
+            let mut buf = [0u8; 256];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = c.write_all(b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://rv/\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let rv = Rendezvous::start(&Options {
+        http: "127.0.0.1:0".into(),
+        dns: None,
+        tcp: Some("127.0.0.1:0".into()),
+        zone: None,
+        token: TOKEN.into(),
+        max_nonces: 10,
+        max_age: Duration::from_secs(3600),
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let cfg = config(
+        "127.0.0.1",
+        &rv,
+        Some((port, rv.tcp_port.unwrap(), 1)),
+        false,
+    );
+    let env = [("RV_TOKEN", TOKEN)];
+    // The plant of http-plain failed: the receipt says so.
+    let p = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "egress-2"]);
+    assert!(p.stderr.contains("wrote the receipt"), "{}", p.stderr);
+    // Someone floods the rendezvous, which keeps 10 nonces.
+    for i in 0..50u32 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", rv.http_port)).unwrap();
+        use std::io::{Read, Write};
+        write!(s, "GET /d/tcp-raw/{i:032x} HTTP/1.1\r\nHost: rv\r\n\r\n").unwrap();
+        let _ = s.read(&mut [0u8; 256]);
+    }
+    let p = run_config(
+        dir.path(),
+        &cfg,
+        &env,
+        &["recover", "--probe-id", "egress-2"],
+    );
+    let detail = |c: &str| {
+        p.finding(&format!("egress:{c}"))["detail"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(p.verdict("egress:http-plain"), "error");
+    assert!(
+        detail("http-plain").contains("HTTP 308"),
+        "{}",
+        detail("http-plain")
+    );
+    // tcp-raw's nonce was delivered, then pushed out by the flood: no
+    // PASS for a miss the rendezvous cannot vouch for.
+    assert_eq!(
+        p.verdict("egress:tcp-raw"),
+        "error",
+        "{}",
+        detail("tcp-raw")
+    );
+    assert!(
+        detail("tcp-raw").contains("dropped nonces for space"),
+        "{}",
+        detail("tcp-raw")
+    );
+}
+
+#[test]
+fn a_plain_http_rendezvous_needs_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("runwarden.yml");
+    std::fs::write(
+        &cfg,
+        "version: 1\nsurfaces:\n  - name: egress\n    type: network-egress\n    rendezvous: http://rv.example.org/\n    token-env: RV_TOKEN\n",
+    )
+    .unwrap();
+    let out = bin().arg("check-config").arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allow-http"));
 }

@@ -1,18 +1,32 @@
-//! Run A: one delivery attempt per carrier, each bounded by [`TIMEOUT`]
-//! per step. Whatever the attempt came to, the carrier is planted: the
-//! detail says what run A saw (delivered, refused, reset, timed out), and
-//! run B's question to the rendezvous decides the verdict, since a
-//! connection that seemed to fail may still have delivered.
+//! Run A: one delivery attempt per carrier, the whole of it within
+//! [`DEADLINE`]. What the network answered (delivered, refused, reset,
+//! timed out, unreachable) plants the carrier, with what run A saw in the
+//! detail: run B's question to the rendezvous decides the verdict, since a
+//! connection that seemed to fail may still have delivered. What says
+//! nothing about the network (a proxy variable that is no URL, no root
+//! certificates, a name that does not resolve here, an answer that is not
+//! the rendezvous's) is a plant that failed: ERROR, never a PASS.
 
 use super::*;
 use crate::rendezvous::dns;
+use crate::timed::Timed;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long each step of an attempt (resolve and connect, send, answer)
-/// may take.
-const TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one attempt may take, all of it (resolving, connecting, the
+/// proxy, TLS, the request and its answer).
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// What an attempt came to.
+enum Attempt {
+    /// The network's answer, whatever it was: the carrier is planted.
+    Network(String),
+    /// Nothing that says anything about the network: the plant failed.
+    Local(String),
+}
+
+use Attempt::{Local, Network};
 
 /// What a network error means, for the detail.
 fn what(e: &io::Error) -> String {
@@ -22,59 +36,78 @@ fn what(e: &io::Error) -> String {
             "connection reset".into()
         }
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
-            format!("timed out after {} s", TIMEOUT.as_secs())
+            format!("timed out (within {} s)", DEADLINE.as_secs())
         }
         _ => crate::redact::text(&e.to_string()),
     }
 }
 
-/// Resolves `host:port` and connects to the first address that answers.
-fn connect(host: &str, port: u16) -> io::Result<TcpStream> {
-    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
-    for a in addrs {
-        match TcpStream::connect_timeout(&a, TIMEOUT) {
-            Ok(s) => {
-                s.set_read_timeout(Some(TIMEOUT))?;
-                s.set_write_timeout(Some(TIMEOUT))?;
-                return Ok(s);
+/// Every address of `host:port`; a name that does not resolve here says
+/// nothing about what the network lets out (give an address).
+fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Attempt> {
+    match (host, port).to_socket_addrs() {
+        Ok(a) => {
+            let all: Vec<SocketAddr> = a.collect();
+            if all.is_empty() {
+                Err(Local(format!("{} has no address here", escape::line(host))))
+            } else {
+                Ok(all)
             }
-            Err(e) => last = e,
         }
+        Err(e) => Err(Local(format!(
+            "{} does not resolve here ({}): the carrier cannot be tried; name the rendezvous by its address",
+            escape::line(host),
+            what(&e)
+        ))),
     }
-    Err(last)
 }
 
-/// One HTTP/1.1 GET of `target` over `stream`; the answer's status.
-fn get(stream: &mut dyn ReadWrite, host: &str, target: &str) -> io::Result<u16> {
-    write!(
-        stream,
-        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: runwarden\r\nConnection: close\r\n\r\n"
-    )?;
-    stream.flush()?;
-    status_line(stream)
-}
-
-/// The status of an HTTP answer's first line (at most 1 KiB read).
-fn status_line(stream: &mut dyn ReadWrite) -> io::Result<u16> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while buf.len() < 1024 && !buf.ends_with(b"\r\n") {
-        if stream.read(&mut byte)? == 0 {
+/// Connects to the first address of `host:port` that answers, within
+/// what is left of `until`.
+fn connect(host: &str, port: u16, until: Instant) -> Result<Timed, Attempt> {
+    let mut last = None;
+    for a in resolve(host, port)? {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             break;
         }
-        buf.push(byte[0]);
+        match TcpStream::connect_timeout(&a, left) {
+            Ok(s) => return Ok(Timed::new(s, left)),
+            Err(e) => last = Some(what(&e)),
+        }
     }
-    let line = String::from_utf8_lossy(&buf);
+    Err(Network(last.unwrap_or_else(|| {
+        format!("timed out (within {} s)", DEADLINE.as_secs())
+    })))
+}
+
+/// The status of an HTTP answer (its head read within the stream's
+/// deadline, at most 4 KiB).
+fn status(stream: &mut impl Read) -> io::Result<u16> {
+    let head = crate::timed::read_head(stream, 4096)?.unwrap_or_default();
+    let line = String::from_utf8_lossy(&head);
     line.split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| io::Error::other("no HTTP answer"))
 }
 
-/// A byte stream both ways (TCP, TLS over TCP).
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
+/// One GET of `target`; the rendezvous answers a delivery 204, and any
+/// other answer is something else's (a redirect, a block page).
+fn deliver_get(stream: &mut (impl Read + Write), host: &str, target: &str, via: &str) -> Attempt {
+    let sent = write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: runwarden\r\nConnection: close\r\n\r\n"
+    )
+    .and_then(|()| stream.flush());
+    match sent.and_then(|()| status(stream)) {
+        Ok(204) => Network(format!("delivered (HTTP 204{via})")),
+        Ok(s) => Local(format!(
+            "answered HTTP {s}{via}, not the rendezvous's 204: something else answers there (a redirect, a block page): point the config at the rendezvous itself"
+        )),
+        Err(e) => Network(format!("{}{via}", what(&e))),
+    }
+}
 
 /// A proxy URL's host, port and `user:password`.
 struct ProxyUrl {
@@ -84,17 +117,30 @@ struct ProxyUrl {
 }
 
 fn parse_proxy(url: &str) -> Option<ProxyUrl> {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let rest = match url.split_once("://") {
+        Some(("http", r)) => r,
+        Some(_) => return None,
+        None => url,
+    };
     let authority = rest.split('/').next()?;
     let (userinfo, hostport) = match authority.rsplit_once('@') {
         Some((u, h)) => (Some(crate::loopback::percent_decode(u)), h),
         None => (None, authority),
     };
-    let (host, port) = match hostport.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, p.parse().ok()?),
-        _ => (hostport, 80),
+    let (host, port) = match hostport.strip_prefix('[') {
+        Some(v6) => {
+            let (h, rest) = v6.split_once(']')?;
+            (
+                h,
+                rest.strip_prefix(':')
+                    .map_or(Some(80), |p| p.parse().ok())?,
+            )
+        }
+        None => match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse().ok()?),
+            None => (hostport, 80),
+        },
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
     (!host.is_empty()).then(|| ProxyUrl {
         host: host.to_string(),
         port,
@@ -112,107 +158,141 @@ fn url_port(url: &str, https: bool) -> u16 {
 }
 
 /// TLS over `tcp` to `host`, with the OS's root certificates.
-fn tls(tcp: TcpStream, host: &str) -> io::Result<Box<dyn ReadWrite>> {
+fn tls(
+    tcp: Timed,
+    host: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, Timed>, Attempt> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(Local(
+            "no root certificates on this runner: TLS cannot be tried".into(),
+        ));
     }
     let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(io::Error::other)?
+    .map_err(|e| Local(e.to_string()))?
     .with_root_certificates(roots)
     .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|e| io::Error::other(e.to_string()))?;
+        .map_err(|e| Local(e.to_string()))?;
     let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
-        .map_err(io::Error::other)?;
-    Ok(Box::new(rustls::StreamOwned::new(conn, tcp)))
+        .map_err(|e| Local(e.to_string()))?;
+    Ok(rustls::StreamOwned::new(conn, tcp))
 }
 
 impl Instance {
     /// The resolver a lookup goes to: the control's own, else the first
     /// `nameserver` of /etc/resolv.conf (what the system resolver asks).
-    fn resolver(&self) -> Result<SocketAddr, String> {
+    fn resolver(&self) -> Result<SocketAddr, Attempt> {
         if let Some(r) = &self.s.resolver {
-            return r.parse().map_err(|_| format!("bad resolver {r}"));
+            return r.parse().map_err(|_| Local(format!("bad resolver {r}")));
         }
         let conf = std::fs::read_to_string("/etc/resolv.conf")
-            .map_err(|e| format!("no system resolver: /etc/resolv.conf: {e}"))?;
+            .map_err(|e| Local(format!("no system resolver: /etc/resolv.conf: {e}")))?;
         conf.lines()
             .filter_map(|l| l.trim().strip_prefix("nameserver"))
             .filter_map(|a| a.trim().parse::<std::net::IpAddr>().ok())
             .map(|ip| SocketAddr::new(ip, 53))
             .next()
-            .ok_or_else(|| "no system resolver: /etc/resolv.conf names no nameserver".into())
+            .ok_or_else(|| Local("no system resolver: /etc/resolv.conf names no nameserver".into()))
     }
 
-    pub(super) fn deliver(&self, _ctx: &RunCtx<'_>, job: &PlantJob) -> PlantOutcome {
+    pub(super) fn deliver(&self, job: &PlantJob) -> PlantOutcome {
         let hex = job.nonce.hex();
-        let path = format!("d/{}/{hex}", job.carrier);
+        // When run A began to try, before anything could arrive: run B
+        // checks the rendezvous remembered from before then.
+        let at_ms = crate::rendezvous::store::now_ms();
+        let until = Instant::now() + DEADLINE;
+        let target = format!("/d/{}/{hex}", job.carrier);
+        let host = self.s.host.as_str();
         let attempt = match job.carrier.as_str() {
-            "https-direct" => self.direct(&path),
-            "http-plain" => connect(&self.s.host, self.s.plain_port)
-                .and_then(|mut s| get(&mut s, &self.s.host, &format!("/{path}")))
-                .map(|st| format!("HTTP {st} from port {}", self.s.plain_port))
-                .map_err(|e| what(&e)),
-            "https-proxy" => self.through_proxy(&path),
-            "tcp-raw" => connect(&self.s.host, self.s.tcp_port)
-                .and_then(|mut s| {
-                    s.write_all(format!("runwarden tcp-raw {hex}\n").as_bytes())?;
-                    s.shutdown(std::net::Shutdown::Write)
-                })
-                .map(|()| format!("sent on port {}", self.s.tcp_port))
-                .map_err(|e| what(&e)),
-            "dns-query" => match self.resolver() {
-                Ok(r) => self.lookup(r, &hex, "q"),
-                Err(e) => return PlantOutcome::Failed { reason: e },
+            "https-direct" => self.direct(&target),
+            "http-plain" => match connect(host, self.s.plain_port, until) {
+                Ok(mut s) => deliver_get(
+                    &mut s,
+                    host,
+                    &target,
+                    &format!(", port {}", self.s.plain_port),
+                ),
+                Err(a) => a,
             },
-            "dns-direct" => match (self.s.host.as_str(), self.s.dns_port).to_socket_addrs() {
-                Ok(mut a) => match a.next() {
-                    Some(addr) => self.lookup(addr, &hex, "d"),
-                    None => Err("the rendezvous's name has no address".into()),
+            "https-proxy" => self.through_proxy(&target, until),
+            "tcp-raw" => match connect(host, self.s.tcp_port, until) {
+                Ok(mut s) => match s
+                    .write_all(format!("runwarden tcp-raw {hex}\n").as_bytes())
+                    .and_then(|()| s.stream.shutdown(std::net::Shutdown::Write))
+                {
+                    Ok(()) => Network(format!("sent on port {}", self.s.tcp_port)),
+                    Err(e) => Network(what(&e)),
                 },
-                Err(e) => Err(what(&e)),
+                Err(a) => a,
             },
-            other => {
-                return PlantOutcome::Failed {
-                    reason: format!("not a carrier of network-egress: {}", escape::line(other)),
-                };
-            }
+            "dns-query" => match self.resolver() {
+                Ok(r) => self.lookup(&[r], &hex, "q", until),
+                Err(a) => a,
+            },
+            "dns-direct" => match resolve(host, self.s.dns_port) {
+                Ok(addrs) => self.lookup(&addrs, &hex, "d", until),
+                Err(a) => a,
+            },
+            other => Local(format!(
+                "not a carrier of network-egress: {}",
+                escape::line(other)
+            )),
         };
-        // When run A tried: run B must know the rendezvous remembered
-        // from before then (no restart since, no expiry).
-        PlantOutcome::Planted {
-            needle: serde_json::json!({ "nonce": hex, "at": crate::sys::now_coarse().0 }),
-            persistence: None,
-            detail: match attempt {
-                Ok(d) => format!("run A's attempt: {d}"),
-                Err(d) => format!("run A's attempt: {d}"),
+        match attempt {
+            Network(d) => PlantOutcome::Planted {
+                needle: serde_json::json!({ "nonce": hex, "at_ms": at_ms }),
+                persistence: None,
+                detail: format!("run A's attempt: {d}"),
             },
+            Local(reason) => PlantOutcome::Failed { reason },
         }
     }
 
     /// Straight to the rendezvous URL, with no proxy (the HTTP client
     /// never reads the proxy variables).
-    fn direct(&self, path: &str) -> Result<String, String> {
-        let client = self.client.get()?;
-        let url = format!("{}{path}", self.s.url);
-        client
-            .send(&Request::new(Method::GET, &url))
-            .map(|r| format!("HTTP {}", r.status))
-            .map_err(|f| f.to_string())
+    fn direct(&self, target: &str) -> Attempt {
+        let https = self.s.url.starts_with("https://");
+        if let Err(a) = resolve(&self.s.host, url_port(&self.s.url, https)) {
+            return a;
+        }
+        let client = match self.client.get() {
+            Ok(c) => c,
+            Err(e) => return Local(e),
+        };
+        let url = format!("{}{}", self.s.url, target.trim_start_matches('/'));
+        match client.send(&Request::new(Method::GET, &url)) {
+            Ok(r) if r.status == 204 => Network("delivered (HTTP 204)".into()),
+            Ok(r) => Local(format!(
+                "the rendezvous URL answered HTTP {}, not the rendezvous's 204: something else answers there",
+                r.status
+            )),
+            Err(f) => Network(f.to_string()),
+        }
     }
 
     /// Through the proxy: CONNECT to the rendezvous, then (for an https
     /// URL) TLS, then the request.
-    fn through_proxy(&self, path: &str) -> Result<String, String> {
-        let url = self.s.proxy.clone().ok_or("no proxy")?;
-        let p = parse_proxy(&url).ok_or("the proxy variable is not a URL")?;
+    fn through_proxy(&self, target: &str, until: Instant) -> Attempt {
+        let Some(url) = self.s.proxy.clone() else {
+            return Local("no proxy".into());
+        };
+        let Some(p) = parse_proxy(&url) else {
+            return Local("the proxy variable is not an http:// proxy URL".into());
+        };
         let https = self.s.url.starts_with("https://");
         let port = url_port(&self.s.url, https);
-        let mut tcp = connect(&p.host, p.port).map_err(|e| format!("the proxy: {}", what(&e)))?;
+        let mut tcp = match connect(&p.host, p.port, until) {
+            Ok(t) => t,
+            Err(Network(d)) => return Network(format!("the proxy: {d}")),
+            Err(a) => return a,
+        };
         let auth = p
             .userinfo
             .map(|u| {
@@ -223,57 +303,72 @@ impl Instance {
                 )
             })
             .unwrap_or_default();
-        write!(
+        let h = &self.s.host;
+        let asked = write!(
             tcp,
-            "CONNECT {h}:{port} HTTP/1.1\r\nHost: {h}:{port}\r\n{auth}\r\n",
-            h = self.s.host
+            "CONNECT {h}:{port} HTTP/1.1\r\nHost: {h}:{port}\r\n{auth}\r\n"
         )
-        .map_err(|e| format!("the proxy: {}", what(&e)))?;
-        let status = status_line(&mut tcp).map_err(|e| format!("the proxy: {}", what(&e)))?;
-        // The rest of the proxy's answer, up to the blank line.
-        let mut tail = Vec::new();
-        let mut b = [0u8; 1];
-        while tail.len() < 4096 && !tail.ends_with(b"\r\n\r\n") && !tail.starts_with(b"\r\n") {
-            if tcp.read(&mut b).map_err(|e| what(&e))? == 0 {
-                break;
+        .and_then(|()| status(&mut tcp));
+        match asked {
+            Ok(200) => {}
+            Ok(s) => return Network(format!("the proxy refused the tunnel (HTTP {s})")),
+            Err(e) => return Network(format!("the proxy: {}", what(&e))),
+        }
+        if https {
+            match tls(tcp, h) {
+                Ok(mut t) => deliver_get(&mut t, h, target, " through the proxy"),
+                Err(a) => a,
             }
-            tail.push(b[0]);
-        }
-        if status != 200 {
-            return Err(format!("the proxy refused the tunnel (HTTP {status})"));
-        }
-        let mut stream: Box<dyn ReadWrite> = if https {
-            tls(tcp, &self.s.host).map_err(|e| format!("TLS through the proxy: {}", what(&e)))?
         } else {
-            Box::new(tcp)
-        };
-        get(stream.as_mut(), &self.s.host, &format!("/{path}"))
-            .map(|st| format!("HTTP {st} through the proxy"))
-            .map_err(|e| format!("through the proxy: {}", what(&e)))
+            deliver_get(&mut tcp, h, target, " through the proxy")
+        }
     }
 
-    /// One DNS query for `<hex>.<tag>.<zone>` to `server`; waits for an
-    /// answer (any: the question is the message).
-    fn lookup(&self, server: SocketAddr, hex: &str, tag: &str) -> Result<String, String> {
-        let zone = self.s.dns_zone.as_deref().ok_or("no dns-zone")?;
-        let bind = if server.is_ipv6() {
-            "[::]:0"
-        } else {
-            "0.0.0.0:0"
+    /// One DNS query for `<hex>.<tag>.<zone>` to each of `servers` in turn
+    /// until one answers (any answer: the question is the message).
+    fn lookup(&self, servers: &[SocketAddr], hex: &str, tag: &str, until: Instant) -> Attempt {
+        let Some(zone) = self.s.dns_zone.as_deref() else {
+            return Local("no dns-zone".into());
         };
-        let sock = UdpSocket::bind(bind).map_err(|e| what(&e))?;
-        sock.set_read_timeout(Some(TIMEOUT)).map_err(|e| what(&e))?;
-        let id = u16::from_be_bytes([hex.as_bytes()[0], hex.as_bytes()[1]]);
-        let q = dns::query(id, &format!("{hex}.{tag}.{zone}"));
-        // Connected: a port nobody listens on comes back as "connection
-        // refused" (ICMP), which an unconnected socket never hears.
-        sock.connect(server).map_err(|e| what(&e))?;
-        sock.send(&q).map_err(|e| what(&e))?;
-        let mut buf = [0u8; 512];
-        match sock.recv(&mut buf) {
-            Ok(n) if n >= 4 => Ok(format!("{server} answered (code {})", buf[3] & 0x0f)),
-            Ok(_) => Ok(format!("{server} answered with a short packet")),
-            Err(e) => Err(format!("{server}: {}", what(&e))),
+        let q = dns::query(
+            u16::from_be_bytes([hex.as_bytes()[0], hex.as_bytes()[1]]),
+            &format!("{hex}.{tag}.{zone}"),
+        );
+        let mut last = String::new();
+        for server in servers {
+            let bind = if server.is_ipv6() {
+                "[::]:0"
+            } else {
+                "0.0.0.0:0"
+            };
+            let sock = match UdpSocket::bind(bind) {
+                Ok(s) => s,
+                Err(e) => return Local(format!("no UDP socket here: {e}")),
+            };
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Connected: a port nobody listens on comes back as
+            // "connection refused" (ICMP), which an unconnected socket
+            // never hears.
+            let sent = sock
+                .set_read_timeout(Some(left))
+                .and_then(|()| sock.connect(server))
+                .and_then(|()| sock.send(&q));
+            if let Err(e) = sent {
+                last = format!("{server}: {}", what(&e));
+                continue;
+            }
+            let mut buf = [0u8; 512];
+            match sock.recv(&mut buf) {
+                Ok(n) if n >= 4 => {
+                    return Network(format!("{server} answered (code {})", buf[3] & 0x0f));
+                }
+                Ok(_) => return Network(format!("{server} answered with a short packet")),
+                Err(e) => last = format!("{server}: {}", what(&e)),
+            }
         }
+        Network(last)
     }
 }

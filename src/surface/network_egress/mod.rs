@@ -133,6 +133,7 @@ impl SurfaceType for NetworkEgress {
         &[
             "rendezvous",
             "token-env",
+            "allow-http",
             "dns-zone",
             "plain-port",
             "tcp-port",
@@ -155,6 +156,19 @@ impl SurfaceType for NetworkEgress {
             ));
         }
         let host = host_of(&url).ok_or_else(|| opts.error(pos, "`rendezvous`: no host"))?;
+        // Run B sends its read token there, and believes the answer: over
+        // plain HTTP anything on the way could read the one and forge the
+        // other. Loopback, or an explicit `allow-http: true` (a lab).
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !url.starts_with("https://") && !loopback && opts.bool("allow-http")? != Some(true) {
+            return Err(opts.error(
+                pos,
+                "`rendezvous`: https:// (run B sends its read token there); `allow-http: true` allows plain HTTP on purpose",
+            ));
+        }
         let Some(token_env) = super::env_name(&mut opts, "token-env")? else {
             return Err(opts.error(
                 opts.entry_pos(),
@@ -286,8 +300,9 @@ impl Instance {
     }
 
     /// What the rendezvous says arrived of one nonce, tried by run A at
-    /// `at` (Unix seconds) when the plant says.
-    fn seen(&self, hex: &str, at: Option<i64>) -> RecoverOutcome {
+    /// `at_ms` (Unix milliseconds, this machine's clock) when the plant
+    /// says.
+    fn seen(&self, hex: &str, at_ms: Option<i64>) -> RecoverOutcome {
         let failed = |reason: String| RecoverOutcome::Failed { reason };
         let token = match self.token() {
             Ok(t) => t,
@@ -299,6 +314,7 @@ impl Instance {
         };
         let url = format!("{}v1/seen/{hex}", self.s.url);
         let shown = escape::bytes(self.s.url.as_bytes());
+        let sent_ms = crate::rendezvous::store::now_ms();
         let resp = match client.send(
             &Request::new(Method::GET, &url)
                 .secret_header("authorization", format!("Bearer {token}")),
@@ -306,6 +322,7 @@ impl Instance {
             Ok(r) => r,
             Err(f) => return failed(format!("run B cannot reach the rendezvous {shown}: {f}")),
         };
+        let rtt_ms = crate::rendezvous::store::now_ms() - sent_ms;
         match resp.status {
             200 => {}
             401 => {
@@ -316,28 +333,41 @@ impl Instance {
             s => return failed(format!("the rendezvous {shown} answered HTTP {s}")),
         }
         let v = resp.json().ok().unwrap_or(Value::Null);
-        let (Some(seen), Some(since), Some(max_age)) = (
+        let num = |k: &str| v[k].as_i64();
+        let (Some(seen), Some(now_ms), Some(since_ms), Some(max_age)) = (
             v["seen"].as_array(),
-            v["since"].as_i64(),
-            v["max_age"].as_i64(),
+            num("now_ms"),
+            num("since_ms"),
+            num("max_age"),
         ) else {
             return failed(format!(
-                "the rendezvous {shown} answered without `seen`, `since` and `max_age`: not a rendezvous"
+                "the rendezvous {shown} answered without `seen`, `now_ms`, `since_ms` and `max_age`: not a rendezvous"
             ));
         };
-        // Nothing seen proves nothing if the rendezvous could not have
-        // remembered it: started after run A tried, or forgotten since.
-        if seen.is_empty()
-            && let Some(at) = at
-        {
-            if since > at {
+        if let (true, Some(at_ms)) = (seen.is_empty(), at_ms) {
+            // Run A's attempt on the rendezvous's clock: the two clocks'
+            // difference as this read saw it, give or take its round trip.
+            let margin = rtt_ms + 250;
+            let at = at_ms + (now_ms - (sent_ms + rtt_ms / 2));
+            let doubt = if since_ms >= at - margin {
+                Some("restarted after run A tried (it remembers nothing from before)".to_string())
+            } else if now_ms - at >= max_age * 1000 - 60_000 {
+                Some(format!(
+                    "keeps nonces {max_age} s, and run A tried about that long ago"
+                ))
+            } else if num("evicted_ms").is_some_and(|e| e >= at - margin) {
+                Some("dropped nonces for space since run A tried (a flood?)".to_string())
+            } else if num("dropped_ms").is_some_and(|d| d >= at - margin) {
+                Some(
+                    "turned deliveries away unread since run A tried (all its workers busy)"
+                        .to_string(),
+                )
+            } else {
+                None
+            };
+            if let Some(why) = doubt {
                 return failed(format!(
-                    "the rendezvous {shown} restarted after run A tried (it remembers nothing from before): no full look"
-                ));
-            }
-            if crate::sys::now_coarse().0 - at >= max_age {
-                return failed(format!(
-                    "run A tried more than the rendezvous's {max_age} s ago: it has forgotten since"
+                    "the rendezvous {shown} {why}: not finding the nonce proves nothing"
                 ));
             }
         }
@@ -377,7 +407,8 @@ impl Surface for Instance {
     ) -> PlantOutcome {
         // Nothing is created that outlives the rendezvous's memory: there
         // is no journal entry to make.
-        self.deliver(ctx, job)
+        let _ = ctx;
+        self.deliver(job)
     }
 
     fn recover(
@@ -392,7 +423,7 @@ impl Surface for Instance {
                 // A plant's needle says when run A tried; a needle derived
                 // in a later job (no receipt) is the nonce alone.
                 let (nonce, at) = match w.needle.get("nonce") {
-                    Some(n) => (n.clone(), w.needle.get("at").and_then(Value::as_i64)),
+                    Some(n) => (n.clone(), w.needle.get("at_ms").and_then(Value::as_i64)),
                     None => (w.needle.clone(), None),
                 };
                 match serde_json::from_value::<crate::nonce::Nonce>(nonce) {
