@@ -138,21 +138,6 @@ pub trait SurfaceType: Sync {
     ) -> Result<Value, String> {
         Ok(Value::String(nonce.hex()))
     }
-    /// Watch mode: the carriers a change the watched command made here
-    /// would carry (see `runwarden watch`). None by default: a type
-    /// without a snapshot has no changes to attribute.
-    /// Watch mode: why a snapshot cannot see what this carrier carries,
-    /// for carriers it cannot (SKIPPED in watch mode with the reason).
-    fn unwatched(&self, _carrier: &str) -> Option<&'static str> {
-        None
-    }
-    fn carriers_of(
-        &self,
-        _change: &crate::watch::diff::Change,
-        _before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        vec![]
-    }
 }
 
 /// A control instance: its settings, and whatever must stay alive while
@@ -546,20 +531,37 @@ pub trait Surface {
     }
     /// Names an entry for people (already escaped).
     fn describe(&self, entry: &Value) -> String;
-    /// Watch mode: streams everything run B's listing would see here, in
-    /// [`crate::watch::snapshot::key_order`], to `sink`. A type that
-    /// cannot is SKIPPED in watch mode, with this reason.
+    /// Watch mode (`runwarden watch`): how this instance is looked at, or
+    /// why it cannot be (every carrier is then SKIPPED with the reason).
+    fn watch(&self) -> Result<&dyn Watchable, &'static str> {
+        Err("watch mode cannot list this surface type yet")
+    }
+}
+
+/// What watch mode needs of a surface: its state at one moment, streamed,
+/// and which carriers a change of it would carry. Each type implements it
+/// in its own `watch.rs`.
+pub trait Watchable {
+    /// Streams everything run B's listing would see here, in
+    /// [`crate::watch::snapshot::key_order`], to `sink`.
     fn snapshot(
         &self,
-        _ctx: &crate::watch::snapshot::WatchCtx,
-        _sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        Err(crate::watch::snapshot::SnapshotError::Unsupported(
-            "watch mode cannot list this surface type yet".into(),
-        ))
+        ctx: &crate::watch::snapshot::WatchCtx,
+        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
+    ) -> Result<(), crate::watch::snapshot::SnapshotError>;
+    /// The carriers a change the watched command made here would carry.
+    fn carriers_of(
+        &self,
+        change: &crate::watch::diff::Change,
+        before: &crate::watch::diff::Before,
+    ) -> Vec<&'static str>;
+    /// Why a snapshot cannot see what this carrier carries, for carriers
+    /// it cannot (SKIPPED in watch mode with the reason).
+    fn unwatched(&self, _carrier: &str) -> Option<&'static str> {
+        None
     }
-    /// Watch mode: the key a snapshot gives `path` (runwarden's own files,
-    /// whose parents' times change by its doing), when it lies here.
+    /// The key a snapshot gives `path` (runwarden's own files, whose
+    /// parents' times change by its doing), when it lies here.
     fn key_of(&self, _path: &Path) -> Option<Vec<String>> {
         None
     }

@@ -223,14 +223,6 @@ impl SurfaceType for ActionsArtifacts {
         f
     }
 
-    fn carriers_of(
-        &self,
-        change: &crate::watch::diff::Change,
-        _before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        watch::carriers_of(change)
-    }
-
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad actions-artifacts settings".to_string())?;
@@ -386,12 +378,8 @@ impl Surface for Instance {
         self.clean_all(entries)
     }
 
-    fn snapshot(
-        &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        self.snapshot_artifacts(ctx, sink)
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Ok(self)
     }
 
     fn describe(&self, entry: &Value) -> String {

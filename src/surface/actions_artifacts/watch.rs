@@ -3,11 +3,11 @@
 //! carry. An artifact is its name and id (names repeat across runs).
 
 use super::*;
-use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
-impl Instance {
-    pub(super) fn snapshot_artifacts(
+impl crate::surface::Watchable for Instance {
+    fn snapshot(
         &self,
         _ctx: &WatchCtx,
         sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
@@ -38,14 +38,14 @@ impl Instance {
         }
         emit_sorted(all, sink)
     }
-}
 
-/// A new artifact carries its name, its files' paths and their content;
-/// a removed one its name.
-pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
-    match c.kind {
-        ChangeKind::Created => vec!["artifact-content", "artifact-file-path", "artifact-name"],
-        ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["artifact-name"],
-        ChangeKind::Changed(_) => vec!["artifact-content"],
+    /// A new artifact carries its name, its files' paths and their content;
+    /// a removed one its name.
+    fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
+        match c.kind {
+            ChangeKind::Created => vec!["artifact-content", "artifact-file-path", "artifact-name"],
+            ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["artifact-name"],
+            ChangeKind::Changed(_) => vec!["artifact-content"],
+        }
     }
 }

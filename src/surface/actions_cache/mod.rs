@@ -327,20 +327,6 @@ impl SurfaceType for ActionsCache {
         f
     }
 
-    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        (carrier == "restore-prefix").then_some(
-            "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
-        )
-    }
-
-    fn carriers_of(
-        &self,
-        change: &crate::watch::diff::Change,
-        _before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        watch::carriers_of(change)
-    }
-
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad actions-cache settings".to_string())?;
@@ -427,12 +413,8 @@ impl Surface for Instance {
         self.clean_entry(entry)
     }
 
-    fn snapshot(
-        &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        self.snapshot_entries(ctx, sink)
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Ok(self)
     }
 
     fn describe(&self, entry: &Value) -> String {

@@ -4,11 +4,11 @@
 //! holds thousands of entries at most: 10 GB per repository).
 
 use super::*;
-use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
-impl Instance {
-    pub(super) fn snapshot_entries(
+impl crate::surface::Watchable for Instance {
+    fn snapshot(
         &self,
         _ctx: &WatchCtx,
         sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
@@ -33,14 +33,20 @@ impl Instance {
         })?;
         emit_sorted(all, sink)
     }
-}
 
-/// A cache entry carries its key, its version and its archive; one saved
-/// again under the same key and version (after a delete) its archive.
-pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
-    match c.kind {
-        ChangeKind::Created => vec!["cache-content", "cache-key", "cache-version"],
-        ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["cache-key"],
-        ChangeKind::Changed(_) => vec!["cache-content"],
+    /// A cache entry carries its key, its version and its archive; one saved
+    /// again under the same key and version (after a delete) its archive.
+    fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
+        match c.kind {
+            ChangeKind::Created => vec!["cache-content", "cache-key", "cache-version"],
+            ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["cache-key"],
+            ChangeKind::Changed(_) => vec!["cache-content"],
+        }
+    }
+
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        (carrier == "restore-prefix").then_some(
+            "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
+        )
     }
 }

@@ -200,20 +200,6 @@ impl SurfaceType for Filesystem {
             s: parse(settings)?,
         }))
     }
-
-    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        (carrier == RUNNER_PERSISTENCE).then_some(
-            "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
-        )
-    }
-
-    fn carriers_of(
-        &self,
-        change: &crate::watch::diff::Change,
-        before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        watch::carriers_of(change, before)
-    }
 }
 
 /// Creates a directory anyone may list and read, whatever the umask: the
@@ -475,20 +461,12 @@ impl Surface for Instance {
         self.clean_entry(entry)
     }
 
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Ok(self)
+    }
+
     fn describe(&self, entry: &Value) -> String {
         let name = entry.get("name").and_then(Value::as_str).unwrap_or("?");
         format!("{} in {}", escape::bytes(name.as_bytes()), self.path_text())
-    }
-
-    fn snapshot(
-        &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        self.snapshot_tree(ctx, sink)
-    }
-
-    fn key_of(&self, path: &Path) -> Option<Vec<String>> {
-        self.key_of_path(path)
     }
 }

@@ -41,22 +41,6 @@ fn failed(what: &str, path: &[String], e: &io::Error) -> SnapshotError {
 }
 
 impl Instance {
-    pub(super) fn snapshot_tree(
-        &self,
-        ctx: &WatchCtx,
-        sink: &mut Sink<'_>,
-    ) -> Result<(), SnapshotError> {
-        let root = self
-            .open_surface()
-            .map_err(|e| SnapshotError::Failed(format!("cannot open {}: {e}", self.path_text())))?;
-        let dev = sys::fstat(&root)
-            .map_err(|e| SnapshotError::Failed(format!("cannot stat {}: {e}", self.path_text())))?
-            .dev;
-        let mut window = vec![0u8; CONTENT_WINDOW];
-        let mut key = Vec::new();
-        self.walk(&root, dev, &mut key, ctx, sink, &mut window)
-    }
-
     fn walk(
         &self,
         dir: &OwnedFd,
@@ -233,10 +217,6 @@ fn name_carrier(kind: &str) -> &'static str {
     }
 }
 
-/// The carriers a change would carry: a new or removed entry its name
-/// (and, when it has them, its content, link target and xattrs); a rename
-/// its name; a changed entry what changed (`mtime` alone only when nothing
-/// recovery reads changed with it).
 /// Whether an entry's mtime falls while the watch ran (from its first
 /// snapshot to now, with two seconds' slack for coarse clocks).
 fn made_during(e: &crate::watch::snapshot::Entry, before: &Before) -> bool {
@@ -249,74 +229,103 @@ fn made_during(e: &crate::watch::snapshot::Entry, before: &Before) -> bool {
     secs.is_none_or(|t| t >= before.since - 2 && t <= now + 2)
 }
 
-pub(super) fn carriers_of(c: &Change, before: &Before) -> Vec<&'static str> {
-    let e = c.entry();
-    let mut out = Vec::new();
-    let has = |k: &str| e.attrs.contains_key(k);
-    match &c.kind {
-        ChangeKind::Created | ChangeKind::Removed => {
-            out.push(name_carrier(&e.kind));
-            // A new file's size is a message as much as its content.
-            if e.kind == "file" && e.attrs.get("size").is_some_and(|s| s != "0") {
-                out.extend(["file-content", "file-size"]);
-            }
-            // An mtime from before the watch began, or after it ended, was
-            // set on purpose.
-            if matches!(c.kind, ChangeKind::Created) && !made_during(e, before) {
-                out.push("mtime");
-            }
-            if e.kind == "symlink" {
-                out.push("symlink-target");
-            }
-            if has("xattr-names") {
-                out.extend(["xattr-name", "xattr"]);
-            }
-        }
-        ChangeKind::Renamed(attrs) | ChangeKind::Changed(attrs) => {
-            if matches!(c.kind, ChangeKind::Renamed(_)) {
+impl crate::surface::Watchable for Instance {
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        let root = self
+            .open_surface()
+            .map_err(|e| SnapshotError::Failed(format!("cannot open {}: {e}", self.path_text())))?;
+        let dev = sys::fstat(&root)
+            .map_err(|e| SnapshotError::Failed(format!("cannot stat {}: {e}", self.path_text())))?
+            .dev;
+        let mut window = vec![0u8; CONTENT_WINDOW];
+        let mut key = Vec::new();
+        self.walk(&root, dev, &mut key, ctx, sink, &mut window)
+    }
+
+    /// The carriers a change would carry: a new or removed entry its name
+    /// (and, when it has them, its content, size, link target and xattrs,
+    /// and an mtime set on purpose); a rename its name; a changed entry
+    /// what changed (`mtime` alone only when nothing recovery reads
+    /// changed with it).
+    fn carriers_of(&self, c: &Change, before: &Before) -> Vec<&'static str> {
+        let e = c.entry();
+        let mut out = Vec::new();
+        let has = |k: &str| e.attrs.contains_key(k);
+        match &c.kind {
+            ChangeKind::Created | ChangeKind::Removed => {
                 out.push(name_carrier(&e.kind));
-            }
-            let big = e
-                .attrs
-                .get("size")
-                .and_then(|s| s.parse::<usize>().ok())
-                .is_some_and(|s| s > CONTENT_WINDOW);
-            for a in attrs {
-                match a.as_str() {
-                    "head" => out.push("file-content"),
-                    "size" => out.extend(["file-size", "file-content"]),
-                    "target" => out.push("symlink-target"),
-                    "xattr-names" => out.push("xattr-name"),
-                    "xattrs" => out.push("xattr"),
-                    _ => {}
+                // A new file's size is a message as much as its content.
+                if e.kind == "file" && e.attrs.get("size").is_some_and(|s| s != "0") {
+                    out.extend(["file-content", "file-size"]);
+                }
+                // An mtime from before the watch began, or after it ended, was
+                // set on purpose.
+                if matches!(c.kind, ChangeKind::Created) && !made_during(e, before) {
+                    out.push("mtime");
+                }
+                if e.kind == "symlink" {
+                    out.push("symlink-target");
+                }
+                if has("xattr-names") {
+                    out.extend(["xattr-name", "xattr"]);
                 }
             }
-            // Where the head digest cannot tell (no content reads, an
-            // unreadable file, content past the window), content may change
-            // with the times alone.
-            let blind = e.kind == "file"
-                && e.attrs.get("size").is_some_and(|s| s != "0")
-                && (big || e.attrs.get("head").is_none_or(|h| h.starts_with("unread")));
-            if attrs.iter().any(|a| a == "mtime") && out.is_empty() {
-                out.push("mtime");
-                if blind {
+            ChangeKind::Renamed(attrs) | ChangeKind::Changed(attrs) => {
+                if matches!(c.kind, ChangeKind::Renamed(_)) {
+                    out.push(name_carrier(&e.kind));
+                }
+                let big = e
+                    .attrs
+                    .get("size")
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .is_some_and(|s| s > CONTENT_WINDOW);
+                for a in attrs {
+                    match a.as_str() {
+                        "head" => out.push("file-content"),
+                        "size" => out.extend(["file-size", "file-content"]),
+                        "target" => out.push("symlink-target"),
+                        "xattr-names" => out.push("xattr-name"),
+                        "xattrs" => out.push("xattr"),
+                        _ => {}
+                    }
+                }
+                // Where the head digest cannot tell (no content reads, an
+                // unreadable file, content past the window), content may change
+                // with the times alone.
+                let blind = e.kind == "file"
+                    && e.attrs.get("size").is_some_and(|s| s != "0")
+                    && (big || e.attrs.get("head").is_none_or(|h| h.starts_with("unread")));
+                if attrs.iter().any(|a| a == "mtime") && out.is_empty() {
+                    out.push("mtime");
+                    if blind {
+                        out.push("file-content");
+                    }
+                }
+                // The change time alone: a write whose every other trace was
+                // set back (a same-size rewrite with its mtime restored), or a
+                // change no carrier models (a mode, a link count). A file's is
+                // taken for its content; a directory's is its entries', which
+                // are reported themselves.
+                if matches!(c.kind, ChangeKind::Changed(_))
+                    && attrs.iter().all(|a| a == "ctime")
+                    && e.kind == "file"
+                {
                     out.push("file-content");
                 }
             }
-            // The change time alone: a write whose every other trace was
-            // set back (a same-size rewrite with its mtime restored), or a
-            // change no carrier models (a mode, a link count). A file's is
-            // taken for its content; a directory's is its entries', which
-            // are reported themselves.
-            if matches!(c.kind, ChangeKind::Changed(_))
-                && attrs.iter().all(|a| a == "ctime")
-                && e.kind == "file"
-            {
-                out.push("file-content");
-            }
         }
+        out.sort();
+        out.dedup();
+        out
     }
-    out.sort();
-    out.dedup();
-    out
+
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        (carrier == RUNNER_PERSISTENCE).then_some(
+            "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
+        )
+    }
+
+    fn key_of(&self, path: &Path) -> Option<Vec<String>> {
+        self.key_of_path(path)
+    }
 }

@@ -329,26 +329,6 @@ impl SurfaceType for GitRemote {
         }
     }
 
-    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        match carrier {
-            "deleted-ref" => {
-                Some("a ref made and deleted between the two snapshots is in neither listing")
-            }
-            "unreachable-object" => Some(
-                "a commit no ref names is in no listing (run B fetches it by an id it was told)",
-            ),
-            _ => None,
-        }
-    }
-
-    fn carriers_of(
-        &self,
-        change: &crate::watch::diff::Change,
-        before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        watch::carriers_of(change, &|oid| before.oids.contains(oid))
-    }
-
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|e| format!("bad git-remote settings: {}", e.classify_name()))?;
@@ -436,12 +416,8 @@ impl Surface for Instance {
         self.clean_refs(entries)
     }
 
-    fn snapshot(
-        &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        self.snapshot_refs(ctx, sink)
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Ok(self)
     }
 
     fn describe(&self, entry: &Value) -> String {

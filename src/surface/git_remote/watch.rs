@@ -5,7 +5,7 @@
 //! ([`emit_sorted`]): ls-remote gives no order both snapshots could share.
 
 use super::*;
-use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 /// A new commit (an object id no ref named before) carries everything a
@@ -18,8 +18,8 @@ const COMMIT_CARRIERS: &[&str] = &[
     "file-path",
 ];
 
-impl Instance {
-    pub(super) fn snapshot_refs(
+impl crate::surface::Watchable for Instance {
+    fn snapshot(
         &self,
         _ctx: &WatchCtx,
         sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
@@ -51,6 +51,55 @@ impl Instance {
             .collect();
         emit_sorted(entries, sink)
     }
+
+    /// A new or removed ref carries its name; a ref that now names an object
+    /// no ref named before carries a new object's contents too: a new commit's
+    /// for a branch or another ref, and for a tag (which may now be an
+    /// annotated tag, and whose `^{}` line names the commit) a new tag
+    /// message's as well. `before`: every object id the first snapshot listed.
+    fn carriers_of(&self, c: &Change, before: &Before) -> Vec<&'static str> {
+        let e = c.entry();
+        let name = e.key.first().map(String::as_str).unwrap_or("");
+        let carrier = name_carrier(name);
+        let mut out = Vec::new();
+        let new_object = c
+            .after
+            .as_ref()
+            .and_then(|a| a.attrs.get("oid"))
+            .is_some_and(|oid| !before.oids.contains(oid));
+        match &c.kind {
+            ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => out.push(carrier),
+            // Moved to an object that existed: where it points is the message
+            // (a branch reset), its name's carrier.
+            ChangeKind::Changed(_) if !new_object => out.push(carrier),
+            ChangeKind::Changed(_) => {}
+        }
+        if new_object {
+            match carrier {
+                "notes" => out.push("notes"),
+                "tag-name" | "annotated-tag-message" => {
+                    out.extend(COMMIT_CARRIERS);
+                    out.push("annotated-tag-message");
+                }
+                _ => out.extend(COMMIT_CARRIERS),
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        match carrier {
+            "deleted-ref" => {
+                Some("a ref made and deleted between the two snapshots is in neither listing")
+            }
+            "unreachable-object" => Some(
+                "a commit no ref names is in no listing (run B fetches it by an id it was told)",
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// The carrier a ref's name is: a branch, a tag (its peeled `^{}` line
@@ -67,42 +116,4 @@ fn name_carrier(name: &str) -> &'static str {
     } else {
         "custom-ref"
     }
-}
-
-/// A new or removed ref carries its name; a ref that now names an object
-/// no ref named before carries a new object's contents too: a new commit's
-/// for a branch or another ref, and for a tag (which may now be an
-/// annotated tag, and whose `^{}` line names the commit) a new tag
-/// message's as well. `known_before`: whether the first snapshot listed an
-/// object id.
-pub(super) fn carriers_of(c: &Change, known_before: &dyn Fn(&str) -> bool) -> Vec<&'static str> {
-    let e = c.entry();
-    let name = e.key.first().map(String::as_str).unwrap_or("");
-    let carrier = name_carrier(name);
-    let mut out = Vec::new();
-    let new_object = c
-        .after
-        .as_ref()
-        .and_then(|a| a.attrs.get("oid"))
-        .is_some_and(|oid| !known_before(oid));
-    match &c.kind {
-        ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => out.push(carrier),
-        // Moved to an object that existed: where it points is the message
-        // (a branch reset), its name's carrier.
-        ChangeKind::Changed(_) if !new_object => out.push(carrier),
-        ChangeKind::Changed(_) => {}
-    }
-    if new_object {
-        match carrier {
-            "notes" => out.push("notes"),
-            "tag-name" | "annotated-tag-message" => {
-                out.extend(COMMIT_CARRIERS);
-                out.push("annotated-tag-message");
-            }
-            _ => out.extend(COMMIT_CARRIERS),
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
 }

@@ -177,22 +177,6 @@ impl SurfaceType for HttpCache {
         ]
     }
 
-    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        match carrier {
-            "negative-lookup" => Some("a remembered miss leaves nothing in the listing"),
-            "property" => Some("dead properties are not in the depth-1 listing watch mode reads"),
-            _ => None,
-        }
-    }
-
-    fn carriers_of(
-        &self,
-        change: &crate::watch::diff::Change,
-        _before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        watch::carriers_of(change)
-    }
-
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad http-cache settings".to_string())?;
@@ -237,12 +221,8 @@ impl Surface for Instance {
         self.clean_entry(entry)
     }
 
-    fn snapshot(
-        &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        self.snapshot_names(ctx, sink)
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Ok(self)
     }
 
     fn describe(&self, entry: &Value) -> String {

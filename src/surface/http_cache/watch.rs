@@ -4,11 +4,11 @@
 //! snapshot.
 
 use super::*;
-use crate::watch::diff::Change;
+use crate::watch::diff::{Before, Change};
 use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
-impl Instance {
-    pub(super) fn snapshot_names(
+impl crate::surface::Watchable for Instance {
+    fn snapshot(
         &self,
         _ctx: &WatchCtx,
         sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
@@ -38,13 +38,21 @@ impl Instance {
         })?;
         emit_sorted(all, sink)
     }
-}
 
-/// A new or removed resource carries its path (`cache-key`); a
-/// collection its name.
-pub(super) fn carriers_of(c: &Change) -> Vec<&'static str> {
-    match c.entry().kind.as_str() {
-        "collection" => vec!["collection-name"],
-        _ => vec!["cache-key"],
+    /// A new or removed resource carries its path (`cache-key`); a
+    /// collection its name.
+    fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
+        match c.entry().kind.as_str() {
+            "collection" => vec!["collection-name"],
+            _ => vec!["cache-key"],
+        }
+    }
+
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        match carrier {
+            "negative-lookup" => Some("a remembered miss leaves nothing in the listing"),
+            "property" => Some("dead properties are not in the depth-1 listing watch mode reads"),
+            _ => None,
+        }
     }
 }

@@ -282,10 +282,6 @@ impl SurfaceType for NetworkEgress {
             client: LazyClient::new(secrets),
         }))
     }
-
-    fn unwatched(&self, _carrier: &str) -> Option<&'static str> {
-        Some("a delivery leaves the runner: watch mode sees no listing of it")
-    }
 }
 
 impl Instance {
@@ -442,6 +438,10 @@ impl Surface for Instance {
 
     fn cleanup(&self, _entry: &Value) -> CleanupOutcome {
         CleanupOutcome::Superseded
+    }
+
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Err("a delivery leaves the runner: watch mode sees no listing of it")
     }
 
     fn describe(&self, _entry: &Value) -> String {

@@ -184,16 +184,9 @@ impl Surface for Instance {
         self.clean_entry(entry)
     }
 
-    fn snapshot(
-        &self,
-        _ctx: &crate::watch::snapshot::WatchCtx,
-        _sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
         // Search needs a word: no route lists every package.
-        Err(crate::watch::snapshot::SnapshotError::Unsupported(
-            "an npm registry lists no packages without a search word: watch mode cannot list it"
-                .into(),
-        ))
+        Err("an npm registry lists no packages without a search word: watch mode cannot list it")
     }
 
     fn describe(&self, entry: &Value) -> String {

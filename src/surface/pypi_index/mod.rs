@@ -168,20 +168,6 @@ impl SurfaceType for PypiIndex {
         ]
     }
 
-    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        (carrier != "project-name").then_some(
-            "versions, descriptions and file names are on each project's page, which watch mode does not read",
-        )
-    }
-
-    fn carriers_of(
-        &self,
-        change: &crate::watch::diff::Change,
-        _before: &crate::watch::diff::Before,
-    ) -> Vec<&'static str> {
-        watch::carriers_of(change)
-    }
-
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| "bad pypi-index settings".to_string())?;
@@ -255,12 +241,8 @@ impl Surface for Instance {
         self.clean_entry(entry)
     }
 
-    fn snapshot(
-        &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError> {
-        self.snapshot_projects(ctx, sink)
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Ok(self)
     }
 
     fn describe(&self, entry: &Value) -> String {

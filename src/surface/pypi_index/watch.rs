@@ -4,11 +4,11 @@
 //! which watch mode does not read: those carriers are SKIPPED.
 
 use super::*;
-use crate::watch::diff::Change;
+use crate::watch::diff::{Before, Change};
 use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
-impl Instance {
-    pub(super) fn snapshot_projects(
+impl crate::surface::Watchable for Instance {
+    fn snapshot(
         &self,
         _ctx: &WatchCtx,
         sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
@@ -36,9 +36,15 @@ impl Instance {
         }
         emit_sorted(all, sink)
     }
-}
 
-/// A project listed or gone carries its name.
-pub(super) fn carriers_of(_c: &Change) -> Vec<&'static str> {
-    vec!["project-name"]
+    /// A project listed or gone carries its name.
+    fn carriers_of(&self, _c: &Change, _before: &Before) -> Vec<&'static str> {
+        vec!["project-name"]
+    }
+
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        (carrier != "project-name").then_some(
+            "versions, descriptions and file names are on each project's page, which watch mode does not read",
+        )
+    }
 }

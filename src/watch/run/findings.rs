@@ -197,14 +197,15 @@ impl Watch<'_> {
         &self,
         i: usize,
         ty: &dyn SurfaceType,
+        watchable: Option<&dyn Watchable>,
         state: Result<(Seen, &Before), SnapshotError>,
         persistence: Option<Persistence>,
     ) -> Vec<Finding> {
         let sp = &self.plan.surfaces[i];
         let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
-        if let Ok((seen, before)) = &state {
+        if let (Ok((seen, before)), Some(w)) = (&state, watchable) {
             for c in &seen.changes {
-                for carrier in ty.carriers_of(c, before) {
+                for carrier in w.carriers_of(c, before) {
                     let t = tallies.entry(carrier).or_default();
                     let channel = format!("{}:{carrier}", sp.name);
                     let inside = match self.plan.declaration(&channel) {
@@ -227,7 +228,8 @@ impl Watch<'_> {
             .map(|carrier| {
                 let channel = format!("{}:{}", sp.name, carrier.name);
                 let decl = self.plan.declaration(&channel);
-                let watched = match (&state, ty.unwatched(carrier.name)) {
+                let unwatched = watchable.and_then(|w| w.unwatched(carrier.name));
+                let watched = match (&state, unwatched) {
                     (_, Some(why)) => Watched::Unsupported(why.into()),
                     (Err(SnapshotError::Unsupported(why)), None) => {
                         Watched::Unsupported(why.clone())

@@ -26,7 +26,7 @@ use super::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
 use crate::marker::Key;
 use crate::plan::Plan;
 use crate::report::{self, Cleanup, KeyKind, Mode, Report, Runs, Summary, Tool};
-use crate::surface::{self, Surface};
+use crate::surface::{self, Surface, Watchable};
 use crate::timefmt;
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -152,9 +152,10 @@ pub fn start<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
         let surface = surface::by_name(sp.type_name)
             .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
             .and_then(|t| t.open(&sp.settings));
-        let first = match &surface {
+        let first = match surface.as_ref().map(|s| s.watch()) {
             Err(e) => Err(SnapshotError::Failed(e.clone())),
-            Ok(s) => take_first(s.as_ref(), &ctx, &before_path(&work.path, i)),
+            Ok(Err(why)) => Err(SnapshotError::Unsupported(why.into())),
+            Ok(Ok(w)) => take_first(w, &ctx, &before_path(&work.path, i)),
         };
         insts.push(Inst { surface, first });
     }
@@ -217,7 +218,7 @@ fn before_path(work: &Path, i: usize) -> PathBuf {
     work.join(format!("{i}.before"))
 }
 
-fn take_first(s: &dyn Surface, ctx: &WatchCtx, path: &Path) -> Result<First, SnapshotError> {
+fn take_first(s: &dyn Watchable, ctx: &WatchCtx, path: &Path) -> Result<First, SnapshotError> {
     let mut w = Writer::create(path).map_err(snapshot_error)?;
     let mut before = Before {
         since: crate::sys::now_coarse().0,
@@ -245,7 +246,7 @@ struct Seen {
 /// The second snapshot, diffed against the first as it is taken; the
 /// first must read back as it was written.
 fn second(
-    s: &dyn Surface,
+    s: &dyn Watchable,
     ctx: &WatchCtx,
     first: &First,
     quiet: &HashSet<Vec<String>>,
@@ -306,17 +307,21 @@ impl Watch<'_> {
         for (i, sp) in self.plan.surfaces.iter().enumerate() {
             let ty = surface::by_name(sp.type_name).expect("a planned type");
             let inst = &self.insts[i];
-            let state = match (&inst.surface, &inst.first) {
-                (Err(e), _) => Err(SnapshotError::Failed(e.clone())),
-                (_, Err(e)) => Err(e.clone()),
-                (Ok(s), Ok(first)) => {
+            let watchable = inst.surface.as_ref().ok().and_then(|s| s.watch().ok());
+            let state = match (&inst.surface, watchable, &inst.first) {
+                (Err(e), _, _) => Err(SnapshotError::Failed(e.clone())),
+                (_, _, Err(e)) => Err(e.clone()),
+                (_, None, _) => Err(SnapshotError::Unsupported(
+                    "watch mode cannot list this surface type".into(),
+                )),
+                (Ok(_), Some(w), Ok(first)) => {
                     let quiet: HashSet<Vec<String>> =
-                        quiet_paths.iter().filter_map(|p| s.key_of(p)).collect();
-                    second(s.as_ref(), &self.ctx, first, &quiet).map(|seen| (seen, &first.before))
+                        quiet_paths.iter().filter_map(|p| w.key_of(p)).collect();
+                    second(w, &self.ctx, first, &quiet).map(|seen| (seen, &first.before))
                 }
             };
             let persistence = inst.surface.as_ref().ok().and_then(|s| s.persistence());
-            findings.extend(self.surface_findings(i, ty, state, persistence));
+            findings.extend(self.surface_findings(i, ty, watchable, state, persistence));
         }
         let (a, b) = (
             crate::nonce::short_id().unwrap_or_default(),
