@@ -1,7 +1,8 @@
 // runwarden's GitHub Action shim: picks the prebuilt binary for this
 // runner, verifies its SHA-256 against SHA256SUMS, and runs `runwarden
-// action` with the inherited environment, passing the exit code through;
-// in the post step, only after a `mode: watch` step, to finish its watch.
+// action` with the inherited environment, passing the exit code through.
+// dist/post.js runs it again at the end of the job, after a `mode: watch`
+// step only.
 // Plain Node, no dependencies.
 "use strict";
 const fs = require("fs");
@@ -56,24 +57,15 @@ function bundled() {
   return file;
 }
 
-// The post step (action.yml `runs.post`) runs this file again for every
-// use of the action; only the step that armed a watch (`mode: watch`)
-// left state for it. The runner gives the post step what the main step
-// wrote to $GITHUB_STATE as STATE_<name>; the main step marks itself so
-// that the post step knows it is one.
-const isPost = process.env.STATE_runwarden_main === "done";
-if (!isPost && process.env.GITHUB_STATE) {
-  fs.appendFileSync(process.env.GITHUB_STATE, "runwarden_main=done\n");
-}
+// Only the post step (dist/post.js) finishes a watch: the token it finds
+// is set there, never here, even if an earlier step put one in the
+// environment (through $GITHUB_ENV).
 const env = Object.assign({}, process.env);
-// Only the post step is told where a watch is; one inherited from an
-// earlier step (through $GITHUB_ENV) is dropped.
 delete env.RUNWARDEN_WATCH_STATE;
-if (isPost) {
-  const saved = process.env.STATE_runwarden_watch;
-  if (!saved) process.exit(0);
-  env.RUNWARDEN_WATCH_STATE = saved;
+if (process.env.RUNWARDEN_POST_WATCH) {
+  env.RUNWARDEN_WATCH_STATE = process.env.RUNWARDEN_POST_WATCH;
 }
+delete env.RUNWARDEN_POST_WATCH;
 
 const override = input("binary");
 const binary = override ? path.resolve(process.env.GITHUB_WORKSPACE || process.cwd(), override) : bundled();

@@ -13,6 +13,15 @@ pub const SCHEMA: &str = "runwarden-report/1";
 /// `canary:aws-credentials`, `canary:npmrc`, `canary:dotenv`.
 pub const CANARY_TYPE: &str = "canary";
 
+/// How many observations one finding lists: a command that writes a
+/// million files is a million changes, but a report of them all would be
+/// no use to anyone (the count stays exact).
+pub const MAX_OBSERVED: usize = 1000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub schema: String,
@@ -257,9 +266,13 @@ pub struct Finding {
     /// `"outside"`). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<std::collections::BTreeMap<String, String>>,
-    /// Watch mode: what the command did through this carrier.
+    /// Watch mode: what the command did through this carrier (the first
+    /// [`MAX_OBSERVED`]; the verdict counts them all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observed: Vec<Observation>,
+    /// Watch mode: how many more it did than `observed` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_omitted: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

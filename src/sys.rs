@@ -485,15 +485,30 @@ pub fn open_dir_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Raises this process's open-file limit to its hard limit: a walk holds
-/// one directory descriptor per level, and a deep tree must not run out.
-pub fn raise_nofile() {
+/// Raises this process's open-file limit to its hard limit, for a walk
+/// that holds one directory descriptor per level; the limit it had, to put
+/// back with [`restore_nofile`] (a command started later must not inherit
+/// the raised one).
+pub fn raise_nofile() -> Option<libc::rlimit> {
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: a resource and an rlimit to fill, then to set.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        let old = lim;
+        if lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
+        Some(old)
+    }
+}
+
+/// Puts back the limit [`raise_nofile`] returned.
+pub fn restore_nofile(old: Option<libc::rlimit>) {
+    if let Some(lim) = old {
+        // SAFETY: a resource and a limit we read before.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     }
 }

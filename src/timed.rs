@@ -54,13 +54,15 @@ impl Write for Timed {
 }
 
 /// Reads an HTTP head (through the blank line) of at most `max` bytes;
-/// `None` when it is longer or the stream ends first. Reads in chunks but
-/// never past what it needs beyond `max`.
+/// `None` when it is longer or the stream ends first. Reads in chunks, at
+/// most `max + 1` bytes in all.
 pub fn read_head(s: &mut impl Read, max: usize) -> io::Result<Option<Vec<u8>>> {
     let mut head = Vec::new();
     let mut buf = [0u8; 512];
     while head.len() <= max {
-        let n = s.read(&mut buf)?;
+        // Never more than one byte past `max`: enough to know it is over.
+        let want = (max + 1 - head.len()).min(buf.len());
+        let n = s.read(&mut buf[..want])?;
         if n == 0 {
             return Ok(None);
         }

@@ -323,8 +323,8 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
         "a JavaScript action on the current runtime"
     );
     assert!(root.join(meta["runs"]["main"].as_str().unwrap()).is_file());
-    // The post step is the same shim (a no-op unless a watch step ran).
-    assert_eq!(meta["runs"]["post"], meta["runs"]["main"]);
+    // The post step: its own file (a no-op unless a watch step ran).
+    assert!(root.join(meta["runs"]["post"].as_str().unwrap()).is_file());
     assert_eq!(meta["runs"]["post-if"], "always()");
     let mut inputs: Vec<&str> = meta["inputs"]
         .as_object()
@@ -503,7 +503,14 @@ fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
         ("mode", "watch"),
     ];
     let step = |post: &[(String, String)]| {
-        let mut c = ws.node(&shim(), &[]);
+        // The main step runs the shim; the post step (with its state) runs
+        // dist/post.js, as action.yml says.
+        let file = if post.iter().any(|(k, _)| k.starts_with("STATE_")) {
+            dist().join("post.js")
+        } else {
+            shim()
+        };
+        let mut c = ws.node(&file, &[]);
         c.env("GITHUB_OUTPUT", ws.path().join("out.txt"))
             .env("GITHUB_STEP_SUMMARY", ws.path().join("summary.md"))
             .env("GITHUB_STATE", &state)
@@ -567,19 +574,21 @@ fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
 #[test]
 fn the_post_step_of_any_other_mode_does_nothing() {
     let ws = Workspace::new();
-    let out = ws.run(
-        &shim(),
-        &[("binary", "/nonexistent/runwarden"), ("mode", "probe")],
-        &[],
-    );
-    // The main step would run the binary (and fail to); the post step,
-    // told so by its state, does not.
-    assert_ne!(out.status.code(), Some(0));
-    let mut c = ws.node(&shim(), &[]);
+    // The post step with no watch token (every mode but watch): nothing.
+    let mut c = ws.node(&dist().join("post.js"), &[]);
     c.env("INPUT_BINARY", "/nonexistent/runwarden")
-        .env("INPUT_MODE", "probe")
-        .env("STATE_runwarden_main", "done");
+        .env("INPUT_MODE", "probe");
     let post = c.output().unwrap();
     assert_eq!(post.status.code(), Some(0), "{post:?}");
     assert_eq!(stdout(&post), "");
+    // A main step runs whatever state variables an earlier step planted
+    // in the environment: it never takes itself for a post step.
+    let mut c = ws.node(&shim(), &[]);
+    c.env("INPUT_BINARY", "/nonexistent/runwarden")
+        .env("INPUT_MODE", "probe")
+        .env("STATE_runwarden_main", "done")
+        .env("STATE_runwarden_watch", "sha256:0:/");
+    let main = c.output().unwrap();
+    assert_eq!(main.status.code(), Some(2), "{main:?}");
+    assert!(stdout(&main).contains("cannot run"), "{}", stdout(&main));
 }

@@ -139,6 +139,7 @@ pub(super) fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
                 .collect()
             }),
             observed: vec![],
+            observed_omitted: 0,
         });
     }
     findings

@@ -293,12 +293,17 @@ fn watched(report: &Report, w: &crate::report::Watch) -> String {
                 o.pid.map(|p| format!(" by pid {p}")).unwrap_or_default()
             );
         }
-        if f.observed.len() > SHOWN_OBSERVATIONS {
+        let more = f.observed.len().saturating_sub(SHOWN_OBSERVATIONS) as u64 + f.observed_omitted;
+        if more > 0 {
             let _ = writeln!(
                 out,
-                "  {}: {} more (see the report)",
+                "  {}: {more} more{}",
                 escape::line(&f.channel),
-                f.observed.len() - SHOWN_OBSERVATIONS
+                if f.observed_omitted > 0 {
+                    " (the report lists the first 1,000)"
+                } else {
+                    " (see the report)"
+                }
             );
         }
     }

@@ -166,11 +166,17 @@ impl Differ {
             .flatten()
             .filter_map(|e| e.key.split_last().map(|(_, p)| p))
             .collect();
+        // A time-only change of such a directory is dropped only when it
+        // looks natural: an entry coming or going sets the directory's
+        // mtime and ctime to the same moment, while a time set by hand
+        // (`touch -d`) leaves them apart.
         let keep = |c: &Change| match &c.kind {
             ChangeKind::Changed(attrs) if c.entry().kind == "dir" => {
-                let key = &c.entry().key;
+                let e = c.entry();
                 let only_times = attrs.iter().all(|a| a == "mtime" || a == "ctime");
-                !(only_times && (parents.contains(key.as_slice()) || quiet.contains(key)))
+                let natural = e.attrs.get("mtime") == e.attrs.get("ctime");
+                let moved_by_entries = parents.contains(e.key.as_slice()) || quiet.contains(&e.key);
+                !(only_times && natural && moved_by_entries)
             }
             _ => true,
         };

@@ -35,7 +35,8 @@ pub struct Entry {
 impl Entry {
     /// The entry for people: its key joined with `/` (already escaped).
     pub fn shown(&self) -> String {
-        crate::escape::line(&self.key.join("/"))
+        let raw: Vec<Vec<u8>> = self.key.iter().map(|c| uncomponent(c)).collect();
+        crate::escape::bytes(&raw.join(&b'/'))
     }
 }
 
@@ -56,6 +57,27 @@ pub fn component(name: &[u8]) -> String {
         for b in chunk.invalid() {
             out.push_str(&format!("%{b:02X}"));
         }
+    }
+    out
+}
+
+/// The name a [`component`] was made from.
+pub fn uncomponent(c: &str) -> Vec<u8> {
+    let b = c.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = c
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
     }
     out
 }
@@ -191,10 +213,29 @@ pub struct Reader {
     hash: Sha256,
 }
 
+/// The longest line a snapshot holds (an entry of a path at the longest
+/// Linux allows is far below it).
+const MAX_LINE: u64 = 64 * 1024;
+
+/// Opens one of runwarden's own files in a directory the watched command
+/// could write: never through a symlink, never blocking on a FIFO, and
+/// only a regular file.
+pub fn open_own(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
 impl Reader {
     pub fn open(path: &Path) -> io::Result<Reader> {
         Ok(Reader {
-            input: io::BufReader::new(std::fs::File::open(path)?),
+            input: io::BufReader::new(open_own(path)?),
             last: None,
             hash: Sha256::new(),
         })
@@ -212,8 +253,13 @@ impl Iterator for Reader {
 
     fn next(&mut self) -> Option<io::Result<Entry>> {
         let mut line = Vec::new();
-        match self.input.read_until(b'\n', &mut line) {
+        match io::Read::take(&mut self.input, MAX_LINE).read_until(b'\n', &mut line) {
             Ok(0) => return None,
+            Ok(_) if !line.ends_with(b"\n") => {
+                return Some(Err(io::Error::other(
+                    "a snapshot line too long or cut short",
+                )));
+            }
             Ok(_) => {}
             Err(e) => return Some(Err(e)),
         }
@@ -235,6 +281,9 @@ mod tests {
         assert_eq!(component(b"a%b"), "a%25b");
         assert_eq!(component(b"x\xffy"), "x%FFy");
         assert_ne!(component(b"%FF"), component(b"\xff"));
+        for raw in [&b"a%b"[..], b"x\xffy", b"%FF"] {
+            assert_eq!(uncomponent(&component(raw)), raw);
+        }
         let k = |s: &str| s.split('/').map(String::from).collect::<Vec<_>>();
         assert_eq!(key_order(&k("a/b"), &k("a")), Ordering::Less);
         assert_eq!(key_order(&k("a"), &k("ab")), Ordering::Less);

@@ -388,6 +388,7 @@ pub fn finding(
         declared_at: None,
         scope: None,
         observed: vec![],
+        observed_omitted: 0,
     }
 }
 

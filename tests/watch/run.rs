@@ -44,11 +44,13 @@ fn finding<'r>(r: &'r Report, channel: &str) -> &'r runwarden::report::Finding {
     r.findings.iter().find(|f| f.channel == channel).unwrap()
 }
 
+/// What a finding observed, `entry change`, without the quotes escaping
+/// puts around every name (these tests' names need no escaping).
 fn observed(r: &Report, channel: &str) -> Vec<String> {
     finding(r, channel)
         .observed
         .iter()
-        .map(|o| format!("{} {}", o.entry, o.change))
+        .map(|o| format!("{} {}", o.entry, o.change).replace('"', ""))
         .collect()
 }
 
@@ -344,4 +346,23 @@ fn a_tag_moved_to_a_new_commit_carries_the_commit() {
         );
     }
     assert_eq!(verdict_of(&r, "repo:branch-name"), Verdict::Pass);
+}
+
+#[test]
+fn a_directory_time_set_by_hand_is_seen_even_when_an_entry_came_too() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(shared.join("d")).unwrap();
+    let plan = shared_plan(&shared, "");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    std::fs::write(shared.join("d/new"), "x").unwrap();
+    touch_mtime(&shared.join("d"));
+    let r = w.finish(Ended::default());
+    assert_eq!(
+        verdict_of(&r, "shared:mtime"),
+        runwarden::verdict::Verdict::Fail,
+        "{:#?}",
+        r.findings
+    );
+    assert!(observed(&r, "shared:mtime").contains(&"d changed: mtime".to_string()));
 }

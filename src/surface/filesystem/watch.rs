@@ -217,16 +217,22 @@ fn name_carrier(kind: &str) -> &'static str {
     }
 }
 
-/// Whether an entry's mtime falls while the watch ran (from its first
-/// snapshot to now, with two seconds' slack for coarse clocks).
+/// Whether an entry's mtime looks like its own: while the watch ran
+/// (from its first snapshot to now, with two seconds' slack for coarse
+/// clocks), and not after its change time (every write moves both; only a
+/// time set by hand can put the mtime ahead).
 fn made_during(e: &crate::watch::snapshot::Entry, before: &Before) -> bool {
-    let secs = e
-        .attrs
-        .get("mtime")
-        .and_then(|m| m.split('.').next())
-        .and_then(|s| s.parse::<i64>().ok());
+    let time = |k: &str| -> Option<(i64, i64)> {
+        let (s, n) = e.attrs.get(k)?.split_once('.')?;
+        Some((s.parse().ok()?, n.parse().ok()?))
+    };
     let now = sys::now_coarse().0;
-    secs.is_none_or(|t| t >= before.since - 2 && t <= now + 2)
+    let in_window = time("mtime").is_none_or(|(t, _)| t >= before.since - 2 && t <= now + 2);
+    let not_ahead = match (time("mtime"), time("ctime")) {
+        (Some(m), Some(c)) => m <= c,
+        _ => true,
+    };
+    in_window && not_ahead
 }
 
 impl crate::surface::Watchable for Instance {

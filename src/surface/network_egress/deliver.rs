@@ -202,16 +202,25 @@ impl Instance {
             .ok_or_else(|| Local("no system resolver: /etc/resolv.conf names no nameserver".into()))
     }
 
+    /// The rendezvous URL's path (`/`, or `/rv/` behind a proxy).
+    fn path_prefix(&self) -> String {
+        let rest = self.s.url.split_once("://").map_or("", |(_, r)| r);
+        match rest.find('/') {
+            Some(i) => rest[i..].to_string(),
+            None => "/".into(),
+        }
+    }
+
     pub(super) fn deliver(&self, job: &PlantJob) -> PlantOutcome {
         let hex = job.nonce.hex();
         // When run A began to try, before anything could arrive: run B
         // checks the rendezvous remembered from before then.
         let at_ms = crate::rendezvous::store::now_ms();
         let until = Instant::now() + DEADLINE;
-        let target = format!("/d/{}/{hex}", job.carrier);
+        let target = format!("{}d/{}/{hex}", self.path_prefix(), job.carrier);
         let host = self.s.host.as_str();
         let attempt = match job.carrier.as_str() {
-            "https-direct" => self.direct(&target),
+            "https-direct" => self.direct(&target, until),
             "http-plain" => match connect(host, self.s.plain_port, until) {
                 Ok(mut s) => deliver_get(
                     &mut s,
@@ -255,25 +264,23 @@ impl Instance {
         }
     }
 
-    /// Straight to the rendezvous URL, with no proxy (the HTTP client
-    /// never reads the proxy variables).
-    fn direct(&self, target: &str) -> Attempt {
+    /// Straight to the rendezvous URL, with no proxy, within the same
+    /// deadline as every carrier (no retries: the first answer is the
+    /// network's).
+    fn direct(&self, target: &str, until: Instant) -> Attempt {
         let https = self.s.url.starts_with("https://");
-        if let Err(a) = resolve(&self.s.host, url_port(&self.s.url, https)) {
-            return a;
-        }
-        let client = match self.client.get() {
-            Ok(c) => c,
-            Err(e) => return Local(e),
+        let host = self.s.host.as_str();
+        let mut tcp = match connect(host, url_port(&self.s.url, https), until) {
+            Ok(t) => t,
+            Err(a) => return a,
         };
-        let url = format!("{}{}", self.s.url, target.trim_start_matches('/'));
-        match client.send(&Request::new(Method::GET, &url)) {
-            Ok(r) if r.status == 204 => Network("delivered (HTTP 204)".into()),
-            Ok(r) => Local(format!(
-                "the rendezvous URL answered HTTP {}, not the rendezvous's 204: something else answers there",
-                r.status
-            )),
-            Err(f) => Network(f.to_string()),
+        if https {
+            match tls(tcp, host) {
+                Ok(mut t) => deliver_get(&mut t, host, target, ""),
+                Err(a) => a,
+            }
+        } else {
+            deliver_get(&mut tcp, host, target, "")
         }
     }
 
@@ -311,6 +318,14 @@ impl Instance {
         .and_then(|()| status(&mut tcp));
         match asked {
             Ok(200) => {}
+            // The proxy wants credentials runwarden has not got (or not
+            // these): that is no answer about what it lets out.
+            Ok(407) => {
+                return Local(
+                    "the proxy asks for credentials (HTTP 407) the proxy variable does not hold"
+                        .into(),
+                );
+            }
             Ok(s) => return Network(format!("the proxy refused the tunnel (HTTP {s})")),
             Err(e) => return Network(format!("the proxy: {}", what(&e))),
         }
@@ -345,7 +360,10 @@ impl Instance {
                 Ok(s) => s,
                 Err(e) => return Local(format!("no UDP socket here: {e}")),
             };
-            let left = until.saturating_duration_since(Instant::now());
+            // Each address its share of what is left: one that stays
+            // silent does not use up the others' time.
+            let left =
+                until.saturating_duration_since(Instant::now()) / (servers.len() as u32).max(1);
             if left.is_zero() {
                 break;
             }

@@ -114,7 +114,9 @@ impl Armed {
         for c in &self.canaries {
             let how = match std::fs::symlink_metadata(&c.path) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Some(REMOVED),
-                Err(_) => None,
+                // Out of reach now (a parent made unreadable): what happened
+                // to it cannot be seen.
+                Err(_) => Some(UNREACHABLE),
                 Ok(m) if (m.dev(), m.ino()) != (c.dev, c.ino) => Some(REPLACED),
                 Ok(m) if (m.ctime(), m.ctime_nsec()) != c.ctime => Some(TOUCHED),
                 Ok(_) => None,

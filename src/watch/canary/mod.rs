@@ -112,7 +112,8 @@ pub struct Read {
     /// The process that read it (fanotify only).
     pub pid: Option<u32>,
     /// `open`, `access` or `atime`; or what was done to the canary that
-    /// hides whether it was read: [`REMOVED`], [`REPLACED`], [`TOUCHED`].
+    /// hides whether it was read: [`REMOVED`], [`REPLACED`], [`TOUCHED`],
+    /// [`UNREACHABLE`].
     pub how: &'static str,
 }
 
@@ -123,11 +124,13 @@ pub const REPLACED: &str = "replaced";
 /// The canary's change time moved: its content, mode or times were
 /// changed (a `touch -a` can hide an atime read).
 pub const TOUCHED: &str = "touched";
+/// The canary cannot be looked at any more (a parent made unreadable).
+pub const UNREACHABLE: &str = "unreachable";
 
 /// What a read says, for people.
 pub fn describe(r: &Read) -> String {
     match r.how {
-        REMOVED | REPLACED | TOUCHED => {
+        REMOVED | REPLACED | TOUCHED | UNREACHABLE => {
             format!("{} (a read cannot be ruled out)", r.how)
         }
         how => format!("read ({how})"),

@@ -16,6 +16,7 @@ struct Tally {
     inside: usize,
     outside: usize,
     observed: Vec<Observation>,
+    omitted: u64,
 }
 
 /// Changed attributes for people: the change time goes with every other
@@ -98,6 +99,7 @@ fn canary_finding(
         declared_at: None,
         scope: None,
         observed,
+        observed_omitted: 0,
     }
 }
 
@@ -219,7 +221,11 @@ impl Watch<'_> {
                     } else {
                         t.outside += 1;
                     }
-                    t.observed.push(observation(c));
+                    if t.observed.len() < crate::report::MAX_OBSERVED {
+                        t.observed.push(observation(c));
+                    } else {
+                        t.omitted += 1;
+                    }
                 }
             }
         }
@@ -270,6 +276,7 @@ impl Watch<'_> {
                     scope: decl
                         .and_then(|d| d.scope.as_ref())
                         .map(|sc| [(sc.key.clone(), sc.value.clone())].into_iter().collect()),
+                    observed_omitted: tallies.get(carrier.name).map_or(0, |t| t.omitted),
                     observed: tallies
                         .remove(carrier.name)
                         .map(|t| t.observed)

@@ -132,7 +132,13 @@ fn snapshot_error(e: std::io::Error) -> SnapshotError {
 
 /// Takes every surface's first snapshot, then arms the canaries.
 pub fn start<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
-    crate::sys::raise_nofile();
+    let limit = crate::sys::raise_nofile();
+    let w = start_raised(plan, opts);
+    crate::sys::restore_nofile(limit);
+    w
+}
+
+fn start_raised<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
     let started_at = timefmt::now_rfc3339();
     let probe_id = crate::nonce::short_id().map_err(|e| e.to_string())?;
     let mut b = tempfile::Builder::new();
@@ -298,7 +304,14 @@ impl Watch<'_> {
 
     /// Collects the canaries' reads, removes the canaries, takes every
     /// surface's second snapshot and makes the report.
-    pub fn finish(mut self, ended: Ended) -> Report {
+    pub fn finish(self, ended: Ended) -> Report {
+        let limit = crate::sys::raise_nofile();
+        let report = self.finish_raised(ended);
+        crate::sys::restore_nofile(limit);
+        report
+    }
+
+    fn finish_raised(mut self, ended: Ended) -> Report {
         let command_finished_at = timefmt::now_rfc3339();
         let mut findings = Vec::new();
         let mut cleanup = Cleanup::default();

@@ -30,9 +30,20 @@ struct Saved {
     firsts: Vec<Result<String, SnapshotError>>,
     /// When the first snapshots began (Unix seconds).
     since: i64,
+    /// Each surface's settings as the watch step read them (SHA-256): the
+    /// post step reads its environment again, which the steps between can
+    /// change (`$GITHUB_ENV`).
+    settings: Vec<String>,
     canaries: Option<canary::Saved>,
     arm_failure: Option<String>,
     specs: Vec<(String, PathBuf)>,
+}
+
+fn settings_digests(plan: &Plan) -> Vec<String> {
+    plan.surfaces
+        .iter()
+        .map(|sp| sha256_hex(sp.settings.to_string().as_bytes()))
+        .collect()
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -84,6 +95,7 @@ impl Watch<'_> {
             dir_id: (meta.dev(), meta.ino()),
             firsts,
             since,
+            settings: settings_digests(self.plan),
             canaries,
             arm_failure: self.arm_failure.clone(),
             specs: self
@@ -131,7 +143,11 @@ pub fn load(token: &str) -> Result<Resumed, String> {
         return Err(bad().into());
     }
     let dir = PathBuf::from(dir);
-    let text = std::fs::read(dir.join(SAVED))
+    // At most 16 MiB (a saved watch is a few KiB), read from a regular
+    // file only: the directory is one the watched steps could write.
+    let mut text = Vec::new();
+    crate::watch::snapshot::open_own(&dir.join(SAVED))
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 16 << 20), &mut text))
         .map_err(|e| format!("no saved watch in {}: {e}", shown(&dir)))?;
     if sha256_hex(&text) != hex {
         return Err(format!(
@@ -159,7 +175,6 @@ pub fn load(token: &str) -> Result<Resumed, String> {
 impl Resumed {
     /// The watch, to finish with the plan built from `config_text`.
     pub fn watch(self, plan: &Plan) -> Result<Watch<'_>, String> {
-        crate::sys::raise_nofile();
         let s = self.saved;
         let names: Vec<(String, String)> = plan
             .surfaces
@@ -174,8 +189,16 @@ impl Resumed {
             keep: false,
         };
         let ctx = ctx_of(&work.path)?;
+        let now = settings_digests(plan);
         let mut insts = Vec::new();
         for (i, (sp, first)) in plan.surfaces.iter().zip(s.firsts).enumerate() {
+            let first = match s.settings.get(i) {
+                Some(d) if *d == now[i] => first,
+                _ => Err(SnapshotError::Failed(
+                    "its settings differ from the watch step's: an environment variable they are read from changed since (through $GITHUB_ENV?)"
+                        .into(),
+                )),
+            };
             let surface = surface::by_name(sp.type_name)
                 .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
                 .and_then(|t| t.open(&sp.settings));
