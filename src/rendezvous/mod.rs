@@ -111,6 +111,10 @@ impl Rendezvous {
                     .map_err(|e| format!("cannot listen on {addr} (DNS): {e}"))?;
                 sock.set_read_timeout(Some(Duration::from_millis(200)))
                     .map_err(|e| e.to_string())?;
+                // Deliveries the socket drops under a flood are counted,
+                // so that a reader knows a miss after one proves nothing.
+                crate::sys::count_drops(&sock)
+                    .map_err(|e| format!("cannot count dropped datagrams: {e}"))?;
                 Some((sock, zone))
             }
             None => None,
@@ -276,10 +280,15 @@ fn serve_tcp(conn: TcpStream, store: &Mutex<Store>) {
 fn serve_dns(sock: UdpSocket, zone: &str, store: &Mutex<Store>, stop: &AtomicBool) {
     let mut buf = [0u8; 512];
     let (mut second, mut answered) = (std::time::Instant::now(), 0u32);
+    let mut dropped = 0u32;
     while !stop.load(Ordering::SeqCst) {
-        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+        let Ok((n, from, drops)) = crate::sys::recv_counting(&sock, &mut buf) else {
             continue;
         };
+        if drops != dropped {
+            dropped = drops;
+            crate::loopback::lock(store).dropped();
+        }
         let Some(q) = dns::parse_query(&buf[..n]) else {
             continue;
         };
