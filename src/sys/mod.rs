@@ -1,9 +1,17 @@
-//! Thin safe wrappers over the Linux syscalls std does not expose.
+//! Thin safe wrappers over the Linux syscalls std does not expose: files
+//! and directories here, processes in [`process`], UDP drop counts in
+//! [`udp`].
 //!
 //! Everything that touches entries inside a surface directory goes through
 //! a directory file descriptor and the `*at` calls with `AT_SYMLINK_NOFOLLOW`
 //! / `O_NOFOLLOW`, so a name swapped for a symlink between two calls is never
 //! followed.
+
+mod process;
+mod udp;
+
+pub use process::*;
+pub use udp::*;
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -378,98 +386,6 @@ pub fn birth_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<(i64, u32)>> {
     Ok(Some((stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)))
 }
 
-/// Makes a child process die (SIGKILL) when the thread that spawned it
-/// exits: a run that is killed must not leave its git push finishing after
-/// cleanup ran, and a killed probe must not leave its runs behind. For
-/// `CommandExt::pre_exec`: only async-signal-safe calls.
-pub fn die_with_parent(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Makes this process die (SIGKILL) when the thread that started it
-/// exits: what [`die_with_parent`] does from a pre-exec hook, done by the
-/// child itself so that its parent can spawn it without forking. The
-/// caller checks afterwards that its parent is still the one it expects
-/// (it may have died before this took hold).
-pub fn die_with_parent_thread() -> Result<(), String> {
-    // SAFETY: prctl with an option and a signal number.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
-        return Err(format!(
-            "cannot ask to die with the probe: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-/// Which of `fds` (`None`: not watched) are readable (data, or their end)
-/// within `timeout`; none when it passed or a signal came first (poll is
-/// never restarted). An error is poll's own (never a signal).
-pub fn poll_readable(fds: &[Option<i32>], timeout: std::time::Duration) -> io::Result<Vec<bool>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.unwrap_or(-1),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: a valid array of pollfds (a negative fd is ignored), its
-    // length, a timeout.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(pfds
-        .iter()
-        .map(|p| n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
-        .collect())
-}
-
-/// Waits until process `pid` (a child not yet reaped) has exited, or until
-/// `deadline`. It says nothing: the caller reaps (or kills) next either
-/// way, and where the kernel has no pidfd (before Linux 5.3) it returns at
-/// once for the caller to poll.
-///
-/// Why a pidfd: it becomes readable the moment the process exits, so the
-/// wait ends then, not at the next tick of a polling loop.
-pub fn wait_exit(pid: u32, deadline: std::time::Instant) {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return;
-    }
-    // SAFETY: the syscall returned a fresh descriptor we now own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        // Interrupted by a signal: wait on for what is left, not anew.
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd, its count, a timeout.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return;
-        }
-    }
-}
-
 /// Opens the subdirectory `name` of `dir` like [`open_dir`] (`O_PATH`),
 /// never following a symlink: a name swapped for one fails (`ENOTDIR` or
 /// `ELOOP`) instead of leading elsewhere.
@@ -483,142 +399,4 @@ pub fn open_dir_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
         )
     })?;
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Raises this process's open-file limit to its hard limit, for a walk
-/// that holds one directory descriptor per level; the limit it had, to put
-/// back with [`restore_nofile`] (a command started later must not inherit
-/// the raised one).
-pub fn raise_nofile() -> Option<libc::rlimit> {
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: a resource and an rlimit to fill, then to set.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return None;
-        }
-        let old = lim;
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        Some(old)
-    }
-}
-
-/// Puts back the limit [`raise_nofile`] returned.
-pub fn restore_nofile(old: Option<libc::rlimit>) {
-    if let Some(lim) = old {
-        // SAFETY: a resource and a limit we read before.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-    }
-}
-
-/// `SO_RXQ_OVFL` (asm-generic/socket.h; the value on x86_64 and aarch64):
-/// each datagram received then carries the count of datagrams the socket
-/// has dropped so far for want of buffer.
-const SO_RXQ_OVFL: libc::c_int = 40;
-
-/// Asks the kernel to count what `sock` drops (see [`recv_counting`]).
-pub fn count_drops(sock: &std::net::UdpSocket) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: a socket we own, an int option and its size.
-    check(unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_RXQ_OVFL,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
-}
-
-/// One datagram into `buf` (its length and sender), and how many the
-/// socket had dropped by then (0 until it drops one; [`count_drops`]
-/// must have been asked).
-pub fn recv_counting(
-    sock: &std::net::UdpSocket,
-    buf: &mut [u8],
-) -> io::Result<(usize, std::net::SocketAddr, u32)> {
-    // SAFETY: recvmsg with buffers that outlive the call; the control
-    // messages are walked with the CMSG macros over the space given.
-    unsafe {
-        let mut from: libc::sockaddr_storage = std::mem::zeroed();
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let mut control = [0u64; 8];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_name = (&mut from as *mut libc::sockaddr_storage).cast();
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, 0);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut dropped = 0u32;
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_RXQ_OVFL {
-                dropped = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>());
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-        let addr = match from.ss_family as libc::c_int {
-            libc::AF_INET => {
-                let a = *(&from as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>();
-                std::net::SocketAddr::from((
-                    u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
-                    u16::from_be(a.sin_port),
-                ))
-            }
-            libc::AF_INET6 => {
-                let a = *(&from as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
-                std::net::SocketAddr::from((a.sin6_addr.s6_addr, u16::from_be(a.sin6_port)))
-            }
-            _ => return Err(io::Error::other("a datagram from no address")),
-        };
-        Ok((n as usize, addr, dropped))
-    }
-}
-
-#[cfg(test)]
-mod drop_tests {
-    use super::*;
-
-    #[test]
-    fn a_flooded_socket_says_how_many_it_dropped() {
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let small: libc::c_int = 1024;
-        // SAFETY: a socket we own, an int option and its size.
-        unsafe {
-            libc::setsockopt(
-                rx.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&small as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-        count_drops(&rx).unwrap();
-        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        for _ in 0..200 {
-            let _ = tx.send_to(&[7u8; 400], rx.local_addr().unwrap());
-        }
-        // What was queued came before the drops; the next datagram queued
-        // after them carries their count.
-        let mut buf = [0u8; 512];
-        rx.set_nonblocking(true).unwrap();
-        while recv_counting(&rx, &mut buf).is_ok() {}
-        rx.set_nonblocking(false).unwrap();
-        tx.send_to(&[8u8; 10], rx.local_addr().unwrap()).unwrap();
-        let (n, from, dropped) = recv_counting(&rx, &mut buf).unwrap();
-        assert_eq!((n, from), (10, tx.local_addr().unwrap()));
-        assert!(dropped > 0, "{dropped}");
-    }
 }

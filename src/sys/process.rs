@@ -1,0 +1,124 @@
+//! Processes: dying with the parent, waiting on descriptors and exits,
+//! and the open-file limit.
+
+use super::*;
+
+/// Makes a child process die (SIGKILL) when the thread that spawned it
+/// exits: a run that is killed must not leave its git push finishing after
+/// cleanup ran, and a killed probe must not leave its runs behind. For
+/// `CommandExt::pre_exec`: only async-signal-safe calls.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes this process die (SIGKILL) when the thread that started it
+/// exits: what [`die_with_parent`] does from a pre-exec hook, done by the
+/// child itself so that its parent can spawn it without forking. The
+/// caller checks afterwards that its parent is still the one it expects
+/// (it may have died before this took hold).
+pub fn die_with_parent_thread() -> Result<(), String> {
+    // SAFETY: prctl with an option and a signal number.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+        return Err(format!(
+            "cannot ask to die with the probe: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Which of `fds` (`None`: not watched) are readable (data, or their end)
+/// within `timeout`; none when it passed or a signal came first (poll is
+/// never restarted). An error is poll's own (never a signal).
+pub fn poll_readable(fds: &[Option<i32>], timeout: std::time::Duration) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: a valid array of pollfds (a negative fd is ignored), its
+    // length, a timeout.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(pfds
+        .iter()
+        .map(|p| n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
+        .collect())
+}
+
+/// Waits until process `pid` (a child not yet reaped) has exited, or until
+/// `deadline`. It says nothing: the caller reaps (or kills) next either
+/// way, and where the kernel has no pidfd (before Linux 5.3) it returns at
+/// once for the caller to poll.
+///
+/// Why a pidfd: it becomes readable the moment the process exits, so the
+/// wait ends then, not at the next tick of a polling loop.
+pub fn wait_exit(pid: u32, deadline: std::time::Instant) {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: the syscall returned a fresh descriptor we now own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // Interrupted by a signal: wait on for what is left, not anew.
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, its count, a timeout.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Raises this process's open-file limit to its hard limit, for a walk
+/// that holds one directory descriptor per level; the limit it had, to put
+/// back with [`restore_nofile`] (a command started later must not inherit
+/// the raised one).
+pub fn raise_nofile() -> Option<libc::rlimit> {
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a resource and an rlimit to fill, then to set.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        let old = lim;
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        Some(old)
+    }
+}
+
+/// Puts back the limit [`raise_nofile`] returned.
+pub fn restore_nofile(old: Option<libc::rlimit>) {
+    if let Some(lim) = old {
+        // SAFETY: a resource and a limit we read before.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+}
