@@ -28,10 +28,22 @@ pub fn install() {
 pub fn received() -> Option<&'static str> {
     match RECEIVED.load(Ordering::SeqCst) {
         0 => None,
-        libc::SIGINT => Some("SIGINT"),
-        libc::SIGTERM => Some("SIGTERM"),
-        libc::SIGHUP => Some("SIGHUP"),
-        _ => Some("a signal"),
+        n => Some(name(n)),
+    }
+}
+
+/// A signal's name, for messages and reports (`SIGTERM`).
+pub fn name(n: i32) -> &'static str {
+    match n {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "a signal",
     }
 }
 

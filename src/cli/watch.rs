@@ -34,7 +34,7 @@ pub struct WatchArgs {
     /// How to see canary reads (default: the best this process may use:
     /// fanotify, else inotify, else atime).
     #[arg(long, value_enum)]
-    pub detector: Option<DetectorArg>,
+    pub detector: Option<Detector>,
     /// Instead of running a command: take the first snapshots, arm the
     /// canaries (seen by atime, the one detector that outlives this
     /// process), save the watch and print its token, for `--finish` at
@@ -49,13 +49,6 @@ pub struct WatchArgs {
     /// The command and its arguments (no shell).
     #[arg(last = true, required_unless_present_any = ["start", "finish"], value_name = "COMMAND")]
     pub command: Vec<OsString>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DetectorArg {
-    Fanotify,
-    Inotify,
-    Atime,
 }
 
 pub(super) fn parse_canary(s: &str) -> Result<(Kind, PathBuf), String> {
@@ -112,11 +105,7 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     let mut opts = run::Options {
         work_dir: args.work_dir.clone(),
         canaries: canary_specs(&args.canary, !args.no_default_canaries),
-        detector: args.detector.map(|d| match d {
-            DetectorArg::Fanotify => Detector::Fanotify,
-            DetectorArg::Inotify => Detector::Inotify,
-            DetectorArg::Atime => Detector::Atime,
-        }),
+        detector: args.detector,
     };
     if args.start {
         if opts.detector.is_some_and(|d| d != Detector::Atime) {
@@ -165,7 +154,7 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
             ended.survivors.len()
         ));
     }
-    Ok(match (code, ended.exit_code, ended.signal_number) {
+    Ok(match (code, ended.exit_code, ended.signal) {
         (0, Some(c), _) => c,
         (0, None, Some(n)) => 128 + n,
         (0, None, None) => {
@@ -265,22 +254,6 @@ fn wait(mut c: std::process::Child, ended: &mut Ended) {
     };
     if let Some(st) = status {
         ended.exit_code = st.code();
-        ended.signal = st.signal().map(signal_name);
-        ended.signal_number = st.signal();
+        ended.signal = st.signal();
     }
-}
-
-fn signal_name(n: i32) -> String {
-    let name = match n {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => return format!("signal {n}"),
-    };
-    name.into()
 }

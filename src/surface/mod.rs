@@ -547,7 +547,7 @@ pub trait Watchable {
     fn snapshot(
         &self,
         ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut dyn FnMut(crate::watch::snapshot::Entry) -> std::io::Result<()>,
+        sink: &mut crate::watch::snapshot::Sink<'_>,
     ) -> Result<(), crate::watch::snapshot::SnapshotError>;
     /// The carriers a change the watched command made here would carry.
     fn carriers_of(

@@ -22,7 +22,7 @@ pub struct Before {
 
 impl Before {
     /// Notes what an entry of the first snapshot holds.
-    pub fn see(&mut self, e: &Entry) {
+    fn see(&mut self, e: &Entry) {
         if let Some(oid) = e.attrs.get("oid") {
             self.oids.insert(oid.clone());
         }
@@ -61,9 +61,11 @@ impl Change {
 }
 
 /// Compares a snapshot being taken (`push`, in key order) with the one on
-/// disk.
+/// disk, noting what attribution needs of the first ([`Before`]) as it
+/// reads it: the first snapshot is read once.
 pub struct Differ {
     before: Reader,
+    seen: Before,
     /// The next entry of the first snapshot, read but not yet compared.
     pending: Option<Entry>,
     last: Option<Vec<String>>,
@@ -71,9 +73,14 @@ pub struct Differ {
 }
 
 impl Differ {
-    pub fn new(before: Reader) -> Differ {
+    /// `since`: when the first snapshot began (Unix seconds).
+    pub fn new(before: Reader, since: i64) -> Differ {
         Differ {
             before,
+            seen: Before {
+                since,
+                ..Before::default()
+            },
             pending: None,
             last: None,
             changes: Vec::new(),
@@ -84,7 +91,13 @@ impl Differ {
     fn next_before(&mut self) -> io::Result<Option<Entry>> {
         match self.pending.take() {
             Some(e) => Ok(Some(e)),
-            None => self.before.next().transpose(),
+            None => {
+                let e = self.before.next().transpose()?;
+                if let Some(e) = &e {
+                    self.seen.see(e);
+                }
+                Ok(e)
+            }
         }
     }
 
@@ -151,8 +164,11 @@ impl Differ {
     /// paired and a directory whose only change follows from its
     /// children's (or from runwarden's own `quiet` paths) is dropped.
     /// Also returns the SHA-256 of the first snapshot as read, to check
-    /// against what was written.
-    pub fn finish(mut self, quiet: &HashSet<Vec<String>>) -> io::Result<(Vec<Change>, String)> {
+    /// against what was written, and what attribution needs of it.
+    pub fn finish(
+        mut self,
+        quiet: &HashSet<Vec<String>>,
+    ) -> io::Result<(Vec<Change>, String, Before)> {
         while let Some(b) = self.next_before()? {
             self.removed(b);
         }
@@ -182,6 +198,7 @@ impl Differ {
         };
         let kept: Vec<bool> = changes.iter().map(keep).collect();
         let digest = self.before.digest();
+        let seen = self.seen;
         Ok((
             changes
                 .into_iter()
@@ -189,6 +206,7 @@ impl Differ {
                 .filter_map(|(c, k)| k.then_some(c))
                 .collect(),
             digest,
+            seen,
         ))
     }
 }

@@ -104,13 +104,13 @@ pub enum SnapshotError {
     Failed(String),
 }
 
+/// Where a snapshot streams its entries (in [`key_order`]).
+pub type Sink<'s> = dyn FnMut(Entry) -> io::Result<()> + 's;
+
 /// Streams entries a surface listed in whatever order it lists them (a
 /// ref list, a cache listing: small next to a directory tree), sorted
 /// first into [`key_order`].
-pub fn emit_sorted(
-    mut entries: Vec<Entry>,
-    sink: &mut dyn FnMut(Entry) -> io::Result<()>,
-) -> Result<(), SnapshotError> {
+pub fn emit_sorted(mut entries: Vec<Entry>, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
     entries.sort_by(|a, b| key_order(&a.key, &b.key));
     entries.dedup_by(|a, b| a.key == b.key);
     for e in entries {

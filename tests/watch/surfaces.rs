@@ -8,7 +8,7 @@
 use runwarden::marker::Key;
 use runwarden::nonce::Nonce;
 use runwarden::surface::{self, PlantJob, PlantOutcome, RUNNER_PERSISTENCE, RunCtx};
-use runwarden::watch::diff::{Before, Differ};
+use runwarden::watch::diff::Differ;
 use runwarden::watch::snapshot::{Reader, WatchCtx, Writer};
 use serde_json::json;
 use std::collections::{BTreeSet, HashSet};
@@ -41,18 +41,12 @@ fn each_carrier_planted_between_two_snapshots_is_attributed_to_itself() {
             }
             let first = root.path().join(format!("{}-{i}.before", ty.name()));
             let mut writer = Writer::create(&first).unwrap();
-            let mut before = Before {
-                since: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_secs() as i64,
-                ..Before::default()
-            };
-            w.snapshot(&WatchCtx::default(), &mut |e| {
-                before.see(&e);
-                writer.push(&e)
-            })
-            .unwrap();
+            let since = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            w.snapshot(&WatchCtx::default(), &mut |e| writer.push(&e))
+                .unwrap();
             writer.finish().unwrap();
             let job = PlantJob {
                 key: c.name.into(),
@@ -69,10 +63,10 @@ fn each_carrier_planted_between_two_snapshots_is_attributed_to_itself() {
                 ty.name(),
                 c.name
             );
-            let mut differ = Differ::new(Reader::open(&first).unwrap());
+            let mut differ = Differ::new(Reader::open(&first).unwrap(), since);
             w.snapshot(&WatchCtx::default(), &mut |e| differ.push(e))
                 .unwrap();
-            let (changes, _) = differ.finish(&HashSet::new()).unwrap();
+            let (changes, _, before) = differ.finish(&HashSet::new()).unwrap();
             let seen: BTreeSet<&str> = changes
                 .iter()
                 .flat_map(|ch| w.carriers_of(ch, &before))

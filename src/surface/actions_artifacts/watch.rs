@@ -4,14 +4,10 @@
 
 use super::*;
 use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 impl crate::surface::Watchable for Instance {
-    fn snapshot(
-        &self,
-        _ctx: &WatchCtx,
-        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
-    ) -> Result<(), SnapshotError> {
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
         let api = self
             .api()
             .map_err(|why| SnapshotError::Failed(format!("no listing of the artifacts ({why})")))?;

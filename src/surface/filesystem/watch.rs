@@ -15,12 +15,10 @@
 
 use super::*;
 use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{self, SnapshotError, WatchCtx, component};
+use crate::watch::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
-
-type Sink<'s> = dyn FnMut(snapshot::Entry) -> io::Result<()> + 's;
 
 /// The first 16 bytes of a SHA-256, in hex: enough to tell two states of
 /// one entry apart, short enough for a snapshot of a million entries.

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 /// A new commit (an object id no ref named before) carries everything a
 /// commit holds.
@@ -19,11 +19,7 @@ const COMMIT_CARRIERS: &[&str] = &[
 ];
 
 impl crate::surface::Watchable for Instance {
-    fn snapshot(
-        &self,
-        _ctx: &WatchCtx,
-        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
-    ) -> Result<(), SnapshotError> {
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
         let dir = self.scratch().map_err(SnapshotError::Failed)?;
         let mut refs: Vec<(String, String)> = Vec::new();
         let ls = self.remote_stream(

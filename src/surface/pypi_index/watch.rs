@@ -5,14 +5,10 @@
 
 use super::*;
 use crate::watch::diff::{Before, Change};
-use crate::watch::snapshot::{Entry, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 impl crate::surface::Watchable for Instance {
-    fn snapshot(
-        &self,
-        _ctx: &WatchCtx,
-        sink: &mut dyn FnMut(Entry) -> std::io::Result<()>,
-    ) -> Result<(), SnapshotError> {
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
         let mut all = Vec::new();
         let scanned = self
             .scan(&self.s.simple_url, "text/html", &[], &mut |h| {

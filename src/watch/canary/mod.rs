@@ -87,8 +87,8 @@ pub fn default_specs(home: &Path, workspace: &Path) -> Vec<Spec> {
     ]
 }
 
-/// How reads are seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How reads are seen (also `watch --detector`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Detector {
     Fanotify,
     Inotify,

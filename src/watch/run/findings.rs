@@ -200,14 +200,14 @@ impl Watch<'_> {
         i: usize,
         ty: &dyn SurfaceType,
         watchable: Option<&dyn Watchable>,
-        state: Result<(Seen, &Before), SnapshotError>,
+        state: Result<Seen, SnapshotError>,
         persistence: Option<Persistence>,
     ) -> Vec<Finding> {
         let sp = &self.plan.surfaces[i];
         let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
-        if let (Ok((seen, before)), Some(w)) = (&state, watchable) {
+        if let (Ok(seen), Some(w)) = (&state, watchable) {
             for c in &seen.changes {
-                for carrier in w.carriers_of(c, before) {
+                for carrier in w.carriers_of(c, &seen.before) {
                     let t = tallies.entry(carrier).or_default();
                     let channel = format!("{}:{carrier}", sp.name);
                     let inside = match self.plan.declaration(&channel) {
@@ -243,7 +243,7 @@ impl Watch<'_> {
                     (Err(SnapshotError::Failed(why)), None) => {
                         Watched::Broken(format!("the surface could not be looked at: {why}"))
                     }
-                    (Ok((seen, _)), None) => {
+                    (Ok(seen), None) => {
                         let t = tallies.get(carrier.name);
                         Watched::Changes {
                             declared: decl.is_some(),

@@ -50,18 +50,18 @@ pub struct Ended {
     /// Its arguments, redacted when the report is made.
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
-    pub signal: Option<String>,
-    pub signal_number: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
     /// Processes the command started that were still running when it
     /// ended (what they do after the second snapshot is not watched).
     pub survivors: Vec<u32>,
 }
 
-/// A surface's first snapshot: where it is, what attribution needs of it,
+/// A surface's first snapshot: where it is, when it began (Unix seconds)
 /// and its SHA-256.
 struct First {
     path: PathBuf,
-    before: Before,
+    since: i64,
     digest: String,
 }
 
@@ -226,27 +226,22 @@ fn before_path(work: &Path, i: usize) -> PathBuf {
 
 fn take_first(s: &dyn Watchable, ctx: &WatchCtx, path: &Path) -> Result<First, SnapshotError> {
     let mut w = Writer::create(path).map_err(snapshot_error)?;
-    let mut before = Before {
-        since: crate::sys::now_coarse().0,
-        ..Before::default()
-    };
-    s.snapshot(ctx, &mut |e| {
-        before.see(&e);
-        w.push(&e)
-    })?;
+    let since = crate::sys::now_coarse().0;
+    s.snapshot(ctx, &mut |e| w.push(&e))?;
     let digest = w.finish().map_err(snapshot_error)?;
     Ok(First {
         path: path.to_path_buf(),
-        before,
+        since,
         digest,
     })
 }
 
-/// What the second snapshot found: the changes, and how many directories
-/// it could not list.
+/// What the second snapshot found: the changes, how many directories it
+/// could not list, and what attribution needs of the first.
 struct Seen {
     changes: Vec<Change>,
     unlisted: usize,
+    before: Before,
 }
 
 /// The second snapshot, diffed against the first as it is taken; the
@@ -257,13 +252,14 @@ fn second(
     first: &First,
     quiet: &HashSet<Vec<String>>,
 ) -> Result<Seen, SnapshotError> {
-    let mut differ = Differ::new(Reader::open(&first.path).map_err(snapshot_error)?);
+    let reader = Reader::open(&first.path).map_err(snapshot_error)?;
+    let mut differ = Differ::new(reader, first.since);
     let mut unlisted = 0;
     s.snapshot(ctx, &mut |e| {
         unlisted += usize::from(e.attrs.contains_key("unlisted"));
         differ.push(e)
     })?;
-    let (changes, digest) = differ
+    let (changes, digest, before) = differ
         .finish(quiet)
         .map_err(|e| SnapshotError::Failed(format!("comparing with the first snapshot: {e}")))?;
     if digest != first.digest {
@@ -272,7 +268,11 @@ fn second(
                 .into(),
         ));
     }
-    Ok(Seen { changes, unlisted })
+    Ok(Seen {
+        changes,
+        unlisted,
+        before,
+    })
 }
 
 fn shown(p: &Path) -> String {
@@ -330,7 +330,7 @@ impl Watch<'_> {
                 (Ok(_), Some(w), Ok(first)) => {
                     let quiet: HashSet<Vec<String>> =
                         quiet_paths.iter().filter_map(|p| w.key_of(p)).collect();
-                    second(w, &self.ctx, first, &quiet).map(|seen| (seen, &first.before))
+                    second(w, &self.ctx, first, &quiet)
                 }
             };
             let persistence = inst.surface.as_ref().ok().and_then(|s| s.persistence());
@@ -365,7 +365,7 @@ impl Watch<'_> {
                     .map(|a| crate::redact::text(a))
                     .collect(),
                 exit_code: ended.exit_code,
-                signal: ended.signal,
+                signal: ended.signal.map(|n| crate::signals::name(n).to_string()),
                 survivors: ended.survivors,
                 started_at: self.command_started_at.clone(),
                 finished_at: command_finished_at,

@@ -74,7 +74,7 @@ impl Watch<'_> {
             .insts
             .iter()
             .filter_map(|i| i.first.as_ref().ok())
-            .map(|f| f.before.since)
+            .map(|f| f.since)
             .min()
             .unwrap_or_else(|| crate::sys::now_coarse().0);
         let canaries = match self.armed.take() {
@@ -202,8 +202,11 @@ impl Resumed {
             let surface = surface::by_name(sp.type_name)
                 .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
                 .and_then(|t| t.open(&sp.settings));
-            let first =
-                first.and_then(|digest| reread(&before_path(&work.path, i), digest, s.since));
+            let first = first.map(|digest| First {
+                path: before_path(&work.path, i),
+                since: s.since,
+                digest,
+            });
             insts.push(Inst { surface, first });
         }
         let specs = s
@@ -244,28 +247,4 @@ impl Resumed {
             .map(|c| Armed::resume(c).disarm())
             .unwrap_or_default()
     }
-}
-
-/// What attribution needs of a first snapshot saved by another process,
-/// which must read back with the digest it was saved with.
-fn reread(path: &Path, digest: String, since: i64) -> Result<First, SnapshotError> {
-    let mut before = Before {
-        since,
-        ..Before::default()
-    };
-    let mut r = Reader::open(path).map_err(snapshot_error)?;
-    for e in r.by_ref() {
-        before.see(&e.map_err(snapshot_error)?);
-    }
-    if r.digest() != digest {
-        return Err(SnapshotError::Failed(
-            "the first snapshot was changed on disk since the watch step: nothing it shows can be trusted"
-                .into(),
-        ));
-    }
-    Ok(First {
-        path: path.to_path_buf(),
-        before,
-        digest,
-    })
 }
