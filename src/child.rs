@@ -314,7 +314,10 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
             }),
         }
     }
-    for (index, outcome) in inst.cleanup_all(&entries).into_iter().enumerate() {
+    for (index, outcome) in surface::cleanup_owned(&*inst, ctx, &entries)
+        .into_iter()
+        .enumerate()
+    {
         emit(&Event::Cleaned {
             target: t.id,
             index,

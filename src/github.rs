@@ -85,6 +85,29 @@ pub struct Answer {
     pub headers: ::http::HeaderMap,
 }
 
+/// `base` + `path`, when `path` is a path on `base`: so that no path (a
+/// journal entry's, a relayed answer's) can name another host (`@host/…`,
+/// `//host/…`) or climb out of the API's base (`..`, `%2e%2e`, `%2f`) with
+/// the token attached. `Err`: the path, escaped for a message.
+pub fn join(base: &str, path: &str) -> Result<String, String> {
+    let route = path.split_once('?').map_or(path, |(r, _)| r);
+    let lower = route.to_ascii_lowercase();
+    let fine = route.starts_with('/')
+        && !route.starts_with("//")
+        && !route.split('/').any(|seg| seg == "." || seg == "..")
+        && !["%2e", "%2f", "%5c", "%40"]
+            .iter()
+            .any(|e| lower.contains(e))
+        && !path
+            .bytes()
+            .any(|b| b.is_ascii_control() || b" @\\#".contains(&b) || !b.is_ascii());
+    if fine {
+        Ok(format!("{base}{path}"))
+    } else {
+        Err(escape::bytes(path.as_bytes()))
+    }
+}
+
 impl<'a> Api<'a> {
     fn request<'u>(&self, method: Method, url: &'u str) -> Request<'u> {
         Request::new(method, url)
@@ -93,9 +116,15 @@ impl<'a> Api<'a> {
             .secret_header("authorization", format!("Bearer {}", self.token))
     }
 
-    /// The absolute URL of an API path (`/repos/…`).
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+    /// The absolute URL of an API path (`/repos/…`) on the configured
+    /// host ([`join`]).
+    pub fn url(&self, path: &str) -> Result<String, ApiError> {
+        join(self.base, path).map_err(|path| {
+            ApiError::Failed(format!(
+                "refused to call {} with the path {path}: not a path on it",
+                self.host()
+            ))
+        })
     }
 
     fn host(&self) -> String {
@@ -111,7 +140,7 @@ impl<'a> Api<'a> {
         body: Option<&Value>,
         what: &str,
     ) -> Result<Answer, ApiError> {
-        self.call_url(method, &self.url(path), body, what)
+        self.call_url(method, &self.url(path)?, body, what)
     }
 
     fn call_url(
@@ -211,7 +240,7 @@ impl<'a> Api<'a> {
     /// A call GitHub answers with a redirect (an artifact's zip): the
     /// `Location`, which carries its own signature and gets no token.
     pub fn redirect(&self, path: &str, what: &str) -> Result<String, ApiError> {
-        let url = self.url(path);
+        let url = self.url(path)?;
         let resp = self
             .client
             .send(&self.request(Method::GET, &url))
@@ -253,7 +282,7 @@ impl<'a> Api<'a> {
         each: &mut dyn FnMut(&Value),
     ) -> Result<usize, ApiError> {
         let sep = if path.contains('?') { '&' } else { '?' };
-        let mut url = self.url(&format!("{path}{sep}per_page={PER_PAGE}"));
+        let mut url = self.url(&format!("{path}{sep}per_page={PER_PAGE}"))?;
         let origin = crate::http::origin(self.base);
         let mut seen = HashSet::new();
         let mut counted: Option<u64> = None;
@@ -517,4 +546,32 @@ pub fn host_of(url: &str) -> String {
             .unwrap_or_else(|| "?".into())
             .as_bytes(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join;
+
+    #[test]
+    fn a_path_never_leaves_the_api() {
+        let base = "https://api.github.com";
+        assert_eq!(
+            join(base, "/repos/o/r/labels?per_page=100").unwrap(),
+            "https://api.github.com/repos/o/r/labels?per_page=100"
+        );
+        for evil in [
+            "@evil.example/x",
+            "//evil.example/x",
+            "evil",
+            "/repos/o/r/labels/../../../x",
+            "/repos/o/r/labels/%2e%2e/x",
+            "/repos/o/r/labels/a%2Fb",
+            "/repos/o/r/x\\y",
+            "/repos/o/r/x#y",
+            "/repos/o/r/a b",
+            "/repos/o/r/%40evil",
+        ] {
+            assert!(join(base, evil).is_err(), "{evil}");
+        }
+    }
 }

@@ -5,11 +5,17 @@
 //! needle recovery looks for) and every entry created, in creation order. It
 //! holds no secret: surface settings (which can hold credentials) are not
 //! in it, only surface names and types, matched against the config of the
-//! job that reads it. A receipt is input from another job: `cleanup`
-//! re-checks every entry against the surface before removing it, and
-//! entries that do not have runwarden's own form are never touched.
+//! job that reads it. A receipt is input from another job, which the agent
+//! under test may have run in:
+//! - with `RUNWARDEN_KEY` set, `plant` signs the whole receipt (an HMAC
+//!   over its JSON without the `mac` field) and [`Receipt::read`] refuses a
+//!   receipt whose MAC is missing or does not verify, whole;
+//! - with or without a key, the engine checks every entry against the
+//!   surface's own ownership rule ([`crate::surface::Surface::owns`]) before
+//!   any removal, so an entry that does not have runwarden's own form for
+//!   this probe id is never touched.
 
-use crate::marker::Origin;
+use crate::marker::{Key, Origin};
 use crate::plan::ConfigSource;
 use crate::report::{KeyKind, Tool};
 use crate::surface::{JobScope, PlantOutcome};
@@ -37,6 +43,10 @@ pub struct Receipt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
     pub surfaces: Vec<ReceiptSurface>,
+    /// With a configured key: HMAC-SHA-256 (hex) over this receipt's JSON
+    /// with `mac` left out ([`Receipt::signed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,12 +68,45 @@ pub struct ReceiptPlant {
     pub outcome: PlantOutcome,
 }
 
+/// The MAC domain of a receipt (see [`Key::sign`]).
+const MAC_DOMAIN: &str = "runwarden-receipt-mac/1";
+
+/// A receipt is a few entries per carrier: anything larger than this was
+/// not written by `plant` (and is not read into memory whole).
+const MAX_RECEIPT: u64 = 64 << 20;
+
 impl Receipt {
-    /// Reads a receipt and checks it is one, for `probe_id` when given.
-    pub fn read(path: &std::path::Path, probe_id: Option<&str>) -> Result<Receipt, String> {
-        let text = std::fs::read_to_string(path)
+    /// The MAC this receipt's content has under `key`: over its JSON
+    /// without `mac` (serde_json writes fields in declaration order and
+    /// object keys sorted, so the same content always gives the same
+    /// bytes); none without a configured key.
+    fn mac_under(&self, key: &Key) -> Option<String> {
+        let unsigned = Receipt {
+            mac: None,
+            ..self.clone()
+        };
+        let text = serde_json::to_string(&unsigned).expect("receipt serializes");
+        key.sign(MAC_DOMAIN, &text)
+    }
+
+    /// This receipt, signed with `key` when one is configured.
+    pub fn signed(self, key: &Key) -> Receipt {
+        let mac = self.mac_under(key);
+        Receipt { mac, ..self }
+    }
+
+    /// Reads a receipt and checks it is one, for `probe_id` when given,
+    /// and that its MAC verifies under `key` when a key is configured. A
+    /// tampered receipt is refused whole: nothing in it is worth more than
+    /// the rest.
+    pub fn read(
+        path: &std::path::Path,
+        probe_id: Option<&str>,
+        key: &Key,
+    ) -> Result<Receipt, String> {
+        let text = crate::sys::read_regular(path, MAX_RECEIPT)
             .map_err(|e| format!("cannot read receipt {}: {e}", path.display()))?;
-        let r: Receipt = serde_json::from_str(&text)
+        let r: Receipt = serde_json::from_slice(&text)
             .map_err(|e| format!("{} is not a runwarden receipt: {e}", path.display()))?;
         if r.schema != SCHEMA {
             return Err(format!(
@@ -83,7 +126,28 @@ impl Receipt {
                 r.probe_id
             ));
         }
+        r.check_mac(key)
+            .map_err(|why| format!("{}: {why}; refused whole", path.display()))?;
         Ok(r)
+    }
+
+    /// Whether the MAC says this receipt is as `plant` wrote it.
+    fn check_mac(&self, key: &Key) -> Result<(), &'static str> {
+        match (&self.mac, self.mac_under(key)) {
+            (Some(got), Some(want)) if crate::marker::same(got.as_bytes(), want.as_bytes()) => {
+                Ok(())
+            }
+            (Some(_), Some(_)) => Err(
+                "the receipt's MAC does not verify with RUNWARDEN_KEY: it was edited after the plant, or signed with another key",
+            ),
+            (None, Some(_)) => Err(
+                "the receipt carries no MAC but RUNWARDEN_KEY is set: it was planted without the key or by runwarden 0.7.0 or earlier, or its MAC was removed (`cleanup --probe-id` finds what the plant made without it)",
+            ),
+            (Some(_), None) => Err(
+                "the receipt is signed but RUNWARDEN_KEY is not set: set the key it was planted with",
+            ),
+            (None, None) => Ok(()),
+        }
     }
 
     /// Whether every plant outcome is planted, refused or unsupported.

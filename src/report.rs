@@ -294,6 +294,10 @@ pub struct Cleanup {
     /// operator accepted that (`permanent: true`): listed, not failing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept: Vec<Leftover>,
+    /// Journal entries that are not runwarden's (a receipt naming
+    /// something the plant never made): left alone, and failing the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Leftover>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -328,7 +332,7 @@ impl Report {
             return 3;
         }
         let failing = self.findings.iter().any(|f| f.verdict.fails_run());
-        if failing || !self.cleanup.left.is_empty() {
+        if failing || !self.cleanup.left.is_empty() || !self.cleanup.refused.is_empty() {
             1
         } else {
             0

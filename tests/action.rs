@@ -142,8 +142,8 @@ fn the_action_reaches_the_cache_with_its_runtime_token_and_github_token_input() 
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(ws.read("out.txt").contains("\n4\n"), "four open: {text}");
     let summary = ws.read("summary.md");
-    assert!(summary.contains("api-token GITHUB&#95;TOKEN"), "{summary}");
-    assert!(summary.contains("cache-mode &quot;read&quot;"), "{summary}");
+    assert!(summary.contains("api-token ` GITHUB_TOKEN `"), "{summary}");
+    assert!(summary.contains("cache-mode ` \"read\""), "{summary}");
     assert!(svc.entries().is_empty(), "the plants are deleted");
     // The tokens are masked before anything else and never printed.
     let first = text.lines().next().unwrap_or("");

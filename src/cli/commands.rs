@@ -135,7 +135,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     };
     let receipt = receipt_path
         .as_deref()
-        .map(|p| Receipt::read(p, Some(&probe_id)))
+        .map(|p| Receipt::read(p, Some(&probe_id), &key))
         .transpose()
         .map_err(Failure::Other)?;
     if receipt.is_none() {
@@ -177,7 +177,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     let receipt = args
         .receipt
         .as_deref()
-        .map(|p| Receipt::read(p, args.cross.probe_id.as_deref()))
+        .map(|p| Receipt::read(p, args.cross.probe_id.as_deref(), &key))
         .transpose()
         .map_err(Failure::Other)?;
     let probe_id = match &receipt {
@@ -197,7 +197,8 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         .map_err(|e| Failure::Other(e.0))?;
     // Everything is gone: the receipt has nothing left to say, and is
     // removed. Not while it lists anything left or kept (it is the record
-    // of where those are), and a receipt found rather than given only when
+    // of where those are) or anything not runwarden's (the evidence that
+    // it was edited), and a receipt found rather than given only when
     // every surface it lists was cleaned here (a surface renamed or
     // removed from the config since the plant was not looked at).
     // A found receipt was not what this cleanup worked from: it goes only
@@ -208,6 +209,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     // after a signal.
     let nothing_left = report.cleanup.left.is_empty()
         && report.cleanup.kept.is_empty()
+        && report.cleanup.refused.is_empty()
         && crate::signals::received().is_none();
     if nothing_left {
         let covered = |r: &Receipt| {
@@ -222,7 +224,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         };
         let path = args.receipt.clone().or_else(|| {
             found_receipt(&probe_id)
-                .filter(|p| Receipt::read(p, Some(&probe_id)).is_ok_and(|r| covered(&r)))
+                .filter(|p| Receipt::read(p, Some(&probe_id), &key).is_ok_and(|r| covered(&r)))
         });
         if let Some(path) = path {
             match std::fs::remove_file(&path) {

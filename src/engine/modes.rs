@@ -84,7 +84,9 @@ pub fn plant(
         complete: a.problem.is_none(),
         problem: a.problem,
         surfaces,
-    })
+        mac: None,
+    }
+    .signed(&opts.key))
 }
 
 /// `runwarden recover`: run B on the configured surfaces for the plant of

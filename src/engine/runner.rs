@@ -254,6 +254,16 @@ impl<'a> Runner<'a> {
         for (id, list) in all.iter().enumerate() {
             let inst = &setup.insts[id];
             for (index, entry) in list.iter().enumerate() {
+                let leftover = |reason| Leftover {
+                    surface: plan.surfaces[inst.surface].name.clone(),
+                    control: inst.control,
+                    entry: inst
+                        .opened
+                        .as_ref()
+                        .map(|s| s.describe(entry))
+                        .unwrap_or_else(|| escape::line(&entry.to_string())),
+                    reason,
+                };
                 let outcome =
                     c.cleaned
                         .get(&(id, index))
@@ -277,26 +287,9 @@ impl<'a> Runner<'a> {
                     }
                     CleanupOutcome::Removed | CleanupOutcome::Gone | CleanupOutcome::Superseded => {
                     }
-                    CleanupOutcome::Kept { reason } => cleanup.kept.push(Leftover {
-                        surface: plan.surfaces[inst.surface].name.clone(),
-                        control: inst.control,
-                        entry: inst
-                            .opened
-                            .as_ref()
-                            .map(|s| s.describe(entry))
-                            .unwrap_or_else(|| escape::line(&entry.to_string())),
-                        reason,
-                    }),
-                    CleanupOutcome::Left { reason } => cleanup.left.push(Leftover {
-                        surface: plan.surfaces[inst.surface].name.clone(),
-                        control: inst.control,
-                        entry: inst
-                            .opened
-                            .as_ref()
-                            .map(|s| s.describe(entry))
-                            .unwrap_or_else(|| escape::line(&entry.to_string())),
-                        reason,
-                    }),
+                    CleanupOutcome::Kept { reason } => cleanup.kept.push(leftover(reason)),
+                    CleanupOutcome::Left { reason } => cleanup.left.push(leftover(reason)),
+                    CleanupOutcome::Foreign { reason } => cleanup.refused.push(leftover(reason)),
                 }
             }
         }

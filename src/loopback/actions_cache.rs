@@ -56,6 +56,14 @@ pub struct State {
     pub sig: String,
     /// The signature part of every runtime token this server minted.
     token_sig: String,
+    /// While listings lag: the newest entry they show.
+    pub lag_after: Option<u64>,
+}
+
+impl super::Listings for State {
+    fn lag(&mut self, on: bool) {
+        self.lag_after = on.then(|| self.entries.iter().map(|e| e.seq).max().unwrap_or(0));
+    }
 }
 
 /// The service; [`CacheServer::start`] starts one.
@@ -362,8 +370,10 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
             return json(req, 404, serde_json::json!({ "message": "Not Found" }));
         }
         let q = query(&url);
+        let lag_after = st.lag_after;
         let matches = |e: &Entry| {
             e.finalized
+                && lag_after.is_none_or(|n| e.seq <= n)
                 && q.get("key").is_none_or(|k| e.key.starts_with(k.as_str()))
                 && q.get("ref").is_none_or(|r| &e.scope == r)
         };

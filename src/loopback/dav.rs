@@ -32,6 +32,15 @@ pub struct State {
     pub read_only: bool,
     tokens: HashMap<String, String>,
     passwords: HashMap<String, String>,
+    /// While listings lag: the paths they show (what existed when the lag
+    /// began); a PROPFIND of a path itself still finds it.
+    pub lag: Option<std::collections::BTreeSet<String>>,
+}
+
+impl super::Listings for State {
+    fn lag(&mut self, on: bool) {
+        self.lag = on.then(|| self.nodes.keys().cloned().collect());
+    }
 }
 
 /// The cache; [`DavServer::start`] starts one.
@@ -347,7 +356,8 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
                     format!("{path}/")
                 };
                 for (k, n) in st.nodes.iter().filter(|(k, _)| {
-                    k.starts_with(&prefix)
+                    st.lag.as_ref().is_none_or(|known| known.contains(*k))
+                        && k.starts_with(&prefix)
                         && k.len() > prefix.len()
                         && !k[prefix.len()..].contains('/')
                 }) {

@@ -98,6 +98,27 @@ impl<S: Send + 'static> Service<S> {
     }
 }
 
+/// A service whose listings can lag, as eventually consistent ones do:
+/// while lagging, listings leave out whatever was made since the lag
+/// began, and every other route still serves it. Tests (the conformance
+/// suite's lagging listing) turn it on and off.
+pub trait Listings {
+    fn lag(&mut self, on: bool);
+}
+
+impl<S: Listings + Send + 'static> Service<S> {
+    /// Starts or ends the lag of this service's listings.
+    pub fn lag(&self, on: bool) {
+        lock(&self.state).lag(on);
+    }
+
+    /// What turns the lag on and off, apart from the service itself.
+    pub fn lag_switch(&self) -> Box<dyn Fn(bool) + Send + Sync> {
+        let st = self.state.clone();
+        Box::new(move |on| lock(&st).lag(on))
+    }
+}
+
 /// 32 random hex digits: a token or signature only this service knows.
 pub fn secret() -> Result<String, String> {
     crate::nonce::Nonce::generate()

@@ -10,7 +10,8 @@
 //! a repository comments as `github-actions[bot]`). Comments are hostile
 //! input: [`comment_state`] reads only well-formed entries.
 
-use super::github::{cell, docs_link};
+use super::github::docs_link;
+use super::markdown::{cell, text, word};
 use super::review::{headline, side};
 use super::sarif::truncate as clip;
 use crate::marker::Key;
@@ -218,9 +219,9 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     } else {
         "🟢"
     };
-    let _ = writeln!(out, "### {icon} runwarden: {}\n", cell(&headline(report)));
+    let _ = writeln!(out, "### {icon} runwarden: {}\n", headline(report));
     if let Some(label) = &report.label {
-        let _ = writeln!(out, "Runner: {}\n", cell(label));
+        let _ = writeln!(out, "Runner: {}\n", text(label));
     }
     match earlier {
         Earlier::None => out += "First run on this pull request.\n\n",
@@ -238,7 +239,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
                 let _ = writeln!(out, "**No channel changed since the last run{since}.**\n");
             } else {
                 let _ = writeln!(out, "**Since the last run{since}:**\n");
-                let list = |v: &[String]| v.iter().map(|k| cell(k)).collect::<Vec<_>>().join(", ");
+                let list = |v: &[String]| v.iter().map(|k| word(k)).collect::<Vec<_>>().join(", ");
                 if !c.opened.is_empty() {
                     let _ = writeln!(out, "- newly open: {}", list(&c.opened));
                 }
@@ -249,9 +250,9 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
                     let _ = writeln!(
                         out,
                         "- {}: {} → {}",
-                        cell(k),
-                        b.to_uppercase(),
-                        n.to_uppercase()
+                        word(k),
+                        word(b).to_uppercase(),
+                        word(n).to_uppercase()
                     );
                 }
                 out.push('\n');
@@ -285,7 +286,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
             let row = format!(
                 "| {} | [{}]({}){} | {} |\n",
                 f.verdict.as_str().to_uppercase(),
-                cell(&f.channel),
+                word(&f.channel),
                 docs_link(f),
                 cell(&side(f)),
                 cell(&clip(&f.detail, 600))
@@ -310,10 +311,10 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
 fn footer(cx: &CommentContext<'_>) -> String {
     let mut parts = Vec::new();
     if let Some(u) = cx.run_url {
-        parts.push(format!("[the run]({})", cell(u)));
+        parts.push(format!("[the run]({})", super::github::url(u)));
     }
     if let Some(s) = cx.sha {
-        parts.push(format!("commit {}", cell(&s[..s.len().min(7)])));
+        parts.push(format!("commit {}", text(&s[..s.len().min(7)])));
     }
     if parts.is_empty() {
         return String::new();

@@ -3,7 +3,7 @@
 //! Markdown for job summaries ([`render`]), plain columns for a terminal
 //! ([`render_plain`]). Functions over reports, like every output.
 
-use crate::output::github::cell;
+use crate::output::markdown::word;
 use crate::report::Report;
 use crate::verdict::Verdict;
 use std::fmt::Write as _;
@@ -37,7 +37,7 @@ pub fn render(columns: &[Column<'_>]) -> String {
     );
     out += "| channel |";
     for c in columns {
-        let _ = write!(out, " {} |", cell(&c.heading));
+        let _ = write!(out, " {} |", word(&c.heading));
     }
     out += "\n| --- |";
     for _ in columns {
@@ -45,8 +45,7 @@ pub fn render(columns: &[Column<'_>]) -> String {
     }
     out += "\n";
     for ch in &channels {
-        // Entities are not decoded inside code spans: plain text.
-        let _ = write!(out, "| {} |", cell(ch));
+        let _ = write!(out, "| {} |", word(ch));
         for c in columns {
             let v = match worst(c.report, ch) {
                 Some(Verdict::Fail) => "**FAIL**",

@@ -7,6 +7,7 @@
 //! can break the table or inject markup, and outputs use a random heredoc
 //! delimiter that no value may contain.
 
+use super::markdown::{cell, text, word};
 use super::repo::Context;
 use crate::escape;
 use crate::report::{Finding, Report};
@@ -83,26 +84,19 @@ pub fn annotations(report: &Report, ctx: &Context, report_path: Option<&str>) ->
     out
 }
 
-/// Escapes text for a markdown table cell: every character that markdown
-/// or HTML could act on becomes an entity, and line breaks become spaces,
-/// so no value can end the cell, the row or the table, or inject markup.
-pub fn cell(s: &str) -> String {
+/// Escapes runwarden's own text for a link destination (a run URL from
+/// the runner's environment): every character Markdown or HTML could act
+/// on becomes an entity. Never for surface data, which only
+/// [`super::markdown`] renders.
+pub(super) fn url(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '|' => out.push_str("&#124;"),
-            '`' => out.push_str("&#96;"),
-            '*' | '_' | '[' | ']' | '(' | ')' | '#' | '~' | '\\' | '!' | '$' | ':' | '@' => {
+            c if c.is_ascii_alphanumeric() || "-._~:/?=&%+,;".contains(c) => out.push(c),
+            c if c.is_control() || c.is_whitespace() => {}
+            c => {
                 let _ = write!(out, "&#{};", c as u32);
             }
-            '\n' | '\r' | '\t' => out.push(' '),
-            c if c.is_control() => {}
-            c => out.push(c),
         }
     }
     out
@@ -110,13 +104,7 @@ pub fn cell(s: &str) -> String {
 
 /// The docs section of a finding's carrier.
 pub(super) fn docs_link(f: &Finding) -> String {
-    if f.surface_type == crate::report::CANARY_TYPE {
-        return "https://github.com/runwarden/action/blob/main/docs/watch.md#canaries".into();
-    }
-    format!(
-        "https://github.com/runwarden/action/blob/main/docs/surfaces/{}.md#{}",
-        f.surface_type, f.carrier
-    )
+    super::markdown::docs_link(&f.surface_type, &f.carrier)
 }
 
 /// The job summary: counts, a mermaid diagram of the open channels (run A
@@ -139,19 +127,13 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
     );
     let _ = writeln!(
         out,
-        "**{}** fail · **{}** error · **{}** authorized · **{}** skipped · **{}** pass (probe `{}`)\n",
+        "**{}** fail · **{}** error · **{}** authorized · **{}** skipped · **{}** pass (probe {})\n",
         s.fail,
         s.error,
         s.authorized,
         s.skipped,
         s.pass,
-        // Probe ids are letters, digits, `-` and `_`: safe in a code span,
-        // where entities would show as typed.
-        if crate::marker::check_probe_id(&report.probe_id).is_ok() {
-            report.probe_id.clone()
-        } else {
-            cell(&report.probe_id)
-        }
+        text(&report.probe_id)
     );
     out += &context(report);
     let open: Vec<&Finding> = report
@@ -199,7 +181,7 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         let row = format!(
             "| {} | [{}]({}){} | {} | {} | {} |\n",
             f.verdict.as_str().to_uppercase(),
-            cell(&f.channel),
+            word(&f.channel),
             docs_link(f),
             cell(&side),
             f.persistence.as_str(),
@@ -213,7 +195,7 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         );
         if out.len() + row.len() + footer_room > budget {
             let where_ = report_path
-                .map(|p| format!(" in `{}`", cell(p)))
+                .map(|p| format!(" in {}", text(p)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -229,6 +211,13 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
             out,
             "\nCleanup left {} planted entries in place; see the report.",
             report.cleanup.left.len()
+        );
+    }
+    if !report.cleanup.refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCleanup refused {} journal entries that are not runwarden's (left alone); see the report.",
+            report.cleanup.refused.len()
         );
     }
     if !report.cleanup.kept.is_empty() {
@@ -251,7 +240,7 @@ fn context(report: &Report) -> String {
         let _ = writeln!(
             out,
             "No config file: probed the surfaces discovered on this {} runner; {} skipped (see the report's `config.discovered`).\n",
-            cell(&d.runner),
+            text(&d.runner),
             d.skipped.len()
         );
     }
@@ -259,13 +248,13 @@ fn context(report: &Report) -> String {
         let facts: Vec<String> = sf
             .facts
             .iter()
-            .map(|(k, v)| format!("{k} {}", cell(v)))
+            .map(|(k, v)| format!("{} {}", word(k), text(v)))
             .collect();
         let _ = writeln!(
             out,
             "Surface {} ({}): {}.\n",
-            cell(&sf.surface),
-            cell(&sf.surface_type),
+            word(&sf.surface),
+            word(&sf.surface_type),
             facts.join("; ")
         );
     }
@@ -274,13 +263,13 @@ fn context(report: &Report) -> String {
             (Some(_), Some(origin)) => writeln!(
                 out,
                 "Recovered the plant made {} by {}{}.\n",
-                cell(cj.planted_at.as_deref().unwrap_or("?")),
-                cell(&origin.describe()),
+                text(cj.planted_at.as_deref().unwrap_or("?")),
+                text(&origin.describe()),
                 cj.receipt_via
                     .as_deref()
                     .map(|v| format!(
                         "; its receipt was carried by {}, a declared channel between the jobs",
-                        cell(v)
+                        text(v)
                     ))
                     .unwrap_or_default()
             ),
@@ -305,7 +294,7 @@ fn context(report: &Report) -> String {
                 out,
                 "| {} | {} | {} | {} |",
                 n.kind.as_str(),
-                cell(&n.surface),
+                word(&n.surface),
                 cell(&n.entry),
                 cell(&n.detail)
             );

@@ -8,6 +8,7 @@ pub mod comment;
 pub mod fleet;
 pub mod github;
 pub mod json;
+pub mod markdown;
 pub mod repo;
 pub mod review;
 pub mod sarif;

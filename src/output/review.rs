@@ -51,6 +51,13 @@ pub fn headline(report: &Report) -> String {
             "planted entries left",
         ));
     }
+    if !report.cleanup.refused.is_empty() {
+        parts.push(plural(
+            report.cleanup.refused.len() as u64,
+            "journal entry not runwarden's",
+            "journal entries not runwarden's",
+        ));
+    }
     if !parts.is_empty() {
         return parts.join(", ");
     }

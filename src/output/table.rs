@@ -344,6 +344,22 @@ fn leftovers(report: &Report) -> String {
             );
         }
     }
+    if !report.cleanup.refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "cleanup refused {} journal entries that are not runwarden's (the receipt names what the plant never made; nothing of it was touched):",
+            report.cleanup.refused.len()
+        );
+        for l in &report.cleanup.refused {
+            let _ = writeln!(
+                out,
+                "  {}: {}: {}",
+                escape::line(&l.surface),
+                escape::line(&l.entry),
+                escape::line(&l.reason)
+            );
+        }
+    }
     out
 }
 

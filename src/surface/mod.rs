@@ -14,6 +14,7 @@ pub mod filesystem;
 pub mod git_remote;
 pub mod github_api;
 pub mod http_cache;
+pub mod listing;
 pub mod network_egress;
 pub mod npm_registry;
 pub mod pypi_index;
@@ -145,6 +146,10 @@ pub trait SurfaceType: Sync {
 pub struct Control {
     pub settings: Value,
     pub keep: Option<Box<dyn std::any::Any>>,
+    /// For a control whose listings can lag (a loopback service's): what
+    /// turns the lag on and off, for the conformance suite's lagging
+    /// listing.
+    pub lag: Option<Box<dyn Fn(bool) + Send + Sync>>,
 }
 
 impl Control {
@@ -154,6 +159,22 @@ impl Control {
         Control {
             settings: serde_json::to_value(settings).expect("settings serialize"),
             keep: Some(Box::new(keep)),
+            lag: None,
+        }
+    }
+
+    /// A control served by `service`, whose listings can be made to lag.
+    pub fn served_listing<S>(
+        settings: impl Serialize,
+        service: crate::loopback::Service<S>,
+    ) -> Control
+    where
+        S: crate::loopback::Listings + Send + 'static,
+    {
+        let lag = Some(service.lag_switch());
+        Control {
+            lag,
+            ..Control::served(settings, service)
         }
     }
 
@@ -162,6 +183,7 @@ impl Control {
         Control {
             settings,
             keep: None,
+            lag: None,
         }
     }
 }
@@ -215,6 +237,50 @@ pub fn tagged_carrier(
         .find(|c| part == *c || part.strip_prefix(c).is_some_and(|r| r.starts_with('-')))
 }
 
+/// A name or path segment that is safe in any URL and any directory: only
+/// letters, digits, `-` and `_` (so no `/`, `..`, `%`, `@`, `?`, `#`, `\\`
+/// that a server or a proxy could turn into another path or host).
+pub fn plain_segment(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Whether `s` is exactly `n` lowercase hex digits.
+pub fn lower_hex(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The ownership rule of every [`tagged_name`]: `name` is exactly
+/// `runwarden-<probe id>-<carrier>[-<32 hex>]-<16 hex tag>`, made of
+/// [`plain_segment`] characters only, with a nonce exactly when
+/// `with_nonce(carrier)` says the carrier's plant puts one in the name,
+/// and its tag verifies under the run's key. Returns the carrier. Without
+/// a configured key the tag is public, but the form alone keeps every
+/// name outside this probe's namespace out of reach.
+pub fn owned_name(
+    ctx: &RunCtx<'_>,
+    carriers: &[Carrier],
+    name: &str,
+    bound: &str,
+    with_nonce: &dyn Fn(&str) -> bool,
+) -> Result<&'static str, String> {
+    let shown = crate::escape::bytes(name.as_bytes());
+    if !plain_segment(name) {
+        return Err(format!("{shown} is not a runwarden name"));
+    }
+    let c = tagged_carrier(ctx, carriers, name, bound)
+        .ok_or_else(|| format!("no plant of probe {} named {shown}", ctx.probe_id))?;
+    let rest = &name[format!("runwarden-{}-{c}-", ctx.probe_id).len()..];
+    let ok = match rest.split_once('-') {
+        None => !with_nonce(c) && lower_hex(rest, 16),
+        Some((n, tag)) => with_nonce(c) && lower_hex(n, 32) && lower_hex(tag, 16),
+    };
+    ok.then_some(c)
+        .ok_or_else(|| format!("{shown} is not the name a {c} plant makes"))
+}
+
 /// A journal entry that takes `entry` back: the server answered its write
 /// with a refusal or an error, so nothing was created. (Network surfaces
 /// journal each entry before its write, as every surface must, so that a
@@ -240,6 +306,44 @@ pub fn cleanup_unretracted(
             } else {
                 cleanup(e)
             }
+        })
+        .collect()
+}
+
+/// The engine's check before any removal: every entry [`Surface::owns`]
+/// refuses is [`CleanupOutcome::Foreign`] and never reaches the surface;
+/// the rest go to [`Surface::cleanup_all`] as one journal. One outcome per
+/// entry, in order. A retraction is checked by what it takes back (a
+/// foreign one could only keep an entry of ours from being removed).
+pub fn cleanup_owned(
+    inst: &dyn Surface,
+    ctx: &RunCtx<'_>,
+    entries: &[Value],
+) -> Vec<CleanupOutcome> {
+    let mut out: Vec<Option<CleanupOutcome>> = vec![None; entries.len()];
+    let mut owned = Vec::new();
+    let mut at = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        match inst.owns(ctx, e.get("retract").unwrap_or(e)) {
+            Ok(()) => {
+                owned.push(e.clone());
+                at.push(i);
+            }
+            Err(why) => {
+                out[i] = Some(CleanupOutcome::Foreign {
+                    reason: format!("not runwarden's: left alone ({why})"),
+                })
+            }
+        }
+    }
+    for (i, o) in at.into_iter().zip(inst.cleanup_all(&owned)) {
+        out[i] = Some(o);
+    }
+    out.into_iter()
+        .map(|o| {
+            o.unwrap_or(CleanupOutcome::Left {
+                reason: "cleanup never reported this entry".into(),
+            })
         })
         .collect()
 }
@@ -462,6 +566,12 @@ pub enum CleanupOutcome {
     /// accepted that when asking for it to be planted (`permanent: true`).
     /// Listed, but it does not fail the run.
     Kept { reason: String },
+    /// Not runwarden's: the entry does not have the form only this probe's
+    /// plant makes ([`Surface::owns`]), or what it names was not what the
+    /// plant made when read back. Left alone, never counted as removed;
+    /// listed, and it fails the run (a journal that names something
+    /// foreign was edited).
+    Foreign { reason: String },
 }
 
 /// An open instance of a surface.
@@ -520,6 +630,15 @@ pub trait Surface {
     fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
         Err("this surface type cannot find plants by probe id; use the receipt".into())
     }
+    /// Whether `entry` is provably this probe's own: it has the form only
+    /// a plant of `ctx.probe_id` makes (the derived name with its tag, a
+    /// path that stays in the probed directory), so a journal entry
+    /// someone wrote into a receipt names nothing foreign. `Err(why)` for
+    /// anything else. The engine asks this of every entry (and of what a
+    /// retraction takes back) before [`Surface::cleanup_all`] sees it
+    /// ([`cleanup_owned`]); what a surface reads back before a removal
+    /// (the marker, the planted content) it checks in `cleanup` itself.
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String>;
     /// Removes one entry `plant` reported through `created`, after checking
     /// it is still the one planted.
     fn cleanup(&self, entry: &Value) -> CleanupOutcome;

@@ -400,3 +400,31 @@ pub fn open_dir_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     })?;
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// Opens a file runwarden reads that others could have replaced (its own
+/// files in a directory a watched command could write, a receipt handed
+/// over from another job): never through a symlink, never blocking on a
+/// FIFO, and only a regular file.
+pub fn open_regular(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
+/// The whole of a regular file ([`open_regular`]) of at most `max` bytes;
+/// a larger one is an error, read no further than `max` + 1 bytes.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    open_regular(path)?.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(io::Error::other(format!("larger than {max} bytes")));
+    }
+    Ok(out)
+}

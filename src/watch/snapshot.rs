@@ -217,25 +217,10 @@ pub struct Reader {
 /// Linux allows is far below it).
 const MAX_LINE: u64 = 64 * 1024;
 
-/// Opens one of runwarden's own files in a directory the watched command
-/// could write: never through a symlink, never blocking on a FIFO, and
-/// only a regular file.
-pub fn open_own(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    Ok(f)
-}
-
 impl Reader {
     pub fn open(path: &Path) -> io::Result<Reader> {
         Ok(Reader {
-            input: io::BufReader::new(open_own(path)?),
+            input: io::BufReader::new(crate::sys::open_regular(path)?),
             last: None,
             hash: Sha256::new(),
         })

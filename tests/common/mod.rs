@@ -4,6 +4,7 @@
 
 pub mod githttp;
 pub mod hostile;
+pub mod markdown;
 pub mod registries;
 
 use serde_json::Value;

@@ -3,6 +3,7 @@ mod actions_artifacts;
 mod actions_cache;
 #[path = "../common/mod.rs"]
 mod common;
+mod conformance;
 mod filesystem;
 mod git_remote;
 mod github_api;

@@ -90,12 +90,21 @@ pub struct State {
     /// The signature every signed blob URL carries.
     pub sig: String,
     token_sig: String,
+    /// While the repository's artifact listing lags: the newest artifact
+    /// it shows (a query by name still shows every one).
+    pub lag_after: Option<u64>,
 }
 
 impl State {
     fn next_id(&mut self) -> u64 {
         self.next += 1;
         self.next
+    }
+}
+
+impl super::Listings for State {
+    fn lag(&mut self, on: bool) {
+        self.lag_after = on.then(|| self.artifacts.iter().map(|a| a.id).max().unwrap_or(0));
     }
 }
 

@@ -34,11 +34,13 @@ fn not_found() -> Reply {
 pub fn route(st: &mut State, method: &str, repo: &str, p: &[&str], url: &str, port: u16) -> Reply {
     let q = super::super::query(url);
     let name = q.get("name").cloned();
+    let lag_after = st.lag_after.filter(|_| name.is_none());
     let visible = |run: Option<u64>| -> Vec<Value> {
         let mut v: Vec<&Artifact> = st
             .artifacts
             .iter()
             .filter(|a| a.finalized && a.repo == repo)
+            .filter(|a| lag_after.is_none_or(|n| a.id <= n))
             .filter(|a| run.is_none_or(|r| a.run_id == r))
             .filter(|a| name.as_ref().is_none_or(|n| &a.name == n))
             .collect();

@@ -81,6 +81,10 @@ struct Settings {
     api_token_source: Option<String>,
     /// Why run B has no route (no API token or no repository).
     no_listing: Option<String>,
+    /// How long a listing that does not show its witness is retried
+    /// (`consistency-wait`).
+    #[serde(default = "super::listing::default_wait_ms")]
+    consistency_wait_ms: u64,
     control: bool,
 }
 
@@ -138,6 +142,7 @@ impl SurfaceType for ActionsArtifacts {
             "api-url",
             "repository",
             "api-token-env",
+            "consistency-wait",
         ]
     }
 
@@ -172,6 +177,7 @@ impl SurfaceType for ActionsArtifacts {
             api_token,
             api_token_source,
             no_listing,
+            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
         Ok(serde_json::to_value(s).expect("settings serialize"))
@@ -190,9 +196,10 @@ impl SurfaceType for ActionsArtifacts {
             api_token: Some(server.token(&[("actions", "write")])),
             api_token_source: Some("the control's own".into()),
             no_listing: None,
+            consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served_listing(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -368,6 +375,31 @@ impl Surface for Instance {
 
     fn find_planted(&self, ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
         self.find_plants(ctx)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        let name = entry["name"].as_str().ok_or("names no artifact")?;
+        let c = super::owned_name(ctx, CARRIERS, name, "artifact", &|c| c == "artifact-name")?;
+        let fields = entry.as_object().ok_or("not an entry")?;
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !["name", "id", "run", "job"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "a {c} entry has no field {}",
+                escape::bytes(k.as_bytes())
+            ));
+        }
+        if fields.contains_key("id") && !entry["id"].is_u64() {
+            return Err("its id is not a number".into());
+        }
+        if ["run", "job"]
+            .iter()
+            .any(|k| fields.contains_key(*k) && !entry[*k].is_string())
+        {
+            return Err("its run is not a backend id".into());
+        }
+        Ok(())
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

@@ -38,7 +38,126 @@ impl Look {
     }
 }
 
+/// What one whole listing of the repository's artifacts showed.
+#[derive(Default)]
+struct Listed {
+    /// Artifacts listed.
+    n: usize,
+    /// Per wanted carrier: where artifact-name's nonce was found.
+    found: Vec<Option<String>>,
+    /// Per wanted carrier: artifacts named as its agreed name, by id.
+    candidates: Vec<Vec<u64>>,
+    notices: Vec<Notice>,
+}
+
+/// An item without id or name is no full look.
+fn malformed(what: &str) -> ApiError {
+    ApiError::Failed(format!(
+        "{what}: an artifact of the listing lacks its id or name"
+    ))
+}
+
 impl Instance {
+    /// One whole listing (the only route to a nonce in a name), and
+    /// whether it shows every agreed-name artifact of this plant that
+    /// `agreed` names (its witnesses) or found every nonce it could.
+    fn list_once(
+        &self,
+        api: &Api<'_>,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        hex: &[Option<String>],
+        agreed: &[Option<String>],
+    ) -> Result<(Listed, bool), ApiError> {
+        let what = format!("listing the artifacts of {}", self.repo());
+        let prefix = format!("runwarden-{}-", ctx.probe_id);
+        let mut l = Listed {
+            found: vec![None; wanted.len()],
+            candidates: vec![vec![]; wanted.len()],
+            ..Listed::default()
+        };
+        let mut bad = false;
+        l.n = api.list(
+            &format!("{}/actions/artifacts", self.repo_path()),
+            Some("artifacts"),
+            &what,
+            &mut |a| {
+                let (Some(id), Some(name)) = (a["id"].as_u64(), a["name"].as_str()) else {
+                    bad = true;
+                    return;
+                };
+                for (j, w) in wanted.iter().enumerate() {
+                    if w.carrier == "artifact-name"
+                        && l.found[j].is_none()
+                        && hex[j].as_deref().is_some_and(|h| name.contains(h))
+                    {
+                        l.found[j] = Some(format!(
+                            "listed artifact {} (id {id}) has the nonce in its name",
+                            escape::bytes(name.as_bytes())
+                        ));
+                    }
+                    if agreed[j].as_deref() == Some(name) && !l.candidates[j].contains(&id) {
+                        l.candidates[j].push(id);
+                    }
+                }
+                if name.starts_with(&prefix) && planted_carrier(ctx, name).is_none() {
+                    l.notices.push(Notice {
+                        kind: NoticeKind::ForgedMarker,
+                        entry: escape::bytes(name.as_bytes()),
+                        detail:
+                            "an artifact name in this probe's form that no plant with this key made"
+                                .into(),
+                        beacon: None,
+                    });
+                }
+            },
+        )?;
+        if bad {
+            return Err(malformed(&what));
+        }
+        let witnessed = agreed.iter().any(Option::is_some)
+            && agreed
+                .iter()
+                .zip(&l.candidates)
+                .all(|(a, c)| a.is_none() || !c.is_empty());
+        let all_found = wanted
+            .iter()
+            .zip(&l.found)
+            .all(|(w, f)| w.carrier != "artifact-name" || f.is_some());
+        Ok((l, witnessed || all_found))
+    }
+
+    /// The agreed name asked for (`?name=`): the artifacts by that name.
+    fn by_name(&self, api: &Api<'_>, name: &str) -> Result<(Vec<u64>, bool), ApiError> {
+        let path = format!(
+            "{}/actions/artifacts?name={}",
+            self.repo_path(),
+            crate::http::percent_encode(name)
+        );
+        let asking = format!(
+            "asking {} for the artifact named {}",
+            self.repo(),
+            escape::bytes(name.as_bytes())
+        );
+        let (mut ids, mut bad) = (vec![], false);
+        api.list(&path, Some("artifacts"), &asking, &mut |a| match (
+            a["id"].as_u64(),
+            a["name"].as_str(),
+        ) {
+            (Some(id), Some(n)) => {
+                if n == name && !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            _ => bad = true,
+        })?;
+        if bad {
+            return Err(malformed(&asking));
+        }
+        let shown = !ids.is_empty();
+        Ok((ids, shown))
+    }
+
     pub(super) fn recover_all(
         &self,
         ctx: &RunCtx<'_>,
@@ -52,9 +171,7 @@ impl Instance {
                 return vec![RecoverOutcome::Failed { reason }; wanted.len()];
             }
         };
-        let repo = self.repo();
-        let rp = self.repo_path();
-        let prefix = format!("runwarden-{}-", ctx.probe_id);
+        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
         let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
         // Each carrier's nonce: a needle that is none is that carrier's
         // error before any route runs (never a needle that matches
@@ -66,7 +183,7 @@ impl Instance {
             .map(|n| n.as_ref().ok().map(|n| n.hex()))
             .collect();
         // The agreed name of each content carrier (none for artifact-name,
-        // whose name only run A knows).
+        // whose name only run A knows): the listing's witnesses.
         let agreed: Vec<Option<String>> = wanted
             .iter()
             .zip(&nonces)
@@ -75,86 +192,41 @@ impl Instance {
                 (w.carrier != "artifact-name").then(|| artifact_name(ctx, &w.carrier, n))
             })
             .collect();
-        // Route 1: the listing.
-        let what = format!("listing the artifacts of {repo}");
-        let mut malformed = false;
-        let listing = api.list(
-            &format!("{rp}/actions/artifacts"),
-            Some("artifacts"),
-            &what,
-            &mut |a| {
-                let (Some(id), Some(name)) = (a["id"].as_u64(), a["name"].as_str()) else {
-                    malformed = true;
-                    return;
-                };
-                for (j, w) in wanted.iter().enumerate() {
-                    if w.carrier == "artifact-name"
-                        && looks[j].found.is_none()
-                        && hex[j].as_deref().is_some_and(|h| name.contains(h))
-                    {
-                        looks[j].found = Some(format!(
-                            "listed artifact {} (id {id}) has the nonce in its name",
-                            escape::bytes(name.as_bytes())
-                        ));
-                    }
-                    if agreed[j].as_deref() == Some(name) && !looks[j].candidates.contains(&id) {
-                        looks[j].candidates.push(id);
-                    }
+        // Route 1: the listing, until it shows its witnesses.
+        let listing = crate::surface::listing::until_current(wait, || {
+            self.list_once(&api, ctx, wanted, &hex, &agreed)
+        });
+        let listed = match &listing {
+            Ok(c) => {
+                for n in &c.value.notices {
+                    notice(n.clone());
                 }
-                if name.starts_with(&prefix) && planted_carrier(ctx, name).is_none() {
-                    notice(Notice {
-                        kind: NoticeKind::ForgedMarker,
-                        entry: escape::bytes(name.as_bytes()),
-                        detail:
-                            "an artifact name in this probe's form that no plant with this key made"
-                                .into(),
-                        beacon: None,
-                    });
+                for (j, look) in looks.iter_mut().enumerate() {
+                    look.found = c.value.found[j].clone();
+                    look.candidates = c.value.candidates[j].clone();
                 }
-            },
-        );
-        // An item without id or name is no full look.
-        let malformed_error = |what: &str| {
-            ApiError::Failed(format!(
-                "{what}: an artifact of the listing lacks its id or name"
-            ))
+                Some(c)
+            }
+            Err(_) => None,
         };
-        let listing = match listing {
-            Ok(_) if malformed => Err(malformed_error(&what)),
-            l => l,
-        };
+        let mut by_name_waits = vec![None; wanted.len()];
         for (j, w) in wanted.iter().enumerate() {
             let Some(needle) = hex[j].clone() else {
                 continue;
             };
             looks[j].route(listing.as_ref().map(|_| ()).map_err(Clone::clone));
-            // Route 2: the agreed name, asked for.
+            // Route 2: the agreed name, asked for, until it names one.
             let Some(name) = &agreed[j] else { continue };
-            let path = format!(
-                "{rp}/actions/artifacts?name={}",
-                crate::http::percent_encode(name)
-            );
-            let asking = format!(
-                "asking {repo} for the artifact named {}",
-                escape::bytes(name.as_bytes())
-            );
-            let mut bad = false;
-            let by_name = api.list(&path, Some("artifacts"), &asking, &mut |a| match (
-                a["id"].as_u64(),
-                a["name"].as_str(),
-            ) {
-                (Some(id), Some(n)) => {
-                    if n == name && !looks[j].candidates.contains(&id) {
-                        looks[j].candidates.push(id);
+            let asked = crate::surface::listing::until_current(wait, || self.by_name(&api, name));
+            if let Ok(c) = &asked {
+                for id in &c.value {
+                    if !looks[j].candidates.contains(id) {
+                        looks[j].candidates.push(*id);
                     }
                 }
-                _ => bad = true,
-            });
-            let by_name = match by_name {
-                Ok(_) if bad => Err(malformed_error(&asking)),
-                l => l.map(|_| ()),
-            };
-            looks[j].route(by_name);
+                by_name_waits[j] = Some((c.tries, c.waited));
+            }
+            looks[j].route(asked.map(|_| ()));
             // Then every candidate's zip.
             for id in looks[j].candidates.clone() {
                 match self.zip_holds(&api, id, &needle) {
@@ -176,11 +248,17 @@ impl Instance {
                 }
             }
         }
+        let witnesses: Vec<String> = agreed
+            .iter()
+            .flatten()
+            .map(|a| escape::bytes(a.as_bytes()))
+            .collect();
         looks
             .into_iter()
             .zip(wanted)
             .zip(nonces)
-            .map(|((look, w), nonce)| match (look.found, nonce) {
+            .zip(by_name_waits)
+            .map(|(((look, w), nonce), waited)| match (look.found, nonce) {
                 (Some(detail), _) => RecoverOutcome::Found { detail },
                 (None, Err(o)) => o,
                 (None, Ok(_)) => match (look.failed, look.denied) {
@@ -192,24 +270,64 @@ impl Instance {
                             .into(),
                     },
                     (None, None) => {
-                        let n = listing.as_ref().copied().unwrap_or(0);
-                        RecoverOutcome::NotFound {
-                            detail: if w.carrier == "artifact-name" {
-                                format!(
-                                    "listed all {n} artifacts of {repo} through the REST API; no name carries it"
-                                )
-                            } else {
-                                format!(
-                                    "listed all {n} artifacts of {repo} and asked for the agreed name; \
-                                     {} artifact(s) by that name, none holding it",
-                                    look.candidates.len()
-                                )
-                            },
-                        }
+                        self.missed(w, listed, &witnesses, look.candidates.len(), waited)
                     }
                 },
             })
             .collect()
+    }
+
+    /// A carrier every route ran for and missed: NOT FOUND when the
+    /// listing showed its witnesses (and, for an agreed name, the query
+    /// named the artifact); else the listing is not yet consistent.
+    fn missed(
+        &self,
+        w: &Wanted,
+        listed: Option<&crate::surface::listing::Current<Listed>>,
+        witnesses: &[String],
+        candidates: usize,
+        by_name: Option<(u32, std::time::Duration)>,
+    ) -> RecoverOutcome {
+        let repo = self.repo();
+        let Some(c) = listed else {
+            return RecoverOutcome::Failed {
+                reason: "the listing did not run".into(),
+            };
+        };
+        let n = c.value.n;
+        if w.carrier == "artifact-name" {
+            if witnesses.is_empty() {
+                return RecoverOutcome::Failed {
+                    reason: "no artifact of this plant that run B knows by name was uploaded (artifact-content, artifact-file-path), so nothing shows the listing is current".into(),
+                };
+            }
+            if !c.current {
+                return crate::surface::listing::not_current(
+                    &format!("the artifact {}", witnesses.join(", ")),
+                    c,
+                );
+            }
+            return RecoverOutcome::NotFound {
+                detail: format!(
+                    "listed all {n} artifacts of {repo} through the REST API, this plant's own among them; no name carries it"
+                ),
+            };
+        }
+        if candidates == 0 {
+            let (tries, waited) = by_name.unwrap_or_default();
+            return RecoverOutcome::Failed {
+                reason: format!(
+                    "the listing is not yet consistent: neither it nor the query for the agreed name shows the artifact run A uploaded ({tries} queries over {:.1} s): its silence proves nothing",
+                    waited.as_secs_f64()
+                ),
+            };
+        }
+        RecoverOutcome::NotFound {
+            detail: format!(
+                "listed all {n} artifacts of {repo} and asked for the agreed name; \
+                 {candidates} artifact(s) by that name, none holding it"
+            ),
+        }
     }
 
     /// Downloads an artifact's zip as a later run does (the REST API

@@ -69,7 +69,10 @@ impl Instance {
             };
         }
         if ids.is_empty() {
-            return CleanupOutcome::Gone;
+            // Not listed: gone, or not listed yet (a listing lags). Only
+            // the service's own lookup of exactly this key and version
+            // tells them apart.
+            return self.clean_unlisted(key, version, scope, token, repo);
         }
         let client = match self.client() {
             Ok(c) => c,
@@ -101,4 +104,143 @@ impl Instance {
         }
         CleanupOutcome::Removed
     }
+}
+
+impl Instance {
+    /// An entry the listing does not show: gone when the exact lookup
+    /// restores nothing; when it still restores it (the listing lags), a
+    /// key that carries the nonce is deleted by key in its ref and looked
+    /// up again; anything else is left, and said.
+    fn clean_unlisted(
+        &self,
+        key: &str,
+        version: &str,
+        scope: Option<&str>,
+        token: &str,
+        repo: &str,
+    ) -> CleanupOutcome {
+        let evicted = "it is evicted after 7 days unused";
+        let lookup = || {
+            let body = json!({ "key": key, "restore_keys": [], "version": version });
+            match self.lookup(body, String::new()) {
+                Ok((matched, _)) => Ok(matched == key),
+                Err(RecoverOutcome::NotFound { .. }) => Ok(false),
+                Err(RecoverOutcome::Denied { reason } | RecoverOutcome::Failed { reason }) => {
+                    Err(reason)
+                }
+                Err(RecoverOutcome::Found { detail }) => Err(detail),
+            }
+        };
+        let shown = escape::bytes(key.as_bytes());
+        match lookup() {
+            Ok(false) => return CleanupOutcome::Gone,
+            Err(why) => {
+                return CleanupOutcome::Left {
+                    reason: format!(
+                        "the listing does not show {shown}, and looking it up failed ({why}): it may not be listed yet; {evicted}"
+                    ),
+                };
+            }
+            Ok(true) => {}
+        }
+        // cache-key's and restore-prefix's names hold `-<carrier>-<nonce>-`
+        // (the engine checked the key is a tagged name of this probe).
+        let carries_nonce = ["-cache-key-", "-restore-prefix-"].iter().any(|c| {
+            key.match_indices(c).any(|(i, _)| {
+                key.get(i + c.len()..i + c.len() + 32)
+                    .is_some_and(|h| crate::surface::lower_hex(h, 32))
+            })
+        });
+        let Some(r) = scope.filter(|_| carries_nonce) else {
+            return CleanupOutcome::Left {
+                reason: format!(
+                    "the listing does not show {shown} yet, but the service still restores it (the listing lags): not deleted by key, which would take every version under it; {evicted}"
+                ),
+            };
+        };
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(m) => return CleanupOutcome::Left { reason: m },
+        };
+        // Every entry under this key in this ref: the key carries this
+        // plant's nonce and tag, so all of them are the plant.
+        let url = format!(
+            "{}/repos/{repo}/actions/caches?key={}&ref={}",
+            self.s.api_url,
+            crate::http::percent_encode(key),
+            crate::http::percent_encode(r)
+        );
+        match client.send(&self.rest_request(Method::DELETE, &url, token)) {
+            Ok(resp) if matches!(resp.status, 200 | 204 | 404) => {}
+            Ok(resp) => {
+                return CleanupOutcome::Left {
+                    reason: format!("deleting it by key: HTTP {}; {evicted}", resp.status),
+                };
+            }
+            Err(f) => {
+                return CleanupOutcome::Left {
+                    reason: format!("deleting it by key: {f}; {evicted}"),
+                };
+            }
+        }
+        match lookup() {
+            Ok(false) => CleanupOutcome::Removed,
+            Ok(true) => CleanupOutcome::Left {
+                reason: format!(
+                    "deleted by key, but the service still restores {shown}; {evicted}"
+                ),
+            },
+            Err(why) => CleanupOutcome::Left {
+                reason: format!("deleted by key, then looking it up failed ({why}); {evicted}"),
+            },
+        }
+    }
+}
+
+/// Whether a journal entry is this probe's plant: its key holds a
+/// [`super::tagged_name`] of this probe bound to its version (inside a
+/// declared `keys:` pattern, the pattern's text around it), and the version
+/// is the one that carrier's plant writes.
+pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+    let key = entry["key"].as_str().ok_or("no key")?;
+    let version = entry["version"].as_str().ok_or("no version")?;
+    if !(entry["scope"].is_null()
+        || entry["scope"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("refs/")))
+    {
+        return Err("its scope is not a ref".into());
+    }
+    let fixed = fixed_version();
+    let prefix = probe_prefix(ctx.probe_id);
+    let in_key = |c: &str| matches!(c, "cache-key" | "restore-prefix");
+    // The tagged name's length is fixed by its carrier: at most two
+    // candidates per carrier at each place the probe's prefix occurs.
+    for (start, _) in key.match_indices(&prefix) {
+        for c in CARRIERS.iter().map(|c| c.name) {
+            let len = prefix.len() + c.len() + if in_key(c) { 1 + 32 } else { 0 } + 1 + 16;
+            let Some(name) = key.get(start..start + len) else {
+                continue;
+            };
+            let Ok(carrier) = crate::surface::owned_name(ctx, CARRIERS, name, version, &in_key)
+            else {
+                continue;
+            };
+            let version_ok = match carrier {
+                "cache-version" => {
+                    crate::surface::lower_hex(&version[..version.len().min(32)], 32)
+                        && version.get(32..) == fixed.get(32..)
+                }
+                _ => version == fixed,
+            };
+            if version_ok {
+                return Ok(());
+            }
+        }
+    }
+    Err(format!(
+        "the key {} holds no name a plant of probe {} makes for its version",
+        escape::bytes(key.as_bytes()),
+        ctx.probe_id
+    ))
 }

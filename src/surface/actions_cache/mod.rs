@@ -110,6 +110,10 @@ struct Settings {
     /// `ACTIONS_CACHE_MODE` as the runner set it: honoured by cache
     /// clients, not by the service, so runwarden reports it and ignores it.
     cache_mode: Option<String>,
+    /// How long a listing that does not show its witness is retried
+    /// (`consistency-wait`).
+    #[serde(default = "super::listing::default_wait_ms")]
+    consistency_wait_ms: u64,
     control: bool,
 }
 
@@ -200,6 +204,7 @@ impl SurfaceType for ActionsCache {
             "api-url",
             "repository",
             "api-token-env",
+            "consistency-wait",
         ]
     }
 
@@ -265,6 +270,7 @@ impl SurfaceType for ActionsCache {
             api_token_source,
             no_listing,
             cache_mode: opts.env("ACTIONS_CACHE_MODE"),
+            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
         Ok(serde_json::to_value(s).expect("settings serialize"))
@@ -283,9 +289,10 @@ impl SurfaceType for ActionsCache {
             api_token_source: Some("the control's own".into()),
             no_listing: None,
             cache_mode: None,
+            consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served_listing(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -407,6 +414,10 @@ impl Surface for Instance {
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
         self.find_plants(ctx, jobs)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        cleanup::owned_entry(ctx, entry)
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

@@ -7,11 +7,15 @@ use super::*;
 impl Instance {
     /// cache-key and cache-version by the listing (their only route: the
     /// nonce is in the key or version, so B cannot look them up): one
-    /// outcome per wanted carrier, in order.
+    /// outcome per wanted carrier, in order. The listing counts only when
+    /// it shows `witnesses`, the keys of this plant B knows by name
+    /// (cache-content's agreed key, restore-prefix's): until then it is
+    /// taken again within the consistency wait ([`super::super::listing`]).
     pub(super) fn recover_listed(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[&Wanted],
+        witnesses: &[String],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         if let Err(why) = self.rest() {
@@ -22,48 +26,91 @@ impl Instance {
         }
         let repo = self.s.repository.clone().unwrap_or_default();
         let prefix = probe_prefix(ctx.probe_id);
-        let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
-        let listing = self.list(None, &mut |e| {
-            for (j, w) in wanted.iter().enumerate() {
-                let Some(n) = w.needle.as_str() else { continue };
-                let (field, what) = if w.carrier == "cache-key" {
-                    (&e.key, "key")
-                } else {
-                    (&e.version, "version")
-                };
-                if hits[j].is_none() && field.contains(n) {
-                    hits[j] = Some(format!(
-                        "listed entry {} has the nonce in its {what} (scope {})",
-                        escape::bytes(e.key.as_bytes()),
-                        escape::bytes(e.scope.as_bytes())
-                    ));
+        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        // One whole listing: what it found, the notices it had, and whether
+        // it showed every witness.
+        let once = || {
+            let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+            let mut notices = Vec::new();
+            let mut shown = vec![false; witnesses.len()];
+            let n = self.list(None, &mut |e| {
+                for (j, w) in wanted.iter().enumerate() {
+                    let Some(n) = w.needle.as_str() else { continue };
+                    let (field, what) = if w.carrier == "cache-key" {
+                        (&e.key, "key")
+                    } else {
+                        (&e.version, "version")
+                    };
+                    if hits[j].is_none() && field.contains(n) {
+                        hits[j] = Some(format!(
+                            "listed entry {} has the nonce in its {what} (scope {})",
+                            escape::bytes(e.key.as_bytes()),
+                            escape::bytes(e.scope.as_bytes())
+                        ));
+                    }
                 }
+                for (k, w) in witnesses.iter().enumerate() {
+                    shown[k] |= e.key == *w;
+                }
+                // A key in this probe's form whose tag does not verify:
+                // someone made it who knows the probe id but not the key.
+                if e.key.starts_with(&prefix)
+                    && planted_carrier(ctx, &e.key, &e.version).is_none()
+                {
+                    notices.push(Notice {
+                        kind: NoticeKind::ForgedMarker,
+                        entry: escape::bytes(e.key.as_bytes()),
+                        detail: format!(
+                            "a cache key in this probe's form that no plant with this key made (scope {})",
+                            escape::bytes(e.scope.as_bytes())
+                        ),
+                        beacon: None,
+                    });
+                }
+            })?;
+            // Every nonce found is proof whatever the lag: no retry then.
+            let all_found = hits.iter().all(Option::is_some);
+            let current = all_found || (!shown.is_empty() && shown.iter().all(|s| *s));
+            Ok(((n, hits, notices, shown), current))
+        };
+        let listing = crate::surface::listing::until_current(wait, once);
+        let c = match listing {
+            Ok(c) => c,
+            Err(ListError::Denied(m)) => {
+                return vec![RecoverOutcome::Denied { reason: m }; wanted.len()];
             }
-            // A key in this probe's form whose tag does not verify:
-            // someone made it who knows the probe id but not the key.
-            if e.key.starts_with(&prefix) && planted_carrier(ctx, &e.key, &e.version).is_none() {
-                notice(Notice {
-                    kind: NoticeKind::ForgedMarker,
-                    entry: escape::bytes(e.key.as_bytes()),
-                    detail: format!(
-                        "a cache key in this probe's form that no plant with this key made (scope {})",
-                        escape::bytes(e.scope.as_bytes())
-                    ),
-                    beacon: None,
-                });
+            Err(ListError::Failed(m)) => {
+                return vec![RecoverOutcome::Failed { reason: m }; wanted.len()];
             }
-        });
-        hits.into_iter()
-            .map(|hit| match (&listing, hit) {
-                (_, Some(detail)) => RecoverOutcome::Found { detail },
-                (Ok(n), None) => RecoverOutcome::NotFound {
+        };
+        let (n, hits, notices, shown) = &c.value;
+        for x in notices {
+            notice(x.clone());
+        }
+        let missing: Vec<String> = witnesses
+            .iter()
+            .zip(shown)
+            .filter(|(_, s)| !**s)
+            .map(|(w, _)| escape::bytes(w.as_bytes()))
+            .collect();
+        hits.iter()
+            .map(|hit| match hit {
+                Some(detail) => RecoverOutcome::Found {
+                    detail: detail.clone(),
+                },
+                None if witnesses.is_empty() => RecoverOutcome::Failed {
+                    reason: "no entry of this plant that run B knows by name (cache-content's, restore-prefix's) was planted, so nothing shows the listing is current".into(),
+                },
+                None if !c.current => crate::surface::listing::not_current(
+                    &format!("the entry {}", missing.join(", ")),
+                    &c,
+                ),
+                None => RecoverOutcome::NotFound {
                     detail: format!(
-                        "listed all {n} cache entries of {} through the REST API; none carries it",
+                        "listed all {n} cache entries of {} through the REST API, this plant's own among them; none carries it",
                         escape::bytes(repo.as_bytes())
                     ),
                 },
-                (Err(ListError::Denied(m)), None) => RecoverOutcome::Denied { reason: m.clone() },
-                (Err(ListError::Failed(m)), None) => RecoverOutcome::Failed { reason: m.clone() },
             })
             .collect()
     }
@@ -231,10 +278,19 @@ impl Instance {
         let listed_carrier =
             |w: &Wanted| matches!(w.carrier.as_str(), "cache-key" | "cache-version");
         let to_list: Vec<&Wanted> = wanted.iter().filter(|w| listed_carrier(w)).collect();
+        // The witnesses: the keys of this plant run B knows by name.
+        let witnesses: Vec<String> = wanted
+            .iter()
+            .filter(|w| matches!(w.carrier.as_str(), "cache-content" | "restore-prefix"))
+            .filter_map(|w| {
+                let n = crate::surface::wanted_nonce(w).ok()?;
+                Some(entry_for(ctx, &w.carrier, &n, w.scope.as_ref()).0)
+            })
+            .collect();
         let mut by_listing = if to_list.is_empty() {
             vec![]
         } else {
-            self.recover_listed(ctx, &to_list, notice)
+            self.recover_listed(ctx, &to_list, &witnesses, notice)
         }
         .into_iter();
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];

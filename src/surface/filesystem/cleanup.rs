@@ -185,7 +185,8 @@ impl Instance {
         // The kernel stamps inodes with its coarse clock; a second of slack
         // covers any tick between the intent and the syscall.
         let after = (i.after.0 - 1, i.after.1 as u32);
-        if Kind::of(&st) != Some(i.kind) || st.uid != i.uid || born < after {
+        // The owner is this run's uid (run A's), never the journal's word.
+        if Kind::of(&st) != Some(i.kind) || st.uid != sys::euid() || born < after {
             return left(
                 "named like the entry run A was creating when it stopped, but of another type, owner or age: not ours to remove"
                     .into(),
@@ -320,5 +321,56 @@ impl Instance {
             },
             other => Err(format!("unknown carrier {other}")),
         }
+    }
+}
+
+/// Whether `name` of type `kind` is one a plant of `probe` makes (the
+/// inverse of [`planted_name`]): a beacon of this probe, a fixed-name
+/// carrier's file or link, or a nonce-named file, directory or FIFO.
+fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
+    if name == format!("{}{probe}", marker::BEACON_PREFIX) {
+        return kind == Kind::File;
+    }
+    let Some(rest) = name
+        .strip_prefix(".runwarden-")
+        .and_then(|r| r.strip_prefix(probe))
+        .and_then(|r| r.strip_prefix('-'))
+    else {
+        return false;
+    };
+    match rest {
+        "file-content" | "xattr" | "xattr-name" | "mtime" | "file-size" => kind == Kind::File,
+        "symlink-target" => kind == Kind::Symlink,
+        hex => {
+            crate::surface::lower_hex(hex, 32)
+                && matches!(kind, Kind::File | Kind::Dir | Kind::Fifo)
+        }
+    }
+}
+
+/// [`Surface::owns`] for the filesystem: an entry or an intent whose
+/// name, directly in the surface, is one this probe's plant makes with the
+/// type that plant gives it.
+pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+    let (name, kind) = match entry.get("intent") {
+        Some(i) => {
+            let i: Intent = serde_json::from_value(i.clone())
+                .map_err(|e| format!("unreadable journal entry: {e}"))?;
+            (i.name, i.kind)
+        }
+        None => {
+            let e: Entry = serde_json::from_value(entry.clone())
+                .map_err(|e| format!("unreadable journal entry: {e}"))?;
+            (e.name, e.kind)
+        }
+    };
+    if planted_form(&name, kind, ctx.probe_id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} ({kind:?}) is not an entry a plant of probe {} makes",
+            escape::bytes(name.as_bytes()),
+            ctx.probe_id
+        ))
     }
 }

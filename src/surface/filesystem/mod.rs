@@ -457,6 +457,10 @@ impl Surface for Instance {
         self.clean_all(entries)
     }
 
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        cleanup::owns(ctx, entry)
+    }
+
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean_entry(entry)
     }

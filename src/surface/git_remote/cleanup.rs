@@ -1,5 +1,6 @@
 //! Cleanup: one push deleting every live ref, each leased on the commit
-//! run A pushed; refs found again by their exact derived names.
+//! run A pushed; refs found again by their exact derived names, and taken
+//! only when their objects are runwarden's (read back first).
 
 use super::*;
 
@@ -18,9 +19,16 @@ impl Instance {
             .collect();
         let work = self.scratch()?;
         let refs = self.ls_refs(work.path(), |name| expected.contains(name))?;
+        // A name alone proves nothing: only refs whose object is one
+        // runwarden's plant writes are taken, and tagged as read.
+        let ours = self.runwarden_objects(work.path(), &refs)?;
         let found: Vec<Value> = refs
             .into_iter()
-            .map(|(name, sha)| json!({ "ref": name, "sha": sha }))
+            .filter(|(_, sha)| ours.contains(sha))
+            .map(|(name, sha)| {
+                let tag = super::owned::tag(ctx, &name, &sha);
+                json!({ "ref": name, "sha": sha, "tag": tag })
+            })
             .collect();
         Ok(found)
     }

@@ -17,6 +17,7 @@
 
 mod cleanup;
 mod config;
+mod owned;
 mod plant;
 mod recover;
 mod refs;
@@ -406,6 +407,10 @@ impl Surface for Instance {
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
         self.find_refs(ctx, jobs)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        owned::owns(ctx, entry)
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

@@ -118,7 +118,11 @@ impl Instance {
         };
         // Journal every ref before the push that creates it.
         for p in &pushes {
-            created(json!({ "ref": p.refname, "sha": p.sha }));
+            created(json!({
+                "ref": p.refname,
+                "sha": p.sha,
+                "tag": super::owned::tag(ctx, &p.refname, &p.sha),
+            }));
         }
         let creates: Vec<RefUpdate> = pushes
             .iter()

@@ -95,6 +95,13 @@ pub fn variable_name(ctx: &RunCtx<'_>) -> String {
         .replace('-', "_")
 }
 
+/// The tag a journal entry carries: a MAC over the whole probe id, the
+/// carrier and the nonce.
+pub fn entry_tag(ctx: &RunCtx<'_>, carrier: &str, hex: &str) -> String {
+    ctx.key
+        .name_tag(ctx.probe_id, &format!("github-api|{carrier}|{hex}"))
+}
+
 /// The request that plants a carrier: (path, body), and the journal entry
 /// cleanup needs, written before the request.
 pub struct PlantRequest {
@@ -147,7 +154,7 @@ pub fn plant_request(
             Some(json!(name)),
         )
     };
-    Ok(match carrier {
+    let mut req = match carrier {
         "label-name" => {
             let name = nonce_name(ctx, nonce);
             PlantRequest {
@@ -286,7 +293,13 @@ pub fn plant_request(
             }
         }
         other => return Err(format!("{other} is not a carrier of github-api")),
-    })
+    };
+    // What GitHub shows may name only the first 12 characters of the
+    // probe id (a label's name has room for no more): the journal entry
+    // binds the whole of it, with a tag over the carrier and the nonce,
+    // so an entry of another probe is never taken for this one's.
+    req.entry["tag"] = json!(entry_tag(ctx, carrier, &hex));
+    Ok(req)
 }
 
 /// One route of run B: a listing (`items` names the array when the body

@@ -4,10 +4,89 @@
 
 use super::*;
 
-/// Whether `o` holds every field of `m` as the plant wrote it.
+/// Whether `o` holds every field of `m` as the plant wrote it (an empty
+/// `m` holds nothing: it would match every object).
 fn holds(o: &Value, m: &Value) -> bool {
     m.as_object()
-        .is_some_and(|m| m.iter().all(|(k, v)| o[k.as_str()] == *v))
+        .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| o[k.as_str()] == *v))
+}
+
+/// The nonce (hex) a journal entry's `match` carries in the form its
+/// carrier's plant writes it.
+fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: &str, m: &'e Value) -> Option<&'e str> {
+    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    let field = |k: &str| m[k].as_str();
+    match carrier {
+        "label-name" | "release-draft" => field("name")?.strip_prefix(&named),
+        "milestone-title" => field("title")?.strip_prefix(&named),
+        "label-description" | "deployment" => {
+            field("description")?.strip_prefix("runwarden probe ")
+        }
+        "issue-comment" => {
+            field("body")?.strip_prefix(&format!("<!-- runwarden probe {} -->\n", ctx.probe_id))
+        }
+        "actions-variable" => field("value"),
+        _ => None,
+    }
+}
+
+/// Whether a journal entry is this probe's plant: rebuilt from the
+/// configured repository, the carrier and the nonce its `match` holds, it
+/// is the very entry the plant journals (so its paths, listing and key
+/// fields are runwarden's own, never a path a receipt made up); `ref`, an
+/// id GitHub gave, is a number or the plant's own name.
+pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(), String> {
+    let carrier = e["carrier"].as_str().ok_or("names no carrier")?;
+    if carriers::PERMANENT.contains(&carrier) {
+        // Never removed (GitHub has no delete), only listed as kept: its
+        // text names the plant's nonce name, and its tag binds the probe.
+        let what = if carrier == "commit-status" {
+            "commit status"
+        } else {
+            "check run"
+        };
+        let named = format!("{what} rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+        let hex = e["permanent"]
+            .as_str()
+            .and_then(|t| t.strip_prefix(&named))
+            .and_then(|t| t.get(..32))
+            .filter(|h| crate::surface::lower_hex(h, 32))
+            .ok_or("not a permanent plant's entry")?;
+        let tagged = e["tag"].as_str().is_some_and(|t| {
+            crate::marker::same(
+                t.as_bytes(),
+                carriers::entry_tag(ctx, carrier, hex).as_bytes(),
+            )
+        });
+        let form = e.as_object().is_some_and(|o| o.len() == 3);
+        return (tagged && form)
+            .then_some(())
+            .ok_or_else(|| "not this probe's permanent plant".into());
+    }
+    let hex = match_nonce(ctx, carrier, &e["match"]).ok_or("holds no nonce in runwarden's form")?;
+    let nonce: crate::nonce::Nonce =
+        serde_json::from_value(json!(hex)).map_err(|_| "holds no nonce in runwarden's form")?;
+    // The issue and commit are this job's; the entry's own issue is only
+    // taken when it is a number (a comment lives where it was made).
+    let mut s = s.clone();
+    if carrier == "issue-comment" {
+        let rp = format!("/repos/{}/issues/", s.repository.as_deref().unwrap_or(""));
+        s.issue = e["list"]
+            .as_str()
+            .and_then(|l| l.strip_prefix(&rp)?.strip_suffix("/comments")?.parse().ok());
+    }
+    s.commit.get_or_insert_with(|| "0".repeat(40));
+    let want = carriers::plant_request(&s, ctx, carrier, &nonce)?.entry;
+    let mut got = e.clone();
+    if want["ref"].is_null() {
+        if !(e["ref"].is_null() || e["ref"].is_u64()) {
+            return Err("its id is not a number".into());
+        }
+        got["ref"] = Value::Null;
+    }
+    (got == want)
+        .then_some(())
+        .ok_or_else(|| "not the entry this probe's plant journals".into())
 }
 
 impl Instance {
@@ -60,9 +139,19 @@ impl Instance {
         }
         let mut removed = false;
         for r in refs {
+            // One path segment, whatever the value says: an id is a number,
+            // a name is encoded whole (`/` too).
             let id = match &r {
-                Value::String(s) => crate::http::percent_encode(s),
-                other => other.to_string(),
+                Value::String(s) => match crate::http::percent_segment(s) {
+                    Ok(seg) => seg,
+                    Err(reason) => return CleanupOutcome::Left { reason },
+                },
+                Value::Number(n) if n.is_u64() => n.to_string(),
+                _ => {
+                    return CleanupOutcome::Left {
+                        reason: "the plant's id is neither a number nor a name".into(),
+                    };
+                }
             };
             let path = object.replace("{}", &id);
             match api.call(

@@ -308,6 +308,10 @@ impl Surface for Instance {
             .collect())
     }
 
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        cleanup::owned_entry(&self.s, ctx, entry)
+    }
+
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean(entry)
     }

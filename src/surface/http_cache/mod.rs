@@ -74,6 +74,10 @@ struct Settings {
     auth: HttpAuth,
     /// A URL whose body lists the cache's names, instead of PROPFIND.
     index_url: Option<String>,
+    /// How long a listing that does not show its witness is retried
+    /// (`consistency-wait`).
+    #[serde(default = "super::listing::default_wait_ms")]
+    consistency_wait_ms: u64,
     control: bool,
 }
 
@@ -113,6 +117,7 @@ impl SurfaceType for HttpCache {
             "username-env",
             "password-env",
             "index-url",
+            "consistency-wait",
         ]
     }
 
@@ -144,6 +149,7 @@ impl SurfaceType for HttpCache {
             url,
             auth,
             index_url,
+            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
         Ok(serde_json::to_value(s).expect("settings serialize"))
@@ -156,9 +162,10 @@ impl SurfaceType for HttpCache {
             url: server.url(),
             auth: HttpAuth::bearer_for_control(token),
             index_url: None,
+            consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served_listing(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -215,6 +222,20 @@ impl Surface for Instance {
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
         self.find_plants(ctx, jobs)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        let name = entry["name"].as_str().ok_or("no name")?;
+        let c = super::owned_name(ctx, CARRIERS, name, "", &|c| c != "property")?;
+        let ok = match (c, entry["kind"].as_str()) {
+            ("collection-name", Some("collection")) => true,
+            ("cache-key" | "property", Some("file")) => {
+                entry["sha256"].as_str() == Some(sha256_hex(&innocuous(ctx.probe_id)).as_str())
+            }
+            _ => false,
+        };
+        ok.then_some(())
+            .ok_or_else(|| format!("a {c} plant makes no such entry"))
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

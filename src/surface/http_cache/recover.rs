@@ -4,7 +4,88 @@
 
 use super::*;
 
+/// The carriers whose route is the listing (negative-lookup's first).
+fn is_listed(w: &Wanted) -> bool {
+    matches!(
+        w.carrier.as_str(),
+        "cache-key" | "collection-name" | "negative-lookup"
+    )
+}
+
+/// One listing: how many names, per wanted carrier where its nonce was
+/// found, the notices, and what was listed.
+type Listed = (usize, Vec<Option<String>>, Vec<Notice>, String);
+
 impl Instance {
+    /// Whether `name` is there, asked by its own path (a GET: every HTTP
+    /// cache answers it, an index-listed one too).
+    fn exists(&self, name: &str) -> Result<bool, String> {
+        let r = self.call("GET", &self.url_of(name), &[], vec![])?;
+        match r.status {
+            200..=299 => Ok(true),
+            404 | 410 => Ok(false),
+            s => Err(format!("a GET of it answered HTTP {s}")),
+        }
+    }
+
+    /// One whole listing, and whether it names the witness (or found every
+    /// nonce it looked for).
+    fn list_once(
+        &self,
+        ctx: &RunCtx<'_>,
+        needles: &[(usize, String)],
+        witness: &str,
+        n: usize,
+    ) -> Result<(Listed, bool), ListError> {
+        let mut hits: Vec<Option<String>> = vec![None; n];
+        let mut notices = Vec::new();
+        let prefix = format!("runwarden-{}-", ctx.probe_id);
+        let mut names = 0usize;
+        // The raw body too: an index has no hrefs, and a name too long to
+        // parse still counts. The witness is looked for the same way.
+        let mut raw = Needles::new(
+            needles
+                .iter()
+                .map(|(_, n)| n.clone())
+                .chain(std::iter::once(witness.to_string()))
+                .collect(),
+        );
+        let what = self.list(
+            &mut |href| {
+                names += 1;
+                let seg = last_segment(href);
+                for (i, n) in needles {
+                    if hits[*i].is_none() && seg.contains(n.as_str()) {
+                        hits[*i] = Some(format!(
+                            "the listing names {}",
+                            escape::bytes(href.as_bytes())
+                        ));
+                    }
+                }
+                if seg.starts_with(&prefix)
+                    && crate::surface::tagged_carrier(ctx, CARRIERS, seg, "").is_none()
+                {
+                    notices.push(Notice {
+                        kind: NoticeKind::ForgedMarker,
+                        entry: escape::bytes(href.as_bytes()),
+                        detail: "a name in this probe's form that no plant with this key made"
+                            .into(),
+                        beacon: None,
+                    });
+                }
+            },
+            &mut |chunk| raw.feed(chunk),
+        )?;
+        for (j, (i, _)) in needles.iter().enumerate() {
+            if hits[*i].is_none() && raw.found(j) {
+                hits[*i] = Some("the listing holds it".to_string());
+            }
+        }
+        let all_found = needles.iter().all(|(i, _)| hits[*i].is_some());
+        let current = all_found || raw.found(needles.len());
+        Ok(((names, hits, notices, what), current))
+    }
+
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
@@ -12,81 +93,56 @@ impl Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        // The agreed resource of the property carrier (its name holds no
-        // nonce), whether the listing names it, and whether it is there.
-        let prop_name = wanted
-            .iter()
-            .find(|w| w.carrier == "property")
-            .and_then(|w| crate::surface::wanted_nonce(w).ok())
-            .map(|n| plant_name(ctx, "property", &n));
-        let mut listing_names_prop = false;
-        let mut listing_ran = false;
-        let mut prop_exists = false;
+        // The listing's witness: the property carrier's resource, which
+        // run A PUTs under an agreed name (no nonce in it) before its
+        // PROPPATCH, whatever the PROPPATCH then answers.
+        let witness = crate::surface::tagged_name(ctx, "property", None, "");
         // What the listing said of a negative-lookup it did not name, said
         // again after the lookup's own verdict.
         let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
+        let mut stale = None;
+        let mut witnessed: Result<bool, String> = Ok(false);
         // The listing comes first, for negative-lookup too: run B's own
         // lookup of the path would be remembered as well, and then listed.
         let listed: Vec<usize> = (0..wanted.len())
-            .filter(|i| {
-                matches!(
-                    wanted[*i].carrier.as_str(),
-                    "cache-key" | "collection-name" | "negative-lookup"
-                )
-            })
+            .filter(|i| is_listed(&wanted[*i]))
             .collect();
         if !listed.is_empty() {
-            let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
             let needles: Vec<(usize, String)> = listed
                 .iter()
                 .filter_map(|i| Some((*i, wanted[*i].needle.as_str()?.to_string())))
                 .collect();
-            let prefix = format!("runwarden-{}-", ctx.probe_id);
-            let mut names = 0usize;
-            // The agreed property resource is looked for too: a listing
-            // that does not name a resource B can read by name is not
-            // complete (below).
-            let mut raw = Needles::new(
-                needles
-                    .iter()
-                    .map(|(_, n)| n.clone())
-                    .chain(prop_name.clone())
-                    .collect(),
-            );
-            let listing = self.list(
-                &mut |href| {
-                    names += 1;
-                    let seg = last_segment(href);
-                    for (i, n) in &needles {
-                        if hits[*i].is_none() && seg.contains(n.as_str()) {
-                            hits[*i] = Some(format!(
-                                "the listing names {}",
-                                escape::bytes(href.as_bytes())
-                            ));
-                        }
-                    }
-                    if seg.starts_with(&prefix)
-                        && crate::surface::tagged_carrier(ctx, CARRIERS, seg, "").is_none()
-                    {
-                        notice(Notice {
-                            kind: NoticeKind::ForgedMarker,
-                            entry: escape::bytes(href.as_bytes()),
-                            detail: "a name in this probe's form that no plant with this key made"
-                                .into(),
-                            beacon: None,
-                        });
-                    }
-                },
-                // The raw body too: an index has no hrefs, and a name too
-                // long to parse still counts.
-                &mut |chunk| raw.feed(chunk),
-            );
-            let in_raw = |i: usize| {
-                let j = needles.iter().position(|(k, _)| *k == i)?;
-                raw.found(j).then(|| "the listing holds it".to_string())
+            // Whether the witness is there at all, asked by its own path: a
+            // listing cannot be waited on to show what does not exist (a
+            // read-only cache refused its PUT).
+            witnessed = self.exists(&witness);
+            let wait = match witnessed {
+                Ok(true) => std::time::Duration::from_millis(self.s.consistency_wait_ms),
+                _ => std::time::Duration::ZERO,
             };
-            listing_ran = listing.is_ok();
-            listing_names_prop = listing_ran && prop_name.is_some() && raw.found(needles.len());
+            let listing = crate::surface::listing::until_current(wait, || {
+                self.list_once(ctx, &needles, &witness, wanted.len())
+            });
+            let (names, mut hits, notices, what) = match &listing {
+                Ok(c) => {
+                    let (names, hits, notices, what) = c.value.clone();
+                    (names, hits, notices, Ok(what))
+                }
+                Err(e) => (0, vec![None; wanted.len()], vec![], Err(e)),
+            };
+            for n in notices {
+                notice(n);
+            }
+            if let Ok(c) = &listing
+                && !c.current
+            {
+                stale = Some(crate::surface::listing::Current {
+                    value: (),
+                    current: false,
+                    waited: c.waited,
+                    tries: c.tries,
+                });
+            }
             for i in listed {
                 let negative = wanted[i].carrier == "negative-lookup";
                 let missed = |what: &str| {
@@ -96,7 +152,7 @@ impl Instance {
                         format!("{what}: none of {names} names holds it")
                     }
                 };
-                out[i] = match (&listing, hits[i].take().or_else(|| in_raw(i))) {
+                out[i] = match (&what, hits[i].take()) {
                     (Ok(_), Some(detail)) if negative => Some(RecoverOutcome::Found {
                         detail: format!("{detail}: the cache keeps the miss, and lists it"),
                     }),
@@ -188,7 +244,6 @@ impl Instance {
                             detail: format!("the agreed resource {shown_name} does not exist"),
                         },
                         Ok(r) if r.status == 207 => {
-                            prop_exists = true;
                             if memchr::memmem::find(&r.body, nonce.hex().as_bytes()).is_some() {
                                 RecoverOutcome::Found {
                                     detail: format!(
@@ -231,19 +286,35 @@ impl Instance {
                 }
             });
         }
-        // A listing that does not name the property resource B reads by
-        // name (so it is there) lags or leaves things out: its silence on
+        // A listing that does not name the agreed property resource (after
+        // the consistency wait) lags or leaves things out: its silence on
         // the carriers whose only route it is proves nothing.
-        if prop_exists && listing_ran && !listing_names_prop {
-            for (o, w) in out.iter_mut().zip(wanted) {
-                if matches!(
-                    w.carrier.as_str(),
-                    "cache-key" | "collection-name" | "negative-lookup"
-                ) && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                {
-                    *o = Some(RecoverOutcome::Failed {
-                        reason: "the listing does not name the agreed property resource, which run B reads by name: it is incomplete, so it not naming the plant proves nothing".into(),
-                    });
+        let shown = format!("the agreed resource {}", escape::bytes(witness.as_bytes()));
+        match (stale, witnessed) {
+            (None, _) => {}
+            (Some(c), Ok(true)) => {
+                crate::surface::listing::demote(&mut out, wanted, is_listed, &shown, &c);
+            }
+            // No witness to show: the carriers whose only route the listing
+            // is cannot be shown closed; negative-lookup's own lookup
+            // still decides for it.
+            (Some(_), why) => {
+                let reason = match why {
+                    Ok(_) => format!(
+                        "{shown} does not exist (its PUT was not made), so nothing shows the listing is current: its silence proves nothing"
+                    ),
+                    Err(e) => format!(
+                        "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
+                    ),
+                };
+                for (o, w) in out.iter_mut().zip(wanted) {
+                    if matches!(w.carrier.as_str(), "cache-key" | "collection-name")
+                        && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                    {
+                        *o = Some(RecoverOutcome::Failed {
+                            reason: reason.clone(),
+                        });
+                    }
                 }
             }
         }

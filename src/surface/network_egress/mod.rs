@@ -436,6 +436,10 @@ impl Surface for Instance {
         Ok(vec![])
     }
 
+    fn owns(&self, _ctx: &RunCtx<'_>, _entry: &Value) -> Result<(), String> {
+        Err("network-egress journals nothing: no entry is runwarden's".into())
+    }
+
     fn cleanup(&self, _entry: &Value) -> CleanupOutcome {
         CleanupOutcome::Superseded
     }

@@ -180,6 +180,29 @@ impl Surface for Instance {
         self.find_plants(ctx, jobs)
     }
 
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        let name = entry["name"].as_str().ok_or("no name")?;
+        let c = super::owned_name(ctx, CARRIERS, name, "", &|c| c == "package-name")?;
+        let versions = entry["versions"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let ok = match versions {
+            [v] => {
+                let v = v.as_str().unwrap_or("");
+                match c {
+                    "version" => v
+                        .strip_prefix("0.0.0-")
+                        .is_some_and(|h| super::lower_hex(h, 32)),
+                    _ => v == "0.0.0",
+                }
+            }
+            _ => false,
+        };
+        ok.then_some(())
+            .ok_or_else(|| format!("its versions are not the one a {c} plant publishes"))
+    }
+
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean_entry(entry)
     }

@@ -237,6 +237,31 @@ impl Surface for Instance {
         self.find_plants(ctx, jobs)
     }
 
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+        let project = entry["project"].as_str().ok_or("no project")?;
+        let version = entry["version"].as_str().ok_or("no version")?;
+        let c = super::owned_name(ctx, CARRIERS, project, "", &|c| c == "project-name")?;
+        let version_ok = match c {
+            "version" => version
+                .strip_prefix("0.0.0+")
+                .is_some_and(|h| super::lower_hex(h, 32)),
+            _ => version == "0.0.0",
+        };
+        let dist = project.replace('-', "_");
+        let files = super::string_array(&entry["files"]);
+        let files_ok = match (c, files.as_slice()) {
+            ("file-name", [f]) => f
+                .strip_prefix(&format!("{dist}-{version}-1"))
+                .and_then(|r| r.strip_suffix("-py3-none-any.whl"))
+                .is_some_and(|h| super::lower_hex(h, 32)),
+            (_, [f]) => *f == format!("{dist}-{version}.tar.gz"),
+            _ => false,
+        };
+        (version_ok && files_ok)
+            .then_some(())
+            .ok_or_else(|| format!("its version or files are not what a {c} plant uploads"))
+    }
+
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean_entry(entry)
     }

@@ -146,7 +146,7 @@ pub fn load(token: &str) -> Result<Resumed, String> {
     // At most 16 MiB (a saved watch is a few KiB), read from a regular
     // file only: the directory is one the watched steps could write.
     let mut text = Vec::new();
-    crate::watch::snapshot::open_own(&dir.join(SAVED))
+    crate::sys::open_regular(&dir.join(SAVED))
         .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 16 << 20), &mut text))
         .map_err(|e| format!("no saved watch in {}: {e}", shown(&dir)))?;
     if sha256_hex(&text) != hex {

@@ -3,7 +3,9 @@
 //! src/receipt.rs, the beacons of src/marker.rs), on a shared directory
 //! and on a smart-HTTP git server.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod forged;
 use common::githttp::GitHttp;
 use common::*;
 use serde_json::Value;
@@ -149,6 +151,19 @@ fn plant_in_one_job_is_recovered_in_another_and_cleaned_by_receipt() {
         work.path(),
         &["cleanup", "--config", "rw.yml", "--receipt", "kept.json"],
         &[],
+    );
+    // The receipt is signed: without the key it is refused whole.
+    assert_eq!(c.code, 2, "{}\n{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr
+            .contains("the receipt is signed but RUNWARDEN_KEY is not set"),
+        "{}",
+        c.stderr
+    );
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "rw.yml", "--receipt", "kept.json"],
+        &[("RUNWARDEN_KEY", "k-3f9a1c")],
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert_eq!(c.report["mode"], "cleanup");

@@ -1,0 +1,197 @@
+//! Ownership: which refs are runwarden's. A journal entry is this probe's
+//! only when its ref has a form only [`ref_for`] gives this probe id (a
+//! valid ref name, no `..`, under runwarden's own names or with
+//! `runwarden-<probe id>-<leaf>` as the component a declared scope placed)
+//! and a full object id, and (with a configured key) its tag, a MAC over
+//! the ref and the object run A pushed, verifies. Cleanup by probe id has
+//! no journal: the refs it finds under the derived names are fetched and
+//! their objects read first, and only a commit or tag runwarden's plant
+//! writes (its identity, a root commit, its message) is taken for a plant.
+
+use super::*;
+use crate::surface::lower_hex;
+
+/// Content carriers, whose ref ends in the carrier's own name.
+const CONTENT: [&str; 7] = [
+    "commit-message",
+    "author-name",
+    "author-email",
+    "file-content",
+    "file-path",
+    "annotated-tag-message",
+    "notes",
+];
+
+/// Whether `r` is a ref name git would take and no path trick: under
+/// `refs/`, no `..`, `@{`, `//`, control or special character.
+fn well_formed(r: &str) -> bool {
+    let bad = |b: u8| b.is_ascii_control() || b" ~^:?*[\\".contains(&b) || !b.is_ascii();
+    r.starts_with("refs/")
+        && !r.contains("..")
+        && !r.contains("@{")
+        && !r.contains("//")
+        && !r.ends_with('/')
+        && !r.ends_with(".lock")
+        && !r.bytes().any(bad)
+}
+
+/// The leaf of a ref this probe's plant makes, if `r` is one.
+fn planted_leaf(r: &str, probe: &str) -> bool {
+    let heads = format!("refs/heads/runwarden/{probe}/");
+    if let Some(leaf) = r.strip_prefix(&heads) {
+        return lower_hex(leaf, 32)
+            || leaf
+                .strip_prefix("deleted-")
+                .is_some_and(|h| lower_hex(h, 32))
+            || CONTENT.contains(&leaf);
+    }
+    if let Some(leaf) = r.strip_prefix(&format!("refs/tags/runwarden-{probe}-")) {
+        return lower_hex(leaf, 32) || leaf == "annotated";
+    }
+    if let Some(leaf) = r.strip_prefix(&format!("refs/runwarden/{probe}/")) {
+        return lower_hex(leaf, 32);
+    }
+    if r == format!("refs/notes/runwarden-{probe}") {
+        return true;
+    }
+    // Inside a declared `refs:` scope: one component is exactly
+    // `runwarden-<probe>-<nonce or carrier>` (the pattern's `*`).
+    let marker = format!("runwarden-{probe}-");
+    r.split('/').any(|c| {
+        c.strip_prefix(&marker)
+            .is_some_and(|leaf| lower_hex(leaf, 32) || CONTENT.contains(&leaf))
+    })
+}
+
+/// The tag of a journal entry: a MAC under the run's key over the ref and
+/// the object run A pushed to it (or found there and read back).
+pub(super) fn tag(ctx: &RunCtx<'_>, refname: &str, sha: &str) -> String {
+    ctx.key
+        .name_tag(ctx.probe_id, &format!("git-remote|{refname}|{sha}"))
+}
+
+/// [`Surface::owns`] for git-remote: an entry `{ref, sha, tag}`, or the
+/// ref a retraction names. Without a configured key the tag is public (a
+/// 0.7.0 journal has none): then the form alone decides.
+pub(super) fn owns(ctx: &RunCtx<'_>, e: &Value) -> Result<(), String> {
+    let r = e
+        .as_str()
+        .or_else(|| e["ref"].as_str())
+        .ok_or("names no ref")?;
+    let shown = escape::bytes(r.as_bytes());
+    if !e.is_string() {
+        let sha = e["sha"].as_str().ok_or("names no object")?;
+        if !(lower_hex(sha, 40) || lower_hex(sha, 64)) {
+            return Err(format!("{shown} is leased on no object id"));
+        }
+        let tagged = e["tag"]
+            .as_str()
+            .is_some_and(|t| crate::marker::same(t.as_bytes(), tag(ctx, r, sha).as_bytes()));
+        if ctx.key.is_configured() && !tagged {
+            return Err(format!(
+                "{shown}: its tag does not verify with RUNWARDEN_KEY"
+            ));
+        }
+    }
+    if well_formed(r) && planted_leaf(r, ctx.probe_id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} is not a ref a plant of probe {} makes",
+            ctx.probe_id
+        ))
+    }
+}
+
+/// Whether one object (`cat-file --batch` form: headers, a blank line,
+/// the message) is one runwarden's plant writes: a root commit it
+/// committed with its message, or a tag it tagged.
+fn runwarden_object(kind: &str, body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let (head, message) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let ident = format!("{IDENT_NAME} <{IDENT_EMAIL}> ");
+    match kind {
+        "commit" => {
+            !head.lines().any(|l| l.starts_with("parent "))
+                && head.lines().any(|l| {
+                    l.strip_prefix("committer ")
+                        .is_some_and(|i| i.starts_with(&ident))
+                })
+                && (message.starts_with("runwarden probe ")
+                    || message.trim_end() == "Notes added by runwarden")
+        }
+        "tag" => head.lines().any(|l| {
+            l.strip_prefix("tagger ")
+                .is_some_and(|i| i.starts_with(&ident))
+        }),
+        _ => false,
+    }
+}
+
+impl Instance {
+    /// Of the refs `now` lists (name to the object it points at), the
+    /// objects that are runwarden's: the refs fetched into `dir` in one
+    /// fetch, their objects read by one `cat-file --batch`. `Err` when
+    /// either failed (then nothing is deleted).
+    pub(super) fn runwarden_objects(
+        &self,
+        dir: &Path,
+        now: &HashMap<String, String>,
+    ) -> Result<HashSet<String>, String> {
+        if now.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let mut args: Vec<String> = vec![
+            "fetch".into(),
+            "--no-tags".into(),
+            "--no-write-fetch-head".into(),
+            "-q".into(),
+            self.s.url.clone(),
+        ];
+        for (i, r) in now.keys().enumerate() {
+            args.push(format!("+{r}:refs/runwarden-check/{i}"));
+        }
+        let (out, _) = self.remote_run(dir, &args);
+        if !out.success {
+            return Err(format!(
+                "could not read the refs back before deleting them: {}",
+                out.reason()
+            ));
+        }
+        let input: String = now.values().map(|sha| format!("{sha}\n")).collect();
+        let mut ours = HashSet::new();
+        let mut current: Option<(String, String, usize)> = None;
+        let mut body = Vec::new();
+        let args: Vec<String> = vec!["cat-file".into(), "--batch".into()];
+        let out = self
+            .git
+            .stream(dir, &os(&args), &[], input.as_bytes(), |line| {
+                let Some((sha, kind, size)) = current.take() else {
+                    // A header: `<sha> <type> <size>` (`<sha> missing` is not).
+                    let l = String::from_utf8_lossy(line);
+                    let mut it = l.split(' ');
+                    if let (Some(sha), Some(kind), Some(size)) = (it.next(), it.next(), it.next())
+                        && let Ok(size) = size.parse::<usize>()
+                    {
+                        body.clear();
+                        current = Some((sha.to_string(), kind.to_string(), size));
+                    }
+                    return;
+                };
+                body.extend_from_slice(line);
+                body.push(b'\n');
+                if body.len() >= size {
+                    body.truncate(size);
+                    if runwarden_object(&kind, &body) {
+                        ours.insert(sha);
+                    }
+                } else {
+                    current = Some((sha, kind, size));
+                }
+            });
+        if !out.success {
+            return Err(format!("git cat-file failed: {}", out.reason()));
+        }
+        Ok(ours)
+    }
+}
