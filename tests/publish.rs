@@ -965,3 +965,46 @@ fn annotations_go_fifty_to_a_request() {
         assert_eq!(cr["status"], "completed");
     }
 }
+
+/// A relayed report (the probe job hands its report to a publish job) is
+/// untrusted end to end: its channels, surface types, fact keys and values,
+/// label and details render inert in the comment and the check run, as
+/// cmark-gfm renders them.
+#[test]
+fn a_relayed_report_renders_inert_everywhere_reviewers_look() {
+    let (svc, token, co) = fixture();
+    let evil = "@acme/security-team www.attacker.example #1 octo/app#2 deadbeefcafe ![i](https://x.example/i.png) [l](https://x.example) <img src=x> </details> <!-- c --> |row|";
+    // (Findings of a channel, type or carrier runwarden does not make are
+    // refused whole: the rest of the report is what can carry text.)
+    let mut r = report(vec![at_config("file-name", Verdict::Fail, evil)]);
+    r.label = Some(evil.into());
+    r.surfaces.push(runwarden::report::SurfaceFacts {
+        surface: evil.into(),
+        surface_type: evil.into(),
+        facts: [(evil.to_string(), evil.to_string())].into_iter().collect(),
+    });
+    r.surfaces.push(runwarden::report::SurfaceFacts {
+        surface: "_pwn_".into(),
+        surface_type: "__x__".into(),
+        facts: [(":shipit:".to_string(), "w".to_string())]
+            .into_iter()
+            .collect(),
+    });
+    let path = co.report(&r);
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--report"]).arg(&path);
+    let out = run(c, &token);
+    assert_eq!(out.code, 0, "{}", out.out);
+    let body = comments(&svc)[0]["body"].as_str().unwrap().to_string();
+    common::markdown::assert_inert(&body);
+    let summary = svc.objects("check-run")[0]["output"]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let html = common::markdown::assert_inert(&summary);
+    assert!(html.contains("<code>"), "{html}");
+    assert!(
+        !html.contains("<em>pwn") && !html.contains("<strong>x"),
+        "{html}"
+    );
+}

@@ -174,12 +174,26 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     show_progress(args.format);
+    // The receipt must be this probe's: the id given, else (in Actions)
+    // this workflow run's own. A receipt of another probe, even a genuine
+    // signed one, would clean that probe's plants and leave this one's.
+    let env = |k: &str| std::env::var(k).ok();
+    let expected = args
+        .cross
+        .probe_id
+        .clone()
+        .or_else(|| marker::default_probe_id(&env));
     let receipt = args
         .receipt
         .as_deref()
-        .map(|p| Receipt::read(p, args.cross.probe_id.as_deref(), &key))
+        .map(|p| Receipt::read(p, expected.as_deref(), &key))
         .transpose()
         .map_err(Failure::Other)?;
+    if receipt.as_ref().is_some_and(|r| r.mac.is_none()) {
+        note(
+            "the receipt is not signed (no RUNWARDEN_KEY): every entry is checked to be runwarden's before anything is removed, but an edited receipt can still leave a plant out",
+        );
+    }
     let probe_id = match &receipt {
         Some(r) => r.probe_id.clone(),
         None => probe_id_of(&args.cross)?,

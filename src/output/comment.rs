@@ -232,7 +232,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
             let since = b
                 .sha
                 .as_deref()
-                .map(|s| format!(" (at {})", &s[..7]))
+                .map(|s| format!(" (at {})", text(s.get(..7).unwrap_or(s))))
                 .unwrap_or_default();
             let c = changes(&b.verdicts, &now);
             if c.is_empty() {

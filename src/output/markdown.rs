@@ -38,15 +38,19 @@ pub fn cell(s: &str) -> String {
 }
 
 /// An identifier (a surface name, a channel id, a fact key) as plain text
-/// when it is one that can make no markup: lowercase letters, digits, `-`,
-/// `_` and `:` only, and not a run of hex digits long enough to be taken
-/// for a commit; anything else as a code span (safe in a table cell too).
+/// when it is one that can make no markup: lowercase letters, digits and
+/// `-`, with at most one `:` between two of them (a channel id; `:x:` is
+/// an emoji, `_x_` emphasis), and no run of hex digits long enough to be
+/// taken for a commit; anything else as a code span (safe in a table cell
+/// too).
 pub fn word(s: &str) -> String {
     let plain = !s.is_empty()
         && s.len() <= 128
-        && s.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b':')
-        })
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b':'))
+        && s.matches(':').count() <= 1
+        && !s.starts_with(':')
+        && !s.ends_with(':')
         && !s
             .split(|c: char| !c.is_ascii_hexdigit())
             .any(|run| run.len() >= 7);
@@ -136,6 +140,8 @@ mod tests {
         assert_eq!(word("home:file-content"), "home:file-content");
         assert_eq!(word("deadbeef1"), "` deadbeef1 `");
         assert_eq!(word("@acme/team"), "` @acme/team `");
+        assert_eq!(word(":shipit:"), "` :shipit: `");
+        assert_eq!(word("_pwn_"), "` _pwn_ `");
         assert_eq!(word("a|b"), "` a\\|b `");
     }
 

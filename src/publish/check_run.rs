@@ -109,7 +109,7 @@ pub(super) fn publish(
                 "title": review::headline(report),
                 "summary": format!(
                     "Only {} of {} annotations could be added ({}); the report has them all.\n\n{summary}",
-                    i * PER_REQUEST, notes.len(), e.text()
+                    i * PER_REQUEST, notes.len(), crate::output::markdown::text(&e.text())
                 ),
             }});
             finish(&mut close);

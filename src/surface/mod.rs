@@ -324,7 +324,17 @@ pub fn cleanup_owned(
     let mut owned = Vec::new();
     let mut at = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        match inst.owns(ctx, e.get("retract").unwrap_or(e)) {
+        // A retraction is `{"retract": …}` and nothing else: an entry that
+        // also names something of its own would pass as the retraction
+        // and be removed as the other.
+        let checked = match e.get("retract") {
+            Some(_) if e.as_object().is_some_and(|o| o.len() != 1) => {
+                Err("a retraction that names something besides what it takes back".to_string())
+            }
+            Some(inner) => inst.owns(ctx, inner),
+            None => inst.owns(ctx, e),
+        };
+        match checked {
             Ok(()) => {
                 owned.push(e.clone());
                 at.push(i);

@@ -125,6 +125,14 @@ pub fn assert_inert(markdown: &str) -> String {
             !mention,
             "a mention or reference outside code: {w:?}\n{html}"
         );
+        // GitHub's emoji shortcodes (`:shipit:` becomes an image).
+        let emoji = w.len() > 2
+            && w.starts_with(':')
+            && w.ends_with(':')
+            && w[1..w.len() - 1]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_+-".contains(c));
+        assert!(!emoji, "an emoji shortcode outside code: {w:?}\n{html}");
         let sha = w
             .split(|c: char| !c.is_ascii_hexdigit())
             .any(|run| run.len() >= 7 && run.chars().any(|c| c.is_ascii_alphabetic()));

@@ -285,3 +285,123 @@ fn a_foreign_file_in_a_receipt_stays_where_it_is() {
     );
     assert!(std::fs::metadata("/etc/passwd").is_ok());
 }
+
+#[test]
+fn a_retraction_that_also_names_a_ref_removes_nothing() {
+    let (root, remote) = remote();
+    let main = git(&remote, &["rev-parse", "refs/heads/main"])
+        .trim()
+        .to_string();
+    let p = run(
+        root.path(),
+        &["plant", "--config", "rw.yml", "--probe-id", "fx-5"],
+        &[],
+    );
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let mut r = read(&root.path().join("runwarden-receipt-fx-5.json"));
+    let entries = r["surfaces"][0]["entries"].as_array_mut().unwrap();
+    let first = entries[0].clone();
+    // It passes as the retraction of a real plant, and names `main`.
+    entries.push(json!({ "retract": first["ref"], "ref": "refs/heads/main", "sha": main }));
+    entries.push(json!({ "retract": first, "ref": "refs/tags/v1", "sha": main }));
+    write(&root.path().join("forged.json"), &r);
+    let c = run(
+        root.path(),
+        &["cleanup", "--config", "rw.yml", "--receipt", "forged.json"],
+        &[],
+    );
+    assert_eq!(c.code, 1, "{}", c.stdout);
+    let now = refs(&remote);
+    assert!(
+        now.contains("refs/heads/main") && now.contains("refs/tags/v1"),
+        "{now}"
+    );
+    assert!(
+        !now.contains("fx-5"),
+        "its own plant was hidden from cleanup: {now}"
+    );
+    assert_eq!(
+        c.report["cleanup"]["refused"].as_array().unwrap().len(),
+        2,
+        "{}",
+        c.stdout
+    );
+    assert!(root.path().join("forged.json").exists());
+}
+
+#[test]
+fn in_actions_a_receipt_of_another_probe_is_refused() {
+    let (root, remote) = remote();
+    let before = refs(&remote);
+    let key = ("RUNWARDEN_KEY", "k-other");
+    let p = run(
+        root.path(),
+        &["plant", "--config", "rw.yml", "--probe-id", "victim-1"],
+        &[key],
+    );
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    // A genuine, signed receipt of a concurrent probe, handed to this
+    // run's cleanup: this run's probe id is gh-777-1.
+    let env = [
+        key,
+        ("GITHUB_ACTIONS", "true"),
+        ("GITHUB_RUN_ID", "777"),
+        ("GITHUB_RUN_ATTEMPT", "1"),
+    ];
+    let c = run(
+        root.path(),
+        &[
+            "cleanup",
+            "--config",
+            "rw.yml",
+            "--receipt",
+            "runwarden-receipt-victim-1.json",
+        ],
+        &env,
+    );
+    assert_eq!(c.code, 2, "{}", c.stderr);
+    assert!(
+        c.stderr
+            .contains("is the receipt of probe victim-1, not gh-777-1"),
+        "{}",
+        c.stderr
+    );
+    assert_ne!(refs(&remote), before, "the other probe's plant was cleaned");
+    // Named on purpose, it is cleaned.
+    let c = run(
+        root.path(),
+        &[
+            "cleanup",
+            "--config",
+            "rw.yml",
+            "--probe-id",
+            "victim-1",
+            "--receipt",
+            "runwarden-receipt-victim-1.json",
+        ],
+        &env,
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert_eq!(refs(&remote), before);
+}
+
+#[test]
+fn a_scoped_plant_inside_a_pattern_is_runwardens_own() {
+    let root = tempfile::tempdir().unwrap();
+    let remote = bare_remote(root.path());
+    let before = refs(&remote);
+    let cfg = format!(
+        "{}declared:\n  - channel: origin:branch-name\n    refs: \"refs/heads/memory-*-x\"\n    reason: agents keep notes here\n",
+        origin_config(&remote)
+    );
+    std::fs::write(root.path().join("rw.yml"), cfg).unwrap();
+    let p = run(root.path(), &["probe", "--config", "rw.yml"], &[]);
+    assert!(
+        p.report["cleanup"]["refused"]
+            .as_array()
+            .is_none_or(|r| r.is_empty()),
+        "{}",
+        p.stdout
+    );
+    assert_eq!(refs(&remote), before, "{}", p.stdout);
+}

@@ -392,10 +392,20 @@ fn plant_recover_and_cleanup_over_smart_http() {
         }
     }
 
-    // Cleanup by receipt: one push; the remote is as it was.
+    // Cleanup by receipt: one push; the remote is as it was. (In Actions a
+    // receipt given alone must be this workflow run's own probe's: this
+    // one's probe id is named.)
     let c = run(
         work.path(),
-        &["cleanup", "--config", "rw.yml", "--receipt", "kept.json"],
+        &[
+            "cleanup",
+            "--config",
+            "rw.yml",
+            "--receipt",
+            "kept.json",
+            "--probe-id",
+            "xj-1",
+        ],
         &job("cleanup"),
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);

@@ -90,8 +90,9 @@ pub struct State {
     /// The signature every signed blob URL carries.
     pub sig: String,
     token_sig: String,
-    /// While the repository's artifact listing lags: the newest artifact
-    /// it shows (a query by name still shows every one).
+    /// While listings lag: the newest id they show (the artifact listing
+    /// and every object listing; a query by name, or one object by its
+    /// path, still shows every one).
     pub lag_after: Option<u64>,
 }
 
@@ -104,7 +105,7 @@ impl State {
 
 impl super::Listings for State {
     fn lag(&mut self, on: bool) {
-        self.lag_after = on.then(|| self.artifacts.iter().map(|a| a.id).max().unwrap_or(0));
+        self.lag_after = on.then_some(self.next);
     }
 }
 

@@ -280,9 +280,14 @@ pub(super) fn list(
     repo: &str,
     keep: impl Fn(&Value) -> bool,
 ) -> Vec<Value> {
+    let shown = |o: &&super::Object| {
+        st.lag_after
+            .is_none_or(|n| o.fields["id"].as_u64().is_none_or(|id| id <= n))
+    };
     st.objects
         .iter()
         .filter(|o| o.kind == kind && o.repo == repo && keep(&o.fields))
+        .filter(shown)
         .map(|o| o.fields.clone())
         .collect()
 }

@@ -132,7 +132,22 @@ impl Instance {
             }
         };
         let shown = escape::bytes(key.as_bytes());
+        // The runtime token restores only from the scopes it reads: a miss
+        // says "gone" only for an entry in one of them.
+        let reads_scope = scope.is_some_and(|sc| {
+            self.token_scopes()
+                .iter()
+                .any(|(s, p)| s == sc && p & 1 != 0)
+        });
         match lookup() {
+            Ok(false) if !reads_scope => {
+                return CleanupOutcome::Left {
+                    reason: format!(
+                        "the listing does not show {shown}, and this job's runtime token does not read its scope ({}), so nothing tells it is gone; {evicted}",
+                        self.readable()
+                    ),
+                };
+            }
             Ok(false) => return CleanupOutcome::Gone,
             Err(why) => {
                 return CleanupOutcome::Left {

@@ -42,6 +42,10 @@ impl Instance {
             .iter()
             .enumerate()
             .filter_map(|(i, e)| {
+                // (A retraction is never a live ref, whatever else it says.)
+                if e.get("retract").is_some() {
+                    return None;
+                }
                 let r = e.get("ref")?.as_str()?;
                 let sha = e.get("sha")?.as_str()?;
                 (!retracted.contains(r)).then(|| (i, r.to_string(), sha.to_string()))

@@ -54,12 +54,14 @@ fn planted_leaf(r: &str, probe: &str) -> bool {
     if r == format!("refs/notes/runwarden-{probe}") {
         return true;
     }
-    // Inside a declared `refs:` scope: one component is exactly
-    // `runwarden-<probe>-<nonce or carrier>` (the pattern's `*`).
+    // Inside a declared `refs:` scope: the pattern's `*` became
+    // `runwarden-<probe>-<nonce or carrier>`, with the pattern's own text
+    // around it (`refs/heads/memory-*`, `…/*-x`).
     let marker = format!("runwarden-{probe}-");
-    r.split('/').any(|c| {
-        c.strip_prefix(&marker)
-            .is_some_and(|leaf| lower_hex(leaf, 32) || CONTENT.contains(&leaf))
+    r.match_indices(&marker).any(|(i, _)| {
+        let leaf = &r[i + marker.len()..];
+        leaf.get(..32).is_some_and(|h| lower_hex(h, 32))
+            || CONTENT.iter().any(|c| leaf.starts_with(c))
     })
 }
 

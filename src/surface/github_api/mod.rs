@@ -55,6 +55,10 @@ pub(crate) struct Settings {
     /// The commit for deployment, commit-status and check-run.
     commit: Option<String>,
     permanent: bool,
+    /// How long a listing that shows neither run B nor the writer the
+    /// plant is taken again (`consistency-wait`).
+    #[serde(default = "super::listing::default_wait_ms")]
+    consistency_wait_ms: u64,
     control: bool,
 }
 
@@ -91,6 +95,7 @@ impl SurfaceType for GitHubApi {
             "issue",
             "commit",
             "permanent",
+            "consistency-wait",
         ]
     }
 
@@ -150,6 +155,7 @@ impl SurfaceType for GitHubApi {
             issue_source,
             commit,
             permanent,
+            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
         Ok(serde_json::to_value(s).expect("settings serialize"))
@@ -175,9 +181,10 @@ impl SurfaceType for GitHubApi {
             issue_source: "the control".into(),
             commit: Some(sha.into()),
             permanent: true,
+            consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served_listing(s, server))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {

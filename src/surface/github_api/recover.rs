@@ -1,13 +1,88 @@
 //! Run B: every route to a carrier with the read token (the listing, read
 //! to its end, and the agreed name where the carrier has one). Closed only
-//! when every route ran and missed; denied only when GitHub refused every
+//! when every route ran and missed, and the miss is shown not to be a
+//! listing's lag: the writer's token lists the plant (then it is hidden
+//! from run B), or, until neither lists it within the consistency wait,
+//! the routes are taken again; denied only when GitHub refused every
 //! route.
 
 use super::carriers::{Route, field_holding, routes};
 use super::*;
 
 impl Instance {
+    /// Every route, then, when they all missed, whether the writer's
+    /// token lists the plant: until one of them shows it or the wait ends.
     pub(super) fn recover_carrier(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
+        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let looked = crate::surface::listing::until_current(wait, || {
+            let o = self.look(ctx, w);
+            let RecoverOutcome::NotFound { detail } = &o else {
+                return Ok::<_, std::convert::Infallible>(((o, None), true));
+            };
+            let writer = self.writer_lists(ctx, w);
+            let current = writer.as_ref().is_ok_and(Option::is_some);
+            let detail = detail.clone();
+            Ok(((o, Some((detail, writer))), current))
+        });
+        let c = match looked {
+            Ok(c) => c,
+            Err(never) => match never {},
+        };
+        match &c.value {
+            (o, None) => o.clone(),
+            (_, Some((detail, Ok(Some(seen))))) => RecoverOutcome::NotFound {
+                detail: format!(
+                    "{detail}; hidden from run B: the writer's token lists it at {seen}"
+                ),
+            },
+            (_, Some((_, Ok(None)))) => crate::surface::listing::not_current(
+                "the plant, which neither run B's token nor the writer's lists yet",
+                &c,
+            ),
+            (_, Some((_, Err(why)))) => RecoverOutcome::Failed {
+                reason: format!("run B's routes missed, and nothing shows they are current: {why}"),
+            },
+        }
+    }
+
+    /// Where the writer's token lists the plant (its listing routes, the
+    /// write token): `None` when it lists it nowhere; `Err` when there is
+    /// no writer's token here or its listing failed.
+    fn writer_lists(&self, ctx: &RunCtx<'_>, w: &Wanted) -> Result<Option<String>, String> {
+        if self.s.token.is_none() {
+            return Err(format!(
+                "no writer's token ({} is unset) to tell a listing's lag from a plant hidden from run B",
+                escape::bytes(self.s.token_source.as_bytes())
+            ));
+        }
+        let api = self.api(false)?;
+        let needle = w.needle["text"]
+            .as_str()
+            .or(w.needle.as_str())
+            .unwrap_or("");
+        for route in routes(&self.s, ctx, &w.carrier, &w.needle) {
+            let Route::List { path, items } = route else {
+                continue;
+            };
+            let shown = escape::bytes(path.as_bytes());
+            let mut seen = false;
+            api.list(
+                &path,
+                items,
+                &format!("listing {shown} with the writer's token"),
+                &mut |o| {
+                    seen |= field_holding(o, needle).is_some();
+                },
+            )
+            .map_err(|e| e.text())?;
+            if seen {
+                return Ok(Some(shown));
+            }
+        }
+        Ok(None)
+    }
+
+    fn look(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
             Err(reason) => return RecoverOutcome::Failed { reason },

@@ -52,18 +52,27 @@ impl Instance {
                 }
             });
         }
-        // A search that lags (or filters) does not list what exists: when
-        // it lists none of the packages B reads by name, a miss there is
-        // no look at all.
-        if !readable.is_empty() && !readable.iter().any(|n| listed.contains(n)) {
+        // A search that lags (or filters) does not list what exists: its
+        // silence on package-name counts only when it lists every package
+        // of this plant that B reads by name (its witnesses), and there is
+        // one.
+        let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
+        let why = if readable.is_empty() {
+            Some("no package of this plant that run B reads by name exists, so nothing shows the search is current: it not listing the package-name plant proves nothing".to_string())
+        } else if unlisted > 0 {
+            Some(format!(
+                "the listing is not yet consistent: the search does not list {unlisted} of the {} packages of this plant that run B reads by name: it lags or is incomplete, so it not listing the package-name plant proves nothing",
+                readable.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = why {
             for (o, w) in out.iter_mut().zip(wanted) {
                 if w.carrier == "package-name" && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                 {
                     *o = Some(RecoverOutcome::Failed {
-                        reason: format!(
-                            "the search lists none of the {} packages of this probe that run B reads by name: it lags or is incomplete, so it not listing the package-name plant proves nothing",
-                            readable.len()
-                        ),
+                        reason: reason.clone(),
                     });
                 }
             }

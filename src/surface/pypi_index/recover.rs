@@ -80,18 +80,28 @@ impl Instance {
         }
         // A root that lags does not list what exists: when it lists none
         // of the projects B reads by name, a miss there is no look at all.
-        if let Some(Ok(r)) = &root
-            && !readable.is_empty()
-            && !readable.iter().any(|n| r.ours.contains(n))
-        {
-            for (o, w) in out.iter_mut().zip(wanted) {
-                if w.carrier == "project-name" && matches!(o, RecoverOutcome::NotFound { .. }) {
-                    *o = RecoverOutcome::Failed {
-                        reason: format!(
-                            "the simple index lists none of the {} projects of this probe that run B reads by name: it lags or is incomplete, so it not listing the project-name plant proves nothing",
-                            readable.len()
-                        ),
-                    };
+        // Its silence on project-name counts only when it lists every
+        // project of this plant that B reads by name (its witnesses), and
+        // there is one.
+        if let Some(Ok(r)) = &root {
+            let unlisted = readable.iter().filter(|n| !r.ours.contains(*n)).count();
+            let why = if readable.is_empty() {
+                Some("no project of this plant that run B reads by name exists, so nothing shows the simple index is current: it not listing the project-name plant proves nothing".to_string())
+            } else if unlisted > 0 {
+                Some(format!(
+                    "the listing is not yet consistent: the simple index does not list {unlisted} of the {} projects of this plant that run B reads by name: it lags or is incomplete, so it not listing the project-name plant proves nothing",
+                    readable.len()
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = why {
+                for (o, w) in out.iter_mut().zip(wanted) {
+                    if w.carrier == "project-name" && matches!(o, RecoverOutcome::NotFound { .. }) {
+                        *o = RecoverOutcome::Failed {
+                            reason: reason.clone(),
+                        };
+                    }
                 }
             }
         }
