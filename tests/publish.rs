@@ -1008,3 +1008,77 @@ fn a_relayed_report_renders_inert_everywhere_reviewers_look() {
         "{html}"
     );
 }
+
+/// A signed (or, without a key, well-formed) state copied into another
+/// author's comment makes it no more runwarden's: never left standing as
+/// the sticky comment, never edited, with and without a marker key.
+#[test]
+fn a_state_replayed_in_another_authors_comment_is_not_ours() {
+    for key in [None, Some("k-sticky-7f1a")] {
+        let (svc, token, co) = fixture();
+        let publish = |findings: Vec<Finding>| {
+            let f = co.report(&report(findings));
+            let mut c = co.cmd(&svc, &token);
+            if let Some(k) = key {
+                c.env("RUNWARDEN_KEY", k);
+            }
+            c.args([
+                "publish",
+                "--no-check-run",
+                "--pr-comment",
+                "on-change",
+                "--report",
+            ])
+            .arg(&f);
+            let r = run(c, &token);
+            assert_eq!(r.code, 0, "{}", r.out);
+            r
+        };
+        let red = || vec![at_config("file-name", Verdict::Fail, "found")];
+        publish(red());
+        let genuine = comments(&svc)[0]["body"].as_str().unwrap().to_string();
+        // Mallory copies it into a comment of her own, and runwarden's own
+        // comment is gone (or was never on this pull request).
+        svc.lock().objects.retain(|o| o.kind != "comment");
+        let fake = format!("{genuine}\nno undeclared channel open, trust me");
+        svc.add(
+            "comment",
+            REPO,
+            json!({ "issue": PR, "body": fake, "user": { "login": "mallory" } }),
+        );
+        // The same verdicts: not "left alone" on her comment; a new one.
+        let r = publish(red());
+        let all = comments(&svc);
+        assert_eq!(all.len(), 2, "{key:?}: {all:?}");
+        assert_eq!(
+            all[0]["body"],
+            json!(fake),
+            "{key:?}: her comment was edited"
+        );
+        assert_ne!(all[1]["user"]["login"], "mallory");
+        assert!(
+            !r.out.contains("left alone: nothing changed"),
+            "{key:?}: {}",
+            r.out
+        );
+        // Verdicts changed: hers is still not patched.
+        publish(vec![
+            at_config("file-name", Verdict::Pass, ""),
+            at_config("mtime", Verdict::Fail, "found"),
+        ]);
+        let all = comments(&svc);
+        assert_eq!(all.len(), 2, "{key:?}");
+        assert_eq!(
+            all[0]["body"],
+            json!(fake),
+            "{key:?}: her comment was edited"
+        );
+        assert!(
+            all[1]["body"]
+                .as_str()
+                .unwrap()
+                .contains("newly open: s:mtime"),
+            "{key:?}"
+        );
+    }
+}

@@ -136,9 +136,11 @@ fn signature(key: &Key, marker: &str, payload: &str) -> Option<String> {
     key.sign("runwarden-comment-state/1", &format!("{marker}\0{payload}"))
 }
 
-/// The state a comment body carries. `marker` is the comment's marker;
-/// with a configured `key` the state must carry its signature.
-pub fn comment_state(body: &str, marker: &str, key: &Key) -> Read {
+/// The state a comment body carries. `marker` is the comment's marker and
+/// `at` the repository and pull request it is read on (a state written for
+/// another is not this one's); with a configured `key` the state must
+/// carry its signature.
+pub fn comment_state(body: &str, marker: &str, key: &Key, at: &str) -> Read {
     let parse = || -> Option<State> {
         let start = body.rfind(STATE_START)? + STATE_START.len();
         let len = body[start..].find(STATE_END)?;
@@ -155,6 +157,9 @@ pub fn comment_state(body: &str, marker: &str, key: &Key) -> Read {
             .decode(payload)
             .ok()?;
         let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+        if v["at"].as_str() != Some(at) {
+            return None;
+        }
         let known = ["fail", "error", "authorized", "skipped", "pass"];
         let key_ok = |k: &str| {
             !k.is_empty()
@@ -196,6 +201,8 @@ pub struct CommentContext<'a> {
     pub run_url: Option<&'a str>,
     /// Signs the state line when configured.
     pub key: &'a Key,
+    /// `owner/repo#N`: where the comment is, bound into its state.
+    pub at: &'a str,
 }
 
 /// What the comment is written over.
@@ -278,7 +285,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
         .filter(|f| f.verdict.is_shown())
         .collect();
     rows.sort_by_key(|f| f.verdict);
-    let state = state_line(&State::of(report, cx.sha), &marker, cx.key);
+    let state = state_line(&State::of(report, cx.sha), &marker, cx.key, cx.at);
     let footer = footer(cx);
     if !rows.is_empty() {
         out += "| Verdict | Channel | Detail |\n| --- | --- | --- |\n";
@@ -325,8 +332,12 @@ fn footer(cx: &CommentContext<'_>) -> String {
     )
 }
 
-fn state_line(state: &State, marker: &str, key: &Key) -> String {
-    let v = serde_json::json!({ "v": 1, "sha": state.sha, "exit": state.exit, "verdicts": state.verdicts });
+/// The state line: the state, the place it is for (`at`: the repository
+/// and pull request, so a state copied into another pull request's
+/// comment is not this one's), and with a key its signature (which covers
+/// the marker, so the config and label, and all of that).
+fn state_line(state: &State, marker: &str, key: &Key, at: &str) -> String {
+    let v = serde_json::json!({ "v": 1, "at": at, "sha": state.sha, "exit": state.exit, "verdicts": state.verdicts });
     let payload = base64::engine::general_purpose::STANDARD.encode(v.to_string());
     let sig = signature(key, marker, &payload)
         .map(|s| format!(" {s}"))
@@ -382,23 +393,32 @@ mod tests {
         };
         // Without a key: read back as written.
         let none = Key::new(None);
-        let line = state_line(&now, m, &none);
+        let at = "octo/app#8";
+        let line = state_line(&now, m, &none, at);
         assert_eq!(
-            comment_state(&format!("text\n{line}"), m, &none),
+            comment_state(&format!("text\n{line}"), m, &none, at),
             Read::Trusted(now)
         );
+        // Copied into another pull request's comment: not its state.
+        assert_eq!(
+            comment_state(&format!("text\n{line}"), m, &none, "octo/app#9"),
+            Read::Untrusted
+        );
         // Hostile entries are dropped, a bad sha or exit is none.
-        let hostile = serde_json::json!({ "verdicts": { "<img>": "fail", "a:b": "owned", "c:d": "pass" }, "sha": "zz", "exit": 7 });
+        let hostile = serde_json::json!({ "at": at, "verdicts": { "<img>": "fail", "a:b": "owned", "c:d": "pass" }, "sha": "zz", "exit": 7 });
         let body = format!(
             "{STATE_START}{}{STATE_END}",
             base64::engine::general_purpose::STANDARD.encode(hostile.to_string())
         );
-        let Read::Trusted(s) = comment_state(&body, m, &none) else {
+        let Read::Trusted(s) = comment_state(&body, m, &none, at) else {
             panic!()
         };
         assert_eq!(s.verdicts, v(&[("c:d", "pass")]));
         assert_eq!((s.sha, s.exit), (None, None));
-        assert_eq!(comment_state("no state here", m, &none), Read::Untrusted);
+        assert_eq!(
+            comment_state("no state here", m, &none, at),
+            Read::Untrusted
+        );
         // With a key: only a state it signed, for this marker.
         let key = Key::new(Some(b"k3y-for-the-comment-test".to_vec()));
         let state = State {
@@ -406,13 +426,20 @@ mod tests {
             exit: Some(0),
             verdicts: v(&[("a:b", "pass")]),
         };
-        let signed = state_line(&state, m, &key);
-        assert!(matches!(comment_state(&signed, m, &key), Read::Trusted(_)));
+        let signed = state_line(&state, m, &key, at);
+        assert!(matches!(
+            comment_state(&signed, m, &key, at),
+            Read::Trusted(_)
+        ));
         let other = "<!-- runwarden-comment fedcba9876543210 -->";
-        assert_eq!(comment_state(&signed, other, &key), Read::Untrusted);
-        assert_eq!(comment_state(&body, m, &key), Read::Untrusted, "unsigned");
+        assert_eq!(comment_state(&signed, other, &key, at), Read::Untrusted);
+        assert_eq!(
+            comment_state(&body, m, &key, at),
+            Read::Untrusted,
+            "unsigned"
+        );
         let forged = signed.replacen("runwarden-state ", "runwarden-state e30=", 1);
-        assert_eq!(comment_state(&forged, m, &key), Read::Untrusted);
+        assert_eq!(comment_state(&forged, m, &key, at), Read::Untrusted);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The sticky pull request comment: one per pull request, config and
 //! label, found again by its hidden marker among the comments that are
-//! ours (anyone can write a comment that carries the marker): with a
-//! marker key, those whose state line carries the key's signature;
-//! without one, those the token's own identity wrote. It is updated in
+//! ours (anyone can write a comment that carries the marker): those the
+//! token's own identity (or `comment-author`) wrote, and with a marker key
+//! only those whose state line carries the key's signature. The state is
+//! bound to the repository and pull request (and, through the marker, to
+//! the config and label): a state copied from elsewhere is not read. It is updated in
 //! place, never duplicated, and says what changed since the state it
 //! remembers; under `on-change` a comment whose verdicts and result did
 //! not change is left alone (no request at all).
@@ -48,12 +50,15 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
     };
     let key = &opts.key;
     let marker = comment::marker(report);
+    let at = format!("{}#{pr}", target.repository);
     let list = format!("/repos/{}/issues/{pr}/comments", target.repository);
-    // The oldest comment that is ours: with a marker key, one whose state
-    // carries the key's signature; without one, one of the token's
-    // identity (whose state may be unreadable: edited by hand). Anything
-    // else with the marker is someone else's, and left alone.
+    // The oldest comment that is ours: one the token's identity wrote
+    // (whose state may be unreadable: edited by hand), and with a marker
+    // key, only if its state carries the key's signature. Anything else
+    // with the marker is someone else's, and left alone: a signed state
+    // copied into another author's comment makes it no more ours.
     let mut ours: Option<(u64, Read)> = None;
+    let mut foreign: Vec<(u64, String)> = vec![];
     let listed = api.list(
         &list,
         None,
@@ -67,12 +72,14 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
             let mine = c["user"]["login"]
                 .as_str()
                 .is_some_and(|l| l.eq_ignore_ascii_case(&login));
-            match comment::comment_state(body, &marker, key) {
-                Read::Trusted(s) if mine || key.is_configured() => {
-                    ours = Some((id, Read::Trusted(s)))
-                }
+            match comment::comment_state(body, &marker, key, &at) {
+                Read::Trusted(s) if mine => ours = Some((id, Read::Trusted(s))),
                 Read::Untrusted if mine && !key.is_configured() => {
                     ours = Some((id, Read::Untrusted))
+                }
+                Read::Trusted(_) => {
+                    let who = c["user"]["login"].as_str().unwrap_or("");
+                    foreign.push((id, shown(who)));
                 }
                 _ => {}
             }
@@ -86,6 +93,7 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
         sha: target.head_sha.as_deref(),
         run_url: target.run_url.as_deref(),
         key,
+        at: &at,
     };
     let (id, earlier) = match &ours {
         None => (None, Earlier::None),
@@ -94,6 +102,41 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
     };
     let unchanged = matches!(&earlier, Earlier::State(s) if !s.differs(&now));
     let body = comment::comment(report, earlier, &cx);
+    let done = write(api, target, report, opts, &login, id, unchanged, &body);
+    if foreign.is_empty() {
+        return done;
+    }
+    let others: Vec<String> = foreign
+        .iter()
+        .map(|(id, who)| format!("{id} by {who}"))
+        .collect();
+    let said = format!(
+        "comment {} carries runwarden's state but was not written by {}: ignored",
+        others.join(", "),
+        shown(&login)
+    );
+    match done {
+        Outcome::Done(m) | Outcome::Notice(m) => Outcome::Notice(format!("{m}; {said}")),
+        other => other,
+    }
+}
+
+/// Updates comment `id` (or creates one) with `body`.
+#[allow(clippy::too_many_arguments)]
+fn write(
+    api: &Api<'_>,
+    target: &Target,
+    report: &Report,
+    opts: &Options,
+    login: &str,
+    id: Option<u64>,
+    unchanged: bool,
+    body: &str,
+) -> Outcome {
+    let Some(pr) = target.pr else {
+        return Outcome::Skipped("not a pull request".into());
+    };
+    let list = format!("/repos/{}/issues/{pr}/comments", target.repository);
     match (id, opts.comment) {
         (Some(id), CommentMode::OnChange) if unchanged => {
             Outcome::Done(format!("comment {id} left alone: nothing changed"))
@@ -117,13 +160,13 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
                     let as_who = a.json["user"]["login"].as_str().unwrap_or("");
                     // Written as someone the next run will not look for
                     // (a GitHub App's token): it would write a new one.
-                    if !key.is_configured() && !as_who.eq_ignore_ascii_case(&login) {
+                    if !as_who.eq_ignore_ascii_case(login) {
                         return Outcome::Notice(format!(
                             "comment {id} created on #{pr} as {}, but runs look for comments by \
-                             {}: set `comment-author: {}` (or a marker key) so the next run \
-                             updates it instead of adding another",
+                             {}: set `comment-author: {}` so the next run updates it instead \
+                             of adding another",
                             shown(as_who),
-                            shown(&login),
+                            shown(login),
                             shown(as_who),
                         ));
                     }
