@@ -254,3 +254,49 @@ fn it_will_not_start_without_a_long_enough_token() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("RV_UNSET"));
 }
+
+/// 500 connections from 127.0.0.2–127.0.0.254 that trickle their heads a
+/// byte every 0.1 s hold no worker: 6 of 6 reads from 127.0.0.1 are
+/// answered, each within network-egress's own 10 s deadline
+/// (src/rendezvous/intake.rs).
+#[test]
+fn slow_clients_from_many_addresses_cannot_starve_reads() {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = start("100");
+    let to: SocketAddr = format!("127.0.0.1:{}", s.http).parse().unwrap();
+    let mut slow = Vec::new();
+    for i in 0..500u32 {
+        let from = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (i % 253) as u8));
+        slow.push(runwarden::sys::poll::connect_from(from, to, Duration::from_secs(5)).unwrap());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let head = b"GET /d/http-plain/";
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                for c in &mut slow {
+                    let _ = c.write_all(&head[i % head.len()..][..1]);
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    for n in 0..6 {
+        let t = std::time::Instant::now();
+        assert_eq!(seen(s.http, &nonce(n)), 0);
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "read {n} took {:?}",
+            t.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::SeqCst);
+    trickle.join().unwrap();
+}

@@ -1,16 +1,16 @@
 //! The rendezvous's HTTP: one request per connection, its head only (at
-//! most [`MAX_HEAD`] bytes, within the connection's deadline), never a
-//! body, always `Connection: close`. Answers are fixed JSON: nothing a
+//! most [`MAX_HEAD`] bytes, read by [`super::intake`] within its deadline
+//! from the accept), never a body, always `Connection: close`. Answers are fixed JSON: nothing a
 //! client sent is written back.
 
+use super::intake::Request;
 use super::store::{Store, now_ms};
 use super::{CONN_DEADLINE, carrier_of, parse_nonce};
 use std::io::Write;
-use std::net::TcpStream;
 use std::sync::Mutex;
 
 /// The longest request head taken (a delivery's is under 200 bytes).
-const MAX_HEAD: usize = 2048;
+pub(super) const MAX_HEAD: usize = 2048;
 /// The longest request target taken.
 const MAX_URL: usize = 200;
 
@@ -52,12 +52,12 @@ fn reply(conn: &mut impl Write, status: u16, body: &str) {
     let _ = conn.flush();
 }
 
-pub(super) fn serve(conn: TcpStream, store: &Mutex<Store>, token: &str, memory: Memory) {
-    let mut conn = crate::timed::Timed::new(conn, CONN_DEADLINE);
-    let head = match crate::timed::read_head(&mut conn, MAX_HEAD) {
-        Ok(Some(h)) => h,
-        Ok(None) => return reply(&mut conn, 431, "{}"),
-        Err(_) => return,
+/// Answers one request whose head [`super::intake`] read (the answer is
+/// written within [`CONN_DEADLINE`]).
+pub(super) fn serve(req: Request, store: &Mutex<Store>, token: &str, memory: Memory) {
+    let mut conn = crate::timed::Timed::new(req.conn, CONN_DEADLINE);
+    let Some(head) = req.head else {
+        return reply(&mut conn, 431, "{}");
     };
     let text = String::from_utf8_lossy(&head);
     let mut lines = text.split("\r\n");

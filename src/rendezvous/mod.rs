@@ -10,9 +10,13 @@
 //!   beyond that form;
 //! - memory is constant: at most `max_nonces` nonces (10,000 by default),
 //!   each at most [`store::MAX_ARRIVALS`] arrivals, none older than
-//!   `max_age` (an hour); connections are handled by a fixed number of
-//!   workers, each with one deadline for the whole exchange, behind a
-//!   short queue (more are turned away at once);
+//!   `max_age` (an hour); an HTTP connection's head is read by one thread
+//!   that waits on all of them at once, within a deadline from the accept
+//!   and limits per client address ([`intake`]), so slow clients hold no
+//!   worker; reads are answered ahead of deliveries; raw TCP connections
+//!   are handled by a fixed number of workers, each with one deadline for
+//!   the whole exchange, behind a short queue (more are turned away at
+//!   once);
 //! - an HTTP request is its head only (at most 2 KiB; a body is never
 //!   read); raw TCP reads one line of at most 128 bytes; a DNS answer is
 //!   never larger than its query, names outside the zone get no answer,
@@ -33,6 +37,7 @@
 
 pub mod dns;
 mod http;
+pub mod intake;
 pub mod store;
 
 use std::io::Read;
@@ -52,7 +57,7 @@ pub const CARRIERS: &[&str] = &[
     "tcp-raw",
 ];
 
-/// Workers for HTTP connections and for raw TCP connections each.
+/// Workers for raw TCP connections.
 const WORKERS: usize = 8;
 /// Connections waiting for a worker; more are turned away at once.
 const QUEUE: usize = 64;
@@ -143,9 +148,13 @@ impl Rendezvous {
         };
         let mut threads = Vec::new();
         let (st, token) = (store.clone(), Arc::new(opts.token.clone()));
-        threads.extend(pool(http, &store, &stop, move |c| {
-            http::serve(c, &st, &token, memory)
-        }));
+        threads.extend(intake::serve(
+            http,
+            &store,
+            &stop,
+            http::MAX_HEAD,
+            move |r| http::serve(r, &st, &token, memory),
+        ));
         if let Some((sock, zone)) = dns {
             let (st, stop) = (store.clone(), stop.clone());
             threads.push(std::thread::spawn(move || {

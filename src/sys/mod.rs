@@ -7,6 +7,7 @@
 //! / `O_NOFOLLOW`, so a name swapped for a symlink between two calls is never
 //! followed.
 
+pub mod poll;
 mod process;
 mod udp;
 

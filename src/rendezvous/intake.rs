@@ -1,0 +1,246 @@
+//! Taking HTTP requests in so that slow clients starve nobody.
+//!
+//! A worker that reads a connection's head itself can be held by a client
+//! that trickles a byte at a time: a few dozen such connections hold every
+//! worker and every read fails. So no worker ever waits on a client here.
+//! One thread accepts; one thread reads every pending connection's head as
+//! its bytes come (poll(2), non-blocking reads), each within
+//! [`HEAD_DEADLINE`] counted from its accept; only a complete head goes to
+//! a worker, which then answers at once. On top of that:
+//! - at most [`PER_ADDRESS`] pending connections per client address (more
+//!   are closed at once), and at most [`MAX_PENDING`] in all (past that the
+//!   oldest pending one is closed to take the new one: a client that sends
+//!   its head at once is never the oldest for long);
+//! - reads (`/v1/seen/…`) go to a queue of their own that workers serve
+//!   first, so a flood of deliveries cannot delay a reader either.
+
+use super::store::Store;
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a client has, from its accept, to send its whole head.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// Pending connections (head not yet complete) per client address.
+pub const PER_ADDRESS: usize = 16;
+/// Pending connections in all.
+pub const MAX_PENDING: usize = 2048;
+/// Workers answering complete heads.
+const WORKERS: usize = 8;
+/// Complete heads waiting for a worker, per queue.
+const QUEUE: usize = 256;
+/// How long the reader waits for bytes before looking at new connections
+/// and deadlines again.
+const TICK: Duration = Duration::from_millis(20);
+
+/// A request whose head has arrived.
+pub struct Request {
+    pub conn: TcpStream,
+    /// The head through its blank line, or `None` when it grew past the
+    /// limit (then the answer is 431).
+    pub head: Option<Vec<u8>>,
+}
+
+struct Pending {
+    conn: TcpStream,
+    addr: IpAddr,
+    buf: Vec<u8>,
+    since: Instant,
+}
+
+/// Serves HTTP on `listener` with `answer` (a complete head, from a
+/// worker) until `stop`.
+pub fn serve(
+    listener: TcpListener,
+    store: &Arc<Mutex<Store>>,
+    stop: &Arc<AtomicBool>,
+    max_head: usize,
+    answer: impl Fn(Request) + Send + Sync + 'static,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let (new_tx, new_rx) = std::sync::mpsc::channel::<TcpStream>();
+    let (read_tx, read_rx) = std::sync::mpsc::sync_channel::<Request>(QUEUE);
+    let (other_tx, other_rx) = std::sync::mpsc::sync_channel::<Request>(QUEUE);
+    let queues = Arc::new(Mutex::new((read_rx, other_rx)));
+    let answer = Arc::new(answer);
+    let mut threads = Vec::new();
+    for _ in 0..WORKERS {
+        let (queues, answer, stop) = (queues.clone(), answer.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || work(&queues, &*answer, &stop)));
+    }
+    {
+        let (stop, store) = (stop.clone(), store.clone());
+        threads.push(std::thread::spawn(move || {
+            read_heads(new_rx, read_tx, other_tx, &store, &stop, max_head)
+        }));
+    }
+    let stop = stop.clone();
+    threads.push(std::thread::spawn(move || accept(listener, new_tx, &stop)));
+    threads
+}
+
+fn accept(listener: TcpListener, new: Sender<TcpStream>, stop: &AtomicBool) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        match conn {
+            Ok(c) => {
+                if new.send(c).is_err() {
+                    return;
+                }
+            }
+            // Out of descriptors: wait rather than spin.
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// A worker: reads first, then anything else.
+fn work(
+    queues: &Mutex<(Receiver<Request>, Receiver<Request>)>,
+    answer: &dyn Fn(Request),
+    stop: &AtomicBool,
+) {
+    loop {
+        let next = {
+            let q = crate::loopback::lock(queues);
+            match q.0.try_recv() {
+                Ok(r) => Some(r),
+                Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => match q.1.recv_timeout(TICK) {
+                    Ok(r) => Some(r),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                },
+            }
+        };
+        match next {
+            Some(r) => answer(r),
+            None if stop.load(Ordering::SeqCst) => return,
+            None => {}
+        }
+    }
+}
+
+/// Whether a head is a read (`GET /v1/seen/…`): those are served first.
+fn is_read(head: &[u8]) -> bool {
+    head.starts_with(b"GET /v1/seen/")
+}
+
+/// The reader: every pending connection's head, as its bytes come.
+fn read_heads(
+    new: Receiver<TcpStream>,
+    reads: SyncSender<Request>,
+    others: SyncSender<Request>,
+    store: &Mutex<Store>,
+    stop: &AtomicBool,
+    max_head: usize,
+) {
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut per_addr: HashMap<IpAddr, usize> = HashMap::new();
+    let mut buf = [0u8; 1024];
+    while !stop.load(Ordering::SeqCst) {
+        // New connections: within the limits, or closed at once.
+        loop {
+            match new.try_recv() {
+                Ok(conn) => admit(conn, &mut pending, &mut per_addr, store),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+        let fds: Vec<_> = pending.iter().map(|p| p.conn.as_raw_fd()).collect();
+        let ready = if fds.is_empty() {
+            std::thread::sleep(TICK);
+            vec![]
+        } else {
+            crate::sys::poll::readable(&fds, TICK).unwrap_or_else(|_| vec![false; fds.len()])
+        };
+        let now = Instant::now();
+        let mut keep = Vec::with_capacity(pending.len());
+        for (mut p, ready) in pending
+            .drain(..)
+            .zip(ready.into_iter().chain(std::iter::repeat(false)))
+        {
+            let mut done: Option<Option<Vec<u8>>> = None;
+            let mut closed = false;
+            if ready {
+                let want = (max_head + 1 - p.buf.len().min(max_head + 1)).min(buf.len());
+                match p.conn.read(&mut buf[..want.max(1)]) {
+                    Ok(0) => closed = true,
+                    Ok(n) => {
+                        p.buf.extend_from_slice(&buf[..n]);
+                        if let Some(end) = p.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            p.buf.truncate(end + 4);
+                            done = Some(Some(std::mem::take(&mut p.buf)));
+                        } else if p.buf.len() > max_head {
+                            done = Some(None);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => closed = true,
+                }
+            }
+            let expired = now.duration_since(p.since) > HEAD_DEADLINE;
+            if done.is_none() && !closed && !expired {
+                keep.push(p);
+                continue;
+            }
+            if let Some(n) = per_addr.get_mut(&p.addr) {
+                *n -= 1;
+                if *n == 0 {
+                    per_addr.remove(&p.addr);
+                }
+            }
+            let Some(head) = done else { continue };
+            let _ = p.conn.set_nonblocking(false);
+            let read = head.as_deref().is_some_and(is_read);
+            let req = Request { conn: p.conn, head };
+            let queue = if read { &reads } else { &others };
+            // A full queue turns the request away, as a full backlog would;
+            // a reader learns of it like any delivery turned away.
+            if queue.try_send(req).is_err() {
+                crate::loopback::lock(store).dropped();
+            }
+        }
+        pending = keep;
+    }
+}
+
+/// Takes a new connection in, within the per-address and total limits.
+fn admit(
+    conn: TcpStream,
+    pending: &mut Vec<Pending>,
+    per_addr: &mut HashMap<IpAddr, usize>,
+    store: &Mutex<Store>,
+) {
+    let Ok(addr) = conn.peer_addr().map(|a| a.ip()) else {
+        return;
+    };
+    if per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
+        || conn.set_nonblocking(true).is_err()
+    {
+        crate::loopback::lock(store).dropped();
+        return;
+    }
+    if pending.len() >= MAX_PENDING {
+        // The oldest pending connection makes room: it has had the
+        // longest to send a few hundred bytes.
+        let old = pending.remove(0);
+        if let Some(n) = per_addr.get_mut(&old.addr) {
+            *n -= 1;
+        }
+        crate::loopback::lock(store).dropped();
+    }
+    *per_addr.entry(addr).or_insert(0) += 1;
+    pending.push(Pending {
+        conn,
+        addr,
+        buf: Vec::new(),
+        since: Instant::now(),
+    });
+}
