@@ -190,3 +190,29 @@ fn canaries_look_like_credentials_and_are_secrets() {
     assert!(!runwarden::redact::text(&format!("x {token} y")).contains(token));
     assert!(a.disarm().is_empty());
 }
+
+/// A canary the command swapped for a FIFO is left as it is, and taking
+/// the canaries away never blocks on it (an open of a FIFO waits for a
+/// writer unless it is non-blocking).
+#[test]
+fn a_canary_replaced_with_a_fifo_never_hangs_the_watch() {
+    let (_root, a, _) = armed(Detector::Inotify);
+    let fifo = a.paths()[1].to_path_buf();
+    std::fs::remove_file(&fifo).unwrap();
+    run("mkfifo", &[fifo.to_str().unwrap()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(a.disarm());
+    });
+    let left = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("removing the canaries hung on a FIFO");
+    assert_eq!(left.len(), 1, "{left:?}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}

@@ -420,7 +420,8 @@ pub struct Saved {
 fn remove(c: &Canary) -> Result<(), String> {
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOATIME)
+        // Never blocking: the command may have left a FIFO in its place.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOATIME)
         .open(&c.path)
     {
         Ok(f) => f,
