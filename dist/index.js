@@ -57,15 +57,21 @@ function bundled() {
   return file;
 }
 
-// Only the post step (dist/post.js) finishes a watch: the token it finds
-// is set there, never here, even if an earlier step put one in the
-// environment (through $GITHUB_ENV).
+// Only the post step (dist/post.js) finishes a watch: the token it read
+// from its own state reaches this file in-process (never through the
+// environment, which an earlier step can set through $GITHUB_ENV). A
+// runwarden control variable inherited from the environment is dropped,
+// and said.
 const env = Object.assign({}, process.env);
-delete env.RUNWARDEN_WATCH_STATE;
-if (process.env.RUNWARDEN_POST_WATCH) {
-  env.RUNWARDEN_WATCH_STATE = process.env.RUNWARDEN_POST_WATCH;
+for (const name of ["RUNWARDEN_WATCH_STATE", "RUNWARDEN_POST_WATCH"]) {
+  if (env[name] !== undefined) {
+    process.stdout.write(`::notice title=runwarden::ignored ${name} from the environment (an earlier step set it): only the post step hands a watch over\n`);
+    delete env[name];
+  }
 }
-delete env.RUNWARDEN_POST_WATCH;
+if (typeof globalThis.runwardenPostWatch === "string" && globalThis.runwardenPostWatch) {
+  env.RUNWARDEN_WATCH_STATE = globalThis.runwardenPostWatch;
+}
 
 const override = input("binary");
 const binary = override ? path.resolve(process.env.GITHUB_WORKSPACE || process.cwd(), override) : bundled();

@@ -8,5 +8,7 @@
 "use strict";
 const token = process.env.STATE_runwarden_watch;
 if (!token) process.exit(0);
-process.env.RUNWARDEN_POST_WATCH = token;
+// Handed over in this process only, never through the environment: an
+// earlier step can put anything in the environment ($GITHUB_ENV).
+globalThis.runwardenPostWatch = token;
 require("./index.js");

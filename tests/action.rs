@@ -527,12 +527,22 @@ fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
     // The watch step: snapshots taken, canaries placed, nothing reported.
     // A token an earlier step planted in the environment is not taken
     // for the post step's.
-    let planted = vec![(
-        "RUNWARDEN_WATCH_STATE".to_string(),
-        format!("sha256:{}:/", "0".repeat(64)),
-    )];
+    // Nor one that would make this main step take itself for the post
+    // step's shim (RUNWARDEN_POST_WATCH, through $GITHUB_ENV): it starts
+    // its own watch, and says what it ignored.
+    let forged = format!("sha256:{}:/", "0".repeat(64));
+    let planted = vec![
+        ("RUNWARDEN_WATCH_STATE".to_string(), forged.clone()),
+        ("RUNWARDEN_POST_WATCH".to_string(), forged),
+    ];
     let main = step(&planted);
     assert_eq!(main.status.code(), Some(0), "{main:?}");
+    assert!(
+        stdout(&main).contains("ignored RUNWARDEN_POST_WATCH from the environment"),
+        "{}",
+        stdout(&main)
+    );
+    assert!(std::fs::read_to_string(&state).unwrap().contains("runwarden_watch="));
     assert!(home.join(".npmrc").is_file());
     assert!(ws.path().join(".env").is_file());
     assert!(!ws.path().join("runwarden-report.json").exists());
