@@ -542,7 +542,11 @@ fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
         "{}",
         stdout(&main)
     );
-    assert!(std::fs::read_to_string(&state).unwrap().contains("runwarden_watch="));
+    assert!(
+        std::fs::read_to_string(&state)
+            .unwrap()
+            .contains("runwarden_watch=")
+    );
     assert!(home.join(".npmrc").is_file());
     assert!(ws.path().join(".env").is_file());
     assert!(!ws.path().join("runwarden-report.json").exists());

@@ -138,7 +138,14 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     // that the report can say which were still running at the end.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let spawned = child.spawn().map(|c| wait(c, &mut ended));
+    // A bounded grace for what the command left running (a child that
+    // called setsid() too: this process is their subreaper) to end.
+    let grace = std::time::Instant::now() + SURVIVOR_GRACE;
     ended.survivors = survivors();
+    while !ended.survivors.is_empty() && std::time::Instant::now() < grace {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        ended.survivors = survivors();
+    }
     let mut report = w.finish(ended.clone());
     report.label = args.out.label.clone();
     if let Err(e) = spawned {
@@ -150,7 +157,7 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     let code = write_outputs(&report, outs, gh)?;
     if !ended.survivors.is_empty() {
         note(&format!(
-            "{} processes the command started were still running when it ended: what they do from now on is not watched",
+            "{} processes the command started were still running 2 s after it ended: what they do from now on is not watched, and no carrier is PASS",
             ended.survivors.len()
         ));
     }
@@ -164,6 +171,10 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
         (code, _, _) => code,
     })
 }
+
+/// How long processes the command left running get to end before the
+/// second snapshots: past it, the watch's PASS verdicts are ERROR.
+const SURVIVOR_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The children of this process still running (the command's leftovers,
 /// reparented here); those that already ended are reaped.

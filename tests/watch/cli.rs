@@ -265,21 +265,35 @@ fn a_canary_read_then_removed_or_its_time_set_back_is_still_a_read() {
     }
 }
 
+/// A child that leaves the command's session (setsid) and writes into the
+/// watched directory after the command returned: named, and no carrier is
+/// PASS (what it writes after the second snapshot is not seen).
 #[test]
-fn processes_left_running_by_the_command_are_named() {
+fn processes_left_running_by_the_command_are_named_and_no_carrier_passes() {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let w = watch(
         root.path(),
         &["--no-default-canaries"],
-        &["sh", "-c", "sleep 3 </dev/null >/dev/null 2>&1 & exit 0"],
+        &[
+            "sh",
+            "-c",
+            "setsid sh -c 'sleep 3; echo x > shared/late' </dev/null >/dev/null 2>&1 & exit 0",
+        ],
     );
-    assert_eq!(w.out.status.code(), Some(0), "{}", w.report);
+    assert_eq!(w.out.status.code(), Some(1), "{}", w.report);
     assert_eq!(w.report["watch"]["survivors"].as_array().unwrap().len(), 1);
     assert!(
         String::from_utf8_lossy(&w.out.stderr).contains("still running"),
         "{:?}",
         w.out
     );
+    for f in w.report["findings"].as_array().unwrap() {
+        assert_ne!(f["verdict"], "pass", "{f}");
+    }
+    assert_eq!(verdict(&w.report, "shared:file-name"), "error");
+    // (The late write lands after the report: let it, before the
+    // directory goes.)
+    std::thread::sleep(std::time::Duration::from_secs(2));
 }
 
 #[test]

@@ -296,6 +296,43 @@ fn moved_by_canaries(placed: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
+/// A process the command started that was still running when the second
+/// snapshots were taken (after a grace) can write after them: nothing the
+/// watch saw shows a carrier unused, so every PASS is ERROR, naming it.
+/// (Waiting for it instead would wait for as long as it likes: a daemon
+/// never ends.)
+fn survivors_hold(findings: &mut [crate::report::Finding], survivors: &[u32]) {
+    if survivors.is_empty() {
+        return;
+    }
+    let named: Vec<String> = survivors
+        .iter()
+        .take(5)
+        .map(|pid| {
+            let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let comm = String::from_utf8_lossy(&comm).trim_end().to_string();
+            format!("{pid} ({})", crate::escape::bytes(comm.as_bytes()))
+        })
+        .collect();
+    let more = survivors.len().saturating_sub(named.len());
+    let who = if more > 0 {
+        format!("{} and {more} more", named.join(", "))
+    } else {
+        named.join(", ")
+    };
+    // (A canary is gone before the second snapshot: a survivor cannot
+    // read it after, and a read before was seen.)
+    for f in findings.iter_mut().filter(|f| {
+        f.verdict == crate::verdict::Verdict::Pass && f.surface_type != crate::report::CANARY_TYPE
+    }) {
+        f.verdict = crate::verdict::Verdict::Error;
+        f.detail = format!(
+            "processes the command started were still running when the second snapshot was taken ({who}): what they write after it is not seen, so \"not used\" proves nothing [{}]",
+            f.detail
+        );
+    }
+}
+
 impl Watch<'_> {
     /// Where the snapshots are kept (left out of every snapshot).
     pub fn work_dir(&self) -> &Path {
@@ -336,6 +373,7 @@ impl Watch<'_> {
             let persistence = inst.surface.as_ref().ok().and_then(|s| s.persistence());
             findings.extend(self.surface_findings(i, ty, watchable, state, persistence));
         }
+        survivors_hold(&mut findings, &ended.survivors);
         let (a, b) = (
             crate::nonce::short_id().unwrap_or_default(),
             crate::nonce::short_id().unwrap_or_default(),
