@@ -348,3 +348,105 @@ fn a_started_watch_is_finished_by_its_token_and_a_changed_one_is_refused() {
         "{out:?}"
     );
 }
+
+/// The watch's work directory is never inside a watched surface (the
+/// snapshots leave it out: a place to hide a message): asked for one
+/// there, the watch takes another and says so.
+#[test]
+fn the_work_directory_is_never_inside_a_watched_surface() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::create_dir_all(root.path().join("shared")).unwrap();
+    let mut c = watch_cmd(root.path(), &["--no-default-canaries"], &["true"]);
+    // A later --work-dir wins over watch_cmd's: inside the surface.
+    let args: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_os_string()).collect();
+    let mut c2 = bin();
+    c2.current_dir(root.path())
+        .env("HOME", root.path().join("home"))
+        .env("GITHUB_WORKSPACE", root.path().join("ws"));
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        if a == "--work-dir" {
+            it.next();
+            c2.arg("--work-dir").arg(root.path().join("shared"));
+        } else {
+            c2.arg(a);
+        }
+    }
+    drop(c);
+    let out = c2.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("lies inside the watched surface shared"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(root.path().join("shared"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+/// What the command writes into runwarden's own work directory is never
+/// silence; and a work directory swapped for a symlink is left alone, the
+/// link's target untouched.
+#[test]
+fn the_work_directory_is_runwardens_own() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = watch(
+        root.path(),
+        &["--no-default-canaries"],
+        &[
+            "sh",
+            "-c",
+            "for d in runwarden-watch-*; do echo hi > $d/note; done",
+        ],
+    );
+    assert_eq!(w.out.status.code(), Some(1), "{}", w.report);
+    assert_eq!(verdict(&w.report, "shared:file-name"), "error");
+    let f = &w.report["findings"].as_array().unwrap()[0];
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("in its own work directory"),
+        "{f}"
+    );
+    // The note stays: only runwarden's own files are removed.
+    let left: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("runwarden-watch-")
+        })
+        .collect();
+    assert_eq!(left.len(), 1);
+    assert!(left[0].path().join("note").is_file());
+
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let victim = root.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    for n in ["canaries.journal", "0.before", "saved.json"] {
+        std::fs::write(victim.join(n), "theirs").unwrap();
+    }
+    let w = watch(
+        root.path(),
+        &["--no-default-canaries"],
+        &[
+            "sh",
+            "-c",
+            "for d in runwarden-watch-*; do mv $d moved; ln -s victim $d; done",
+        ],
+    );
+    assert_eq!(w.out.status.code(), Some(1), "{}", w.report);
+    for n in ["canaries.journal", "0.before", "saved.json"] {
+        assert_eq!(
+            std::fs::read_to_string(victim.join(n)).unwrap(),
+            "theirs",
+            "{n}"
+        );
+    }
+}

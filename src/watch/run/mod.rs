@@ -17,6 +17,7 @@
 
 mod findings;
 mod saved;
+mod workdir;
 
 pub use saved::{Resumed, load};
 
@@ -32,6 +33,7 @@ use std::collections::HashSet;
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use workdir::{JOURNAL, WorkDir};
 
 /// What a watch is asked to do besides the config.
 #[derive(Debug, Default)]
@@ -71,44 +73,6 @@ struct Inst {
     first: Result<First, SnapshotError>,
 }
 
-/// The watch's own directory. When the watch is over, only its own files
-/// are removed (the snapshots, the saved watch, the canary journal), then
-/// the directory if that left it empty: a directory named by a token is
-/// never emptied of anything else.
-struct WorkDir {
-    path: PathBuf,
-    keep: bool,
-}
-
-/// The canary journal: each path, before runwarden creates it.
-const JOURNAL: &str = "canaries.journal";
-
-fn own_file(name: &str) -> bool {
-    name == saved::SAVED
-        || name == JOURNAL
-        || name
-            .strip_suffix(".before")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if self.keep {
-            return;
-        }
-        if let Ok(entries) = std::fs::read_dir(&self.path) {
-            for e in entries.flatten() {
-                if e.file_name().to_str().is_some_and(own_file)
-                    && e.file_type().is_ok_and(|t| t.is_file())
-                {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_dir(&self.path);
-    }
-}
-
 /// A watch between its start and its report.
 pub struct Watch<'p> {
     plan: &'p Plan,
@@ -141,17 +105,20 @@ pub fn start<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
 fn start_raised<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
     let started_at = timefmt::now_rfc3339();
     let probe_id = crate::nonce::short_id().map_err(|e| e.to_string())?;
-    let mut b = tempfile::Builder::new();
-    b.prefix("runwarden-watch-");
-    let work = WorkDir {
-        path: match &opts.work_dir {
-            Some(d) => b.tempdir_in(d),
-            None => b.tempdir(),
-        }
-        .map_err(|e| format!("cannot make the watch's work directory: {e}"))?
-        .keep(),
-        keep: false,
-    };
+    let (place, passed) = workdir::place(plan, opts.work_dir.as_deref())?;
+    if let Some(why) = passed {
+        eprintln!(
+            "runwarden: {why}: the watch's work directory goes in {} instead",
+            crate::escape::bytes(place.as_os_str().as_encoded_bytes())
+        );
+    }
+    let work = WorkDir::new(
+        tempfile::Builder::new()
+            .prefix("runwarden-watch-")
+            .tempdir_in(&place)
+            .map_err(|e| format!("cannot make the watch's work directory: {e}"))?
+            .keep(),
+    );
     let ctx = ctx_of(&work.path)?;
     let mut insts = Vec::new();
     for (i, sp) in plan.surfaces.iter().enumerate() {
@@ -296,14 +263,13 @@ fn moved_by_canaries(placed: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// A process the command started that was still running when the second
-/// snapshots were taken (after a grace) can write after them: nothing the
-/// watch saw shows a carrier unused, so every PASS is ERROR, naming it.
-/// (Waiting for it instead would wait for as long as it likes: a daemon
+/// Processes the command started that were still running when the
+/// second snapshots were taken (after a grace): they can write after them.
+/// (Waiting for them instead would wait for as long as they like: a daemon
 /// never ends.)
-fn survivors_hold(findings: &mut [crate::report::Finding], survivors: &[u32]) {
+fn survivors_held(survivors: &[u32]) -> Option<String> {
     if survivors.is_empty() {
-        return;
+        return None;
     }
     let named: Vec<String> = survivors
         .iter()
@@ -320,16 +286,34 @@ fn survivors_hold(findings: &mut [crate::report::Finding], survivors: &[u32]) {
     } else {
         named.join(", ")
     };
-    // (A canary is gone before the second snapshot: a survivor cannot
-    // read it after, and a read before was seen.)
+    Some(format!(
+        "processes the command started were still running when the second snapshot was taken ({who}): what they write after it is not seen"
+    ))
+}
+
+/// What the command wrote into runwarden's own work directory (the
+/// snapshots leave it out): a place to hide a message in.
+fn work_dir_held(work: &WorkDir) -> Option<String> {
+    let shown = crate::escape::bytes(work.path.as_os_str().as_encoded_bytes());
+    match work.foreign() {
+        Ok(names) if names.is_empty() => None,
+        Ok(names) => Some(format!(
+            "something runwarden did not write is in its own work directory {shown} ({}): the snapshots leave that directory out",
+            names.join(", ")
+        )),
+        Err(e) => Some(e),
+    }
+}
+
+/// Every PASS (not a canary's: a canary is gone before the second
+/// snapshot, and a read before was seen) is ERROR with `why`: "not used"
+/// proves nothing then.
+fn hold(findings: &mut [crate::report::Finding], why: &str) {
     for f in findings.iter_mut().filter(|f| {
         f.verdict == crate::verdict::Verdict::Pass && f.surface_type != crate::report::CANARY_TYPE
     }) {
         f.verdict = crate::verdict::Verdict::Error;
-        f.detail = format!(
-            "processes the command started were still running when the second snapshot was taken ({who}): what they write after it is not seen, so \"not used\" proves nothing [{}]",
-            f.detail
-        );
+        f.detail = format!("{why}, so \"not used\" proves nothing [{}]", f.detail);
     }
 }
 
@@ -373,7 +357,12 @@ impl Watch<'_> {
             let persistence = inst.surface.as_ref().ok().and_then(|s| s.persistence());
             findings.extend(self.surface_findings(i, ty, watchable, state, persistence));
         }
-        survivors_hold(&mut findings, &ended.survivors);
+        for why in [survivors_held(&ended.survivors), work_dir_held(&self.work)]
+            .into_iter()
+            .flatten()
+        {
+            hold(&mut findings, &why);
+        }
         let (a, b) = (
             crate::nonce::short_id().unwrap_or_default(),
             crate::nonce::short_id().unwrap_or_default(),

@@ -184,10 +184,7 @@ impl Resumed {
         if s.firsts.len() != names.len() {
             return Err("the plan is not the one the watch was saved with".into());
         }
-        let work = WorkDir {
-            path: self.dir,
-            keep: false,
-        };
+        let work = WorkDir::new(self.dir);
         let ctx = ctx_of(&work.path)?;
         let now = settings_digests(plan);
         let mut insts = Vec::new();
@@ -238,10 +235,7 @@ impl Resumed {
     /// removed and its directory emptied of runwarden's files; what could
     /// not be removed, with why.
     pub fn abandon(self) -> Vec<(PathBuf, String)> {
-        let _work = WorkDir {
-            path: self.dir,
-            keep: false,
-        };
+        let _work = WorkDir::new(self.dir);
         self.saved
             .canaries
             .map(|c| Armed::resume(c).disarm())
