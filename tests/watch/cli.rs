@@ -356,7 +356,7 @@ fn a_started_watch_is_finished_by_its_token_and_a_changed_one_is_refused() {
 fn the_work_directory_is_never_inside_a_watched_surface() {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::create_dir_all(root.path().join("shared")).unwrap();
-    let mut c = watch_cmd(root.path(), &["--no-default-canaries"], &["true"]);
+    let c = watch_cmd(root.path(), &["--no-default-canaries"], &["true"]);
     // A later --work-dir wins over watch_cmd's: inside the surface.
     let args: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_os_string()).collect();
     let mut c2 = bin();
