@@ -145,10 +145,9 @@ pub fn run() -> i32 {
             return 2;
         }
     };
-    // SAFETY: getppid cannot fail.
     if req
         .parent
-        .is_some_and(|p| unsafe { libc::getppid() } as u32 != p)
+        .is_some_and(|p| std::os::unix::process::parent_id() != p)
     {
         eprintln!("runwarden: run: the probe that started it is gone");
         return 2;
@@ -170,15 +169,14 @@ pub fn run() -> i32 {
         // TMPDIR and run id.
         let ok = std::env::set_current_dir(d).is_ok();
         if ok {
-            // SAFETY: every worker thread has been joined (the scope of
-            // `run_all` ended): this thread is the process's only one, so
-            // nothing reads the environment while it changes.
-            unsafe {
-                std::env::set_var("HOME", d);
-                std::env::set_var("TMPDIR", d.join("tmp"));
-                if let Some(id) = &req.then_run_id {
-                    std::env::set_var("RUNWARDEN_RUN_ID", id);
-                }
+            // Single-threaded, as set_env_single_threaded requires: every
+            // worker thread has been joined (the scope of `run_all` ended):
+            // this thread is the process's only one, so nothing reads the
+            // environment while it changes.
+            crate::sys::set_env_single_threaded("HOME", d);
+            crate::sys::set_env_single_threaded("TMPDIR", d.join("tmp"));
+            if let Some(id) = &req.then_run_id {
+                crate::sys::set_env_single_threaded("RUNWARDEN_RUN_ID", id);
             }
         }
         ok

@@ -201,7 +201,7 @@ impl Git {
         };
         // A watchdog kills git at the deadline; reading stops when its
         // pipes close.
-        let pid = child.id() as i32;
+        let pid = child.id();
         let timed_out = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let watchdog = {
@@ -210,7 +210,7 @@ impl Git {
             std::thread::spawn(move || {
                 if done_rx.recv_timeout(timeout).is_err() {
                     timed_out.store(true, Ordering::SeqCst);
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    crate::sys::send_signal(pid, libc::SIGKILL);
                 }
             })
         };

@@ -3,6 +3,7 @@
 //! the runner's files.
 
 use super::*;
+use std::io::IsTerminal;
 
 /// An output file's temp file, opened before any work: an unwritable
 /// location is "could not run", not a surprise after the probe.
@@ -163,8 +164,7 @@ pub(super) fn print_stdout(text: &str) -> Result<(), Failure> {
 /// Colour for the verdicts: only when stdout is a terminal, not under
 /// `NO_COLOR` (no-color.org), and never in CI logs' pipes.
 fn colour() -> bool {
-    // SAFETY: isatty takes a descriptor and only reads its state.
-    let tty = unsafe { libc::isatty(1) } == 1;
+    let tty = std::io::stdout().is_terminal();
     tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
@@ -177,8 +177,7 @@ pub(super) fn show_progress(format: Format) {
     if super::quiet() || format == Format::Json {
         return;
     }
-    // SAFETY: isatty takes a descriptor and only reads its state.
-    let tty = unsafe { libc::isatty(2) } == 1;
+    let tty = std::io::stderr().is_terminal();
     let ci = in_actions();
     let what = |role: &str| match role {
         "A" => ("run A: planting", "carriers (the controls' included)"),

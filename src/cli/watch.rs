@@ -136,7 +136,9 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     };
     // Processes the command leaves behind are reparented to this one, so
     // that the report can say which were still running at the end.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    // Why the result is ignored: without it (an old kernel) the leftovers
+    // go to init and the report only sees fewer survivors.
+    let _ = crate::sys::become_subreaper();
     let spawned = child.spawn().map(|c| wait(c, &mut ended));
     // A bounded grace for what the command left running (a child that
     // called setsid() too: this process is their subreaper) to end.
@@ -192,11 +194,7 @@ fn survivors() -> Vec<u32> {
     }
     pids.sort_unstable();
     pids.dedup();
-    pids.retain(|&pid| {
-        let mut status = 0;
-        // SAFETY: a child's pid; WNOHANG never blocks.
-        unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) == 0 }
-    });
+    pids.retain(|&pid| crate::sys::child_running(pid));
     pids
 }
 
@@ -258,8 +256,8 @@ fn wait(mut c: std::process::Child, ended: &mut Ended) {
         }
         if !forwarded && let Some(sig) = crate::signals::received_number() {
             forwarded = true;
-            // SAFETY: a signal to our own child.
-            unsafe { libc::kill(c.id() as i32, sig) };
+            // A signal to our own child.
+            crate::sys::send_signal(c.id(), sig);
         }
         std::thread::sleep(Duration::from_millis(20));
     };

@@ -21,7 +21,7 @@ pub(super) const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Kills a run and everything it started (its process group: a local
 /// push's receive-pack is not its child's child by accident).
 pub(super) fn kill_group(child: &mut std::process::Child) {
-    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    crate::sys::send_signal_group(child.id(), libc::SIGKILL);
     let _ = child.kill();
 }
 
@@ -160,7 +160,7 @@ pub(super) fn run_child(
                     // Run A stops between syscalls: it finishes the
                     // carrier under way (its journal complete), starts no
                     // other, and exits. Killed only if it does not.
-                    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                    crate::sys::send_signal(child.id(), libc::SIGTERM);
                     stopping = Some(Instant::now() + STOP_GRACE);
                 }
             } else if Instant::now() >= c.deadline {
@@ -241,10 +241,9 @@ pub(super) struct Then<'a> {
 /// Writes the request: at once when the pipe holds it whole, else from a
 /// thread of its own.
 fn send(mut stdin: std::process::ChildStdin, body: Vec<u8>) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: F_GETPIPE_SZ on a pipe we own returns its capacity or -1.
-    let room = unsafe { libc::fcntl(stdin.as_raw_fd(), libc::F_GETPIPE_SZ) };
-    if room > 0 && body.len() <= room as usize {
+    use std::os::fd::AsFd;
+    let room = crate::sys::pipe_capacity(stdin.as_fd());
+    if room.is_some_and(|room| body.len() <= room) {
         return stdin.write_all(&body);
     }
     std::thread::spawn(move || {

@@ -1,22 +1,25 @@
 //! Thin safe wrappers over the Linux syscalls std does not expose: files
-//! and directories here, processes in [`process`], UDP drop counts in
-//! [`udp`].
+//! and directories here, processes and signals in [`process`], fanotify,
+//! inotify and mount flags in [`notify`], UDP drop counts in [`udp`]. The
+//! crate's only `unsafe` code is in this module.
 //!
 //! Everything that touches entries inside a surface directory goes through
 //! a directory file descriptor and the `*at` calls with `AT_SYMLINK_NOFOLLOW`
 //! / `O_NOFOLLOW`, so a name swapped for a symlink between two calls is never
 //! followed.
 
+mod notify;
 pub mod poll;
 mod process;
 mod udp;
 
+pub use notify::*;
 pub use process::*;
 pub use udp::*;
 
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -217,6 +220,42 @@ pub fn set_mtime(file: &std::fs::File, sec: i64, nsec: i64) -> io::Result<()> {
     check(unsafe { libc::futimens(file.as_raw_fd(), times.as_ptr()) }).map(|_| ())
 }
 
+/// Sets the access time of an open file, leaving its modification time.
+pub fn set_atime(file: &std::fs::File, sec: i64, nsec: i64) -> io::Result<()> {
+    let times = [
+        libc::timespec {
+            tv_sec: sec as libc::time_t,
+            tv_nsec: nsec as _,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    // SAFETY: an open descriptor and two timespecs.
+    check(unsafe { libc::futimens(file.as_raw_fd(), times.as_ptr()) }).map(|_| ())
+}
+
+/// One `read` of a descriptor into `buf`: the count of bytes read (0 at
+/// its end, or for a non-blocking one with nothing to give, an error
+/// `WouldBlock`).
+pub fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: a descriptor we hold and a buffer of that length.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The capacity of a pipe (`F_GETPIPE_SZ`); `None` when `fd` is not one or
+/// the kernel does not say.
+pub fn pipe_capacity(fd: BorrowedFd<'_>) -> Option<usize> {
+    // SAFETY: F_GETPIPE_SZ on a descriptor we hold returns its capacity or -1.
+    let room = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    (room > 0).then_some(room as usize)
+}
+
 pub fn file_stat(file: &std::fs::File) -> io::Result<Stat> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     check(unsafe { libc::fstat(file.as_raw_fd(), &mut st) })?;
@@ -240,6 +279,19 @@ pub fn set_umask(mask: u32) {
     unsafe {
         libc::umask(mask as libc::mode_t);
     }
+}
+
+/// Sets an environment variable of this process, for a process that has
+/// one thread: the caller has joined (or never started) every other one.
+///
+/// Why a wrapper: `std::env::set_var` is unsafe (edition 2024) because
+/// another thread reading the environment at the same time (getenv, or
+/// libc on its behalf) may read freed memory.
+pub fn set_env_single_threaded(key: &str, value: impl AsRef<OsStr>) {
+    // SAFETY: by this function's contract the calling thread is the
+    // process's only one, so nothing reads the environment while it
+    // changes.
+    unsafe { std::env::set_var(key, value) };
 }
 
 /// This process's effective uid.

@@ -2,6 +2,7 @@
 //! and the open-file limit.
 
 use super::*;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Makes a child process die (SIGKILL) when the thread that spawned it
 /// exits: a run that is killed must not leave its git push finishing after
@@ -120,5 +121,75 @@ pub fn restore_nofile(old: Option<libc::rlimit>) {
     if let Some(lim) = old {
         // SAFETY: a resource and a limit we read before.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+}
+
+/// Sends signal `sig` to process `pid` (a child of ours). Whether it
+/// arrived is not asked: the process may have ended already, and the
+/// caller reaps it either way.
+pub fn send_signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill takes a pid and a signal number and touches no memory
+    // of ours.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Sends signal `sig` to every process of the process group `pgid` (a
+/// child of ours that leads its own group, and what it started). Whether
+/// it arrived is not asked, as with [`send_signal`].
+pub fn send_signal_group(pgid: u32, sig: libc::c_int) {
+    // SAFETY: kill takes a (negated: a group's) pid and a signal number
+    // and touches no memory of ours.
+    unsafe { libc::kill(-(pgid as libc::pid_t), sig) };
+}
+
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): the
+/// processes its descendants leave behind are reparented to it instead
+/// of to init.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with an option and plain integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(|_| ())
+}
+
+/// Whether the child `pid` is still running; one that has ended is reaped
+/// by this (`waitpid` with `WNOHANG`, which never blocks). A pid that is
+/// not a child of ours is not running.
+pub fn child_running(pid: u32) -> bool {
+    let mut status = 0;
+    // SAFETY: a pid, a status to fill and WNOHANG: never blocks.
+    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) == 0 }
+}
+
+/// The latest of the signals [`record_signals`] handles that came, as its
+/// number (0: none yet).
+static RECORDED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    RECORDED.store(sig, Ordering::SeqCst);
+}
+
+/// Installs, for each of `sigs`, a handler that only records the signal
+/// (read with [`recorded_signal`]), with `SA_RESTART`. Children get the
+/// default dispositions back at exec.
+pub fn record_signals(sigs: &[libc::c_int]) {
+    for &sig in sigs {
+        // SAFETY: an all-zero sigaction is valid; the handler is
+        // async-signal-safe (one atomic store), the mask is initialised
+        // by sigemptyset, and sigaction only reads what we pass.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal [`record_signals`] recorded, if one came (the latest one).
+pub fn recorded_signal() -> Option<libc::c_int> {
+    match RECORDED.load(Ordering::SeqCst) {
+        0 => None,
+        n => Some(n),
     }
 }

@@ -8,59 +8,19 @@ impl Armed {
     pub(super) fn watch(&mut self, d: Detector) -> io::Result<()> {
         match d {
             Detector::Fanotify => {
-                // SAFETY: flags only; returns a new descriptor or -1.
-                let fd = unsafe {
-                    libc::fanotify_init(
-                        libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK,
-                        (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_LARGEFILE) as u32,
-                    )
-                };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: a fresh descriptor we now own.
-                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                let fd = crate::sys::fanotify_init_notif()?;
                 for c in &self.canaries {
                     let p = cpath(&c.path)?;
-                    // SAFETY: a fanotify descriptor, flags, a mask and a
-                    // NUL-terminated path.
-                    let r = unsafe {
-                        libc::fanotify_mark(
-                            fd.as_raw_fd(),
-                            libc::FAN_MARK_ADD | libc::FAN_MARK_DONT_FOLLOW,
-                            libc::FAN_OPEN | libc::FAN_ACCESS,
-                            libc::AT_FDCWD,
-                            p.as_ptr(),
-                        )
-                    };
-                    if r != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
+                    crate::sys::fanotify_mark_reads(&fd, &p)?;
                 }
                 self.fd = Some(fd);
                 Ok(())
             }
             Detector::Inotify => {
-                // SAFETY: flags only.
-                let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: a fresh descriptor we now own.
-                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                let fd = crate::sys::inotify_init_nonblock()?;
                 for (i, c) in self.canaries.iter().enumerate() {
                     let p = cpath(&c.path)?;
-                    // SAFETY: an inotify descriptor, a path and a mask.
-                    let wd = unsafe {
-                        libc::inotify_add_watch(
-                            fd.as_raw_fd(),
-                            p.as_ptr(),
-                            libc::IN_OPEN | libc::IN_ACCESS | libc::IN_DONT_FOLLOW,
-                        )
-                    };
-                    if wd < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
+                    let wd = crate::sys::inotify_watch_reads(&fd, &p)?;
                     self.wds.insert(wd, i);
                 }
                 self.fd = Some(fd);
@@ -70,12 +30,7 @@ impl Armed {
                 // Under `noatime` nothing moves: no detection at all.
                 for c in &self.canaries {
                     let p = cpath(&c.path)?;
-                    // SAFETY: all-zero is a valid statvfs.
-                    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-                    // SAFETY: a path and a statvfs to fill.
-                    if unsafe { libc::statvfs(p.as_ptr(), &mut st) } == 0
-                        && st.f_flag & libc::ST_NOATIME != 0
-                    {
+                    if crate::sys::noatime_mount(&p) {
                         return Err(io::Error::other(format!(
                             "{} is on a noatime mount",
                             crate::escape::bytes(c.path.as_os_str().as_bytes())
@@ -141,9 +96,7 @@ impl Armed {
     /// nothing more.
     fn drain(&self, buf: &mut [u8]) -> Option<usize> {
         let fd = self.fd.as_ref()?;
-        // SAFETY: a descriptor we own and a buffer of that length.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        (n > 0).then_some(n as usize)
+        crate::sys::read_fd(fd, buf).ok().filter(|&n| n > 0)
     }
 
     fn drain_fanotify(&mut self) -> Result<(), String> {
@@ -153,39 +106,38 @@ impl Armed {
             let mut at = 0;
             let size = std::mem::size_of::<libc::fanotify_event_metadata>();
             while at + size <= n {
-                // SAFETY: the kernel wrote whole records; read_unaligned
-                // copes with any alignment of the buffer.
-                let m: libc::fanotify_event_metadata =
-                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                // The kernel wrote whole records: one is there (`at + size
+                // <= n`), so the `else` is never taken.
+                let Some(m) = crate::sys::fanotify_event(&buf[at..n]) else {
+                    break;
+                };
                 if m.event_len == 0 || m.vers != libc::FANOTIFY_METADATA_VERSION {
                     return Err("fanotify spoke a version this build does not read".into());
                 }
                 if m.mask & libc::FAN_Q_OVERFLOW != 0 {
                     self.overflowed = true;
                 }
-                if m.fd >= 0 {
-                    // SAFETY: the event's descriptor is ours to close.
-                    let ev = unsafe { OwnedFd::from_raw_fd(m.fd) };
-                    let f = std::fs::File::from(ev);
-                    if let Ok(st) = f.metadata()
-                        && m.pid as u32 != me
-                        && let Some(c) = self
-                            .canaries
-                            .iter()
-                            .find(|c| c.dev == st.dev() && c.ino == st.ino())
-                    {
-                        let how = if m.mask & libc::FAN_ACCESS != 0 {
-                            "access"
-                        } else {
-                            "open"
-                        };
-                        let r = Read {
-                            path: c.path.clone(),
-                            pid: Some(m.pid as u32),
-                            how,
-                        };
-                        note(&mut self.reads, r);
-                    }
+                // Each event's descriptor taken once (and closed at the end
+                // of this `if`).
+                if let Some(f) = crate::sys::fanotify_event_file(&m)
+                    && let Ok(st) = f.metadata()
+                    && m.pid as u32 != me
+                    && let Some(c) = self
+                        .canaries
+                        .iter()
+                        .find(|c| c.dev == st.dev() && c.ino == st.ino())
+                {
+                    let how = if m.mask & libc::FAN_ACCESS != 0 {
+                        "access"
+                    } else {
+                        "open"
+                    };
+                    let r = Read {
+                        path: c.path.clone(),
+                        pid: Some(m.pid as u32),
+                        how,
+                    };
+                    note(&mut self.reads, r);
                 }
                 at += m.event_len as usize;
             }
@@ -199,10 +151,11 @@ impl Armed {
             let mut at = 0;
             let size = std::mem::size_of::<libc::inotify_event>();
             while at + size <= n {
-                // SAFETY: whole records; read_unaligned copes with any
-                // alignment.
-                let e: libc::inotify_event =
-                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                // Whole records: one is there (`at + size <= n`), so the
+                // `else` is never taken.
+                let Some(e) = crate::sys::inotify_event(&buf[at..n]) else {
+                    break;
+                };
                 if e.mask & libc::IN_Q_OVERFLOW != 0 {
                     self.overflowed = true;
                 }

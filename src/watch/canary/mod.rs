@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{self, Read as _, Write as _};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -312,18 +312,9 @@ fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> 
     // An access time an hour before the modification time: under
     // `relatime` the first read then moves it.
     let atime = (m.mtime() - 3600, m.mtime_nsec());
-    let times = [
-        libc::timespec {
-            tv_sec: atime.0,
-            tv_nsec: atime.1,
-        },
-        libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-    ];
-    // SAFETY: an open descriptor and two timespecs.
-    unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) };
+    // The result is ignored, as it always was: futimens on a file this
+    // process just created and holds open is not expected to fail.
+    let _ = crate::sys::set_atime(&f, atime.0, atime.1);
     // The change time after that: any later write, chmod or time reset
     // (`touch -a` to hide a read) moves it, and it cannot be set back.
     let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
