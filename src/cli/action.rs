@@ -2,7 +2,17 @@
 //! secrets masked before anything is printed, the job summary and step
 //! outputs.
 
-use super::*;
+use super::commands::{cleanup, merge, plant, probe, recover};
+use super::publish::{Parts, publish_after_action, publish_report};
+use super::watch::{canary_specs, finish_saved, parse_canary, start_saved};
+use super::{
+    CleanupArgs, CrossArgs, Failure, OutputArgs, PlantArgs, ProbeArgs, RecoverArgs, find_config,
+};
+use crate::marker::Key;
+use crate::output::Format;
+use crate::{escape, marker, output};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 pub(super) fn secret_env() -> Vec<String> {
     let secretive = |k: &str| {

@@ -2,7 +2,21 @@
 //! `cleanup`) and `merge`, with what they share: probe ids, options, the
 //! receipt's default place.
 
-use super::*;
+use super::action::{GithubOptions, append_outputs, mask_secrets};
+use super::outputs::{Pending, pending, print_stdout, show_progress, write_outputs};
+use super::{
+    CleanupArgs, CrossArgs, Failure, Outputs, PlantArgs, ProbeArgs, RecoverArgs, find_config,
+    in_actions, load_plan, note,
+};
+use crate::engine::ProbeOptions;
+use crate::marker::Key;
+use crate::output::Format;
+use crate::receipt::Receipt;
+use crate::report::Report;
+use crate::{engine, escape, marker, output, plan};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
     show_progress(args.out.format);

@@ -14,24 +14,20 @@ mod rendezvous;
 mod watch;
 
 pub use action::GithubOptions;
-use action::*;
-use commands::*;
-use outputs::*;
-use publish::*;
-use rendezvous::*;
-use watch::*;
+use action::{action, secret_env};
+use commands::{cleanup, merge, plant, probe, recover};
+use outputs::{Pending, print_stdout};
+use publish::{PublishArgs, publish_command};
+use rendezvous::{RendezvousArgs, rendezvous};
+use watch::{WatchArgs, watch};
 
-use crate::engine::{self, ProbeOptions};
 use crate::escape;
-use crate::marker::{self, Key};
+use crate::marker::Key;
 use crate::output::{self, Format};
 use crate::plan::{self, ConfigSource, Discovered, Plan};
-use crate::receipt::Receipt;
-use crate::report::{Mode, Report};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -2,8 +2,12 @@
 //! and SARIF files (each written atomically, opened before any work), and
 //! the runner's files.
 
-use super::*;
-use std::io::IsTerminal;
+use super::action::{GithubOptions, github_files};
+use super::{Failure, OutputArgs, Outputs, in_actions, note};
+use crate::output::{self, Format};
+use crate::report::{Mode, Report};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 /// An output file's temp file, opened before any work: an unwritable
 /// location is "could not run", not a surprise after the probe.

@@ -4,8 +4,15 @@
 //! `::notice` (a refusal: the permission that is missing) or `::error`
 //! (a part that broke) so that both show on the run's page.
 
-use super::*;
+use super::commands::read_report;
+use super::outputs::print_stdout;
+use super::{Failure, error, in_actions, note};
+use crate::marker::Key;
 use crate::publish::{self, CommentMode, Outcome, Overrides, Target};
+use crate::report::Report;
+use crate::{escape, output};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct PublishArgs {

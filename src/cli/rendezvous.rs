@@ -2,7 +2,9 @@
 //! (see src/rendezvous/ and docs/surfaces/network-egress.md) until
 //! SIGINT or SIGTERM.
 
-use super::*;
+use super::{Failure, note};
+use crate::escape;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct RendezvousArgs {

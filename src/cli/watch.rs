@@ -7,11 +7,20 @@
 //! it), so that wrapping a step never turns a failed step green; 2 could
 //! not run (bad config, or the command could not be started).
 
-use super::*;
+use super::action::{GithubOptions, mask_secrets};
+use super::outputs::{print_stdout, write_outputs};
+use super::{
+    Failure, Found, OutputArgs, Outputs, config_env, error, find_config, load_plan, load_plan_text,
+    note,
+};
+use crate::output::Format;
 use crate::watch::canary::{self, Detector, Kind, Spec};
 use crate::watch::run::{self, Ended};
+use crate::{escape, plan};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct WatchArgs {

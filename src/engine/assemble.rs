@@ -1,7 +1,12 @@
 //! Verdict assembly: findings from the slots' evidence (the rules
 //! themselves are `crate::verdict`), and the notices run B reported.
 
-use super::*;
+use super::{Inst, MAX_NOTICES, RunResult, Setup, Slot};
+use crate::plan::{Location, Plan};
+use crate::report::{Finding, NoticeRecord, SurfaceFacts};
+use crate::surface::{NoticeKind, PlantOutcome, RecoverOutcome};
+use crate::verdict::{self, Verdict};
+use std::collections::HashMap;
 
 /// What run B noticed on the configured surfaces (the control's beacons
 /// are the control's business): the first [`MAX_NOTICES`] of each, then a

@@ -2,7 +2,15 @@
 //! its request, read event by event (each redacted before it is kept),
 //! stopped on a signal or a timeout, and reaped.
 
-use super::*;
+use super::pipes::Pipes;
+use super::{MAX_NOTICES, Progress, Run, RunResult, progress};
+use crate::child::{Event, Request, Target};
+use crate::signals;
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// One event line from a run, with every string in it redacted before
 /// anything is kept: the runs relay what servers and git said.

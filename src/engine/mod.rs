@@ -18,35 +18,20 @@ mod pipes;
 mod runner;
 mod setup;
 
-use assemble::*;
-use child_run::*;
 pub use modes::{cleanup, plant, probe, recover};
-use pipes::Pipes;
-use runner::*;
-use setup::*;
 
-use crate::child::{Event, Request, Target};
-use crate::marker::{Key, Origin};
-use crate::nonce::{self, Nonce};
-use crate::plan::{Declaration, Location, Plan};
-use crate::receipt::{self, Receipt, ReceiptPlant, ReceiptSurface};
-use crate::report::{
-    self, Cleanup, CrossJob, Finding, KeyKind, Leftover, Mode, NoticeRecord, Report, Runs, Summary,
-    SurfaceFacts, Tool,
-};
+use crate::child::Target;
+use crate::marker::Key;
+use crate::nonce::Nonce;
+use crate::report::Runs;
 use crate::surface::{
-    self, CleanupOutcome, JobScope, Notice, NoticeKind, PlantJob, PlantOutcome, RecoverOutcome,
-    Surface, Wanted,
+    self, CleanupOutcome, JobScope, Notice, PlantOutcome, RecoverOutcome, Surface,
 };
-use crate::verdict::{self, Evidence, Verdict};
-use crate::{escape, signals, sys, timefmt};
+use crate::verdict::Evidence;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a probe runs (from the command line, not the config).
 #[derive(Debug, Clone)]

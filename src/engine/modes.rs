@@ -1,7 +1,17 @@
 //! The four ways to run the engine: an in-job `probe`, and the cross-job
 //! `plant`, `recover` and `cleanup`.
 
-use super::*;
+use super::assemble::outcomes;
+use super::runner::newest_first;
+use super::setup::{active, fresh_runs, setup};
+use super::{EngineError, Nonces, ProbeOptions, Runner, Slot, Workspace};
+use crate::marker::Origin;
+use crate::plan::Plan;
+use crate::receipt::{Receipt, ReceiptPlant, ReceiptSurface};
+use crate::report::{CrossJob, KeyKind, Leftover, Mode, Report, Tool};
+use crate::surface::{PlantJob, PlantOutcome};
+use crate::{nonce, receipt, surface, timefmt};
+use serde_json::Value;
 
 /// An in-job probe: plant (run A), recover (run B), verdicts, cleanup.
 pub fn probe(plan: &Plan, opts: &ProbeOptions) -> Result<Report, EngineError> {

@@ -2,9 +2,10 @@
 //! words, copied to ours redacted), read on the orchestrator's thread as
 //! they fill: poll(2) on both, no reader threads.
 
-use super::*;
-use std::io::Read;
+use crate::sys;
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 /// Bytes read per pipe per wakeup.
 const CHUNK: usize = 64 * 1024;

@@ -1,7 +1,16 @@
 //! The runs a session makes (A, B, cleanup) and how their results become
 //! a report: run B and verdicts after run A, and cleanup of what A made.
 
-use super::*;
+use super::assemble::{answered, findings, notices, outcomes};
+use super::child_run::{Then, run_child};
+use super::setup::self_exe;
+use super::{EngineError, ProbeOptions, Run, RunResult, Runner, Setup, Slot, Workspace};
+use crate::child::Target;
+use crate::plan::Plan;
+use crate::report::{Cleanup, KeyKind, Leftover, Mode, Report, Runs, Summary, SurfaceFacts, Tool};
+use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome};
+use crate::{escape, report, signals, surface, timefmt};
+use serde_json::Value;
 
 /// Runs that died or were stopped explain every step they never reported.
 pub(super) fn explain_gaps(slots: &mut [Slot], a: Option<&str>, b: Option<&str>) {

@@ -2,7 +2,18 @@
 //! surface and its control) and one slot per carrier, with its nonces and
 //! the evidence the runs fill in; and what each run is asked to do.
 
-use super::*;
+use super::{EngineError, Inst, Nonces, ProbeOptions, Setup, Slot, Workspace};
+use crate::child::Target;
+use crate::marker::Origin;
+use crate::nonce::Nonce;
+use crate::plan::{Declaration, Plan};
+use crate::report::Runs;
+use crate::surface::{JobScope, PlantJob, PlantOutcome, Wanted};
+use crate::verdict::Evidence;
+use crate::{nonce, surface, sys, timefmt};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 /// The path of this binary, to re-execute as run A and B. `/proc` may be
 /// missing (an empty chroot), so fall back on argv[0].

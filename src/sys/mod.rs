@@ -13,9 +13,16 @@ pub mod poll;
 mod process;
 mod udp;
 
-pub use notify::*;
-pub use process::*;
-pub use udp::*;
+pub use notify::{
+    fanotify_event, fanotify_event_file, fanotify_init_notif, fanotify_mark_reads, inotify_event,
+    inotify_init_nonblock, inotify_watch_reads, noatime_mount,
+};
+pub use process::{
+    become_subreaper, child_running, die_with_parent, die_with_parent_thread, poll_readable,
+    raise_nofile, record_signals, recorded_signal, restore_nofile, send_signal, send_signal_group,
+    wait_exit,
+};
+pub use udp::{count_drops, recv_counting};
 
 use std::ffi::{CString, OsStr};
 use std::io;

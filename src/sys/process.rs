@@ -1,7 +1,9 @@
 //! Processes: dying with the parent, waiting on descriptors and exits,
 //! and the open-file limit.
 
-use super::*;
+use super::check;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Makes a child process die (SIGKILL) when the thread that spawned it

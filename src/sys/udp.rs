@@ -1,7 +1,9 @@
 //! UDP sockets that count what the kernel drops for want of buffer
 //! (`SO_RXQ_OVFL`): the rendezvous's DNS listener.
 
-use super::*;
+use super::check;
+use std::io;
+use std::os::fd::AsRawFd;
 
 /// `SO_RXQ_OVFL` (asm-generic/socket.h; the value on x86_64 and aarch64):
 /// each datagram received then carries the count of datagrams the socket

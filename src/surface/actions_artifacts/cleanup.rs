@@ -4,7 +4,11 @@
 //! neither may delete it. Cleanup by probe id finds the plants in the
 //! listing by their verified tag.
 
-use super::*;
+use super::{Instance, TwirpError, planted_carrier};
+use crate::github::{Api, ApiError};
+use crate::surface::{CleanupOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 
 impl Instance {
     /// The REST route first (it works from any run), then the results

@@ -2,7 +2,13 @@
 //! `@actions/artifact` does, journalled before the first request and taken
 //! back only when the service refused it.
 
-use super::*;
+use super::{Instance, TwirpError, archive, artifact_name, entry};
+use crate::escape;
+use crate::github::host_of;
+use crate::http::Request;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 impl Instance {

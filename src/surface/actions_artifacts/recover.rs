@@ -5,9 +5,13 @@
 //! searched as it arrives. A carrier is closed only when every route ran
 //! and missed.
 
-use super::*;
+use super::{Instance, artifact_name, outcome_of, planted_carrier};
+use crate::escape;
+use crate::github::{Api, ApiError};
+use crate::http::Request;
 use crate::scan::Needles;
-use crate::surface::NoticeKind;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use ::http::Method;
 
 /// What the routes of one carrier came to.
 #[derive(Default)]

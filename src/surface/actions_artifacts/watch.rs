@@ -2,7 +2,7 @@
 //! B starts from, and which carriers a new or removed artifact would
 //! carry. An artifact is its name and id (names repeat across runs).
 
-use super::*;
+use super::Instance;
 use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 

@@ -1,7 +1,11 @@
 //! Cleanup: finding a probe's entries in the listing, and deleting each
 //! by id after checking its key, version and scope.
 
-use super::*;
+use super::{CARRIERS, Instance, ListError, fixed_version, planted_carrier, probe_prefix};
+use crate::escape;
+use crate::surface::{CleanupOutcome, JobScope, PlantJob, RecoverOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 
 impl Instance {
     pub(super) fn find_plants(

@@ -36,20 +36,18 @@ mod protocol;
 mod recover;
 mod watch;
 
-use protocol::*;
+use crate::github::host_of;
 
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
-    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Failure, LazyClient, Request};
+use crate::http::LazyClient;
 use crate::nonce::Nonce;
-use crate::scan::Needles;
-use ::http::Method;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub struct ActionsCache;

@@ -2,7 +2,13 @@
 //! `@actions/cache` does, journalled before the first request and taken
 //! back only when the service refused it.
 
-use super::*;
+use super::protocol::str_field;
+use super::{Instance, Twirp, entry_for};
+use crate::escape;
+use crate::http::Request;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 
 impl Instance {
     pub(super) fn plant_carrier(

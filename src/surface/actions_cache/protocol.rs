@@ -3,7 +3,12 @@
 //! `permission_denied` a refusal), the REST listing read to its
 //! `total_count`, a key's lookup, an archive searched as it arrives.
 
-use super::*;
+use super::{Instance, ListError, Listed, MAX_PAGES, PER_PAGE, TWIRP, Twirp, scopes_of};
+use crate::escape;
+use crate::http::{Failure, Request};
+use crate::scan::Needles;
+use ::http::Method;
+use serde_json::{Value, json};
 
 /// A service URL's origin, for people (escaped; never userinfo).
 pub(super) use crate::github::host_of;

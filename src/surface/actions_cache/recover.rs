@@ -2,7 +2,15 @@
 //! version (their only route), the agreed key for `cache-content`, the
 //! generic prefix for `restore-prefix`.
 
-use super::*;
+use super::protocol::str_field;
+use super::{
+    Instance, ListError, Twirp, entry_for, fixed_version, planted_carrier, probe_prefix,
+    restore_prefix,
+};
+use crate::escape;
+use crate::nonce::Nonce;
+use crate::surface::{JobScope, Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use serde_json::{Value, json};
 
 impl Instance {
     /// cache-key and cache-version by the listing (their only route: the

@@ -3,7 +3,7 @@
 //! carry. The listing is sorted in memory before it is streamed (a cache
 //! holds thousands of entries at most: 10 GB per repository).
 
-use super::*;
+use super::{Instance, ListError};
 use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{
     Entry, Sink, SnapshotError, WatchCtx, component, emit_sorted, listed,

@@ -3,7 +3,19 @@
 //! by probe id, only entries their carrier (or a plant's unfinished
 //! state) proves ours.
 
-use super::*;
+use super::scan::mtime_matches;
+use super::{
+    CONTENT_WINDOW, Entry, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size,
+    marker_text, planted_name, read_small,
+};
+use crate::marker::Checked;
+use crate::surface::{CleanupOutcome, PlantJob, RUNNER_PERSISTENCE, RunCtx, Surface};
+use crate::sys::Stat;
+use crate::{escape, marker, sys};
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 
 impl Instance {
     pub(super) fn find_plants(

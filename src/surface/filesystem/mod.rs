@@ -16,26 +16,24 @@ mod recover;
 mod scan;
 mod watch;
 
-use scan::*;
+use scan::{Agreed, Needle};
 
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
-    PlantOutcome, RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
+    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::marker::{self, Checked};
+use crate::marker;
 use crate::nonce::Nonce;
 use crate::sys::{self, Stat};
-use memchr::memmem::Finder;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::ffi::{OsStr, OsString};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use xattr::FileExt as _;
 
 /// How much of each regular file content recovery reads. The
 /// `file-content` plant is a file of under 100 bytes with the nonce on its

@@ -3,7 +3,19 @@
 //! recorded in full after), a refusal read from the syscall that plants
 //! the carrier.
 
-use super::*;
+use super::{
+    Entry, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size, marker_text,
+    persistence_of, planted_name,
+};
+use crate::surface::{PlantJob, PlantOutcome, RUNNER_PERSISTENCE, RunCtx};
+use crate::sys::Stat;
+use crate::{escape, sys};
+use serde_json::{Value, json};
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use xattr::FileExt as _;
 
 /// How a plant step failed, mapped onto the outcome it means.
 pub(super) fn plant_error(what: &str, e: io::Error) -> PlantOutcome {

@@ -3,7 +3,19 @@
 //! beacons of other probes; and what a directory that refuses listing
 //! means for each carrier.
 
-use super::*;
+use super::scan::{
+    Agreed, Needle, Route, is_content, is_link_target, is_xattr, mtime_matches, name_markers,
+    needs_stat,
+};
+use super::{CONTENT_WINDOW, Instance, Scan, fill, marker_hex, read_small};
+use crate::marker::Checked;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use crate::sys::Stat;
+use crate::{escape, marker, sys};
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 
 impl Instance {
     /// Looks at one entry as far as a wanted carrier needs: its name (when

@@ -1,7 +1,14 @@
 //! What run B looks for and what it saw, carrier by carrier: the needles,
 //! the tallies, the agreed names, and how a look at one entry is charged.
 
-use super::*;
+use super::{Scan, Tally, planted_name};
+use crate::escape;
+use crate::surface::{RUNNER_PERSISTENCE, Wanted};
+use memchr::memmem::Finder;
+use serde_json::Value;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 
 /// Whether a stored mtime is `want`, or (`coarse`) `want` truncated to a
 /// filesystem's coarser granularity (10 ns to 1 s): a later job without the

@@ -13,12 +13,19 @@
 //! (`O_NOATIME` where allowed) and nothing is followed or opened that is
 //! not a regular file.
 
-use super::*;
+use super::{CONTENT_WINDOW, Instance, fill};
+use crate::surface::RUNNER_PERSISTENCE;
+use crate::sys::Stat;
 use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
+use crate::{escape, sys};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// The first 16 bytes of a SHA-256, in hex: enough to tell two states of
 /// one entry apart, short enough for a snapshot of a million entries.

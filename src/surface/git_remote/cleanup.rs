@@ -2,7 +2,11 @@
 //! run A pushed; refs found again by their exact derived names, and taken
 //! only when their objects are runwarden's (read back first).
 
-use super::*;
+use super::refs::ref_for;
+use super::{Instance, RefUpdate};
+use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
 
 impl Instance {
     /// One ls-remote; every ref a plant of `jobs` would have made that

@@ -2,7 +2,9 @@
 //! or a command, scp-like and ssh remotes, a URL's credentials moved off
 //! git's command line, and a checkout's own credential settings.
 
-use super::*;
+use crate::git::Git;
+use std::ffi::OsStr;
+use std::path::Path;
 
 /// Config values reach git's command line (a pull request can change the
 /// config): a remote that git could read as an option, or a transport

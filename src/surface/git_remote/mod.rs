@@ -25,22 +25,20 @@ mod refusal;
 mod repo;
 mod watch;
 
-use config::*;
-use refs::*;
-use refusal::*;
-use repo::*;
-
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, NoticeKind, Persistence, PlantJob,
-    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted, glob_match,
 };
+use config::{ClassifyName, check_remote, is_scp, move_userinfo, on_path, read_credentials};
+use refs::{namespace, ref_for, ref_needle};
+use repo::bare_repository;
+
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::git::{self, Git};
+use crate::git::Git;
 use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
+use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -7,9 +7,16 @@
 //! no journal: the refs it finds under the derived names are fetched and
 //! their objects read first, and only a commit or tag runwarden's plant
 //! writes (its identity, a root commit, its message) is taken for a plant.
+//!
+//! [`ref_for`]: super::refs::ref_for
 
-use super::*;
-use crate::surface::lower_hex;
+use super::repo::os;
+use super::{IDENT_EMAIL, IDENT_NAME, Instance};
+use crate::escape;
+use crate::surface::{RunCtx, lower_hex};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 /// Content carriers, whose ref ends in the carrier's own name.
 const CONTENT: [&str; 7] = [
@@ -75,6 +82,8 @@ pub(super) fn tag(ctx: &RunCtx<'_>, refname: &str, sha: &str) -> String {
 /// [`Surface::owns`] for git-remote: an entry `{ref, sha, tag}`, or the
 /// ref a retraction names. Without a configured key the tag is public (a
 /// 0.7.0 journal has none): then the form alone decides.
+///
+/// [`Surface::owns`]: crate::surface::Surface::owns
 pub(super) fn owns(ctx: &RunCtx<'_>, e: &Value) -> Result<(), String> {
     let r = e
         .as_str()

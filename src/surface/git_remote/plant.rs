@@ -2,7 +2,14 @@
 //! push (each journalled before it, taken back only when the remote
 //! rejected it), then the transient ref deleted again.
 
-use super::*;
+use super::refs::{ref_for, ref_needle};
+use super::repo::{Planned, Stream};
+use super::{Built, IDENT_EMAIL, IDENT_NAME, Instance, Push, RefUpdate};
+use crate::escape;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::Path;
 
 impl Instance {
     /// Builds every plant's objects in `dir` (one fast-import); returns the

@@ -5,7 +5,15 @@
 //! nonce as it streams: three git processes. A fetch the remote refuses is
 //! split in two (the refs, the commit by id) to tell whose refusal it was.
 
-use super::*;
+use super::Instance;
+use super::refs::{is_name_carrier, marker_hex};
+use super::refusal::{is_refusal, no_credential, unquoted};
+use super::repo::os;
+use crate::escape;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::Path;
 
 impl Instance {
     /// A failure of run B's git, as the outcome it means.

@@ -2,7 +2,8 @@
 //! a declared scope places some inside it), the needles recovery looks
 //! for, and the marker form a forged ref is recognised by.
 
-use super::*;
+use crate::surface::JobScope;
+use serde_json::{Value, json};
 
 /// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
 pub(super) fn is_name_carrier(carrier: &str) -> bool {
@@ -76,8 +77,6 @@ pub(super) fn ref_needle(carrier: &str, hex: &str, refname: &str) -> Value {
         json!({ "text": hex, "ref": refname })
     }
 }
-
-pub(super) use crate::surface::glob_match;
 
 /// The namespace a carrier's ref must live in to be that carrier.
 pub(super) fn namespace(carrier: &str) -> Option<&'static str> {

@@ -2,7 +2,8 @@
 //! its words, never what it quotes), git having had no credential to
 //! offer, and how a failed push reads as an outcome.
 
-use super::*;
+use super::Instance;
+use crate::surface::PlantOutcome;
 
 /// Git's message without what it quotes (`'https://host/read-only-repo/'`,
 /// a path): a URL or repository name must not decide what the message

@@ -2,7 +2,11 @@
 //! user's checkout), every object of run A built by one `fast-import`,
 //! pushes with leases and their porcelain report, ls-remote streamed.
 
-use super::*;
+use super::{IDENT_EMAIL, IDENT_NAME, Instance, RefUpdate, TRUST_FILE};
+use crate::git;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
 
 /// One job's ref and object mark, before fast-import gives ids.
 pub(super) type Planned = (Option<String>, Option<u32>);
@@ -139,6 +143,8 @@ pub(super) fn bare_repository(dir: &Path) -> std::io::Result<()> {
 }
 
 /// The arguments as the `OsStr` list [`Git`] takes.
+///
+/// [`Git`]: crate::git::Git
 pub(super) fn os(args: &[String]) -> Vec<&OsStr> {
     args.iter().map(OsStr::new).collect()
 }

@@ -4,7 +4,7 @@
 //! The refs are sorted in memory before they are streamed
 //! ([`emit_sorted`]): ls-remote gives no order both snapshots could share.
 
-use super::*;
+use super::Instance;
 use crate::watch::diff::{Before, Change, ChangeKind};
 use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 

@@ -1,7 +1,11 @@
 //! Cleanup: finding a probe's plants in the listing, and deleting each
 //! after checking a file's content and that a collection is empty.
 
-use super::*;
+use super::protocol::{ListError, last_segment};
+use super::{CARRIERS, Instance, innocuous, sha256_hex};
+use crate::scan::Marked;
+use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
+use serde_json::{Value, json};
 
 impl Instance {
     pub(super) fn find_plants(

@@ -23,20 +23,16 @@ mod protocol;
 mod recover;
 mod watch;
 
-use protocol::*;
-
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
-    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Failure, LazyClient, Request, check_url};
+use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
-use crate::scan::{Marked, Needles};
-use ::http::Method;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub struct HttpCache;

@@ -1,7 +1,11 @@
 //! Run A: a PUT, a GET miss, a MKCOL and a PROPPATCH, each journalled
 //! before its request and taken back only when the cache refused it.
 
-use super::*;
+use super::protocol::{propstat_status, write_outcome};
+use super::{Instance, PROP_NS, innocuous, plant_name, sha256_hex};
+use crate::escape;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use serde_json::{Value, json};
 
 impl Instance {
     pub(super) fn plant_carrier(

@@ -3,7 +3,12 @@
 //! what makes it one, cache-status headers, and what a write's or a
 //! multistatus's status says.
 
-use super::*;
+use super::Instance;
+use crate::escape;
+use crate::http::{Failure, Request};
+use crate::scan::Marked;
+use crate::surface::PlantOutcome;
+use ::http::Method;
 
 /// The status of a multistatus answer's (first) propstat:
 /// `<D:status>HTTP/1.1 403 Forbidden</D:status>`, any namespace prefix,

@@ -2,7 +2,11 @@
 //! miss before B's own lookup would be remembered too), then the agreed
 //! paths; and the check that the listing names what B reads by name.
 
-use super::*;
+use super::protocol::{ListError, cache_hit, last_segment, propstat_status};
+use super::{CARRIERS, Instance, PROP_NS, plant_name};
+use crate::escape;
+use crate::scan::Needles;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 
 /// The carriers whose route is the listing (negative-lookup's first).
 fn is_listed(w: &Wanted) -> bool {

@@ -3,7 +3,8 @@
 //! read through an `index-url` is read as text, not as names: it has no
 //! snapshot.
 
-use super::*;
+use super::Instance;
+use super::protocol::ListError;
 use crate::watch::diff::{Before, Change};
 use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 

@@ -7,8 +7,10 @@
 //! certificates, a name that does not resolve here, an answer that is not
 //! the rendezvous's) is a plant that failed: ERROR, never a PASS.
 
-use super::*;
+use super::Instance;
+use crate::escape;
 use crate::rendezvous::dns;
+use crate::surface::{PlantJob, PlantOutcome};
 use crate::timed::Timed;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};

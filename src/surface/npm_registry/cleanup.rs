@@ -1,7 +1,12 @@
 //! Cleanup: finding a probe's packages by name and search, and
 //! unpublishing each after checking it holds exactly A's versions.
 
-use super::*;
+use super::plant::package_for;
+use super::protocol::path_of;
+use super::{CARRIERS, Instance};
+use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 
 impl Instance {
     pub(super) fn find_plants(

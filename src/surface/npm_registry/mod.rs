@@ -23,23 +23,15 @@ mod plant;
 mod protocol;
 mod recover;
 
-use plant::*;
-use protocol::*;
-
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, NoticeKind, Persistence, PlantJob,
-    PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, Persistence, PlantJob, PlantOutcome,
+    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
-use crate::http::{Failure, LazyClient, Request, check_url};
-use crate::nonce::Nonce;
-use crate::scan::Needles;
-use ::http::Method;
-use base64::Engine as _;
+use crate::http::{LazyClient, check_url};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sha2::{Digest, Sha512};
+use serde_json::Value;
 
 pub struct NpmRegistry;
 

@@ -2,7 +2,15 @@
 //! does, journalled before the request and taken back only when the
 //! registry refused it.
 
-use super::*;
+use super::Instance;
+use super::protocol::{path_of, registrys_own};
+use crate::escape;
+use crate::nonce::Nonce;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use ::http::Method;
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha512};
 
 /// (package name, version) of a carrier's plant.
 pub(super) fn package_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String) {

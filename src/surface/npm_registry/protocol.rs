@@ -3,7 +3,13 @@
 //! arrives, the search read page by page to its end, and what a
 //! document says of one carrier.
 
-use super::*;
+use super::{CARRIERS, Instance, MAX_PAGES, PAGE};
+use crate::escape;
+use crate::http::{Failure, Request};
+use crate::scan::Needles;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use ::http::Method;
+use serde_json::Value;
 
 /// Whether an answer's body is the registry's own: npm registries answer
 /// errors, refusals included, with a JSON object (`{"error": …}`); an

@@ -2,7 +2,10 @@
 //! packages' documents and tarballs for the rest, and the check that the
 //! search lists what B can read by name.
 
-use super::*;
+use super::Instance;
+use super::plant::package_for;
+use crate::escape;
+use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
 
 impl Instance {
     pub(super) fn recover_carriers(

@@ -1,7 +1,12 @@
 //! Cleanup: finding a probe's projects, and deleting each version A
 //! uploaded after checking the project holds exactly A's files.
 
-use super::*;
+use super::protocol::{excerpt, project_of, version_of};
+use super::{CARRIERS, Instance};
+use crate::http::Request;
+use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 
 impl Instance {
     pub(super) fn find_plants(

@@ -2,7 +2,12 @@
 //! journalled before the request and taken back only when the index
 //! refused it.
 
-use super::*;
+use super::protocol::excerpt;
+use super::{Instance, Upload};
+use crate::escape;
+use crate::nonce::Nonce;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use serde_json::{Value, json};
 
 pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> Upload {
     let project = crate::surface::tagged_name(

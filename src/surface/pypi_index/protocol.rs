@@ -3,7 +3,14 @@
 //! what makes a page one), distributions searched as they arrive, and
 //! the names and versions in file names.
 
-use super::*;
+use super::{CARRIERS, Instance, PageScan, Read, Root, Upload};
+use crate::escape;
+use crate::http::{Failure, Request};
+use crate::scan::{Marked, Needles};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
+use ::http::Method;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// The version in a distribution file name (`name-version.tar.gz`, or a
 /// wheel's second field).

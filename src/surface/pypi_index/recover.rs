@@ -2,7 +2,9 @@
 //! agreed projects' pages and metadata for the rest, and the check that
 //! the root lists what B reads by name.
 
-use super::*;
+use super::Instance;
+use super::plant::upload_for;
+use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
 
 impl Instance {
     pub(super) fn recover_carriers(

@@ -3,7 +3,9 @@
 //! Versions, descriptions and file names are on each project's own page,
 //! which watch mode does not read: those carriers are SKIPPED.
 
-use super::*;
+use super::Instance;
+use super::protocol::project_of;
+use crate::surface::RecoverOutcome;
 use crate::watch::diff::{Before, Change};
 use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 

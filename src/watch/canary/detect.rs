@@ -2,7 +2,10 @@
 //! events, and the check that a canary is still the one placed (one
 //! removed, replaced or changed may have been read unseen).
 
-use super::*;
+use super::{Armed, Detector, REMOVED, REPLACED, Read, TOUCHED, UNREACHABLE, cpath};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 
 impl Armed {
     pub(super) fn watch(&mut self, d: Detector) -> io::Result<()> {

@@ -2,13 +2,16 @@
 //! attributed to it, and one per kind of canary, from its reads. The
 //! verdicts themselves are `crate::verdict::decide_watch`.
 
-use super::*;
+use super::{Seen, Watch, shown};
 use crate::plan::Location;
-use crate::report::{CANARY_TYPE, Canaries, Finding, Leftover, Observation};
-use crate::surface::{Persistence, SurfaceType};
+use crate::report::{CANARY_TYPE, Canaries, Cleanup, Finding, Leftover, Observation};
+use crate::surface::{self, Persistence, SurfaceType, Watchable};
 use crate::verdict::{self, Control, Watched};
-use crate::watch::diff::ChangeKind;
+use crate::watch::canary;
+use crate::watch::diff::{Change, ChangeKind};
+use crate::watch::snapshot::SnapshotError;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// One carrier's changes being gathered.
 #[derive(Default)]

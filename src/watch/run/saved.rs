@@ -9,10 +9,16 @@
 //! token goes where the steps cannot change it (the runner's
 //! `$GITHUB_STATE`), and nothing is believed that does not match it.
 
-use super::*;
-use crate::plan::ConfigSource;
+use super::{First, Inst, Watch, WorkDir, before_path, ctx_of, shown};
+use crate::plan::{ConfigSource, Plan};
+use crate::watch::canary::{self, Armed, Detector, Spec};
+use crate::watch::snapshot::SnapshotError;
+use crate::{surface, timefmt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::io::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 /// The file in the work directory a saved watch is resumed from.
 pub(super) const SAVED: &str = "watch.json";
