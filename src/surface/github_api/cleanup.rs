@@ -2,7 +2,11 @@
 //! it still holds what the plant wrote (a deployment made inactive first,
 //! as GitHub requires); objects GitHub cannot delete are listed as left.
 
-use super::*;
+use super::{Instance, Settings, carriers};
+use crate::github::ApiError;
+use crate::surface::{CleanupOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
 
 /// Whether `o` holds every field of `m` as the plant wrote it (an empty
 /// `m` holds nothing: it would match every object).

@@ -28,7 +28,6 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::github::{Api, ApiError};
 use crate::http::LazyClient;
-use ::http::Method;
 use carriers::{CARRIERS, PERMANENT};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -2,7 +2,12 @@
 //! before the request and again with its id once GitHub gave one; taken
 //! back only when GitHub refused the write.
 
-use super::*;
+use super::{Instance, carriers};
+use crate::escape;
+use crate::github::ApiError;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use ::http::Method;
+use serde_json::Value;
 
 impl Instance {
     pub(super) fn plant_carrier(

@@ -6,8 +6,13 @@
 //! the routes are taken again; denied only when GitHub refused every
 //! route.
 
+use super::{Instance, read_outcome};
+use crate::escape;
+use crate::github::ApiError;
+use crate::surface::{RecoverOutcome, RunCtx, Wanted};
+use ::http::Method;
+
 use super::carriers::{Route, field_holding, routes};
-use super::*;
 
 impl Instance {
     /// Every route, then, when they all missed, whether the writer's
