@@ -17,7 +17,7 @@
 //! extension splits cells before inline parsing, even inside a code
 //! span, and takes `\|` back to `|`).
 //!
-//! `tests/output/markdown.rs` renders every Markdown output with
+//! `tests/common/markdown.rs` renders every Markdown output with
 //! cmark-gfm itself (PyPI `cmarkgfm`) and checks that surface data makes
 //! no element but `<code>`.
 

@@ -91,6 +91,14 @@ impl Probe {
     }
 }
 
+/// No output of `p` (stdout, stderr, report) holds a credential.
+pub fn no_secrets(p: &Probe, secrets: &[&str]) {
+    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
+    for s in secrets {
+        assert!(!all.contains(s), "a credential leaked:\n{all}");
+    }
+}
+
 /// Writes `config` to a file and runs `probe` on it with a report.
 pub fn probe(dir: &Path, config: &str, extra: &[&str]) -> Probe {
     let cfg = dir.join("runwarden.yml");

@@ -1,7 +1,7 @@
 //! `type: actions-artifacts` against the loopback GitHub
-//! (src/loopback/github/, which tests/loopback/github_artifacts.rs proves
-//! against the real client, npm `@actions/artifact`): every carrier open
-//! with `actions: read`, closed for a `contents: read` token with the
+//! (src/loopback/github/, which tests/system/loopback/github_artifacts.rs
+//! proves against the real client, npm `@actions/artifact`): every carrier
+//! open with `actions: read`, closed for a `contents: read` token with the
 //! permission named, no runtime token, a dead API, run B in another
 //! workflow run, cleanup among foreign artifacts, and no credential in any
 //! output.
@@ -50,13 +50,6 @@ fn names(svc: &GitHubServer) -> Vec<String> {
     let mut n: Vec<String> = svc.artifacts().into_iter().map(|a| a.name).collect();
     n.sort();
     n
-}
-
-fn no_secrets(p: &Probe, secrets: &[&str]) {
-    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
-    for s in secrets {
-        assert!(!all.contains(s), "a credential leaked:\n{all}");
-    }
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! `type: actions-cache` against the loopback cache service
-//! (src/loopback/actions_cache.rs, which tests/loopback/actions_cache.rs
-//! proves against the real client, npm `@actions/cache`): the carriers open
-//! and closed by the token's scopes, the service down, no token, branch
-//! scopes across jobs, cleanup among 1,000 foreign entries, and no
-//! credential in any output; and, through a hostile front, answers that
-//! are not the service's own (an HTML 200, a proxy's 403, a rate limit, a
-//! listing cut short, a shadowing archive), each an error, never a pass.
+//! (src/loopback/actions_cache.rs, which
+//! tests/system/loopback/actions_cache.rs proves against the real client,
+//! npm `@actions/cache`): the carriers open and closed by the token's
+//! scopes, the service down, no token, branch scopes across jobs, cleanup
+//! among 1,000 foreign entries, and no credential in any output; and,
+//! through a hostile front, answers that are not the service's own (an HTML
+//! 200, a proxy's 403, a rate limit, a listing cut short, a shadowing
+//! archive), each an error, never a pass.
 
 use crate::common::hostile::{Answer, Hostile, Reply, Req};
 use crate::common::*;
@@ -93,14 +94,6 @@ fn entries(svc: &CacheServer) -> Vec<(String, String, String)> {
         .collect();
     e.sort();
     e
-}
-
-/// No output of `p` (stdout, stderr, report) holds a credential.
-fn no_secrets(p: &Probe, secrets: &[&str]) {
-    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
-    for s in secrets {
-        assert!(!all.contains(s), "a credential leaked:\n{all}");
-    }
 }
 
 #[test]

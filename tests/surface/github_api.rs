@@ -1,11 +1,11 @@
 //! `type: github-api` against the loopback GitHub (src/loopback/github/,
-//! which tests/loopback/github_rest.rs proves against the real client,
-//! npm `@octokit/rest`): a permissive token opens every carrier, the
-//! restricted default (`contents: read`) closes them with the permission
-//! named, a dead API is an error, permanent carriers are skipped unless
-//! accepted, run B with another token, cleanup leaves nothing (but the
-//! permanent objects and the one environment, both listed), no token value
-//! in any output.
+//! which tests/system/loopback/github_rest.rs proves against the real
+//! client, npm `@octokit/rest`): a permissive token opens every carrier,
+//! the restricted default (`contents: read`) closes them with the
+//! permission named, a dead API is an error, permanent carriers are skipped
+//! unless accepted, run B with another token, cleanup leaves nothing (but
+//! the permanent objects and the one environment, both listed), no token
+//! value in any output.
 
 use crate::common::*;
 use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
@@ -66,13 +66,6 @@ fn verdicts(p: &Probe) -> Vec<String> {
         .iter()
         .map(|c| p.verdict(&format!("github:{c}")))
         .collect()
-}
-
-fn no_secrets(p: &Probe, secrets: &[&str]) {
-    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
-    for s in secrets {
-        assert!(!all.contains(s), "a credential leaked:\n{all}");
-    }
 }
 
 /// Every object but the commit, the permanent ones and the environment.

@@ -1,8 +1,8 @@
 //! The fleet table (src/output/fleet.rs) and `runwarden merge`: reports of
 //! several runner labels merged into one table, channel by label.
 
-mod common;
-use common::{bin, finding, report_of};
+use crate::common;
+use crate::common::{bin, finding, report_of};
 use runwarden::output::fleet::{self, Column};
 use runwarden::verdict::Verdict;
 

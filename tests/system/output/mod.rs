@@ -1,8 +1,13 @@
 //! Outputs (src/output/): functions over a report. These build reports by
-//! hand, including hostile text, and check what is printed.
+//! hand, including hostile text, and check what is printed. The outputs
+//! with tests of their own are submodules, as in src/output/: the fleet
+//! table, GitHub Actions output and SARIF.
 
-mod common;
-use common::{finding, report_of};
+mod fleet;
+mod github;
+mod sarif;
+
+use crate::common::{finding, report_of};
 use runwarden::output;
 use runwarden::report::{Finding, Leftover, Report};
 use runwarden::verdict::Verdict;

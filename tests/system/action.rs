@@ -4,8 +4,7 @@
 //! the bundled static binary: its checksum, version, and a full probe in an
 //! empty chroot.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -5,8 +5,8 @@
 //! edited at all is refused whole. (Every surface type's own forgeries are
 //! in tests/surface/conformance.rs.)
 
-use super::common::*;
 use super::run;
+use crate::common::*;
 use serde_json::{Value, json};
 use std::path::Path;
 

@@ -3,11 +3,9 @@
 //! src/receipt.rs, the beacons of src/marker.rs), on a shared directory
 //! and on a smart-HTTP git server.
 
-#[path = "../common/mod.rs"]
-mod common;
 mod forged;
-use common::githttp::GitHttp;
-use common::*;
+use crate::common::githttp::GitHttp;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;

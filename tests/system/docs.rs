@@ -27,8 +27,7 @@
 //! `… is valid: N surfaces, …` line, the config's own check-config must
 //! report the same counts.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// runwarden's top-level config keys.

@@ -1,8 +1,7 @@
 //! Config validation (src/config.rs, src/plan.rs): every error names
 //! file:line:column and exits 2, through the real binary.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Runs `check-config` on `text`; returns (exit code, stderr).
 fn check(text: &str) -> (i32, String) {

@@ -2,8 +2,8 @@
 //! names never start or forge a workflow command, annotation limits, the
 //! job summary, outputs and masking. These simulate a runner.
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 use std::path::Path;
 
 struct Run {

@@ -1,8 +1,7 @@
 //! The command line (src/cli/, src/main.rs): config discovery, formats,
 //! the report file, exit codes.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn version_and_bad_arguments() {

@@ -6,8 +6,7 @@
 //! it appears (a real process, nothing mocked); a directory of 100,000
 //! entries keeps B busy long enough to be caught.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -1,15 +1,15 @@
 //! `runwarden publish` (src/publish/) against the loopback GitHub
 //! (src/loopback/github/, proven against npm `@octokit/rest` in
-//! tests/loopback/github_rest.rs): a check run with every finding
+//! tests/system/loopback/github_rest.rs): a check run with every finding
 //! annotated in batches of 50, the sticky comment created, updated with
 //! what changed and left alone when nothing did, the SARIF upload as code
 //! scanning takes it (valid against the official schema), and a read-only
 //! token that gives notices while the step's exit code stays the probe's.
 //! These simulate a runner (GITHUB_* set on purpose).
 
-mod common;
-use common::hostile::{self, Hostile};
-use common::*;
+use crate::common;
+use crate::common::hostile::{self, Hostile};
+use crate::common::*;
 use runwarden::loopback::github::{GitHubServer, Processing, WRITE_ALL};
 use runwarden::report::{Finding, Report};
 use runwarden::verdict::Verdict;

@@ -1,7 +1,5 @@
 //! The loopback services (mirrors src/loopback/), each proven against a
 //! real client before any surface is tested against it.
 mod actions_cache;
-#[path = "../common/mod.rs"]
-mod common;
 mod github_artifacts;
 mod github_rest;

@@ -2,8 +2,7 @@
 //! against the official SARIF 2.1.0 schema, and meeting each field GitHub
 //! requires. These simulate a runner (GITHUB_* set on purpose).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

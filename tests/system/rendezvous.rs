@@ -6,9 +6,8 @@
 //! line; a flood of nonces keeps only the newest and says so to readers;
 //! it will not start without a long enough token.
 
-mod common;
-use common::registries::free_port;
-use common::*;
+use crate::common::registries::free_port;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::process::{Child, Stdio};

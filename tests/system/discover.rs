@@ -1,8 +1,8 @@
 //! `runwarden discover` (src/discover.rs) on fixture trees shaped like each
 //! runner kind, through environment overrides: never this machine's home.
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 use std::path::Path;
 
 /// Runs discover with exactly these runner variables (plus PATH).
