@@ -311,46 +311,24 @@ fn watched(report: &Report, w: &crate::report::Watch) -> String {
 }
 
 fn leftovers(report: &Report) -> String {
+    let c = &report.cleanup;
     let mut out = String::new();
-    if !report.cleanup.kept.is_empty() {
-        let _ = writeln!(
-            out,
+    for (list, heading) in [
+        (
+            &c.kept,
             "kept {} planted entries nothing can remove (accepted with `permanent: true`):",
-            report.cleanup.kept.len()
-        );
-        for l in &report.cleanup.kept {
-            let _ = writeln!(
-                out,
-                "  {}: {}: {}",
-                escape::line(&l.surface),
-                escape::line(&l.entry),
-                escape::line(&l.reason)
-            );
-        }
-    }
-    if !report.cleanup.left.is_empty() {
-        let _ = writeln!(
-            out,
-            "cleanup left {} planted entries in place:",
-            report.cleanup.left.len()
-        );
-        for l in &report.cleanup.left {
-            let _ = writeln!(
-                out,
-                "  {}: {}: {}",
-                escape::line(&l.surface),
-                escape::line(&l.entry),
-                escape::line(&l.reason)
-            );
-        }
-    }
-    if !report.cleanup.refused.is_empty() {
-        let _ = writeln!(
-            out,
+        ),
+        (&c.left, "cleanup left {} planted entries in place:"),
+        (
+            &c.refused,
             "cleanup refused {} journal entries that are not runwarden's (the receipt names what the plant never made; nothing of it was touched):",
-            report.cleanup.refused.len()
-        );
-        for l in &report.cleanup.refused {
+        ),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{}", heading.replace("{}", &list.len().to_string()));
+        for l in list {
             let _ = writeln!(
                 out,
                 "  {}: {}: {}",

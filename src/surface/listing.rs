@@ -116,3 +116,23 @@ pub fn demote<T>(
         }
     }
 }
+
+/// The rule for a registry's search (npm's search, a PyPI index's root),
+/// asked once: its silence on the carrier whose name is the message counts
+/// only when it lists every one of this plant's `readable` names (those
+/// run B reads by name: the witnesses), and there is one. `unlisted`: how
+/// many of them it does not list; `what`: "packages" or "projects"; `of`:
+/// the search, for the message. `Some(why)` when it does not count.
+pub fn search_witnessed(readable: usize, unlisted: usize, what: &str, of: &str) -> Option<String> {
+    if readable == 0 {
+        Some(format!(
+            "no {what} of this plant that run B reads by name exists, so nothing shows {of} is current: it not listing the plant proves nothing"
+        ))
+    } else if unlisted > 0 {
+        Some(format!(
+            "the listing is not yet consistent: {of} does not list {unlisted} of the {readable} {what} of this plant that run B reads by name: it lags or is incomplete, so it not listing the plant proves nothing"
+        ))
+    } else {
+        None
+    }
+}

@@ -530,10 +530,27 @@ fn a_watch_step_and_its_post_step_report_what_the_steps_between_did() {
     // step's shim (RUNWARDEN_POST_WATCH, through $GITHUB_ENV): it starts
     // its own watch, and says what it ignored.
     let forged = format!("sha256:{}:/", "0".repeat(64));
-    let planted = vec![
-        ("RUNWARDEN_WATCH_STATE".to_string(), forged.clone()),
-        ("RUNWARDEN_POST_WATCH".to_string(), forged),
-    ];
+    // An earlier step writes them to $GITHUB_ENV; the runner, as it does,
+    // puts every `NAME=value` line of it in the later steps' environment.
+    let github_env = ws.path().join("github-env.txt");
+    let st = Command::new("sh")
+        .args([
+            "-c",
+            "printf 'RUNWARDEN_WATCH_STATE=%s\\nRUNWARDEN_POST_WATCH=%s\\n' \"$1\" \"$1\" >> \"$GITHUB_ENV\"",
+            "sh",
+            &forged,
+        ])
+        .env("GITHUB_ENV", &github_env)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let planted: Vec<(String, String)> = std::fs::read_to_string(&github_env)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(planted.len(), 2);
     let main = step(&planted);
     assert_eq!(main.status.code(), Some(0), "{main:?}");
     assert!(

@@ -82,3 +82,85 @@ fn each_carrier_planted_between_two_snapshots_is_attributed_to_itself() {
     assert!(missed.is_empty(), "{missed:#?}");
     assert!(looked >= 20, "{looked}");
 }
+
+/// What a tag's change carries, as the two `ls-remote` listings show it: a
+/// lightweight tag moved to a new commit carries the commit, never a tag
+/// message (it has none); an annotated tag moved to a new tag object on
+/// the same commit carries its message, and no commit.
+#[test]
+fn a_tag_change_carries_only_what_that_tag_can() {
+    use crate::common::{bare_remote, empty_commit, git};
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let remote = bare_remote(root.path());
+    let seed = root.path().join("seed");
+    let url = remote.to_str().unwrap();
+    git(&seed, &["tag", "light"]);
+    git(
+        &seed,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "tag",
+            "-a",
+            "-m",
+            "one",
+            "heavy",
+        ],
+    );
+    git(&seed, &["push", "-q", url, "light", "heavy"]);
+    let ty = surface::by_name("git-remote").unwrap();
+    let s = ty
+        .open(&json!({
+            "url": url, "shown": url, "credentials": [], "credential-home": null,
+            "ssh": false, "control": true,
+        }))
+        .unwrap();
+    let w = s.watch().unwrap();
+    let carried = |change: &dyn Fn()| -> BTreeSet<&'static str> {
+        let first = root.path().join("tags.before");
+        let _ = std::fs::remove_file(&first);
+        let mut writer = Writer::create(&first).unwrap();
+        w.snapshot(&WatchCtx::default(), &mut |e| writer.push(&e))
+            .unwrap();
+        writer.finish().unwrap();
+        change();
+        let mut differ = Differ::new(Reader::open(&first).unwrap(), 0);
+        w.snapshot(&WatchCtx::default(), &mut |e| differ.push(e))
+            .unwrap();
+        let (changes, _, before) = differ.finish(&HashSet::new()).unwrap();
+        changes
+            .iter()
+            .flat_map(|ch| w.carriers_of(ch, &before))
+            .collect()
+    };
+    let light = carried(&|| {
+        empty_commit(&seed, "two");
+        git(&seed, &["tag", "-f", "light"]);
+        git(&seed, &["push", "-q", "-f", url, "light"]);
+    });
+    assert!(light.contains("commit-message"), "{light:?}");
+    assert!(!light.contains("annotated-tag-message"), "{light:?}");
+    let heavy = carried(&|| {
+        git(
+            &seed,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "tag",
+                "-f",
+                "-a",
+                "-m",
+                "two",
+                "heavy",
+                "heavy^{}",
+            ],
+        );
+        git(&seed, &["push", "-q", "-f", url, "heavy"]);
+    });
+    assert!(heavy.contains("annotated-tag-message"), "{heavy:?}");
+    assert!(!heavy.contains("commit-message"), "{heavy:?}");
+}

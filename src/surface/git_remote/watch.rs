@@ -41,9 +41,19 @@ impl crate::surface::Watchable for Instance {
                 ls.reason()
             )));
         }
+        // A tag's `^{}` line says it is annotated: its plain entry keeps
+        // that (`peeled`, the commit), so a change of a lightweight tag is
+        // never taken for a new tag message.
+        let peeled: std::collections::HashMap<String, String> = refs
+            .iter()
+            .filter_map(|(n, oid)| Some((n.strip_suffix("^{}")?.to_string(), oid.clone())))
+            .collect();
         let entries = refs
             .into_iter()
-            .map(|(name, oid)| listed(vec![name], "ref", &[("oid", oid)]))
+            .map(|(name, oid)| match peeled.get(&name) {
+                Some(p) => listed(vec![name], "ref", &[("oid", oid), ("peeled", p.clone())]),
+                None => listed(vec![name], "ref", &[("oid", oid)]),
+            })
             .collect();
         emit_sorted(entries, sink)
     }
@@ -70,13 +80,28 @@ impl crate::surface::Watchable for Instance {
             ChangeKind::Changed(_) if !new_object => out.push(carrier),
             ChangeKind::Changed(_) => {}
         }
+        // An annotated tag's plain entry names the tag object (its
+        // message); its `peeled` attribute, the commit. A lightweight tag
+        // has none: it names a commit, and carries no message.
+        let annotated = c
+            .after
+            .as_ref()
+            .is_some_and(|a| a.attrs.contains_key("peeled"));
+        let new_commit = c
+            .after
+            .as_ref()
+            .and_then(|a| a.attrs.get("peeled"))
+            .is_some_and(|oid| !before.oids.contains(oid));
         if new_object {
             match carrier {
                 "notes" => out.push("notes"),
-                "tag-name" | "annotated-tag-message" => {
-                    out.extend(COMMIT_CARRIERS);
+                "tag-name" if annotated => {
                     out.push("annotated-tag-message");
+                    if new_commit {
+                        out.extend(COMMIT_CARRIERS);
+                    }
                 }
+                // The `^{}` line: the commit an annotated tag names.
                 _ => out.extend(COMMIT_CARRIERS),
             }
         }

@@ -60,16 +60,12 @@ impl Instance {
         // of this plant that B reads by name (its witnesses), and there is
         // one.
         let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
-        let why = if readable.is_empty() {
-            Some("no package of this plant that run B reads by name exists, so nothing shows the search is current: it not listing the package-name plant proves nothing".to_string())
-        } else if unlisted > 0 {
-            Some(format!(
-                "the listing is not yet consistent: the search does not list {unlisted} of the {} packages of this plant that run B reads by name: it lags or is incomplete, so it not listing the package-name plant proves nothing",
-                readable.len()
-            ))
-        } else {
-            None
-        };
+        let why = crate::surface::listing::search_witnessed(
+            readable.len(),
+            unlisted,
+            "packages",
+            "the search",
+        );
         if let Some(reason) = why {
             for (o, w) in out.iter_mut().zip(wanted) {
                 if w.carrier == "package-name" && matches!(o, Some(RecoverOutcome::NotFound { .. }))

@@ -87,16 +87,12 @@ impl Instance {
         // there is one.
         if let Some(Ok(r)) = &root {
             let unlisted = readable.iter().filter(|n| !r.ours.contains(*n)).count();
-            let why = if readable.is_empty() {
-                Some("no project of this plant that run B reads by name exists, so nothing shows the simple index is current: it not listing the project-name plant proves nothing".to_string())
-            } else if unlisted > 0 {
-                Some(format!(
-                    "the listing is not yet consistent: the simple index does not list {unlisted} of the {} projects of this plant that run B reads by name: it lags or is incomplete, so it not listing the project-name plant proves nothing",
-                    readable.len()
-                ))
-            } else {
-                None
-            };
+            let why = crate::surface::listing::search_witnessed(
+                readable.len(),
+                unlisted,
+                "projects",
+                "the simple index",
+            );
             if let Some(reason) = why {
                 for (o, w) in out.iter_mut().zip(wanted) {
                     if w.carrier == "project-name" && matches!(o, RecoverOutcome::NotFound { .. }) {
