@@ -160,6 +160,23 @@ pub fn open_read_at(dir: &OwnedFd, name: &OsStr) -> io::Result<std::fs::File> {
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
+/// Sets the mode of the entry `name` in `dir` (a file, a directory or a
+/// FIFO) through a descriptor of its own, never following a symlink and
+/// never blocking on a FIFO: what a sender does after creating its plant,
+/// whatever a default ACL or umask made of the mode it asked for.
+pub fn chmod_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let c = cstr(name)?;
+    let flags =
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: openat with a valid directory descriptor and a C string; the
+    // descriptor it returns is owned by the File from here on.
+    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) })?;
+    // SAFETY: `fd` is fresh and owned by nothing else.
+    let f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
 pub fn mkdir_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<()> {
     let c = cstr(name)?;
     check(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) }).map(|_| ())
