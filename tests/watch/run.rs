@@ -368,3 +368,36 @@ fn a_directory_time_set_by_hand_is_seen_even_when_an_entry_came_too() {
     );
     assert!(observed(&r, "shared:mtime").contains(&"d changed: mtime".to_string()));
 }
+
+/// Entries made and removed again inside a subdirectory between the
+/// snapshots: no name is left to see, but the directory's time moved,
+/// which a reader sees: `mtime`, as docs/watch.md says.
+#[test]
+fn a_directory_time_moved_by_entries_made_and_removed_is_mtime() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(shared.join("sub")).unwrap();
+    let plan = shared_plan(&shared, "");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(shared.join("sub/x"), "x").unwrap();
+    std::fs::create_dir(shared.join("sub/d")).unwrap();
+    std::fs::remove_file(shared.join("sub/x")).unwrap();
+    std::fs::remove_dir(shared.join("sub/d")).unwrap();
+    let r = w.finish(Ended::default());
+    use runwarden::verdict::Verdict;
+    assert_eq!(
+        verdict_of(&r, "shared:mtime"),
+        Verdict::Fail,
+        "{:#?}",
+        r.findings
+    );
+    assert!(
+        observed(&r, "shared:mtime")
+            .iter()
+            .any(|o| o.starts_with("sub changed")),
+        "{:?}",
+        observed(&r, "shared:mtime")
+    );
+    assert_eq!(verdict_of(&r, "shared:file-name"), Verdict::Pass);
+}
