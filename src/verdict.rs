@@ -243,9 +243,11 @@ pub enum Watched {
         declared: bool,
         inside: usize,
         outside: usize,
-        /// Directories the second snapshot could not list: no "not used"
-        /// can be said while they hide what is inside them.
-        unlisted: usize,
+        /// What the second snapshot could not see inside (directories it
+        /// could not list, other filesystems mounted below it, which it
+        /// does not enter), said for people: no "not used" can be said
+        /// while they hide what is inside them.
+        unseen: Option<String>,
     },
     /// Canaries of this kind placed (how many) and reads of them seen.
     Canary {
@@ -268,12 +270,13 @@ pub fn decide_watch(w: &Watched) -> (Verdict, String) {
             declared,
             inside,
             outside,
-            unlisted,
+            unseen,
         } => match (declared, inside + outside, outside) {
-            (_, 0, _) if *unlisted > 0 => (
+            (_, 0, _) if unseen.is_some() => (
                 Verdict::Skipped,
                 format!(
-                    "nothing seen, but {unlisted} directories here could not be listed: what the command did inside them is not seen"
+                    "nothing seen, but {}: what the command did inside is not seen",
+                    unseen.as_deref().unwrap_or_default()
                 ),
             ),
             (_, 0, _) => (
@@ -402,7 +405,7 @@ mod tests {
             declared,
             inside,
             outside,
-            unlisted: 0,
+            unseen: None,
         };
         assert_eq!(decide_watch(&ch(false, 0, 0)).0, Verdict::Pass);
         assert!(decide_watch(&ch(false, 0, 0)).1.contains("not used"));
@@ -413,7 +416,7 @@ mod tests {
             declared: false,
             inside: 0,
             outside: 0,
-            unlisted: 2,
+            unseen: Some("2 directories could not be listed".into()),
         };
         assert_eq!(decide_watch(&hidden).0, Verdict::Skipped);
         let canary = |reads| Watched::Canary {

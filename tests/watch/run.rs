@@ -401,3 +401,42 @@ fn a_directory_time_moved_by_entries_made_and_removed_is_mtime() {
     );
     assert_eq!(verdict_of(&r, "shared:file-name"), Verdict::Pass);
 }
+
+/// A filesystem mounted below the watched path is not entered: what the
+/// command writes inside it is not seen, so a carrier with nothing seen is
+/// SKIPPED naming the mount point, never "not used".
+#[test]
+fn a_mount_below_the_watched_path_makes_its_carriers_skipped() {
+    if crate::common::needs_root("mounting a tmpfs") {
+        return;
+    }
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    let m = shared.join("m");
+    std::fs::create_dir_all(&m).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&m)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let plan = shared_plan(&shared, "");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    std::fs::write(m.join("note"), "hello").unwrap();
+    let r = w.finish(Ended::default());
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&m)
+        .status();
+    use runwarden::verdict::Verdict;
+    for c in ["file-name", "file-content"] {
+        let f = r.findings.iter().find(|f| f.carrier == c).unwrap();
+        assert_eq!(f.verdict, Verdict::Skipped, "{c}: {f:?}");
+        assert!(
+            f.detail
+                .contains("other filesystems mounted here are not entered (\"m\")"),
+            "{}",
+            f.detail
+        );
+    }
+}

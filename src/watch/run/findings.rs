@@ -252,7 +252,7 @@ impl Watch<'_> {
                             declared: decl.is_some(),
                             inside: t.map_or(0, |t| t.inside),
                             outside: t.map_or(0, |t| t.outside),
-                            unlisted: seen.unlisted,
+                            unseen: seen.unseen.clone(),
                         }
                     }
                 };

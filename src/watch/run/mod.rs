@@ -203,11 +203,12 @@ fn take_first(s: &dyn Watchable, ctx: &WatchCtx, path: &Path) -> Result<First, S
     })
 }
 
-/// What the second snapshot found: the changes, how many directories it
-/// could not list, and what attribution needs of the first.
+/// What the second snapshot found: the changes, what it could not see
+/// inside (directories it could not list, other filesystems it does not
+/// enter), and what attribution needs of the first.
 struct Seen {
     changes: Vec<Change>,
-    unlisted: usize,
+    unseen: Option<String>,
     before: Before,
 }
 
@@ -222,10 +223,35 @@ fn second(
     let reader = Reader::open(&first.path).map_err(snapshot_error)?;
     let mut differ = Differ::new(reader, first.since);
     let mut unlisted = 0;
+    let mut mounts: Vec<String> = Vec::new();
+    let mut more_mounts = 0usize;
     s.snapshot(ctx, &mut |e| {
         unlisted += usize::from(e.attrs.contains_key("unlisted"));
+        if e.attrs.contains_key("mount-point") {
+            if mounts.len() < 3 {
+                mounts.push(crate::escape::bytes(e.key.join("/").as_bytes()));
+            } else {
+                more_mounts += 1;
+            }
+        }
         differ.push(e)
     })?;
+    let mut unseen = Vec::new();
+    if unlisted > 0 {
+        unseen.push(format!("{unlisted} directories here could not be listed"));
+    }
+    if !mounts.is_empty() {
+        let more = if more_mounts > 0 {
+            format!(" and {more_mounts} more")
+        } else {
+            String::new()
+        };
+        unseen.push(format!(
+            "other filesystems mounted here are not entered ({}{more})",
+            mounts.join(", ")
+        ));
+    }
+    let unseen = (!unseen.is_empty()).then(|| unseen.join("; "));
     let (changes, digest, before) = differ
         .finish(quiet)
         .map_err(|e| SnapshotError::Failed(format!("comparing with the first snapshot: {e}")))?;
@@ -237,7 +263,7 @@ fn second(
     }
     Ok(Seen {
         changes,
-        unlisted,
+        unseen,
         before,
     })
 }
