@@ -94,6 +94,11 @@ pub(super) fn control_probe_id(probe_id: &str) -> String {
 /// and makes one slot per carrier, two for a carrier declared with a scope.
 /// A surface that breaks here gets ERROR on all its carriers; the others
 /// go on.
+/// A surface name for a detail (names are `[a-z0-9-]`, validated).
+fn escape_name(name: &str) -> String {
+    crate::escape::bytes(name.as_bytes())
+}
+
 pub(super) fn setup(
     plan: &Plan,
     opts: &ProbeOptions,
@@ -109,9 +114,22 @@ pub(super) fn setup(
     let mut insts: Vec<Inst> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
     let mut keep = Vec::new();
+    // What each surface is: two names for one thing are probed once.
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (i, sp) in plan.surfaces.iter().enumerate() {
         let ty = surface::by_name(sp.type_name).expect("plan holds known types");
         let real = ty.open(&sp.settings);
+        let same_as = real
+            .as_ref()
+            .ok()
+            .and_then(|r| r.identity())
+            .and_then(|id| match seen.get(&id) {
+                Some(first) => Some(first.clone()),
+                None => {
+                    seen.insert(id, sp.name.clone());
+                    None
+                }
+            });
         let control_settings = control_dir.map(|d| ty.control(&sp.settings, &d.join(&sp.name)));
         let broken = match (&real, &control_settings) {
             (Err(e), _) => Some(format!("surface could not be opened: {e}")),
@@ -122,7 +140,13 @@ pub(super) fn setup(
         let persistence = real.as_ref().and_then(|r| r.persistence());
         for c in ty.carriers() {
             let channel = format!("{}:{}", sp.name, c.name);
-            let skipped = real.as_ref().and_then(|r| r.unavailable(c.name));
+            let skipped = match &same_as {
+                Some(first) => Some(format!(
+                    "the same as surface {} (another path to it, a bind mount): probed once, under that name",
+                    escape_name(first)
+                )),
+                None => real.as_ref().and_then(|r| r.unavailable(c.name)),
+            };
             // (key, scope, declared): inside a scope is declared, outside
             // it is not, so an open outside is a FAIL.
             let declaration = plan.declaration(&channel);

@@ -589,6 +589,14 @@ pub trait Surface {
     /// `Some(reason)` when this instance's settings rule the carrier out
     /// (e.g. `content-reads: false`): it is not planted and is SKIPPED.
     fn unavailable(&self, carrier: &str) -> Option<String>;
+    /// What this instance is, when two configured surfaces can name the
+    /// same thing by different names (a directory through a bind mount or a
+    /// symlink, one remote by two spellings): the engine probes each thing
+    /// once, under the first name, and says so for the others. `None`: no
+    /// two instances of this type can be the same.
+    fn identity(&self) -> Option<String> {
+        None
+    }
     /// How long anything put here lasts, when the instance knows better
     /// than its carriers' defaults (a directory on tmpfs: until reboot).
     /// It belongs to the instance: every finding of it says the same,

@@ -459,6 +459,12 @@ impl Surface for Instance {
         cleanup::owns(ctx, entry)
     }
 
+    fn identity(&self) -> Option<String> {
+        // The directory itself, whatever path reaches it.
+        let st = sys::fstat(&self.open_surface().ok()?).ok()?;
+        Some(format!("filesystem {}:{}", st.dev, st.ino))
+    }
+
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {
         self.clean_entry(entry)
     }
