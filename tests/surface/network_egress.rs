@@ -269,7 +269,7 @@ impl Drop for Netns {
 
 #[test]
 fn inside_a_namespace_whose_only_way_out_is_the_rendezvous_host() {
-    if !needs_root("network namespaces") {
+    if needs_root("network namespaces") {
         return;
     }
     let ns = Netns::new();
@@ -453,4 +453,67 @@ fn a_plain_http_rendezvous_needs_saying_so() {
     let out = bin().arg("check-config").arg(&cfg).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("allow-http"));
+}
+
+/// The namespace's resolv.conf names a first nameserver the network turns
+/// away (a `prohibit` route: what a firewall's reject does) and a second
+/// that answers: a sender falls back to the second, as glibc's resolver
+/// does, and so does run A; the detail says which answered.
+#[test]
+fn dns_query_tries_every_nameserver_the_system_would() {
+    if needs_root("network namespaces") {
+        return;
+    }
+    let ns = Netns::new();
+    let blocked = format!("{}.9", ns.host_ip.rsplit_once('.').unwrap().0);
+    std::fs::write(
+        format!("/etc/netns/{}/resolv.conf", ns.name),
+        format!("nameserver {blocked}\nnameserver {}\n", ns.host_ip),
+    )
+    .unwrap();
+    ip(&[
+        "netns",
+        "exec",
+        &ns.name,
+        "ip",
+        "route",
+        "add",
+        "prohibit",
+        &format!("{blocked}/32"),
+    ]);
+    let rv = rendezvous(&ns.host_ip, Some(&format!("{}:53", ns.host_ip)), true);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("runwarden.yml");
+    std::fs::write(&cfg, config(&ns.host_ip, &rv, None, true)).unwrap();
+    let report = dir.path().join("report.json");
+    let mut c = std::process::Command::new("ip");
+    strip_runner_env(&mut c);
+    let out = c
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            env!("CARGO_BIN_EXE_runwarden"),
+            "probe",
+            "--config",
+        ])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .env("RV_TOKEN", TOKEN)
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    let p = finish(out, &report);
+    assert_eq!(
+        p.verdict("egress:dns-query"),
+        "fail",
+        "{}\n{}",
+        p.stdout,
+        p.stderr
+    );
+    let d = p.finding("egress:dns-query")["detail"].to_string();
+    assert!(d.contains(&format!("{}:53 answered", ns.host_ip)), "{d}");
+    assert!(d.contains(&format!("after {blocked}:53")), "{d}");
+    drop(rv);
 }

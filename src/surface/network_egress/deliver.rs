@@ -188,20 +188,32 @@ fn tls(
 }
 
 impl Instance {
-    /// The resolver a lookup goes to: the control's own, else the first
-    /// `nameserver` of /etc/resolv.conf (what the system resolver asks).
-    fn resolver(&self) -> Result<SocketAddr, Attempt> {
+    /// The resolvers a lookup goes to: the control's own, else every
+    /// `nameserver` of /etc/resolv.conf, in its order (the first three, as
+    /// the system resolver takes them): a sender whose first nameserver is
+    /// blocked falls back to the next, as glibc's resolver does.
+    fn resolvers(&self) -> Result<Vec<SocketAddr>, Attempt> {
         if let Some(r) = &self.s.resolver {
-            return r.parse().map_err(|_| Local(format!("bad resolver {r}")));
+            return r
+                .parse()
+                .map(|a| vec![a])
+                .map_err(|_| Local(format!("bad resolver {r}")));
         }
         let conf = std::fs::read_to_string("/etc/resolv.conf")
             .map_err(|e| Local(format!("no system resolver: /etc/resolv.conf: {e}")))?;
-        conf.lines()
+        let all: Vec<SocketAddr> = conf
+            .lines()
             .filter_map(|l| l.trim().strip_prefix("nameserver"))
             .filter_map(|a| a.trim().parse::<std::net::IpAddr>().ok())
             .map(|ip| SocketAddr::new(ip, 53))
-            .next()
-            .ok_or_else(|| Local("no system resolver: /etc/resolv.conf names no nameserver".into()))
+            .take(3)
+            .collect();
+        if all.is_empty() {
+            return Err(Local(
+                "no system resolver: /etc/resolv.conf names no nameserver".into(),
+            ));
+        }
+        Ok(all)
     }
 
     /// The rendezvous URL's path (`/`, or `/rv/` behind a proxy).
@@ -243,8 +255,8 @@ impl Instance {
                 },
                 Err(a) => a,
             },
-            "dns-query" => match self.resolver() {
-                Ok(r) => self.lookup(&[r], &hex, "q", until),
+            "dns-query" => match self.resolvers() {
+                Ok(rs) => self.lookup(&rs, &hex, "q", until),
                 Err(a) => a,
             },
             "dns-direct" => match resolve(host, self.s.dns_port) {
@@ -351,8 +363,8 @@ impl Instance {
             u16::from_be_bytes([hex.as_bytes()[0], hex.as_bytes()[1]]),
             &format!("{hex}.{tag}.{zone}"),
         );
-        let mut last = String::new();
-        for server in servers {
+        let mut missed: Vec<String> = Vec::new();
+        for (i, server) in servers.iter().enumerate() {
             let bind = if server.is_ipv6() {
                 "[::]:0"
             } else {
@@ -365,7 +377,7 @@ impl Instance {
             // Each address its share of what is left: one that stays
             // silent does not use up the others' time.
             let left =
-                until.saturating_duration_since(Instant::now()) / (servers.len() as u32).max(1);
+                until.saturating_duration_since(Instant::now()) / (servers.len() - i).max(1) as u32;
             if left.is_zero() {
                 break;
             }
@@ -377,18 +389,31 @@ impl Instance {
                 .and_then(|()| sock.connect(server))
                 .and_then(|()| sock.send(&q));
             if let Err(e) = sent {
-                last = format!("{server}: {}", what(&e));
+                missed.push(format!("{server}: {}", what(&e)));
                 continue;
             }
             let mut buf = [0u8; 512];
+            let before = if missed.is_empty() {
+                String::new()
+            } else {
+                format!(" (after {})", missed.join("; "))
+            };
             match sock.recv(&mut buf) {
                 Ok(n) if n >= 4 => {
-                    return Network(format!("{server} answered (code {})", buf[3] & 0x0f));
+                    return Network(format!(
+                        "{server} answered (code {}){before}",
+                        buf[3] & 0x0f
+                    ));
                 }
-                Ok(_) => return Network(format!("{server} answered with a short packet")),
-                Err(e) => last = format!("{server}: {}", what(&e)),
+                Ok(_) => {
+                    return Network(format!("{server} answered with a short packet{before}"));
+                }
+                Err(e) => missed.push(format!("{server}: {}", what(&e))),
             }
         }
-        Network(last)
+        if missed.is_empty() {
+            return Network("no time left to ask any server".into());
+        }
+        Network(missed.join("; "))
     }
 }
