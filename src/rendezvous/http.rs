@@ -14,11 +14,17 @@ pub(super) const MAX_HEAD: usize = 2048;
 /// The longest request target taken.
 const MAX_URL: usize = 200;
 
-/// Since when this instance remembers (Unix ms), and for how long (s).
-#[derive(Clone, Copy)]
+/// Since when this instance remembers (Unix ms), for how long (s), and
+/// what it serves besides HTTP (raw TCP; DNS, for which zone): a reader
+/// learns from it whether a carrier could have arrived at all.
+#[derive(Clone)]
 pub(super) struct Memory {
     pub since_ms: i64,
     pub max_age: u64,
+    pub tcp: bool,
+    pub zone: Option<String>,
+    /// The port its HTTP listener is bound to.
+    pub http_port: u16,
 }
 
 /// Whether `given` is the token, in time that does not depend on where
@@ -54,7 +60,7 @@ fn reply(conn: &mut impl Write, status: u16, body: &str) {
 
 /// Answers one request whose head [`super::intake`] read (the answer is
 /// written within [`CONN_DEADLINE`]).
-pub(super) fn serve(req: Request, store: &Mutex<Store>, token: &str, memory: Memory) {
+pub(super) fn serve(req: Request, store: &Mutex<Store>, token: &str, memory: &Memory) {
     let mut conn = crate::timed::Timed::new(req.conn, CONN_DEADLINE);
     let Some(head) = req.head else {
         return reply(&mut conn, 431, "{}");
@@ -115,6 +121,7 @@ pub(super) fn serve(req: Request, store: &Mutex<Store>, token: &str, memory: Mem
                 "max_age": memory.max_age,
                 "evicted_ms": st.evicted_ms,
                 "dropped_ms": st.dropped_ms,
+                "serves": { "http_port": memory.http_port, "tcp": memory.tcp, "dns_zone": memory.zone },
             });
             drop(st);
             reply(&mut conn, 200, &body.to_string())

@@ -29,7 +29,8 @@
 //!
 //! Routes: `GET /d/<carrier>/<nonce>` (a delivery, 204), `GET
 //! /v1/seen/<nonce>` (with the token: `{"seen": [{"carrier", "at"}],
-//! "now_ms", "since_ms", "max_age", "evicted_ms", "dropped_ms"}`), `GET /`
+//! "now_ms", "since_ms", "max_age", "evicted_ms", "dropped_ms", "serves":
+//! {"http_port", "tcp", "dns_zone"}}`: what could have arrived at all), `GET /`
 //! (200, for health checks). Raw TCP: a line `runwarden <carrier>
 //! <nonce>`. DNS (UDP): a query for `<nonce>.q.<zone>` (through a
 //! resolver: `dns-query`) or `<nonce>.d.<zone>` (straight here:
@@ -145,6 +146,9 @@ impl Rendezvous {
         let memory = http::Memory {
             since_ms: store::now_ms(),
             max_age: opts.max_age.as_secs(),
+            tcp: tcp.is_some(),
+            zone: dns.as_ref().map(|(_, z)| z.clone()),
+            http_port: http_addr.port(),
         };
         let mut threads = Vec::new();
         let (st, token) = (store.clone(), Arc::new(opts.token.clone()));
@@ -153,7 +157,7 @@ impl Rendezvous {
             &store,
             &stop,
             http::MAX_HEAD,
-            move |r| http::serve(r, &st, &token, memory),
+            move |r| http::serve(r, &st, &token, &memory),
         ));
         if let Some((sock, zone)) = dns {
             let (st, stop) = (store.clone(), stop.clone());

@@ -112,8 +112,12 @@ fn every_carrier_open_to_the_rendezvous_fails_through_a_proxy_too() {
     }
 }
 
+/// Ports the rendezvous does not serve (no `--tcp`, no `--dns`, a
+/// `plain-port` it does not listen on): on loopback, where egress is
+/// plainly open, run A's refused connections prove nothing, and no such
+/// carrier is a PASS; the read says what the rendezvous serves.
 #[test]
-fn ports_nobody_listens_on_pass_with_what_run_a_saw() {
+fn ports_the_rendezvous_does_not_serve_are_never_a_pass() {
     let dir = tempfile::tempdir().unwrap();
     let rv = rendezvous("127.0.0.1", None, false);
     // Three ports nobody listens on.
@@ -127,20 +131,33 @@ fn ports_nobody_listens_on_pass_with_what_run_a_saw() {
     );
     assert_eq!(
         verdicts(&p),
-        want(&[("https-direct", "fail"), ("https-proxy", "skipped")]),
+        want(&[
+            ("https-direct", "fail"),
+            ("https-proxy", "skipped"),
+            ("http-plain", "error"),
+            ("tcp-raw", "error"),
+            ("dns-direct", "error"),
+            ("dns-query", "error"),
+        ]),
         "{}",
         p.stdout
     );
-    for c in ["http-plain", "tcp-raw", "dns-direct"] {
-        let d = p.finding(&format!("egress:{c}"))["detail"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert!(
-            d.contains("never received") && d.contains("connection refused"),
-            "{c}: {d}"
-        );
-    }
+    let detail = |c: &str| p.finding(&format!("egress:{c}"))["detail"].to_string();
+    assert!(
+        detail("http-plain").contains(&format!("not on `plain-port` {plain}")),
+        "{}",
+        detail("http-plain")
+    );
+    assert!(
+        detail("tcp-raw").contains("does not serve raw TCP (start it with `--tcp"),
+        "{}",
+        detail("tcp-raw")
+    );
+    assert!(
+        detail("dns-direct").contains("does not answer DNS for"),
+        "{}",
+        detail("dns-direct")
+    );
 }
 
 #[test]
@@ -515,5 +532,64 @@ fn dns_query_tries_every_nameserver_the_system_would() {
     let d = p.finding("egress:dns-query")["detail"].to_string();
     assert!(d.contains(&format!("{}:53 answered", ns.host_ip)), "{d}");
     assert!(d.contains(&format!("after {blocked}:53")), "{d}");
+    drop(rv);
+}
+
+/// The closed case, with real parts: run A plants inside a network
+/// namespace whose route to the rendezvous's host is prohibited (what a
+/// firewall's reject does), run B reads from outside it, and the
+/// rendezvous serves every carrier: each is PASS, with what run A saw.
+#[test]
+fn a_network_that_turns_every_carrier_away_is_pass() {
+    if needs_root("network namespaces") {
+        return;
+    }
+    let ns = Netns::new();
+    let rv = rendezvous(&ns.host_ip, Some(&format!("{}:53", ns.host_ip)), true);
+    ip(&[
+        "netns",
+        "exec",
+        &ns.name,
+        "ip",
+        "route",
+        "add",
+        "prohibit",
+        &format!("{}/32", ns.host_ip),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("runwarden.yml");
+    std::fs::write(&cfg, config(&ns.host_ip, &rv, None, true)).unwrap();
+    let mut c = std::process::Command::new("ip");
+    strip_runner_env(&mut c);
+    let out = c
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            env!("CARGO_BIN_EXE_runwarden"),
+            "plant",
+            "--probe-id",
+            "eg-closed",
+            "--config",
+        ])
+        .arg(&cfg)
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let p = run_config(
+        dir.path(),
+        &std::fs::read_to_string(&cfg).unwrap(),
+        &[("RV_TOKEN", TOKEN)],
+        &["recover", "--probe-id", "eg-closed"],
+    );
+    assert_eq!(
+        verdicts(&p),
+        want(&[("https-proxy", "skipped")]),
+        "{}\n{}",
+        p.stdout,
+        p.stderr
+    );
     drop(rv);
 }

@@ -298,7 +298,7 @@ impl Instance {
     /// What the rendezvous says arrived of one nonce, tried by run A at
     /// `at_ms` (Unix milliseconds, this machine's clock) when the plant
     /// says.
-    fn seen(&self, hex: &str, at_ms: Option<i64>) -> RecoverOutcome {
+    fn seen(&self, hex: &str, at_ms: Option<i64>, carrier: &str) -> RecoverOutcome {
         let failed = |reason: String| RecoverOutcome::Failed { reason };
         let token = match self.token() {
             Ok(t) => t,
@@ -367,6 +367,20 @@ impl Instance {
                 ));
             }
         }
+        // A carrier the rendezvous does not serve could not arrive: run A's
+        // refused or unanswered attempt then proves nothing of the network.
+        if seen.is_empty()
+            && let Some(why) = unserved(
+                &v["serves"],
+                carrier,
+                self.s.dns_zone.as_deref(),
+                self.s.plain_port,
+            )
+        {
+            return failed(format!(
+                "the rendezvous {shown} {why}: not finding the nonce proves nothing"
+            ));
+        }
         match seen.first() {
             Some(a) => RecoverOutcome::Found {
                 detail: format!(
@@ -379,6 +393,37 @@ impl Instance {
                 detail: format!("the rendezvous {shown} never received the nonce"),
             },
         }
+    }
+}
+
+/// Why the rendezvous (by what its read says it serves) could not have
+/// received `carrier`, if it could not.
+fn unserved(serves: &Value, carrier: &str, zone: Option<&str>, plain_port: u16) -> Option<String> {
+    if serves.is_null() {
+        return matches!(
+            carrier,
+            "tcp-raw" | "dns-query" | "dns-direct" | "http-plain"
+        )
+        .then(|| "does not say what it serves (an older rendezvous)".to_string());
+    }
+    match carrier {
+        // Its own port only: a front that forwards another port to it is
+        // no port this read can vouch for.
+        "http-plain" if serves["http_port"].as_u64() != Some(u64::from(plain_port)) => {
+            Some(format!(
+                "listens for HTTP on port {}, not on `plain-port` {plain_port} (serve it there, or set `plain-port` to where it listens)",
+                serves["http_port"].as_u64().unwrap_or(0)
+            ))
+        }
+        "tcp-raw" if serves["tcp"] != Value::Bool(true) => {
+            Some("does not serve raw TCP (start it with `--tcp ADDR:PORT`)".into())
+        }
+        "dns-query" | "dns-direct" if serves["dns_zone"].as_str() != zone => Some(format!(
+            "does not answer DNS for {} (start it with `--dns ADDR:PORT --zone {}`)",
+            escape::bytes(zone.unwrap_or("").as_bytes()),
+            escape::line(zone.unwrap_or("ZONE"))
+        )),
+        _ => None,
     }
 }
 
@@ -423,7 +468,7 @@ impl Surface for Instance {
                     None => (w.needle.clone(), None),
                 };
                 match serde_json::from_value::<crate::nonce::Nonce>(nonce) {
-                    Ok(n) => self.seen(&n.hex(), at),
+                    Ok(n) => self.seen(&n.hex(), at, &w.carrier),
                     Err(_) => RecoverOutcome::Failed {
                         reason: "the plant's needle is not a nonce".into(),
                     },
