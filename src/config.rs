@@ -390,10 +390,18 @@ impl<'a> Options<'a> {
             Some((k, _)) => {
                 let mut all = vec!["name", "type"];
                 all.extend_from_slice(known);
+                // The nearest known key, when a typo is the likely story.
+                let near = all
+                    .iter()
+                    .map(|c| (strsim::levenshtein(c, &k.value), *c))
+                    .filter(|(d, _)| *d <= 2)
+                    .min()
+                    .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
                 Err(self.error(
                     Pos::or(k, self.entry),
                     format!(
-                        "unknown key `{}` for a surface of type {}; known keys: {}",
+                        "unknown key `{}`{near} for a surface of type {}; known keys: {}",
                         k.value,
                         self.type_name,
                         all.join(", ")

@@ -293,12 +293,14 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
                     return Ok(());
                 }
                 let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+                let known = if names.is_empty() {
+                    "the config has no valid surface".to_string()
+                } else {
+                    format!("surfaces: {}", names.join(", "))
+                };
                 return Err(err(
                     pos,
-                    format!(
-                        "`{channel}` names no surface `{sname}`; surfaces: {}",
-                        names.join(", ")
-                    ),
+                    format!("`{channel}` names no surface `{sname}`; {known}"),
                 ));
             };
             let st = surface::by_name(sp.type_name).expect("validated type");

@@ -56,8 +56,9 @@ pub enum Cmd {
     /// Remove exactly what a `plant` created (by receipt, or found by
     /// probe id). Idempotent.
     Cleanup(CleanupArgs),
-    /// Merge reports (one per runner label) into one Markdown table,
-    /// channel by label; exit 1 when any report would (FAIL, ERROR, leftovers).
+    /// Merge reports (one per runner label) into one table, channel by
+    /// label (plain columns, or Markdown with --format markdown|github);
+    /// exit 1 when any report would (FAIL, ERROR, leftovers).
     Merge {
         /// Report files, or directories searched (two levels deep) for
         /// `*.json` reports.
@@ -323,6 +324,8 @@ pub(crate) fn quiet() -> bool {
 /// Where the config comes from.
 enum Found {
     File(PathBuf),
+    /// Named by $RUNWARDEN_CONFIG: said so when it cannot be read.
+    FromEnv(PathBuf),
     Embedded,
 }
 
@@ -331,7 +334,7 @@ fn find_config(explicit: Option<&Path>) -> Found {
         return Found::File(p.to_path_buf());
     }
     if let Some(p) = std::env::var_os("RUNWARDEN_CONFIG").filter(|p| !p.is_empty()) {
-        return Found::File(PathBuf::from(p));
+        return Found::FromEnv(PathBuf::from(p));
     }
     for p in [".github/runwarden.yml", "runwarden.yml"] {
         if Path::new(p).is_file() {
@@ -353,9 +356,15 @@ fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
 /// The config's text as read or discovered, and its source.
 fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
     Ok(match found {
-        Found::File(p) => (
-            std::fs::read_to_string(p)
-                .map_err(|e| Failure::Other(format!("cannot read config {}: {e}", p.display())))?,
+        Found::File(p) | Found::FromEnv(p) => (
+            std::fs::read_to_string(p).map_err(|e| {
+                let via = if matches!(found, Found::FromEnv(_)) {
+                    " (named by $RUNWARDEN_CONFIG)"
+                } else {
+                    ""
+                };
+                Failure::Other(format!("cannot read config {}{via}: {e}", p.display()))
+            })?,
             ConfigSource {
                 path: Some(p.to_string_lossy().into_owned()),
                 embedded_default: false,
@@ -449,7 +458,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 .map(|t| t.carriers().len())
                 .sum();
             let what = match &found {
-                Found::File(p) => p.display().to_string(),
+                Found::File(p) | Found::FromEnv(p) => p.display().to_string(),
                 Found::Embedded => "no config file found; the discovered config".into(),
             };
             for s in &plan.surfaces {
@@ -493,7 +502,14 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                         .open(&path)
                         .and_then(|mut f| f.write_all(text.as_bytes()))
                         .map_err(|e| {
-                            Failure::Other(format!("cannot write {}: {e}", path.display()))
+                            Failure::Other(if e.kind() == std::io::ErrorKind::AlreadyExists {
+                                format!(
+                                    "{} exists: never written over (choose another path, or remove it first)",
+                                    path.display()
+                                )
+                            } else {
+                                format!("cannot write {}: {e}", path.display())
+                            })
                         })?;
                     note(&format!(
                         "wrote {}; check it with `runwarden check-config {}`",

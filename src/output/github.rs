@@ -148,14 +148,14 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         let mut surfaces: Vec<&str> = open.iter().map(|f| f.surface.as_str()).collect();
         surfaces.dedup();
         for (i, name) in surfaces.iter().enumerate() {
-            let carriers: Vec<&str> = open
+            let carriers: Vec<String> = open
                 .iter()
                 .filter(|f| f.surface == *name)
                 .map(|f| {
                     if f.verdict == Verdict::Authorized {
-                        "declared"
+                        format!("{} declared", f.carrier)
                     } else {
-                        f.carrier.as_str()
+                        f.carrier.clone()
                     }
                 })
                 .collect();

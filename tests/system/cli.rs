@@ -470,3 +470,46 @@ fn progress_is_one_line_per_run_in_ci_and_nothing_in_pipes_or_json() {
     assert!(!run(&[], false).contains("planting"));
     assert!(!run(&["--format", "json"], true).contains("planting"));
 }
+
+/// What a newcomer trips over, said plainly: a $RUNWARDEN_CONFIG that
+/// names no file says so, `discover --write` onto a file that exists says
+/// it never writes over one, and a declaration naming no surface in a
+/// config with no valid surface does not end in an empty list.
+#[test]
+fn first_hour_messages_name_what_went_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["check-config"])
+        .env("RUNWARDEN_CONFIG", dir.path().join("nope.yml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("(named by $RUNWARDEN_CONFIG)"), "{err}");
+
+    let existing = dir.path().join("rw.yml");
+    std::fs::write(&existing, "mine\n").unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["discover", "--write"])
+        .arg(&existing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("exists: never written over"), "{err}");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "mine\n");
+
+    std::fs::write(
+        &existing,
+        "version: 1\nsurfaces:\n  - name: a\n    type: nosuch\ndeclared:\n  - b:file-name\n",
+    )
+    .unwrap();
+    let out = bin().arg("check-config").arg(&existing).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("surfaces: \n") && !err.ends_with("surfaces: "),
+        "{err}"
+    );
+}

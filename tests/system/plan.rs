@@ -77,7 +77,12 @@ fn surface_errors() {
     assert_error(
         &OK.replace("path: /tmp", "pth: /tmp"),
         "5:5",
-        "unknown key `pth` for a surface of type filesystem; known keys: name, type, path, content-reads",
+        "unknown key `pth` (did you mean `path`?) for a surface of type filesystem; known keys: name, type, path, content-reads",
+    );
+    assert_error(
+        &OK.replace("path: /tmp", "path: /tmp\n    content-read: false"),
+        "6:5",
+        "unknown key `content-read` (did you mean `content-reads`?)",
     );
     assert_error(&OK.replace("    path: /tmp\n", ""), "3:5", "needs `path:`");
     assert_error(
