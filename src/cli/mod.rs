@@ -401,7 +401,7 @@ fn load_plan_text(found: &Found, findings: bool) -> Result<(Plan, String), Failu
             names.join(", "),
             match (d.skipped.len(), findings) {
                 (0, _) => String::new(),
-                (n, true) => format!("; {n} skipped (see the report)"),
+                (n, true) => format!("; {n} skipped (listed with the findings)"),
                 (n, false) => format!("; {n} skipped:"),
             }
         ));
