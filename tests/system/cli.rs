@@ -90,7 +90,7 @@ fn with_no_config_it_probes_the_discovered_surfaces_and_says_so() {
     );
     // Said once: the count on stderr, the reason under the table.
     assert!(
-        p.stderr.contains("1 skipped (see the report)"),
+        p.stderr.contains("1 skipped (listed with the findings)"),
         "{}",
         p.stderr
     );
