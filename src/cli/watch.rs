@@ -151,11 +151,30 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     let spawned = child.spawn().map(|c| wait(c, &mut ended));
     // A bounded grace for what the command left running (a child that
     // called setsid() too: this process is their subreaper) to end.
+    // Quiet only when a look finds nothing running and nothing that just
+    // ended: a process that forks and exits over and over (each child
+    // reparented here after the list was read) is never quiet.
     let grace = std::time::Instant::now() + SURVIVOR_GRACE;
-    ended.survivors = survivors();
-    while !ended.survivors.is_empty() && std::time::Instant::now() < grace {
+    loop {
+        let now = survivors();
+        let quiet = now.running.is_empty() && now.reaped.is_empty() && now.readable;
+        if quiet {
+            ended.survivors = vec![];
+            break;
+        }
+        // (pid 0: the kernel's list of children could not be read, so
+        // nothing shows the command left nothing running.)
+        ended.survivors = if !now.readable {
+            vec![0]
+        } else if now.running.is_empty() {
+            now.reaped
+        } else {
+            now.running
+        };
+        if std::time::Instant::now() >= grace {
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
-        ended.survivors = survivors();
     }
     let mut report = w.finish(ended.clone());
     report.label = args.out.label.clone();
@@ -189,11 +208,13 @@ const SURVIVOR_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The children of this process still running (the command's leftovers,
 /// reparented here); those that already ended are reaped.
-fn survivors() -> Vec<u32> {
+fn survivors() -> Survivors {
     let mut pids = Vec::new();
+    let mut readable = false;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for t in tasks.flatten() {
             if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                readable = true;
                 pids.extend(
                     text.split_whitespace()
                         .filter_map(|p| p.parse::<u32>().ok()),
@@ -203,8 +224,24 @@ fn survivors() -> Vec<u32> {
     }
     pids.sort_unstable();
     pids.dedup();
+    let listed = pids.clone();
     pids.retain(|&pid| crate::sys::child_running(pid));
-    pids
+    // One that ended just now may have handed on to a child of its own
+    // (reparented here after the list was read): activity all the same.
+    let reaped: Vec<u32> = listed.into_iter().filter(|p| !pids.contains(p)).collect();
+    Survivors {
+        running: pids,
+        reaped,
+        readable,
+    }
+}
+
+/// One look at what the command left: still running, just ended (reaped
+/// now), and whether the kernel's list of children could be read at all.
+struct Survivors {
+    running: Vec<u32>,
+    reaped: Vec<u32>,
+    readable: bool,
 }
 
 /// Starts a watch another process finishes ([`finish_saved`]); its token

@@ -74,6 +74,9 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
                 .is_some_and(|l| l.eq_ignore_ascii_case(&login));
             match comment::comment_state(body, &marker, key, &at) {
                 Read::Trusted(s) if mine => ours = Some((id, Read::Trusted(s))),
+                // Without a key, ours whatever its state (edited by hand):
+                // rewritten. With one, an unsigned state by this identity
+                // is another workflow's imitation, and left alone.
                 Read::Untrusted if mine && !key.is_configured() => {
                     ours = Some((id, Read::Untrusted))
                 }

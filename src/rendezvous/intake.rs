@@ -78,12 +78,14 @@ pub fn serve(
             read_heads(new_rx, read_tx, other_tx, &store, &stop, max_head)
         }));
     }
-    let stop = stop.clone();
-    threads.push(std::thread::spawn(move || accept(listener, new_tx, &stop)));
+    let (stop, store) = (stop.clone(), store.clone());
+    threads.push(std::thread::spawn(move || {
+        accept(listener, new_tx, &store, &stop)
+    }));
     threads
 }
 
-fn accept(listener: TcpListener, new: Sender<TcpStream>, stop: &AtomicBool) {
+fn accept(listener: TcpListener, new: Sender<TcpStream>, store: &Mutex<Store>, stop: &AtomicBool) {
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -94,8 +96,13 @@ fn accept(listener: TcpListener, new: Sender<TcpStream>, stop: &AtomicBool) {
                     return;
                 }
             }
-            // Out of descriptors: wait rather than spin.
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            // Out of descriptors: a connection the kernel queued may be a
+            // delivery turned away, and a reader must learn of it; then
+            // wait rather than spin.
+            Err(_) => {
+                crate::loopback::lock(store).dropped();
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 }
@@ -233,6 +240,9 @@ fn admit(
         let old = pending.remove(0);
         if let Some(n) = per_addr.get_mut(&old.addr) {
             *n -= 1;
+            if *n == 0 {
+                per_addr.remove(&old.addr);
+            }
         }
         crate::loopback::lock(store).dropped();
     }

@@ -101,6 +101,11 @@ impl Rendezvous {
         if opts.token.len() < 16 {
             return Err("the read token must be at least 16 characters".into());
         }
+        // Every pending connection is a descriptor: the soft limit (often
+        // 1,024) would turn connections away before the intake's own
+        // limits could act. (The limit is given back when the process
+        // ends; the rendezvous runs on its own.)
+        let _ = crate::sys::raise_nofile();
         let store = Arc::new(Mutex::new(Store::new(opts.max_nonces, opts.max_age)));
         let stop = Arc::new(AtomicBool::new(false));
         // Every socket first: a bind that fails leaves no thread behind.
@@ -147,7 +152,9 @@ impl Rendezvous {
             since_ms: store::now_ms(),
             max_age: opts.max_age.as_secs(),
             tcp: tcp.is_some(),
-            zone: dns.as_ref().map(|(_, z)| z.clone()),
+            zone: dns
+                .as_ref()
+                .map(|(_, z)| z.trim_end_matches('.').to_ascii_lowercase()),
             http_port: http_addr.port(),
         };
         let mut threads = Vec::new();

@@ -874,62 +874,38 @@ fn an_instance_on_tmpfs_is_transient_whatever_the_verdict() {
     assert!(leftovers(&m.path()).is_empty());
 }
 
-/// One directory under two names in one config (a symlinked path, a bind
-/// mount): probed once, under the first name; the second says so, and
-/// nothing collides (no EEXIST, no notice about runwarden's own plants).
+/// One directory under two names in one config: a symlinked path is the
+/// same way there, probed once under the first name (the second says so,
+/// and nothing collides); a read-only bind mount of it is another way, with
+/// other access, probed on its own, and never hides the open one.
 #[test]
 fn two_names_for_one_directory_are_probed_once() {
     let d = disk_dir();
     let link = d.path().with_extension("link");
     std::os::unix::fs::symlink(d.path(), &link).unwrap();
-    let mut names = vec![("by-link", link.clone())];
-    let bind = d.path().with_extension("bind");
-    let mounted = is_root() && {
-        std::fs::create_dir_all(&bind).unwrap();
-        std::process::Command::new("mount")
-            .args(["--bind"])
-            .arg(d.path())
-            .arg(&bind)
-            .status()
-            .unwrap()
-            .success()
-    };
-    if mounted {
-        names.push(("by-bind", bind.clone()));
-    }
-    let mut cfg = fs_config("first", d.path(), "");
-    for (n, p) in &names {
-        cfg += &format!(
-            "  - name: {n}\n    type: filesystem\n    path: {}\n",
-            serde_json::to_string(&p.to_string_lossy()).unwrap()
+    let cfg = fs_config("first", d.path(), "")
+        + &format!(
+            "  - name: by-link\n    type: filesystem\n    path: {}\n",
+            serde_json::to_string(&link.to_string_lossy()).unwrap()
         );
-    }
     let work = tempfile::tempdir().unwrap();
     let p = probe(work.path(), &cfg, &[]);
-    if mounted {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&bind)
-            .status();
-    }
     let _ = std::fs::remove_file(&link);
     assert_all(&p, "first", "fail");
-    for (n, _) in &names {
-        for f in p.report["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["surface"] == *n)
-        {
-            assert_eq!(f["verdict"], "skipped", "{f}");
-            assert!(
-                f["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("the same as surface \"first\""),
-                "{f}"
-            );
-        }
+    for f in p.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["surface"] == "by-link")
+    {
+        assert_eq!(f["verdict"], "skipped", "{f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("the same as surface \"first\""),
+            "{f}"
+        );
     }
     assert!(
         p.report["notices"].as_array().is_none_or(|n| n.is_empty()),
@@ -937,4 +913,30 @@ fn two_names_for_one_directory_are_probed_once() {
         p.report["notices"]
     );
     assert!(leftovers(d.path()).is_empty());
+    if !is_root() {
+        return;
+    }
+    // A read-only bind mount first: it must not stand for the open one.
+    let ro = d.path().with_extension("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mount = |args: &[&str]| {
+        assert!(
+            std::process::Command::new("mount")
+                .args(args)
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    mount(&["--bind", d.path().to_str().unwrap(), ro.to_str().unwrap()]);
+    mount(&["-o", "remount,bind,ro", ro.to_str().unwrap()]);
+    let cfg = fs_config("view", &ro, "")
+        + &fs_config("data", d.path(), "").replace("version: 1\nsurfaces:\n", "");
+    let p = probe(work.path(), &cfg, &[]);
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&ro)
+        .status();
+    assert_eq!(p.verdict("data:file-name"), "fail", "{}", p.stdout);
+    assert_ne!(p.code, 0, "{}", p.stdout);
 }

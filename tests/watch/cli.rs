@@ -450,3 +450,29 @@ fn the_work_directory_is_runwardens_own() {
         );
     }
 }
+
+/// A leftover that forks and exits over and over (each pid the watch reads
+/// is gone by the time it looks, its successor not yet listed) is never
+/// taken for quiet: no carrier is PASS.
+#[test]
+fn a_leftover_that_hops_from_pid_to_pid_still_holds_the_verdicts() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let hop = "import os, time\n\
+               os.setsid()\n\
+               end = time.time() + 4\n\
+               while time.time() < end:\n\
+               \x20   if os.fork():\n\
+               \x20       os._exit(0)\n\
+               \x20   time.sleep(0.005)\n\
+               open('shared/late', 'w').write('x')\n";
+    let w = watch(
+        root.path(),
+        &["--no-default-canaries"],
+        &["python3", "-c", hop],
+    );
+    assert_eq!(w.out.status.code(), Some(1), "{}", w.report);
+    for f in w.report["findings"].as_array().unwrap() {
+        assert_ne!(f["verdict"], "pass", "{f}");
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+}

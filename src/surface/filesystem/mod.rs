@@ -460,9 +460,18 @@ impl Surface for Instance {
     }
 
     fn identity(&self) -> Option<String> {
-        // The directory itself, whatever path reaches it.
-        let st = sys::fstat(&self.open_surface().ok()?).ok()?;
-        Some(format!("filesystem {}:{}", st.dev, st.ino))
+        // The same directory by the same way there (a symlinked path
+        // resolves to it) and the same settings. Not by device and inode
+        // alone: a read-only bind mount, or a path through a parent run B
+        // may not search, reaches the same directory with other access,
+        // and must be probed on its own (their plants then collide: ERROR,
+        // never a PASS that hides the open one).
+        let real = std::fs::canonicalize(&self.s.path).ok()?;
+        Some(format!(
+            "filesystem {} content-reads={}",
+            real.display(),
+            self.s.content_reads
+        ))
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

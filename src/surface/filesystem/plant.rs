@@ -103,11 +103,13 @@ impl Instance {
             Kind::File | Kind::Fifo => Some(0o644),
             Kind::Symlink => None,
         };
+        // (A mode that grants at least what was asked is the plant's:
+        // vfat's fixed 0755 is.)
         let st = match want {
-            Some(mode) if st.mode & 0o7777 != mode => {
+            Some(mode) if st.mode & mode != mode => {
                 sys::chmod_at(dir, name, mode).map_err(|e| broke("chmod", e))?;
                 let st = sys::lstat_at(dir, name).map_err(|e| broke("lstat", e))?;
-                if st.mode & 0o7777 != mode || Kind::of(&st) != Some(kind) {
+                if st.mode & mode != mode || Kind::of(&st) != Some(kind) {
                     return Err(PlantOutcome::Failed {
                         reason: format!(
                             "the plant did not get its mode (asked {mode:04o}, has {:04o})",

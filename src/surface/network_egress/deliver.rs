@@ -151,7 +151,7 @@ fn parse_proxy(url: &str) -> Option<ProxyUrl> {
 }
 
 /// The rendezvous URL's port.
-fn url_port(url: &str, https: bool) -> u16 {
+pub(super) fn url_port(url: &str, https: bool) -> u16 {
     url.split_once("://")
         .and_then(|(_, r)| r.split('/').next())
         .and_then(|a| a.rsplit_once(':'))
@@ -399,6 +399,11 @@ impl Instance {
                 format!(" (after {})", missed.join("; "))
             };
             match sock.recv(&mut buf) {
+                // SERVFAIL, NOTIMP and REFUSED send glibc's resolver on to
+                // the next server: a sender goes on too.
+                Ok(n) if n >= 4 && matches!(buf[3] & 0x0f, 2 | 4 | 5) => {
+                    missed.push(format!("{server} answered code {}", buf[3] & 0x0f));
+                }
                 Ok(n) if n >= 4 => {
                     return Network(format!(
                         "{server} answered (code {}){before}",

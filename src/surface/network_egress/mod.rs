@@ -375,6 +375,7 @@ impl Instance {
                 carrier,
                 self.s.dns_zone.as_deref(),
                 self.s.plain_port,
+                deliver::url_port(&self.s.url, self.s.url.starts_with("https://")),
             )
         {
             return failed(format!(
@@ -398,7 +399,13 @@ impl Instance {
 
 /// Why the rendezvous (by what its read says it serves) could not have
 /// received `carrier`, if it could not.
-fn unserved(serves: &Value, carrier: &str, zone: Option<&str>, plain_port: u16) -> Option<String> {
+fn unserved(
+    serves: &Value,
+    carrier: &str,
+    zone: Option<&str>,
+    plain_port: u16,
+    url_port: u16,
+) -> Option<String> {
     if serves.is_null() {
         return matches!(
             carrier,
@@ -407,9 +414,14 @@ fn unserved(serves: &Value, carrier: &str, zone: Option<&str>, plain_port: u16) 
         .then(|| "does not say what it serves (an older rendezvous)".to_string());
     }
     match carrier {
-        // Its own port only: a front that forwards another port to it is
-        // no port this read can vouch for.
-        "http-plain" if serves["http_port"].as_u64() != Some(u64::from(plain_port)) => {
+        // Reached straight (the rendezvous URL's port is the one it is
+        // bound to, so no front maps ports): then `plain-port` must be that
+        // port. Behind a front, which ports it forwards is not the
+        // rendezvous's to say.
+        "http-plain"
+            if serves["http_port"].as_u64() == Some(u64::from(url_port))
+                && serves["http_port"].as_u64() != Some(u64::from(plain_port)) =>
+        {
             Some(format!(
                 "listens for HTTP on port {}, not on `plain-port` {plain_port} (serve it there, or set `plain-port` to where it listens)",
                 serves["http_port"].as_u64().unwrap_or(0)

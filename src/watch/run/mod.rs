@@ -301,6 +301,10 @@ fn survivors_held(survivors: &[u32]) -> Option<String> {
         .iter()
         .take(5)
         .map(|pid| {
+            if *pid == 0 {
+                return "(the kernel's list of this process's children could not be read)"
+                    .to_string();
+            }
             let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
             let comm = String::from_utf8_lossy(&comm).trim_end().to_string();
             format!("{pid} ({})", crate::escape::bytes(comm.as_bytes()))
@@ -331,12 +335,13 @@ fn work_dir_held(work: &WorkDir) -> Option<String> {
     }
 }
 
-/// Every PASS (not a canary's: a canary is gone before the second
-/// snapshot, and a read before was seen) is ERROR with `why`: "not used"
-/// proves nothing then.
-fn hold(findings: &mut [crate::report::Finding], why: &str) {
+/// Every PASS is ERROR with `why`: "not used" proves nothing then (a
+/// canary's too when `canaries`: a process still running may have opened
+/// one and read it after its removal).
+fn hold(findings: &mut [crate::report::Finding], why: &str, canaries: bool) {
     for f in findings.iter_mut().filter(|f| {
-        f.verdict == crate::verdict::Verdict::Pass && f.surface_type != crate::report::CANARY_TYPE
+        f.verdict == crate::verdict::Verdict::Pass
+            && (canaries || f.surface_type != crate::report::CANARY_TYPE)
     }) {
         f.verdict = crate::verdict::Verdict::Error;
         f.detail = format!("{why}, so \"not used\" proves nothing [{}]", f.detail);
@@ -383,11 +388,13 @@ impl Watch<'_> {
             let persistence = inst.surface.as_ref().ok().and_then(|s| s.persistence());
             findings.extend(self.surface_findings(i, ty, watchable, state, persistence));
         }
-        for why in [survivors_held(&ended.survivors), work_dir_held(&self.work)]
-            .into_iter()
-            .flatten()
-        {
-            hold(&mut findings, &why);
+        if let Some(why) = survivors_held(&ended.survivors) {
+            // A survivor may hold a canary open past its removal: no canary
+            // PASS stands either.
+            hold(&mut findings, &why, true);
+        }
+        if let Some(why) = work_dir_held(&self.work) {
+            hold(&mut findings, &why, false);
         }
         let (a, b) = (
             crate::nonce::short_id().unwrap_or_default(),
