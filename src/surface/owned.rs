@@ -1,0 +1,170 @@
+//! Names and ownership, for every surface type: the tagged names plants
+//! on network surfaces carry, the forms only a plant of this probe makes
+//! ([`owned_name`], [`plain_segment`]), and the engine's check of every
+//! journal entry before any removal ([`cleanup_owned`]).
+
+use super::{Carrier, CleanupOutcome, RunCtx, Surface};
+use crate::nonce::Nonce;
+use serde_json::Value;
+
+/// The name of a plant on a network surface:
+/// `runwarden-<probe id>-<carrier>[-<nonce>]-<tag>`, where the tag is a MAC
+/// under the marker key over the rest of the name and `bound` (whatever
+/// else identifies the plant, such as a cache entry's version). Leftovers
+/// are identifiable by the prefix; cleanup by probe id takes only names
+/// whose tag verifies ([`tagged_carrier`]), so it finds the plants of a
+/// probe whose nonces were random, and never a name someone else made.
+pub fn tagged_name(ctx: &RunCtx<'_>, carrier: &str, nonce: Option<&Nonce>, bound: &str) -> String {
+    let body = match nonce {
+        Some(n) => format!("runwarden-{}-{carrier}-{}", ctx.probe_id, n.hex()),
+        None => format!("runwarden-{}-{carrier}", ctx.probe_id),
+    };
+    let tag = ctx.key.name_tag(ctx.probe_id, &format!("{body}|{bound}"));
+    format!("{body}-{tag}")
+}
+
+/// The carrier (one of `carriers`) a [`tagged_name`] of this probe was made
+/// for, when its tag verifies; `None` for any other name.
+pub fn tagged_carrier(
+    ctx: &RunCtx<'_>,
+    carriers: &[Carrier],
+    name: &str,
+    bound: &str,
+) -> Option<&'static str> {
+    let prefix = format!("runwarden-{}-", ctx.probe_id);
+    let rest = name.strip_prefix(&prefix)?;
+    let (part, tag) = rest.rsplit_once('-')?;
+    let body = &name[..name.len() - tag.len() - 1];
+    if tag.len() != 16
+        || !ctx
+            .key
+            .check_name_tag(ctx.probe_id, &format!("{body}|{bound}"), tag)
+    {
+        return None;
+    }
+    carriers
+        .iter()
+        .map(|c| c.name)
+        .find(|c| part == *c || part.strip_prefix(c).is_some_and(|r| r.starts_with('-')))
+}
+
+/// A name or path segment that is safe in any URL and any directory: only
+/// letters, digits, `-` and `_` (so no `/`, `..`, `%`, `@`, `?`, `#`, `\\`
+/// that a server or a proxy could turn into another path or host).
+pub fn plain_segment(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Whether `s` is exactly `n` lowercase hex digits.
+pub fn lower_hex(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The ownership rule of every [`tagged_name`]: `name` is exactly
+/// `runwarden-<probe id>-<carrier>[-<32 hex>]-<16 hex tag>`, made of
+/// [`plain_segment`] characters only, with a nonce exactly when
+/// `with_nonce(carrier)` says the carrier's plant puts one in the name,
+/// and its tag verifies under the run's key. Returns the carrier. Without
+/// a configured key the tag is public, but the form alone keeps every
+/// name outside this probe's namespace out of reach.
+pub fn owned_name(
+    ctx: &RunCtx<'_>,
+    carriers: &[Carrier],
+    name: &str,
+    bound: &str,
+    with_nonce: &dyn Fn(&str) -> bool,
+) -> Result<&'static str, String> {
+    let shown = crate::escape::bytes(name.as_bytes());
+    if !plain_segment(name) {
+        return Err(format!("{shown} is not a runwarden name"));
+    }
+    let c = tagged_carrier(ctx, carriers, name, bound)
+        .ok_or_else(|| format!("no plant of probe {} named {shown}", ctx.probe_id))?;
+    let rest = &name[format!("runwarden-{}-{c}-", ctx.probe_id).len()..];
+    let ok = match rest.split_once('-') {
+        None => !with_nonce(c) && lower_hex(rest, 16),
+        Some((n, tag)) => with_nonce(c) && lower_hex(n, 32) && lower_hex(tag, 16),
+    };
+    ok.then_some(c)
+        .ok_or_else(|| format!("{shown} is not the name a {c} plant makes"))
+}
+
+/// A journal entry that takes `entry` back: the server answered its write
+/// with a refusal or an error, so nothing was created. (Network surfaces
+/// journal each entry before its write, as every surface must, so that a
+/// probe killed mid-request still knows what to look for.)
+pub fn retraction(entry: &Value) -> Value {
+    serde_json::json!({ "retract": entry })
+}
+
+/// [`Surface::cleanup_all`] for journals that may hold retractions: a
+/// retracted entry and its retraction need no request and are not counted
+/// ([`CleanupOutcome::Superseded`]); every other entry goes to
+/// [`Surface::cleanup`].
+pub fn cleanup_unretracted(
+    entries: &[Value],
+    mut cleanup: impl FnMut(&Value) -> CleanupOutcome,
+) -> Vec<CleanupOutcome> {
+    let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
+    entries
+        .iter()
+        .map(|e| {
+            if e.get("retract").is_some() || retracted.contains(&e) {
+                CleanupOutcome::Superseded
+            } else {
+                cleanup(e)
+            }
+        })
+        .collect()
+}
+
+/// The engine's check before any removal: every entry [`Surface::owns`]
+/// refuses is [`CleanupOutcome::Foreign`] and never reaches the surface;
+/// the rest go to [`Surface::cleanup_all`] as one journal. One outcome per
+/// entry, in order. A retraction is checked by what it takes back (a
+/// foreign one could only keep an entry of ours from being removed).
+pub fn cleanup_owned(
+    inst: &dyn Surface,
+    ctx: &RunCtx<'_>,
+    entries: &[Value],
+) -> Vec<CleanupOutcome> {
+    let mut out: Vec<Option<CleanupOutcome>> = vec![None; entries.len()];
+    let mut owned = Vec::new();
+    let mut at = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        // A retraction is `{"retract": …}` and nothing else: an entry that
+        // also names something of its own would pass as the retraction
+        // and be removed as the other.
+        let checked = match e.get("retract") {
+            Some(_) if e.as_object().is_some_and(|o| o.len() != 1) => {
+                Err("a retraction that names something besides what it takes back".to_string())
+            }
+            Some(inner) => inst.owns(ctx, inner),
+            None => inst.owns(ctx, e),
+        };
+        match checked {
+            Ok(()) => {
+                owned.push(e.clone());
+                at.push(i);
+            }
+            Err(why) => {
+                out[i] = Some(CleanupOutcome::Foreign {
+                    reason: format!("not runwarden's: left alone ({why})"),
+                })
+            }
+        }
+    }
+    for (i, o) in at.into_iter().zip(inst.cleanup_all(&owned)) {
+        out[i] = Some(o);
+    }
+    out.into_iter()
+        .map(|o| {
+            o.unwrap_or(CleanupOutcome::Left {
+                reason: "cleanup never reported this entry".into(),
+            })
+        })
+        .collect()
+}
