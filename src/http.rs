@@ -421,35 +421,6 @@ impl LazyClient {
     }
 }
 
-/// Percent-encodes a path or query value: unreserved characters and `/`
-/// stay, everything else (spaces, `&`, `=`, `+`, `#`, `%`, non-ASCII)
-/// becomes `%XX`.
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Percent-encodes one path segment: like [`percent_encode`], and `/` too,
-/// so no value can become more than one segment; an empty segment, `.`
-/// and `..` (which a server or proxy would resolve, encoded or not) are
-/// refused.
-pub fn percent_segment(s: &str) -> Result<String, String> {
-    if s.is_empty() || s == "." || s == ".." {
-        return Err(format!(
-            "{} cannot be one path segment",
-            crate::escape::bytes(s.as_bytes())
-        ));
-    }
-    Ok(percent_encode(s).replace('/', "%2F"))
-}
-
 /// Whether `url` may be configured for a surface: http or https, and no
 /// credentials in it (URLs are shown in reports; credentials come from
 /// environment variables the config names).

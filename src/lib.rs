@@ -30,6 +30,7 @@ pub mod rendezvous;
 pub mod report;
 pub mod scan;
 pub mod signals;
+pub mod state;
 pub mod surface;
 pub mod sys;
 pub mod timed;

@@ -52,7 +52,9 @@ pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
 /// Compares two byte strings in time that does not depend on where they
 /// differ (a MAC check must not leak how much of a guess was right).
 pub fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    // Lengths are public (a MAC's is fixed); subtle returns false for
+    // slices of different lengths.
+    bool::from(subtle::ConstantTimeEq::ct_eq(a, b))
 }
 
 /// The marker key, as configured. Never printed, never written to a report

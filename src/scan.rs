@@ -99,7 +99,7 @@ impl Marked {
             match memchr::memchr(self.close, &self.carry[start..]) {
                 Some(end) => {
                     let raw = String::from_utf8_lossy(&self.carry[start..start + end]);
-                    each(&crate::loopback::percent_decode(&raw.replace("&amp;", "&")));
+                    each(&crate::wire::percent_decode(&raw.replace("&amp;", "&")));
                     at = start + end;
                     keep = keep.max(at);
                 }

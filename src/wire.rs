@@ -1,12 +1,13 @@
 //! Small readers and writers of wire formats that both the surfaces and the
-//! loopback services use: JWT claims (the runtime token) and JSON string
-//! arrays.
+//! loopback services use: JWT claims (the runtime token), JSON string
+//! arrays and percent-encoding.
 //!
 //! Why a module of its own: the loopback services must not import surface
 //! internals, nor the surfaces a loopback service, so what both read lives
 //! below both.
 
 use base64::Engine as _;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
 
 /// Unpadded base64url, as JWT parts are written.
@@ -86,4 +87,39 @@ pub fn string_array(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// What [`percent_encode`] leaves as it is: unreserved characters and `/`.
+const PATH: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// Percent-encodes a path or query value: unreserved characters and `/`
+/// stay, everything else (spaces, `&`, `=`, `+`, `#`, `%`, non-ASCII)
+/// becomes `%XX`.
+pub fn percent_encode(s: &str) -> String {
+    utf8_percent_encode(s, PATH).to_string()
+}
+
+/// Percent-encodes one path segment: like [`percent_encode`], and `/` too,
+/// so no value can become more than one segment; an empty segment, `.`
+/// and `..` (which a server or proxy would resolve, encoded or not) are
+/// refused.
+pub fn percent_segment(s: &str) -> Result<String, String> {
+    if s.is_empty() || s == "." || s == ".." {
+        return Err(format!(
+            "{} cannot be one path segment",
+            crate::escape::bytes(s.as_bytes())
+        ));
+    }
+    Ok(percent_encode(s).replace('/', "%2F"))
+}
+
+/// A path or URL: percent-decoded (`+` stays `+`; a `%` not followed by
+/// two hex digits stays as it is; bytes that are not UTF-8 become U+FFFD).
+pub fn percent_decode(s: &str) -> String {
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
 }

@@ -157,7 +157,7 @@ fn response_xml(path: &str, node: &Node, props: &[String]) -> String {
     } else {
         path.to_string()
     };
-    let href = crate::http::percent_encode(&shown);
+    let href = crate::wire::percent_encode(&shown);
     let (rtype, len) = match node {
         Node::Collection => ("<D:collection/>", String::new()),
         Node::File(d) => (
@@ -192,7 +192,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
             &[("WWW-Authenticate", "Basic realm=\"cache\"")],
         );
     }
-    let decoded = super::percent_decode(&raw_path);
+    let decoded = crate::wire::percent_decode(&raw_path);
     let path = match decoded.trim_end_matches('/') {
         "" => "/".to_string(),
         p => p.to_string(),
@@ -234,7 +234,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
                     .map(|k| {
                         format!(
                             "<a href=\"{}\">{}</a>",
-                            xml_escape(&crate::http::percent_encode(k)),
+                            xml_escape(&crate::wire::percent_encode(k)),
                             xml_escape(&k[prefix.len()..])
                         )
                     })
@@ -323,7 +323,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
             drop(st);
             let xml = format!(
                 "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>{}</D:href><D:propstat><D:prop/><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>",
-                xml_escape(&crate::http::percent_encode(&path))
+                xml_escape(&crate::wire::percent_encode(&path))
             );
             respond(
                 req,

@@ -182,27 +182,7 @@ pub fn query(url: &str) -> HashMap<String, String> {
 
 /// A query value: percent-decoded, `+` is a space.
 fn form_decode(s: &str) -> String {
-    percent_decode(&s.replace('+', "%20"))
-}
-
-/// A path or URL: percent-decoded (`+` stays `+`).
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::wire::percent_decode(&s.replace('+', "%20"))
 }
 
 /// The bearer token or basic-auth user of a request's Authorization

@@ -13,7 +13,8 @@
 //!
 //! Every request needs a bearer token it minted ([`NpmServer::token`]).
 
-use super::{json, lock, percent_decode, query, respond};
+use super::{json, lock, query, respond};
+use crate::wire::percent_decode;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};

@@ -12,7 +12,8 @@
 //! Every request needs basic auth with a user it minted
 //! ([`PypiServer::user`]).
 
-use super::{json, lock, percent_decode, respond};
+use super::{json, lock, respond};
+use crate::wire::percent_decode;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -201,7 +202,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
                     format!(
                         "<a href=\"../../+f/{}/{}\">{f}</a><br>",
                         normalize(project),
-                        crate::http::percent_encode(f)
+                        crate::wire::percent_encode(f)
                     )
                 })
                 .collect();

@@ -523,17 +523,17 @@ pub trait Surface {
 /// in its own `watch.rs`.
 pub trait Watchable {
     /// Streams everything run B's listing would see here, in
-    /// [`crate::watch::snapshot::key_order`], to `sink`.
+    /// [`crate::state::snapshot::key_order`], to `sink`.
     fn snapshot(
         &self,
-        ctx: &crate::watch::snapshot::WatchCtx,
-        sink: &mut crate::watch::snapshot::Sink<'_>,
-    ) -> Result<(), crate::watch::snapshot::SnapshotError>;
+        ctx: &crate::state::snapshot::WatchCtx,
+        sink: &mut crate::state::snapshot::Sink<'_>,
+    ) -> Result<(), crate::state::snapshot::SnapshotError>;
     /// The carriers a change the watched command made here would carry.
     fn carriers_of(
         &self,
-        change: &crate::watch::diff::Change,
-        before: &crate::watch::diff::Before,
+        change: &crate::state::diff::Change,
+        before: &crate::state::diff::Before,
     ) -> Vec<&'static str>;
     /// Why a snapshot cannot see what this carrier carries, for carriers
     /// it cannot (SKIPPED in watch mode with the reason).

@@ -7,9 +7,9 @@
 
 use runwarden::marker::Key;
 use runwarden::nonce::Nonce;
+use runwarden::state::diff::Differ;
+use runwarden::state::snapshot::{Reader, WatchCtx, Writer};
 use runwarden::surface::{self, PlantJob, PlantOutcome, RUNNER_PERSISTENCE, RunCtx};
-use runwarden::watch::diff::Differ;
-use runwarden::watch::snapshot::{Reader, WatchCtx, Writer};
 use serde_json::json;
 use std::collections::{BTreeSet, HashSet};
 

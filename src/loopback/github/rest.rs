@@ -174,7 +174,7 @@ fn checked(
     body: &[u8],
     port: u16,
 ) -> Reply {
-    let parts: Vec<String> = rest.split('/').map(super::super::percent_decode).collect();
+    let parts: Vec<String> = rest.split('/').map(crate::wire::percent_decode).collect();
     if parts.len() < 3 {
         return message(404, "Not Found");
     }

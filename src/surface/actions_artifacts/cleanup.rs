@@ -67,7 +67,7 @@ impl Instance {
             None => {
                 let path = format!(
                     "{rp}/actions/artifacts?name={}",
-                    crate::http::percent_encode(name)
+                    crate::wire::percent_encode(name)
                 );
                 // One that matches but names no id cannot be deleted, and
                 // is no "gone": left, and said.

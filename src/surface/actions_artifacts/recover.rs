@@ -136,7 +136,7 @@ impl Instance {
         let path = format!(
             "{}/actions/artifacts?name={}",
             self.repo_path(),
-            crate::http::percent_encode(name)
+            crate::wire::percent_encode(name)
         );
         let asking = format!(
             "asking {} for the artifact named {}",

@@ -3,8 +3,8 @@
 //! carry. An artifact is its name and id (names repeat across runs).
 
 use super::Instance;
-use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::state::diff::{Before, Change, ChangeKind};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 impl crate::surface::Watchable for Instance {
     fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {

@@ -186,8 +186,8 @@ impl Instance {
         let url = format!(
             "{}/repos/{repo}/actions/caches?key={}&ref={}",
             self.s.api_url,
-            crate::http::percent_encode(key),
-            crate::http::percent_encode(r)
+            crate::wire::percent_encode(key),
+            crate::wire::percent_encode(r)
         );
         match client.send(&self.rest_request(Method::DELETE, &url, token)) {
             Ok(resp) if matches!(resp.status, 200 | 204 | 404) => {}

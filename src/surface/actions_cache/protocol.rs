@@ -182,7 +182,7 @@ impl Instance {
             );
             if let Some(p) = prefix {
                 url.push_str("&key=");
-                url.push_str(&crate::http::percent_encode(p));
+                url.push_str(&crate::wire::percent_encode(p));
             }
             let resp = client
                 .send(&self.rest_request(Method::GET, &url, token))

@@ -4,8 +4,8 @@
 //! holds thousands of entries at most: 10 GB per repository).
 
 use super::{Instance, ListError};
-use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{
+use crate::state::diff::{Before, Change, ChangeKind};
+use crate::state::snapshot::{
     Entry, Sink, SnapshotError, WatchCtx, component, emit_sorted, listed,
 };
 

@@ -14,10 +14,10 @@
 //! not a regular file.
 
 use super::{CONTENT_WINDOW, Instance, fill};
+use crate::state::diff::{Before, Change, ChangeKind};
+use crate::state::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
 use crate::surface::RUNNER_PERSISTENCE;
 use crate::sys::Stat;
-use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
 use crate::{escape, sys};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -226,7 +226,7 @@ fn name_carrier(kind: &str) -> &'static str {
 /// (from its first snapshot to now, with two seconds' slack for coarse
 /// clocks), and not after its change time (every write moves both; only a
 /// time set by hand can put the mtime ahead).
-fn made_during(e: &crate::watch::snapshot::Entry, before: &Before) -> bool {
+fn made_during(e: &crate::state::snapshot::Entry, before: &Before) -> bool {
     let time = |k: &str| -> Option<(i64, i64)> {
         let (s, n) = e.attrs.get(k)?.split_once('.')?;
         Some((s.parse().ok()?, n.parse().ok()?))

@@ -5,8 +5,8 @@
 //! ([`emit_sorted`]): ls-remote gives no order both snapshots could share.
 
 use super::Instance;
-use crate::watch::diff::{Before, Change, ChangeKind};
-use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::state::diff::{Before, Change, ChangeKind};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 /// A new commit (an object id no ref named before) carries everything a
 /// commit holds.

@@ -146,7 +146,7 @@ impl Instance {
             // One path segment, whatever the value says: an id is a number,
             // a name is encoded whole (`/` too).
             let id = match &r {
-                Value::String(s) => match crate::http::percent_segment(s) {
+                Value::String(s) => match crate::wire::percent_segment(s) {
                     Ok(seg) => seg,
                     Err(reason) => return CleanupOutcome::Left { reason },
                 },

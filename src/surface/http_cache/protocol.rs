@@ -58,7 +58,7 @@ impl Instance {
     }
 
     pub(super) fn url_of(&self, name: &str) -> String {
-        format!("{}{}", self.s.url, crate::http::percent_encode(name))
+        format!("{}{}", self.s.url, crate::wire::percent_encode(name))
     }
 
     /// One request; `Err` when there was no answer.

@@ -5,8 +5,8 @@
 
 use super::Instance;
 use super::protocol::ListError;
-use crate::watch::diff::{Before, Change};
-use crate::watch::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 impl crate::surface::Watchable for Instance {
     fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {

@@ -126,7 +126,7 @@ fn parse_proxy(url: &str) -> Option<ProxyUrl> {
     };
     let authority = rest.split('/').next()?;
     let (userinfo, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(crate::loopback::percent_decode(u)), h),
+        Some((u, h)) => (Some(crate::wire::percent_decode(u)), h),
         None => (None, authority),
     };
     let (host, port) = match hostport.strip_prefix('[') {

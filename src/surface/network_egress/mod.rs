@@ -273,7 +273,7 @@ impl SurfaceType for NetworkEgress {
             let authority = p.split("://").last().unwrap_or(p);
             if let Some((raw, _)) = authority.split('/').next().unwrap_or("").rsplit_once('@') {
                 secrets.push(raw.to_string());
-                secrets.push(crate::loopback::percent_decode(raw));
+                secrets.push(crate::wire::percent_decode(raw));
             }
         }
         secrets.iter().for_each(|t| crate::redact::add(t));

@@ -148,7 +148,7 @@ impl Instance {
             let url = format!(
                 "{}-/v1/search?text={}&size={PAGE}&from={from}",
                 self.s.url,
-                crate::http::percent_encode(text)
+                crate::wire::percent_encode(text)
             );
             let r = self
                 .call(Method::GET, &url, None)

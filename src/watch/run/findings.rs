@@ -5,11 +5,11 @@
 use super::{Seen, Watch, shown};
 use crate::plan::Location;
 use crate::report::{CANARY_TYPE, Canaries, Cleanup, Finding, Leftover, Observation};
+use crate::state::diff::{Change, ChangeKind};
+use crate::state::snapshot::SnapshotError;
 use crate::surface::{self, Persistence, SurfaceType, Watchable};
 use crate::verdict::{self, Control, Watched};
 use crate::watch::canary;
-use crate::watch::diff::{Change, ChangeKind};
-use crate::watch::snapshot::SnapshotError;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

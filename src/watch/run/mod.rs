@@ -22,11 +22,11 @@ mod workdir;
 pub use saved::{Resumed, load};
 
 use super::canary::{self, Armed, Detector, Spec};
-use super::diff::{Before, Change, Differ};
-use super::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
 use crate::marker::Key;
 use crate::plan::Plan;
 use crate::report::{self, Cleanup, KeyKind, Mode, Report, Runs, Summary, Tool};
+use crate::state::diff::{Before, Change, Differ};
+use crate::state::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
 use crate::surface::{self, Surface, Watchable};
 use crate::timefmt;
 use std::collections::HashSet;

@@ -11,8 +11,8 @@
 
 use super::{First, Inst, Watch, WorkDir, before_path, ctx_of, shown};
 use crate::plan::{ConfigSource, Plan};
+use crate::state::snapshot::SnapshotError;
 use crate::watch::canary::{self, Armed, Detector, Spec};
-use crate::watch::snapshot::SnapshotError;
 use crate::{surface, timefmt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -53,7 +53,7 @@ fn settings_digests(plan: &Plan) -> Vec<String> {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    crate::watch::snapshot::hex({
+    crate::state::snapshot::hex({
         let mut h = Sha256::new();
         h.update(bytes);
         h
