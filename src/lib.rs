@@ -15,6 +15,7 @@ pub mod config;
 pub mod discover;
 pub mod engine;
 pub mod escape;
+pub mod fault;
 pub mod git;
 pub mod github;
 pub mod http;
