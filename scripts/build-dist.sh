@@ -20,8 +20,10 @@ export CARGO_INCREMENTAL=0
 export RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" --remap-path-prefix=$HOME=/home --remap-path-prefix=$PWD=/src"
 cargo build --release --locked --target "$target" --target-dir target/dist
 install -D -m 0755 "target/dist/$target/release/runwarden" "dist/$platform/runwarden"
-# The man page, generated from the same command line definition.
-"dist/$platform/runwarden" man > dist/runwarden.1
+# The man pages (one per command), generated from the same command line
+# definition.
+rm -rf dist/man dist/runwarden.1 && mkdir -p dist/man
+"dist/$platform/runwarden" man --dir dist/man >/dev/null
 (cd dist && sha256sum */runwarden > SHA256SUMS)
 cat dist/SHA256SUMS
 ls -l "dist/$platform/runwarden"

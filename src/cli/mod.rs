@@ -8,6 +8,7 @@
 
 mod action;
 mod commands;
+mod man;
 mod outputs;
 mod publish;
 mod rendezvous;
@@ -90,6 +91,12 @@ pub enum Cmd {
     Carriers {
         #[arg(long, value_enum, default_value_t = CatalogFormat::Table)]
         format: CatalogFormat,
+        /// Why hidden: this command prints what it was asked for, so the
+        /// global `--quiet` has nothing to leave out here; defining it hides
+        /// it from this command's help (clap propagates a global only where
+        /// the id is not defined) while still accepting it.
+        #[arg(short, long, hide = true)]
+        quiet: bool,
     },
     /// Inspect this environment and propose a starter config.
     Discover {
@@ -104,9 +111,30 @@ pub enum Cmd {
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+        /// Why hidden: this command prints what it was asked for, so the
+        /// global `--quiet` has nothing to leave out here; defining it hides
+        /// it from this command's help (clap propagates a global only where
+        /// the id is not defined) while still accepting it.
+        #[arg(short, long, hide = true)]
+        quiet: bool,
     },
-    /// Print the man page (roff), generated from this command line.
-    Man,
+    /// Print a man page (roff), generated from this command line: the
+    /// top page, or COMMAND's page (runwarden-COMMAND); with --dir, write
+    /// every page there.
+    Man {
+        /// The command whose page to print (`probe`, `watch`, …).
+        command: Option<String>,
+        /// Write every page (runwarden.1, runwarden-probe.1, …) into DIR
+        /// and print their paths.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        dir: Option<PathBuf>,
+        /// Why hidden: this command prints what it was asked for, so the
+        /// global `--quiet` has nothing to leave out here; defining it hides
+        /// it from this command's help (clap propagates a global only where
+        /// the id is not defined) while still accepting it.
+        #[arg(short, long, hide = true)]
+        quiet: bool,
+    },
     /// Internal: one run (A or B) of a probe. Reads a request on stdin.
     #[command(name = "__run", hide = true)]
     Run,
@@ -424,23 +452,15 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
     QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     match cli.command {
         Cmd::Run => Ok(crate::child::run()),
-        Cmd::Completions { shell } => {
+        Cmd::Completions { shell, .. } => {
             use clap::CommandFactory;
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "runwarden", &mut out);
             print_stdout(&String::from_utf8_lossy(&out))?;
             Ok(0)
         }
-        Cmd::Man => {
-            use clap::CommandFactory;
-            let mut out = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut out)
-                .map_err(|e| Failure::Other(format!("cannot render the man page: {e}")))?;
-            print_stdout(&String::from_utf8_lossy(&out))?;
-            Ok(0)
-        }
-        Cmd::Carriers { format } => {
+        Cmd::Man { command, dir, .. } => man::man(command.as_deref(), dir.as_deref()),
+        Cmd::Carriers { format, .. } => {
             let text = match format {
                 CatalogFormat::Table => output::carriers::table(),
                 CatalogFormat::Json => output::carriers::json(),

@@ -412,6 +412,83 @@ fn quiet_output_completions_and_man() {
     );
 }
 
+/// One man page per command, each with its exit status; every page a page
+/// refers to exists; the config reference lists every surface type with
+/// its keys; and `-q` is not offered where it means nothing.
+#[test]
+fn every_command_has_a_man_page_and_every_reference_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pages: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for cmd in [
+        "probe",
+        "plant",
+        "recover",
+        "cleanup",
+        "merge",
+        "publish",
+        "watch",
+        "check-config",
+    ] {
+        assert!(
+            pages.contains(&format!("runwarden-{cmd}.1")),
+            "{cmd}: {pages:?}"
+        );
+    }
+    assert!(
+        !pages
+            .iter()
+            .any(|p| p.contains("-run.") || p.contains("-help.")),
+        "{pages:?}"
+    );
+    for page in &pages {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".SH \"EXIT STATUS\""), "{page}");
+        let text = text.replace("\\-", "-");
+        for (at, _) in text.match_indices("(1)") {
+            let name = text[..at]
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .next()
+                .unwrap();
+            assert!(
+                pages.contains(&format!("{name}.1")),
+                "{page} refers to {name}(1)"
+            );
+        }
+    }
+    let probe = std::fs::read_to_string(dir.path().join("runwarden-probe.1"))
+        .unwrap()
+        .replace("\\-", "-");
+    for t in ["filesystem", "git-remote", "github-api", "network-egress"] {
+        assert!(probe.contains(&format!("type: {t}")), "{t}");
+    }
+    assert!(probe.contains("content-reads") && probe.contains(".SH CONFIGURATION"));
+    let watch = bin().args(["man", "watch"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&watch.stdout).contains("canary"));
+    let help = |cmd: &str| {
+        let o = bin().args([cmd, "--help"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(help("probe").contains("--quiet"));
+    for cmd in ["man", "completions", "carriers"] {
+        assert!(!help(cmd).contains("--quiet"), "{cmd}");
+    }
+    let none = bin().args(["man", "nosuch"]).output().unwrap();
+    assert_eq!(none.status.code(), Some(2));
+}
+
 /// A path that does not exist here is valid (it may exist on the runner),
 /// with a warning; a probe of it gives one clear row for the surface, and
 /// the report still has every carrier's finding.

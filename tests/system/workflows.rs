@@ -99,7 +99,10 @@ fn the_docs_workflows_lint_clean_with_their_labels_configured() {
     let wf = dir.path().join(".github/workflows");
     std::fs::create_dir_all(&wf).unwrap();
     let found = doc_workflows();
-    assert!(found.len() >= 5, "the docs show complete workflows: {found:?}");
+    assert!(
+        found.len() >= 5,
+        "the docs show complete workflows: {found:?}"
+    );
     let mut files = vec![];
     for (i, (_, body)) in found.iter().enumerate() {
         let f = wf.join(format!("doc-{i}.yml"));
@@ -111,7 +114,11 @@ fn the_docs_workflows_lint_clean_with_their_labels_configured() {
     // actionlint reports it...
     let out = actionlint(dir.path(), &args);
     assert!(!out.status.success(), "{}", shown(&out));
-    assert!(shown(&out).contains(r#"label "agents" is unknown"#), "{}", shown(&out));
+    assert!(
+        shown(&out).contains(r#"label "agents" is unknown"#),
+        "{}",
+        shown(&out)
+    );
     // ...and with it listed in .github/actionlint.yaml (as docs/action.md
     // says), every example is clean.
     std::fs::write(
@@ -136,7 +143,10 @@ fn the_docs_workflows_lint_clean_with_their_labels_configured() {
 fn the_docs_pin_every_action_but_runwarden_s_own_by_commit() {
     for (at, body) in doc_yaml() {
         for line in body.lines().map(str::trim) {
-            let Some(uses) = line.strip_prefix("- uses: ").or(line.strip_prefix("uses: ")) else {
+            let Some(uses) = line
+                .strip_prefix("- uses: ")
+                .or(line.strip_prefix("uses: "))
+            else {
                 continue;
             };
             if uses.starts_with("runwarden/action") {
