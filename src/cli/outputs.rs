@@ -88,6 +88,15 @@ pub(super) fn write_outputs(
     }
     if let Some((_, out)) = sarif_out {
         out.write(&output::sarif::render(report, &ctx))?;
+        let cut = output::sarif::left_out(report);
+        if cut > 0 {
+            // Printed even with --quiet: a SARIF never drops a finding
+            // silently.
+            super::error(&format!(
+                "warning: the SARIF holds {} results, code scanning's limit per run: {cut} more (AUTHORIZED first, then ERROR) are only in the report",
+                output::sarif::MAX_RESULTS
+            ));
+        }
     }
     if format == Format::Github && report.mode != Mode::Cleanup {
         github_files(

@@ -37,7 +37,10 @@ fn annotation(kind: &str, f: &Finding, ctx: &Context, title: &str) -> String {
     let mut props = Vec::new();
     if let Some((uri, line, col)) = ctx.location(f) {
         // The runner wants a path; uris are percent-encoded.
-        props.push(format!("file={}", property(&super::repo::decode(&uri))));
+        props.push(format!(
+            "file={}",
+            property(&crate::wire::percent_decode(&uri))
+        ));
         props.push(format!("line={line}"));
         props.push(format!("col={col}"));
     }

@@ -85,8 +85,10 @@ impl Context {
 
     /// Where a result points when its surface has no config entry in the
     /// repository (a discovered config): the step of the workflow file
-    /// that runs runwarden, else the first line of a real file at the
-    /// repository root.
+    /// that runs runwarden, else the first line of the repository's
+    /// README. Never any other file at the root: that may be one runwarden
+    /// itself is writing (an output's `.runwarden-XXXXXX` before its
+    /// rename), or one that comes and goes between runs.
     fn fallback(&self) -> Option<(String, u64, u64)> {
         if let Some(w) = self.workflow.as_deref()
             && let Some(uri) = self.uri(&self.root.join(w).to_string_lossy())
@@ -100,19 +102,20 @@ impl Context {
                 .unwrap_or(1);
             return Some((uri, line, 1));
         }
-        let mut names: Vec<PathBuf> = std::fs::read_dir(&self.root)
-            .ok()?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file())
-            .collect();
-        names.sort();
-        let preferred = ["README.md", "README", "readme.md"];
-        let pick = preferred
+        ["README.md", "README", "readme.md"]
             .iter()
             .map(|n| self.root.join(n))
             .find(|p| p.is_file())
-            .or_else(|| names.into_iter().next())?;
-        Some((self.uri(&pick.to_string_lossy())?, 1, 1))
+            .and_then(|p| Some((self.uri(&p.to_string_lossy())?, 1, 1)))
+    }
+
+    /// Where a SARIF result points: [`Context::location`], else
+    /// [`PSEUDO_LOCATION`]. A SARIF result needs a location (one without
+    /// fails the whole upload), and leaving a finding out would make code
+    /// scanning take its absence for a fix.
+    pub fn sarif_location(&self, f: &Finding) -> (String, u64, u64) {
+        self.location(f)
+            .unwrap_or_else(|| (PSEUDO_LOCATION.to_string(), 1, 1))
     }
 
     pub fn location(&self, f: &Finding) -> Option<(String, u64, u64)> {
@@ -122,6 +125,13 @@ impl Context {
             .or_else(|| self.fallback())
     }
 }
+
+/// Where SARIF results point when nothing in the checkout can be pointed
+/// at (outside a repository, no workflow file, no README): the path a
+/// config would have, the same on every run so that alerts stay matched.
+/// It is repo-relative and not empty, as code scanning requires; when no
+/// such file exists there is no source line to show.
+pub const PSEUDO_LOCATION: &str = ".github/runwarden.yml";
 
 /// The code scanning category of a report: `runwarden`, and for a report
 /// with a label (one runner of a fleet) `runwarden/<label>`, so that the
@@ -142,45 +152,20 @@ pub fn default_category(report: &Report) -> String {
     }
 }
 
-/// Percent-encodes one path segment for a uri (RFC 3986 unreserved and a
-/// few sub-delimiters stay as they are).
-fn encode(segment: &str) -> String {
-    let mut out = String::new();
-    for b in segment.bytes() {
-        match b {
-            b'A'..=b'Z'
-            | b'a'..=b'z'
-            | b'0'..=b'9'
-            | b'-'
-            | b'.'
-            | b'_'
-            | b'~'
-            | b'+'
-            | b'='
-            | b'@' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
+/// What a uri segment keeps as it is: RFC 3986 unreserved characters and a
+/// few sub-delimiters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'+')
+    .remove(b'=')
+    .remove(b'@');
 
-pub fn decode(seg: &str) -> String {
-    let b = seg.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&seg[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Percent-encodes one path segment for a uri.
+fn encode(segment: &str) -> String {
+    percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
 }
 
 #[cfg(test)]
@@ -190,6 +175,6 @@ mod tests {
     #[test]
     fn uris_are_encoded_and_decoded() {
         assert_eq!(encode("a b#c"), "a%20b%23c");
-        assert_eq!(decode("a%20b%23c"), "a b#c");
+        assert_eq!(crate::wire::percent_decode("a%20b%23c"), "a b#c");
     }
 }

@@ -4,10 +4,11 @@
 //! [`super::comment`].)
 
 use super::github::{docs_link, summary_within};
-use super::repo::{Context, decode};
+use super::repo::Context;
 use super::sarif::truncate as clip;
 use crate::report::{Finding, Report};
 use crate::verdict::Verdict;
+use crate::wire::percent_decode as decode;
 
 /// A check run's summary (GitHub: at most 65,535 characters), with room.
 pub const CHECK_SUMMARY_BUDGET: usize = 60 * 1024;

@@ -3,16 +3,18 @@
 //! One rule per surface type and carrier (`runwarden/<type>/<carrier>`).
 //! FAIL is an `error` result, ERROR a `warning`, AUTHORIZED a `note` with an
 //! external suppression naming the declaration; SKIPPED and PASS are not
-//! results. Every result has a repo-relative location (the surface's entry
-//! in the config, or a fallback for a discovered config) and the
+//! results, FAIL first (code scanning takes 25,000 per run). Every result
+//! has a repo-relative location (the surface's entry in the config, a
+//! fallback for a discovered config, else a stable stand-in: none is ever
+//! dropped for want of one) and the
 //! `primaryLocationLineHash` fingerprint computed the way
 //! github/codeql-action computes it.
 
 pub use super::repo::Context;
-use super::repo::decode;
 use crate::report::Report;
 use crate::surface::{self, Persistence};
 use crate::verdict::Verdict;
+use crate::wire::percent_decode as decode;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
@@ -81,6 +83,34 @@ pub(super) fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// Code scanning's limit of results per run; the rest are left out (and
+/// [`left_out`] says how many).
+pub const MAX_RESULTS: usize = 25_000;
+
+/// The findings that are SARIF results, FAIL first, then ERROR, then
+/// AUTHORIZED: when the limit cuts, what fails the run is kept.
+fn resulting(report: &Report) -> Vec<&crate::report::Finding> {
+    let rank = |v: Verdict| match v {
+        Verdict::Fail => Some(0),
+        Verdict::Error => Some(1),
+        Verdict::Authorized => Some(2),
+        Verdict::Skipped | Verdict::Pass => None,
+    };
+    let mut v: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| rank(f.verdict).is_some())
+        .collect();
+    v.sort_by_key(|f| rank(f.verdict));
+    v
+}
+
+/// How many findings [`render`] leaves out of a report's SARIF (over
+/// [`MAX_RESULTS`]); whoever writes the SARIF says so.
+pub fn left_out(report: &Report) -> usize {
+    resulting(report).len().saturating_sub(MAX_RESULTS)
+}
+
 /// The SARIF log for a report.
 pub fn render(report: &Report, ctx: &Context) -> String {
     // Rules: every carrier of every surface type in the report, in the
@@ -98,18 +128,17 @@ pub fn render(report: &Report, ctx: &Context) -> String {
     }
     let mut hashes: HashMap<String, HashMap<u64, String>> = HashMap::new();
     let mut results = Vec::new();
-    for f in &report.findings {
+    for f in resulting(report) {
         let (level, title) = match f.verdict {
             Verdict::Fail => ("error", "Undeclared channel"),
             Verdict::Error => ("warning", "Probe error on channel"),
             Verdict::Authorized => ("note", "Declared channel"),
             Verdict::Skipped | Verdict::Pass => continue,
         };
-        // A result without a location fails the whole upload: leave it out
-        // (it stays in the report and the exit code).
-        let Some((uri, line, column)) = ctx.location(f) else {
-            continue;
-        };
+        if results.len() == MAX_RESULTS {
+            break;
+        }
+        let (uri, line, column) = ctx.sarif_location(f);
         let id = rule_id(&f.surface_type, &f.carrier);
         let side = f.side().map(|s| format!("@{s}")).unwrap_or_default();
         let line_hash = hashes

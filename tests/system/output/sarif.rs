@@ -240,3 +240,85 @@ fn an_unwritable_sarif_path_is_exit_2_before_any_work() {
             .is_none()
     );
 }
+
+/// Outside a repository (no workflow file, no README), with a discovered
+/// config: every FAIL, ERROR and AUTHORIZED is a result, at the stable
+/// pseudo-location, never at a file runwarden itself is writing.
+#[test]
+fn outside_a_repository_no_finding_is_dropped_and_none_points_at_a_temp_file() {
+    let root = tempfile::tempdir().unwrap();
+    let tmp = root.path().join("tmp");
+    let home = root.path().join("home");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let out = bin()
+        .current_dir(root.path())
+        .env_remove("GITHUB_WORKSPACE")
+        .env_remove("GITHUB_WORKFLOW_REF")
+        .env("TMPDIR", &tmp)
+        .env("HOME", &home)
+        .args(["probe", "--sarif", "out.sarif", "--report", "r.json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sarif_path = root.path().join("out.sarif");
+    assert_schema_valid(&sarif_path);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(sarif_path).unwrap()).unwrap();
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.path().join("r.json")).unwrap())
+            .unwrap();
+    let shown = ["fail", "error", "authorized"]
+        .iter()
+        .map(|k| r["summary"][k].as_u64().unwrap())
+        .sum::<u64>();
+    let results = s["runs"][0]["results"].as_array().unwrap();
+    assert!(shown > 0);
+    assert_eq!(results.len() as u64, shown, "a finding was dropped");
+    for res in results {
+        let loc = &res["locations"][0]["physicalLocation"];
+        assert_eq!(loc["artifactLocation"]["uri"], ".github/runwarden.yml");
+        assert_eq!(loc["region"]["startLine"], 1);
+    }
+}
+
+/// Past code scanning's 25,000 results per run, the SARIF keeps what fails
+/// the run first, and says how many it left out.
+#[test]
+fn past_the_results_limit_fails_are_kept_and_the_cut_is_counted() {
+    use runwarden::verdict::Verdict;
+    let mut findings = vec![];
+    for i in 0..25_002 {
+        let v = if i < 3 {
+            Verdict::Authorized
+        } else {
+            Verdict::Fail
+        };
+        findings.push(finding(&format!("c{i}"), v, "d"));
+    }
+    findings.push(finding("last", Verdict::Error, "d"));
+    let report = report_of(findings);
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = runwarden::output::sarif::Context {
+        root: dir.path().into(),
+        cwd: dir.path().into(),
+        automation_id: "runwarden/1".into(),
+        workflow: None,
+    };
+    let s: Value = serde_json::from_str(&runwarden::output::sarif::render(&report, &ctx)).unwrap();
+    let results = s["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), runwarden::output::sarif::MAX_RESULTS);
+    assert_eq!(runwarden::output::sarif::left_out(&report), 3);
+    assert!(
+        results.iter().all(|r| r["level"] != "note"),
+        "AUTHORIZED goes first"
+    );
+    assert!(
+        results.iter().any(|r| r["level"] == "warning"),
+        "ERROR is kept"
+    );
+}
