@@ -11,11 +11,13 @@
 //! input: [`comment_state`] reads only well-formed entries.
 
 use super::github::docs_link;
-use super::markdown::{cell, text, word};
+use super::groups::{Group, by_surface, first};
+use super::markdown::{cell, close_link, text, word};
 use super::review::{headline, side};
 use super::sarif::truncate as clip;
 use crate::marker::Key;
 use crate::report::{Finding, Report};
+use crate::verdict::Verdict;
 use base64::Engine as _;
 use sha2::Digest as _;
 use std::collections::BTreeMap;
@@ -102,6 +104,32 @@ pub struct State {
     /// The run's exit code (1: a FAIL, an ERROR or a planted entry left).
     pub exit: Option<i64>,
     pub verdicts: Verdicts,
+    /// What the state kept of the verdicts when all of them would not
+    /// fit in the comment ([`STATE_BUDGET`]).
+    pub kept: Kept,
+}
+
+/// How much of a run's verdicts a state line holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Every channel's.
+    All,
+    /// Every channel's but the PASSes: a channel not listed passed (or
+    /// was not there).
+    NotPass,
+    /// None: even the others were too many.
+    None,
+}
+
+/// The most a state line may take of a comment (its verdicts in base64
+/// JSON): past it, the PASSes are left out, and past that every verdict.
+pub const STATE_BUDGET: usize = 24 * 1024;
+
+fn not_pass(v: &Verdicts) -> Verdicts {
+    v.iter()
+        .filter(|(_, v)| v.as_str() != "pass")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 impl State {
@@ -111,14 +139,21 @@ impl State {
             sha: sha.map(str::to_string),
             exit: Some(i64::from(report.exit_code())),
             verdicts: verdicts(report),
+            kept: Kept::All,
         }
     }
 
     /// Whether a new comment would say something else: a verdict, or
     /// whether the run failed (a planted entry left turns it red with
-    /// every verdict the same).
+    /// every verdict the same). Verdicts are compared as far as both
+    /// states kept them.
     pub fn differs(&self, other: &State) -> bool {
-        self.verdicts != other.verdicts || self.exit != other.exit
+        let verdicts = match (self.kept, other.kept) {
+            (Kept::None, _) | (_, Kept::None) => true,
+            (Kept::All, Kept::All) => self.verdicts != other.verdicts,
+            _ => not_pass(&self.verdicts) != not_pass(&other.verdicts),
+        };
+        verdicts || self.exit != other.exit
     }
 }
 
@@ -181,10 +216,17 @@ pub fn comment_state(body: &str, marker: &str, key: &Key, at: &str) -> Read {
             .filter(|s| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()))
             .map(str::to_string);
         let exit = v["exit"].as_i64().filter(|e| matches!(e, 0 | 1));
+        let kept = match v["kept"].as_str() {
+            None | Some("all") => Kept::All,
+            Some("not-pass") => Kept::NotPass,
+            Some("none") => Kept::None,
+            Some(_) => return None,
+        };
         Some(State {
             sha,
             exit,
             verdicts,
+            kept,
         })
     };
     match parse() {
@@ -214,11 +256,16 @@ pub enum Earlier<'a> {
     State(&'a State),
 }
 
+/// At most this many channel names in one line of the comment (a list of
+/// changes, a surface's open carriers); the rest are counted.
+const NAMES: usize = 20;
+
 /// The sticky comment: marker, headline, what changed since `earlier`, the
-/// counts and every FAIL, ERROR and AUTHORIZED channel, then this run's
-/// state. Cut to [`COMMENT_BUDGET`].
+/// counts, one row per surface with what is open there and where to read
+/// how to close it, then every FAIL, ERROR and AUTHORIZED channel in a
+/// collapsed table, then this run's state. Cut to [`COMMENT_BUDGET`],
+/// saying what was cut.
 pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -> String {
-    let now = verdicts(report);
     let marker = marker(report);
     let mut out = marker.clone() + "\n";
     let icon = if report.exit_code() != 0 {
@@ -230,42 +277,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     if let Some(label) = &report.label {
         let _ = writeln!(out, "Runner: {}\n", text(label));
     }
-    match earlier {
-        Earlier::None => out += "First run on this pull request.\n\n",
-        Earlier::Unreadable => {
-            out += "The earlier state of this comment could not be read (edited?): no comparison this time.\n\n"
-        }
-        Earlier::State(b) => {
-            let since = b
-                .sha
-                .as_deref()
-                .map(|s| format!(" (at {})", text(s.get(..7).unwrap_or(s))))
-                .unwrap_or_default();
-            let c = changes(&b.verdicts, &now);
-            if c.is_empty() {
-                let _ = writeln!(out, "**No channel changed since the last run{since}.**\n");
-            } else {
-                let _ = writeln!(out, "**Since the last run{since}:**\n");
-                let list = |v: &[String]| v.iter().map(|k| word(k)).collect::<Vec<_>>().join(", ");
-                if !c.opened.is_empty() {
-                    let _ = writeln!(out, "- newly open: {}", list(&c.opened));
-                }
-                if !c.closed.is_empty() {
-                    let _ = writeln!(out, "- newly closed: {}", list(&c.closed));
-                }
-                for (k, b, n) in &c.other {
-                    let _ = writeln!(
-                        out,
-                        "- {}: {} → {}",
-                        word(k),
-                        word(b).to_uppercase(),
-                        word(n).to_uppercase()
-                    );
-                }
-                out.push('\n');
-            }
-        }
-    }
+    out += &since(report, earlier);
     let s = &report.summary;
     let _ = writeln!(
         out,
@@ -279,40 +291,162 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
             report.cleanup.left.len()
         );
     }
+    let state = state_line(&State::of(report, cx.sha), &marker, cx.key, cx.at);
+    let footer = footer(cx);
+    let room = |out: &str, more: usize| {
+        out.len() + more + footer.len() + state.len() + 300 <= COMMENT_BUDGET
+    };
+    surfaces(&mut out, report, &room);
+    channels(&mut out, report, &room);
+    out += &footer;
+    out += &state;
+    out
+}
+
+/// What changed since the earlier comment's run.
+fn since(report: &Report, earlier: Earlier<'_>) -> String {
+    let b = match earlier {
+        Earlier::None => return "First run on this pull request.\n\n".into(),
+        Earlier::Unreadable => {
+            return "The earlier state of this comment could not be read (edited?): no comparison this time.\n\n".into();
+        }
+        Earlier::State(b) => b,
+    };
+    if b.kept == Kept::None {
+        return "The earlier run had too many channels to remember in its comment: no comparison this time.\n\n".into();
+    }
+    let now = verdicts(report);
+    let mut before = b.verdicts.clone();
+    if b.kept == Kept::NotPass {
+        // A channel the earlier state does not list passed (or was not
+        // there): its PASSes were left out to fit.
+        for k in now.keys() {
+            before.entry(k.clone()).or_insert_with(|| "pass".into());
+        }
+    }
+    let at = b
+        .sha
+        .as_deref()
+        .map(|s| format!(" (at {})", text(s.get(..7).unwrap_or(s))))
+        .unwrap_or_default();
+    let c = changes(&before, &now);
+    if c.is_empty() {
+        return format!("**No channel changed since the last run{at}.**\n\n");
+    }
+    let mut out = format!("**Since the last run{at}:**\n\n");
+    let list = |v: &[String]| first(v, NAMES, word);
+    if !c.opened.is_empty() {
+        let _ = writeln!(
+            out,
+            "- newly open ({}): {}",
+            c.opened.len(),
+            list(&c.opened)
+        );
+    }
+    if !c.closed.is_empty() {
+        let _ = writeln!(
+            out,
+            "- newly closed ({}): {}",
+            c.closed.len(),
+            list(&c.closed)
+        );
+    }
+    for (k, b, n) in c.other.iter().take(NAMES) {
+        let _ = writeln!(
+            out,
+            "- {}: {} → {}",
+            word(k),
+            word(b).to_uppercase(),
+            word(n).to_uppercase()
+        );
+    }
+    if c.other.len() > NAMES {
+        let _ = writeln!(out, "- … {} more other changes", c.other.len() - NAMES);
+    }
+    out.push('\n');
+    out
+}
+
+/// One row per surface with anything but PASS and SKIPPED: what is open,
+/// what broke, what is declared, and where to read how to close it.
+fn surfaces(out: &mut String, report: &Report, room: &dyn Fn(&str, usize) -> bool) {
+    let groups: Vec<Group<'_>> = by_surface(report)
+        .into_iter()
+        .filter(|g| !g.quiet())
+        .collect();
+    if groups.is_empty() {
+        return;
+    }
+    *out +=
+        "| Surface | Open (undeclared) | Errors | Declared | |\n| --- | --- | --- | --- | --- |\n";
+    for (i, g) in groups.iter().enumerate() {
+        let list = |v: Verdict| {
+            let names = g.carriers(v);
+            match names.len() {
+                0 => "0".to_string(),
+                n => format!("{n}: {}", first(&names, NAMES, word)),
+            }
+        };
+        let row = format!(
+            "| {} ({}) | {} | {} | {} | [close it]({}) |\n",
+            word(g.surface),
+            word(g.surface_type),
+            list(Verdict::Fail),
+            list(Verdict::Error),
+            list(Verdict::Authorized),
+            close_link(g.surface_type)
+        );
+        if !room(out, row.len()) {
+            let _ = writeln!(
+                out,
+                "\n{} more surfaces are in the job summary and the report.",
+                groups.len() - i
+            );
+            break;
+        }
+        *out += &row;
+    }
+    out.push('\n');
+}
+
+/// Every FAIL, ERROR and AUTHORIZED channel, worst first, in a collapsed
+/// table (the surfaces above say the same in short).
+fn channels(out: &mut String, report: &Report, room: &dyn Fn(&str, usize) -> bool) {
     let mut rows: Vec<&Finding> = report
         .findings
         .iter()
         .filter(|f| f.verdict.is_shown())
         .collect();
-    rows.sort_by_key(|f| f.verdict);
-    let state = state_line(&State::of(report, cx.sha), &marker, cx.key, cx.at);
-    let footer = footer(cx);
-    if !rows.is_empty() {
-        out += "| Verdict | Channel | Detail |\n| --- | --- | --- |\n";
-        for (i, f) in rows.iter().enumerate() {
-            let row = format!(
-                "| {} | [{}]({}){} | {} |\n",
-                f.verdict.as_str().to_uppercase(),
-                word(&f.channel),
-                docs_link(f),
-                cell(&side(f)),
-                cell(&clip(&f.detail, 600))
-            );
-            if out.len() + row.len() + footer.len() + state.len() + 200 > COMMENT_BUDGET {
-                let _ = writeln!(
-                    out,
-                    "\n{} more rows are in the job summary and the report.",
-                    rows.len() - i
-                );
-                break;
-            }
-            out += &row;
-        }
-        out.push('\n');
+    if rows.is_empty() {
+        return;
     }
-    out += &footer;
-    out += &state;
-    out
+    rows.sort_by_key(|f| f.verdict);
+    let _ = writeln!(
+        out,
+        "<details><summary>Every open, broken and declared channel ({})</summary>\n",
+        rows.len()
+    );
+    *out += "| Verdict | Channel | Detail |\n| --- | --- | --- |\n";
+    for (i, f) in rows.iter().enumerate() {
+        let row = format!(
+            "| {} | [{}]({}){} | {} |\n",
+            f.verdict.as_str().to_uppercase(),
+            word(&f.channel),
+            docs_link(f),
+            cell(&side(f)),
+            cell(&clip(&f.detail, 600))
+        );
+        if !room(out, row.len()) {
+            let _ = writeln!(
+                out,
+                "\n{} more rows are in the job summary and the report.",
+                rows.len() - i
+            );
+            break;
+        }
+        *out += &row;
+    }
+    *out += "\n</details>\n\n";
 }
 
 fn footer(cx: &CommentContext<'_>) -> String {
@@ -335,14 +469,27 @@ fn footer(cx: &CommentContext<'_>) -> String {
 /// The state line: the state, the place it is for (`at`: the repository
 /// and pull request, so a state copied into another pull request's
 /// comment is not this one's), and with a key its signature (which covers
-/// the marker, so the config and label, and all of that).
+/// the marker, so the config and label, and all of that). Within
+/// [`STATE_BUDGET`]: the PASSes are left out when all would not fit, and
+/// every verdict when even the rest would not.
 fn state_line(state: &State, marker: &str, key: &Key, at: &str) -> String {
-    let v = serde_json::json!({ "v": 1, "at": at, "sha": state.sha, "exit": state.exit, "verdicts": state.verdicts });
-    let payload = base64::engine::general_purpose::STANDARD.encode(v.to_string());
-    let sig = signature(key, marker, &payload)
-        .map(|s| format!(" {s}"))
-        .unwrap_or_default();
-    format!("{STATE_START}{payload}{sig}{STATE_END}\n")
+    let line = |verdicts: &Verdicts, kept: &str| {
+        let v = serde_json::json!({ "v": 1, "at": at, "sha": state.sha, "exit": state.exit, "kept": kept, "verdicts": verdicts });
+        let payload = base64::engine::general_purpose::STANDARD.encode(v.to_string());
+        let sig = signature(key, marker, &payload)
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default();
+        format!("{STATE_START}{payload}{sig}{STATE_END}\n")
+    };
+    let all = line(&state.verdicts, "all");
+    if all.len() <= STATE_BUDGET {
+        return all;
+    }
+    let some = line(&not_pass(&state.verdicts), "not-pass");
+    if some.len() <= STATE_BUDGET {
+        return some;
+    }
+    line(&Verdicts::new(), "none")
 }
 
 #[cfg(test)]
@@ -390,6 +537,7 @@ mod tests {
             sha: Some("0123456789abcdef0123456789abcdef01234567".into()),
             exit: Some(1),
             verdicts: v(&[("fs:file-name", "fail"), ("git:ref@inside", "pass")]),
+            kept: Kept::All,
         };
         // Without a key: read back as written.
         let none = Key::new(None);
@@ -425,6 +573,7 @@ mod tests {
             sha: None,
             exit: Some(0),
             verdicts: v(&[("a:b", "pass")]),
+            kept: Kept::All,
         };
         let signed = state_line(&state, m, &key, at);
         assert!(matches!(
@@ -443,11 +592,52 @@ mod tests {
     }
 
     #[test]
+    fn a_state_too_large_keeps_what_is_not_pass_then_nothing() {
+        let m = "<!-- runwarden-comment 0123456789abcdef -->";
+        let none = Key::new(None);
+        let many = |n: usize, verdict: &str| -> Verdicts {
+            (0..n)
+                .map(|i| (format!("s:c{i}"), verdict.to_string()))
+                .collect()
+        };
+        let mut verdicts = many(3000, "pass");
+        verdicts.insert("s:open".into(), "fail".into());
+        let big = State {
+            sha: None,
+            exit: Some(1),
+            verdicts,
+            kept: Kept::All,
+        };
+        let line = state_line(&big, m, &none, "o/r#1");
+        assert!(line.len() <= STATE_BUDGET);
+        let Read::Trusted(back) = comment_state(&line, m, &none, "o/r#1") else {
+            panic!()
+        };
+        assert_eq!(back.kept, Kept::NotPass);
+        assert_eq!(back.verdicts, v(&[("s:open", "fail")]));
+        assert!(!back.differs(&big), "the same run, compared as far as kept");
+        let huge = State {
+            sha: None,
+            exit: Some(1),
+            verdicts: many(3000, "fail"),
+            kept: Kept::All,
+        };
+        let Read::Trusted(back) =
+            comment_state(&state_line(&huge, m, &none, "o/r#1"), m, &none, "o/r#1")
+        else {
+            panic!()
+        };
+        assert_eq!((back.kept, back.verdicts.len()), (Kept::None, 0));
+        assert!(back.differs(&huge));
+    }
+
+    #[test]
     fn a_run_that_turns_red_with_the_same_verdicts_differs() {
         let s = |exit| State {
             sha: None,
             exit: Some(exit),
             verdicts: v(&[("a:b", "pass")]),
+            kept: Kept::All,
         };
         assert!(s(0).differs(&s(1)));
         assert!(!s(1).differs(&s(1)));

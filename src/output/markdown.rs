@@ -122,6 +122,19 @@ pub fn docs_link(surface_type: &str, carrier: &str) -> String {
     }
 }
 
+/// A link to the "Close it" section of a surface type's docs (the docs
+/// index for a type runwarden does not know, or the canaries).
+pub fn close_link(surface_type: &str) -> String {
+    const BASE: &str = "https://github.com/runwarden/action/blob/main/docs";
+    if surface_type == crate::report::CANARY_TYPE {
+        return format!("{BASE}/watch.md#canaries");
+    }
+    match crate::surface::by_name(surface_type) {
+        Some(t) => format!("{BASE}/surfaces/{}.md#close-it", t.name()),
+        None => format!("{BASE}/surfaces/README.md"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ pub mod carriers;
 pub mod comment;
 pub mod fleet;
 pub mod github;
+pub mod groups;
 pub mod json;
 pub mod markdown;
 pub mod repo;

@@ -313,3 +313,17 @@ fn the_block_rule_tells_configs_from_workflows() {
     );
     assert_eq!(marker_of("<!-- a note -->"), None);
 }
+
+/// Every surface type has a page with a `## Close it` section (the comment
+/// and the table link there), and the index lists every page.
+#[test]
+fn every_surface_type_says_how_to_close_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/surfaces");
+    let index = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for t in runwarden::surface::REGISTRY {
+        let page = std::fs::read_to_string(root.join(format!("{}.md", t.name())))
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert_eq!(page.matches("\n## Close it\n").count(), 1, "{}", t.name());
+        assert!(index.contains(&format!("]({}.md)", t.name())), "{}", t.name());
+    }
+}

@@ -332,8 +332,8 @@ fn the_comment_is_made_once_updated_with_what_changed_and_left_alone() {
     assert_eq!(second.len(), 2, "no new comment of ours");
     assert_eq!(second[0]["id"], first[0]["id"]);
     let body = second[0]["body"].as_str().unwrap().to_string();
-    assert!(body.contains("newly open: s:mtime"), "{body}");
-    assert!(body.contains("newly closed: s:file-name"), "{body}");
+    assert!(body.contains("newly open (1): s:mtime"), "{body}");
+    assert!(body.contains("newly closed (1): s:file-name"), "{body}");
     assert_eq!(
         second[1]["body"], forged,
         "someone else's comment is untouched"
@@ -1077,7 +1077,7 @@ fn a_state_replayed_in_another_authors_comment_is_not_ours() {
             all[1]["body"]
                 .as_str()
                 .unwrap()
-                .contains("newly open: s:mtime"),
+                .contains("newly open (1): s:mtime"),
             "{key:?}"
         );
     }

@@ -3,6 +3,7 @@
 //! with tests of their own are submodules, as in src/output/: the fleet
 //! table, GitHub Actions output and SARIF.
 
+mod comment;
 mod fleet;
 mod github;
 mod sarif;
