@@ -12,7 +12,7 @@ use crate::engine::ProbeOptions;
 use crate::marker::Key;
 use crate::output::Format;
 use crate::receipt::Receipt;
-use crate::report::Report;
+use crate::report::{Mode, Report};
 use crate::{engine, escape, marker, output, plan};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -312,6 +312,7 @@ pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32
     if reports.is_empty() {
         return Err(Failure::Other("no reports found to merge".into()));
     }
+    check_mergeable(&reports)?;
     let columns: Vec<output::fleet::Column<'_>> = reports
         .iter()
         .map(|(heading, report)| output::fleet::Column {
@@ -345,6 +346,35 @@ pub(super) fn merge(paths: &[PathBuf], format: super::MergeFormat) -> Result<i32
         .map(|(_, r)| r.exit_code())
         .max()
         .unwrap_or(0))
+}
+
+/// Why: a watch report says what a command did and a probe's what could
+/// carry a message; in one table their verdicts would read as the same
+/// thing. And a cleanup report has no channels. So merge takes reports of
+/// one kind only, and says which file is the odd one.
+fn check_mergeable(reports: &[(String, Report)]) -> Result<(), Failure> {
+    let kind = |r: &Report| match r.mode {
+        Mode::Watch => "a watch report (what a command did)",
+        Mode::Probe | Mode::Recover => "a probe report (what could carry a message)",
+        Mode::Cleanup => "a cleanup report",
+    };
+    if let Some((name, _)) = reports.iter().find(|(_, r)| r.mode == Mode::Cleanup) {
+        return Err(Failure::Other(format!(
+            "{} is a cleanup report: it has no channels to merge",
+            escape::line(name)
+        )));
+    }
+    let (first, r0) = &reports[0];
+    if let Some((other, r)) = reports.iter().find(|(_, r)| kind(r) != kind(r0)) {
+        return Err(Failure::Other(format!(
+            "{} is {} and {} is {}: merge each kind on its own",
+            escape::line(first),
+            kind(r0),
+            escape::line(other),
+            kind(r)
+        )));
+    }
+    Ok(())
 }
 
 /// A report file, read and checked to be a `runwarden-report/1`.

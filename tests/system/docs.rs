@@ -324,6 +324,10 @@ fn every_surface_type_says_how_to_close_it() {
         let page = std::fs::read_to_string(root.join(format!("{}.md", t.name())))
             .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
         assert_eq!(page.matches("\n## Close it\n").count(), 1, "{}", t.name());
-        assert!(index.contains(&format!("]({}.md)", t.name())), "{}", t.name());
+        assert!(
+            index.contains(&format!("]({}.md)", t.name())),
+            "{}",
+            t.name()
+        );
     }
 }

@@ -145,3 +145,47 @@ fn the_plain_table_has_no_markdown_and_hostile_labels_stay_on_their_line() {
         "{text}"
     );
 }
+
+/// A watch report (what a command did) and a probe report (what could
+/// carry) are not merged into one table, nor is a cleanup report.
+#[test]
+fn merge_refuses_to_mix_watch_and_probe_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe.json");
+    let watch = dir.path().join("watch.json");
+    let cleanup = dir.path().join("cleanup.json");
+    std::fs::write(
+        &probe,
+        serde_json::to_string(&labelled("a", [Verdict::Pass; 2])).unwrap(),
+    )
+    .unwrap();
+    let mut w = labelled("b", [Verdict::Fail, Verdict::Pass]);
+    w.mode = runwarden::report::Mode::Watch;
+    std::fs::write(&watch, serde_json::to_string(&w).unwrap()).unwrap();
+    let mut c = labelled("c", [Verdict::Pass; 2]);
+    c.mode = runwarden::report::Mode::Cleanup;
+    std::fs::write(&cleanup, serde_json::to_string(&c).unwrap()).unwrap();
+    let out = bin().arg("merge").arg(&probe).arg(&watch).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is a watch report") && err.contains("merge each kind on its own"),
+        "{err}"
+    );
+    let out = bin()
+        .arg("merge")
+        .arg(&probe)
+        .arg(&cleanup)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a cleanup report"));
+    // Watch reports together are one kind.
+    let out = bin().arg("merge").arg(&watch).arg(&watch).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
