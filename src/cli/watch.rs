@@ -111,6 +111,7 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
         return finish_saved(token, args.out.label.clone(), outs, gh);
     }
     let found = find_config(args.config.as_deref());
+    refuse_discovered(&found)?;
     let mut opts = run::Options {
         work_dir: args.work_dir.clone(),
         canaries: canary_specs(&args.canary, !args.no_default_canaries),
@@ -246,7 +247,23 @@ struct Survivors {
 
 /// Starts a watch another process finishes ([`finish_saved`]); its token
 /// (`sha256:<hex>:<dir>`).
+/// Why watch needs a config: what discovery proposes for a probe
+/// (`$HOME`, the temp directory, caches) is what every other process on the
+/// machine writes to, and a watch attributes every change there to the
+/// command. A probe plants its own entries and looks only for them; a
+/// watch cannot tell whose a change was. So watch takes the places to look
+/// at from a config, and says how to write one.
+fn refuse_discovered(found: &Found) -> Result<(), Failure> {
+    if matches!(found, Found::Embedded) {
+        return Err(Failure::Other(
+            "watch needs a config naming the places the command shares (none found: --config, $RUNWARDEN_CONFIG, .github/runwarden.yml, runwarden.yml): discovery's places ($HOME, the temp directory, caches) are written by every process on the machine, and a watch would blame the command for all of it. `runwarden discover --write runwarden.yml` proposes a config to cut down to what the command shares, then `runwarden watch --config runwarden.yml -- COMMAND`".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn start_saved(found: &Found, opts: &run::Options) -> Result<String, Failure> {
+    refuse_discovered(found)?;
     let (plan, text) = load_plan_text(found, false)?;
     let w = run::start(&plan, opts).map_err(Failure::Other)?;
     let token = w.save(&text).map_err(Failure::Other)?;

@@ -476,3 +476,27 @@ fn a_leftover_that_hops_from_pid_to_pid_still_holds_the_verdicts() {
     }
     std::thread::sleep(std::time::Duration::from_secs(3));
 }
+
+/// Without a config, watch does not watch discovery's busy places (every
+/// process writes `$HOME` and the temp directory): it says how to write a
+/// config, exit 2, and runs nothing.
+#[test]
+fn without_a_config_watch_refuses_and_says_how_to_write_one() {
+    let root = tempfile::tempdir().unwrap();
+    let marker = root.path().join("ran");
+    let out = bin()
+        .args(["watch", "--", "touch"])
+        .arg(&marker)
+        .current_dir(root.path())
+        .env_remove("RUNWARDEN_CONFIG")
+        .env("HOME", root.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("watch needs a config") && err.contains("runwarden discover --write"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command did not run");
+}
