@@ -238,9 +238,10 @@ impl Netns {
         let name = format!("rw-egress-{id}");
         let (h, n) = (format!("rwh{id}"), format!("rwn{id}"));
         let net = format!("10.{}.{}", 100 + id / 250 % 100, id % 250);
+        // A leftover of a killed run, if any (quiet: usually there is none).
         let _ = std::process::Command::new("ip")
             .args(["netns", "del", &name])
-            .status();
+            .output();
         ip(&["netns", "add", &name]);
         ip(&["link", "add", &h, "type", "veth", "peer", "name", &n]);
         ip(&["link", "set", &n, "netns", &name]);
@@ -279,7 +280,7 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = std::process::Command::new("ip")
             .args(["netns", "del", &self.name])
-            .status();
+            .output();
         let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
     }
 }

@@ -13,12 +13,18 @@ fn specs(home: &Path, work: &Path) -> Vec<Spec> {
     canary::default_specs(home, work)
 }
 
-/// Runs `program args…` with the test's runner variables stripped.
+/// Runs `program args…` with the test's runner variables stripped; what
+/// it prints (a canary's value, among others) is kept out of the test log
+/// unless it fails.
 fn run(program: &str, args: &[&str]) {
     let mut c = Command::new(program);
     common::strip_runner_env(&mut c);
-    let st = c.args(args).status().unwrap();
-    assert!(st.success(), "{program} {args:?}");
+    let out = c.args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn detectors() -> Vec<Detector> {

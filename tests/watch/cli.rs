@@ -144,8 +144,9 @@ fn a_command_killed_by_a_signal_is_still_reported_and_the_canaries_removed() {
 #[test]
 fn a_watch_asked_to_stop_passes_it_on_and_still_reports() {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let mut child = watch_cmd(root.path(), &[], &["sleep", "30"])
+    let child = watch_cmd(root.path(), &[], &["sleep", "30"])
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // Wait until the canaries are armed: the command is then running.
@@ -159,8 +160,11 @@ fn a_watch_asked_to_stop_passes_it_on_and_still_reports() {
     assert!(env.exists());
     std::thread::sleep(std::time::Duration::from_millis(100));
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let st = child.wait().unwrap();
-    assert_eq!(st.code(), Some(128 + libc::SIGTERM));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SIGTERM passed on to the watched command")
+    );
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(root.path().join("report.json")).unwrap())
             .unwrap();
