@@ -166,6 +166,54 @@ pub fn json(req: tiny_http::Request, status: u16, v: serde_json::Value) {
     );
 }
 
+/// An answer built while a service's state is locked and sent once the
+/// lock is released, so a handler can return it from anywhere and a slow
+/// client never holds the state. [`Reply::send`] answers exactly as
+/// [`respond`] (and [`Reply::json`] as [`json`]) would.
+pub struct Reply {
+    status: u16,
+    body: Vec<u8>,
+    headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    /// `status` with `body` and these headers, in order.
+    pub fn new(status: u16, body: Vec<u8>, headers: &[(&str, &str)]) -> Reply {
+        Reply {
+            status,
+            body,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// `status` with no body and no headers.
+    pub fn empty(status: u16) -> Reply {
+        Reply::new(status, vec![], &[])
+    }
+
+    /// `status` with `v` as a JSON body.
+    pub fn json(status: u16, v: serde_json::Value) -> Reply {
+        Reply::new(
+            status,
+            v.to_string().into_bytes(),
+            &[("Content-Type", "application/json")],
+        )
+    }
+
+    /// Answers `req` (call it after the state's lock is released).
+    pub fn send(self, req: tiny_http::Request) {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        respond(req, self.status, self.body, &headers);
+    }
+}
+
 /// The query of a URL, percent-decoded.
 pub fn query(url: &str) -> HashMap<String, String> {
     url.split_once('?')
