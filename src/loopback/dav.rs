@@ -9,7 +9,7 @@
 //! a client does changes its state. The `http-cache` control runs on a
 //! writable one; the tests run on both.
 
-use super::{lock, respond};
+use super::{Reply, lock};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -178,204 +178,207 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
     let raw_path = req.url().split('?').next().unwrap_or("/").to_string();
     let body = super::body(&mut req);
     let mut st = lock(state);
-    let allowed = {
-        let tokens = st.tokens.clone();
-        let passwords = st.passwords.clone();
-        super::who(&req, &tokens, &passwords).is_some()
-    };
-    if !allowed {
-        drop(st);
-        return respond(
-            req,
+    let reply = route(&mut st, &req, &method, &depth, &raw_path, body);
+    drop(st);
+    reply.send(req);
+}
+
+/// Authentication, the read-only refusal of writes, then one handler per
+/// method.
+fn route(
+    st: &mut State,
+    req: &tiny_http::Request,
+    method: &str,
+    depth: &str,
+    raw_path: &str,
+    body: Vec<u8>,
+) -> Reply {
+    if super::who(req, &st.tokens, &st.passwords).is_none() {
+        return Reply::new(
             401,
             b"authentication required".to_vec(),
             &[("WWW-Authenticate", "Basic realm=\"cache\"")],
         );
     }
-    let decoded = crate::wire::percent_decode(&raw_path);
+    let decoded = crate::wire::percent_decode(raw_path);
     let path = match decoded.trim_end_matches('/') {
         "" => "/".to_string(),
         p => p.to_string(),
     };
-    let writes = matches!(method.as_str(), "PUT" | "MKCOL" | "DELETE" | "PROPPATCH");
+    let writes = matches!(method, "PUT" | "MKCOL" | "DELETE" | "PROPPATCH");
     if writes && st.read_only {
-        drop(st);
-        return respond(req, 403, b"read-only cache".to_vec(), &[]);
+        return Reply::new(403, b"read-only cache".to_vec(), &[]);
     }
     let node = st
         .nodes
         .get(&path)
         .cloned()
         .or_else(|| (path == "/").then_some(Node::Collection));
-    let parent_ok = |st: &State, p: &str| {
-        let parent = parent_of(p);
-        parent == "/" || st.nodes.get(&parent) == Some(&Node::Collection)
-    };
-    match method.as_str() {
-        "GET" | "HEAD" => match node {
-            Some(Node::File(d)) => {
-                drop(st);
-                respond(req, 200, d, &[("Content-Type", "application/octet-stream")])
-            }
-            Some(Node::Collection) => {
-                let prefix = if path == "/" {
-                    "/".to_string()
-                } else {
-                    format!("{path}/")
-                };
-                let names: Vec<String> = st
-                    .nodes
-                    .keys()
-                    .filter(|k| {
-                        k.starts_with(&prefix)
-                            && !k[prefix.len()..].contains('/')
-                            && k.len() > prefix.len()
-                    })
-                    .map(|k| {
-                        format!(
-                            "<a href=\"{}\">{}</a>",
-                            xml_escape(&crate::wire::percent_encode(k)),
-                            xml_escape(&k[prefix.len()..])
-                        )
-                    })
-                    .collect();
-                drop(st);
-                respond(
-                    req,
-                    200,
-                    format!("<html><body>{}</body></html>", names.join("\n")).into_bytes(),
-                    &[("Content-Type", "text/html")],
-                )
-            }
-            None if st.read_only => {
-                drop(st);
-                respond(req, 404, b"not found".to_vec(), &[])
-            }
-            None => {
-                // The negative cache: a remembered miss is answered from it.
-                let age = st.misses.get(&path).map(|t| t.elapsed().as_secs());
-                match age {
-                    Some(a) => {
-                        drop(st);
-                        respond(
-                            req,
-                            404,
-                            b"not found (cached)".to_vec(),
-                            &[("X-Cache", "HIT"), ("Age", &a.to_string())],
-                        )
-                    }
-                    None => {
-                        st.misses.insert(path, Instant::now());
-                        drop(st);
-                        respond(req, 404, b"not found".to_vec(), &[("X-Cache", "MISS")])
-                    }
+    match method {
+        "GET" | "HEAD" => get(st, path, node),
+        "PUT" => put(st, path, node, body),
+        "MKCOL" => mkcol(st, path, node, &body),
+        "DELETE" => delete(st, &path, node),
+        "PROPPATCH" => proppatch(st, path, node, &body),
+        "PROPFIND" => propfind(st, &path, node, depth),
+        _ => Reply::empty(405),
+    }
+}
+
+/// Whether the collection `p` would go in exists (the root always does).
+fn parent_ok(st: &State, p: &str) -> bool {
+    let parent = parent_of(p);
+    parent == "/" || st.nodes.get(&parent) == Some(&Node::Collection)
+}
+
+/// What the names directly under collection `path` start with.
+fn children_prefix(path: &str) -> String {
+    if path == "/" {
+        "/".to_string()
+    } else {
+        format!("{path}/")
+    }
+}
+
+/// `GET`/`HEAD`: a file's content, a collection's page of links, or a miss
+/// (remembered, when writable).
+fn get(st: &mut State, path: String, node: Option<Node>) -> Reply {
+    match node {
+        Some(Node::File(d)) => Reply::new(200, d, &[("Content-Type", "application/octet-stream")]),
+        Some(Node::Collection) => collection_page(st, &path),
+        None if st.read_only => Reply::new(404, b"not found".to_vec(), &[]),
+        None => {
+            // The negative cache: a remembered miss is answered from it.
+            let age = st.misses.get(&path).map(|t| t.elapsed().as_secs());
+            match age {
+                Some(a) => Reply::new(
+                    404,
+                    b"not found (cached)".to_vec(),
+                    &[("X-Cache", "HIT"), ("Age", &a.to_string())],
+                ),
+                None => {
+                    st.misses.insert(path, Instant::now());
+                    Reply::new(404, b"not found".to_vec(), &[("X-Cache", "MISS")])
                 }
             }
-        },
-        "PUT" => {
-            if node == Some(Node::Collection) {
-                drop(st);
-                return respond(req, 405, vec![], &[]);
-            }
-            if !parent_ok(&st, &path) {
-                drop(st);
-                return respond(req, 409, b"no parent collection".to_vec(), &[]);
-            }
-            st.misses.remove(&path);
-            let status = if node.is_some() { 204 } else { 201 };
-            st.nodes.insert(path, Node::File(body));
-            drop(st);
-            respond(req, status, vec![], &[])
-        }
-        "MKCOL" => {
-            let status = if node.is_some() {
-                405
-            } else if !body.is_empty() {
-                415
-            } else if !parent_ok(&st, &path) {
-                409
-            } else {
-                st.misses.remove(&path);
-                st.nodes.insert(path, Node::Collection);
-                201
-            };
-            drop(st);
-            respond(req, status, vec![], &[])
-        }
-        "DELETE" => {
-            if node.is_none() || path == "/" {
-                drop(st);
-                return respond(req, 404, vec![], &[]);
-            }
-            let under = format!("{path}/");
-            st.nodes.retain(|k, _| k != &path && !k.starts_with(&under));
-            st.props.retain(|k, _| k != &path && !k.starts_with(&under));
-            drop(st);
-            respond(req, 204, vec![], &[])
-        }
-        "PROPPATCH" => {
-            if node.is_none() {
-                drop(st);
-                return respond(req, 404, vec![], &[]);
-            }
-            let set = set_props(&String::from_utf8_lossy(&body));
-            st.props.entry(path.clone()).or_default().extend(set);
-            drop(st);
-            let xml = format!(
-                "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>{}</D:href><D:propstat><D:prop/><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>",
-                xml_escape(&crate::wire::percent_encode(&path))
-            );
-            respond(
-                req,
-                207,
-                xml.into_bytes(),
-                &[("Content-Type", "application/xml; charset=utf-8")],
-            )
-        }
-        "PROPFIND" => {
-            let Some(node) = node else {
-                drop(st);
-                return respond(req, 404, vec![], &[]);
-            };
-            if depth != "0" && depth != "1" {
-                drop(st);
-                return respond(req, 403, b"propfind-finite-depth".to_vec(), &[]);
-            }
-            let mut xml = String::from(
-                "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\">",
-            );
-            xml += &response_xml(
-                &path,
-                &node,
-                st.props.get(&path).map(Vec::as_slice).unwrap_or(&[]),
-            );
-            if depth == "1" && node == Node::Collection {
-                let prefix = if path == "/" {
-                    "/".to_string()
-                } else {
-                    format!("{path}/")
-                };
-                for (k, n) in st.nodes.iter().filter(|(k, _)| {
-                    st.lag.as_ref().is_none_or(|known| known.contains(*k))
-                        && k.starts_with(&prefix)
-                        && k.len() > prefix.len()
-                        && !k[prefix.len()..].contains('/')
-                }) {
-                    xml += &response_xml(k, n, st.props.get(k).map(Vec::as_slice).unwrap_or(&[]));
-                }
-            }
-            xml += "</D:multistatus>";
-            drop(st);
-            respond(
-                req,
-                207,
-                xml.into_bytes(),
-                &[("Content-Type", "application/xml; charset=utf-8")],
-            )
-        }
-        _ => {
-            drop(st);
-            respond(req, 405, vec![], &[])
         }
     }
+}
+
+/// An HTML page linking each name directly under collection `path`.
+fn collection_page(st: &State, path: &str) -> Reply {
+    let prefix = children_prefix(path);
+    let names: Vec<String> = st
+        .nodes
+        .keys()
+        .filter(|k| {
+            k.starts_with(&prefix) && !k[prefix.len()..].contains('/') && k.len() > prefix.len()
+        })
+        .map(|k| {
+            format!(
+                "<a href=\"{}\">{}</a>",
+                xml_escape(&crate::wire::percent_encode(k)),
+                xml_escape(&k[prefix.len()..])
+            )
+        })
+        .collect();
+    Reply::new(
+        200,
+        format!("<html><body>{}</body></html>", names.join("\n")).into_bytes(),
+        &[("Content-Type", "text/html")],
+    )
+}
+
+/// `PUT`: stores a file (and forgets a remembered miss of it).
+fn put(st: &mut State, path: String, node: Option<Node>, body: Vec<u8>) -> Reply {
+    if node == Some(Node::Collection) {
+        return Reply::empty(405);
+    }
+    if !parent_ok(st, &path) {
+        return Reply::new(409, b"no parent collection".to_vec(), &[]);
+    }
+    st.misses.remove(&path);
+    let status = if node.is_some() { 204 } else { 201 };
+    st.nodes.insert(path, Node::File(body));
+    Reply::empty(status)
+}
+
+/// `MKCOL`: makes a collection.
+fn mkcol(st: &mut State, path: String, node: Option<Node>, body: &[u8]) -> Reply {
+    let status = if node.is_some() {
+        405
+    } else if !body.is_empty() {
+        415
+    } else if !parent_ok(st, &path) {
+        409
+    } else {
+        st.misses.remove(&path);
+        st.nodes.insert(path, Node::Collection);
+        201
+    };
+    Reply::empty(status)
+}
+
+/// `DELETE`: removes a path, everything under it and their properties.
+fn delete(st: &mut State, path: &str, node: Option<Node>) -> Reply {
+    if node.is_none() || path == "/" {
+        return Reply::empty(404);
+    }
+    let under = format!("{path}/");
+    st.nodes.retain(|k, _| k != path && !k.starts_with(&under));
+    st.props.retain(|k, _| k != path && !k.starts_with(&under));
+    Reply::empty(204)
+}
+
+/// `PROPPATCH`: adds the dead properties the body sets.
+fn proppatch(st: &mut State, path: String, node: Option<Node>, body: &[u8]) -> Reply {
+    if node.is_none() {
+        return Reply::empty(404);
+    }
+    let set = set_props(&String::from_utf8_lossy(body));
+    st.props.entry(path.clone()).or_default().extend(set);
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>{}</D:href><D:propstat><D:prop/><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>",
+        xml_escape(&crate::wire::percent_encode(&path))
+    );
+    Reply::new(
+        207,
+        xml.into_bytes(),
+        &[("Content-Type", "application/xml; charset=utf-8")],
+    )
+}
+
+/// `PROPFIND` of depth 0 (the path) or 1 (and the names directly under a
+/// collection, as far as a lagging listing shows them).
+fn propfind(st: &State, path: &str, node: Option<Node>, depth: &str) -> Reply {
+    let Some(node) = node else {
+        return Reply::empty(404);
+    };
+    if depth != "0" && depth != "1" {
+        return Reply::new(403, b"propfind-finite-depth".to_vec(), &[]);
+    }
+    let mut xml =
+        String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\">");
+    xml += &response_xml(
+        path,
+        &node,
+        st.props.get(path).map(Vec::as_slice).unwrap_or(&[]),
+    );
+    if depth == "1" && node == Node::Collection {
+        let prefix = children_prefix(path);
+        for (k, n) in st.nodes.iter().filter(|(k, _)| {
+            st.lag.as_ref().is_none_or(|known| known.contains(*k))
+                && k.starts_with(&prefix)
+                && k.len() > prefix.len()
+                && !k[prefix.len()..].contains('/')
+        }) {
+            xml += &response_xml(k, n, st.props.get(k).map(Vec::as_slice).unwrap_or(&[]));
+        }
+    }
+    xml += "</D:multistatus>";
+    Reply::new(
+        207,
+        xml.into_bytes(),
+        &[("Content-Type", "application/xml; charset=utf-8")],
+    )
 }
