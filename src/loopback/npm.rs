@@ -13,7 +13,7 @@
 //!
 //! Every request needs a bearer token it minted ([`NpmServer::token`]).
 
-use super::{json, lock, query, respond};
+use super::{Reply, lock, query};
 use crate::wire::percent_decode;
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -48,8 +48,18 @@ impl super::Service<State> {
     }
 }
 
-fn not_found(req: tiny_http::Request) {
-    json(req, 404, json!({ "error": "not found" }))
+fn not_found() -> Reply {
+    Reply::json(404, json!({ "error": "not found" }))
+}
+
+/// One request, read whole before the state is locked.
+struct Call {
+    method: String,
+    /// Path and query, as sent.
+    url: String,
+    /// The path, percent-decoded, without its leading `/`.
+    path: String,
+    body: Vec<u8>,
 }
 
 fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
@@ -58,187 +68,182 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     let path = percent_decode(url.split('?').next().unwrap_or("/"));
     let body = super::body(&mut req);
     let mut st = lock(state);
-    let tokens = st.tokens.clone();
-    if super::who(&req, &tokens, &HashMap::new()).is_none() {
-        drop(st);
-        return json(req, 401, json!({ "error": "authorization required" }));
+    let call = Call {
+        method,
+        url,
+        path: path.trim_start_matches('/').to_string(),
+        body,
+    };
+    let reply = route(&mut st, &req, call, port);
+    drop(st);
+    reply.send(req);
+}
+
+/// The bearer token, then one handler per endpoint.
+fn route(st: &mut State, req: &tiny_http::Request, call: Call, port: u16) -> Reply {
+    if super::who(req, &st.tokens, &HashMap::new()).is_none() {
+        return Reply::json(401, json!({ "error": "authorization required" }));
     }
-    let path = path.trim_start_matches('/').to_string();
+    let path = call.path.as_str();
+    let method = call.method.as_str();
     if path == "-/v1/search" {
-        let q = query(&url);
-        let text = q.get("text").cloned().unwrap_or_default();
-        let size: usize = q
-            .get("size")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(20)
-            .min(250);
-        let from: usize = q.get("from").and_then(|s| s.parse().ok()).unwrap_or(0);
-        let hits: Vec<&Value> = st
-            .packages
-            .iter()
-            .filter(|(n, _)| n.contains(&text))
-            .map(|(_, p)| p)
-            .collect();
-        let objects: Vec<Value> = hits
-            .iter()
-            .skip(from)
-            .take(size)
-            .map(|p| {
-                json!({ "package": {
-                    "name": p["name"],
-                    "version": p["dist-tags"]["latest"],
-                    "description": p["description"],
-                }})
-            })
-            .collect();
-        let total = hits.len();
-        drop(st);
-        return json(req, 200, json!({ "objects": objects, "total": total }));
+        return search(st, &call.url);
     }
     if let Some(rest) = path.strip_prefix("-/package/") {
-        let (name, tag) = match rest.split_once("/dist-tags") {
-            Some((n, t)) => (n.to_string(), t.trim_start_matches('/').to_string()),
-            None => {
-                drop(st);
-                return not_found(req);
-            }
-        };
-        let Some(p) = st.packages.get_mut(&name) else {
-            drop(st);
-            return not_found(req);
-        };
-        return match (method.as_str(), tag.is_empty()) {
-            ("GET", true) => {
-                let tags = p["dist-tags"].clone();
-                drop(st);
-                json(req, 200, tags)
-            }
-            ("PUT", false) => {
-                let version: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                if version
-                    .as_str()
-                    .is_none_or(|v| p["versions"].get(v).is_none())
-                {
-                    drop(st);
-                    return json(req, 400, json!({ "error": "no such version" }));
-                }
-                p["dist-tags"][tag.as_str()] = version;
-                drop(st);
-                json(req, 201, json!({ "ok": "package tagged" }))
-            }
-            ("DELETE", false) => {
-                if let Some(t) = p["dist-tags"].as_object_mut() {
-                    t.remove(&tag);
-                }
-                drop(st);
-                json(req, 201, json!({ "ok": "tag removed" }))
-            }
-            _ => {
-                drop(st);
-                not_found(req)
-            }
-        };
+        return dist_tags(st, rest, method, &call.body);
     }
     // /<name>/-rev/<rev>, /<name>/-/<file>, /<name>; names may be scoped
     // (`@scope/name`).
     if let Some((name, rev)) = path.split_once("/-rev/") {
-        let current = st.packages.get(name).map(|p| p["_rev"].clone());
-        return match (method.as_str(), current) {
-            ("DELETE", Some(r)) if r.as_str() == Some(rev) => {
-                st.packages.remove(name);
-                let prefix = format!("{name}/-/");
-                st.tarballs.retain(|k, _| !k.starts_with(&prefix));
-                drop(st);
-                json(req, 200, json!({ "ok": "package removed" }))
-            }
-            ("DELETE", Some(_)) => {
-                drop(st);
-                json(req, 409, json!({ "error": "revision mismatch" }))
-            }
-            _ => {
-                drop(st);
-                not_found(req)
-            }
-        };
+        return unpublish(st, name, rev, method);
     }
     if path.contains("/-/") {
-        let data = st.tarballs.get(&path).cloned();
-        drop(st);
-        return match data {
+        return match st.tarballs.get(path).cloned() {
             Some(d) if method == "GET" => {
-                respond(req, 200, d, &[("Content-Type", "application/octet-stream")])
+                Reply::new(200, d, &[("Content-Type", "application/octet-stream")])
             }
-            _ => not_found(req),
+            _ => not_found(),
         };
     }
-    let name = path;
-    match method.as_str() {
-        "GET" => {
-            let p = st.packages.get(&name).cloned();
-            drop(st);
-            match p {
-                Some(p) => json(req, 200, p),
-                None => not_found(req),
-            }
-        }
-        "PUT" => {
-            let Ok(mut doc) = serde_json::from_slice::<Value>(&body) else {
-                drop(st);
-                return json(req, 400, json!({ "error": "bad json" }));
-            };
-            if doc["name"].as_str() != Some(name.as_str()) {
-                drop(st);
-                return json(req, 400, json!({ "error": "name mismatch" }));
-            }
-            let mut pkg = st.packages.get(&name).cloned().unwrap_or_else(|| {
-                json!({ "_id": name, "name": name, "versions": {}, "dist-tags": {}, "time": {} })
-            });
-            let new_versions = doc["versions"].as_object().cloned().unwrap_or_default();
-            if new_versions
-                .keys()
-                .any(|v| pkg["versions"].get(v).is_some())
+    match method {
+        "GET" => match st.packages.get(path).cloned() {
+            Some(p) => Reply::json(200, p),
+            None => not_found(),
+        },
+        "PUT" => publish(st, path, &call.body, port),
+        _ => not_found(),
+    }
+}
+
+/// `GET /-/v1/search?text=&size=&from=`: packages whose name contains the
+/// text.
+fn search(st: &State, url: &str) -> Reply {
+    let q = query(url);
+    let text = q.get("text").cloned().unwrap_or_default();
+    let size: usize = q
+        .get("size")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+        .min(250);
+    let from: usize = q.get("from").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let hits: Vec<&Value> = st
+        .packages
+        .iter()
+        .filter(|(n, _)| n.contains(&text))
+        .map(|(_, p)| p)
+        .collect();
+    let objects: Vec<Value> = hits
+        .iter()
+        .skip(from)
+        .take(size)
+        .map(|p| {
+            json!({ "package": {
+                "name": p["name"],
+                "version": p["dist-tags"]["latest"],
+                "description": p["description"],
+            }})
+        })
+        .collect();
+    let total = hits.len();
+    Reply::json(200, json!({ "objects": objects, "total": total }))
+}
+
+/// `GET`/`PUT`/`DELETE /-/package/<name>/dist-tags[/<tag>]` (`rest` is
+/// what follows `/-/package/`).
+fn dist_tags(st: &mut State, rest: &str, method: &str, body: &[u8]) -> Reply {
+    let (name, tag) = match rest.split_once("/dist-tags") {
+        Some((n, t)) => (n.to_string(), t.trim_start_matches('/').to_string()),
+        None => return not_found(),
+    };
+    let Some(p) = st.packages.get_mut(&name) else {
+        return not_found();
+    };
+    match (method, tag.is_empty()) {
+        ("GET", true) => Reply::json(200, p["dist-tags"].clone()),
+        ("PUT", false) => {
+            let version: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            if version
+                .as_str()
+                .is_none_or(|v| p["versions"].get(v).is_none())
             {
-                drop(st);
-                return json(req, 409, json!({ "error": "this version already exists" }));
+                return Reply::json(400, json!({ "error": "no such version" }));
             }
-            for (file, att) in doc["_attachments"].as_object().cloned().unwrap_or_default() {
-                let data = att["data"]
-                    .as_str()
-                    .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok());
-                if let Some(d) = data {
-                    st.tarballs.insert(format!("{name}/-/{file}"), d);
-                }
-            }
-            for (v, mut meta) in new_versions {
-                let file = meta["dist"]["tarball"]
-                    .as_str()
-                    .and_then(|t| t.rsplit('/').next())
-                    .unwrap_or("")
-                    .to_string();
-                meta["dist"]["tarball"] = json!(format!("http://127.0.0.1:{port}/{name}/-/{file}"));
-                pkg["versions"][v.as_str()] = meta;
-            }
-            for (t, v) in doc["dist-tags"].as_object().cloned().unwrap_or_default() {
-                pkg["dist-tags"][t.as_str()] = v;
-            }
-            for k in ["readme", "description"] {
-                if let Some(v) = doc.get_mut(k).map(Value::take) {
-                    pkg[k] = v;
-                }
-            }
-            st.revs += 1;
-            pkg["_rev"] = json!(format!("{}-{:016x}", st.revs, st.revs * 0x9e37_79b9));
-            st.packages.insert(name, pkg);
-            drop(st);
-            json(
-                req,
-                201,
-                json!({ "ok": "created new package", "success": true }),
-            )
+            p["dist-tags"][tag.as_str()] = version;
+            Reply::json(201, json!({ "ok": "package tagged" }))
         }
-        _ => {
-            drop(st);
-            not_found(req)
+        ("DELETE", false) => {
+            if let Some(t) = p["dist-tags"].as_object_mut() {
+                t.remove(&tag);
+            }
+            Reply::json(201, json!({ "ok": "tag removed" }))
+        }
+        _ => not_found(),
+    }
+}
+
+/// `DELETE /<name>/-rev/<rev>`: the whole package and its tarballs, if
+/// `rev` is its current revision.
+fn unpublish(st: &mut State, name: &str, rev: &str, method: &str) -> Reply {
+    let current = st.packages.get(name).map(|p| p["_rev"].clone());
+    match (method, current) {
+        ("DELETE", Some(r)) if r.as_str() == Some(rev) => {
+            st.packages.remove(name);
+            let prefix = format!("{name}/-/");
+            st.tarballs.retain(|k, _| !k.starts_with(&prefix));
+            Reply::json(200, json!({ "ok": "package removed" }))
+        }
+        ("DELETE", Some(_)) => Reply::json(409, json!({ "error": "revision mismatch" })),
+        _ => not_found(),
+    }
+}
+
+/// `PUT /<name>`: publishes the packument's new versions (none may exist)
+/// with their tarballs, dist-tags, readme and description, under a new
+/// revision.
+fn publish(st: &mut State, name: &str, body: &[u8], port: u16) -> Reply {
+    let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
+        return Reply::json(400, json!({ "error": "bad json" }));
+    };
+    if doc["name"].as_str() != Some(name) {
+        return Reply::json(400, json!({ "error": "name mismatch" }));
+    }
+    let mut pkg = st.packages.get(name).cloned().unwrap_or_else(
+        || json!({ "_id": name, "name": name, "versions": {}, "dist-tags": {}, "time": {} }),
+    );
+    let new_versions = doc["versions"].as_object().cloned().unwrap_or_default();
+    if new_versions
+        .keys()
+        .any(|v| pkg["versions"].get(v).is_some())
+    {
+        return Reply::json(409, json!({ "error": "this version already exists" }));
+    }
+    for (file, att) in doc["_attachments"].as_object().cloned().unwrap_or_default() {
+        let data = att["data"]
+            .as_str()
+            .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok());
+        if let Some(d) = data {
+            st.tarballs.insert(format!("{name}/-/{file}"), d);
         }
     }
+    for (v, mut meta) in new_versions {
+        let file = meta["dist"]["tarball"]
+            .as_str()
+            .and_then(|t| t.rsplit('/').next())
+            .unwrap_or("")
+            .to_string();
+        meta["dist"]["tarball"] = json!(format!("http://127.0.0.1:{port}/{name}/-/{file}"));
+        pkg["versions"][v.as_str()] = meta;
+    }
+    for (t, v) in doc["dist-tags"].as_object().cloned().unwrap_or_default() {
+        pkg["dist-tags"][t.as_str()] = v;
+    }
+    for k in ["readme", "description"] {
+        if let Some(v) = doc.get_mut(k).map(Value::take) {
+            pkg[k] = v;
+        }
+    }
+    st.revs += 1;
+    pkg["_rev"] = json!(format!("{}-{:016x}", st.revs, st.revs * 0x9e37_79b9));
+    st.packages.insert(name.to_string(), pkg);
+    Reply::json(201, json!({ "ok": "created new package", "success": true }))
 }
