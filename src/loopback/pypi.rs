@@ -12,7 +12,7 @@
 //! Every request needs basic auth with a user it minted
 //! ([`PypiServer::user`]).
 
-use super::{json, lock, respond};
+use super::{Reply, lock};
 use crate::wire::percent_decode;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -111,17 +111,12 @@ pub fn multipart(content_type: &str, body: &[u8]) -> Vec<(String, Option<String>
 }
 
 /// A simple-index page of links.
-fn simple_page(req: tiny_http::Request, links: &[String]) {
+fn simple_page(links: &[String]) -> Reply {
     let html = format!(
         "<!DOCTYPE html><html><body>{}</body></html>",
         links.join("\n")
     );
-    respond(
-        req,
-        200,
-        html.into_bytes(),
-        &[("Content-Type", "text/html")],
-    )
+    Reply::new(200, html.into_bytes(), &[("Content-Type", "text/html")])
 }
 
 fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
@@ -130,129 +125,142 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, _port: u16) {
     let content_type = super::header(&req, "content-type").unwrap_or_default();
     let body = super::body(&mut req);
     let mut st = lock(state);
-    let passwords = st.passwords.clone();
-    if super::who(&req, &HashMap::new(), &passwords).is_none() {
-        drop(st);
-        return respond(
-            req,
+    let reply = route(&mut st, &req, &method, &path, &content_type, &body);
+    drop(st);
+    reply.send(req);
+}
+
+/// Basic auth, then one handler per endpoint.
+fn route(
+    st: &mut State,
+    req: &tiny_http::Request,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Reply {
+    if super::who(req, &HashMap::new(), &st.passwords).is_none() {
+        return Reply::new(
             401,
             b"authentication required".to_vec(),
             &[("WWW-Authenticate", "Basic realm=\"pypi\"")],
         );
     }
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match (method.as_str(), parts.as_slice()) {
-        ("POST", [""]) => {
-            let fields = multipart(&content_type, &body);
-            let field = |n: &str| {
-                fields
-                    .iter()
-                    .find(|f| f.0 == n)
-                    .map(|f| String::from_utf8_lossy(&f.2).into_owned())
-                    .unwrap_or_default()
-            };
-            let file = fields.iter().find(|f| f.0 == "content" && f.1.is_some());
-            let (name, version) = (normalize(&field("name")), field("version"));
-            let status = match file {
-                _ if field(":action") != "file_upload" => 400,
-                None => 400,
-                Some((_, Some(fname), _))
-                    if !fname.contains(&version) || name.is_empty() || version.is_empty() =>
-                {
-                    400
-                }
-                Some((_, Some(fname), data)) => {
-                    let release = st
-                        .projects
-                        .entry(name)
-                        .or_default()
-                        .entry(version)
-                        .or_default();
-                    if release.files.contains_key(fname) {
-                        409
-                    } else {
-                        release.description = field("description");
-                        release.files.insert(fname.clone(), data.clone());
-                        200
-                    }
-                }
-                Some(_) => 400,
-            };
-            drop(st);
-            respond(req, status, vec![], &[])
-        }
+    match (method, parts.as_slice()) {
+        ("POST", [""]) => upload(st, content_type, body),
         ("GET", ["+simple"]) => {
             let links: Vec<String> = st
                 .projects
                 .keys()
                 .map(|p| format!("<a href=\"{p}/\">{p}</a><br>"))
                 .collect();
-            drop(st);
-            simple_page(req, &links)
+            simple_page(&links)
         }
-        ("GET", ["+simple", project]) => {
-            let Some(p) = st.projects.get(&normalize(project)) else {
-                drop(st);
-                return respond(req, 404, vec![], &[]);
-            };
-            let links: Vec<String> = p
-                .values()
-                .flat_map(|r| r.files.keys())
-                .map(|f| {
-                    format!(
-                        "<a href=\"../../+f/{}/{}\">{f}</a><br>",
-                        normalize(project),
-                        crate::wire::percent_encode(f)
-                    )
-                })
-                .collect();
-            drop(st);
-            simple_page(req, &links)
-        }
+        ("GET", ["+simple", project]) => project_page(st, project),
         ("GET", ["+f", project, file]) => {
             let data = st
                 .projects
                 .get(*project)
                 .and_then(|p| p.values().find_map(|r| r.files.get(*file)))
                 .cloned();
-            drop(st);
             match data {
-                Some(d) => respond(req, 200, d, &[("Content-Type", "application/octet-stream")]),
-                None => respond(req, 404, vec![], &[]),
+                Some(d) => Reply::new(200, d, &[("Content-Type", "application/octet-stream")]),
+                None => Reply::empty(404),
             }
         }
-        ("GET", [project, "json"]) => {
-            let Some(p) = st.projects.get(&normalize(project)) else {
-                drop(st);
-                return json(req, 404, json!({ "message": "Not Found" }));
-            };
-            let releases: serde_json::Map<String, Value> = p
-                .iter()
-                .map(|(v, r)| (v.clone(), json!({ "description": r.description, "files": r.files.keys().collect::<Vec<_>>() })))
-                .collect();
-            drop(st);
-            json(
-                req,
-                200,
-                json!({ "name": normalize(project), "releases": releases }),
-            )
-        }
-        ("DELETE", [project, version]) => {
-            let key = normalize(project);
-            let removed = st
-                .projects
-                .get_mut(&key)
-                .and_then(|p| p.remove(*version))
-                .is_some();
-            if st.projects.get(&key).is_some_and(BTreeMap::is_empty) {
-                st.projects.remove(&key);
-            }
-            drop(st);
-            respond(req, if removed { 200 } else { 404 }, vec![], &[])
-        }
-        _ => {
-            drop(st);
-            respond(req, 404, vec![], &[])
-        }
+        ("GET", [project, "json"]) => project_json(st, project),
+        ("DELETE", [project, version]) => remove_version(st, project, version),
+        _ => Reply::empty(404),
     }
+}
+
+/// `POST /`: the legacy upload API (`:action=file_upload`); a file that
+/// exists is 409, a file name without the version is 400.
+fn upload(st: &mut State, content_type: &str, body: &[u8]) -> Reply {
+    let fields = multipart(content_type, body);
+    let field = |n: &str| {
+        fields
+            .iter()
+            .find(|f| f.0 == n)
+            .map(|f| String::from_utf8_lossy(&f.2).into_owned())
+            .unwrap_or_default()
+    };
+    let file = fields.iter().find(|f| f.0 == "content" && f.1.is_some());
+    let (name, version) = (normalize(&field("name")), field("version"));
+    let status = match file {
+        _ if field(":action") != "file_upload" => 400,
+        None => 400,
+        Some((_, Some(fname), _))
+            if !fname.contains(&version) || name.is_empty() || version.is_empty() =>
+        {
+            400
+        }
+        Some((_, Some(fname), data)) => {
+            let release = st
+                .projects
+                .entry(name)
+                .or_default()
+                .entry(version)
+                .or_default();
+            if release.files.contains_key(fname) {
+                409
+            } else {
+                release.description = field("description");
+                release.files.insert(fname.clone(), data.clone());
+                200
+            }
+        }
+        Some(_) => 400,
+    };
+    Reply::empty(status)
+}
+
+/// `GET /+simple/<project>/`: a link to each file of each version.
+fn project_page(st: &State, project: &str) -> Reply {
+    let Some(p) = st.projects.get(&normalize(project)) else {
+        return Reply::empty(404);
+    };
+    let links: Vec<String> = p
+        .values()
+        .flat_map(|r| r.files.keys())
+        .map(|f| {
+            format!(
+                "<a href=\"../../+f/{}/{}\">{f}</a><br>",
+                normalize(project),
+                crate::wire::percent_encode(f)
+            )
+        })
+        .collect();
+    simple_page(&links)
+}
+
+/// `GET /<project>/json`: each version's description and files.
+fn project_json(st: &State, project: &str) -> Reply {
+    let Some(p) = st.projects.get(&normalize(project)) else {
+        return Reply::json(404, json!({ "message": "Not Found" }));
+    };
+    let releases: serde_json::Map<String, Value> = p
+        .iter()
+        .map(|(v, r)| (v.clone(), json!({ "description": r.description, "files": r.files.keys().collect::<Vec<_>>() })))
+        .collect();
+    Reply::json(
+        200,
+        json!({ "name": normalize(project), "releases": releases }),
+    )
+}
+
+/// `DELETE /<project>/<version>` (devpi's API); a project left with no
+/// version goes too.
+fn remove_version(st: &mut State, project: &str, version: &str) -> Reply {
+    let key = normalize(project);
+    let removed = st
+        .projects
+        .get_mut(&key)
+        .and_then(|p| p.remove(version))
+        .is_some();
+    if st.projects.get(&key).is_some_and(BTreeMap::is_empty) {
+        st.projects.remove(&key);
+    }
+    Reply::empty(if removed { 200 } else { 404 })
 }
