@@ -50,17 +50,46 @@ fn signed_url(st: &State, port: u16, id: u64) -> String {
     )
 }
 
-pub fn twirp(st: &mut State, rpc: &str, auth: &str, body: &[u8], port: u16) -> Reply {
+/// The workflow run a runtime token belongs to.
+struct Run {
+    /// Its backend id, from the token's `scp` claim.
+    backend: String,
+    /// The job's backend id, from the same claim.
+    job: String,
+    repo: String,
+    id: u64,
+}
+
+/// The run of a runtime token minted here, or the Twirp error that
+/// refuses it.
+fn runtime_run(st: &State, auth: &str) -> Result<Run, Reply> {
     // The runtime token: minted here (signature), with backend ids.
     let token = auth.strip_prefix("Bearer ").unwrap_or("");
     let ids = (token.rsplit('.').next() == Some(st.token_sig.as_str()))
         .then(|| crate::wire::jwt_backend_ids(token))
         .flatten();
     let Some((run, job)) = ids else {
-        return twirp_error(401, "unauthenticated", "no valid runtime token");
+        return Err(twirp_error(
+            401,
+            "unauthenticated",
+            "no valid runtime token",
+        ));
     };
     let Some((repo, run_id)) = st.runs.get(&run).cloned() else {
-        return twirp_error(401, "unauthenticated", "unknown workflow run");
+        return Err(twirp_error(401, "unauthenticated", "unknown workflow run"));
+    };
+    Ok(Run {
+        backend: run,
+        job,
+        repo,
+        id: run_id,
+    })
+}
+
+pub fn twirp(st: &mut State, rpc: &str, auth: &str, body: &[u8], port: u16) -> Reply {
+    let run = match runtime_run(st, auth) {
+        Ok(run) => run,
+        Err(reply) => return reply,
     };
     let Ok(body) = serde_json::from_slice::<Value>(body) else {
         return twirp_error(400, "malformed", "the body is not JSON");
@@ -75,7 +104,7 @@ pub fn twirp(st: &mut State, rpc: &str, auth: &str, body: &[u8], port: u16) -> R
     );
     // The ids a request names must be the token's own run (a job may read
     // and delete its run's artifacts, not another run's).
-    if req_run != run || (rpc == "CreateArtifact" && req_job != job) {
+    if req_run != run.backend || (rpc == "CreateArtifact" && req_job != run.job) {
         return twirp_error(
             403,
             "permission_denied",
@@ -84,88 +113,14 @@ pub fn twirp(st: &mut State, rpc: &str, auth: &str, body: &[u8], port: u16) -> R
     }
     let name = text(&body, "name", "name");
     match rpc {
-        "CreateArtifact" => {
-            if name.is_empty() || name.contains(BAD_NAME) {
-                return twirp_error(400, "invalid_argument", "invalid artifact name");
-            }
-            if st
-                .artifacts
-                .iter()
-                .any(|a| a.run_backend == run && a.name == name)
-            {
-                return twirp_error(
-                    409,
-                    "already_exists",
-                    "an artifact with this name already exists on the workflow run",
-                );
-            }
-            let id = st.next_id();
-            st.artifacts.push(Artifact {
-                id,
-                repo,
-                run_id,
-                run_backend: run,
-                job_backend: job,
-                name,
-                data: None,
-                blocks: HashMap::new(),
-                digest: None,
-                finalized: false,
-            });
-            Reply::json(
-                200,
-                json!({ "ok": true, "signed_upload_url": signed_url(st, port, id) }),
-            )
-        }
-        "FinalizeArtifact" => {
-            let size = int(&body, "size", "size").unwrap_or(0);
-            let hash = text(&body, "hash", "hash");
-            let Some(a) = st
-                .artifacts
-                .iter_mut()
-                .find(|a| a.run_backend == run && a.name == name && !a.finalized)
-            else {
-                return twirp_error(404, "not_found", "no such pending artifact");
-            };
-            let data = a.data.clone().unwrap_or_default();
-            if data.len() as u64 != size {
-                return twirp_error(400, "invalid_argument", "size does not match the upload");
-            }
-            if !hash.is_empty() && hash != digest(&data) {
-                return twirp_error(400, "invalid_argument", "hash does not match the upload");
-            }
-            a.finalized = true;
-            a.digest = Some(digest(&data));
-            Reply::json(200, json!({ "ok": true, "artifact_id": a.id.to_string() }))
-        }
-        "ListArtifacts" => {
-            let name_filter = field(&body, "name_filter", "nameFilter").as_str();
-            let id_filter = int(&body, "id_filter", "idFilter");
-            let list: Vec<Value> = st
-                .artifacts
-                .iter()
-                .filter(|a| a.finalized && a.run_backend == run)
-                .filter(|a| name_filter.is_none_or(|n| a.name == n))
-                .filter(|a| id_filter.is_none_or(|i| a.id == i))
-                .map(|a| {
-                    json!({
-                        "workflow_run_backend_id": a.run_backend,
-                        "workflow_job_run_backend_id": a.job_backend,
-                        "database_id": a.id.to_string(),
-                        "name": a.name,
-                        "size": a.data.as_ref().map(Vec::len).unwrap_or(0).to_string(),
-                        "created_at": "2026-11-30T00:00:00Z",
-                        "digest": a.digest,
-                    })
-                })
-                .collect();
-            Reply::json(200, json!({ "artifacts": list }))
-        }
+        "CreateArtifact" => create_artifact(st, run, name, port),
+        "FinalizeArtifact" => finalize_artifact(st, &run, &name, &body),
+        "ListArtifacts" => list_artifacts(st, &run, &body),
         "GetSignedArtifactURL" => {
             match st
                 .artifacts
                 .iter()
-                .find(|a| a.finalized && a.run_backend == run && a.name == name)
+                .find(|a| a.finalized && a.run_backend == run.backend && a.name == name)
             {
                 Some(a) => Reply::json(200, json!({ "signed_url": signed_url(st, port, a.id) })),
                 None => twirp_error(404, "not_found", "no such artifact"),
@@ -175,7 +130,7 @@ pub fn twirp(st: &mut State, rpc: &str, auth: &str, body: &[u8], port: u16) -> R
             let Some(i) = st
                 .artifacts
                 .iter()
-                .position(|a| a.finalized && a.run_backend == run && a.name == name)
+                .position(|a| a.finalized && a.run_backend == run.backend && a.name == name)
             else {
                 return twirp_error(404, "not_found", "no such artifact");
             };
@@ -184,6 +139,91 @@ pub fn twirp(st: &mut State, rpc: &str, auth: &str, body: &[u8], port: u16) -> R
         }
         _ => twirp_error(404, "bad_route", rpc),
     }
+}
+
+/// `CreateArtifact`: a pending artifact of the run (names are unique per
+/// run), and the signed URL its blob goes to.
+fn create_artifact(st: &mut State, run: Run, name: String, port: u16) -> Reply {
+    if name.is_empty() || name.contains(BAD_NAME) {
+        return twirp_error(400, "invalid_argument", "invalid artifact name");
+    }
+    if st
+        .artifacts
+        .iter()
+        .any(|a| a.run_backend == run.backend && a.name == name)
+    {
+        return twirp_error(
+            409,
+            "already_exists",
+            "an artifact with this name already exists on the workflow run",
+        );
+    }
+    let id = st.next_id();
+    st.artifacts.push(Artifact {
+        id,
+        repo: run.repo,
+        run_id: run.id,
+        run_backend: run.backend,
+        job_backend: run.job,
+        name,
+        data: None,
+        blocks: HashMap::new(),
+        digest: None,
+        finalized: false,
+    });
+    Reply::json(
+        200,
+        json!({ "ok": true, "signed_upload_url": signed_url(st, port, id) }),
+    )
+}
+
+/// `FinalizeArtifact`: the pending artifact is final if its blob has the
+/// size (and the hash, if named) the client names.
+fn finalize_artifact(st: &mut State, run: &Run, name: &str, body: &Value) -> Reply {
+    let size = int(body, "size", "size").unwrap_or(0);
+    let hash = text(body, "hash", "hash");
+    let Some(a) = st
+        .artifacts
+        .iter_mut()
+        .find(|a| a.run_backend == run.backend && a.name == name && !a.finalized)
+    else {
+        return twirp_error(404, "not_found", "no such pending artifact");
+    };
+    let data = a.data.clone().unwrap_or_default();
+    if data.len() as u64 != size {
+        return twirp_error(400, "invalid_argument", "size does not match the upload");
+    }
+    if !hash.is_empty() && hash != digest(&data) {
+        return twirp_error(400, "invalid_argument", "hash does not match the upload");
+    }
+    a.finalized = true;
+    a.digest = Some(digest(&data));
+    Reply::json(200, json!({ "ok": true, "artifact_id": a.id.to_string() }))
+}
+
+/// `ListArtifacts`: the run's finalized artifacts, by name or id if asked.
+fn list_artifacts(st: &State, run: &Run, body: &Value) -> Reply {
+    let name_filter = field(body, "name_filter", "nameFilter").as_str();
+    let id_filter = int(body, "id_filter", "idFilter");
+    let list: Vec<Value> = st
+        .artifacts
+        .iter()
+        .filter(|a| a.finalized && a.run_backend == run.backend)
+        .filter(|a| name_filter.is_none_or(|n| a.name == n))
+        .filter(|a| id_filter.is_none_or(|i| a.id == i))
+        .map(|a| {
+            json!({
+                "workflow_run_backend_id": a.run_backend,
+                "workflow_job_run_backend_id": a.job_backend,
+                "database_id": a.id.to_string(),
+                "name": a.name,
+                "size": a.data.as_ref().map(Vec::len).unwrap_or(0).to_string(),
+                "created_at": "2026-11-30T00:00:00Z",
+                "digest": a.digest,
+            })
+        })
+        .collect();
+    Reply::json(200, json!({ "artifacts": list }))
 }
 
 /// Azure's answer to a blob write.
