@@ -7,6 +7,7 @@
 use crate::config::{self, ConfigError, ConfigErrors, EnvLookup, Mapping, Options, Pos, Value};
 use crate::surface;
 use serde::{Deserialize, Serialize};
+use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 
 /// Where the config came from, as the report states it.
@@ -100,48 +101,41 @@ pub fn is_valid_name(n: &str) -> bool {
         && !n.ends_with('-')
 }
 
+/// What every check of one config needs, and how its errors name the file.
+struct Checker<'a> {
+    /// The file as errors name it ([`ConfigSource::display`]).
+    file: String,
+    source: &'a ConfigSource,
+    env: EnvLookup<'a>,
+}
+
+impl Checker<'_> {
+    fn err(&self, pos: Pos, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            pos,
+            message,
+        }
+    }
+}
+
 /// Parses and validates config text into a plan.
 pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Plan, ConfigErrors> {
-    let file = source.display();
-    let err = |pos: Pos, message: String| ConfigError {
-        file: file.clone(),
-        pos,
-        message,
+    let ck = Checker {
+        file: source.display(),
+        source: &source,
+        env,
     };
-    let raw = config::parse(text, &file)?;
-
-    match &raw.version {
-        None => {
-            return Err(ConfigErrors::from(err(
-                Pos::START,
-                "missing `version: 1` at the top level".into(),
-            )));
-        }
-        Some(v) => match v.value {
-            Value::Int(1) => {}
-            Value::Int(n) => {
-                return Err(ConfigErrors::from(err(
-                    Pos::of(v),
-                    format!("unsupported config version {n}; this runwarden reads version 1"),
-                )));
-            }
-            ref other => {
-                return Err(ConfigErrors::from(err(
-                    Pos::of(v),
-                    format!("`version` must be the number 1, not {}", other.kind()),
-                )));
-            }
-        },
-    }
+    let raw = config::parse(text, &ck.file)?;
+    check_version(&ck, raw.version.as_ref())?;
 
     let Some(surfaces) = raw.surfaces else {
-        return Err(ConfigErrors::from(err(
-            Pos::START,
-            "missing `surfaces:`: nothing to probe".into(),
-        )));
+        return Err(ConfigErrors::from(
+            ck.err(Pos::START, "missing `surfaces:`: nothing to probe".into()),
+        ));
     };
     if surfaces.value.is_empty() {
-        return Err(ConfigErrors::from(err(
+        return Err(ConfigErrors::from(ck.err(
             Pos::of(&surfaces),
             "`surfaces` is empty: nothing to probe".into(),
         )));
@@ -154,79 +148,7 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
     // still checked, and so is every declaration whose surface is sound.
     let mut errors: Vec<ConfigError> = Vec::new();
     for entry in surfaces.value {
-        let one = || -> Result<SurfacePlan, ConfigError> {
-            let entry_pos = Pos::of(&entry);
-            let Mapping(mut keys) = entry.value;
-            let mut take = |k: &str| {
-                keys.iter()
-                    .position(|(key, _)| key.value == k)
-                    .map(|i| keys.remove(i))
-            };
-            let name = take("name");
-            let ty = take("type");
-            let Some((_, name)) = name else {
-                return Err(err(entry_pos, "surface entry without `name:`".into()));
-            };
-            let name_pos = Pos::of(&name);
-            let Value::Str(name) = name.value else {
-                return Err(err(
-                    name_pos,
-                    format!("`name` must be a string, not {}", name.value.kind()),
-                ));
-            };
-            if !is_valid_name(&name) {
-                return Err(err(
-                    name_pos,
-                    format!(
-                        "invalid surface name `{name}`: use 1-63 lowercase letters, digits and '-', not starting or ending with '-'"
-                    ),
-                ));
-            }
-            if let Some(first) = seen.get(&name) {
-                return Err(err(
-                    name_pos,
-                    format!(
-                        "duplicate surface name `{name}` (first at line {})",
-                        first.line
-                    ),
-                ));
-            }
-            seen.insert(name.clone(), name_pos);
-            let Some((_, ty)) = ty else {
-                return Err(err(entry_pos, format!("surface `{name}` has no `type:`")));
-            };
-            let ty_pos = Pos::of(&ty);
-            let Value::Str(ty) = ty.value else {
-                return Err(err(
-                    ty_pos,
-                    format!("`type` must be a string, not {}", ty.value.kind()),
-                ));
-            };
-            let Some(st) = surface::by_name(&ty) else {
-                let known: Vec<&str> = surface::REGISTRY.iter().map(|t| t.name()).collect();
-                return Err(err(
-                    ty_pos,
-                    format!(
-                        "unknown surface type `{ty}`; known types: {}",
-                        known.join(", ")
-                    ),
-                ));
-            };
-            let opts = Options::new(&file, st.name(), entry_pos, keys, env);
-            opts.check_keys(st.keys())?;
-            let settings = st.validate(opts)?;
-            Ok(SurfacePlan {
-                name,
-                type_name: st.name(),
-                settings,
-                location: source.path.as_ref().map(|p| Location {
-                    path: p.clone(),
-                    line: entry_pos.line,
-                    column: entry_pos.column,
-                }),
-            })
-        };
-        match one() {
+        match surface_plan(&ck, entry, &mut seen) {
             Ok(p) => plans.push(p),
             Err(e) => errors.push(e),
         }
@@ -234,122 +156,7 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
 
     let mut declared: BTreeMap<String, Declaration> = BTreeMap::new();
     for d in raw.declared.map(|d| d.value).unwrap_or_default() {
-        let mut one = || -> Result<(), ConfigError> {
-            let pos = Pos::of(&d);
-            // A mapping may add one scope key its surface type knows (e.g.
-            // `refs:` for git-remote), checked once the channel is known.
-            let mut scope: Option<(String, String, Pos)> = None;
-            let channel = match &d.value {
-                Value::Str(s) => s.clone(),
-                Value::Map(Mapping(m)) => {
-                    let mut channel = None;
-                    for (k, v) in m {
-                        let vpos = Pos::or(v, pos);
-                        match (k.value.as_str(), &v.value) {
-                            ("channel", Value::Str(s)) => channel = Some(s.clone()),
-                            // Free text for people (and later SARIF
-                            // suppressions); not interpreted.
-                            ("reason", Value::Str(_)) => {}
-                            ("channel" | "reason", other) => {
-                                return Err(err(
-                                    vpos,
-                                    format!("`{}` must be a string, not {}", k.value, other.kind()),
-                                ));
-                            }
-                            (key, Value::Str(s)) if scope.is_none() => {
-                                scope = Some((key.to_string(), s.clone(), Pos::or(k, pos)))
-                            }
-                            (key, _) => {
-                                return Err(err(
-                                    Pos::or(k, pos),
-                                    format!(
-                                        "unknown key `{key}` in a declaration; known keys: channel, reason, and one scope key of the surface type"
-                                    ),
-                                ));
-                            }
-                        }
-                    }
-                    channel.ok_or_else(|| err(pos, "declaration without `channel:`".into()))?
-                }
-                other => {
-                    return Err(err(
-                        pos,
-                        format!(
-                            "a declaration is a `surface:carrier` string or a mapping with `channel:`, not {}",
-                            other.kind()
-                        ),
-                    ));
-                }
-            };
-            let Some((sname, carrier)) = channel.split_once(':') else {
-                return Err(err(
-                    pos,
-                    format!("malformed declaration `{channel}`: expected `surface:carrier`"),
-                ));
-            };
-            let Some(sp) = plans.iter().find(|p| p.name == sname) else {
-                // Its surface has an error of its own, already reported.
-                if seen.contains_key(sname) {
-                    return Ok(());
-                }
-                let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-                let known = if names.is_empty() {
-                    "the config has no valid surface".to_string()
-                } else {
-                    format!("surfaces: {}", names.join(", "))
-                };
-                return Err(err(
-                    pos,
-                    format!("`{channel}` names no surface `{sname}`; {known}"),
-                ));
-            };
-            let st = surface::by_name(sp.type_name).expect("validated type");
-            if !st.carriers().iter().any(|c| c.name == carrier) {
-                let carriers: Vec<&str> = st.carriers().iter().map(|c| c.name).collect();
-                return Err(err(
-                    pos,
-                    format!(
-                        "`{channel}`: surface `{sname}` (type {}) has no carrier `{carrier}`; its carriers: {}",
-                        st.name(),
-                        carriers.join(", ")
-                    ),
-                ));
-            }
-            let scope = match scope {
-                None => None,
-                Some((key, value, kpos)) => {
-                    if !st.scope_keys().contains(&key.as_str()) {
-                        let known: Vec<&str> = ["channel", "reason"]
-                            .into_iter()
-                            .chain(st.scope_keys().iter().copied())
-                            .collect();
-                        return Err(err(
-                            kpos,
-                            format!(
-                                "unknown key `{key}` in a declaration of a {} channel; known keys: {}",
-                                st.name(),
-                                known.join(", ")
-                            ),
-                        ));
-                    }
-                    st.check_scope(carrier, &key, &value)
-                        .map_err(|m| err(kpos, format!("`{key}`: {m}")))?;
-                    Some(Scope { key, value })
-                }
-            };
-            if let Some(first) = declared.get(&channel) {
-                return Err(err(
-                    pos,
-                    format!(
-                        "`{channel}` is declared twice (first at line {})",
-                        first.pos.line
-                    ),
-                ));
-            }
-            declared.insert(channel, Declaration { pos, scope });
-            Ok(())
-        };
-        if let Err(e) = one() {
+        if let Err(e) = declare(&ck, &d, &plans, &seen, &mut declared) {
             errors.push(e);
         }
     }
@@ -362,4 +169,277 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
         surfaces: plans,
         declared,
     })
+}
+
+/// `version: 1`, present and the number 1.
+fn check_version(ck: &Checker<'_>, version: Option<&Spanned<Value>>) -> Result<(), ConfigError> {
+    match version {
+        None => Err(ck.err(Pos::START, "missing `version: 1` at the top level".into())),
+        Some(v) => match v.value {
+            Value::Int(1) => Ok(()),
+            Value::Int(n) => Err(ck.err(
+                Pos::of(v),
+                format!("unsupported config version {n}; this runwarden reads version 1"),
+            )),
+            ref other => Err(ck.err(
+                Pos::of(v),
+                format!("`version` must be the number 1, not {}", other.kind()),
+            )),
+        },
+    }
+}
+
+/// A config key and its value, as an entry holds them.
+type KeyValue = (Spanned<String>, Spanned<Value>);
+
+/// One `surfaces` entry: its name (valid, and not one `seen` already
+/// has, which it joins), its type, and the settings its type validates.
+fn surface_plan(
+    ck: &Checker<'_>,
+    entry: Spanned<Mapping>,
+    seen: &mut BTreeMap<String, Pos>,
+) -> Result<SurfacePlan, ConfigError> {
+    let entry_pos = Pos::of(&entry);
+    let Mapping(mut keys) = entry.value;
+    let mut take = |k: &str| {
+        keys.iter()
+            .position(|(key, _)| key.value == k)
+            .map(|i| keys.remove(i))
+    };
+    let name = take("name");
+    let ty = take("type");
+    let name = entry_name(ck, name, entry_pos, seen)?;
+    let st = entry_type(ck, ty, entry_pos, &name)?;
+    let opts = Options::new(&ck.file, st.name(), entry_pos, keys, ck.env);
+    opts.check_keys(st.keys())?;
+    let settings = st.validate(opts)?;
+    Ok(SurfacePlan {
+        name,
+        type_name: st.name(),
+        settings,
+        location: ck.source.path.as_ref().map(|p| Location {
+            path: p.clone(),
+            line: entry_pos.line,
+            column: entry_pos.column,
+        }),
+    })
+}
+
+/// An entry's `name:`: a valid surface name no earlier entry has (it is
+/// added to `seen`).
+fn entry_name(
+    ck: &Checker<'_>,
+    name: Option<KeyValue>,
+    entry_pos: Pos,
+    seen: &mut BTreeMap<String, Pos>,
+) -> Result<String, ConfigError> {
+    let Some((_, name)) = name else {
+        return Err(ck.err(entry_pos, "surface entry without `name:`".into()));
+    };
+    let name_pos = Pos::of(&name);
+    let Value::Str(name) = name.value else {
+        return Err(ck.err(
+            name_pos,
+            format!("`name` must be a string, not {}", name.value.kind()),
+        ));
+    };
+    if !is_valid_name(&name) {
+        return Err(ck.err(
+            name_pos,
+            format!(
+                "invalid surface name `{name}`: use 1-63 lowercase letters, digits and '-', not starting or ending with '-'"
+            ),
+        ));
+    }
+    if let Some(first) = seen.get(&name) {
+        return Err(ck.err(
+            name_pos,
+            format!(
+                "duplicate surface name `{name}` (first at line {})",
+                first.line
+            ),
+        ));
+    }
+    seen.insert(name.clone(), name_pos);
+    Ok(name)
+}
+
+/// An entry's `type:`: a known surface type.
+fn entry_type(
+    ck: &Checker<'_>,
+    ty: Option<KeyValue>,
+    entry_pos: Pos,
+    name: &str,
+) -> Result<&'static dyn surface::SurfaceType, ConfigError> {
+    let Some((_, ty)) = ty else {
+        return Err(ck.err(entry_pos, format!("surface `{name}` has no `type:`")));
+    };
+    let ty_pos = Pos::of(&ty);
+    let Value::Str(ty) = ty.value else {
+        return Err(ck.err(
+            ty_pos,
+            format!("`type` must be a string, not {}", ty.value.kind()),
+        ));
+    };
+    let Some(st) = surface::by_name(&ty) else {
+        let known: Vec<&str> = surface::REGISTRY.iter().map(|t| t.name()).collect();
+        return Err(ck.err(
+            ty_pos,
+            format!(
+                "unknown surface type `{ty}`; known types: {}",
+                known.join(", ")
+            ),
+        ));
+    };
+    Ok(st)
+}
+
+/// A scope key a declaration names, its value and where the key is.
+type ScopeKey = (String, String, Pos);
+
+/// One `declared` entry: a channel of a sound surface (`plans`), with its
+/// scope if it names one, added to `declared` (once). A channel of a
+/// surface with an error of its own (in `seen`, not in `plans`) is left
+/// out: that error is already reported.
+fn declare(
+    ck: &Checker<'_>,
+    d: &Spanned<Value>,
+    plans: &[SurfacePlan],
+    seen: &BTreeMap<String, Pos>,
+    declared: &mut BTreeMap<String, Declaration>,
+) -> Result<(), ConfigError> {
+    let pos = Pos::of(d);
+    let (channel, scope) = declaration_channel(ck, d, pos)?;
+    let Some((sname, carrier)) = channel.split_once(':') else {
+        return Err(ck.err(
+            pos,
+            format!("malformed declaration `{channel}`: expected `surface:carrier`"),
+        ));
+    };
+    let Some(sp) = plans.iter().find(|p| p.name == sname) else {
+        // Its surface has an error of its own, already reported.
+        if seen.contains_key(sname) {
+            return Ok(());
+        }
+        let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+        let known = if names.is_empty() {
+            "the config has no valid surface".to_string()
+        } else {
+            format!("surfaces: {}", names.join(", "))
+        };
+        return Err(ck.err(
+            pos,
+            format!("`{channel}` names no surface `{sname}`; {known}"),
+        ));
+    };
+    let st = surface::by_name(sp.type_name).expect("validated type");
+    if !st.carriers().iter().any(|c| c.name == carrier) {
+        let carriers: Vec<&str> = st.carriers().iter().map(|c| c.name).collect();
+        return Err(ck.err(
+            pos,
+            format!(
+                "`{channel}`: surface `{sname}` (type {}) has no carrier `{carrier}`; its carriers: {}",
+                st.name(),
+                carriers.join(", ")
+            ),
+        ));
+    }
+    let scope = match scope {
+        None => None,
+        Some(scope) => Some(declaration_scope(ck, st, carrier, scope)?),
+    };
+    if let Some(first) = declared.get(&channel) {
+        return Err(ck.err(
+            pos,
+            format!(
+                "`{channel}` is declared twice (first at line {})",
+                first.pos.line
+            ),
+        ));
+    }
+    declared.insert(channel, Declaration { pos, scope });
+    Ok(())
+}
+
+/// A declaration's channel, and the scope key it names if any: a
+/// `surface:carrier` string, or a mapping with `channel:`, `reason:` and
+/// at most one other (scope) key.
+fn declaration_channel(
+    ck: &Checker<'_>,
+    d: &Spanned<Value>,
+    pos: Pos,
+) -> Result<(String, Option<ScopeKey>), ConfigError> {
+    // A mapping may add one scope key its surface type knows (e.g.
+    // `refs:` for git-remote), checked once the channel is known.
+    let mut scope: Option<ScopeKey> = None;
+    let channel = match &d.value {
+        Value::Str(s) => s.clone(),
+        Value::Map(Mapping(m)) => {
+            let mut channel = None;
+            for (k, v) in m {
+                let vpos = Pos::or(v, pos);
+                match (k.value.as_str(), &v.value) {
+                    ("channel", Value::Str(s)) => channel = Some(s.clone()),
+                    // Free text for people (and later SARIF
+                    // suppressions); not interpreted.
+                    ("reason", Value::Str(_)) => {}
+                    ("channel" | "reason", other) => {
+                        return Err(ck.err(
+                            vpos,
+                            format!("`{}` must be a string, not {}", k.value, other.kind()),
+                        ));
+                    }
+                    (key, Value::Str(s)) if scope.is_none() => {
+                        scope = Some((key.to_string(), s.clone(), Pos::or(k, pos)))
+                    }
+                    (key, _) => {
+                        return Err(ck.err(
+                            Pos::or(k, pos),
+                            format!(
+                                "unknown key `{key}` in a declaration; known keys: channel, reason, and one scope key of the surface type"
+                            ),
+                        ));
+                    }
+                }
+            }
+            channel.ok_or_else(|| ck.err(pos, "declaration without `channel:`".into()))?
+        }
+        other => {
+            return Err(ck.err(
+                pos,
+                format!(
+                    "a declaration is a `surface:carrier` string or a mapping with `channel:`, not {}",
+                    other.kind()
+                ),
+            ));
+        }
+    };
+    Ok((channel, scope))
+}
+
+/// A declaration's scope: a scope key of its surface type, with a value
+/// the type accepts for `carrier`.
+fn declaration_scope(
+    ck: &Checker<'_>,
+    st: &dyn surface::SurfaceType,
+    carrier: &str,
+    (key, value, kpos): ScopeKey,
+) -> Result<Scope, ConfigError> {
+    if !st.scope_keys().contains(&key.as_str()) {
+        let known: Vec<&str> = ["channel", "reason"]
+            .into_iter()
+            .chain(st.scope_keys().iter().copied())
+            .collect();
+        return Err(ck.err(
+            kpos,
+            format!(
+                "unknown key `{key}` in a declaration of a {} channel; known keys: {}",
+                st.name(),
+                known.join(", ")
+            ),
+        ));
+    }
+    st.check_scope(carrier, &key, &value)
+        .map_err(|m| ck.err(kpos, format!("`{key}`: {m}")))?;
+    Ok(Scope { key, value })
 }
