@@ -91,24 +91,56 @@ fn fs_entry(name: &str, path: &Path) -> String {
     )
 }
 
+/// How discovery reads an environment variable: unset and empty are the
+/// same.
+type Var<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// Looks at the environment through `env` (injected, so tests can shape
 /// any runner) and at the filesystem.
 pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     let var = |k: &str| env(k).filter(|v| !v.is_empty());
     let in_actions = var("GITHUB_ACTIONS").as_deref() == Some("true");
     let workspace = var("GITHUB_WORKSPACE").map(PathBuf::from);
+    let runner = runner_of(&var, in_actions, workspace.as_deref());
+    let home = var("HOME").map(PathBuf::from);
+    let mut surfaces = directories(&var, home.as_deref());
+    let mut notes = Vec::new();
+    surfaces.extend(git_remote(workspace.as_deref(), in_actions));
+    github_services(&var, in_actions, &mut surfaces, &mut notes);
+    // Package registries the machine is configured for, other than the
+    // public ones: proposed commented out, because a probe publishes to
+    // them and needs credentials the operator names.
+    surfaces.extend(npm_registry(&var, workspace.as_deref(), home.as_deref()));
+    surfaces.extend(pypi_index(&var, home.as_deref()));
+    if Path::new("/var/run/docker.sock").exists() {
+        notes.push("a Docker socket exists (/var/run/docker.sock): images, volumes and containers outlive jobs (no surface type for it yet)".into());
+    }
+    Discovery {
+        runner,
+        surfaces,
+        notes,
+    }
+}
+
+/// The runner kind the environment names.
+fn runner_of(var: Var<'_>, in_actions: bool, workspace: Option<&Path>) -> Runner {
     let arc = var("KUBERNETES_PORT").is_some()
         || var("GITHUB_ACTIONS_RUNNER_EXTRA_USER_AGENT")
             .is_some_and(|v| v.contains("actions-runner-controller/"))
-        || workspace.as_deref().is_some_and(|w| w.starts_with("/__w"));
-    let runner = match (in_actions, var("RUNNER_ENVIRONMENT").as_deref()) {
+        || workspace.is_some_and(|w| w.starts_with("/__w"));
+    match (in_actions, var("RUNNER_ENVIRONMENT").as_deref()) {
         (false, _) => Runner::NotActions,
         _ if arc => Runner::Arc,
         (true, Some("github-hosted")) => Runner::GithubHosted,
         (true, _) => Runner::SelfHosted,
-    };
+    }
+}
+
+/// The shared directories that exist, each once (by path): the runner's
+/// work directory and tool cache, `$HOME` and its package caches, the
+/// system temp directory and `/dev/shm`.
+fn directories(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
     let mut surfaces = Vec::new();
-    let mut notes = Vec::new();
     let mut add = |name: &str, path: &Path, why: &str| {
         if path.is_dir()
             && !surfaces
@@ -141,8 +173,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             "RUNNER_TOOL_CACHE: setup-* actions share it across jobs and it is never wiped",
         );
     }
-    let home = var("HOME").map(PathBuf::from);
-    if let Some(h) = &home {
+    if let Some(h) = home {
         add(
             "home",
             h,
@@ -155,7 +186,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
         let moved = (name == "go-module-cache")
             .then(|| var("GOMODCACHE").map(PathBuf::from))
             .flatten();
-        if let Some(p) = moved.or_else(|| home.as_ref().map(|h| h.join(under_home))) {
+        if let Some(p) = moved.or_else(|| home.map(|h| h.join(under_home))) {
             add(
                 name,
                 &p,
@@ -176,55 +207,73 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
         Path::new("/dev/shm"),
         "/dev/shm: shared memory, a tmpfs every process can write",
     );
+    surfaces
+}
 
-    // The workspace's git remote.
-    let repo = workspace.clone().or_else(|| std::env::current_dir().ok());
-    if let Some(repo) = repo.filter(|r| r.join(".git").exists()) {
-        let git = Git::operator(Duration::from_secs(10));
-        let args: Vec<&OsStr> = vec![
-            "-C".as_ref(),
-            repo.as_os_str(),
-            "remote".as_ref(),
-            "get-url".as_ref(),
-            "origin".as_ref(),
-        ];
-        let (out, _) = git.run(Path::new("/"), &args, &[], b"");
-        if out.success {
-            let cred_args: Vec<&OsStr> = vec![
-                "-C".as_ref(),
-                repo.as_os_str(),
-                "config".as_ref(),
-                "--includes".as_ref(),
-                "--name-only".as_ref(),
-                "--get-regexp".as_ref(),
-                r"^http\..*extraheader$".as_ref(),
-            ];
-            let (cred, _) = git.run(Path::new("/"), &cred_args, &[], b"");
-            let credential = if cred.success {
-                "the checkout left a push credential (persist-credentials): the job can write to the remote"
-            } else {
-                "no push credential from the checkout"
-            };
-            let entry = format!(
-                "  - name: origin\n    type: git-remote\n    remote: origin\n    repo: {}\n",
-                quoted(&repo)
-            );
-            surfaces.push(Candidate {
-                why: format!("the workspace's git remote: a branch name alone carries a message; {credential}"),
-                entry,
-                // Outside CI, runwarden never writes to a remote unasked; in
-                // CI only with the credential the job itself was given.
-                skipped: if !in_actions {
-                    Some("outside CI runwarden writes to a remote only when a config names it (uncomment this entry in `runwarden discover`'s output)".into())
-                } else if !cred.success {
-                    Some("the checkout left no push credential: runwarden writes to a remote only with the job's own credential".into())
-                } else {
-                    None
-                },
-            });
-        }
+/// The workspace's git remote (`origin`), if the workspace (or the
+/// current directory) is a checkout that has one.
+fn git_remote(workspace: Option<&Path>, in_actions: bool) -> Option<Candidate> {
+    let repo = workspace
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok());
+    let repo = repo.filter(|r| r.join(".git").exists())?;
+    let git = Git::operator(Duration::from_secs(10));
+    let args: Vec<&OsStr> = vec![
+        "-C".as_ref(),
+        repo.as_os_str(),
+        "remote".as_ref(),
+        "get-url".as_ref(),
+        "origin".as_ref(),
+    ];
+    let (out, _) = git.run(Path::new("/"), &args, &[], b"");
+    if !out.success {
+        return None;
     }
+    let cred_args: Vec<&OsStr> = vec![
+        "-C".as_ref(),
+        repo.as_os_str(),
+        "config".as_ref(),
+        "--includes".as_ref(),
+        "--name-only".as_ref(),
+        "--get-regexp".as_ref(),
+        r"^http\..*extraheader$".as_ref(),
+    ];
+    let (cred, _) = git.run(Path::new("/"), &cred_args, &[], b"");
+    let credential = if cred.success {
+        "the checkout left a push credential (persist-credentials): the job can write to the remote"
+    } else {
+        "no push credential from the checkout"
+    };
+    let entry = format!(
+        "  - name: origin\n    type: git-remote\n    remote: origin\n    repo: {}\n",
+        quoted(&repo)
+    );
+    Some(Candidate {
+        why: format!(
+            "the workspace's git remote: a branch name alone carries a message; {credential}"
+        ),
+        entry,
+        // Outside CI, runwarden never writes to a remote unasked; in
+        // CI only with the credential the job itself was given.
+        skipped: if !in_actions {
+            Some("outside CI runwarden writes to a remote only when a config names it (uncomment this entry in `runwarden discover`'s output)".into())
+        } else if !cred.success {
+            Some("the checkout left no push credential: runwarden writes to a remote only with the job's own credential".into())
+        } else {
+            None
+        },
+    })
+}
 
+/// GitHub's services this step holds a token for: the Actions cache,
+/// artifacts and the repository's objects (or a note on the token's
+/// name).
+fn github_services(
+    var: Var<'_>,
+    in_actions: bool,
+    surfaces: &mut Vec<Candidate>,
+    notes: &mut Vec<String>,
+) {
     // The Actions cache: offered when this step holds a token that reaches
     // it. The surface reads the token, URLs and repository from the same
     // variables, so the entry needs no keys.
@@ -265,9 +314,11 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     } else if in_actions && api_token {
         notes.push("GH_TOKEN is set but GITHUB_TOKEN is not: a github-api surface needs `token-env: GH_TOKEN`".into());
     }
-    // Package registries the machine is configured for, other than the
-    // public ones: proposed commented out, because a probe publishes to
-    // them and needs credentials the operator names.
+}
+
+/// The npm registry this machine is configured for, unless it is the
+/// public one (commented out).
+fn npm_registry(var: Var<'_>, workspace: Option<&Path>, home: Option<&Path>) -> Option<Candidate> {
     let npm_registry = var("NPM_CONFIG_REGISTRY")
         .or_else(|| var("npm_config_registry"))
         .or_else(|| {
@@ -275,16 +326,20 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
             files.extend(home.iter().map(|h| h.join(".npmrc")));
             files.iter().find_map(|f| ini_value(f, "registry"))
         });
-    if let Some(url) = npm_registry.and_then(|u| private_url(&u, "registry.npmjs.org")) {
-        surfaces.push(Candidate {
-            why: format!("the npm registry this machine is configured for ({url}): package names, versions, readmes, dist-tags and tarballs carry messages"),
-            entry: format!(
-                "  - name: npm-registry\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
-                serde_json::to_string(&url).expect("string serializes")
-            ),
-            skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
-        });
-    }
+    let url = npm_registry.and_then(|u| private_url(&u, "registry.npmjs.org"))?;
+    Some(Candidate {
+        why: format!("the npm registry this machine is configured for ({url}): package names, versions, readmes, dist-tags and tarballs carry messages"),
+        entry: format!(
+            "  - name: npm-registry\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
+            serde_json::to_string(&url).expect("string serializes")
+        ),
+        skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
+    })
+}
+
+/// The Python package index this machine is configured for, unless it is
+/// the public one (commented out).
+fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate> {
     let pip_index = var("PIP_INDEX_URL").or_else(|| {
         let mut files: Vec<PathBuf> = home
             .iter()
@@ -293,36 +348,27 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
         files.push(PathBuf::from("/etc/pip.conf"));
         files.iter().find_map(|f| ini_value(f, "index-url"))
     });
-    if let Some(url) = pip_index.and_then(|u| private_url(&u, "pypi.org")) {
-        let simple = if url.ends_with('/') {
-            url.clone()
-        } else {
-            format!("{url}/")
-        };
-        // devpi serves the simple index under `+simple/` of the index it
-        // uploads to; other servers name their upload URL themselves.
-        let upload = simple
-            .strip_suffix("+simple/")
-            .map(String::from)
-            .unwrap_or_else(|| "https://<the index's upload URL>/".into());
-        surfaces.push(Candidate {
-            why: format!("the Python package index this machine is configured for ({url}): project names, versions, descriptions and file names carry messages"),
-            entry: format!(
-                "  - name: pypi-index\n    type: pypi-index\n    upload-url: {}\n    simple-url: {}\n    username-env: PYPI_USER\n    password-env: PYPI_PASSWORD\n",
-                serde_json::to_string(&upload).expect("string serializes"),
-                serde_json::to_string(&simple).expect("string serializes")
-            ),
-            skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
-        });
-    }
-    if Path::new("/var/run/docker.sock").exists() {
-        notes.push("a Docker socket exists (/var/run/docker.sock): images, volumes and containers outlive jobs (no surface type for it yet)".into());
-    }
-    Discovery {
-        runner,
-        surfaces,
-        notes,
-    }
+    let url = pip_index.and_then(|u| private_url(&u, "pypi.org"))?;
+    let simple = if url.ends_with('/') {
+        url.clone()
+    } else {
+        format!("{url}/")
+    };
+    // devpi serves the simple index under `+simple/` of the index it
+    // uploads to; other servers name their upload URL themselves.
+    let upload = simple
+        .strip_suffix("+simple/")
+        .map(String::from)
+        .unwrap_or_else(|| "https://<the index's upload URL>/".into());
+    Some(Candidate {
+        why: format!("the Python package index this machine is configured for ({url}): project names, versions, descriptions and file names carry messages"),
+        entry: format!(
+            "  - name: pypi-index\n    type: pypi-index\n    upload-url: {}\n    simple-url: {}\n    username-env: PYPI_USER\n    password-env: PYPI_PASSWORD\n",
+            serde_json::to_string(&upload).expect("string serializes"),
+            serde_json::to_string(&simple).expect("string serializes")
+        ),
+        skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
+    })
 }
 
 /// The value of `key` in an npmrc or pip.conf style file (`key = value`
