@@ -46,7 +46,6 @@ pub(super) fn run_child(
     then: Option<Then<'_>>,
     timeout: Duration,
 ) -> RunResult {
-    use std::os::unix::process::CommandExt;
     let Run {
         role,
         dir,
@@ -73,34 +72,7 @@ pub(super) fn run_child(
         None => ("", Vec::new(), None, None),
     };
     let then_total = work(&then);
-    let mut cmd = Command::new(exe);
-    cmd.arg("__run")
-        .env_clear()
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-        )
-        .env("HOME", dir)
-        .env("TMPDIR", dir.join("tmp"))
-        .env("RUNWARDEN_RUN_ID", run_id)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group: a Ctrl-C at the terminal reaches only the
-        // orchestrator, which stops the run it chooses to stop and still
-        // cleans up.
-        .process_group(0);
-    // No working directory and no pre-exec hook here: in the static
-    // binary the action ships either makes std fork the orchestrator
-    // (copying its page tables) instead of spawning with vfork, about
-    // 0.8 ms a probe (a uid for `--run-b-as` still forks). The run moves to its directory
-    // (HOME) and asks to die with this process itself, first thing
-    // (`crate::child::run`).
-    if let Some((uid, gid)) = as_user {
-        // std drops supplementary groups too when root switches uid.
-        cmd.uid(uid).gid(gid);
-    }
-    let mut child = match cmd.spawn() {
+    let mut child = match command(exe, dir, run_id, as_user).spawn() {
         Ok(c) => c,
         Err(e) => {
             res.problem = Some(format!("run {role} could not start: {e}"));
@@ -148,6 +120,50 @@ pub(super) fn run_child(
         killed: None,
         quiet: false,
     };
+    watch(&mut child, &mut pipes, &mut c);
+    let status = reap(&mut child);
+    drain(&mut pipes, &mut c);
+    c.finish(status)
+}
+
+/// The command that starts a run: `__run` with a cut environment, its
+/// pipes, in a process group of its own (as `as_user`, if given).
+fn command(exe: &Path, dir: &Path, run_id: &str, as_user: Option<(u32, u32)>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(exe);
+    cmd.arg("__run")
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", dir)
+        .env("TMPDIR", dir.join("tmp"))
+        .env("RUNWARDEN_RUN_ID", run_id)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C at the terminal reaches only the
+        // orchestrator, which stops the run it chooses to stop and still
+        // cleans up.
+        .process_group(0);
+    // No working directory and no pre-exec hook here: in the static
+    // binary the action ships either makes std fork the orchestrator
+    // (copying its page tables) instead of spawning with vfork, about
+    // 0.8 ms a probe (a uid for `--run-b-as` still forks). The run moves to its directory
+    // (HOME) and asks to die with this process itself, first thing
+    // (`crate::child::run`).
+    if let Some((uid, gid)) = as_user {
+        // std drops supplementary groups too when root switches uid.
+        cmd.uid(uid).gid(gid);
+    }
+    cmd
+}
+
+/// Reads the run's events until its stdout closes, or until a signal (if
+/// the run is interruptible) or its timeout stops trusting it, which then
+/// kills it.
+fn watch(child: &mut std::process::Child, pipes: &mut Pipes, c: &mut Collect) {
     let mut stopping: Option<Instant> = None;
     loop {
         if !pipes.wait(Duration::from_millis(100), &mut |l| c.line(l)) {
@@ -175,17 +191,21 @@ pub(super) fn run_child(
                 c.killed = Some(format!(
                     "run {} timed out after {}s",
                     c.role,
-                    timeout.as_secs()
+                    c.timeout.as_secs()
                 ));
             }
         }
         // Whatever stopped trusting the run stops the run (after its grace
         // to stop by itself, for run A on a signal).
         if c.killed.is_some() && stopping.is_none_or(|end| Instant::now() >= end) {
-            kill_group(&mut child);
+            kill_group(child);
             break;
         }
     }
+}
+
+/// The run's exit status; None if it could not be reaped (it is killed).
+fn reap(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
     // Reap the child without waiting forever (a process stuck in the
     // kernel on a dead network mount cannot even be killed). A child that
     // has just closed stdout is usually a moment from exiting: wait for
@@ -196,7 +216,7 @@ pub(super) fn run_child(
     // polling below then finds it at once, or polls where there is none.
     crate::sys::wait_exit(child.id(), reap_deadline);
     let mut pause = Duration::from_micros(500);
-    let status = loop {
+    loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) if Instant::now() < reap_deadline => {
@@ -204,11 +224,15 @@ pub(super) fn run_child(
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
             _ => {
-                kill_group(&mut child);
+                kill_group(child);
                 break None;
             }
         }
-    };
+    }
+}
+
+/// Reads what is left in the pipes of a run that is over.
+fn drain(pipes: &mut Pipes, c: &mut Collect) {
     // A killed run's last lines may still be in its pipe: drain it to its
     // end (at once, now the run is gone; bounded in case something still
     // holds it). Its journal lines are exactly the entries cleanup must
@@ -220,21 +244,6 @@ pub(super) fn run_child(
             break;
         }
     }
-    let Collect {
-        mut res,
-        role,
-        done,
-        killed,
-        ..
-    } = c;
-    progress(&Progress::Finished { role });
-    res.problem = res.problem.or(killed).or_else(|| match status {
-        Some(s) if s.success() && done => None,
-        Some(s) if s.success() => Some(format!("run {role} exited before finishing")),
-        Some(s) => Some(format!("run {role} failed ({s})")),
-        None => Some(format!("run {role} could not be reaped")),
-    });
-    res
 }
 
 /// A second phase of a run, in the same process: its role (for progress
@@ -280,6 +289,26 @@ struct Collect {
 }
 
 impl Collect {
+    /// The run's result, once it is over: its first problem, else why it
+    /// was stopped, else what its exit `status` says.
+    fn finish(self, status: Option<std::process::ExitStatus>) -> RunResult {
+        let Collect {
+            mut res,
+            role,
+            done,
+            killed,
+            ..
+        } = self;
+        progress(&Progress::Finished { role });
+        res.problem = res.problem.or(killed).or_else(|| match status {
+            Some(s) if s.success() && done => None,
+            Some(s) if s.success() => Some(format!("run {role} exited before finishing")),
+            Some(s) => Some(format!("run {role} failed ({s})")),
+            None => Some(format!("run {role} could not be reaped")),
+        });
+        res
+    }
+
     fn step(&mut self) {
         self.steps += 1;
         if !self.quiet {
