@@ -90,15 +90,19 @@ pub(super) fn control_probe_id(probe_id: &str) -> String {
     }
 }
 
-/// Opens every surface (and, with a control directory, makes its control)
-/// and makes one slot per carrier, two for a carrier declared with a scope.
-/// A surface that breaks here gets ERROR on all its carriers; the others
-/// go on.
 /// A surface name for a detail (names are `[a-z0-9-]`, validated).
 fn escape_name(name: &str) -> String {
     crate::escape::bytes(name.as_bytes())
 }
 
+fn rng(e: std::io::Error) -> EngineError {
+    EngineError(e.to_string())
+}
+
+/// Opens every surface (and, with a control directory, makes its control)
+/// and makes one slot per carrier, two for a carrier declared with a scope.
+/// A surface that breaks here gets ERROR on all its carriers; the others
+/// go on.
 pub(super) fn setup(
     plan: &Plan,
     opts: &ProbeOptions,
@@ -106,11 +110,16 @@ pub(super) fn setup(
     control_dir: Option<&Path>,
     nonces: Nonces,
 ) -> Result<Setup, EngineError> {
-    let rng = |e: std::io::Error| EngineError(e.to_string());
     let now = timefmt::now_rfc3339();
     let origin = Origin::from_env(&|k| std::env::var(k).ok());
-    let beacon = opts.key.beacon(probe_id, &now, origin.clone());
-    let control_beacon = opts.key.beacon(&control_probe_id(probe_id), &now, origin);
+    let maker = SlotMaker {
+        plan,
+        opts,
+        probe_id,
+        nonces,
+        beacon: opts.key.beacon(probe_id, &now, origin.clone()),
+        control_beacon: opts.key.beacon(&control_probe_id(probe_id), &now, origin),
+    };
     let mut insts: Vec<Inst> = Vec::new();
     let mut slots: Vec<Slot> = Vec::new();
     let mut keep = Vec::new();
@@ -137,70 +146,15 @@ pub(super) fn setup(
             _ => None,
         };
         let real = real.ok();
-        let persistence = real.as_ref().and_then(|r| r.persistence());
-        for c in ty.carriers() {
-            let channel = format!("{}:{}", sp.name, c.name);
-            let skipped = match &same_as {
-                Some(first) => Some(format!(
-                    "the same as surface {} (another path to it, a bind mount): probed once, under that name",
-                    escape_name(first)
-                )),
-                None => real.as_ref().and_then(|r| r.unavailable(c.name)),
-            };
-            // (key, scope, declared): inside a scope is declared, outside
-            // it is not, so an open outside is a FAIL.
-            let declaration = plan.declaration(&channel);
-            let variants = match declaration {
-                None => vec![(c.name.to_string(), None, false)],
-                Some(Declaration { scope: None, .. }) => vec![(c.name.to_string(), None, true)],
-                Some(Declaration {
-                    scope: Some(sc), ..
-                }) => [true, false]
-                    .into_iter()
-                    .map(|inside| {
-                        let side = if inside { "inside" } else { "outside" };
-                        let js = JobScope {
-                            key: sc.key.clone(),
-                            value: sc.value.clone(),
-                            inside,
-                        };
-                        (format!("{}@{side}", c.name), Some(js), inside)
-                    })
-                    .collect(),
-            };
-            let pos = declaration.map(|d| d.pos);
-            let beacons = c.name == surface::RUNNER_PERSISTENCE;
-            for (key, scope, declared) in variants {
-                let nonce = match nonces {
-                    Nonces::Random => Nonce::generate().map_err(rng)?,
-                    Nonces::Derived => opts.key.nonce(probe_id, &sp.name, &key),
-                };
-                slots.push(Slot {
-                    surface: i,
-                    carrier: c,
-                    channel: channel.clone(),
-                    declared_at: pos.filter(|_| declared),
-                    key,
-                    scope,
-                    nonce,
-                    control_nonce: Nonce::generate().map_err(rng)?,
-                    beacon: beacons.then(|| beacon.clone()),
-                    control_beacon: beacons.then(|| control_beacon.clone()),
-                    persistence,
-                    evidence: Evidence {
-                        skipped: skipped.clone(),
-                        broken: broken.clone(),
-                        plant: None,
-                        recover: None,
-                        control_plant: None,
-                        control_recover: None,
-                        declared,
-                        unconfirmed: None,
-                        accept_unconfirmed: opts.allow_missing_receipt,
-                    },
-                });
-            }
-        }
+        let opened = OpenedSurface {
+            index: i,
+            name: &sp.name,
+            ty,
+            same_as,
+            real: real.as_deref(),
+            broken: &broken,
+        };
+        maker.surface_slots(&opened, &mut slots)?;
         if broken.is_none() {
             insts.push(Inst {
                 surface: i,
@@ -228,6 +182,114 @@ pub(super) fn setup(
         slots,
         _keep: keep,
     })
+}
+
+/// One configured surface as setup found it.
+struct OpenedSurface<'a> {
+    /// Its index in the plan.
+    index: usize,
+    name: &'a str,
+    ty: &'static dyn surface::SurfaceType,
+    /// The surface an earlier name already reaches, if any.
+    same_as: Option<String>,
+    /// The surface, if it opened.
+    real: Option<&'a dyn surface::Surface>,
+    /// Why it (or its control) could not be set up.
+    broken: &'a Option<String>,
+}
+
+/// What every slot of a probe is made with.
+struct SlotMaker<'a> {
+    plan: &'a Plan,
+    opts: &'a ProbeOptions,
+    probe_id: &'a str,
+    nonces: Nonces,
+    /// The signed beacons runner-persistence plants (real and control).
+    beacon: String,
+    control_beacon: String,
+}
+
+impl SlotMaker<'_> {
+    /// The slots of every carrier of `s`, added to `slots`.
+    fn surface_slots(
+        &self,
+        s: &OpenedSurface<'_>,
+        slots: &mut Vec<Slot>,
+    ) -> Result<(), EngineError> {
+        let persistence = s.real.and_then(|r| r.persistence());
+        for c in s.ty.carriers() {
+            let channel = format!("{}:{}", s.name, c.name);
+            let skipped = match &s.same_as {
+                Some(first) => Some(format!(
+                    "the same as surface {} (another path to it, a bind mount): probed once, under that name",
+                    escape_name(first)
+                )),
+                None => s.real.and_then(|r| r.unavailable(c.name)),
+            };
+            let declaration = self.plan.declaration(&channel);
+            let pos = declaration.map(|d| d.pos);
+            let beacons = c.name == surface::RUNNER_PERSISTENCE;
+            for (key, scope, declared) in variants(c, declaration) {
+                let nonce = match self.nonces {
+                    Nonces::Random => Nonce::generate().map_err(rng)?,
+                    Nonces::Derived => self.opts.key.nonce(self.probe_id, s.name, &key),
+                };
+                slots.push(Slot {
+                    surface: s.index,
+                    carrier: c,
+                    channel: channel.clone(),
+                    declared_at: pos.filter(|_| declared),
+                    key,
+                    scope,
+                    nonce,
+                    control_nonce: Nonce::generate().map_err(rng)?,
+                    beacon: beacons.then(|| self.beacon.clone()),
+                    control_beacon: beacons.then(|| self.control_beacon.clone()),
+                    persistence,
+                    evidence: Evidence {
+                        skipped: skipped.clone(),
+                        broken: s.broken.clone(),
+                        plant: None,
+                        recover: None,
+                        control_plant: None,
+                        control_recover: None,
+                        declared,
+                        unconfirmed: None,
+                        accept_unconfirmed: self.opts.allow_missing_receipt,
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The slots one carrier gets, as (key, scope, declared): one, or with a
+/// scoped declaration one inside the scope and one outside it.
+fn variants(
+    c: &surface::Carrier,
+    declaration: Option<&Declaration>,
+) -> Vec<(String, Option<JobScope>, bool)> {
+    // (key, scope, declared): inside a scope is declared, outside
+    // it is not, so an open outside is a FAIL.
+    match declaration {
+        None => vec![(c.name.to_string(), None, false)],
+        Some(Declaration { scope: None, .. }) => vec![(c.name.to_string(), None, true)],
+        Some(Declaration {
+            scope: Some(sc), ..
+        }) => [true, false]
+            .into_iter()
+            .map(|inside| {
+                let side = if inside { "inside" } else { "outside" };
+                let js = JobScope {
+                    key: sc.key.clone(),
+                    value: sc.value.clone(),
+                    inside,
+                };
+                (format!("{}@{side}", c.name), Some(js), inside)
+            })
+            .collect(),
+    }
 }
 
 pub(super) fn active(s: &Slot) -> bool {
