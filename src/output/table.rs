@@ -94,6 +94,39 @@ pub fn render(report: &Report) -> String {
     // Watch mode has no control: its fourth column is how many changes
     // (or canary reads) were seen.
     let watch = report.mode == Mode::Watch;
+    let mut out = columns(&finding_rows(report, watch));
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "\n{} fail, {} error, {} authorized, {} skipped, {} pass ({} {})",
+        s.fail,
+        s.error,
+        s.authorized,
+        s.skipped,
+        s.pass,
+        if watch { "watch" } else { "probe" },
+        escape::line(&report.probe_id)
+    );
+    if let Some(w) = &report.watch {
+        out.push_str(&watched(report, w));
+    }
+    out.push_str(&surfaces(report, watch));
+    out.push_str(&cross_job(report));
+    for n in &report.notices {
+        let _ = writeln!(
+            out,
+            "notice: {}: {}: {} {}",
+            escape::line(&n.surface),
+            n.kind.as_str(),
+            escape::line(&n.entry),
+            escape::line(&n.detail)
+        );
+    }
+    out + &leftovers(report)
+}
+
+/// The table's header and one row per finding, worst first.
+fn finding_rows(report: &Report, watch: bool) -> Vec<[String; 5]> {
     let mut rows: Vec<[String; 5]> = vec![[
         "VERDICT".into(),
         "CHANNEL".into(),
@@ -131,50 +164,47 @@ pub fn render(report: &Report) -> String {
             continue;
         }
         i += 1;
-        rows.push([
-            f.verdict.as_str().to_uppercase(),
-            escape::line(&match &f.scope {
-                Some(sc) => {
-                    let side = sc.get("side").map(String::as_str).unwrap_or("?");
-                    let what: Vec<String> = sc
-                        .iter()
-                        .filter(|(k, _)| *k != "side")
-                        .map(|(k, v)| format!("{k}: {v}"))
-                        .collect();
-                    format!("{} [{side} {}]", f.channel, what.join(", "))
-                }
-                None => f.channel.clone(),
-            }),
-            f.persistence.as_str().into(),
-            if watch {
-                f.observed.len().to_string()
-            } else {
-                escape::line(
-                    &serde_json::to_value(f.control)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
-                )
-            },
-            escape::line(&f.detail),
-        ]);
+        rows.push(finding_row(f, watch));
     }
-    let mut out = columns(&rows);
-    let s = &report.summary;
-    let _ = writeln!(
-        out,
-        "\n{} fail, {} error, {} authorized, {} skipped, {} pass ({} {})",
-        s.fail,
-        s.error,
-        s.authorized,
-        s.skipped,
-        s.pass,
-        if watch { "watch" } else { "probe" },
-        escape::line(&report.probe_id)
-    );
-    if let Some(w) = &report.watch {
-        out.push_str(&watched(report, w));
-    }
+    rows
+}
+
+/// One finding's row: its channel (with the side of its scope), and in
+/// the fourth column its control, or in watch mode how often it was seen.
+fn finding_row(f: &crate::report::Finding, watch: bool) -> [String; 5] {
+    [
+        f.verdict.as_str().to_uppercase(),
+        escape::line(&match &f.scope {
+            Some(sc) => {
+                let side = sc.get("side").map(String::as_str).unwrap_or("?");
+                let what: Vec<String> = sc
+                    .iter()
+                    .filter(|(k, _)| *k != "side")
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect();
+                format!("{} [{side} {}]", f.channel, what.join(", "))
+            }
+            None => f.channel.clone(),
+        }),
+        f.persistence.as_str().into(),
+        if watch {
+            f.observed.len().to_string()
+        } else {
+            escape::line(
+                &serde_json::to_value(f.control)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+            )
+        },
+        escape::line(&f.detail),
+    ]
+}
+
+/// Where the surfaces came from (a discovered config, and what discovery
+/// skipped), and each surface's facts.
+fn surfaces(report: &Report, watch: bool) -> String {
+    let mut out = String::new();
     if let Some(d) = &report.config.discovered {
         let _ = writeln!(
             out,
@@ -196,41 +226,39 @@ pub fn render(report: &Report) -> String {
             escape::line(&facts.join("; "))
         );
     }
-    if let Some(cj) = &report.cross_job {
-        let _ = match &cj.receipt {
-            Some(path) => writeln!(
-                out,
-                "recovered the plant of {} (receipt {}{})",
-                escape::line(cj.planted_at.as_deref().unwrap_or("?")),
-                escape::line(path),
-                cj.receipt_via
-                    .as_deref()
-                    .map(|v| format!(
-                        ", carried by {}: a declared channel between the jobs",
-                        escape::line(v)
-                    ))
-                    .unwrap_or_default()
-            ),
-            None => writeln!(out, "{}", no_receipt_line(cj.missing_receipt_allowed)),
-        };
-        if report.key == KeyKind::DerivedDefault {
-            let _ = writeln!(
-                out,
-                "no key configured (RUNWARDEN_KEY): anyone who knows the probe id could forge a marker"
-            );
-        }
-    }
-    for n in &report.notices {
+    out
+}
+
+/// A cross-job recover: whose plant it recovered (or that no receipt
+/// shows one), and a warning when no key was configured.
+fn cross_job(report: &Report) -> String {
+    let mut out = String::new();
+    let Some(cj) = &report.cross_job else {
+        return out;
+    };
+    let _ = match &cj.receipt {
+        Some(path) => writeln!(
+            out,
+            "recovered the plant of {} (receipt {}{})",
+            escape::line(cj.planted_at.as_deref().unwrap_or("?")),
+            escape::line(path),
+            cj.receipt_via
+                .as_deref()
+                .map(|v| format!(
+                    ", carried by {}: a declared channel between the jobs",
+                    escape::line(v)
+                ))
+                .unwrap_or_default()
+        ),
+        None => writeln!(out, "{}", no_receipt_line(cj.missing_receipt_allowed)),
+    };
+    if report.key == KeyKind::DerivedDefault {
         let _ = writeln!(
             out,
-            "notice: {}: {}: {} {}",
-            escape::line(&n.surface),
-            n.kind.as_str(),
-            escape::line(&n.entry),
-            escape::line(&n.detail)
+            "no key configured (RUNWARDEN_KEY): anyone who knows the probe id could forge a marker"
         );
     }
-    out + &leftovers(report)
+    out
 }
 
 /// How many of one finding's observations the table lists (the report
