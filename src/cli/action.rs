@@ -144,70 +144,122 @@ pub(super) fn action() -> Result<i32, Failure> {
     // The `key` input (a secret) wins over $RUNWARDEN_KEY; both are masked
     // before anything is printed.
     mask_secrets();
-    let key = action_key();
-    let config = input("config").map(PathBuf::from);
-    let report = Some(PathBuf::from(
-        input("report").unwrap_or_else(|| "runwarden-report.json".into()),
-    ));
-    let sarif = Some(PathBuf::from(
-        input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
-    ));
-    let out = || OutputArgs {
-        report: report.clone(),
-        sarif: sarif.clone(),
-        format: Format::Github,
-        output: None,
-        label: input("label"),
+    let inputs = Inputs {
+        key: action_key(),
+        config: input("config").map(PathBuf::from),
+        report: Some(PathBuf::from(
+            input("report").unwrap_or_else(|| "runwarden-report.json".into()),
+        )),
+        sarif: Some(PathBuf::from(
+            input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
+        )),
+        receipt: input("receipt").map(PathBuf::from),
     };
-    let cross = || CrossArgs {
-        config: config.clone(),
-        probe_id: input("probe-id"),
-        work_dir: None,
-        timeout: 300,
-    };
-    let receipt = input("receipt").map(PathBuf::from);
     let mode = input("mode").unwrap_or_else(|| "probe".into());
     let parts = publish_inputs()?;
-    let code = match mode.as_str() {
+    let Some(code) = run_mode(&mode, &inputs, &opts, &parts)? else {
+        return Ok(0);
+    };
+    // Publishing follows a report with verdicts. It never changes the
+    // probe's exit code, except that a part that broke fails a green step.
+    let mut code = code;
+    if matches!(mode.as_str(), "probe" | "recover" | "watch")
+        && parts.any()
+        && let Some(path) = &inputs.report
+        && path.is_file()
+    {
+        let broke = publish_after_action(path, &parts, inputs.key);
+        if code == 0 {
+            code = broke;
+        }
+    }
+    // `never`: report, annotate and summarise, but let the job go on.
+    Ok(if fail_on == "never" { 0 } else { code })
+}
+
+/// The inputs the modes share.
+struct Inputs {
+    key: Key,
+    config: Option<PathBuf>,
+    /// The report's path (the `report` input has a default).
+    report: Option<PathBuf>,
+    sarif: Option<PathBuf>,
+    receipt: Option<PathBuf>,
+}
+
+impl Inputs {
+    /// Where a mode with verdicts writes them.
+    fn out(&self) -> OutputArgs {
+        OutputArgs {
+            report: self.report.clone(),
+            sarif: self.sarif.clone(),
+            format: Format::Github,
+            output: None,
+            label: input("label"),
+        }
+    }
+
+    /// What the cross-job modes share.
+    fn cross(&self) -> CrossArgs {
+        CrossArgs {
+            config: self.config.clone(),
+            probe_id: input("probe-id"),
+            work_dir: None,
+            timeout: 300,
+        }
+    }
+}
+
+/// Runs the command `mode` names, to its exit code; None for the watch
+/// step, which only arms the watch.
+fn run_mode(
+    mode: &str,
+    inputs: &Inputs,
+    opts: &GithubOptions,
+    parts: &Parts,
+) -> Result<Option<i32>, Failure> {
+    let key = inputs.key.clone();
+    let receipt = inputs.receipt.clone();
+    Ok(Some(match mode {
         "probe" => probe(
             ProbeArgs {
-                config: config.clone(),
-                out: out(),
+                config: inputs.config.clone(),
+                out: inputs.out(),
                 work_dir: None,
                 run_b_as: None,
                 timeout: 300,
             },
-            &opts,
-            key.clone(),
+            opts,
+            key,
         )?,
         "plant" => plant(
             PlantArgs {
-                cross: cross(),
+                cross: inputs.cross(),
                 receipt,
                 beacon: bool_input("beacon", false)?,
             },
-            key.clone(),
+            key,
         )?,
         "recover" => recover(
             RecoverArgs {
-                cross: cross(),
+                cross: inputs.cross(),
                 receipt,
                 allow_missing_receipt: bool_input("allow-missing-receipt", false)?,
                 receipt_via: input("receipt-via"),
-                out: out(),
+                out: inputs.out(),
             },
-            &opts,
-            key.clone(),
+            opts,
+            key,
         )?,
         "cleanup" => cleanup(
             CleanupArgs {
-                cross: cross(),
+                cross: inputs.cross(),
                 receipt,
-                report: report.clone(),
+                report: inputs.report.clone(),
                 format: Format::Github,
                 output: None,
             },
-            key.clone(),
+            key,
         )?,
         "merge" => {
             let paths: Vec<PathBuf> = input("reports")
@@ -222,21 +274,24 @@ pub(super) fn action() -> Result<i32, Failure> {
         // A report made in another job: the step's result is whether it
         // was published.
         "publish" => {
-            let path = report.clone().expect("the report input has a default");
-            publish_report(&path, &parts, &Default::default(), key.clone())?
+            let path = inputs
+                .report
+                .clone()
+                .expect("the report input has a default");
+            publish_report(&path, parts, &Default::default(), key)?
         }
         // The watch step arms the watch and saves it; the action's post
         // step (dist/index.js passes the watch's token on) reports, with
         // the config the watch step read.
         "watch" => match std::env::var_os(WATCH_STATE).filter(|d| !d.is_empty()) {
             None => {
-                watch_step(config.as_deref())?;
-                return Ok(0);
+                watch_step(inputs.config.as_deref())?;
+                return Ok(None);
             }
             Some(token) => {
-                let args = out();
+                let args = inputs.out();
                 let token = token.to_string_lossy();
-                finish_saved(&token, args.label.clone(), args.open()?, &opts)?
+                finish_saved(&token, args.label.clone(), args.open()?, opts)?
             }
         },
         other => {
@@ -244,22 +299,7 @@ pub(super) fn action() -> Result<i32, Failure> {
                 "input `mode` must be probe, plant, recover, cleanup, merge, publish or watch, not `{other}`"
             )));
         }
-    };
-    // Publishing follows a report with verdicts. It never changes the
-    // probe's exit code, except that a part that broke fails a green step.
-    let mut code = code;
-    if matches!(mode.as_str(), "probe" | "recover" | "watch")
-        && parts.any()
-        && let Some(path) = &report
-        && path.is_file()
-    {
-        let broke = publish_after_action(path, &parts, key);
-        if code == 0 {
-            code = broke;
-        }
-    }
-    // `never`: report, annotate and summarise, but let the job go on.
-    Ok(if fail_on == "never" { 0 } else { code })
+    }))
 }
 
 /// The token of the watch the watch step saved, for the post step:
