@@ -52,28 +52,10 @@ pub(super) fn publish(
     };
     let mut ctx = ctx.clone();
     ctx.set_category(category);
-    // A result without a file to point at is left out of the SARIF, and
-    // code scanning would take its absence for a fix and close its alert.
-    let homeless = report
-        .findings
-        .iter()
-        .filter(|f| f.verdict.is_shown())
-        .filter(|f| ctx.location(f).is_none())
-        .count();
-    if homeless > 0 {
-        return Outcome::Failed(format!(
-            "not uploaded: {homeless} findings have no file in this checkout to point at (check \
-             out the repository first), and code scanning would take their absence for fixes"
-        ));
-    }
-    let text = crate::output::sarif::render(report, &ctx);
-    let gzip = crate::archive::gzip_stored(text.as_bytes());
-    if gzip.len() > MAX_GZIP {
-        return Outcome::Failed(format!(
-            "the SARIF is {} bytes gzipped, over code scanning's limit of {MAX_GZIP}; not sent",
-            gzip.len()
-        ));
-    }
+    let gzip = match gzipped_sarif(report, &ctx) {
+        Ok(gzip) => gzip,
+        Err(outcome) => return outcome,
+    };
     let root = std::path::absolute(&ctx.root).unwrap_or_else(|_| ctx.root.clone());
     let body = json!({
         "commit_sha": sha,
@@ -84,23 +66,94 @@ pub(super) fn publish(
         "tool_name": "runwarden",
     });
     let path = format!("/repos/{}/code-scanning/sarifs", target.repository);
-    let what = "uploading the SARIF";
-    let id = match api.call(Method::POST, &path, Some(&body), what) {
-        Ok(a) => match a.json["id"].as_str() {
-            Some(id)
-                if !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
-            {
-                id.to_string()
-            }
-            _ => return Outcome::Failed(format!("{what}: GitHub's answer holds no usable id")),
-        },
-        Err(e) => return refused(what, &e, FALLBACK, target),
+    let id = match upload(api, target, &path, &body) {
+        Ok(id) => id,
+        Err(outcome) => return outcome,
     };
     if wait.is_zero() {
         return Outcome::Done(format!(
             "uploaded as {id} ({category}, {git_ref}); not waiting for processing"
         ));
     }
+    let up = Uploaded {
+        path,
+        id,
+        category,
+        git_ref,
+    };
+    await_processing(api, target, &up, wait)
+}
+
+/// The report's SARIF, gzipped; or why it is not sent (a finding with no
+/// file to point at, or over code scanning's limit).
+fn gzipped_sarif(report: &Report, ctx: &Context) -> Result<Vec<u8>, Outcome> {
+    // A result without a file to point at is left out of the SARIF, and
+    // code scanning would take its absence for a fix and close its alert.
+    let homeless = report
+        .findings
+        .iter()
+        .filter(|f| f.verdict.is_shown())
+        .filter(|f| ctx.location(f).is_none())
+        .count();
+    if homeless > 0 {
+        return Err(Outcome::Failed(format!(
+            "not uploaded: {homeless} findings have no file in this checkout to point at (check \
+             out the repository first), and code scanning would take their absence for fixes"
+        )));
+    }
+    let text = crate::output::sarif::render(report, ctx);
+    let gzip = crate::archive::gzip_stored(text.as_bytes());
+    if gzip.len() > MAX_GZIP {
+        return Err(Outcome::Failed(format!(
+            "the SARIF is {} bytes gzipped, over code scanning's limit of {MAX_GZIP}; not sent",
+            gzip.len()
+        )));
+    }
+    Ok(gzip)
+}
+
+/// `POST …/code-scanning/sarifs`: the upload's id, or the outcome of a
+/// refusal or an answer without a usable id.
+fn upload(
+    api: &Api<'_>,
+    target: &Target,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<String, Outcome> {
+    let what = "uploading the SARIF";
+    match api.call(Method::POST, path, Some(body), what) {
+        Ok(a) => match a.json["id"].as_str() {
+            Some(id)
+                if !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+            {
+                Ok(id.to_string())
+            }
+            _ => Err(Outcome::Failed(format!(
+                "{what}: GitHub's answer holds no usable id"
+            ))),
+        },
+        Err(e) => Err(refused(what, &e, FALLBACK, target)),
+    }
+}
+
+/// An upload code scanning took, and what its messages name.
+struct Uploaded<'a> {
+    /// Where SARIFs are uploaded (the status is at `{path}/{id}`).
+    path: String,
+    id: String,
+    category: &'a str,
+    git_ref: &'a str,
+}
+
+/// Reads the upload's processing status until it is `complete` or
+/// `failed`, or `wait` is over.
+fn await_processing(api: &Api<'_>, target: &Target, up: &Uploaded<'_>, wait: Duration) -> Outcome {
+    let Uploaded {
+        path,
+        id,
+        category,
+        git_ref,
+    } = up;
     let start = Instant::now();
     let mut n = 0;
     loop {
@@ -124,38 +177,46 @@ pub(super) fn publish(
             }
             Err(e) => return Outcome::Notice(format!("{what} failed: {}", e.text())),
         };
-        match status["processing_status"].as_str() {
-            Some("complete") => {
-                return Outcome::Done(format!(
-                    "uploaded as {id} ({category}, {git_ref}); code scanning processed it"
-                ));
-            }
-            Some("failed") => {
-                let errors: Vec<String> = status["errors"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|e| e.as_str())
-                            .map(|e| crate::escape::bytes(e.as_bytes()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                return Outcome::Failed(format!(
-                    "code scanning could not process upload {id}: {}",
-                    if errors.is_empty() {
-                        "it gave no reason".into()
-                    } else {
-                        errors.join("; ")
-                    }
-                ));
-            }
-            Some("pending") => {}
-            _ => {
-                return Outcome::Failed(
-                    "reading the upload's status: GitHub's answer holds no processing_status"
-                        .into(),
-                );
-            }
+        if let Some(outcome) = processed(&status, up) {
+            return outcome;
         }
+    }
+}
+
+/// What a processing status says: None while it is `pending`.
+fn processed(status: &serde_json::Value, up: &Uploaded<'_>) -> Option<Outcome> {
+    let Uploaded {
+        id,
+        category,
+        git_ref,
+        ..
+    } = up;
+    match status["processing_status"].as_str() {
+        Some("complete") => Some(Outcome::Done(format!(
+            "uploaded as {id} ({category}, {git_ref}); code scanning processed it"
+        ))),
+        Some("failed") => {
+            let errors: Vec<String> = status["errors"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| e.as_str())
+                        .map(|e| crate::escape::bytes(e.as_bytes()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(Outcome::Failed(format!(
+                "code scanning could not process upload {id}: {}",
+                if errors.is_empty() {
+                    "it gave no reason".into()
+                } else {
+                    errors.join("; ")
+                }
+            )))
+        }
+        Some("pending") => None,
+        _ => Some(Outcome::Failed(
+            "reading the upload's status: GitHub's answer holds no processing_status".into(),
+        )),
     }
 }
