@@ -139,63 +139,14 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         text(&report.probe_id)
     );
     out += &context(report);
-    let open: Vec<&Finding> = report
-        .findings
-        .iter()
-        .filter(|f| matches!(f.verdict, Verdict::Fail | Verdict::Authorized))
-        .collect();
-    if !open.is_empty() {
-        // Surface names are validated ([a-z0-9-]) and carriers are
-        // kebab-case constants: nothing here comes from a surface.
-        out += "```mermaid\nflowchart LR\n  A([run A])\n  B([run B])\n";
-        let mut surfaces: Vec<&str> = open.iter().map(|f| f.surface.as_str()).collect();
-        surfaces.dedup();
-        for (i, name) in surfaces.iter().enumerate() {
-            let carriers: Vec<String> = open
-                .iter()
-                .filter(|f| f.surface == *name)
-                .map(|f| {
-                    if f.verdict == Verdict::Authorized {
-                        format!("{} declared", f.carrier)
-                    } else {
-                        f.carrier.clone()
-                    }
-                })
-                .collect();
-            let mut unique = carriers.clone();
-            unique.sort();
-            unique.dedup();
-            let _ = writeln!(out, "  S{i}[({})]", mermaid_text(name));
-            let _ = writeln!(
-                out,
-                "  A -- \"{}\" --> S{i} --> B",
-                mermaid_text(&unique.join(", "))
-            );
-        }
-        out += "```\n\n";
-    }
+    out += &diagram(report);
     out +=
         "| Verdict | Channel | Persistence | Control | Detail |\n| --- | --- | --- | --- | --- |\n";
     let mut rows: Vec<&Finding> = report.findings.iter().collect();
     rows.sort_by_key(|f| f.verdict);
     let footer_room = 512;
     for (i, f) in rows.iter().enumerate() {
-        let side = super::review::side(f);
-        let row = format!(
-            "| {} | [{}]({}){} | {} | {} | {} |\n",
-            f.verdict.as_str().to_uppercase(),
-            word(&f.channel),
-            docs_link(f),
-            cell(&side),
-            f.persistence.as_str(),
-            cell(
-                &serde_json::to_value(f.control)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            ),
-            cell(&f.detail)
-        );
+        let row = summary_row(f);
         if out.len() + row.len() + footer_room > budget {
             let where_ = report_path
                 .map(|p| format!(" in {}", text(p)))
@@ -209,6 +160,76 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         }
         out += &row;
     }
+    out + &cleanup_footer(report)
+}
+
+/// A mermaid diagram of the open channels (run A -> surface -> run B),
+/// or nothing when none is open.
+fn diagram(report: &Report) -> String {
+    let open: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| matches!(f.verdict, Verdict::Fail | Verdict::Authorized))
+        .collect();
+    let mut out = String::new();
+    if open.is_empty() {
+        return out;
+    }
+    // Surface names are validated ([a-z0-9-]) and carriers are
+    // kebab-case constants: nothing here comes from a surface.
+    out += "```mermaid\nflowchart LR\n  A([run A])\n  B([run B])\n";
+    let mut surfaces: Vec<&str> = open.iter().map(|f| f.surface.as_str()).collect();
+    surfaces.dedup();
+    for (i, name) in surfaces.iter().enumerate() {
+        let carriers: Vec<String> = open
+            .iter()
+            .filter(|f| f.surface == *name)
+            .map(|f| {
+                if f.verdict == Verdict::Authorized {
+                    format!("{} declared", f.carrier)
+                } else {
+                    f.carrier.clone()
+                }
+            })
+            .collect();
+        let mut unique = carriers.clone();
+        unique.sort();
+        unique.dedup();
+        let _ = writeln!(out, "  S{i}[({})]", mermaid_text(name));
+        let _ = writeln!(
+            out,
+            "  A -- \"{}\" --> S{i} --> B",
+            mermaid_text(&unique.join(", "))
+        );
+    }
+    out += "```\n\n";
+    out
+}
+
+/// One finding's row of the summary's table, with a link to its
+/// carrier's docs.
+fn summary_row(f: &Finding) -> String {
+    let side = super::review::side(f);
+    format!(
+        "| {} | [{}]({}){} | {} | {} | {} |\n",
+        f.verdict.as_str().to_uppercase(),
+        word(&f.channel),
+        docs_link(f),
+        cell(&side),
+        f.persistence.as_str(),
+        cell(
+            &serde_json::to_value(f.control)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        ),
+        cell(&f.detail)
+    )
+}
+
+/// What cleanup left, refused or kept, when it did.
+fn cleanup_footer(report: &Report) -> String {
+    let mut out = String::new();
     if !report.cleanup.left.is_empty() {
         let _ = writeln!(
             out,
