@@ -157,15 +157,6 @@ pub fn respond(req: tiny_http::Request, status: u16, body: Vec<u8>, headers: &[(
     let _ = req.respond(resp);
 }
 
-pub fn json(req: tiny_http::Request, status: u16, v: serde_json::Value) {
-    respond(
-        req,
-        status,
-        v.to_string().into_bytes(),
-        &[("Content-Type", "application/json")],
-    );
-}
-
 /// An answer built while a service's state is locked and sent once the
 /// lock is released, so a handler can return it from anywhere and a slow
 /// client never holds the state. [`Reply::send`] answers exactly as
