@@ -213,6 +213,9 @@ impl Default for Tool {
 pub struct Runs {
     pub a: String,
     pub b: String,
+    /// The uid run A ran as (the probe's own), when the report says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a_uid: Option<u32>,
     /// The uid run B ran as, when `--run-b-as` made it another user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_uid: Option<u32>,

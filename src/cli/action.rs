@@ -194,6 +194,7 @@ impl Inputs {
             report: self.report.clone(),
             sarif: self.sarif.clone(),
             format: Format::Github,
+            verbose: false,
             output: None,
             label: input("label"),
         }

@@ -179,6 +179,10 @@ pub struct OutputArgs {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Every channel in the table, on a terminal too (`--format
+    /// table-wide`).
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Write what `--format` prints to this file (atomically) instead of
     /// stdout.
     #[arg(short, long, value_name = "FILE")]

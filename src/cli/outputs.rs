@@ -20,7 +20,10 @@ impl OutputArgs {
         Ok(Outputs {
             report: pending(self.report.as_deref())?,
             sarif: pending(self.sarif.as_deref())?,
-            format: self.format,
+            format: match self.format {
+                Format::Table if self.verbose => Format::TableWide,
+                f => f,
+            },
             output: pending(self.output.as_deref())?,
         })
     }
@@ -44,11 +47,16 @@ pub(super) fn write_outputs(
         .as_ref()
         .map(|(p, _)| p.to_string_lossy().into_owned());
     let ctx = output::sarif::Context::from_env(report);
+    let to_stdout = args.output.is_none() && !super::quiet();
     let text = match args.format {
         Format::Json => output::json::render(report),
-        Format::Table | Format::Github => output::table::render(report),
+        // Brief only for a person at a terminal: a pipe, a file and a log
+        // keep every channel (they are read later, or by a program).
+        Format::Table if to_stdout && std::io::stdout().is_terminal() => {
+            output::table::render_brief(report, crate::sys::terminal_width().unwrap_or(100))
+        }
+        Format::Table | Format::TableWide | Format::Github => output::table::render(report),
     };
-    let to_stdout = args.output.is_none() && !super::quiet();
     if to_stdout {
         let shown = if args.format != Format::Json && colour() {
             output::table::colour(&text)

@@ -19,8 +19,11 @@ use clap::ValueEnum;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// A table for people.
+    /// A table for people: on a terminal, one line per surface (`-v` for
+    /// every channel); elsewhere (a pipe, a file, a log) every channel.
     Table,
+    /// Every channel, one row each, on a terminal too.
+    TableWide,
     /// The JSON report.
     Json,
     /// The table plus GitHub Actions annotations; also writes the job

@@ -6,6 +6,7 @@ use crate::escape;
 use crate::receipt::Receipt;
 use crate::report::{KeyKind, Mode, Report};
 use crate::surface::PlantOutcome;
+use crate::verdict::Verdict;
 use std::fmt::Write as _;
 
 /// Columns padded to their widest cell; the last column is not padded.
@@ -87,6 +88,7 @@ fn render_cleanup(report: &Report) -> String {
     }
 }
 
+/// The full table: one row per finding.
 pub fn render(report: &Report) -> String {
     if report.mode == Mode::Cleanup {
         return render_cleanup(report) + &leftovers(report);
@@ -94,7 +96,109 @@ pub fn render(report: &Report) -> String {
     // Watch mode has no control: its fourth column is how many changes
     // (or canary reads) were seen.
     let watch = report.mode == Mode::Watch;
-    let mut out = columns(&finding_rows(report, watch));
+    columns(&finding_rows(report, watch)) + &trailer(report)
+}
+
+/// The brief table for a terminal `width` columns wide: one line per
+/// surface (what is open, broken, declared, and where to read how to close
+/// it), who runs A and B ran as, then what the full table ends with.
+pub fn render_brief(report: &Report, width: usize) -> String {
+    if report.mode == Mode::Cleanup {
+        return render(report);
+    }
+    let groups = super::groups::by_surface(report);
+    let names: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} ({})",
+                escape::line(g.surface),
+                escape::line(g.surface_type)
+            )
+        })
+        .collect();
+    let name_w = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(width / 3);
+    let mut out = String::new();
+    for (g, name) in groups.iter().zip(&names) {
+        let line = format!("{name:<name_w$}  {}", brief_parts(g));
+        let _ = writeln!(out, "{}", fit(&line, width));
+        if !g.with(Verdict::Fail).is_empty() {
+            let link = super::markdown::close_link(g.surface_type);
+            // Never cut: a link cut short leads nowhere.
+            let _ = writeln!(out, "{:name_w$}  close it: {link}", "");
+        }
+    }
+    if report.mode != Mode::Watch {
+        let _ = writeln!(out, "\n{}", who_ran(report));
+    }
+    out.push_str("every channel: -v, or --format table-wide\n");
+    out + &trailer(report)
+}
+
+/// What one surface's line says: open (undeclared), declared, broken,
+/// skipped and closed carriers, in that order, the open ones named.
+fn brief_parts(g: &super::groups::Group<'_>) -> String {
+    let total = g.findings.len();
+    let n = |v: Verdict| g.with(v).len();
+    let mut parts = vec![];
+    let open = g.carriers(Verdict::Fail);
+    if !open.is_empty() {
+        parts.push(format!(
+            "{} of {total} open: {}",
+            open.len(),
+            super::groups::first(&open, 12, escape::line)
+        ));
+    }
+    if n(Verdict::Authorized) > 0 {
+        parts.push(format!("{} declared open", n(Verdict::Authorized)));
+    }
+    if let Some(e) = g.with(Verdict::Error).first() {
+        parts.push(format!(
+            "{} errors ({})",
+            n(Verdict::Error),
+            escape::line(&e.detail)
+        ));
+    }
+    if n(Verdict::Skipped) > 0 {
+        parts.push(format!("{} skipped", n(Verdict::Skipped)));
+    }
+    if n(Verdict::Pass) > 0 {
+        parts.push(format!("{} closed", n(Verdict::Pass)));
+    }
+    parts.join("; ")
+}
+
+/// Which users runs A and B ran as, and how to test another.
+fn who_ran(report: &Report) -> String {
+    match (report.runs.a_uid, report.runs.b_uid) {
+        (Some(a), Some(b)) if a != b => format!("run A ran as uid {a}, run B as uid {b}"),
+        (Some(a), _) => format!(
+            "runs A and B both ran as uid {a}: `--run-b-as UID[:GID]` tests what another user can read"
+        ),
+        (None, Some(b)) => format!("run B ran as uid {b}"),
+        (None, None) => "runs A and B ran as the same user".into(),
+    }
+}
+
+/// `line` cut to `width` characters, the last one `…` when it was cut.
+fn fit(line: &str, width: usize) -> String {
+    if width < 2 || line.chars().count() <= width {
+        line.to_string()
+    } else {
+        line.chars().take(width - 1).collect::<String>() + "…"
+    }
+}
+
+/// What both tables end with: the counts, a watch's story, the surfaces'
+/// provenance and facts, cross-job lines, notices and leftovers.
+fn trailer(report: &Report) -> String {
+    let watch = report.mode == Mode::Watch;
+    let mut out = String::new();
     let s = &report.summary;
     let _ = writeln!(
         out,
@@ -272,6 +376,9 @@ fn watched(report: &Report, w: &crate::report::Watch) -> String {
     let how = match (w.exit_code, &w.signal) {
         (Some(c), _) => format!("exited {c}"),
         (None, Some(s)) => format!("ended by {}", escape::line(s)),
+        // The job-wide watch (`watch --finish`) has no command of its own:
+        // its steps ended when the finish ran.
+        (None, None) if w.scope == "job" => "finished".into(),
         (None, None) => "did not finish".into(),
     };
     let what = if w.scope == "job" {

@@ -364,6 +364,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         runs: Runs {
             a: "a".into(),
             b: "b".into(),
+            a_uid: None,
             b_uid: None,
         },
         key: KeyKind::DerivedDefault,

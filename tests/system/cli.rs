@@ -2,6 +2,7 @@
 //! the report file, exit codes.
 
 use crate::common::*;
+use std::process::Command;
 
 #[test]
 fn version_and_bad_arguments() {
@@ -589,4 +590,44 @@ fn first_hour_messages_name_what_went_wrong() {
         !err.contains("surfaces: \n") && !err.ends_with("surfaces: "),
         "{err}"
     );
+}
+
+/// On a terminal `probe` prints the brief table; `-v` and a pipe print
+/// every channel. (`script` gives the probe a terminal.)
+#[test]
+fn a_terminal_gets_the_brief_table_and_v_the_full_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let cfg = dir.path().join("rw.yml");
+    std::fs::write(&cfg, fs_config("shared", &d, "")).unwrap();
+    let bin_path = env!("CARGO_BIN_EXE_runwarden");
+    let on_tty = |extra: &str| {
+        let cmd = format!(
+            "stty cols 120; {bin_path} probe --config {} {extra} 2>/dev/null",
+            cfg.display()
+        );
+        let out = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .expect("script (util-linux) gives the probe a terminal");
+        String::from_utf8_lossy(&out.stdout).replace('\r', "")
+    };
+    let brief = on_tty("");
+    assert!(
+        brief.contains("shared (filesystem)") && brief.contains("open: file-content"),
+        "{brief}"
+    );
+    assert!(!brief.contains("VERDICT"), "{brief}");
+    let full = on_tty("-v");
+    assert!(
+        full.contains("VERDICT") && full.contains("shared:file-content"),
+        "{full}"
+    );
+    let piped = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("VERDICT"));
 }

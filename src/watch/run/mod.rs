@@ -409,7 +409,12 @@ impl Watch<'_> {
             started_at: self.started_at.clone(),
             finished_at: timefmt::now_rfc3339(),
             config: self.plan.source.clone(),
-            runs: Runs { a, b, b_uid: None },
+            runs: Runs {
+                a,
+                b,
+                a_uid: None,
+                b_uid: None,
+            },
             key: KeyKind::of(&Key::from_env()),
             cross_job: None,
             surfaces: vec![],

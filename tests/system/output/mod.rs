@@ -19,6 +19,56 @@ fn report(findings: Vec<Finding>, left: Vec<Leftover>) -> Report {
     r
 }
 
+/// The brief table (a terminal's): one line per surface, open carriers
+/// named and counted, a pointer to how to close them, who A and B ran as;
+/// lines that carry surface data fit the width, and stay one line.
+#[test]
+fn the_brief_table_is_one_line_per_surface_and_fits() {
+    let mut hostile = finding("file-name", Verdict::Fail, "x");
+    hostile.surface = "evil\n::error::x".into();
+    hostile.channel = "evil\n::error::x:file-name".into();
+    let mut r = report(
+        vec![
+            finding("file-content", Verdict::Fail, "found"),
+            finding("file-name", Verdict::Fail, "found"),
+            finding("mtime", Verdict::Pass, "nothing"),
+            finding("xattr", Verdict::Error, "no xattrs here"),
+            finding("file-size", Verdict::Authorized, "found"),
+            hostile,
+        ],
+        vec![],
+    );
+    r.runs.a_uid = Some(1000);
+    let t = output::table::render_brief(&r, 160);
+    let first = t.lines().next().unwrap();
+    assert!(first.starts_with("s (filesystem)"), "{t}");
+    assert!(
+        first.contains("2 of 5 open: file-content, file-name; 1 declared open; 1 errors (no xattrs here); 1 closed"),
+        "{t}"
+    );
+    assert!(t.contains("close it: https://github.com/runwarden/action/blob/main/docs/surfaces/filesystem.md#close-it"));
+    assert!(
+        t.contains("runs A and B both ran as uid 1000: `--run-b-as UID[:GID]`"),
+        "{t}"
+    );
+    assert!(t.contains("every channel: -v, or --format table-wide"));
+    assert!(
+        t.contains("3 fail, 1 error, 1 authorized, 0 skipped, 1 pass"),
+        "{t}"
+    );
+    for line in t
+        .lines()
+        .filter(|l| !l.contains("close it: ") && !l.starts_with("runs A"))
+    {
+        assert!(line.chars().count() <= 160, "{line}");
+        assert!(!line.trim_start().starts_with("::"), "{line}");
+    }
+    r.runs.b_uid = Some(1001);
+    assert!(
+        output::table::render_brief(&r, 80).contains("run A ran as uid 1000, run B as uid 1001")
+    );
+}
+
 #[test]
 fn table_puts_the_worst_first_and_escapes_every_cell() {
     let r = report(
