@@ -317,6 +317,14 @@ impl Failure {
     }
 }
 
+/// Why: whatever its kind, a fault that reaches the command line is one
+/// line and exit 2 (could not run).
+impl From<crate::fault::Fault> for Failure {
+    fn from(f: crate::fault::Fault) -> Failure {
+        Failure::Other(f.into_reason())
+    }
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -13,6 +13,7 @@ use super::{
     Failure, Found, OutputArgs, Outputs, config_env, error, find_config, load_plan, load_plan_text,
     note,
 };
+use crate::fault::Fault;
 use crate::output::Format;
 use crate::watch::canary::{self, Detector, Kind, Spec};
 use crate::watch::run::{self, Ended};
@@ -60,15 +61,19 @@ pub struct WatchArgs {
     pub command: Vec<OsString>,
 }
 
-pub(super) fn parse_canary(s: &str) -> Result<(Kind, PathBuf), String> {
+/// `--canary` (and the action's `canaries` input): `Invalid` unless
+/// KIND:PATH.
+pub(super) fn parse_canary(s: &str) -> Result<(Kind, PathBuf), Fault> {
     let (kind, path) = s
         .split_once(':')
-        .ok_or("expected KIND:PATH, e.g. dotenv:./app/.env")?;
+        .ok_or_else(|| Fault::invalid("expected KIND:PATH, e.g. dotenv:./app/.env"))?;
     let kind = Kind::from_name(kind).ok_or_else(|| {
-        format!("unknown canary kind `{kind}` (aws-credentials, npmrc or dotenv)")
+        Fault::invalid(format!(
+            "unknown canary kind `{kind}` (aws-credentials, npmrc or dotenv)"
+        ))
     })?;
     if path.is_empty() {
-        return Err("the canary's path is empty".into());
+        return Err(Fault::invalid("the canary's path is empty"));
     }
     Ok((kind, PathBuf::from(path)))
 }
@@ -132,7 +137,7 @@ pub(super) fn watch(args: WatchArgs, gh: &GithubOptions) -> Result<i32, Failure>
     let plan = load_plan(&found, true)?;
     let outs = args.out.open()?;
     crate::signals::install();
-    let w = run::start(&plan, &opts).map_err(Failure::Other)?;
+    let w = run::start(&plan, &opts)?;
     let command: Vec<String> = args
         .command
         .iter()
@@ -265,8 +270,8 @@ fn refuse_discovered(found: &Found) -> Result<(), Failure> {
 pub(super) fn start_saved(found: &Found, opts: &run::Options) -> Result<String, Failure> {
     refuse_discovered(found)?;
     let (plan, text) = load_plan_text(found, false)?;
-    let w = run::start(&plan, opts).map_err(Failure::Other)?;
-    let token = w.save(&text).map_err(Failure::Other)?;
+    let w = run::start(&plan, opts)?;
+    let token = w.save(&text)?;
     note(&format!(
         "watching {} surfaces from now on ({} canaries asked for); finish with `runwarden watch --finish TOKEN`, TOKEN being what this printed",
         plan.surfaces.len(),
@@ -283,7 +288,7 @@ pub(super) fn finish_saved(
     outs: Outputs<'_>,
     gh: &GithubOptions,
 ) -> Result<i32, Failure> {
-    let resumed = run::load(token).map_err(Failure::Other)?;
+    let resumed = run::load(token)?;
     let plan = match plan::build(
         &resumed.config_text,
         resumed.config_source.clone(),
@@ -300,7 +305,7 @@ pub(super) fn finish_saved(
             return Err(Failure::Config(e));
         }
     };
-    let w = resumed.watch(&plan).map_err(Failure::Other)?;
+    let w = resumed.watch(&plan)?;
     let mut report = w.finish(Ended::default());
     report.label = label;
     write_outputs(&report, outs, gh)

@@ -3,6 +3,7 @@
 //! removed, replaced or changed may have been read unseen).
 
 use super::{Armed, Detector, REMOVED, REPLACED, Read, TOUCHED, UNREACHABLE, cpath};
+use crate::fault::Fault;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -46,8 +47,8 @@ impl Armed {
     }
 
     /// Every read of a canary so far. An overflow of the event queue is an
-    /// error: a read may have been lost.
-    pub fn collect(&mut self) -> Result<Vec<Read>, String> {
+    /// error (`Broken`): a read may have been lost.
+    pub fn collect(&mut self) -> Result<Vec<Read>, Fault> {
         match self.detector {
             Detector::Fanotify => self.drain_fanotify()?,
             Detector::Inotify => self.drain_inotify()?,
@@ -90,7 +91,9 @@ impl Armed {
             }
         }
         if self.overflowed {
-            return Err("the event queue overflowed: a read may have been lost".into());
+            return Err(Fault::broken(
+                "the event queue overflowed: a read may have been lost",
+            ));
         }
         Ok(self.reads.clone())
     }
@@ -102,7 +105,7 @@ impl Armed {
         crate::sys::read_fd(fd, buf).ok().filter(|&n| n > 0)
     }
 
-    fn drain_fanotify(&mut self) -> Result<(), String> {
+    fn drain_fanotify(&mut self) -> Result<(), Fault> {
         let me = std::process::id();
         let mut buf = vec![0u8; 64 * 1024];
         while let Some(n) = self.drain(&mut buf) {
@@ -115,7 +118,9 @@ impl Armed {
                     break;
                 };
                 if m.event_len == 0 || m.vers != libc::FANOTIFY_METADATA_VERSION {
-                    return Err("fanotify spoke a version this build does not read".into());
+                    return Err(Fault::unsupported(
+                        "fanotify spoke a version this build does not read",
+                    ));
                 }
                 if m.mask & libc::FAN_Q_OVERFLOW != 0 {
                     self.overflowed = true;
@@ -148,7 +153,7 @@ impl Armed {
         Ok(())
     }
 
-    fn drain_inotify(&mut self) -> Result<(), String> {
+    fn drain_inotify(&mut self) -> Result<(), Fault> {
         let mut buf = vec![0u8; 64 * 1024];
         while let Some(n) = self.drain(&mut buf) {
             let mut at = 0;

@@ -23,6 +23,7 @@
 
 pub mod detect;
 
+use crate::fault::Fault;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -223,13 +224,13 @@ pub fn arm(
     specs: &[Spec],
     prefer: Option<Detector>,
     journal: &mut dyn FnMut(&Path),
-) -> Result<Armed, String> {
+) -> Result<Armed, Fault> {
     let mut canaries = Vec::new();
     let mut skipped = Vec::new();
     for spec in specs {
         match place(spec, journal) {
             Ok(c) => canaries.push(c),
-            Err(why) => skipped.push((spec.path.clone(), why)),
+            Err(why) => skipped.push((spec.path.clone(), why.into_reason())),
         }
     }
     let mut armed = Armed {
@@ -256,19 +257,22 @@ pub fn arm(
         }
     }
     let _ = armed.disarm();
-    Err(format!(
+    Err(Fault::unsupported(format!(
         "no way to see reads of the canaries ({})",
         why.join("; ")
-    ))
+    )))
 }
 
-/// Writes one canary (never over anything).
-fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> {
+/// Writes one canary (never over anything). A path that cannot hold one
+/// is `Invalid`, one taken already `Unsupported` (never replaced), an I/O
+/// error `Broken`.
+fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, Fault> {
     let shown = crate::escape::bytes(spec.path.as_os_str().as_bytes());
+    let io = |e: io::Error| Fault::broken(format!("{shown}: {e}"));
     let parent = spec
         .path
         .parent()
-        .ok_or_else(|| format!("{shown} has no parent directory"))?;
+        .ok_or_else(|| Fault::invalid(format!("{shown} has no parent directory")))?;
     // Parents that do not exist are made (and removed later if empty); one
     // that exists must be a real directory, not a symlink.
     let mut missing = Vec::new();
@@ -276,23 +280,29 @@ fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> 
     loop {
         match std::fs::symlink_metadata(p) {
             Ok(m) if m.is_dir() => break,
-            Ok(_) => return Err(format!("{shown}: a parent is not a directory")),
+            Ok(_) => {
+                return Err(Fault::invalid(format!(
+                    "{shown}: a parent is not a directory"
+                )));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 missing.push(p.to_path_buf());
                 p = p
                     .parent()
-                    .ok_or_else(|| format!("{shown}: no existing parent"))?;
+                    .ok_or_else(|| Fault::invalid(format!("{shown}: no existing parent")))?;
             }
-            Err(e) => return Err(format!("{shown}: {e}")),
+            Err(e) => return Err(io(e)),
         }
     }
     let mut made = Vec::new();
     for dir in missing.into_iter().rev() {
         journal(&dir);
-        std::fs::create_dir(&dir).map_err(|e| format!("{shown}: cannot make a parent: {e}"))?;
+        std::fs::create_dir(&dir)
+            .map_err(|e| Fault::broken(format!("{shown}: cannot make a parent: {e}")))?;
         made.push(dir);
     }
-    let (text, secrets) = content(spec.kind).map_err(|e| format!("no randomness: {e}"))?;
+    let (text, secrets) =
+        content(spec.kind).map_err(|e| Fault::broken(format!("no randomness: {e}")))?;
     secrets.iter().for_each(|s| crate::redact::add(s));
     journal(&spec.path);
     let mut f = std::fs::OpenOptions::new()
@@ -302,13 +312,15 @@ fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> 
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&spec.path)
         .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => format!("{shown} exists: never replaced"),
-            _ => format!("{shown}: {e}"),
+            io::ErrorKind::AlreadyExists => {
+                Fault::unsupported(format!("{shown} exists: never replaced"))
+            }
+            _ => io(e),
         })?;
     f.write_all(text.as_bytes())
         .and_then(|_| f.sync_all())
-        .map_err(|e| format!("{shown}: {e}"))?;
-    let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        .map_err(io)?;
+    let m = f.metadata().map_err(io)?;
     // An access time an hour before the modification time: under
     // `relatime` the first read then moves it.
     let atime = (m.mtime() - 3600, m.mtime_nsec());
@@ -317,7 +329,7 @@ fn place(spec: &Spec, journal: &mut dyn FnMut(&Path)) -> Result<Canary, String> 
     let _ = crate::sys::set_atime(&f, atime.0, atime.1);
     // The change time after that: any later write, chmod or time reset
     // (`touch -a` to hide a read) moves it, and it cannot be set back.
-    let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    let m = f.metadata().map_err(io)?;
     Ok(Canary {
         path: spec.path.clone(),
         len: text.len() as u64,
@@ -381,7 +393,7 @@ impl Armed {
         for c in &self.canaries {
             match remove(c) {
                 Ok(()) => {}
-                Err(why) => left.push((c.path.clone(), why)),
+                Err(why) => left.push((c.path.clone(), why.into_reason())),
             }
             for dir in c.made.iter().rev() {
                 // Only if empty (rmdir refuses otherwise).
@@ -408,7 +420,10 @@ pub struct Saved {
     skipped: Vec<(PathBuf, String)>,
 }
 
-fn remove(c: &Canary) -> Result<(), String> {
+/// Removes a canary that is still the one placed; one that is not (another
+/// file, other content) is `Invalid` and left as it is.
+fn remove(c: &Canary) -> Result<(), Fault> {
+    let io = |e: io::Error| Fault::broken(e.to_string());
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
         // Never blocking: the command may have left a FIFO in its place.
@@ -417,19 +432,21 @@ fn remove(c: &Canary) -> Result<(), String> {
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot check it: {e}")),
+        Err(e) => return Err(Fault::broken(format!("cannot check it: {e}"))),
     };
-    let m = f.metadata().map_err(|e| e.to_string())?;
+    let m = f.metadata().map_err(io)?;
     if (m.dev(), m.ino()) != (c.dev, c.ino) {
-        return Err("another file stands there now: left as it is".into());
+        return Err(Fault::invalid(
+            "another file stands there now: left as it is",
+        ));
     }
     let mut now = Vec::new();
     std::io::Read::by_ref(&mut f)
         .take(c.len + 1)
         .read_to_end(&mut now)
-        .map_err(|e| e.to_string())?;
+        .map_err(io)?;
     if now.len() as u64 != c.len || digest(&now) != c.digest {
-        return Err("its content changed: left as it is".into());
+        return Err(Fault::invalid("its content changed: left as it is"));
     }
-    std::fs::remove_file(&c.path).map_err(|e| e.to_string())
+    std::fs::remove_file(&c.path).map_err(io)
 }

@@ -22,8 +22,9 @@ mod workdir;
 pub use saved::{Resumed, load};
 
 use super::canary::{self, Armed, Detector, Spec};
+use crate::fault::Fault;
 use crate::marker::Key;
-use crate::plan::Plan;
+use crate::plan::{Plan, SurfacePlan};
 use crate::report::{self, Cleanup, KeyKind, Mode, Report, Runs, Summary, Tool};
 use crate::state::diff::{Before, Change, Differ};
 use crate::state::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
@@ -69,7 +70,7 @@ struct First {
 
 /// One configured surface: opened, and its first snapshot.
 struct Inst {
-    surface: Result<Box<dyn Surface>, String>,
+    surface: Result<Box<dyn Surface>, Fault>,
     first: Result<First, SnapshotError>,
 }
 
@@ -94,17 +95,35 @@ fn snapshot_error(e: std::io::Error) -> SnapshotError {
     SnapshotError::Failed(format!("writing the snapshot: {e}"))
 }
 
-/// Takes every surface's first snapshot, then arms the canaries.
-pub fn start<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
+/// Opens a planned surface. Its settings were checked when the plan was
+/// built: one its type refuses now is `Invalid` all the same.
+fn open_surface(sp: &SurfacePlan) -> Result<Box<dyn Surface>, Fault> {
+    surface::by_name(sp.type_name)
+        .ok_or_else(|| Fault::invalid(format!("unknown surface type {}", sp.type_name)))
+        .and_then(|t| t.open(&sp.settings).map_err(Fault::Invalid))
+}
+
+/// Why a surface that could not be opened has no snapshot: SKIPPED when
+/// it cannot be done here, else ERROR.
+fn unopened(f: &Fault) -> SnapshotError {
+    match f {
+        Fault::Unsupported(why) => SnapshotError::Unsupported(why.clone()),
+        _ => SnapshotError::Failed(f.reason().to_string()),
+    }
+}
+
+/// Takes every surface's first snapshot, then arms the canaries. `Invalid`
+/// when no work directory may be placed; `Broken` when it cannot be made.
+pub fn start<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, Fault> {
     let limit = crate::sys::raise_nofile();
     let w = start_raised(plan, opts);
     crate::sys::restore_nofile(limit);
     w
 }
 
-fn start_raised<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String> {
+fn start_raised<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, Fault> {
     let started_at = timefmt::now_rfc3339();
-    let probe_id = crate::nonce::short_id().map_err(|e| e.to_string())?;
+    let probe_id = crate::nonce::short_id().map_err(|e| Fault::broken(e.to_string()))?;
     let (place, passed) = workdir::place(plan, opts.work_dir.as_deref())?;
     if let Some(why) = passed {
         eprintln!(
@@ -116,17 +135,15 @@ fn start_raised<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, String>
         tempfile::Builder::new()
             .prefix("runwarden-watch-")
             .tempdir_in(&place)
-            .map_err(|e| format!("cannot make the watch's work directory: {e}"))?
+            .map_err(|e| Fault::broken(format!("cannot make the watch's work directory: {e}")))?
             .keep(),
     );
     let ctx = ctx_of(&work.path)?;
     let mut insts = Vec::new();
     for (i, sp) in plan.surfaces.iter().enumerate() {
-        let surface = surface::by_name(sp.type_name)
-            .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
-            .and_then(|t| t.open(&sp.settings));
+        let surface = open_surface(sp);
         let first = match surface.as_ref().map(|s| s.watch()) {
-            Err(e) => Err(SnapshotError::Failed(e.clone())),
+            Err(e) => Err(unopened(e)),
             Ok(Err(why)) => Err(SnapshotError::Unsupported(why.into())),
             Ok(Ok(w)) => take_first(w, &ctx, &before_path(&work.path, i)),
         };
@@ -174,14 +191,14 @@ fn arm(work: &Path, opts: &Options) -> (Option<Armed>, Option<String>) {
     match armed {
         Ok(_) if broken => (None, Some("cannot write the canary journal".into())),
         Ok(a) => (Some(a), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.into_reason())),
     }
 }
 
 /// Leaves the work directory out of every snapshot.
-fn ctx_of(work: &Path) -> Result<WatchCtx, String> {
+fn ctx_of(work: &Path) -> Result<WatchCtx, Fault> {
     let meta = std::fs::metadata(work)
-        .map_err(|e| format!("the watch's work directory {}: {e}", shown(work)))?;
+        .map_err(|e| Fault::broken(format!("the watch's work directory {}: {e}", shown(work))))?;
     Ok(WatchCtx {
         skip: vec![(meta.dev(), meta.ino())],
     })
@@ -331,7 +348,7 @@ fn work_dir_held(work: &WorkDir) -> Option<String> {
             "something runwarden did not write is in its own work directory {shown} ({}): the snapshots leave that directory out",
             names.join(", ")
         )),
-        Err(e) => Some(e),
+        Err(e) => Some(e.into_reason()),
     }
 }
 
@@ -374,7 +391,7 @@ impl Watch<'_> {
             let inst = &self.insts[i];
             let watchable = inst.surface.as_ref().ok().and_then(|s| s.watch().ok());
             let state = match (&inst.surface, watchable, &inst.first) {
-                (Err(e), _, _) => Err(SnapshotError::Failed(e.clone())),
+                (Err(e), _, _) => Err(unopened(e)),
                 (_, _, Err(e)) => Err(e.clone()),
                 (_, None, _) => Err(SnapshotError::Unsupported(
                     "watch mode cannot list this surface type".into(),

@@ -9,11 +9,12 @@
 //! token goes where the steps cannot change it (the runner's
 //! `$GITHUB_STATE`), and nothing is believed that does not match it.
 
-use super::{First, Inst, Watch, WorkDir, before_path, ctx_of, shown};
+use super::{First, Inst, Watch, WorkDir, before_path, ctx_of, open_surface, shown};
+use crate::fault::Fault;
 use crate::plan::{ConfigSource, Plan};
 use crate::state::snapshot::SnapshotError;
+use crate::timefmt;
 use crate::watch::canary::{self, Armed, Detector, Spec};
-use crate::{surface, timefmt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write as _;
@@ -65,7 +66,9 @@ impl Watch<'_> {
     /// token. `config_text` is the text the plan was built from. Only an
     /// atime watch of the canaries outlives this process: any other
     /// detector's canaries are removed here, and the saved watch has none.
-    pub fn save(mut self, config_text: &str) -> Result<String, String> {
+    /// `Broken` when it cannot be written; `Unsupported` when its directory
+    /// cannot be named in a token.
+    pub fn save(mut self, config_text: &str) -> Result<String, Fault> {
         let firsts = self
             .insts
             .iter()
@@ -91,7 +94,7 @@ impl Watch<'_> {
             }
             None => None,
         };
-        let meta = std::fs::metadata(&self.work.path).map_err(|e| e.to_string())?;
+        let meta = std::fs::metadata(&self.work.path).map_err(|e| Fault::broken(e.to_string()))?;
         let saved = Saved {
             probe_id: self.probe_id.clone(),
             started_at: self.started_at.clone(),
@@ -110,7 +113,7 @@ impl Watch<'_> {
                 .map(|s| (s.kind.as_str().to_string(), s.path.clone()))
                 .collect(),
         };
-        let text = serde_json::to_vec(&saved).map_err(|e| e.to_string())?;
+        let text = serde_json::to_vec(&saved).map_err(|e| Fault::broken(e.to_string()))?;
         {
             use std::os::unix::fs::OpenOptionsExt as _;
             std::fs::OpenOptions::new()
@@ -119,14 +122,14 @@ impl Watch<'_> {
                 .mode(0o600)
                 .open(self.work.path.join(SAVED))
                 .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
-                .map_err(|e| format!("cannot save the watch: {e}"))?;
+                .map_err(|e| Fault::broken(format!("cannot save the watch: {e}")))?;
         }
         self.work.keep = true;
         let dir = self
             .work
             .path
             .to_str()
-            .ok_or("the watch's directory is not UTF-8")?;
+            .ok_or_else(|| Fault::unsupported("the watch's directory is not UTF-8"))?;
         Ok(format!("sha256:{}:{dir}", sha256_hex(&text)))
     }
 }
@@ -140,13 +143,19 @@ pub struct Resumed {
     dir: PathBuf,
 }
 
-/// Reads the watch a token names; it must be the one saved.
-pub fn load(token: &str) -> Result<Resumed, String> {
-    let bad = || "not a watch token (`sha256:<hex>:<directory>`, as `watch --start` prints it)";
+/// Reads the watch a token names; it must be the one saved. `Invalid`: a
+/// token that is not one, or a saved watch that is not the one it names;
+/// `Broken`: it cannot be read.
+pub fn load(token: &str) -> Result<Resumed, Fault> {
+    let bad = || {
+        Fault::invalid(
+            "not a watch token (`sha256:<hex>:<directory>`, as `watch --start` prints it)",
+        )
+    };
     let rest = token.strip_prefix("sha256:").ok_or_else(bad)?;
     let (hex, dir) = rest.split_once(':').ok_or_else(bad)?;
     if hex.len() != 64 || dir.is_empty() {
-        return Err(bad().into());
+        return Err(bad());
     }
     let dir = PathBuf::from(dir);
     // At most 16 MiB (a saved watch is a few KiB), read from a regular
@@ -154,21 +163,25 @@ pub fn load(token: &str) -> Result<Resumed, String> {
     let mut text = Vec::new();
     crate::sys::open_regular(&dir.join(SAVED))
         .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 16 << 20), &mut text))
-        .map_err(|e| format!("no saved watch in {}: {e}", shown(&dir)))?;
+        .map_err(|e| Fault::broken(format!("no saved watch in {}: {e}", shown(&dir))))?;
     if sha256_hex(&text) != hex {
-        return Err(format!(
+        return Err(Fault::invalid(format!(
             "the saved watch in {} is not the one the token names: it was changed, and nothing in it can be trusted (its canaries, if any, are left where they are)",
             shown(&dir)
-        ));
+        )));
     }
-    let saved: Saved = serde_json::from_slice(&text)
-        .map_err(|e| format!("the saved watch in {} is unreadable: {e}", shown(&dir)))?;
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
+    let saved: Saved = serde_json::from_slice(&text).map_err(|e| {
+        Fault::invalid(format!(
+            "the saved watch in {} is unreadable: {e}",
+            shown(&dir)
+        ))
+    })?;
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| Fault::broken(e.to_string()))?;
     if !meta.is_dir() || (meta.dev(), meta.ino()) != saved.dir_id {
-        return Err(format!(
+        return Err(Fault::invalid(format!(
             "{} is not the directory the watch was saved in",
             shown(&dir)
-        ));
+        )));
     }
     Ok(Resumed {
         config_text: saved.config_text.clone(),
@@ -179,8 +192,9 @@ pub fn load(token: &str) -> Result<Resumed, String> {
 }
 
 impl Resumed {
-    /// The watch, to finish with the plan built from `config_text`.
-    pub fn watch(self, plan: &Plan) -> Result<Watch<'_>, String> {
+    /// The watch, to finish with the plan built from `config_text`
+    /// (`Invalid` when it is not that plan's).
+    pub fn watch(self, plan: &Plan) -> Result<Watch<'_>, Fault> {
         let s = self.saved;
         let names: Vec<(String, String)> = plan
             .surfaces
@@ -188,7 +202,9 @@ impl Resumed {
             .map(|p| (p.name.clone(), p.type_name.to_string()))
             .collect();
         if s.firsts.len() != names.len() {
-            return Err("the plan is not the one the watch was saved with".into());
+            return Err(Fault::invalid(
+                "the plan is not the one the watch was saved with",
+            ));
         }
         let work = WorkDir::new(self.dir);
         let ctx = ctx_of(&work.path)?;
@@ -202,9 +218,7 @@ impl Resumed {
                         .into(),
                 )),
             };
-            let surface = surface::by_name(sp.type_name)
-                .ok_or_else(|| format!("unknown surface type {}", sp.type_name))
-                .and_then(|t| t.open(&sp.settings));
+            let surface = open_surface(sp);
             let first = first.map(|digest| First {
                 path: before_path(&work.path, i),
                 since: s.since,

@@ -12,6 +12,7 @@
 //!   go (the snapshots, the saved watch, the canary journal), then the
 //!   directory if that left it empty.
 
+use crate::fault::Fault;
 use crate::plan::Plan;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -57,17 +58,20 @@ impl WorkDir {
 
     /// What is in it that runwarden did not write: names (escaped), the
     /// first [`LISTED`], then a count of the rest; or why it could not be
-    /// looked at (a directory swapped for a link, or gone).
-    pub fn foreign(&self) -> Result<Vec<String>, String> {
+    /// looked at (a directory swapped for a link, or gone: `Broken`).
+    pub fn foreign(&self) -> Result<Vec<String>, Fault> {
         let shown = crate::escape::bytes(self.path.as_os_str().as_encoded_bytes());
-        let (_, dir, _) = self
-            .open()
-            .map_err(|e| format!("the work directory {shown} cannot be opened as itself: {e}"))?;
-        let listing = crate::sys::open_listing(&dir).map_err(|e| e.to_string())?;
+        let (_, dir, _) = self.open().map_err(|e| {
+            Fault::broken(format!(
+                "the work directory {shown} cannot be opened as itself: {e}"
+            ))
+        })?;
+        let io = |e: std::io::Error| Fault::broken(e.to_string());
+        let listing = crate::sys::open_listing(&dir).map_err(io)?;
         let mut out = Vec::new();
         let mut more = 0usize;
-        for entry in crate::sys::DirIter::new(&listing).map_err(|e| e.to_string())? {
-            let (name, _) = entry.map_err(|e| e.to_string())?;
+        for entry in crate::sys::DirIter::new(&listing).map_err(io)? {
+            let (name, _) = entry.map_err(io)?;
             let ours = name.to_str().is_some_and(own_file)
                 && crate::sys::lstat_at(&dir, &name)
                     .is_ok_and(|st| st.file_type() == libc::S_IFREG);
@@ -137,12 +141,13 @@ fn watched(plan: &Plan) -> Vec<(String, PathBuf)> {
 /// Where the work directory goes: `wanted` (the `--work-dir`, or the
 /// runner's temp in the action) unless it lies inside a watched surface,
 /// else the first of the system temp, `/var/tmp` and `/dev/shm` that
-/// exists and does not. `Err` when every one does. The second value says
-/// why `wanted` was passed over, when it was.
+/// exists and does not. `Err` (`Invalid`: the config and `--work-dir`
+/// leave no place) when every one does. The second value says why `wanted`
+/// was passed over, when it was.
 pub(super) fn place(
     plan: &Plan,
     wanted: Option<&Path>,
-) -> Result<(PathBuf, Option<String>), String> {
+) -> Result<(PathBuf, Option<String>), Fault> {
     let surfaces = watched(plan);
     let inside = |dir: &Path| -> Option<String> {
         let real = std::fs::canonicalize(dir).ok()?;
@@ -173,8 +178,8 @@ pub(super) fn place(
             )),
         }
     }
-    Err(format!(
+    Err(Fault::invalid(format!(
         "no place for the watch's work directory outside the watched surfaces ({}): a directory the snapshots leave out would be a place to hide a message; pass --work-dir with one outside them",
         passed.join("; ")
-    ))
+    )))
 }
