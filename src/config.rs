@@ -2,6 +2,7 @@
 //! value, and nothing checked beyond the shape. [`crate::plan`] turns it into
 //! a typed plan; every error either step finds names `file:line:column`.
 
+use crate::fault::Fault;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::ffi::OsString;
@@ -249,8 +250,8 @@ fn bare_message(msg: &str) -> String {
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 /// Expands `${VAR}` (unset or empty is an error) and `$$` (a literal `$`).
-/// Any other `$` stays as it is.
-pub fn expand(raw: &str, env: EnvLookup<'_>) -> Result<String, String> {
+/// Any other `$` stays as it is. Every `Err` is `Invalid`.
+pub fn expand(raw: &str, env: EnvLookup<'_>) -> Result<String, Fault> {
     let mut out = String::with_capacity(raw.len());
     let mut rest = raw;
     while let Some(i) = rest.find('$') {
@@ -262,22 +263,30 @@ pub fn expand(raw: &str, env: EnvLookup<'_>) -> Result<String, String> {
         } else if let Some(body) = after.strip_prefix('{') {
             let end = body
                 .find('}')
-                .ok_or_else(|| format!("unclosed `${{` in `{raw}`"))?;
+                .ok_or_else(|| Fault::invalid(format!("unclosed `${{` in `{raw}`")))?;
             let name = &body[..end];
             let valid = !name.is_empty()
                 && !name.starts_with(|c: char| c.is_ascii_digit())
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid {
-                return Err(format!("`${{{name}}}` is not a valid variable name"));
+                return Err(Fault::invalid(format!(
+                    "`${{{name}}}` is not a valid variable name"
+                )));
             }
             match env(name) {
                 Some(v) if !v.is_empty() => match v.into_string() {
                     Ok(v) => out.push_str(&v),
                     Err(_) => {
-                        return Err(format!("environment variable {name} is not valid UTF-8"));
+                        return Err(Fault::invalid(format!(
+                            "environment variable {name} is not valid UTF-8"
+                        )));
                     }
                 },
-                _ => return Err(format!("environment variable {name} is not set or empty")),
+                _ => {
+                    return Err(Fault::invalid(format!(
+                        "environment variable {name} is not set or empty"
+                    )));
+                }
             }
             rest = &body[end + 1..];
         } else {
@@ -428,18 +437,14 @@ mod tests {
     fn expansion() {
         assert_eq!(expand("${HOME}/x", &env).unwrap(), "/home/u/x");
         assert_eq!(expand("a$$b$c", &env).unwrap(), "a$b$c");
-        assert!(
-            expand("${NOPE}", &env)
-                .unwrap_err()
-                .contains("NOPE is not set")
-        );
-        assert!(
-            expand("${EMPTY}", &env)
-                .unwrap_err()
-                .contains("EMPTY is not set or empty")
-        );
-        assert!(expand("${HOME", &env).unwrap_err().contains("unclosed"));
-        assert!(expand("${1A}", &env).unwrap_err().contains("not a valid"));
+        let invalid = |raw: &str| match expand(raw, &env) {
+            Err(Fault::Invalid(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(invalid("${NOPE}").contains("NOPE is not set"));
+        assert!(invalid("${EMPTY}").contains("EMPTY is not set or empty"));
+        assert!(invalid("${HOME").contains("unclosed"));
+        assert!(invalid("${1A}").contains("not a valid"));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{Client, Failure, Request, Response, check_url};
 use ::http::Method;
 use serde_json::Value;
@@ -88,8 +89,8 @@ pub struct Answer {
 /// `base` + `path`, when `path` is a path on `base`: so that no path (a
 /// journal entry's, a relayed answer's) can name another host (`@host/…`,
 /// `//host/…`) or climb out of the API's base (`..`, `%2e%2e`, `%2f`) with
-/// the token attached. `Err`: the path, escaped for a message.
-pub fn join(base: &str, path: &str) -> Result<String, String> {
+/// the token attached. `Err` (`Invalid`): the path, escaped for a message.
+pub fn join(base: &str, path: &str) -> Result<String, Fault> {
     let route = path.split_once('?').map_or(path, |(r, _)| r);
     let lower = route.to_ascii_lowercase();
     let fine = route.starts_with('/')
@@ -104,7 +105,7 @@ pub fn join(base: &str, path: &str) -> Result<String, String> {
     if fine {
         Ok(format!("{base}{path}"))
     } else {
-        Err(escape::bytes(path.as_bytes()))
+        Err(Fault::invalid(escape::bytes(path.as_bytes())))
     }
 }
 
@@ -386,8 +387,8 @@ pub fn next_link(headers: &::http::HeaderMap) -> Option<String> {
         })
 }
 
-/// `owner/name`, each part non-empty and URL-safe.
-pub fn check_repository(r: &str) -> Result<(), String> {
+/// `owner/name`, each part non-empty and URL-safe (else `Invalid`).
+pub fn check_repository(r: &str) -> Result<(), Fault> {
     let ok = |p: &str| {
         !p.is_empty()
             && p.bytes()
@@ -395,7 +396,7 @@ pub fn check_repository(r: &str) -> Result<(), String> {
     };
     match r.split_once('/') {
         Some((o, n)) if ok(o) && ok(n) => Ok(()),
-        _ => Err("must be `owner/name`".into()),
+        _ => Err(Fault::invalid("must be `owner/name`")),
     }
 }
 

@@ -13,6 +13,7 @@
 //! when. A later job that finds a valid beacon of another probe id has
 //! proof that the runner kept state between jobs.
 
+use crate::fault::Fault;
 use crate::nonce::{Nonce, to_hex};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -165,8 +166,8 @@ fn derived_default(probe_id: &str) -> [u8; 32] {
 }
 
 /// Probe ids go into file and ref names: letters, digits, `-` and `_`,
-/// starting with a letter or digit, at most 64 characters.
-pub fn check_probe_id(id: &str) -> Result<(), String> {
+/// starting with a letter or digit, at most 64 characters (else `Invalid`).
+pub fn check_probe_id(id: &str) -> Result<(), Fault> {
     let ok = !id.is_empty()
         && id.len() <= 64
         && id.as_bytes()[0].is_ascii_alphanumeric()
@@ -179,10 +180,10 @@ pub fn check_probe_id(id: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(Fault::invalid(format!(
             "probe id `{}` must be 1 to 64 letters, digits, `-` or `_`, starting with a letter or digit (and not with `beacon`)",
             crate::escape::bytes(id.as_bytes())
-        ))
+        )))
     }
 }
 
@@ -321,7 +322,7 @@ impl Key {
             return Checked::Malformed(format!("unknown beacon version {}", body.runwarden_beacon));
         }
         if let Err(e) = check_probe_id(&body.probe_id) {
-            return Checked::Malformed(e);
+            return Checked::Malformed(e.into_reason());
         }
         let unverified = |why: &str| Checked::Unverified {
             body: body.clone(),

@@ -15,6 +15,7 @@
 //!   any removal, so an entry that does not have runwarden's own form for
 //!   this probe id is never touched.
 
+use crate::fault::Fault;
 use crate::marker::{Key, Origin};
 use crate::plan::ConfigSource;
 use crate::report::{KeyKind, Tool};
@@ -98,36 +99,40 @@ impl Receipt {
     /// Reads a receipt and checks it is one, for `probe_id` when given,
     /// and that its MAC verifies under `key` when a key is configured. A
     /// tampered receipt is refused whole: nothing in it is worth more than
-    /// the rest.
+    /// the rest. `Broken` when it cannot be read, else `Invalid` (its
+    /// content, another schema's included, is not what it must be).
     pub fn read(
         path: &std::path::Path,
         probe_id: Option<&str>,
         key: &Key,
-    ) -> Result<Receipt, String> {
+    ) -> Result<Receipt, Fault> {
         let text = crate::sys::read_regular(path, MAX_RECEIPT)
-            .map_err(|e| format!("cannot read receipt {}: {e}", path.display()))?;
-        let r: Receipt = serde_json::from_slice(&text)
-            .map_err(|e| format!("{} is not a runwarden receipt: {e}", path.display()))?;
+            .map_err(|e| Fault::broken(format!("cannot read receipt {}: {e}", path.display())))?;
+        let r: Receipt = serde_json::from_slice(&text).map_err(|e| {
+            Fault::invalid(format!(
+                "{} is not a runwarden receipt: {e}",
+                path.display()
+            ))
+        })?;
         if r.schema != SCHEMA {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "{}: unsupported receipt schema `{}` (this runwarden reads {SCHEMA})",
                 path.display(),
                 crate::escape::line(&r.schema)
-            ));
+            )));
         }
-        crate::marker::check_probe_id(&r.probe_id)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        crate::marker::check_probe_id(&r.probe_id).map_err(|e| e.context(path.display()))?;
         if let Some(id) = probe_id
             && id != r.probe_id
         {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "{} is the receipt of probe {}, not {id}",
                 path.display(),
                 r.probe_id
-            ));
+            )));
         }
         r.check_mac(key)
-            .map_err(|why| format!("{}: {why}; refused whole", path.display()))?;
+            .map_err(|why| Fault::invalid(format!("{}: {why}; refused whole", path.display())))?;
         Ok(r)
     }
 

@@ -82,7 +82,7 @@ pub(super) fn append_outputs(outputs: &[(&str, String)]) -> Result<(), Failure> 
             .map_err(|e| Failure::Other(e.to_string()))?
             .hex()
     );
-    let body = output::github::output_file(outputs, &delimiter).map_err(Failure::Other)?;
+    let body = output::github::output_file(outputs, &delimiter)?;
     OpenOptions::new()
         .append(true)
         .create(true)

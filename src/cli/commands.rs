@@ -50,7 +50,7 @@ pub(super) fn probe_id_of(args: &CrossArgs) -> Result<String, Failure> {
             )
         })?,
     };
-    marker::check_probe_id(&id).map_err(Failure::Other)?;
+    marker::check_probe_id(&id)?;
     Ok(id)
 }
 
@@ -150,8 +150,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     let receipt = receipt_path
         .as_deref()
         .map(|p| Receipt::read(p, Some(&probe_id), &key))
-        .transpose()
-        .map_err(Failure::Other)?;
+        .transpose()?;
     if receipt.is_none() {
         note(if args.allow_missing_receipt {
             "no plant receipt found (accepted with --allow-missing-receipt): looking for the markers derived from the probe id and key; a carrier where none is found is SKIPPED"
@@ -201,8 +200,7 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         .receipt
         .as_deref()
         .map(|p| Receipt::read(p, expected.as_deref(), &key))
-        .transpose()
-        .map_err(Failure::Other)?;
+        .transpose()?;
     if receipt.as_ref().is_some_and(|r| r.mac.is_none()) {
         note(
             "the receipt is not signed (no RUNWARDEN_KEY): every entry is checked to be runwarden's before anything is removed, but an edited receipt can still leave a plant out",

@@ -281,11 +281,12 @@ pub enum MergeFormat {
     Github,
 }
 
-fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
+/// `--run-b-as`: `Invalid` unless UID[:GID], both numeric.
+fn parse_uid_gid(s: &str) -> Result<(u32, u32), crate::fault::Fault> {
     let (u, g) = s.split_once(':').unwrap_or((s, s));
     let p = |x: &str| {
         x.parse::<u32>()
-            .map_err(|_| format!("`{x}` is not a numeric id"))
+            .map_err(|_| crate::fault::Fault::invalid(format!("`{x}` is not a numeric id")))
     };
     Ok((p(u)?, p(g)?))
 }

@@ -113,7 +113,7 @@ pub(super) fn publish_report(
 ) -> Result<i32, Failure> {
     let report = read_report(path)?;
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let target = Target::from_env(&env, o).map_err(Failure::Other)?;
+    let target = Target::from_env(&env, o)?;
     publish_to(&report, &target, parts, key)
 }
 

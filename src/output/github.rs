@@ -10,6 +10,7 @@
 use super::markdown::{cell, text, word};
 use super::repo::Context;
 use crate::escape;
+use crate::fault::Fault;
 use crate::report::{Finding, Report};
 use crate::verdict::Verdict;
 use std::fmt::Write as _;
@@ -366,13 +367,15 @@ pub fn outputs(
 }
 
 /// Renders outputs for `$GITHUB_OUTPUT` with a heredoc delimiter; a value
-/// that contains the delimiter is refused (it could end the value early
-/// and set other outputs).
-pub fn output_file(outputs: &[(&str, String)], delimiter: &str) -> Result<String, String> {
+/// that contains the delimiter is refused, `Invalid` (it could end the
+/// value early and set other outputs).
+pub fn output_file(outputs: &[(&str, String)], delimiter: &str) -> Result<String, Fault> {
     let mut out = String::new();
     for (name, value) in outputs {
         if value.contains(delimiter) {
-            return Err(format!("output {name} contains the delimiter; refused"));
+            return Err(Fault::invalid(format!(
+                "output {name} contains the delimiter; refused"
+            )));
         }
         let _ = write!(out, "{name}<<{delimiter}\n{value}\n{delimiter}\n");
     }

@@ -17,6 +17,7 @@ mod check_run;
 mod comment;
 mod sarif;
 
+use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::output::repo::Context;
 use crate::report::{Mode, Report};
@@ -100,15 +101,21 @@ fn is_sha(s: &str) -> bool {
 impl Target {
     /// From the environment GitHub Actions sets, with `o` winning. The
     /// event payload (`GITHUB_EVENT_PATH`) gives the pull request's number,
-    /// head commit and whether it comes from a fork.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>, o: &Overrides) -> Result<Target, String> {
+    /// head commit and whether it comes from a fork. Every `Err` is
+    /// `Invalid`: what the environment or the command line gave (or left
+    /// out) is not a target.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>, o: &Overrides) -> Result<Target, Fault> {
         let repository = o
             .repository
             .clone()
             .or_else(|| env("GITHUB_REPOSITORY"))
-            .ok_or("publish needs the repository: GITHUB_REPOSITORY is unset; pass --repository")?;
+            .ok_or_else(|| {
+                Fault::invalid(
+                    "publish needs the repository: GITHUB_REPOSITORY is unset; pass --repository",
+                )
+            })?;
         crate::github::check_repository(&repository)
-            .map_err(|m| format!("repository `{repository}`: {m}"))?;
+            .map_err(|m| m.context(format_args!("repository `{repository}`")))?;
         let sources: Vec<String> = match &o.token_env {
             Some(n) => vec![n.clone()],
             None => ["GITHUB_TOKEN", "INPUT_GITHUB-TOKEN", "GH_TOKEN"]
@@ -124,28 +131,27 @@ impl Target {
                     .map(String::as_str)
                     .filter(|n| !n.starts_with("INPUT_"))
                     .collect();
-                format!(
+                Fault::invalid(format!(
                     "publish needs a token: {} is unset (the action passes its `github-token`)",
                     named.join(" / ")
-                )
+                ))
             })?;
         let api_url = o
             .api_url
             .clone()
             .or_else(|| env("GITHUB_API_URL"))
             .unwrap_or_else(|| "https://api.github.com".into());
-        crate::http::check_url(&api_url).map_err(|m| format!("API URL: {m}"))?;
+        crate::http::check_url(&api_url).map_err(|m| Fault::invalid(format!("API URL: {m}")))?;
         let event_name = env("GITHUB_EVENT_NAME").unwrap_or_default();
         // A workflow_run's GITHUB_SHA and GITHUB_REF are the default
         // branch's, not the probed run's: publishing there would put the
         // results on main.
         if event_name == "workflow_run" && (o.sha.is_none() || o.git_ref.is_none()) {
-            return Err(
+            return Err(Fault::invalid(
                 "publishing from a workflow_run event: its GITHUB_SHA and GITHUB_REF \
                         are the default branch's, not those of the run that made the report; \
-                        pass --sha, --ref and --pr, or publish from the probing workflow"
-                    .into(),
-            );
+                        pass --sha, --ref and --pr, or publish from the probing workflow",
+            ));
         }
         let event = env("GITHUB_EVENT_PATH")
             .and_then(|p| read_event(&p))
@@ -164,7 +170,11 @@ impl Target {
                 .is_some_and(|h| !h.eq_ignore_ascii_case(&repository));
         let sha = match &o.sha {
             Some(s) if is_sha(s) => Some(s.clone()),
-            Some(s) => return Err(format!("--sha `{s}` is not a commit id (40 hex digits)")),
+            Some(s) => {
+                return Err(Fault::invalid(format!(
+                    "--sha `{s}` is not a commit id (40 hex digits)"
+                )));
+            }
             None => env("GITHUB_SHA").filter(|s| is_sha(s)),
         };
         let head_sha = match &o.sha {

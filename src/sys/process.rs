@@ -2,6 +2,7 @@
 //! and the open-file limit.
 
 use super::check;
+use crate::fault::Fault;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -26,14 +27,15 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
 /// exits: what [`die_with_parent`] does from a pre-exec hook, done by the
 /// child itself so that its parent can spawn it without forking. The
 /// caller checks afterwards that its parent is still the one it expects
-/// (it may have died before this took hold).
-pub fn die_with_parent_thread() -> Result<(), String> {
+/// (it may have died before this took hold). `Unsupported`: the kernel
+/// (or a sandbox) refused it.
+pub fn die_with_parent_thread() -> Result<(), Fault> {
     // SAFETY: prctl with an option and a signal number.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
-        return Err(format!(
+        return Err(Fault::unsupported(format!(
             "cannot ask to die with the probe: {}",
             io::Error::last_os_error()
-        ));
+        )));
     }
     Ok(())
 }
