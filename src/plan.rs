@@ -74,6 +74,9 @@ pub struct Declaration {
     pub pos: Pos,
     /// Set when the declaration accepts the channel only within a scope.
     pub scope: Option<Scope>,
+    /// Why the channel is accepted (`reason:`), free text from the config:
+    /// untrusted like any text an output did not write.
+    pub reason: Option<String>,
 }
 
 /// A declaration's scope: one key the surface type defines, e.g.
@@ -309,7 +312,7 @@ fn declare(
     declared: &mut BTreeMap<String, Declaration>,
 ) -> Result<(), ConfigError> {
     let pos = Pos::of(d);
-    let (channel, scope) = declaration_channel(ck, d, pos)?;
+    let (channel, scope, reason) = declaration_channel(ck, d, pos)?;
     let Some((sname, carrier)) = channel.split_once(':') else {
         return Err(ck.err(
             pos,
@@ -357,21 +360,22 @@ fn declare(
             ),
         ));
     }
-    declared.insert(channel, Declaration { pos, scope });
+    declared.insert(channel, Declaration { pos, scope, reason });
     Ok(())
 }
 
-/// A declaration's channel, and the scope key it names if any: a
-/// `surface:carrier` string, or a mapping with `channel:`, `reason:` and
-/// at most one other (scope) key.
+/// A declaration's channel, the scope key it names if any, and its
+/// reason: a `surface:carrier` string, or a mapping with `channel:`,
+/// `reason:` and at most one other (scope) key.
 fn declaration_channel(
     ck: &Checker<'_>,
     d: &Spanned<Value>,
     pos: Pos,
-) -> Result<(String, Option<ScopeKey>), ConfigError> {
+) -> Result<(String, Option<ScopeKey>, Option<String>), ConfigError> {
     // A mapping may add one scope key its surface type knows (e.g.
     // `refs:` for git-remote), checked once the channel is known.
     let mut scope: Option<ScopeKey> = None;
+    let mut reason = None;
     let channel = match &d.value {
         Value::Str(s) => s.clone(),
         Value::Map(Mapping(m)) => {
@@ -380,9 +384,9 @@ fn declaration_channel(
                 let vpos = Pos::or(v, pos);
                 match (k.value.as_str(), &v.value) {
                     ("channel", Value::Str(s)) => channel = Some(s.clone()),
-                    // Free text for people (and later SARIF
-                    // suppressions); not interpreted.
-                    ("reason", Value::Str(_)) => {}
+                    // Free text for people (the table, the job summary,
+                    // SARIF's suppression); not interpreted.
+                    ("reason", Value::Str(s)) => reason = Some(s.clone()),
                     ("channel" | "reason", other) => {
                         return Err(ck.err(
                             vpos,
@@ -414,7 +418,7 @@ fn declaration_channel(
             ));
         }
     };
-    Ok((channel, scope))
+    Ok((channel, scope, reason))
 }
 
 /// A declaration's scope: a scope key of its surface type, with a value

@@ -264,6 +264,10 @@ pub struct Finding {
     /// Where the channel is declared in the config, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared_at: Option<Location>,
+    /// The declaration's `reason:`, when it gives one (config text:
+    /// untrusted, rendered as any surface data is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_reason: Option<String>,
     /// For a channel declared with a scope: the scope (`{"refs": "…"}`)
     /// and which side of it this plant was on (`"side": "inside"` or
     /// `"outside"`). Absent otherwise.
@@ -313,6 +317,15 @@ pub struct Leftover {
 }
 
 impl Finding {
+    /// The detail, with the declaration's reason after it when there is
+    /// one: what every output shows of a finding (each escapes it its way).
+    pub fn detail_and_reason(&self) -> std::borrow::Cow<'_, str> {
+        match &self.declared_reason {
+            Some(r) => format!("{} (declared: {r})", self.detail).into(),
+            None => self.detail.as_str().into(),
+        }
+    }
+
     /// For a channel declared with a scope: which side of it this plant
     /// was on (`inside`, `outside`).
     pub fn side(&self) -> Option<&str> {

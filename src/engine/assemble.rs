@@ -126,6 +126,10 @@ pub(super) fn findings(plan: &Plan, slots: &[Slot]) -> Vec<Finding> {
             control: verdict::control_state(ev),
             detail,
             location: sp.location.clone(),
+            declared_reason: s
+                .declared_at
+                .and_then(|_| plan.declared.get(&s.channel))
+                .and_then(|d| d.reason.clone()),
             declared_at: match (&plan.source.path, s.declared_at) {
                 (Some(path), Some(pos)) => Some(Location {
                     path: path.clone(),

@@ -434,7 +434,7 @@ fn channels(out: &mut String, report: &Report, room: &dyn Fn(&str, usize) -> boo
             word(&f.channel),
             docs_link(f),
             cell(&side(f)),
-            cell(&clip(&f.detail, 600))
+            cell(&clip(&f.detail_and_reason(), 600))
         );
         if !room(out, row.len()) {
             let _ = writeln!(

@@ -224,7 +224,7 @@ fn summary_row(f: &Finding) -> String {
                 .and_then(|v| v.as_str().map(String::from))
                 .unwrap_or_default()
         ),
-        cell(&f.detail)
+        cell(&f.detail_and_reason())
     )
 }
 

@@ -174,8 +174,15 @@ pub fn render(report: &Report, ctx: &Context) -> String {
                 .as_ref()
                 .map(|d| format!("{}:{}", d.path, d.line))
                 .unwrap_or_else(|| "the runwarden config".into());
-            result["suppressions"] =
-                json!([{ "kind": "external", "justification": format!("declared in {at}") }]);
+            let why = f
+                .declared_reason
+                .as_deref()
+                .map(|r| format!(": {}", truncate(&crate::escape::line(r), 500)))
+                .unwrap_or_default();
+            result["suppressions"] = json!([{
+                "kind": "external",
+                "justification": format!("declared in {at}{why}"),
+            }]);
         }
         results.push(result);
     }

@@ -301,7 +301,7 @@ fn finding_row(f: &crate::report::Finding, watch: bool) -> [String; 5] {
                     .unwrap_or_default(),
             )
         },
-        escape::line(&f.detail),
+        escape::line(&f.detail_and_reason()),
     ]
 }
 

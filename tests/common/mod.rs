@@ -396,6 +396,7 @@ pub fn finding(
         detail: detail.into(),
         location: None,
         declared_at: None,
+        declared_reason: None,
         scope: None,
         observed: vec![],
         observed_omitted: 0,

@@ -338,7 +338,10 @@ fn a_started_watch_is_finished_by_its_token_and_a_changed_one_is_refused() {
     assert_eq!(report["watch"]["scope"], "job");
     assert_eq!(verdict(&report, "shared:file-name"), "fail");
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("watched the job's steps: finished"), "{table}");
+    assert!(
+        table.contains("watched the job's steps: finished"),
+        "{table}"
+    );
     canaries_gone(root.path());
 
     // A saved watch changed after the start is refused, whole.

@@ -100,6 +100,7 @@ fn canary_finding(
         detail,
         location: None,
         declared_at: None,
+        declared_reason: None,
         scope: None,
         observed,
         observed_omitted: 0,
@@ -268,6 +269,7 @@ impl Watch<'_> {
                     control: Control::NotRun,
                     detail,
                     location: sp.location.clone(),
+                    declared_reason: decl.and_then(|d| d.reason.clone()),
                     declared_at: match (&self.plan.source.path, decl) {
                         (Some(path), Some(d)) => Some(Location {
                             path: path.clone(),

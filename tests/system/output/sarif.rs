@@ -2,6 +2,7 @@
 //! against the official SARIF 2.1.0 schema, and meeting each field GitHub
 //! requires. These simulate a runner (GITHUB_* set on purpose).
 
+use crate::common::markdown;
 use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -321,4 +322,55 @@ fn past_the_results_limit_fails_are_kept_and_the_cut_is_counted() {
         results.iter().any(|r| r["level"] == "warning"),
         "ERROR is kept"
     );
+}
+
+/// A declaration's `reason:` reaches the report, the SARIF suppression,
+/// the table and the job summary, inert where it is Markdown.
+#[test]
+fn the_declaration_reason_reaches_every_output() {
+    let shared = tempfile::tempdir().unwrap();
+    let reason = "agents share xattrs, ask @acme/team (see #12)";
+    let cfg = fs_config(
+        "shared-tmp",
+        shared.path(),
+        &format!("declared:\n  - channel: shared-tmp:xattr\n    reason: \"{reason}\"\n"),
+    );
+    let repo = Repo::new(&cfg);
+    let summary = repo.root.path().join("summary.md");
+    let summary_s = summary.to_string_lossy().into_owned();
+    let (_, s, err) = repo.probe(
+        &[
+            "--config",
+            ".github/runwarden.yml",
+            "--report",
+            "r.json",
+            "--format",
+            "github",
+        ],
+        &[("GITHUB_STEP_SUMMARY", summary_s.as_str())],
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.root.path().join("r.json")).unwrap())
+            .unwrap();
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["channel"] == "shared-tmp:xattr")
+        .unwrap();
+    assert_eq!(f["verdict"], "authorized", "{err}");
+    assert_eq!(f["declared_reason"], reason);
+    let res = s["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["ruleId"] == "runwarden/filesystem/xattr")
+        .unwrap();
+    assert_eq!(
+        res["suppressions"][0]["justification"],
+        format!("declared in .github/runwarden.yml:7: {reason}")
+    );
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains("agents share xattrs"), "{md}");
+    markdown::assert_inert(&md);
 }
