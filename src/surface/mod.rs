@@ -10,6 +10,7 @@
 pub mod actions_artifacts;
 pub mod actions_cache;
 mod auth;
+pub(crate) mod carrier;
 pub mod filesystem;
 pub mod git_remote;
 pub mod github_api;
@@ -221,11 +222,7 @@ pub fn wanted_nonce(w: &Wanted) -> Result<Nonce, RecoverOutcome> {
 /// a carrier of the surface.
 pub fn all_outcomes(out: Vec<Option<RecoverOutcome>>) -> Vec<RecoverOutcome> {
     out.into_iter()
-        .map(|o| {
-            o.unwrap_or(RecoverOutcome::Failed {
-                reason: "not a carrier of this surface".into(),
-            })
-        })
+        .map(|o| o.unwrap_or_else(carrier::not_a_carrier))
         .collect()
 }
 

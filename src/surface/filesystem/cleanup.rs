@@ -5,11 +5,11 @@
 
 use super::scan::mtime_matches;
 use super::{
-    CONTENT_WINDOW, Entry, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size,
+    CONTENT_WINDOW, Entry, Fs, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size,
     marker_text, planted_name, read_small,
 };
 use crate::marker::Checked;
-use crate::surface::{CleanupOutcome, PlantJob, RUNNER_PERSISTENCE, RunCtx, Surface};
+use crate::surface::{CleanupOutcome, PlantJob, RunCtx, Surface};
 use crate::sys::Stat;
 use crate::{escape, marker, sys};
 use serde_json::Value;
@@ -29,10 +29,10 @@ impl Instance {
         let dir_st = sys::fstat(&dir).map_err(|e| format!("fstat of surface: {e}"))?;
         let mut found = Vec::new();
         for job in jobs {
-            let Some((name, kind)) = planted_name(&job.carrier, ctx.probe_id, &job.nonce.hex())
-            else {
+            let Some(carrier) = Fs::parse(&job.carrier) else {
                 continue;
             };
+            let (name, kind) = planted_name(carrier, ctx.probe_id, &job.nonce.hex());
             let st = match sys::lstat_at(&dir, &name) {
                 Ok(st) => st,
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
@@ -41,7 +41,8 @@ impl Instance {
             let unverified = if Kind::of(&st) != Some(kind) {
                 Some("named like a plant of this probe, but of another type".to_string())
             } else {
-                self.verify_planted(ctx, &dir, &name, &st, job).err()
+                self.verify_planted(ctx, &dir, &name, &st, carrier, job)
+                    .err()
             };
             found.push(
                 Entry::of(&dir, &dir_st, &name, &st, kind, unverified)
@@ -214,19 +215,22 @@ impl Instance {
         }
     }
 
-    /// Whether an entry named like `job`'s plant is that plant: its
-    /// carrier proves it, or it is ours and in the state a plant passes
-    /// through before its carrier is set. `Err(why)` when neither.
+    /// Whether an entry named like `job`'s plant (of `carrier`) is that
+    /// plant: its carrier proves it, or it is ours and in the state a
+    /// plant passes through before its carrier is set. `Err(why)` when
+    /// neither.
     pub(super) fn verify_planted(
         &self,
         ctx: &RunCtx<'_>,
         dir: &OwnedFd,
         name: &OsStr,
         st: &Stat,
+        carrier: Fs,
         job: &PlantJob,
     ) -> Result<(), String> {
-        let proven = self.carrier_proves(ctx, dir, name, st, job);
-        if proven.is_err() && st.uid == sys::euid() && self.unfinished(dir, name, st, job) {
+        let proven = self.carrier_proves(ctx, dir, name, st, carrier, job);
+        if proven.is_err() && st.uid == sys::euid() && self.unfinished(dir, name, st, carrier, job)
+        {
             // Run A stopped between creating the entry and setting its
             // carrier: the derived name, our own uid, and the exact state
             // a plant passes through.
@@ -243,6 +247,7 @@ impl Instance {
         dir: &OwnedFd,
         name: &OsStr,
         st: &Stat,
+        carrier: Fs,
         job: &PlantJob,
     ) -> bool {
         if !st.is_reg() {
@@ -253,52 +258,53 @@ impl Instance {
                 .map(|mut k| !k.any(|k| k.as_encoded_bytes().starts_with(b"user.")))
                 .unwrap_or(false)
         };
-        match job.carrier.as_str() {
-            "file-content" => {
+        match carrier {
+            Fs::FileContent => {
                 let full = marker_text(&job.nonce.hex());
                 matches!(read_small(dir, name, CONTENT_WINDOW), Ok(Some(b)) if full.as_bytes().starts_with(&b))
             }
             // A time never set back: the plant's futimens has not run (a
             // set mtime lies years before the entry's last change).
-            "mtime" => st.size == 0 && st.mtime_sec + 1 >= st.ctime_sec && no_xattrs(),
-            "xattr" | "xattr-name" | "file-size" | RUNNER_PERSISTENCE => {
+            Fs::Mtime => st.size == 0 && st.mtime_sec + 1 >= st.ctime_sec && no_xattrs(),
+            Fs::Xattr | Fs::XattrName | Fs::FileSize | Fs::RunnerPersistence => {
                 st.size == 0 && no_xattrs()
             }
-            _ => false,
+            Fs::FileName | Fs::DirectoryName | Fs::SymlinkTarget | Fs::SpecialFileName => false,
         }
     }
 
-    /// Whether an entry named like `job`'s plant shows, through its own
-    /// carrier, that it is that plant: `Err(why)` when it does not.
+    /// Whether an entry named like `job`'s plant (of `carrier`) shows,
+    /// through its own carrier, that it is that plant: `Err(why)` when it
+    /// does not.
     pub(super) fn carrier_proves(
         &self,
         ctx: &RunCtx<'_>,
         dir: &OwnedFd,
         name: &OsStr,
         st: &Stat,
+        carrier: Fs,
         job: &PlantJob,
     ) -> Result<(), String> {
         let hex = job.nonce.hex();
         let no = |what: &str| {
             Err(format!(
-                "named like this probe's {} plant, but {what}",
-                job.carrier
+                "named like this probe's {carrier} plant, but {what}"
             ))
         };
-        match job.carrier.as_str() {
+        match carrier {
             // The nonce is in the name itself.
-            "file-name" | "directory-name" | "special-file-name" => Ok(()),
-            "file-content" => match read_small(dir, name, CONTENT_WINDOW) {
+            Fs::FileName | Fs::DirectoryName | Fs::SpecialFileName => Ok(()),
+            Fs::FileContent => match read_small(dir, name, CONTENT_WINDOW) {
                 Ok(Some(b)) if memchr::memmem::find(&b, hex.as_bytes()).is_some() => Ok(()),
                 _ => no("its content does not hold the nonce"),
             },
-            "symlink-target" => match sys::readlink_at(dir, name) {
+            Fs::SymlinkTarget => match sys::readlink_at(dir, name) {
                 Ok(t) if t == hex.as_bytes() => Ok(()),
                 _ => no("its target is not the nonce"),
             },
-            "xattr" | "xattr-name" => {
+            Fs::Xattr | Fs::XattrName => {
                 let path = self.s.path.join(name);
-                let ok = if job.carrier == "xattr" {
+                let ok = if carrier == Fs::Xattr {
                     matches!(xattr::get(&path, XATTR_KEY), Ok(Some(v)) if v == hex.as_bytes())
                 } else {
                     matches!(xattr::get(&path, format!("user.{hex}")), Ok(Some(_)))
@@ -309,7 +315,7 @@ impl Instance {
                     no("it lacks the nonce's xattr")
                 }
             }
-            "mtime" => {
+            Fs::Mtime => {
                 let (sec, nsec) = derived_mtime(&job.nonce);
                 if mtime_matches((st.mtime_sec, st.mtime_nsec), (sec, nsec), true) {
                     Ok(())
@@ -317,21 +323,20 @@ impl Instance {
                     no("its mtime is not the nonce's")
                 }
             }
-            "file-size" => {
+            Fs::FileSize => {
                 if st.size == derived_size(&job.nonce) {
                     Ok(())
                 } else {
                     no("its size is not the nonce's")
                 }
             }
-            RUNNER_PERSISTENCE => match read_small(dir, name, marker::BEACON_MAX) {
+            Fs::RunnerPersistence => match read_small(dir, name, marker::BEACON_MAX) {
                 Ok(Some(b)) => match ctx.key.check_beacon(&b) {
                     Checked::Valid(body) if body.probe_id == ctx.probe_id => Ok(()),
                     _ => no("it is not a valid beacon of this probe"),
                 },
                 _ => no("it cannot be read"),
             },
-            other => Err(format!("unknown carrier {other}")),
         }
     }
 }
@@ -350,11 +355,13 @@ fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
     else {
         return false;
     };
-    match rest {
-        "file-content" | "xattr" | "xattr-name" | "mtime" | "file-size" => kind == Kind::File,
-        "symlink-target" => kind == Kind::Symlink,
-        hex => {
-            crate::surface::lower_hex(hex, 32)
+    match Fs::parse(rest) {
+        Some(Fs::FileContent | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize) => {
+            kind == Kind::File
+        }
+        Some(Fs::SymlinkTarget) => kind == Kind::Symlink,
+        _ => {
+            crate::surface::lower_hex(rest, 32)
                 && matches!(kind, Kind::File | Kind::Dir | Kind::Fifo)
         }
     }

@@ -18,6 +18,8 @@ mod watch;
 
 use scan::{Agreed, Needle};
 
+use super::carrier::carriers;
+
 use super::{
     Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
     RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
@@ -46,58 +48,21 @@ const XATTR_KEY: &str = "user.runwarden";
 
 pub struct Filesystem;
 
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "file-content",
-        persistence: Persistence::Durable,
-        description: "the nonce inside a regular file's content",
-    },
-    Carrier {
-        name: "file-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name of an empty regular file",
-    },
-    Carrier {
-        name: "directory-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name of an empty directory",
-    },
-    Carrier {
-        name: "symlink-target",
-        persistence: Persistence::Durable,
-        description: "the nonce as the target of a dangling symlink (never followed)",
-    },
-    Carrier {
-        name: "xattr",
-        persistence: Persistence::Durable,
-        description: "the nonce in the value of a user.* extended attribute",
-    },
-    Carrier {
-        name: "xattr-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name of a user.* extended attribute (listxattr needs no read permission on the file)",
-    },
-    Carrier {
-        name: "mtime",
-        persistence: Persistence::Durable,
-        description: "a nonce-derived modification time (seconds and nanoseconds) on an innocuous file",
-    },
-    Carrier {
-        name: "file-size",
-        persistence: Persistence::Durable,
-        description: "a nonce-derived size (4 to 8 GiB, sparse: no blocks used) of an innocuous file",
-    },
-    Carrier {
-        name: "special-file-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name of a FIFO (recovery lists it, never opens it)",
-    },
-    Carrier {
-        name: RUNNER_PERSISTENCE,
-        persistence: Persistence::Durable,
-        description: "a signed beacon of another probe (an earlier job, another repository) found here: the surface kept state between jobs",
-    },
-];
+carriers! {
+    /// The filesystem's carriers.
+    enum Fs {
+        FileContent = "file-content", Durable, "the nonce inside a regular file's content";
+        FileName = "file-name", Durable, "the nonce in the name of an empty regular file";
+        DirectoryName = "directory-name", Durable, "the nonce in the name of an empty directory";
+        SymlinkTarget = "symlink-target", Durable, "the nonce as the target of a dangling symlink (never followed)";
+        Xattr = "xattr", Durable, "the nonce in the value of a user.* extended attribute";
+        XattrName = "xattr-name", Durable, "the nonce in the name of a user.* extended attribute (listxattr needs no read permission on the file)";
+        Mtime = "mtime", Durable, "a nonce-derived modification time (seconds and nanoseconds) on an innocuous file";
+        FileSize = "file-size", Durable, "a nonce-derived size (4 to 8 GiB, sparse: no blocks used) of an innocuous file";
+        SpecialFileName = "special-file-name", Durable, "the nonce in the name of a FIFO (recovery lists it, never opens it)";
+        RunnerPersistence = RUNNER_PERSISTENCE, Durable, "a signed beacon of another probe (an earlier job, another repository) found here: the surface kept state between jobs";
+    }
+}
 
 /// Settings after validation; also what runs A and B receive.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,15 +145,15 @@ impl SurfaceType for Filesystem {
         nonce: &Nonce,
         _scope: Option<&JobScope>,
     ) -> Result<Value, String> {
-        Ok(match carrier {
+        Ok(match Fs::parse(carrier) {
             // Without the receipt, the precision the plant's filesystem
             // kept is unknown: a truncated mtime matches too.
-            "mtime" => {
+            Some(Fs::Mtime) => {
                 let (sec, nsec) = derived_mtime(nonce);
                 json!({ "mtime": [sec, nsec], "coarse": true })
             }
-            "file-size" => json!({ "size": derived_size(nonce) }),
-            RUNNER_PERSISTENCE => json!({ "beacons": true }),
+            Some(Fs::FileSize) => json!({ "size": derived_size(nonce) }),
+            Some(Fs::RunnerPersistence) => json!({ "beacons": true }),
             _ => json!({ "text": nonce.hex() }),
         })
     }
@@ -337,20 +302,19 @@ fn derived_size(n: &Nonce) -> u64 {
 
 /// The name and type of the entry a plant of `carrier` makes, from the
 /// probe id and the nonce: plant and cleanup-by-probe-id agree through it.
-fn planted_name(carrier: &str, probe_id: &str, hex: &str) -> Option<(OsString, Kind)> {
+fn planted_name(carrier: Fs, probe_id: &str, hex: &str) -> (OsString, Kind) {
     let tag = format!(".runwarden-{probe_id}");
     let (name, kind) = match carrier {
-        "file-content" | "xattr" | "xattr-name" | "mtime" | "file-size" => {
+        Fs::FileContent | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize => {
             (format!("{tag}-{carrier}"), Kind::File)
         }
-        "file-name" => (format!("{tag}-{hex}"), Kind::File),
-        "directory-name" => (format!("{tag}-{hex}"), Kind::Dir),
-        "symlink-target" => (format!("{tag}-symlink-target"), Kind::Symlink),
-        "special-file-name" => (format!("{tag}-{hex}"), Kind::Fifo),
-        RUNNER_PERSISTENCE => (format!("{}{probe_id}", marker::BEACON_PREFIX), Kind::File),
-        _ => return None,
+        Fs::FileName => (format!("{tag}-{hex}"), Kind::File),
+        Fs::DirectoryName => (format!("{tag}-{hex}"), Kind::Dir),
+        Fs::SymlinkTarget => (format!("{tag}-{carrier}"), Kind::Symlink),
+        Fs::SpecialFileName => (format!("{tag}-{hex}"), Kind::Fifo),
+        Fs::RunnerPersistence => (format!("{}{probe_id}", marker::BEACON_PREFIX), Kind::File),
     };
-    Some((OsString::from(name), kind))
+    (OsString::from(name), kind)
 }
 
 /// The content of a `file-content` plant.
@@ -424,7 +388,7 @@ impl Surface for Instance {
     }
 
     fn unavailable(&self, carrier: &str) -> Option<String> {
-        (carrier == "file-content" && !self.s.content_reads).then(|| {
+        (Fs::parse(carrier) == Some(Fs::FileContent) && !self.s.content_reads).then(|| {
             "content-reads: false in the config: run B may not read file contents here".into()
         })
     }

@@ -4,14 +4,16 @@
 //! the carrier.
 
 use super::{
-    Entry, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size, marker_text,
+    Entry, Fs, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size, marker_text,
     persistence_of, planted_name,
 };
-use crate::surface::{PlantJob, PlantOutcome, RUNNER_PERSISTENCE, RunCtx};
+use crate::nonce::Nonce;
+use crate::surface::carrier::CarrierSet;
+use crate::surface::{Persistence, PlantJob, PlantOutcome, RunCtx};
 use crate::sys::Stat;
 use crate::{escape, sys};
 use serde_json::{Value, json};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -132,11 +134,10 @@ impl Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let (carrier, nonce) = (job.carrier.as_str(), &job.nonce);
         // Reaching the directory is not planting: a refusal here (a parent
         // run A may not search) says nothing about the directory's own
         // access control, so it is no PASS. Each carrier's refusal is
-        // decided by the syscall that plants it, below.
+        // decided by the syscall that plants it ([`Site::plant`]).
         let dir = match self.open_surface() {
             Ok(d) => d,
             Err(e) => {
@@ -156,186 +157,251 @@ impl Instance {
                 };
             }
         };
-        let persistence = persistence_of(&dir);
-        let where_ = if persistence.is_some() {
+        let carrier = match Fs::of_job(job) {
+            Ok(c) => c,
+            Err(o) => return o,
+        };
+        let hex = job.nonce.hex();
+        let (name, _) = planted_name(carrier, ctx.probe_id, &hex);
+        let site = Site {
+            inst: self,
+            persistence: persistence_of(&dir),
+            dir,
+            dir_st,
+            name,
+            hex,
+        };
+        site.plant(carrier, job, created).unwrap_or_else(|o| o)
+    }
+}
+
+/// Where one plant goes: the probed directory (open, with its stat), the
+/// entry's derived name, the nonce, and the directory's persistence.
+struct Site<'a> {
+    inst: &'a Instance,
+    dir: OwnedFd,
+    dir_st: Stat,
+    name: OsString,
+    hex: String,
+    persistence: Option<Persistence>,
+}
+
+impl Site<'_> {
+    /// Creates exactly one entry whose only nonce-bearing attribute is the
+    /// carrier's own. `Err` is the outcome too (a refusal, a failure), so
+    /// that every step can end the plant with `?`.
+    fn plant(
+        &self,
+        carrier: Fs,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<PlantOutcome, PlantOutcome> {
+        let text_needle = json!({ "text": self.hex });
+        match carrier {
+            Fs::FileContent => {
+                let mut f = self.file(created)?;
+                f.write_all(marker_text(&self.hex).as_bytes())
+                    .map_err(|e| plant_error("writing file content", e))?;
+                Ok(self.planted(
+                    text_needle,
+                    "a 56-byte file with the nonce on line 2".into(),
+                ))
+            }
+            Fs::FileName => {
+                self.file(created)?;
+                Ok(self.planted(text_needle, "an empty file named after the nonce".into()))
+            }
+            Fs::DirectoryName => {
+                self.node(
+                    Kind::Dir,
+                    ("directories", "creating a directory"),
+                    &|| sys::mkdir_at(&self.dir, &self.name, 0o755),
+                    created,
+                )?;
+                Ok(self.planted(
+                    text_needle,
+                    "an empty directory named after the nonce".into(),
+                ))
+            }
+            Fs::SymlinkTarget => {
+                self.node(
+                    Kind::Symlink,
+                    ("symlinks", "creating a symlink"),
+                    &|| sys::symlink_at(OsStr::new(&self.hex), &self.dir, &self.name),
+                    created,
+                )?;
+                Ok(self.planted(
+                    text_needle,
+                    "a dangling symlink whose target is the nonce".into(),
+                ))
+            }
+            Fs::Xattr | Fs::XattrName => self.xattr(carrier == Fs::Xattr, created),
+            Fs::Mtime => self.mtime(&job.nonce, created),
+            Fs::FileSize => self.size(&job.nonce, created),
+            Fs::SpecialFileName => {
+                self.node(
+                    Kind::Fifo,
+                    ("FIFOs", "creating a FIFO"),
+                    &|| sys::mkfifo_at(&self.dir, &self.name, 0o644),
+                    created,
+                )?;
+                Ok(self.planted(text_needle, "a FIFO named after the nonce".into()))
+            }
+            Fs::RunnerPersistence => self.beacon(job, created),
+        }
+    }
+
+    /// Planted, saying so when the directory is on tmpfs.
+    fn planted(&self, needle: Value, detail: String) -> PlantOutcome {
+        let where_ = if self.persistence.is_some() {
             " (tmpfs: until reboot)"
         } else {
             ""
         };
-        let hex = nonce.hex();
-        let Some((name, _)) = planted_name(carrier, ctx.probe_id, &hex) else {
-            return PlantOutcome::Failed {
-                reason: format!("unknown carrier {carrier}"),
-            };
-        };
-        let planted = |needle: Value, detail: String| PlantOutcome::Planted {
+        PlantOutcome::Planted {
             needle,
-            persistence,
+            persistence: self.persistence,
             detail: format!("{detail}{where_}"),
-        };
-        let text_needle = json!({ "text": hex });
+        }
+    }
 
-        // Each arm creates exactly one entry whose only nonce-bearing
-        // attribute is the carrier's own.
-        let result: Result<PlantOutcome, PlantOutcome> = (|| {
-            let create = |name: &OsStr, created: &mut dyn FnMut(Value)| {
-                self.create(
-                    &dir,
-                    &dir_st,
-                    name,
-                    Kind::File,
-                    created,
-                    || sys::create_file_at(&dir, name, 0o644),
-                    |e| plant_error("creating a file", e),
-                )
-            };
-            // A directory, symlink or FIFO named `name`: EPERM from these
-            // syscalls means the filesystem allows no such entry here.
-            let node = |kind: Kind,
-                        (kinds, what): (&str, &str),
-                        make: &dyn Fn() -> io::Result<()>,
-                        created: &mut dyn FnMut(Value)| {
-                self.create(&dir, &dir_st, &name, kind, created, make, |e| {
-                    unsupported_on_eperm(kinds, what, e)
+    /// The entry, as a regular file.
+    fn file(&self, created: &mut dyn FnMut(Value)) -> Result<std::fs::File, PlantOutcome> {
+        self.inst.create(
+            &self.dir,
+            &self.dir_st,
+            &self.name,
+            Kind::File,
+            created,
+            || sys::create_file_at(&self.dir, &self.name, 0o644),
+            |e| plant_error("creating a file", e),
+        )
+    }
+
+    /// The entry, as a directory, symlink or FIFO: EPERM from these
+    /// syscalls means the filesystem allows no such entry here.
+    fn node(
+        &self,
+        kind: Kind,
+        (kinds, what): (&str, &str),
+        make: &dyn Fn() -> io::Result<()>,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<(), PlantOutcome> {
+        self.inst.create(
+            &self.dir,
+            &self.dir_st,
+            &self.name,
+            kind,
+            created,
+            make,
+            |e| unsupported_on_eperm(kinds, what, e),
+        )
+    }
+
+    /// `xattr` (`value`: the nonce is the value of [`XATTR_KEY`]) or
+    /// `xattr-name` (the nonce names an xattr).
+    fn xattr(
+        &self,
+        value: bool,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<PlantOutcome, PlantOutcome> {
+        let f = self.file(created)?;
+        let hex = &self.hex;
+        let (key, bytes) = if value {
+            (XATTR_KEY.to_string(), hex.as_bytes())
+        } else {
+            (format!("user.{hex}"), &b"1"[..])
+        };
+        match f.set_xattr(&key, bytes) {
+            Ok(()) => Ok(self.planted(
+                json!({ "text": hex }),
+                if value {
+                    format!("{XATTR_KEY} holds the nonce")
+                } else {
+                    "an xattr named user.<nonce>".into()
+                },
+            )),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTSUP)) => {
+                Err(PlantOutcome::Unsupported {
+                    reason: format!(
+                        "the filesystem does not support user.* extended attributes: {e}"
+                    ),
                 })
-            };
-            match carrier {
-                "file-content" => {
-                    let mut f = create(&name, created)?;
-                    f.write_all(marker_text(&hex).as_bytes())
-                        .map_err(|e| plant_error("writing file content", e))?;
-                    Ok(planted(
-                        text_needle,
-                        "a 56-byte file with the nonce on line 2".into(),
-                    ))
-                }
-                "file-name" => {
-                    create(&name, created)?;
-                    Ok(planted(
-                        text_needle,
-                        "an empty file named after the nonce".into(),
-                    ))
-                }
-                "directory-name" => {
-                    node(
-                        Kind::Dir,
-                        ("directories", "creating a directory"),
-                        &|| sys::mkdir_at(&dir, &name, 0o755),
-                        created,
-                    )?;
-                    Ok(planted(
-                        text_needle,
-                        "an empty directory named after the nonce".into(),
-                    ))
-                }
-                "symlink-target" => {
-                    node(
-                        Kind::Symlink,
-                        ("symlinks", "creating a symlink"),
-                        &|| sys::symlink_at(OsStr::new(&hex), &dir, &name),
-                        created,
-                    )?;
-                    Ok(planted(
-                        text_needle,
-                        "a dangling symlink whose target is the nonce".into(),
-                    ))
-                }
-                "xattr" | "xattr-name" => {
-                    let f = create(&name, created)?;
-                    let (key, value) = if carrier == "xattr" {
-                        (XATTR_KEY.to_string(), hex.as_bytes())
-                    } else {
-                        (format!("user.{hex}"), &b"1"[..])
-                    };
-                    match f.set_xattr(&key, value) {
-                        Ok(()) => Ok(planted(
-                            text_needle,
-                            if carrier == "xattr" {
-                                format!("{XATTR_KEY} holds the nonce")
-                            } else {
-                                "an xattr named user.<nonce>".into()
-                            },
-                        )),
-                        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTSUP)) => {
-                            Err(PlantOutcome::Unsupported {
-                                reason: format!(
-                                    "the filesystem does not support user.* extended attributes: {e}"
-                                ),
-                            })
-                        }
-                        Err(e) => Err(plant_error("setting an extended attribute", e)),
-                    }
-                }
-                "mtime" => {
-                    let f = create(&name, created)?;
-                    let (sec, nsec) = derived_mtime(nonce);
-                    sys::set_mtime(&f, sec, nsec).map_err(|e| plant_error("setting mtime", e))?;
-                    let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
-                    // Recovery looks for what the filesystem really stored:
-                    // coarse timestamps carry fewer bits, never none.
-                    let precision = if st.mtime_nsec == nsec {
-                        "ns"
-                    } else {
-                        "coarse"
-                    };
-                    Ok(planted(
-                        json!({ "mtime": [st.mtime_sec, st.mtime_nsec] }),
-                        format!(
-                            "mtime {}.{:09} ({precision} precision stored)",
-                            st.mtime_sec, st.mtime_nsec
-                        ),
-                    ))
-                }
-                "file-size" => {
-                    let f = create(&name, created)?;
-                    match f.set_len(derived_size(nonce)) {
-                        Ok(()) => {}
-                        Err(e) if e.raw_os_error() == Some(libc::EFBIG) => {
-                            return Err(PlantOutcome::Unsupported {
-                                reason: format!(
-                                    "the filesystem refuses a sparse 4-8 GiB file: {e}"
-                                ),
-                            });
-                        }
-                        Err(e) => return Err(plant_error("setting the file size", e)),
-                    }
-                    let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
-                    Ok(planted(
-                        json!({ "size": st.size }),
-                        format!("a sparse file of {} bytes", st.size),
-                    ))
-                }
-                "special-file-name" => {
-                    node(
-                        Kind::Fifo,
-                        ("FIFOs", "creating a FIFO"),
-                        &|| sys::mkfifo_at(&dir, &name, 0o644),
-                        created,
-                    )?;
-                    Ok(planted(text_needle, "a FIFO named after the nonce".into()))
-                }
-                RUNNER_PERSISTENCE => {
-                    let Some(beacon) = &job.beacon else {
-                        return Err(PlantOutcome::Failed {
-                            reason: "no beacon to plant".into(),
-                        });
-                    };
-                    let mut f = create(&name, created)?;
-                    f.write_all(beacon.as_bytes())
-                        .map_err(|e| plant_error("writing the beacon", e))?;
-                    Ok(planted(
-                        json!({ "beacons": true }),
-                        format!(
-                            "a signed beacon {}; recovery looks for beacons of other probes",
-                            escape::bytes(name.as_bytes())
-                        ),
-                    ))
-                }
-                other => Err(PlantOutcome::Failed {
-                    reason: format!("unknown carrier {other}"),
-                }),
             }
-        })();
-        result.unwrap_or_else(|o| o)
+            Err(e) => Err(plant_error("setting an extended attribute", e)),
+        }
+    }
+
+    /// `mtime`: the nonce-derived time, and the needle of what the
+    /// filesystem really stored.
+    fn mtime(
+        &self,
+        nonce: &Nonce,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<PlantOutcome, PlantOutcome> {
+        let f = self.file(created)?;
+        let (sec, nsec) = derived_mtime(nonce);
+        sys::set_mtime(&f, sec, nsec).map_err(|e| plant_error("setting mtime", e))?;
+        let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
+        // Recovery looks for what the filesystem really stored:
+        // coarse timestamps carry fewer bits, never none.
+        let precision = if st.mtime_nsec == nsec {
+            "ns"
+        } else {
+            "coarse"
+        };
+        Ok(self.planted(
+            json!({ "mtime": [st.mtime_sec, st.mtime_nsec] }),
+            format!(
+                "mtime {}.{:09} ({precision} precision stored)",
+                st.mtime_sec, st.mtime_nsec
+            ),
+        ))
+    }
+
+    /// `file-size`: a sparse file of the nonce-derived size.
+    fn size(
+        &self,
+        nonce: &Nonce,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<PlantOutcome, PlantOutcome> {
+        let f = self.file(created)?;
+        match f.set_len(derived_size(nonce)) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EFBIG) => {
+                return Err(PlantOutcome::Unsupported {
+                    reason: format!("the filesystem refuses a sparse 4-8 GiB file: {e}"),
+                });
+            }
+            Err(e) => return Err(plant_error("setting the file size", e)),
+        }
+        let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
+        Ok(self.planted(
+            json!({ "size": st.size }),
+            format!("a sparse file of {} bytes", st.size),
+        ))
+    }
+
+    /// `runner-persistence`: the job's signed beacon.
+    fn beacon(
+        &self,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<PlantOutcome, PlantOutcome> {
+        let Some(beacon) = &job.beacon else {
+            return Err(PlantOutcome::Failed {
+                reason: "no beacon to plant".into(),
+            });
+        };
+        let mut f = self.file(created)?;
+        f.write_all(beacon.as_bytes())
+            .map_err(|e| plant_error("writing the beacon", e))?;
+        Ok(self.planted(
+            json!({ "beacons": true }),
+            format!(
+                "a signed beacon {}; recovery looks for beacons of other probes",
+                escape::bytes(self.name.as_bytes())
+            ),
+        ))
     }
 }

@@ -4,8 +4,7 @@
 //! means for each carrier.
 
 use super::scan::{
-    Agreed, Needle, Route, is_content, is_link_target, is_xattr, mtime_matches, name_markers,
-    needs_stat,
+    Agreed, Needle, Route, is_content, is_link_target, is_xattr, mtime_matches, needs_stat,
 };
 use super::{CONTENT_WINDOW, Instance, Scan, fill, marker_hex, read_small};
 use crate::marker::Checked;
@@ -325,7 +324,7 @@ impl Instance {
 
         // Route 2: the listing, for every carrier (the name carriers have
         // no other: their name is the message).
-        let ours = name_markers(wanted);
+        let ours = scan.name_markers();
         let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
         let mut listed: u64 = 0;
         // Entries named as this probe's plants (its markers and beacon):

@@ -1,9 +1,9 @@
 //! What run B looks for and what it saw, carrier by carrier: the needles,
 //! the tallies, the agreed names, and how a look at one entry is charged.
 
-use super::{Scan, Tally, planted_name};
+use super::{Fs, Scan, Tally, planted_name};
 use crate::escape;
-use crate::surface::{RUNNER_PERSISTENCE, Wanted};
+use crate::surface::Wanted;
 use memchr::memmem::Finder;
 use serde_json::Value;
 use std::ffi::{OsStr, OsString};
@@ -40,20 +40,25 @@ pub(super) enum Needle {
     Invalid(String),
 }
 
-pub(super) fn needle_of(w: &Wanted) -> Needle {
+/// What to look for of `w`, whose carrier is `carrier` (`None`: not one of
+/// the filesystem's).
+pub(super) fn needle_of(w: &Wanted, carrier: Option<Fs>) -> Needle {
     let text = || {
         w.needle
             .get("text")
             .and_then(Value::as_str)
             .map(|s| Finder::new(s.as_bytes()).into_owned())
     };
-    let n = match w.carrier.as_str() {
-        "file-name" | "directory-name" | "special-file-name" => text().map(Needle::Name),
-        "file-content" => text().map(Needle::Content),
-        "symlink-target" => text().map(Needle::LinkTarget),
-        "xattr" => text().map(Needle::XattrValue),
-        "xattr-name" => text().map(Needle::XattrName),
-        "mtime" => w.needle.get("mtime").and_then(|m| {
+    let Some(carrier) = carrier else {
+        return Needle::Invalid(format!("bad needle for carrier {}", w.carrier));
+    };
+    let n = match carrier {
+        Fs::FileName | Fs::DirectoryName | Fs::SpecialFileName => text().map(Needle::Name),
+        Fs::FileContent => text().map(Needle::Content),
+        Fs::SymlinkTarget => text().map(Needle::LinkTarget),
+        Fs::Xattr => text().map(Needle::XattrValue),
+        Fs::XattrName => text().map(Needle::XattrName),
+        Fs::Mtime => w.needle.get("mtime").and_then(|m| {
             let coarse = w.needle.get("coarse").and_then(Value::as_bool) == Some(true);
             Some(Needle::Mtime(
                 m.get(0)?.as_i64()?,
@@ -61,13 +66,12 @@ pub(super) fn needle_of(w: &Wanted) -> Needle {
                 coarse,
             ))
         }),
-        RUNNER_PERSISTENCE => Some(Needle::Beacons),
-        "file-size" => w
+        Fs::RunnerPersistence => Some(Needle::Beacons),
+        Fs::FileSize => w
             .needle
             .get("size")
             .and_then(Value::as_u64)
             .map(Needle::Size),
-        _ => None,
     };
     n.unwrap_or_else(|| Needle::Invalid(format!("bad needle for carrier {}", w.carrier)))
 }
@@ -92,16 +96,21 @@ pub(super) enum Route {
 /// (`.runwarden-<probe>-<carrier>`): run B can look it up without listing
 /// the directory. The name carriers have no such route (their name is the
 /// message), nor has runner-persistence (it looks for other probes').
-pub(super) fn by_agreed_name(carrier: &str) -> bool {
+pub(super) fn by_agreed_name(carrier: Fs) -> bool {
     matches!(
         carrier,
-        "file-content" | "symlink-target" | "xattr" | "xattr-name" | "mtime" | "file-size"
+        Fs::FileContent | Fs::SymlinkTarget | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize
     )
 }
 
 impl Scan {
     pub(super) fn new(wanted: &[Wanted], probe_id: &str) -> Scan {
-        let needles: Vec<Needle> = wanted.iter().map(needle_of).collect();
+        let carriers: Vec<Option<Fs>> = wanted.iter().map(|w| Fs::parse(&w.carrier)).collect();
+        let needles: Vec<Needle> = wanted
+            .iter()
+            .zip(&carriers)
+            .map(|(w, c)| needle_of(w, *c))
+            .collect();
         let tallies = needles
             .iter()
             .map(|n| match n {
@@ -113,12 +122,11 @@ impl Scan {
                 _ => Tally::default(),
             })
             .collect();
-        let agreed = wanted
+        let agreed = carriers
             .iter()
-            .map(|w| {
-                by_agreed_name(&w.carrier)
-                    .then(|| planted_name(&w.carrier, probe_id, "").map(|(n, _)| n))
-                    .flatten()
+            .map(|c| {
+                c.filter(|c| by_agreed_name(*c))
+                    .map(|c| planted_name(c, probe_id, "").0)
             })
             .collect();
         let any = |f: fn(&Needle) -> bool| needles.iter().any(f);
@@ -217,22 +225,17 @@ pub(super) fn needs_stat(n: &Needle) -> bool {
     matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_))
 }
 
-/// The nonces of this probe's name markers: any other name in that form is
-/// a marker this key never made.
-pub(super) fn name_markers(wanted: &[Wanted]) -> Vec<Vec<u8>> {
-    wanted
-        .iter()
-        .filter(|w| {
-            matches!(
-                w.carrier.as_str(),
-                "file-name" | "directory-name" | "special-file-name"
-            )
-        })
-        .filter_map(|w| {
-            w.needle
-                .get("text")?
-                .as_str()
-                .map(|t| t.as_bytes().to_vec())
-        })
-        .collect()
+impl Scan {
+    /// The nonces of this probe's name markers (the name carriers'
+    /// needles): any other name in that form is a marker this key never
+    /// made.
+    pub(super) fn name_markers(&self) -> Vec<Vec<u8>> {
+        self.needles
+            .iter()
+            .filter_map(|n| match n {
+                Needle::Name(f) => Some(f.needle().to_vec()),
+                _ => None,
+            })
+            .collect()
+    }
 }

@@ -13,11 +13,10 @@
 //! (`O_NOATIME` where allowed) and nothing is followed or opened that is
 //! not a regular file.
 
-use super::{CONTENT_WINDOW, Instance, fill};
+use super::{CONTENT_WINDOW, Fs, Instance, fill};
+use crate::sys::Stat;
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
-use crate::surface::RUNNER_PERSISTENCE;
-use crate::sys::Stat;
 use crate::{escape, sys};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -214,11 +213,11 @@ impl Instance {
 }
 
 /// The name carrier of an entry of this kind.
-fn name_carrier(kind: &str) -> &'static str {
+fn name_carrier(kind: &str) -> Fs {
     match kind {
-        "dir" => "directory-name",
-        "special" => "special-file-name",
-        _ => "file-name",
+        "dir" => Fs::DirectoryName,
+        "special" => Fs::SpecialFileName,
+        _ => Fs::FileName,
     }
 }
 
@@ -267,18 +266,18 @@ impl crate::surface::Watchable for Instance {
                 out.push(name_carrier(&e.kind));
                 // A new file's size is a message as much as its content.
                 if e.kind == "file" && e.attrs.get("size").is_some_and(|s| s != "0") {
-                    out.extend(["file-content", "file-size"]);
+                    out.extend([Fs::FileContent, Fs::FileSize]);
                 }
                 // An mtime from before the watch began, or after it ended, was
                 // set on purpose.
                 if matches!(c.kind, ChangeKind::Created) && !made_during(e, before) {
-                    out.push("mtime");
+                    out.push(Fs::Mtime);
                 }
                 if e.kind == "symlink" {
-                    out.push("symlink-target");
+                    out.push(Fs::SymlinkTarget);
                 }
                 if has("xattr-names") {
-                    out.extend(["xattr-name", "xattr"]);
+                    out.extend([Fs::XattrName, Fs::Xattr]);
                 }
             }
             ChangeKind::Renamed(attrs) | ChangeKind::Changed(attrs) => {
@@ -292,11 +291,11 @@ impl crate::surface::Watchable for Instance {
                     .is_some_and(|s| s > CONTENT_WINDOW);
                 for a in attrs {
                     match a.as_str() {
-                        "head" => out.push("file-content"),
-                        "size" => out.extend(["file-size", "file-content"]),
-                        "target" => out.push("symlink-target"),
-                        "xattr-names" => out.push("xattr-name"),
-                        "xattrs" => out.push("xattr"),
+                        "head" => out.push(Fs::FileContent),
+                        "size" => out.extend([Fs::FileSize, Fs::FileContent]),
+                        "target" => out.push(Fs::SymlinkTarget),
+                        "xattr-names" => out.push(Fs::XattrName),
+                        "xattrs" => out.push(Fs::Xattr),
                         _ => {}
                     }
                 }
@@ -307,9 +306,9 @@ impl crate::surface::Watchable for Instance {
                     && e.attrs.get("size").is_some_and(|s| s != "0")
                     && (big || e.attrs.get("head").is_none_or(|h| h.starts_with("unread")));
                 if attrs.iter().any(|a| a == "mtime") && out.is_empty() {
-                    out.push("mtime");
+                    out.push(Fs::Mtime);
                     if blind {
-                        out.push("file-content");
+                        out.push(Fs::FileContent);
                     }
                 }
                 // The change time alone: a write whose every other trace was
@@ -321,17 +320,18 @@ impl crate::surface::Watchable for Instance {
                     && attrs.iter().all(|a| a == "ctime")
                     && e.kind == "file"
                 {
-                    out.push("file-content");
+                    out.push(Fs::FileContent);
                 }
             }
         }
+        let mut out: Vec<&'static str> = out.into_iter().map(Fs::name).collect();
         out.sort();
         out.dedup();
         out
     }
 
     fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        (carrier == RUNNER_PERSISTENCE).then_some(
+        (Fs::parse(carrier) == Some(Fs::RunnerPersistence)).then_some(
             "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
         )
     }

@@ -1,0 +1,120 @@
+//! Carriers as enums: each surface type declares its carriers once, in a
+//! [`carriers!`] invocation, which makes both the enum its code matches on
+//! and the [`Carrier`] table [`SurfaceType::carriers`] returns (the names
+//! config, JSON reports, SARIF and docs use).
+//!
+//! A carrier's name arrives as a string (a [`PlantJob`], a [`Wanted`], a
+//! config entry, a tagged name read back): a surface parses it once, where
+//! it comes in ([`CarrierSet::parse`], [`CarrierSet::of_job`]), and
+//! matches on variants from there on.
+//!
+//! [`Carrier`]: super::Carrier
+//! [`SurfaceType::carriers`]: super::SurfaceType::carriers
+//! [`Wanted`]: super::Wanted
+
+use super::{PlantJob, PlantOutcome, RecoverOutcome};
+
+/// A surface type's carriers, as the enum [`carriers!`] makes.
+pub(crate) trait CarrierSet: Copy + Eq + 'static {
+    /// Every carrier, in the order of the surface's table.
+    const ALL: &'static [Self];
+
+    /// The stable kebab-case id (`file-content`).
+    fn name(self) -> &'static str;
+
+    /// The carrier named `name`, when it is one of this surface's.
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.name() == name)
+    }
+
+    /// The carrier a job plants, or the outcome of a job whose carrier is
+    /// none of this surface's.
+    fn of_job(job: &PlantJob) -> Result<Self, PlantOutcome> {
+        Self::parse(&job.carrier).ok_or_else(|| PlantOutcome::Failed {
+            reason: format!("unknown carrier {}", job.carrier),
+        })
+    }
+}
+
+/// What recovery says of a wanted needle whose carrier is none of the
+/// surface's.
+pub(crate) fn not_a_carrier() -> RecoverOutcome {
+    RecoverOutcome::Failed {
+        reason: "not a carrier of this surface".into(),
+    }
+}
+
+/// Declares a surface's carriers: the enum (`Clone, Copy, Debug,
+/// PartialEq, Eq, Hash`, shown as its name), its [`CarrierSet`] impl
+/// (`ALL`, `name`, `parse`, also inherent so no import is needed), and
+/// `static CARRIERS: &[Carrier]`, the table `SurfaceType::carriers`
+/// returns, in the same order. Each line is
+/// `Variant = "name", Persistence, "description";`.
+//
+// Why a macro: each carrier's name is then spelled once. The table and the
+// enum come from the same lines, so they cannot drift apart (a carrier in
+// the table the code never matches, a name matched that is not in the
+// table), and a misspelt name inside a surface is a compile error (an
+// unknown variant) rather than an arm that never matches.
+macro_rules! carriers {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $enum:ident {
+            $(
+                $(#[$vmeta:meta])*
+                $variant:ident = $name:expr, $persistence:ident, $description:expr;
+            )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        $vis enum $enum {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $enum {
+            /// Every carrier, in the order of [`CARRIERS`].
+            $vis const ALL: &'static [$enum] = &[$($enum::$variant),+];
+
+            /// The stable kebab-case id.
+            $vis const fn name(self) -> &'static str {
+                match self {
+                    $( $enum::$variant => $name, )+
+                }
+            }
+
+            /// The carrier named `name`, when it is one of this surface's.
+            $vis fn parse(name: &str) -> Option<$enum> {
+                <$enum as $crate::surface::carrier::CarrierSet>::parse(name)
+            }
+        }
+
+        impl $crate::surface::carrier::CarrierSet for $enum {
+            const ALL: &'static [$enum] = $enum::ALL;
+
+            fn name(self) -> &'static str {
+                $enum::name(self)
+            }
+        }
+
+        impl ::std::fmt::Display for $enum {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        /// The carriers, as `SurfaceType::carriers` lists them (made with
+        /// the enum: see [`carriers!`](crate::surface::carrier::carriers)).
+        $vis static CARRIERS: &[$crate::surface::Carrier] = &[
+            $(
+                $crate::surface::Carrier {
+                    name: $enum::$variant.name(),
+                    persistence: $crate::surface::Persistence::$persistence,
+                    description: $description,
+                },
+            )+
+        ];
+    };
+}
+
+pub(crate) use carriers;
