@@ -3,7 +3,7 @@
 //! only when their objects are runwarden's (read back first).
 
 use super::refs::ref_for;
-use super::{Instance, RefUpdate};
+use super::{Instance, RefUpdate, Remote};
 use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -19,7 +19,10 @@ impl Instance {
     ) -> Result<Vec<Value>, String> {
         let expected: HashSet<String> = jobs
             .iter()
-            .filter_map(|j| ref_for(&j.carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref()))
+            .filter_map(|j| {
+                let carrier = Remote::parse(&j.carrier)?;
+                ref_for(carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref())
+            })
             .collect();
         let work = self.scratch()?;
         let refs = self.ls_refs(work.path(), |name| expected.contains(name))?;

@@ -26,12 +26,14 @@ mod repo;
 mod watch;
 
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted, glob_match,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted, glob_match,
 };
 use config::{ClassifyName, check_remote, is_scp, move_userinfo, on_path, read_credentials};
 use refs::{namespace, ref_for, ref_needle};
 use repo::bare_repository;
+
+use super::carrier::carriers;
 
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -59,68 +61,23 @@ const IDENT_EMAIL: &str = "probe@runwarden.invalid";
 
 pub struct GitRemote;
 
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "branch-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in a branch name (refs/heads/...), read back with ls-remote alone",
-    },
-    Carrier {
-        name: "tag-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in a lightweight tag name (refs/tags/...)",
-    },
-    Carrier {
-        name: "annotated-tag-message",
-        persistence: Persistence::Durable,
-        description: "the nonce in the message of an annotated tag",
-    },
-    Carrier {
-        name: "commit-message",
-        persistence: Persistence::Durable,
-        description: "the nonce in a commit message on a branch",
-    },
-    Carrier {
-        name: "author-name",
-        persistence: Persistence::Durable,
-        description: "the nonce as a commit's author name",
-    },
-    Carrier {
-        name: "author-email",
-        persistence: Persistence::Durable,
-        description: "the nonce in a commit's author email",
-    },
-    Carrier {
-        name: "file-content",
-        persistence: Persistence::Durable,
-        description: "the nonce in the content of a file in a commit",
-    },
-    Carrier {
-        name: "file-path",
-        persistence: Persistence::Durable,
-        description: "the nonce as a file path in a commit's tree",
-    },
-    Carrier {
-        name: "notes",
-        persistence: Persistence::Durable,
-        description: "the nonce in a git note (refs/notes/...), invisible in most UIs",
-    },
-    Carrier {
-        name: "custom-ref",
-        persistence: Persistence::Durable,
-        description: "the nonce in a ref outside heads and tags (refs/<x>/...), listed by ls-remote",
-    },
-    Carrier {
-        name: "deleted-ref",
-        persistence: Persistence::Transient,
-        description: "the nonce in a branch name created then deleted by run A (a visible-state check: expected to pass)",
-    },
-    Carrier {
-        name: "unreachable-object",
-        persistence: Persistence::UntilGc,
-        description: "the nonce in the commit of a deleted branch, fetched by run B by its id",
-    },
-];
+carriers! {
+    /// The git remote's carriers.
+    enum Remote {
+        BranchName = "branch-name", Durable, "the nonce in a branch name (refs/heads/...), read back with ls-remote alone";
+        TagName = "tag-name", Durable, "the nonce in a lightweight tag name (refs/tags/...)";
+        AnnotatedTagMessage = "annotated-tag-message", Durable, "the nonce in the message of an annotated tag";
+        CommitMessage = "commit-message", Durable, "the nonce in a commit message on a branch";
+        AuthorName = "author-name", Durable, "the nonce as a commit's author name";
+        AuthorEmail = "author-email", Durable, "the nonce in a commit's author email";
+        FileContent = "file-content", Durable, "the nonce in the content of a file in a commit";
+        FilePath = "file-path", Durable, "the nonce as a file path in a commit's tree";
+        Notes = "notes", Durable, "the nonce in a git note (refs/notes/...), invisible in most UIs";
+        CustomRef = "custom-ref", Durable, "the nonce in a ref outside heads and tags (refs/<x>/...), listed by ls-remote";
+        DeletedRef = "deleted-ref", Transient, "the nonce in a branch name created then deleted by run A (a visible-state check: expected to pass)";
+        UnreachableObject = "unreachable-object", UntilGc, "the nonce in the commit of a deleted branch, fetched by run B by its id";
+    }
+}
 
 /// Settings after validation; also what runs A, B and cleanup receive.
 /// `url` and `credentials` are secrets: they are never printed.
@@ -164,8 +121,11 @@ impl SurfaceType for GitRemote {
         &["refs"]
     }
 
-    fn check_scope(&self, carrier: &str, _key: &str, pattern: &str) -> Result<(), String> {
-        if matches!(carrier, "deleted-ref" | "unreachable-object") {
+    fn check_scope(&self, carrier: &str, key: &str, pattern: &str) -> Result<(), String> {
+        let Some(carrier) = Remote::parse(carrier) else {
+            return Err(format!("carrier {carrier} cannot be scoped by `{key}`"));
+        };
+        if matches!(carrier, Remote::DeletedRef | Remote::UnreachableObject) {
             return Err(format!(
                 "{carrier} cannot be scoped: it has no ref of its own to place"
             ));
@@ -184,7 +144,7 @@ impl SurfaceType for GitRemote {
         {
             return Err(format!("{carrier} lives under {ns}, so its scope must too"));
         }
-        if carrier == "custom-ref"
+        if carrier == Remote::CustomRef
             && (pattern.starts_with("refs/heads/") || pattern.starts_with("refs/tags/"))
         {
             return Err(
@@ -320,6 +280,9 @@ impl SurfaceType for GitRemote {
         nonce: &Nonce,
         scope: Option<&JobScope>,
     ) -> Result<Value, String> {
+        let Some(carrier) = Remote::parse(carrier) else {
+            return Err(format!("unknown carrier {carrier}"));
+        };
         let hex = nonce.hex();
         match ref_for(carrier, probe_id, &hex, scope) {
             Some(r) => Ok(ref_needle(carrier, &hex, &r)),

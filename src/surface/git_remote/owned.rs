@@ -11,7 +11,7 @@
 //! [`ref_for`]: super::refs::ref_for
 
 use super::repo::os;
-use super::{IDENT_EMAIL, IDENT_NAME, Instance};
+use super::{IDENT_EMAIL, IDENT_NAME, Instance, Remote};
 use crate::escape;
 use crate::surface::{RunCtx, lower_hex};
 use serde_json::Value;
@@ -19,14 +19,14 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// Content carriers, whose ref ends in the carrier's own name.
-const CONTENT: [&str; 7] = [
-    "commit-message",
-    "author-name",
-    "author-email",
-    "file-content",
-    "file-path",
-    "annotated-tag-message",
-    "notes",
+const CONTENT: [Remote; 7] = [
+    Remote::CommitMessage,
+    Remote::AuthorName,
+    Remote::AuthorEmail,
+    Remote::FileContent,
+    Remote::FilePath,
+    Remote::AnnotatedTagMessage,
+    Remote::Notes,
 ];
 
 /// Whether `r` is a ref name git would take and no path trick: under
@@ -50,7 +50,7 @@ fn planted_leaf(r: &str, probe: &str) -> bool {
             || leaf
                 .strip_prefix("deleted-")
                 .is_some_and(|h| lower_hex(h, 32))
-            || CONTENT.contains(&leaf);
+            || CONTENT.iter().any(|c| c.name() == leaf);
     }
     if let Some(leaf) = r.strip_prefix(&format!("refs/tags/runwarden-{probe}-")) {
         return lower_hex(leaf, 32) || leaf == "annotated";
@@ -68,7 +68,7 @@ fn planted_leaf(r: &str, probe: &str) -> bool {
     r.match_indices(&marker).any(|(i, _)| {
         let leaf = &r[i + marker.len()..];
         leaf.get(..32).is_some_and(|h| lower_hex(h, 32))
-            || CONTENT.iter().any(|c| leaf.starts_with(c))
+            || CONTENT.iter().any(|c| leaf.starts_with(c.name()))
     })
 }
 

@@ -4,21 +4,31 @@
 
 use super::refs::{ref_for, ref_needle};
 use super::repo::{Planned, Stream};
-use super::{Built, IDENT_EMAIL, IDENT_NAME, Instance, Push, RefUpdate};
+use super::{Built, IDENT_EMAIL, IDENT_NAME, Instance, Push, RefUpdate, Remote};
 use crate::escape;
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
 
+/// Each job's carrier, parsed once (or the outcome of a job whose carrier
+/// is none of git-remote's).
+type Kinds = [Result<Remote, PlantOutcome>];
+
+/// One push's per-ref results (see [`Instance::push`]), or its failure.
+type PushResults = Result<HashMap<String, (char, String)>, String>;
+
 impl Instance {
     /// Builds every plant's objects in `dir` (one fast-import); returns the
     /// refs to push and each job's needle (or why it could not be built).
+    /// `kinds` are the jobs' carriers.
     pub(super) fn build(
         &self,
         dir: &Path,
         probe: &str,
         jobs: &[PlantJob],
+        kinds: &Kinds,
     ) -> Result<Built, String> {
         let mut st = Stream::new();
         let innocuous = format!("runwarden probe {probe}");
@@ -26,54 +36,61 @@ impl Instance {
         let plain = st.commit(&ident, &innocuous, &[]);
         // The deleted branch's commit carries the unreachable-object nonce
         // (that carrier's only appearance); without it, the innocuous one.
-        let doomed = match jobs.iter().find(|j| j.carrier == "unreachable-object") {
-            Some(u) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[]),
+        let unreachable = jobs
+            .iter()
+            .zip(kinds)
+            .find(|(_, k)| matches!(k, Ok(Remote::UnreachableObject)));
+        let doomed = match unreachable {
+            Some((u, _)) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[]),
             None => plain,
         };
         // Per job: its ref and the mark of the object the ref points at
         // (both none for unreachable-object, which rides on the deleted
         // branch).
-        let mut planned: Vec<Result<Planned, PlantOutcome>> = Vec::new();
-        for job in jobs {
+        let mut planned: Vec<Result<(Remote, Planned), PlantOutcome>> = Vec::new();
+        for (job, kind) in jobs.iter().zip(kinds) {
+            let carrier = match kind {
+                Ok(c) => *c,
+                Err(o) => {
+                    planned.push(Err(o.clone()));
+                    continue;
+                }
+            };
             let hex = job.nonce.hex();
-            let refname = ref_for(&job.carrier, probe, &hex, job.scope.as_ref());
-            let object = match job.carrier.as_str() {
-                "branch-name" | "tag-name" | "custom-ref" => Some(plain),
-                "deleted-ref" => Some(doomed),
-                "unreachable-object" => None,
-                "annotated-tag-message" => {
+            let refname = ref_for(carrier, probe, &hex, job.scope.as_ref());
+            let object = match carrier {
+                Remote::BranchName | Remote::TagName | Remote::CustomRef => Some(plain),
+                Remote::DeletedRef => Some(doomed),
+                Remote::UnreachableObject => None,
+                Remote::AnnotatedTagMessage => {
                     let name = refname
                         .as_deref()
                         .unwrap_or_default()
                         .trim_start_matches("refs/tags/");
                     Some(st.tag(name, plain, &hex))
                 }
-                "commit-message" => Some(st.commit(&ident, &format!("{innocuous}\n\n{hex}"), &[])),
-                "author-name" => {
+                Remote::CommitMessage => {
+                    Some(st.commit(&ident, &format!("{innocuous}\n\n{hex}"), &[]))
+                }
+                Remote::AuthorName => {
                     Some(st.commit(&(hex.clone(), IDENT_EMAIL.into()), &innocuous, &[]))
                 }
-                "author-email" => Some(st.commit(
+                Remote::AuthorEmail => Some(st.commit(
                     &(IDENT_NAME.into(), format!("{hex}@runwarden.invalid")),
                     &innocuous,
                     &[],
                 )),
-                "file-content" => {
+                Remote::FileContent => {
                     let b = st.blob(&format!("{hex}\n"));
                     Some(st.commit(&ident, &innocuous, &[("notes.txt", b)]))
                 }
-                "file-path" => {
+                Remote::FilePath => {
                     let b = st.blob("runwarden probe\n");
                     Some(st.commit(&ident, &innocuous, &[(&hex, b)]))
                 }
-                "notes" => Some(st.note(plain, &format!("{hex}\n"))),
-                other => {
-                    planned.push(Err(PlantOutcome::Failed {
-                        reason: format!("unknown carrier {other}"),
-                    }));
-                    continue;
-                }
+                Remote::Notes => Some(st.note(plain, &format!("{hex}\n"))),
             };
-            planned.push(Ok((refname, object)));
+            planned.push(Ok((carrier, (refname, object))));
         }
         let marks = self.fast_import(dir, &st)?;
         let sha = |m: u32| {
@@ -89,13 +106,13 @@ impl Instance {
             let hex = job.nonce.hex();
             let needle = match plan {
                 Err(o) => Err(o),
-                Ok((Some(r), Some(m))) => {
+                Ok((carrier, (Some(r), Some(m)))) => {
                     pushes.push(Push {
                         carrier: i,
                         refname: r.clone(),
                         sha: sha(m)?,
                     });
-                    Ok(ref_needle(&job.carrier, &hex, &r))
+                    Ok(ref_needle(carrier, &hex, &r))
                 }
                 Ok(_) => Ok(json!({ "text": hex, "sha": doomed })),
             };
@@ -119,7 +136,9 @@ impl Instance {
             Err(e) => return all(PlantOutcome::Failed { reason: e }),
         };
         let dir = work.path();
-        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers) {
+        let kinds: Vec<Result<Remote, PlantOutcome>> =
+            carriers.iter().map(Remote::of_job).collect();
+        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers, &kinds) {
             Ok(x) => x,
             Err(e) => return all(PlantOutcome::Failed { reason: e }),
         };
@@ -131,6 +150,94 @@ impl Instance {
                 "tag": super::owned::tag(ctx, &p.refname, &p.sha),
             }));
         }
+        let results = self.push_creates(dir, &pushes);
+        // Per carrier: Ok(()) when its ref was created (or it has none).
+        let mut status: Vec<Result<(), PlantOutcome>> = carriers.iter().map(|_| Ok(())).collect();
+        for p in &pushes {
+            let outcome = self.created_ref(p, &results);
+            // Taken back only when the remote said this ref was not made (a
+            // rejection in the push's own report, or the whole push
+            // refused): a push that failed otherwise (a timeout, a reset,
+            // a 5xx) may have made it, and the journal keeps it for
+            // cleanup's leased delete.
+            let rejected = match &results {
+                Ok(r) => matches!(r.get(&p.refname), Some(('!', _))),
+                // Refused as a whole (401/403, a hook): nothing was made.
+                Err(reason) => self.refused(reason),
+            };
+            if outcome.is_err() && rejected {
+                created(json!({ "retract": p.refname }));
+            }
+            status[p.carrier] = outcome;
+        }
+        // The transient ref: delete it again (second push), leased on the
+        // commit just pushed.
+        let deleted = kinds
+            .iter()
+            .position(|k| matches!(k, Ok(Remote::DeletedRef)));
+        let mut transient_detail = String::new();
+        if self.s.control {
+            transient_detail = "kept visible on the control remote".into();
+        } else if let (Some(d), Some(sig)) = (deleted, crate::signals::received()) {
+            // Stopped: the ref stays journalled, and cleanup deletes it.
+            status[d] = Err(crate::surface::interrupted(sig));
+        } else if let Some(d) = deleted
+            && status[d].is_ok()
+            && let Some(p) = pushes.iter().find(|p| p.carrier == d)
+        {
+            transient_detail = self.delete_transient(dir, p, created);
+        }
+        // unreachable-object rides on the deleted branch's push.
+        let unreachable = kinds
+            .iter()
+            .position(|k| matches!(k, Ok(Remote::UnreachableObject)));
+        if let (Some(u), Some(d)) = (unreachable, deleted) {
+            status[u] = status[d].clone();
+        } else if let Some(u) = unreachable {
+            status[u] = Err(PlantOutcome::Failed {
+                reason: "unreachable-object needs the deleted-ref carrier".into(),
+            });
+        }
+        kinds
+            .iter()
+            .zip(status.into_iter().zip(needles))
+            .enumerate()
+            .map(|(i, (kind, (st, needle)))| match (st, needle) {
+                (Err(o), _) | (Ok(()), Err(o)) => o,
+                (Ok(()), Ok(needle)) => {
+                    let pushed = pushes
+                        .iter()
+                        .find(|p| p.carrier == i)
+                        .map(|p| p.refname.as_str())
+                        .unwrap_or("");
+                    let detail = match kind {
+                        Ok(Remote::DeletedRef) => transient_detail.clone(),
+                        Ok(Remote::UnreachableObject) => {
+                            "a commit reachable only from the deleted branch".into()
+                        }
+                        _ => format!(
+                            "pushed {} to {}",
+                            escape::bytes(pushed.as_bytes()),
+                            self.s.shown
+                        ),
+                    };
+                    PlantOutcome::Planted {
+                        needle,
+                        persistence: None,
+                        detail,
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Creates every ref in one push, each leased on "must not exist yet".
+    /// A pre-receive hook accepts or declines a push as a whole: one ref
+    /// it refuses declines every other ref with it. When the remote
+    /// declined every ref of the combined push, each ref is pushed alone,
+    /// so each carrier gets its own ref's fate (the common case stays one
+    /// push).
+    fn push_creates(&self, dir: &Path, pushes: &[Push]) -> PushResults {
         let creates: Vec<RefUpdate> = pushes
             .iter()
             .map(|p| RefUpdate {
@@ -139,12 +246,7 @@ impl Instance {
                 expect: None,
             })
             .collect();
-        let mut results = self.push(dir, &creates);
-        // A pre-receive hook accepts or declines a push as a whole: one ref
-        // it refuses declines every other ref with it. When the remote
-        // declined every ref of the combined push, push each ref alone, so
-        // each carrier gets its own ref's fate (the common case stays one
-        // push).
+        let results = self.push(dir, &creates);
         if let Ok(r) = &results
             && creates.len() > 1
             && creates.iter().all(
@@ -165,127 +267,57 @@ impl Instance {
                     }
                 }
             }
-            results = Ok(alone);
+            return Ok(alone);
         }
-        // Per carrier: Ok(()) when its ref was created (or it has none).
-        let mut status: Vec<Result<(), PlantOutcome>> = carriers.iter().map(|_| Ok(())).collect();
-        for p in &pushes {
-            let outcome = match &results {
-                Err(reason) => Err(self.push_failure(reason)),
-                Ok(r) => match r.get(&p.refname) {
-                    Some(('*', _)) => Ok(()),
-                    Some((_, summary)) if self.refused(summary) => Err(PlantOutcome::Refused {
-                        reason: format!(
-                            "the remote refused {}: {summary}",
-                            escape::bytes(p.refname.as_bytes())
-                        ),
-                    }),
-                    Some((_, summary)) => Err(PlantOutcome::Failed {
-                        reason: format!(
-                            "creating {} failed: {summary}",
-                            escape::bytes(p.refname.as_bytes())
-                        ),
-                    }),
-                    None => Err(PlantOutcome::Failed {
-                        reason: "the push reported nothing for this ref".into(),
-                    }),
-                },
-            };
-            // Taken back only when the remote said this ref was not made (a
-            // rejection in the push's own report, or the whole push
-            // refused): a push that failed otherwise (a timeout, a reset,
-            // a 5xx) may have made it, and the journal keeps it for
-            // cleanup's leased delete.
-            let rejected = match &results {
-                Ok(r) => matches!(r.get(&p.refname), Some(('!', _))),
-                // Refused as a whole (401/403, a hook): nothing was made.
-                Err(reason) => self.refused(reason),
-            };
-            if outcome.is_err() && rejected {
+        results
+    }
+
+    /// Whether the push created `p`'s ref: `Err` is the carrier's outcome.
+    fn created_ref(&self, p: &Push, results: &PushResults) -> Result<(), PlantOutcome> {
+        match results {
+            Err(reason) => Err(self.push_failure(reason)),
+            Ok(r) => match r.get(&p.refname) {
+                Some(('*', _)) => Ok(()),
+                Some((_, summary)) if self.refused(summary) => Err(PlantOutcome::Refused {
+                    reason: format!(
+                        "the remote refused {}: {summary}",
+                        escape::bytes(p.refname.as_bytes())
+                    ),
+                }),
+                Some((_, summary)) => Err(PlantOutcome::Failed {
+                    reason: format!(
+                        "creating {} failed: {summary}",
+                        escape::bytes(p.refname.as_bytes())
+                    ),
+                }),
+                None => Err(PlantOutcome::Failed {
+                    reason: "the push reported nothing for this ref".into(),
+                }),
+            },
+        }
+    }
+
+    /// Deletes the transient ref `p` again (a second push, leased on the
+    /// commit just pushed), retracting it once deleted; what the deleted-ref
+    /// carrier's plant then says.
+    fn delete_transient(&self, dir: &Path, p: &Push, created: &mut dyn FnMut(Value)) -> String {
+        let delete = RefUpdate {
+            src: String::new(),
+            dst: p.refname.clone(),
+            expect: Some(p.sha.clone()),
+        };
+        match self.push(dir, &[delete]) {
+            Ok(r) if matches!(r.get(&p.refname), Some(('-', _))) => {
                 created(json!({ "retract": p.refname }));
+                "created, then deleted again: a visible-state check should not see it".into()
             }
-            status[p.carrier] = outcome;
+            Ok(r) => format!(
+                "created, but deleting it failed ({}): it is still visible",
+                r.get(&p.refname)
+                    .map(|x| x.1.as_str())
+                    .unwrap_or("no report")
+            ),
+            Err(e) => format!("created, but deleting it failed ({e}): it is still visible"),
         }
-        // The transient ref: delete it again (second push), leased on the
-        // commit just pushed.
-        let deleted = carriers.iter().position(|j| j.carrier == "deleted-ref");
-        let mut transient_detail = String::new();
-        if self.s.control {
-            transient_detail = "kept visible on the control remote".into();
-        } else if let (Some(d), Some(sig)) = (deleted, crate::signals::received()) {
-            // Stopped: the ref stays journalled, and cleanup deletes it.
-            status[d] = Err(crate::surface::interrupted(sig));
-        } else if let Some(d) = deleted
-            && status[d].is_ok()
-            && let Some(p) = pushes.iter().find(|p| p.carrier == d)
-        {
-            let delete = RefUpdate {
-                src: String::new(),
-                dst: p.refname.clone(),
-                expect: Some(p.sha.clone()),
-            };
-            match self.push(dir, &[delete]) {
-                Ok(r) if matches!(r.get(&p.refname), Some(('-', _))) => {
-                    created(json!({ "retract": p.refname }));
-                    transient_detail =
-                        "created, then deleted again: a visible-state check should not see it"
-                            .into();
-                }
-                Ok(r) => {
-                    transient_detail = format!(
-                        "created, but deleting it failed ({}): it is still visible",
-                        r.get(&p.refname)
-                            .map(|x| x.1.as_str())
-                            .unwrap_or("no report")
-                    )
-                }
-                Err(e) => {
-                    transient_detail =
-                        format!("created, but deleting it failed ({e}): it is still visible")
-                }
-            }
-        }
-        // unreachable-object rides on the deleted branch's push.
-        let unreachable = carriers
-            .iter()
-            .position(|j| j.carrier == "unreachable-object");
-        if let (Some(u), Some(d)) = (unreachable, deleted) {
-            status[u] = status[d].clone();
-        } else if let Some(u) = unreachable {
-            status[u] = Err(PlantOutcome::Failed {
-                reason: "unreachable-object needs the deleted-ref carrier".into(),
-            });
-        }
-        carriers
-            .iter()
-            .zip(status.into_iter().zip(needles))
-            .enumerate()
-            .map(|(i, (job, (st, needle)))| match (st, needle) {
-                (Err(o), _) | (Ok(()), Err(o)) => o,
-                (Ok(()), Ok(needle)) => {
-                    let pushed = pushes
-                        .iter()
-                        .find(|p| p.carrier == i)
-                        .map(|p| p.refname.as_str())
-                        .unwrap_or("");
-                    let detail = match job.carrier.as_str() {
-                        "deleted-ref" => transient_detail.clone(),
-                        "unreachable-object" => {
-                            "a commit reachable only from the deleted branch".into()
-                        }
-                        _ => format!(
-                            "pushed {} to {}",
-                            escape::bytes(pushed.as_bytes()),
-                            self.s.shown
-                        ),
-                    };
-                    PlantOutcome::Planted {
-                        needle,
-                        persistence: None,
-                        detail,
-                    }
-                }
-            })
-            .collect()
     }
 }

@@ -5,10 +5,10 @@
 //! nonce as it streams: three git processes. A fetch the remote refuses is
 //! split in two (the refs, the commit by id) to tell whose refusal it was.
 
-use super::Instance;
 use super::refs::{is_name_carrier, marker_hex};
 use super::refusal::{is_refusal, no_credential, unquoted};
 use super::repo::os;
+use super::{Instance, Remote};
 use crate::escape;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 use serde_json::Value;
@@ -80,6 +80,34 @@ impl Instance {
     }
 }
 
+/// The nonce a wanted needle holds (empty when it holds none).
+fn needle_text(w: &Wanted) -> String {
+    w.needle
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The ref a content carrier's needle is agreed to be under.
+fn needle_ref(w: &Wanted) -> Option<String> {
+    w.needle
+        .get("ref")
+        .and_then(Value::as_str)
+        .map(String::from)
+}
+
+/// What run B's one fetch brought: which agreed refs exist (from the
+/// listing), the unreachable commit's id, and what failed.
+struct Fetched {
+    present: HashSet<String>,
+    fetch_error: Option<String>,
+    by_id: Option<String>,
+    by_id_error: Option<RecoverOutcome>,
+    /// Per wanted carrier, whether the fetched objects hold its nonce.
+    seen: Result<Vec<bool>, String>,
+}
+
 impl Instance {
     pub(super) fn recover_refs(
         &self,
@@ -93,35 +121,114 @@ impl Instance {
             Err(e) => return all(RecoverOutcome::Failed { reason: e }),
         };
         let dir = work.path();
-        let text = |w: &Wanted| {
-            w.needle
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let refname = |w: &Wanted| {
-            w.needle
-                .get("ref")
-                .and_then(Value::as_str)
-                .map(String::from)
-        };
         let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
+        // Each wanted carrier, parsed once (`None`: not one of git-remote's,
+        // looked for as a content carrier is).
+        let kinds: Vec<Option<Remote>> = wanted.iter().map(|w| Remote::parse(&w.carrier)).collect();
 
         // 1. One ls-remote: ref names carry the name carriers; it also
-        // tells which agreed refs exist. Streamed: memory holds only those.
+        // tells which agreed refs exist.
         let names: Vec<(usize, String)> = wanted
             .iter()
             .enumerate()
-            .filter(|(_, w)| {
-                matches!(
-                    w.carrier.as_str(),
-                    "branch-name" | "tag-name" | "custom-ref" | "deleted-ref"
-                )
-            })
-            .map(|(i, w)| (i, text(w)))
+            .filter(|(i, _)| kinds[*i].is_some_and(is_name_carrier))
+            .map(|(i, w)| (i, needle_text(w)))
             .collect();
-        let agreed: HashSet<String> = wanted.iter().filter_map(refname).collect();
+        let agreed: HashSet<String> = wanted.iter().filter_map(needle_ref).collect();
+        let (present, listed) = match self.list_refs(dir, ctx, &names, &agreed, &mut found, notice)
+        {
+            Ok(x) => x,
+            Err(o) => return all(o),
+        };
+
+        // 2. One fetch: the agreed refs that exist, and the unreachable
+        // commit by its id.
+        let refspecs: Vec<String> = present
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
+            .collect();
+        let by_id = wanted
+            .iter()
+            .zip(&kinds)
+            .find(|(_, k)| **k == Some(Remote::UnreachableObject))
+            .and_then(|(w, _)| w.needle.get("sha").and_then(Value::as_str))
+            .map(String::from);
+        let (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
+
+        // 3. Every fetched object, read once, searched for every content
+        // carrier's nonce. Failures are typed where they happen (a refusal
+        // is Denied, anything else Failed), never re-read from their text.
+        // (A carrier without a text is no search at all, below: it
+        // searches for what no object holds, since an empty needle would
+        // match everything.)
+        let texts: Vec<String> = wanted
+            .iter()
+            .map(|w| {
+                Some(needle_text(w))
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "\0\0none".into())
+            })
+            .collect();
+        // Read only when something was fetched.
+        let fetched = (!refspecs.is_empty() && fetch_error.is_none())
+            || (by_id.is_some() && by_id_error.is_none());
+        let seen = if fetched {
+            self.search_objects(dir, &texts)
+        } else {
+            Ok(vec![false; texts.len()])
+        };
+        let fetched = Fetched {
+            present,
+            fetch_error,
+            by_id,
+            by_id_error,
+            seen,
+        };
+        let mut failures: Vec<Option<RecoverOutcome>> = wanted.iter().map(|_| None).collect();
+        for (i, w) in wanted.iter().enumerate() {
+            if found[i].is_some() {
+                continue;
+            }
+            match self.read_back(w, kinds[i], i, &fetched) {
+                Ok(hit) => found[i] = hit,
+                Err(o) => failures[i] = Some(o),
+            }
+        }
+
+        (0..wanted.len())
+            .map(|i| {
+                if let Some(d) = found[i].take() {
+                    RecoverOutcome::Found { detail: d }
+                } else if let Some(o) = failures[i].take() {
+                    o
+                } else {
+                    RecoverOutcome::NotFound {
+                        detail: format!(
+                            "run B listed {listed} refs of {} and read what it could; no nonce",
+                            self.s.shown
+                        ),
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// The one ls-remote, streamed (memory holds only the agreed refs it
+    /// shows): each name carrier of `names` (wanted index, nonce) whose
+    /// nonce a ref name holds goes to `found`; refs in the form of this
+    /// probe's markers that no plant made are notices. Returns the agreed
+    /// refs that exist and how many refs were listed, or the outcome of
+    /// every carrier when the listing failed.
+    fn list_refs(
+        &self,
+        dir: &Path,
+        ctx: &RunCtx<'_>,
+        names: &[(usize, String)],
+        agreed: &HashSet<String>,
+        found: &mut [Option<String>],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Result<(HashSet<String>, u64), RecoverOutcome> {
         let mut present: HashSet<String> = HashSet::new();
         let mut listed: u64 = 0;
         // This probe's name markers: any other ref in that form is one no
@@ -145,7 +252,7 @@ impl Instance {
                     beacon: None,
                 });
             }
-            for (i, t) in &names {
+            for (i, t) in names {
                 if found[*i].is_none() && memchr::memmem::find(name, t.as_bytes()).is_some() {
                     found[*i] = Some(format!(
                         "run B listed ref {} whose name carries the nonce",
@@ -159,158 +266,119 @@ impl Instance {
                 present.insert(n.to_string());
             }
         });
-        if !ls.success {
-            let reason = ls.reason();
-            return all(if self.refused(&reason) {
-                RecoverOutcome::Denied {
-                    reason: format!("the remote refused run B's ls-remote: {reason}"),
-                }
+        if ls.success {
+            return Ok((present, listed));
+        }
+        let reason = ls.reason();
+        Err(if self.refused(&reason) {
+            RecoverOutcome::Denied {
+                reason: format!("the remote refused run B's ls-remote: {reason}"),
+            }
+        } else {
+            let what = if no_credential(&unquoted(&reason)) {
+                "the remote asked for credentials and runwarden had none to give"
+            } else if is_refusal(&reason) {
+                "authentication failed and the only credential is a credential helper, which may work in the job but not here"
             } else {
-                let what = if no_credential(&unquoted(&reason)) {
-                    "the remote asked for credentials and runwarden had none to give"
-                } else if is_refusal(&reason) {
-                    "authentication failed and the only credential is a credential helper, which may work in the job but not here"
-                } else {
-                    "remote unreachable"
-                };
-                RecoverOutcome::Failed {
-                    reason: format!("{what}: ls-remote {} failed: {reason}", self.s.shown),
-                }
+                "remote unreachable"
+            };
+            RecoverOutcome::Failed {
+                reason: format!("{what}: ls-remote {} failed: {reason}", self.s.shown),
+            }
+        })
+    }
+
+    /// One fetch of the agreed refs that exist and the unreachable commit
+    /// by its id. Refused as a whole, it is split in two, so that each
+    /// carrier gets its own route's answer. Returns why the refs could not
+    /// be fetched and the commit's outcome when it could not be.
+    fn fetch_agreed(
+        &self,
+        dir: &Path,
+        refspecs: &[String],
+        by_id: Option<&str>,
+    ) -> (Option<String>, Option<RecoverOutcome>) {
+        if refspecs.is_empty() && by_id.is_none() {
+            return (None, None);
+        }
+        let Err(reason) = self.fetch(dir, refspecs, by_id) else {
+            return (None, None);
+        };
+        // Split only when the remote refused the commit by id: the agreed
+        // refs may still come alone. A refusal of run B as a whole, a
+        // timeout or an unreachable remote would only fail twice more, the
+        // same way.
+        match (by_id, refspecs.is_empty()) {
+            (None, _) => (Some(reason), None),
+            (Some(_), true) => (None, Some(self.by_id_failure(reason))),
+            (Some(_), false) if !unadvertised(&reason) => {
+                (Some(reason.clone()), Some(self.failure(reason)))
+            }
+            (Some(sha), false) => {
+                let fetch_error = self.fetch(dir, refspecs, None).err();
+                let by_id_error = self
+                    .fetch(dir, &[], Some(sha))
+                    .err()
+                    .map(|r| self.by_id_failure(r));
+                (fetch_error, by_id_error)
+            }
+        }
+    }
+
+    /// What the fetch says of wanted carrier `i` (`kind`; `None`: not one
+    /// of git-remote's) that the listing did not find: `Ok(Some(detail))`
+    /// when its nonce was read back, `Ok(None)` when it was looked for and
+    /// is not there, `Err` when it could not be looked for.
+    fn read_back(
+        &self,
+        w: &Wanted,
+        kind: Option<Remote>,
+        i: usize,
+        f: &Fetched,
+    ) -> Result<Option<String>, RecoverOutcome> {
+        // Nothing to look for is no look: never a PASS.
+        if needle_text(w).is_empty() {
+            return Err(RecoverOutcome::Failed {
+                reason: "the plant's needle holds no text: nothing to look for".into(),
             });
         }
-
-        // 2. One fetch: the agreed refs that exist, and the unreachable
-        // commit by its id. Refused as a whole, it is split in two, so that
-        // each carrier gets its own route's answer.
-        let refspecs: Vec<String> = present
-            .iter()
-            .enumerate()
-            .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
-            .collect();
-        let by_id = wanted
-            .iter()
-            .find(|w| w.carrier == "unreachable-object")
-            .and_then(|w| w.needle.get("sha").and_then(Value::as_str))
-            .map(String::from);
-        let mut fetch_error: Option<String> = None;
-        let mut by_id_error: Option<RecoverOutcome> = None;
-        if (!refspecs.is_empty() || by_id.is_some())
-            && let Err(reason) = self.fetch(dir, &refspecs, by_id.as_deref())
-        {
-            // Split only when the remote refused the commit by id: the
-            // agreed refs may still come alone. A refusal of run B as a
-            // whole, a timeout or an unreachable remote would only fail
-            // twice more, the same way.
-            match (&by_id, refspecs.is_empty()) {
-                (None, _) => fetch_error = Some(reason),
-                (Some(_), true) => by_id_error = Some(self.by_id_failure(reason)),
-                (Some(_), false) if !unadvertised(&reason) => {
-                    by_id_error = Some(self.failure(reason.clone()));
-                    fetch_error = Some(reason);
-                }
-                (Some(sha), false) => {
-                    fetch_error = self.fetch(dir, &refspecs, None).err();
-                    by_id_error = self
-                        .fetch(dir, &[], Some(sha))
-                        .err()
-                        .map(|r| self.by_id_failure(r));
-                }
-            }
-        }
-
-        // 3. Every fetched object, read once, searched for every content
-        // carrier's nonce. Failures are typed where they happen (a refusal
-        // is Denied, anything else Failed), never re-read from their text.
-        // (A carrier without a text is no search at all, below: it
-        // searches for what no object holds, since an empty needle would
-        // match everything.)
-        let texts: Vec<String> = wanted
-            .iter()
-            .map(|w| {
-                Some(text(w))
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or_else(|| "\0\0none".into())
-            })
-            .collect();
-        // Read only when something was fetched.
-        let fetched = (!refspecs.is_empty() && fetch_error.is_none())
-            || (by_id.is_some() && by_id_error.is_none());
-        let seen = if fetched {
-            self.search_objects(dir, &texts)
-        } else {
-            Ok(vec![false; texts.len()])
+        let hit = |what: String| match &f.seen {
+            Ok(seen) if seen[i] => Ok(Some(what)),
+            Ok(_) => Ok(None),
+            // Local plumbing in run B's own scratch repository: the
+            // remote had no say, so never a refusal.
+            Err(reason) => Err(RecoverOutcome::Failed {
+                reason: reason.clone(),
+            }),
         };
-        let mut failures: Vec<Option<RecoverOutcome>> = wanted.iter().map(|_| None).collect();
-        for (i, w) in wanted.iter().enumerate() {
-            if found[i].is_some() {
-                continue;
-            }
-            // Nothing to look for is no look: never a PASS.
-            if text(w).is_empty() {
-                failures[i] = Some(RecoverOutcome::Failed {
-                    reason: "the plant's needle holds no text: nothing to look for".into(),
-                });
-                continue;
-            }
-            let hit = |what: String| match &seen {
-                Ok(seen) if seen[i] => Ok(Some(what)),
-                Ok(_) => Ok(None),
-                // Local plumbing in run B's own scratch repository: the
-                // remote had no say, so never a refusal.
-                Err(reason) => Err(RecoverOutcome::Failed {
-                    reason: reason.clone(),
+        let c = &w.carrier;
+        match (kind, needle_ref(w)) {
+            (Some(Remote::UnreachableObject), _) => match (&f.by_id, &f.by_id_error) {
+                (None, _) => Err(RecoverOutcome::Failed {
+                    reason: "no object id to fetch".into(),
                 }),
-            };
-            let got: Result<Option<String>, RecoverOutcome> = match (w.carrier.as_str(), refname(w))
-            {
-                ("unreachable-object", _) => match (&by_id, &by_id_error) {
-                    (None, _) => Err(RecoverOutcome::Failed {
-                        reason: "no object id to fetch".into(),
-                    }),
-                    (_, Some(e)) => Err(e.clone()),
-                    (Some(sha), None) => hit(format!(
-                        "run B fetched commit {} by id (no ref points at it) and read the nonce",
-                        &sha[..12.min(sha.len())]
-                    )),
-                },
-                // Name carriers were looked for in the listing.
-                (c, None) if is_name_carrier(c) => Ok(None),
-                // A content carrier without its agreed ref was never read:
-                // that is no PASS.
-                (c, None) => Err(RecoverOutcome::Failed {
-                    reason: format!("no agreed ref to read {c} from"),
-                }),
-                (_, Some(r)) if !present.contains(&r) => Ok(None),
-                (_, Some(_)) if fetch_error.is_some() => {
-                    Err(self.failure(fetch_error.clone().unwrap_or_default()))
-                }
-                (c, Some(r)) => hit(format!(
-                    "run B fetched {} and found the nonce among the objects it fetched (its {c})",
-                    escape::bytes(r.as_bytes())
+                (_, Some(e)) => Err(e.clone()),
+                (Some(sha), None) => hit(format!(
+                    "run B fetched commit {} by id (no ref points at it) and read the nonce",
+                    &sha[..12.min(sha.len())]
                 )),
-            };
-            match got {
-                Ok(hit) => found[i] = hit,
-                Err(o) => failures[i] = Some(o),
+            },
+            // Name carriers were looked for in the listing.
+            (Some(k), None) if is_name_carrier(k) => Ok(None),
+            // A content carrier without its agreed ref was never read:
+            // that is no PASS.
+            (_, None) => Err(RecoverOutcome::Failed {
+                reason: format!("no agreed ref to read {c} from"),
+            }),
+            (_, Some(r)) if !f.present.contains(&r) => Ok(None),
+            (_, Some(_)) if f.fetch_error.is_some() => {
+                Err(self.failure(f.fetch_error.clone().unwrap_or_default()))
             }
+            (_, Some(r)) => hit(format!(
+                "run B fetched {} and found the nonce among the objects it fetched (its {c})",
+                escape::bytes(r.as_bytes())
+            )),
         }
-
-        (0..wanted.len())
-            .map(|i| {
-                if let Some(d) = found[i].take() {
-                    RecoverOutcome::Found { detail: d }
-                } else if let Some(o) = failures[i].take() {
-                    o
-                } else {
-                    RecoverOutcome::NotFound {
-                        detail: format!(
-                            "run B listed {listed} refs of {} and read what it could; no nonce",
-                            self.s.shown
-                        ),
-                    }
-                }
-            })
-            .collect()
     }
 }
 

@@ -2,14 +2,15 @@
 //! a declared scope places some inside it), the needles recovery looks
 //! for, and the marker form a forged ref is recognised by.
 
+use super::Remote;
 use crate::surface::JobScope;
 use serde_json::{Value, json};
 
 /// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
-pub(super) fn is_name_carrier(carrier: &str) -> bool {
+pub(super) fn is_name_carrier(carrier: Remote) -> bool {
     matches!(
         carrier,
-        "branch-name" | "tag-name" | "custom-ref" | "deleted-ref"
+        Remote::BranchName | Remote::TagName | Remote::CustomRef | Remote::DeletedRef
     )
 }
 
@@ -18,7 +19,7 @@ pub(super) fn is_name_carrier(carrier: &str) -> bool {
 /// declared `refs:` scope, the pattern's `*` becomes
 /// `runwarden-<probe-id>-<nonce or carrier>`.
 pub(super) fn ref_for(
-    carrier: &str,
+    carrier: Remote,
     probe: &str,
     hex: &str,
     scope: Option<&JobScope>,
@@ -27,7 +28,7 @@ pub(super) fn ref_for(
         let leaf = if is_name_carrier(carrier) {
             hex
         } else {
-            carrier
+            carrier.name()
         };
         return Some(
             sc.value
@@ -36,14 +37,18 @@ pub(super) fn ref_for(
     }
     let heads = format!("refs/heads/runwarden/{probe}");
     Some(match carrier {
-        "branch-name" => format!("{heads}/{hex}"),
-        "tag-name" => format!("refs/tags/runwarden-{probe}-{hex}"),
-        "custom-ref" => format!("refs/runwarden/{probe}/{hex}"),
-        "deleted-ref" => format!("{heads}/deleted-{hex}"),
-        "annotated-tag-message" => format!("refs/tags/runwarden-{probe}-annotated"),
-        "notes" => format!("refs/notes/runwarden-{probe}"),
-        "unreachable-object" => return None,
-        other => format!("{heads}/{other}"),
+        Remote::BranchName => format!("{heads}/{hex}"),
+        Remote::TagName => format!("refs/tags/runwarden-{probe}-{hex}"),
+        Remote::CustomRef => format!("refs/runwarden/{probe}/{hex}"),
+        Remote::DeletedRef => format!("{heads}/deleted-{hex}"),
+        Remote::AnnotatedTagMessage => format!("refs/tags/runwarden-{probe}-annotated"),
+        Remote::Notes => format!("refs/notes/runwarden-{probe}"),
+        Remote::UnreachableObject => return None,
+        Remote::CommitMessage
+        | Remote::AuthorName
+        | Remote::AuthorEmail
+        | Remote::FileContent
+        | Remote::FilePath => format!("{heads}/{carrier}"),
     })
 }
 
@@ -70,7 +75,7 @@ pub(super) fn marker_hex<'n>(name: &'n [u8], probe: &str, tag: &str) -> Option<&
 
 /// What recovery looks for in a carrier that lives in a ref: the nonce,
 /// and for content carriers the ref it is agreed to be under.
-pub(super) fn ref_needle(carrier: &str, hex: &str, refname: &str) -> Value {
+pub(super) fn ref_needle(carrier: Remote, hex: &str, refname: &str) -> Value {
     if is_name_carrier(carrier) {
         json!({ "text": hex })
     } else {
@@ -79,11 +84,11 @@ pub(super) fn ref_needle(carrier: &str, hex: &str, refname: &str) -> Value {
 }
 
 /// The namespace a carrier's ref must live in to be that carrier.
-pub(super) fn namespace(carrier: &str) -> Option<&'static str> {
+pub(super) fn namespace(carrier: Remote) -> Option<&'static str> {
     match carrier {
-        "branch-name" => Some("refs/heads/"),
-        "tag-name" | "annotated-tag-message" => Some("refs/tags/"),
-        "notes" => Some("refs/notes/"),
+        Remote::BranchName => Some("refs/heads/"),
+        Remote::TagName | Remote::AnnotatedTagMessage => Some("refs/tags/"),
+        Remote::Notes => Some("refs/notes/"),
         _ => None,
     }
 }

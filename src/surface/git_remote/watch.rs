@@ -4,18 +4,18 @@
 //! The refs are sorted in memory before they are streamed
 //! ([`emit_sorted`]): ls-remote gives no order both snapshots could share.
 
-use super::Instance;
+use super::{Instance, Remote};
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
 /// A new commit (an object id no ref named before) carries everything a
 /// commit holds.
-const COMMIT_CARRIERS: &[&str] = &[
-    "commit-message",
-    "author-name",
-    "author-email",
-    "file-content",
-    "file-path",
+const COMMIT_CARRIERS: &[Remote] = &[
+    Remote::CommitMessage,
+    Remote::AuthorName,
+    Remote::AuthorEmail,
+    Remote::FileContent,
+    Remote::FilePath,
 ];
 
 impl crate::surface::Watchable for Instance {
@@ -94,9 +94,9 @@ impl crate::surface::Watchable for Instance {
             .is_some_and(|oid| !before.oids.contains(oid));
         if new_object {
             match carrier {
-                "notes" => out.push("notes"),
-                "tag-name" if annotated => {
-                    out.push("annotated-tag-message");
+                Remote::Notes => out.push(Remote::Notes),
+                Remote::TagName if annotated => {
+                    out.push(Remote::AnnotatedTagMessage);
                     if new_commit {
                         out.extend(COMMIT_CARRIERS);
                     }
@@ -105,17 +105,18 @@ impl crate::surface::Watchable for Instance {
                 _ => out.extend(COMMIT_CARRIERS),
             }
         }
+        let mut out: Vec<&'static str> = out.into_iter().map(Remote::name).collect();
         out.sort();
         out.dedup();
         out
     }
 
     fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        match carrier {
-            "deleted-ref" => {
+        match Remote::parse(carrier)? {
+            Remote::DeletedRef => {
                 Some("a ref made and deleted between the two snapshots is in neither listing")
             }
-            "unreachable-object" => Some(
+            Remote::UnreachableObject => Some(
                 "a commit no ref names is in no listing (run B fetches it by an id it was told)",
             ),
             _ => None,
@@ -125,16 +126,16 @@ impl crate::surface::Watchable for Instance {
 
 /// The carrier a ref's name is: a branch, a tag (its peeled `^{}` line
 /// says it is annotated), a note, any other ref.
-fn name_carrier(name: &str) -> &'static str {
+fn name_carrier(name: &str) -> Remote {
     if name.starts_with("refs/heads/") {
-        "branch-name"
+        Remote::BranchName
     } else if name.starts_with("refs/tags/") && name.ends_with("^{}") {
-        "annotated-tag-message"
+        Remote::AnnotatedTagMessage
     } else if name.starts_with("refs/tags/") {
-        "tag-name"
+        Remote::TagName
     } else if name.starts_with("refs/notes/") {
-        "notes"
+        Remote::Notes
     } else {
-        "custom-ref"
+        Remote::CustomRef
     }
 }
