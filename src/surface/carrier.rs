@@ -5,19 +5,21 @@
 //!
 //! A carrier's name arrives as a string (a [`PlantJob`], a [`Wanted`], a
 //! config entry, a tagged name read back): a surface parses it once, where
-//! it comes in ([`CarrierSet::parse`], [`CarrierSet::of_job`]), and
-//! matches on variants from there on.
+//! it comes in ([`CarrierSet::parse`], [`CarrierSet::of_job`],
+//! [`CarrierSet::tagged`]), and matches on variants from there on.
 //!
-//! [`Carrier`]: super::Carrier
 //! [`SurfaceType::carriers`]: super::SurfaceType::carriers
 //! [`Wanted`]: super::Wanted
 
-use super::{PlantJob, PlantOutcome, RecoverOutcome};
+use super::{Carrier, PlantJob, PlantOutcome, RecoverOutcome, RunCtx};
 
 /// A surface type's carriers, as the enum [`carriers!`] makes.
 pub(crate) trait CarrierSet: Copy + Eq + 'static {
     /// Every carrier, in the order of the surface's table.
     const ALL: &'static [Self];
+
+    /// The surface's table (`CARRIERS`), in the same order.
+    const TABLE: &'static [Carrier];
 
     /// The stable kebab-case id (`file-content`).
     fn name(self) -> &'static str;
@@ -33,6 +35,27 @@ pub(crate) trait CarrierSet: Copy + Eq + 'static {
         Self::parse(&job.carrier).ok_or_else(|| PlantOutcome::Failed {
             reason: format!("unknown carrier {}", job.carrier),
         })
+    }
+
+    /// The carrier a [`tagged_name`](super::tagged_name) of this probe was
+    /// made for, when its tag verifies ([`super::tagged_carrier`]).
+    fn tagged(ctx: &RunCtx<'_>, name: &str, bound: &str) -> Option<Self> {
+        super::tagged_carrier(ctx, Self::TABLE, name, bound).and_then(Self::parse)
+    }
+
+    /// [`super::owned_name`], by carrier: the carrier whose plant makes
+    /// exactly `name`, where `with_nonce` says which carriers put their
+    /// nonce in it.
+    fn owned(
+        ctx: &RunCtx<'_>,
+        name: &str,
+        bound: &str,
+        with_nonce: &dyn Fn(Self) -> bool,
+    ) -> Result<Self, String> {
+        let c = super::owned_name(ctx, Self::TABLE, name, bound, &|c| {
+            Self::parse(c).is_some_and(with_nonce)
+        })?;
+        Self::parse(c).ok_or_else(|| format!("{c} is not a carrier"))
     }
 }
 
@@ -91,6 +114,7 @@ macro_rules! carriers {
 
         impl $crate::surface::carrier::CarrierSet for $enum {
             const ALL: &'static [$enum] = $enum::ALL;
+            const TABLE: &'static [$crate::surface::Carrier] = CARRIERS;
 
             fn name(self) -> &'static str {
                 $enum::name(self)

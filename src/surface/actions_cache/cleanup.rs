@@ -1,8 +1,9 @@
 //! Cleanup: finding a probe's entries in the listing, and deleting each
 //! by id after checking its key, version and scope.
 
-use super::{CARRIERS, Instance, ListError, fixed_version, planted_carrier, probe_prefix};
+use super::{Cache, Instance, ListError, fixed_version, planted_carrier, probe_prefix};
 use crate::escape;
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, JobScope, PlantJob, RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::{Value, json};
@@ -23,13 +24,17 @@ impl Instance {
             .iter()
             .filter_map(|j| j.scope.as_ref().filter(|s| s.inside))
             .collect();
+        let carriers: Vec<Cache> = jobs
+            .iter()
+            .filter_map(|j| Cache::parse(&j.carrier))
+            .collect();
         let prefix = probe_prefix(ctx.probe_id);
         let filter = scopes.is_empty().then_some(prefix.as_str());
         self.list(filter, &mut |e| {
             let carrier = std::iter::once(e.key.as_str())
                 .chain(scopes.iter().filter_map(|s| s.unplace(&e.key)))
                 .find_map(|k| planted_carrier(ctx, k, &e.version));
-            if carrier.is_some_and(|c| jobs.iter().any(|j| j.carrier == c)) {
+            if carrier.is_some_and(|c| carriers.contains(&c)) {
                 found.push(json!({ "key": e.key, "version": e.version, "scope": e.scope }));
             }
         })
@@ -232,21 +237,19 @@ pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String>
     }
     let fixed = fixed_version();
     let prefix = probe_prefix(ctx.probe_id);
-    let in_key = |c: &str| matches!(c, "cache-key" | "restore-prefix");
     // The tagged name's length is fixed by its carrier: at most two
     // candidates per carrier at each place the probe's prefix occurs.
     for (start, _) in key.match_indices(&prefix) {
-        for c in CARRIERS.iter().map(|c| c.name) {
-            let len = prefix.len() + c.len() + if in_key(c) { 1 + 32 } else { 0 } + 1 + 16;
+        for c in Cache::ALL {
+            let len = prefix.len() + c.name().len() + if c.in_key() { 1 + 32 } else { 0 } + 1 + 16;
             let Some(name) = key.get(start..start + len) else {
                 continue;
             };
-            let Ok(carrier) = crate::surface::owned_name(ctx, CARRIERS, name, version, &in_key)
-            else {
+            let Ok(carrier) = Cache::owned(ctx, name, version, &Cache::in_key) else {
                 continue;
             };
             let version_ok = match carrier {
-                "cache-version" => {
+                Cache::Version => {
                     crate::surface::lower_hex(&version[..version.len().min(32)], 32)
                         && version.get(32..) == fixed.get(32..)
                 }

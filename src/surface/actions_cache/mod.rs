@@ -38,9 +38,10 @@ mod watch;
 
 use crate::github::host_of;
 
+use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -61,30 +62,16 @@ const PER_PAGE: usize = 100;
 
 const TWIRP: &str = "twirp/github.actions.results.api.v1.CacheService";
 
-/// The carriers' persistence: entries last until evicted (7 days unused,
-/// or least recently used past 10 GB per repository).
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "cache-key",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in an entry's key; run B finds it by listing every key (REST API), without knowing it",
-    },
-    Carrier {
-        name: "cache-version",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in the opaque version string of an entry whose key says nothing; run B finds it by listing (REST API)",
-    },
-    Carrier {
-        name: "cache-content",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in the archive of an entry with an agreed, innocuous key; run B restores it with the runtime token",
-    },
-    Carrier {
-        name: "restore-prefix",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in a key run B never learns: B restores through a generic prefix restore key and receives run A's entry",
-    },
-];
+carriers! {
+    /// The actions cache's carriers. Entries last until evicted (7 days
+    /// unused, or least recently used past 10 GB per repository).
+    enum Cache {
+        Key = "cache-key", UntilEvicted, "the nonce in an entry's key; run B finds it by listing every key (REST API), without knowing it";
+        Version = "cache-version", UntilEvicted, "the nonce in the opaque version string of an entry whose key says nothing; run B finds it by listing (REST API)";
+        Content = "cache-content", UntilEvicted, "the nonce in the archive of an entry with an agreed, innocuous key; run B restores it with the runtime token";
+        RestorePrefix = "restore-prefix", UntilEvicted, "the nonce in a key run B never learns: B restores through a generic prefix restore key and receives run A's entry";
+    }
+}
 
 /// What every step gets. Holds credentials: never printed, never in a
 /// report (only [`SurfaceType::facts`] describes them, by source).
@@ -129,7 +116,7 @@ fn probe_prefix(probe_id: &str) -> String {
 /// The restore key a run B uses for restore-prefix: a prefix it could
 /// have guessed (it names no nonce).
 fn restore_prefix(probe_id: &str) -> String {
-    format!("runwarden-{probe_id}-restore-prefix-")
+    format!("runwarden-{probe_id}-{}-", Cache::RestorePrefix)
 }
 
 /// (key, version, archive) of a carrier's plant. The key is a
@@ -141,7 +128,7 @@ fn restore_prefix(probe_id: &str) -> String {
 /// memory lives.
 fn entry_for(
     ctx: &RunCtx<'_>,
-    carrier: &str,
+    carrier: Cache,
     nonce: &Nonce,
     scope: Option<&JobScope>,
 ) -> (String, String, Vec<u8>) {
@@ -150,21 +137,38 @@ fn entry_for(
     let version = match carrier {
         // 64 hex digits like the toolkit's sha256 versions; the first 32
         // are the nonce.
-        "cache-version" => format!("{}{}", nonce.hex(), &fixed_version()[32..]),
+        Cache::Version => format!("{}{}", nonce.hex(), &fixed_version()[32..]),
         _ => fixed_version(),
     };
-    if carrier == "cache-content" {
+    if carrier == Cache::Content {
         archive.extend_from_slice(format!("{}\n", nonce.hex()).as_bytes());
     }
-    let in_key = matches!(carrier, "cache-key" | "restore-prefix");
-    let key = super::tagged_name(ctx, carrier, in_key.then_some(nonce), &version);
+    let key = super::tagged_name(
+        ctx,
+        carrier.name(),
+        carrier.in_key().then_some(nonce),
+        &version,
+    );
     let key = scope.map_or_else(|| key.clone(), |s| s.place(&key));
     (key, version, archive)
 }
 
+impl Cache {
+    /// Whether the plant's key holds the nonce.
+    fn in_key(self) -> bool {
+        matches!(self, Cache::Key | Cache::RestorePrefix)
+    }
+
+    /// Whether run B finds it only by listing (the nonce is in the key or
+    /// the version, so B cannot look it up).
+    fn listed(self) -> bool {
+        matches!(self, Cache::Key | Cache::Version)
+    }
+}
+
 /// The carrier of a key in this probe's form whose tag verifies.
-fn planted_carrier(ctx: &RunCtx<'_>, key: &str, version: &str) -> Option<&'static str> {
-    super::tagged_carrier(ctx, CARRIERS, key, version)
+fn planted_carrier(ctx: &RunCtx<'_>, key: &str, version: &str) -> Option<Cache> {
+    Cache::tagged(ctx, key, version)
 }
 
 /// "refs/heads/main (read, write)", for one scope of a token's claim.
@@ -386,7 +390,7 @@ impl Surface for Instance {
             return Some(why.clone());
         }
         // The listing is the only route to a nonce in a key or version.
-        if matches!(carrier, "cache-key" | "cache-version") {
+        if Cache::parse(carrier).is_some_and(Cache::listed) {
             return self.s.no_listing.clone();
         }
         None
@@ -398,7 +402,10 @@ impl Surface for Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.plant_carrier(ctx, job, created)
+        match Cache::of_job(job) {
+            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            Err(o) => o,
+        }
     }
 
     fn recover(

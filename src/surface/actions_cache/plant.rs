@@ -3,7 +3,7 @@
 //! back only when the service refused it.
 
 use super::protocol::str_field;
-use super::{Instance, Twirp, entry_for};
+use super::{Cache, Instance, Twirp, entry_for};
 use crate::escape;
 use crate::http::Request;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
@@ -14,10 +14,11 @@ impl Instance {
     pub(super) fn plant_carrier(
         &self,
         ctx: &RunCtx<'_>,
+        carrier: Cache,
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let (key, version, archive) = entry_for(ctx, &job.carrier, &job.nonce, job.scope.as_ref());
+        let (key, version, archive) = entry_for(ctx, carrier, &job.nonce, job.scope.as_ref());
         let shown = escape::bytes(key.as_bytes());
         // The service writes to the token's first writable scope.
         let scope = self

@@ -4,7 +4,7 @@
 
 use super::protocol::str_field;
 use super::{
-    Instance, ListError, Twirp, entry_for, fixed_version, planted_carrier, probe_prefix,
+    Cache, Instance, ListError, Twirp, entry_for, fixed_version, planted_carrier, probe_prefix,
     restore_prefix,
 };
 use crate::escape;
@@ -22,7 +22,7 @@ impl Instance {
     pub(super) fn recover_listed(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[&Wanted],
+        wanted: &[(&Wanted, Cache)],
         witnesses: &[String],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
@@ -42,9 +42,9 @@ impl Instance {
             let mut notices = Vec::new();
             let mut shown = vec![false; witnesses.len()];
             let n = self.list(None, &mut |e| {
-                for (j, w) in wanted.iter().enumerate() {
+                for (j, (w, carrier)) in wanted.iter().enumerate() {
                     let Some(n) = w.needle.as_str() else { continue };
-                    let (field, what) = if w.carrier == "cache-key" {
+                    let (field, what) = if *carrier == Cache::Key {
                         (&e.key, "key")
                     } else {
                         (&e.version, "version")
@@ -129,7 +129,7 @@ impl Instance {
     pub(super) fn restore_exact(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: &str,
+        carrier: Cache,
         nonce: &Nonce,
         scope: Option<&JobScope>,
     ) -> Result<(String, String), RecoverOutcome> {
@@ -157,7 +157,7 @@ impl Instance {
             Ok(n) => n,
             Err(o) => return o,
         };
-        let (key, url) = match self.restore_exact(ctx, "cache-content", &nonce, w.scope.as_ref()) {
+        let (key, url) = match self.restore_exact(ctx, Cache::Content, &nonce, w.scope.as_ref()) {
             Ok(r) => r,
             Err(o) => return o,
         };
@@ -283,16 +283,21 @@ impl Instance {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let listed_carrier =
-            |w: &Wanted| matches!(w.carrier.as_str(), "cache-key" | "cache-version");
-        let to_list: Vec<&Wanted> = wanted.iter().filter(|w| listed_carrier(w)).collect();
+        // Each wanted carrier, parsed once (`None`: not one of the cache's).
+        let kinds: Vec<Option<Cache>> = wanted.iter().map(|w| Cache::parse(&w.carrier)).collect();
+        let to_list: Vec<(&Wanted, Cache)> = wanted
+            .iter()
+            .zip(&kinds)
+            .filter_map(|(w, k)| k.filter(|k| k.listed()).map(|k| (w, k)))
+            .collect();
         // The witnesses: the keys of this plant run B knows by name.
         let witnesses: Vec<String> = wanted
             .iter()
-            .filter(|w| matches!(w.carrier.as_str(), "cache-content" | "restore-prefix"))
-            .filter_map(|w| {
+            .zip(&kinds)
+            .filter_map(|(w, k)| {
+                let k = k.filter(|k| matches!(k, Cache::Content | Cache::RestorePrefix))?;
                 let n = crate::surface::wanted_nonce(w).ok()?;
-                Some(entry_for(ctx, &w.carrier, &n, w.scope.as_ref()).0)
+                Some(entry_for(ctx, k, &n, w.scope.as_ref()).0)
             })
             .collect();
         let mut by_listing = if to_list.is_empty() {
@@ -302,11 +307,11 @@ impl Instance {
         }
         .into_iter();
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        for (i, w) in wanted.iter().enumerate() {
-            out[i] = match w.carrier.as_str() {
-                _ if listed_carrier(w) => by_listing.next(),
-                "cache-content" => Some(self.recover_content(ctx, w)),
-                "restore-prefix" => Some(self.recover_prefix(ctx, w, notice)),
+        for (i, (w, k)) in wanted.iter().zip(&kinds).enumerate() {
+            out[i] = match k {
+                Some(k) if k.listed() => by_listing.next(),
+                Some(Cache::Content) => Some(self.recover_content(ctx, w)),
+                Some(Cache::RestorePrefix) => Some(self.recover_prefix(ctx, w, notice)),
                 _ => None,
             };
         }

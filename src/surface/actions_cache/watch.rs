@@ -3,7 +3,7 @@
 //! carry. The listing is sorted in memory before it is streamed (a cache
 //! holds thousands of entries at most: 10 GB per repository).
 
-use super::{Instance, ListError};
+use super::{Cache, Instance, ListError};
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{
     Entry, Sink, SnapshotError, WatchCtx, component, emit_sorted, listed,
@@ -36,14 +36,17 @@ impl crate::surface::Watchable for Instance {
     /// again under the same key and version (after a delete) its archive.
     fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
         match c.kind {
-            ChangeKind::Created => vec!["cache-content", "cache-key", "cache-version"],
-            ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["cache-key"],
-            ChangeKind::Changed(_) => vec!["cache-content"],
+            ChangeKind::Created => vec![Cache::Content, Cache::Key, Cache::Version],
+            ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Cache::Key],
+            ChangeKind::Changed(_) => vec![Cache::Content],
         }
+        .into_iter()
+        .map(Cache::name)
+        .collect()
     }
 
     fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        (carrier == "restore-prefix").then_some(
+        (Cache::parse(carrier) == Some(Cache::RestorePrefix)).then_some(
             "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
         )
     }
