@@ -9,7 +9,6 @@
 //! [`CarrierSet::tagged`]), and matches on variants from there on.
 //!
 //! [`SurfaceType::carriers`]: super::SurfaceType::carriers
-//! [`Wanted`]: super::Wanted
 
 use super::{Carrier, PlantJob, PlantOutcome, RecoverOutcome, RunCtx};
 

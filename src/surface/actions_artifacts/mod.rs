@@ -28,9 +28,10 @@ mod plant;
 mod recover;
 mod watch;
 
+use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
+    Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -44,25 +45,16 @@ pub struct ActionsArtifacts;
 
 const TWIRP: &str = "twirp/github.actions.results.api.v1.ArtifactService";
 
-/// Artifacts last until their retention period ends (90 days by
-/// default, up to 400 on private repositories), or until deleted.
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "artifact-name",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in an artifact's name; run B finds it by listing every artifact of the repository (REST API), without knowing it",
-    },
-    Carrier {
-        name: "artifact-content",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in a file of an artifact with an agreed name; run B downloads it (REST API) and reads it",
-    },
-    Carrier {
-        name: "artifact-file-path",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in the path of a file inside an artifact with an agreed name; run B downloads it and reads the zip's entry names",
-    },
-];
+carriers! {
+    /// The artifacts' carriers. Artifacts last until their retention
+    /// period ends (90 days by default, up to 400 on private
+    /// repositories), or until deleted.
+    enum Artifact {
+        Name = "artifact-name", UntilEvicted, "the nonce in an artifact's name; run B finds it by listing every artifact of the repository (REST API), without knowing it";
+        Content = "artifact-content", UntilEvicted, "the nonce in a file of an artifact with an agreed name; run B downloads it (REST API) and reads it";
+        FilePath = "artifact-file-path", UntilEvicted, "the nonce in the path of a file inside an artifact with an agreed name; run B downloads it and reads the zip's entry names";
+    }
+}
 
 /// What every step gets. Holds credentials: never printed, never in a
 /// report (only [`SurfaceType::facts`] describes them, by source).
@@ -90,22 +82,22 @@ struct Settings {
 
 /// The name of a carrier's artifact: the nonce in it for artifact-name,
 /// an agreed name (derived from the probe id and key) otherwise.
-fn artifact_name(ctx: &RunCtx<'_>, carrier: &str, nonce: &crate::nonce::Nonce) -> String {
-    let in_name = carrier == "artifact-name";
-    super::tagged_name(ctx, carrier, in_name.then_some(nonce), "artifact")
+fn artifact_name(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &crate::nonce::Nonce) -> String {
+    let in_name = carrier == Artifact::Name;
+    super::tagged_name(ctx, carrier.name(), in_name.then_some(nonce), "artifact")
 }
 
 /// The carrier of an artifact name in this probe's form whose tag
 /// verifies.
-fn planted_carrier(ctx: &RunCtx<'_>, name: &str) -> Option<&'static str> {
-    super::tagged_carrier(ctx, CARRIERS, name, "artifact")
+fn planted_carrier(ctx: &RunCtx<'_>, name: &str) -> Option<Artifact> {
+    Artifact::tagged(ctx, name, "artifact")
 }
 
 /// The zip a carrier uploads: one small text file, whose path or content
 /// holds the nonce for the two content carriers.
-fn archive(ctx: &RunCtx<'_>, carrier: &str, nonce: &crate::nonce::Nonce) -> Vec<u8> {
+fn archive(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &crate::nonce::Nonce) -> Vec<u8> {
     let text = match carrier {
-        "artifact-content" => format!(
+        Artifact::Content => format!(
             "runwarden actions-artifacts plant, probe {}\n{}\n",
             ctx.probe_id,
             nonce.hex()
@@ -116,7 +108,7 @@ fn archive(ctx: &RunCtx<'_>, carrier: &str, nonce: &crate::nonce::Nonce) -> Vec<
         ),
     };
     let path = match carrier {
-        "artifact-file-path" => format!("runwarden-{}.txt", nonce.hex()),
+        Artifact::FilePath => format!("runwarden-{}.txt", nonce.hex()),
         _ => "runwarden.txt".to_string(),
     };
     crate::archive::zip_stored(&[(&path, text.as_bytes())])
@@ -361,7 +353,10 @@ impl Surface for Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.upload(ctx, job, created)
+        match Artifact::of_job(job) {
+            Ok(carrier) => self.upload(ctx, carrier, job, created),
+            Err(o) => o,
+        }
     }
 
     fn recover(
@@ -379,7 +374,7 @@ impl Surface for Instance {
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
         let name = entry["name"].as_str().ok_or("names no artifact")?;
-        let c = super::owned_name(ctx, CARRIERS, name, "artifact", &|c| c == "artifact-name")?;
+        let c = Artifact::owned(ctx, name, "artifact", &|c| c == Artifact::Name)?;
         let fields = entry.as_object().ok_or("not an entry")?;
         if let Some(k) = fields
             .keys()

@@ -2,7 +2,7 @@
 //! `@actions/artifact` does, journalled before the first request and taken
 //! back only when the service refused it.
 
-use super::{Instance, TwirpError, archive, artifact_name, entry};
+use super::{Artifact, Instance, TwirpError, archive, artifact_name, entry};
 use crate::escape;
 use crate::github::host_of;
 use crate::http::Request;
@@ -15,6 +15,7 @@ impl Instance {
     pub(super) fn upload(
         &self,
         ctx: &RunCtx<'_>,
+        carrier: Artifact,
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
@@ -32,9 +33,9 @@ impl Instance {
                 ),
             };
         };
-        let name = artifact_name(ctx, &job.carrier, &job.nonce);
+        let name = artifact_name(ctx, carrier, &job.nonce);
         let shown = escape::bytes(name.as_bytes());
-        let zip = archive(ctx, &job.carrier, &job.nonce);
+        let zip = archive(ctx, carrier, &job.nonce);
         let intent = entry(&name, &run, None);
         // Journalled before the request that creates the artifact.
         created(intent.clone());
@@ -77,33 +78,10 @@ impl Instance {
                 }
             },
         };
-        let client = match self.client.get() {
-            Ok(c) => c,
-            Err(reason) => return PlantOutcome::Failed { reason },
+        let (hash, size) = match self.put_zip(&upload_url, zip, &shown) {
+            Ok(x) => x,
+            Err(o) => return o,
         };
-        let hash = format!("sha256:{}", crate::nonce::to_hex(&Sha256::digest(&zip)));
-        let size = zip.len();
-        // One Put Blob: the service's blob store is Azure, where a block
-        // blob this small needs no staged blocks.
-        let put = Request::new(Method::PUT, &upload_url)
-            .header("x-ms-blob-type", "BlockBlob")
-            .header("x-ms-version", "2025-01-05")
-            .header("x-ms-blob-content-type", "application/zip")
-            .header("content-type", "application/zip")
-            .bytes(zip);
-        match client.send(&put) {
-            Err(f) => {
-                return PlantOutcome::Failed {
-                    reason: format!("uploading the zip of {shown}: {f}"),
-                };
-            }
-            Ok(r) if r.status != 201 => {
-                return PlantOutcome::Failed {
-                    reason: format!("uploading the zip of {shown}: HTTP {}", r.status),
-                };
-            }
-            Ok(_) => {}
-        }
         let mut body = ids;
         body["name"] = json!(name);
         body["size"] = json!(size.to_string());
@@ -145,6 +123,39 @@ impl Instance {
                     self.repo()
                 }
             ),
+        }
+    }
+
+    /// Uploads the zip of artifact `shown` to its signed URL; its hash and
+    /// size, for `FinalizeArtifact`.
+    fn put_zip(
+        &self,
+        upload_url: &str,
+        zip: Vec<u8>,
+        shown: &str,
+    ) -> Result<(String, usize), PlantOutcome> {
+        let client = self
+            .client
+            .get()
+            .map_err(|reason| PlantOutcome::Failed { reason })?;
+        let hash = format!("sha256:{}", crate::nonce::to_hex(&Sha256::digest(&zip)));
+        let size = zip.len();
+        // One Put Blob: the service's blob store is Azure, where a block
+        // blob this small needs no staged blocks.
+        let put = Request::new(Method::PUT, upload_url)
+            .header("x-ms-blob-type", "BlockBlob")
+            .header("x-ms-version", "2025-01-05")
+            .header("x-ms-blob-content-type", "application/zip")
+            .header("content-type", "application/zip")
+            .bytes(zip);
+        match client.send(&put) {
+            Err(f) => Err(PlantOutcome::Failed {
+                reason: format!("uploading the zip of {shown}: {f}"),
+            }),
+            Ok(r) if r.status != 201 => Err(PlantOutcome::Failed {
+                reason: format!("uploading the zip of {shown}: HTTP {}", r.status),
+            }),
+            Ok(_) => Ok((hash, size)),
         }
     }
 }

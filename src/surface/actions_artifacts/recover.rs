@@ -5,11 +5,13 @@
 //! searched as it arrives. A carrier is closed only when every route ran
 //! and missed.
 
-use super::{Instance, artifact_name, outcome_of, planted_carrier};
+use super::{Artifact, Instance, artifact_name, outcome_of, planted_carrier};
 use crate::escape;
 use crate::github::{Api, ApiError};
 use crate::http::Request;
+use crate::nonce::Nonce;
 use crate::scan::Needles;
+use crate::surface::carrier::not_a_carrier;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 use ::http::Method;
 
@@ -65,19 +67,20 @@ impl Instance {
     /// One whole listing (the only route to a nonce in a name), and
     /// whether it shows every agreed-name artifact of this plant that
     /// `agreed` names (its witnesses) or found every nonce it could.
+    /// `kinds` are the wanted carriers (`None`: not one of this surface's).
     fn list_once(
         &self,
         api: &Api<'_>,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        kinds: &[Option<Artifact>],
         hex: &[Option<String>],
         agreed: &[Option<String>],
     ) -> Result<(Listed, bool), ApiError> {
         let what = format!("listing the artifacts of {}", self.repo());
         let prefix = format!("runwarden-{}-", ctx.probe_id);
         let mut l = Listed {
-            found: vec![None; wanted.len()],
-            candidates: vec![vec![]; wanted.len()],
+            found: vec![None; kinds.len()],
+            candidates: vec![vec![]; kinds.len()],
             ..Listed::default()
         };
         let mut bad = false;
@@ -90,8 +93,8 @@ impl Instance {
                     bad = true;
                     return;
                 };
-                for (j, w) in wanted.iter().enumerate() {
-                    if w.carrier == "artifact-name"
+                for (j, kind) in kinds.iter().enumerate() {
+                    if *kind == Some(Artifact::Name)
                         && l.found[j].is_none()
                         && hex[j].as_deref().is_some_and(|h| name.contains(h))
                     {
@@ -124,10 +127,10 @@ impl Instance {
                 .iter()
                 .zip(&l.candidates)
                 .all(|(a, c)| a.is_none() || !c.is_empty());
-        let all_found = wanted
+        let all_found = kinds
             .iter()
             .zip(&l.found)
-            .all(|(w, f)| w.carrier != "artifact-name" || f.is_some());
+            .all(|(k, f)| *k != Some(Artifact::Name) || f.is_some());
         Ok((l, witnessed || all_found))
     }
 
@@ -177,28 +180,38 @@ impl Instance {
         };
         let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
         let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
-        // Each carrier's nonce: a needle that is none is that carrier's
+        // Each carrier, parsed once, and its nonce: a carrier that is none
+        // of this surface's, or a needle that is none, is that carrier's
         // error before any route runs (never a needle that matches
         // anything).
-        let nonces: Vec<Result<crate::nonce::Nonce, RecoverOutcome>> =
-            wanted.iter().map(crate::surface::wanted_nonce).collect();
+        let kinds: Vec<Option<Artifact>> =
+            wanted.iter().map(|w| Artifact::parse(&w.carrier)).collect();
+        let nonces: Vec<Result<(Artifact, Nonce), RecoverOutcome>> = wanted
+            .iter()
+            .zip(&kinds)
+            .map(|(w, k)| {
+                Ok((
+                    k.ok_or_else(not_a_carrier)?,
+                    crate::surface::wanted_nonce(w)?,
+                ))
+            })
+            .collect();
         let hex: Vec<Option<String>> = nonces
             .iter()
-            .map(|n| n.as_ref().ok().map(|n| n.hex()))
+            .map(|n| n.as_ref().ok().map(|(_, n)| n.hex()))
             .collect();
         // The agreed name of each content carrier (none for artifact-name,
         // whose name only run A knows): the listing's witnesses.
-        let agreed: Vec<Option<String>> = wanted
+        let agreed: Vec<Option<String>> = nonces
             .iter()
-            .zip(&nonces)
-            .map(|(w, n)| {
-                let n = n.as_ref().ok()?;
-                (w.carrier != "artifact-name").then(|| artifact_name(ctx, &w.carrier, n))
+            .map(|n| {
+                let (k, n) = n.as_ref().ok()?;
+                (*k != Artifact::Name).then(|| artifact_name(ctx, *k, n))
             })
             .collect();
         // Route 1: the listing, until it shows its witnesses.
         let listing = crate::surface::listing::until_current(wait, || {
-            self.list_once(&api, ctx, wanted, &hex, &agreed)
+            self.list_once(&api, ctx, &kinds, &hex, &agreed)
         });
         let listed = match &listing {
             Ok(c) => {
@@ -214,7 +227,7 @@ impl Instance {
             Err(_) => None,
         };
         let mut by_name_waits = vec![None; wanted.len()];
-        for (j, w) in wanted.iter().enumerate() {
+        for j in 0..wanted.len() {
             let Some(needle) = hex[j].clone() else {
                 continue;
             };
@@ -232,25 +245,12 @@ impl Instance {
             }
             looks[j].route(asked.map(|_| ()));
             // Then every candidate's zip.
-            for id in looks[j].candidates.clone() {
-                match self.zip_holds(&api, id, &needle) {
-                    Ok(true) => {
-                        looks[j].found = Some(format!(
-                            "artifact {} (id {id}), downloaded through the REST API, holds the nonce \
-                             in {}",
-                            escape::bytes(name.as_bytes()),
-                            if w.carrier == "artifact-file-path" {
-                                "a file's path"
-                            } else {
-                                "a file"
-                            }
-                        ));
-                        break;
-                    }
-                    Ok(false) => {}
-                    Err(e) => looks[j].route(Err(e)),
-                }
-            }
+            let place = if kinds[j] == Some(Artifact::FilePath) {
+                "a file's path"
+            } else {
+                "a file"
+            };
+            self.search_zips(&api, &mut looks[j], name, &needle, place);
         }
         let witnesses: Vec<String> = agreed
             .iter()
@@ -259,13 +259,12 @@ impl Instance {
             .collect();
         looks
             .into_iter()
-            .zip(wanted)
             .zip(nonces)
             .zip(by_name_waits)
-            .map(|(((look, w), nonce), waited)| match (look.found, nonce) {
+            .map(|((look, nonce), waited)| match (look.found, nonce) {
                 (Some(detail), _) => RecoverOutcome::Found { detail },
                 (None, Err(o)) => o,
-                (None, Ok(_)) => match (look.failed, look.denied) {
+                (None, Ok((carrier, _))) => match (look.failed, look.denied) {
                     (Some(f), _) => f,
                     // Denied only when GitHub refused every route.
                     (None, Some(d)) if look.ran == 0 => d,
@@ -274,11 +273,30 @@ impl Instance {
                             .into(),
                     },
                     (None, None) => {
-                        self.missed(w, listed, &witnesses, look.candidates.len(), waited)
+                        self.missed(carrier, listed, &witnesses, look.candidates.len(), waited)
                     }
                 },
             })
             .collect()
+    }
+
+    /// Downloads each candidate of `look` (artifacts named `name`) until
+    /// one's zip holds `needle` (in `place`: a file, a file's path).
+    fn search_zips(&self, api: &Api<'_>, look: &mut Look, name: &str, needle: &str, place: &str) {
+        for id in look.candidates.clone() {
+            match self.zip_holds(api, id, needle) {
+                Ok(true) => {
+                    look.found = Some(format!(
+                        "artifact {} (id {id}), downloaded through the REST API, holds the nonce \
+                         in {place}",
+                        escape::bytes(name.as_bytes()),
+                    ));
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) => look.route(Err(e)),
+            }
+        }
     }
 
     /// A carrier every route ran for and missed: NOT FOUND when the
@@ -286,7 +304,7 @@ impl Instance {
     /// named the artifact); else the listing is not yet consistent.
     fn missed(
         &self,
-        w: &Wanted,
+        carrier: Artifact,
         listed: Option<&crate::surface::listing::Current<Listed>>,
         witnesses: &[String],
         candidates: usize,
@@ -299,7 +317,7 @@ impl Instance {
             };
         };
         let n = c.value.n;
-        if w.carrier == "artifact-name" {
+        if carrier == Artifact::Name {
             if witnesses.is_empty() {
                 return RecoverOutcome::Failed {
                     reason: "no artifact of this plant that run B knows by name was uploaded (artifact-content, artifact-file-path), so nothing shows the listing is current".into(),

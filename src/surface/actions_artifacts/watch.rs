@@ -2,7 +2,7 @@
 //! B starts from, and which carriers a new or removed artifact would
 //! carry. An artifact is its name and id (names repeat across runs).
 
-use super::Instance;
+use super::{Artifact, Instance};
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
@@ -39,9 +39,12 @@ impl crate::surface::Watchable for Instance {
     /// a removed one its name.
     fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
         match c.kind {
-            ChangeKind::Created => vec!["artifact-content", "artifact-file-path", "artifact-name"],
-            ChangeKind::Removed | ChangeKind::Renamed(_) => vec!["artifact-name"],
-            ChangeKind::Changed(_) => vec!["artifact-content"],
+            ChangeKind::Created => vec![Artifact::Content, Artifact::FilePath, Artifact::Name],
+            ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Artifact::Name],
+            ChangeKind::Changed(_) => vec![Artifact::Content],
         }
+        .into_iter()
+        .map(Artifact::name)
+        .collect()
     }
 }
