@@ -5,64 +5,37 @@
 
 use super::Settings;
 use crate::nonce::Nonce;
-use crate::surface::{Carrier, Persistence, RunCtx};
+use crate::surface::RunCtx;
+use crate::surface::carrier::carriers;
 use serde_json::{Value, json};
 
-pub static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "label-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in a label's name; run B lists the repository's labels",
-    },
-    Carrier {
-        name: "label-description",
-        persistence: Persistence::Durable,
-        description: "the nonce in the description of a label with an agreed name; run B lists the labels and asks for that name",
-    },
-    Carrier {
-        name: "issue-comment",
-        persistence: Persistence::Durable,
-        description: "the nonce in a comment on the configured issue or pull request; run B lists its comments",
-    },
-    Carrier {
-        name: "milestone-title",
-        persistence: Persistence::Durable,
-        description: "the nonce in a closed milestone's title; run B lists every milestone (state=all)",
-    },
-    Carrier {
-        name: "release-draft",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name and body of a draft release; run B lists the releases (drafts show only to tokens that may push)",
-    },
-    Carrier {
-        name: "deployment",
-        persistence: Persistence::Durable,
-        description: "the nonce in a deployment's payload and description; run B lists the deployments",
-    },
-    Carrier {
-        name: "actions-variable",
-        persistence: Persistence::Durable,
-        description: "the nonce in the value of a repository variable with an agreed name; run B lists the variables and asks for that name",
-    },
-    Carrier {
-        name: "commit-status",
-        persistence: Persistence::Durable,
-        description: "the nonce in a commit status's context (permanent: GitHub offers no delete); run B lists the commit's statuses",
-    },
-    Carrier {
-        name: "check-run",
-        persistence: Persistence::Durable,
-        description: "the nonce in a check run's name and summary (permanent: GitHub offers no delete); run B lists the commit's check runs",
-    },
-];
+carriers! {
+    /// GitHub's carriers: objects of the repository.
+    pub(super) enum Gh {
+        LabelName = "label-name", Durable, "the nonce in a label's name; run B lists the repository's labels";
+        LabelDescription = "label-description", Durable, "the nonce in the description of a label with an agreed name; run B lists the labels and asks for that name";
+        IssueComment = "issue-comment", Durable, "the nonce in a comment on the configured issue or pull request; run B lists its comments";
+        MilestoneTitle = "milestone-title", Durable, "the nonce in a closed milestone's title; run B lists every milestone (state=all)";
+        ReleaseDraft = "release-draft", Durable, "the nonce in the name and body of a draft release; run B lists the releases (drafts show only to tokens that may push)";
+        Deployment = "deployment", Durable, "the nonce in a deployment's payload and description; run B lists the deployments";
+        ActionsVariable = "actions-variable", Durable, "the nonce in the value of a repository variable with an agreed name; run B lists the variables and asks for that name";
+        CommitStatus = "commit-status", Durable, "the nonce in a commit status's context (permanent: GitHub offers no delete); run B lists the commit's statuses";
+        CheckRun = "check-run", Durable, "the nonce in a check run's name and summary (permanent: GitHub offers no delete); run B lists the commit's check runs";
+    }
+}
 
 /// Carriers GitHub cannot delete.
-pub const PERMANENT: [&str; 2] = ["commit-status", "check-run"];
+pub const PERMANENT: [Gh; 2] = [Gh::CommitStatus, Gh::CheckRun];
 
 /// The environment every deployment names. Fixed, so that a probe leaves
 /// at most this one environment (GitHub makes it with the first
 /// deployment; deleting it needs administration: write) and no nonce.
 pub const ENVIRONMENT: &str = "runwarden-probe";
+
+/// What a description says beside the nonce. A label's description takes
+/// at most 100 characters (the probe id may take 64): where the nonce
+/// stands beside it, no probe id.
+const SHORT: &str = "runwarden probe";
 
 /// The probe id as names carry it: its first 12 characters (probe ids
 /// are ASCII, up to 64), so that every name stays within the 50
@@ -81,7 +54,7 @@ pub fn nonce_name(ctx: &RunCtx<'_>, nonce: &Nonce) -> String {
 /// An agreed name run B can derive without the nonce: `rw-<probe id, 12 at
 /// most>-<tag>`, the tag a MAC under the marker key over the whole probe
 /// id and the carrier (32 characters at most).
-pub fn agreed_name(ctx: &RunCtx<'_>, carrier: &str) -> String {
+pub fn agreed_name(ctx: &RunCtx<'_>, carrier: Gh) -> String {
     let tag = ctx
         .key
         .name_tag(ctx.probe_id, &format!("github-api|{carrier}"));
@@ -90,14 +63,14 @@ pub fn agreed_name(ctx: &RunCtx<'_>, carrier: &str) -> String {
 
 /// The variable name for actions-variable: upper case, `_` for `-`.
 pub fn variable_name(ctx: &RunCtx<'_>) -> String {
-    agreed_name(ctx, "actions-variable")
+    agreed_name(ctx, Gh::ActionsVariable)
         .to_ascii_uppercase()
         .replace('-', "_")
 }
 
 /// The tag a journal entry carries: a MAC over the whole probe id, the
 /// carrier and the nonce.
-pub fn entry_tag(ctx: &RunCtx<'_>, carrier: &str, hex: &str) -> String {
+pub fn entry_tag(ctx: &RunCtx<'_>, carrier: Gh, hex: &str) -> String {
     ctx.key
         .name_tag(ctx.probe_id, &format!("github-api|{carrier}|{hex}"))
 }
@@ -115,7 +88,7 @@ pub struct PlantRequest {
 /// with `{}` for its `key` field (`object`), that field's value when
 /// known (`ref`), and whether a deployment must be made inactive first.
 fn entry(
-    carrier: &str,
+    carrier: Gh,
     list: &str,
     items: Option<&str>,
     matches: Value,
@@ -124,7 +97,7 @@ fn entry(
     known: Option<Value>,
 ) -> Value {
     json!({
-        "carrier": carrier, "list": list, "items": items, "match": matches,
+        "carrier": carrier.name(), "list": list, "items": items, "match": matches,
         "object": object, "key": key, "ref": known,
     })
 }
@@ -134,57 +107,24 @@ fn entry(
 pub fn plant_request(
     s: &Settings,
     ctx: &RunCtx<'_>,
-    carrier: &str,
+    carrier: Gh,
     nonce: &Nonce,
 ) -> Result<PlantRequest, String> {
     let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
     let hex = nonce.hex();
     let note = format!("runwarden probe {}", ctx.probe_id);
-    // A label's description takes at most 100 characters (the probe id
-    // may take 64): where the nonce stands beside it, no probe id.
-    let short = "runwarden probe";
-    let named = |list: &str, items: Option<&str>, object: &str, name: &str, m: Value| {
-        entry(
-            carrier,
-            &format!("{rp}{list}"),
-            items,
-            m,
-            Some(format!("{rp}{object}")),
-            "name",
-            Some(json!(name)),
-        )
-    };
     let mut req = match carrier {
-        "label-name" => {
+        Gh::LabelName => {
             let name = nonce_name(ctx, nonce);
-            PlantRequest {
-                path: format!("{rp}/labels"),
-                body: json!({ "name": name, "color": "ededed", "description": short }),
-                entry: named(
-                    "/labels",
-                    None,
-                    "/labels/{}",
-                    &name,
-                    json!({ "name": name }),
-                ),
-            }
+            label(&rp, carrier, &name, SHORT, json!({ "name": name }))
         }
-        "label-description" => {
+        Gh::LabelDescription => {
             let name = agreed_name(ctx, carrier);
-            let description = format!("{short} {hex}");
-            PlantRequest {
-                path: format!("{rp}/labels"),
-                body: json!({ "name": name, "color": "ededed", "description": description }),
-                entry: named(
-                    "/labels",
-                    None,
-                    "/labels/{}",
-                    &name,
-                    json!({ "name": name, "description": description }),
-                ),
-            }
+            let description = format!("{SHORT} {hex}");
+            let m = json!({ "name": name, "description": description });
+            label(&rp, carrier, &name, &description, m)
         }
-        "issue-comment" => {
+        Gh::IssueComment => {
             let n = s.issue.ok_or("no issue")?;
             let body = format!("<!-- {note} -->\n{hex}");
             PlantRequest {
@@ -201,7 +141,7 @@ pub fn plant_request(
                 ),
             }
         }
-        "milestone-title" => {
+        Gh::MilestoneTitle => {
             let title = nonce_name(ctx, nonce);
             PlantRequest {
                 path: format!("{rp}/milestones"),
@@ -217,7 +157,7 @@ pub fn plant_request(
                 ),
             }
         }
-        "release-draft" => {
+        Gh::ReleaseDraft => {
             let name = nonce_name(ctx, nonce);
             let tag = agreed_name(ctx, carrier);
             PlantRequest {
@@ -234,65 +174,27 @@ pub fn plant_request(
                 ),
             }
         }
-        "deployment" => {
-            let sha = s.commit.as_deref().ok_or("no commit")?;
-            let description = format!("{short} {hex}");
-            let mut e = entry(
-                carrier,
-                &format!("{rp}/deployments"),
-                None,
-                json!({ "description": description }),
-                Some(format!("{rp}/deployments/{{}}")),
-                "id",
-                None,
-            );
-            e["deactivate"] = json!(true);
-            PlantRequest {
-                path: format!("{rp}/deployments"),
-                body: json!({
-                    "ref": sha, "environment": ENVIRONMENT, "payload": { "runwarden": hex },
-                    "description": description, "auto_merge": false, "required_contexts": [],
-                    "transient_environment": true, "production_environment": false,
-                }),
-                entry: e,
-            }
-        }
-        "actions-variable" => {
+        Gh::Deployment => deployment(&rp, s.commit.as_deref().ok_or("no commit")?, &hex),
+        Gh::ActionsVariable => {
             let name = variable_name(ctx);
             PlantRequest {
                 path: format!("{rp}/actions/variables"),
                 body: json!({ "name": name, "value": hex }),
-                entry: named(
-                    "/actions/variables",
+                entry: entry(
+                    carrier,
+                    &format!("{rp}/actions/variables"),
                     Some("variables"),
-                    "/actions/variables/{}",
-                    &name,
                     json!({ "name": name, "value": hex }),
+                    Some(format!("{rp}/actions/variables/{{}}")),
+                    "name",
+                    Some(json!(name)),
                 ),
             }
         }
-        "commit-status" => {
+        Gh::CommitStatus | Gh::CheckRun => {
             let sha = s.commit.as_deref().ok_or("no commit")?;
-            let context = nonce_name(ctx, nonce);
-            PlantRequest {
-                path: format!("{rp}/statuses/{sha}"),
-                body: json!({ "state": "success", "context": context, "description": note }),
-                entry: json!({ "carrier": carrier, "permanent": format!("commit status {context} on {sha}") }),
-            }
+            permanent(&rp, carrier, sha, &nonce_name(ctx, nonce), &note, &hex)
         }
-        "check-run" => {
-            let sha = s.commit.as_deref().ok_or("no commit")?;
-            let name = nonce_name(ctx, nonce);
-            PlantRequest {
-                path: format!("{rp}/check-runs"),
-                body: json!({
-                    "name": name, "head_sha": sha, "status": "completed", "conclusion": "neutral",
-                    "output": { "title": note, "summary": hex },
-                }),
-                entry: json!({ "carrier": carrier, "permanent": format!("check run {name} on {sha}") }),
-            }
-        }
-        other => return Err(format!("{other} is not a carrier of github-api")),
     };
     // What GitHub shows may name only the first 12 characters of the
     // probe id (a label's name has room for no more): the journal entry
@@ -300,6 +202,72 @@ pub fn plant_request(
     // so an entry of another probe is never taken for this one's.
     req.entry["tag"] = json!(entry_tag(ctx, carrier, &hex));
     Ok(req)
+}
+
+/// The plant of a label named `name`, described by `description`; `m` is
+/// what cleanup must find in it.
+fn label(rp: &str, carrier: Gh, name: &str, description: &str, m: Value) -> PlantRequest {
+    PlantRequest {
+        path: format!("{rp}/labels"),
+        body: json!({ "name": name, "color": "ededed", "description": description }),
+        entry: entry(
+            carrier,
+            &format!("{rp}/labels"),
+            None,
+            m,
+            Some(format!("{rp}/labels/{{}}")),
+            "name",
+            Some(json!(name)),
+        ),
+    }
+}
+
+/// The plant of a deployment of commit `sha`: its payload and description
+/// hold the nonce.
+fn deployment(rp: &str, sha: &str, hex: &str) -> PlantRequest {
+    let description = format!("{SHORT} {hex}");
+    let mut e = entry(
+        Gh::Deployment,
+        &format!("{rp}/deployments"),
+        None,
+        json!({ "description": description }),
+        Some(format!("{rp}/deployments/{{}}")),
+        "id",
+        None,
+    );
+    e["deactivate"] = json!(true);
+    PlantRequest {
+        path: format!("{rp}/deployments"),
+        body: json!({
+            "ref": sha, "environment": ENVIRONMENT, "payload": { "runwarden": hex },
+            "description": description, "auto_merge": false, "required_contexts": [],
+            "transient_environment": true, "production_environment": false,
+        }),
+        entry: e,
+    }
+}
+
+/// The plant of a commit status or a check run on commit `sha`, named
+/// `name` (which holds the nonce): GitHub cannot delete either, so its
+/// journal entry says what stays.
+fn permanent(rp: &str, carrier: Gh, sha: &str, name: &str, note: &str, hex: &str) -> PlantRequest {
+    let c = carrier.name();
+    if carrier == Gh::CommitStatus {
+        PlantRequest {
+            path: format!("{rp}/statuses/{sha}"),
+            body: json!({ "state": "success", "context": name, "description": note }),
+            entry: json!({ "carrier": c, "permanent": format!("commit status {name} on {sha}") }),
+        }
+    } else {
+        PlantRequest {
+            path: format!("{rp}/check-runs"),
+            body: json!({
+                "name": name, "head_sha": sha, "status": "completed", "conclusion": "neutral",
+                "output": { "title": note, "summary": hex },
+            }),
+            entry: json!({ "carrier": c, "permanent": format!("check run {name} on {sha}") }),
+        }
+    }
 }
 
 /// One route of run B: a listing (`items` names the array when the body
@@ -316,11 +284,11 @@ pub enum Route {
 /// The needle a plant reports: the nonce, and where run A put it when run
 /// B cannot know that from its own run (the issue it commented on, the
 /// commit it marked: a later run's event and `GITHUB_SHA` are its own).
-pub fn needle(s: &Settings, carrier: &str, nonce: &Nonce) -> Value {
+pub fn needle(s: &Settings, carrier: Gh, nonce: &Nonce) -> Value {
     let mut n = json!({ "text": nonce.hex() });
     match carrier {
-        "issue-comment" => n["issue"] = json!(s.issue),
-        "commit-status" | "check-run" => n["commit"] = json!(s.commit),
+        Gh::IssueComment => n["issue"] = json!(s.issue),
+        Gh::CommitStatus | Gh::CheckRun => n["commit"] = json!(s.commit),
         _ => {}
     }
     n
@@ -328,7 +296,7 @@ pub fn needle(s: &Settings, carrier: &str, nonce: &Nonce) -> Value {
 
 /// Every route run B has to a carrier; none when it has no place to look
 /// (no issue or commit, from the plant or its own run).
-pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: &str, needle: &Value) -> Vec<Route> {
+pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Value) -> Vec<Route> {
     let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
     let list = |p: String, items| Route::List { path: p, items };
     // Where run A wrote, as its plant said; without a receipt, this run's
@@ -339,37 +307,36 @@ pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: &str, needle: &Value) -> 
         .map(String::from)
         .or_else(|| s.commit.clone());
     match carrier {
-        "label-name" => vec![list(format!("{rp}/labels"), None)],
-        "label-description" => vec![
+        Gh::LabelName => vec![list(format!("{rp}/labels"), None)],
+        Gh::LabelDescription => vec![
             list(format!("{rp}/labels"), None),
             Route::Get {
                 path: format!("{rp}/labels/{}", agreed_name(ctx, carrier)),
                 name: agreed_name(ctx, carrier),
             },
         ],
-        "issue-comment" => issue
+        Gh::IssueComment => issue
             .map(|n| list(format!("{rp}/issues/{n}/comments"), None))
             .into_iter()
             .collect(),
-        "milestone-title" => vec![list(format!("{rp}/milestones?state=all"), None)],
-        "release-draft" => vec![list(format!("{rp}/releases"), None)],
-        "deployment" => vec![list(format!("{rp}/deployments"), None)],
-        "actions-variable" => vec![
+        Gh::MilestoneTitle => vec![list(format!("{rp}/milestones?state=all"), None)],
+        Gh::ReleaseDraft => vec![list(format!("{rp}/releases"), None)],
+        Gh::Deployment => vec![list(format!("{rp}/deployments"), None)],
+        Gh::ActionsVariable => vec![
             list(format!("{rp}/actions/variables"), Some("variables")),
             Route::Get {
                 path: format!("{rp}/actions/variables/{}", variable_name(ctx)),
                 name: variable_name(ctx),
             },
         ],
-        "commit-status" => sha
+        Gh::CommitStatus => sha
             .map(|c| list(format!("{rp}/commits/{c}/statuses"), None))
             .into_iter()
             .collect(),
-        "check-run" => sha
+        Gh::CheckRun => sha
             .map(|c| list(format!("{rp}/commits/{c}/check-runs"), Some("check_runs")))
             .into_iter()
             .collect(),
-        _ => vec![],
     }
 }
 

@@ -2,7 +2,7 @@
 //! it still holds what the plant wrote (a deployment made inactive first,
 //! as GitHub requires); objects GitHub cannot delete are listed as left.
 
-use super::{Instance, Settings, carriers};
+use super::{Gh, Instance, Settings, carriers};
 use crate::github::ApiError;
 use crate::surface::{CleanupOutcome, RunCtx};
 use ::http::Method;
@@ -17,20 +17,22 @@ fn holds(o: &Value, m: &Value) -> bool {
 
 /// The nonce (hex) a journal entry's `match` carries in the form its
 /// carrier's plant writes it.
-fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: &str, m: &'e Value) -> Option<&'e str> {
+fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e str> {
     let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
     let field = |k: &str| m[k].as_str();
     match carrier {
-        "label-name" | "release-draft" => field("name")?.strip_prefix(&named),
-        "milestone-title" => field("title")?.strip_prefix(&named),
-        "label-description" | "deployment" => {
+        Gh::LabelName | Gh::ReleaseDraft => field("name")?.strip_prefix(&named),
+        Gh::MilestoneTitle => field("title")?.strip_prefix(&named),
+        Gh::LabelDescription | Gh::Deployment => {
             field("description")?.strip_prefix("runwarden probe ")
         }
-        "issue-comment" => {
+        Gh::IssueComment => {
             field("body")?.strip_prefix(&format!("<!-- runwarden probe {} -->\n", ctx.probe_id))
         }
-        "actions-variable" => field("value"),
-        _ => None,
+        Gh::ActionsVariable => field("value"),
+        // Permanent plants: their entries hold no `match` ([`owned_entry`]
+        // checks them by their text).
+        Gh::CommitStatus | Gh::CheckRun => None,
     }
 }
 
@@ -40,11 +42,13 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: &str, m: &'e Value) -> Option<&'e 
 /// fields are runwarden's own, never a path a receipt made up); `ref`, an
 /// id GitHub gave, is a number or the plant's own name.
 pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(), String> {
-    let carrier = e["carrier"].as_str().ok_or("names no carrier")?;
-    if carriers::PERMANENT.contains(&carrier) {
+    // `None`: not a carrier of github-api, whose entry holds nothing of
+    // a plant's.
+    let carrier = Gh::parse(e["carrier"].as_str().ok_or("names no carrier")?);
+    if let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) {
         // Never removed (GitHub has no delete), only listed as kept: its
         // text names the plant's nonce name, and its tag binds the probe.
-        let what = if carrier == "commit-status" {
+        let what = if carrier == Gh::CommitStatus {
             "commit status"
         } else {
             "check run"
@@ -67,13 +71,15 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
             .then_some(())
             .ok_or_else(|| "not this probe's permanent plant".into());
     }
-    let hex = match_nonce(ctx, carrier, &e["match"]).ok_or("holds no nonce in runwarden's form")?;
+    let (carrier, hex) = carrier
+        .and_then(|c| Some((c, match_nonce(ctx, c, &e["match"])?)))
+        .ok_or("holds no nonce in runwarden's form")?;
     let nonce: crate::nonce::Nonce =
         serde_json::from_value(json!(hex)).map_err(|_| "holds no nonce in runwarden's form")?;
     // The issue and commit are this job's; the entry's own issue is only
     // taken when it is a number (a comment lives where it was made).
     let mut s = s.clone();
-    if carrier == "issue-comment" {
+    if carrier == Gh::IssueComment {
         let rp = format!("/repos/{}/issues/", s.repository.as_deref().unwrap_or(""));
         s.issue = e["list"]
             .as_str()

@@ -28,7 +28,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::github::{Api, ApiError};
 use crate::http::LazyClient;
-use carriers::{CARRIERS, PERMANENT};
+use carriers::{CARRIERS, Gh, PERMANENT};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -260,23 +260,24 @@ impl Surface for Instance {
         if let Some(why) = &self.s.missing {
             return Some(why.clone());
         }
+        let carrier = Gh::parse(carrier)?;
         if PERMANENT.contains(&carrier) && !self.s.permanent {
             return Some(format!(
                 "GitHub offers no way to delete a {}: planted only with `permanent: true`",
-                if carrier == "check-run" {
+                if carrier == Gh::CheckRun {
                     "check run"
                 } else {
                     "commit status"
                 }
             ));
         }
-        if carrier == "issue-comment" && self.s.issue.is_none() {
+        if carrier == Gh::IssueComment && self.s.issue.is_none() {
             return Some(
                 "no issue or pull request to comment on: the event is no pull request; set `issue`"
                     .into(),
             );
         }
-        if matches!(carrier, "deployment" | "commit-status" | "check-run")
+        if matches!(carrier, Gh::Deployment | Gh::CommitStatus | Gh::CheckRun)
             && self.s.commit.is_none()
         {
             return Some("no commit: GITHUB_SHA is unset; set `commit`".into());
@@ -290,7 +291,12 @@ impl Surface for Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.plant_carrier(ctx, job, created)
+        match Gh::parse(&job.carrier) {
+            Some(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            None => PlantOutcome::Failed {
+                reason: format!("{} is not a carrier of github-api", job.carrier),
+            },
+        }
     }
 
     fn recover(
@@ -309,7 +315,10 @@ impl Surface for Instance {
         Ok(jobs
             .iter()
             .filter(|j| self.unavailable(&j.carrier).is_none())
-            .filter_map(|j| carriers::plant_request(&self.s, ctx, &j.carrier, &j.nonce).ok())
+            .filter_map(|j| {
+                let carrier = Gh::parse(&j.carrier)?;
+                carriers::plant_request(&self.s, ctx, carrier, &j.nonce).ok()
+            })
             .map(|p| p.entry)
             .collect())
     }

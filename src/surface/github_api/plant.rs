@@ -2,7 +2,7 @@
 //! before the request and again with its id once GitHub gave one; taken
 //! back only when GitHub refused the write.
 
-use super::{Instance, carriers};
+use super::{Gh, Instance, carriers};
 use crate::escape;
 use crate::github::ApiError;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
@@ -13,10 +13,11 @@ impl Instance {
     pub(super) fn plant_carrier(
         &self,
         ctx: &RunCtx<'_>,
+        carrier: Gh,
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let req = match carriers::plant_request(&self.s, ctx, &job.carrier, &job.nonce) {
+        let req = match carriers::plant_request(&self.s, ctx, carrier, &job.nonce) {
             Ok(r) => r,
             Err(reason) => return PlantOutcome::Failed { reason },
         };
@@ -24,7 +25,7 @@ impl Instance {
             Ok(a) => a,
             Err(reason) => return PlantOutcome::Failed { reason },
         };
-        let what = format!("planting {} in {}", job.carrier, self.repo());
+        let what = format!("planting {carrier} in {}", self.repo());
         created(req.entry.clone());
         match api.call(Method::POST, &req.path, Some(&req.body), &what) {
             Ok(a) => {
@@ -38,9 +39,9 @@ impl Instance {
                     created(full);
                 }
                 PlantOutcome::Planted {
-                    needle: carriers::needle(&self.s, &job.carrier, &job.nonce),
+                    needle: carriers::needle(&self.s, carrier, &job.nonce),
                     persistence: None,
-                    detail: self.planted_detail(&job.carrier),
+                    detail: self.planted_detail(carrier),
                 }
             }
             Err(e @ ApiError::Denied { .. }) => {
@@ -57,26 +58,26 @@ impl Instance {
         }
     }
 
-    fn planted_detail(&self, carrier: &str) -> String {
+    fn planted_detail(&self, carrier: Gh) -> String {
         let source = escape::bytes(self.s.token_source.as_bytes());
         let repo = self.repo();
         let commit = self.s.commit.as_deref().unwrap_or("?");
         match carrier {
-            "issue-comment" => format!(
+            Gh::IssueComment => format!(
                 "a comment on #{} of {repo} (issue from {}), written with {source}",
                 self.s.issue.unwrap_or(0),
                 self.s.issue_source
             ),
-            "deployment" => format!(
+            Gh::Deployment => format!(
                 "a deployment of {commit} to the environment {} of {repo}, written with \
                  {source}; GitHub makes the environment with the first deployment and runwarden \
                  leaves it (it carries no nonce; deleting it needs administration: write)",
                 carriers::ENVIRONMENT
             ),
-            "commit-status" | "check-run" => format!(
+            Gh::CommitStatus | Gh::CheckRun => format!(
                 "a {} on commit {commit} (GITHUB_SHA or `commit`) of {repo}, written with \
                  {source}; GitHub offers no delete, so it stays",
-                if carrier == "check-run" {
+                if carrier == Gh::CheckRun {
                     "check run"
                 } else {
                     "commit status"

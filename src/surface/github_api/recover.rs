@@ -6,7 +6,7 @@
 //! the routes are taken again; denied only when GitHub refused every
 //! route.
 
-use super::{Instance, read_outcome};
+use super::{Gh, Instance, read_outcome};
 use crate::escape;
 use crate::github::ApiError;
 use crate::surface::{RecoverOutcome, RunCtx, Wanted};
@@ -19,12 +19,14 @@ impl Instance {
     /// token lists the plant: until one of them shows it or the wait ends.
     pub(super) fn recover_carrier(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
         let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        // `None`: not a carrier of github-api (no route to it).
+        let carrier = Gh::parse(&w.carrier);
         let looked = crate::surface::listing::until_current(wait, || {
-            let o = self.look(ctx, w);
+            let o = self.look(ctx, carrier, w);
             let RecoverOutcome::NotFound { detail } = &o else {
                 return Ok::<_, std::convert::Infallible>(((o, None), true));
             };
-            let writer = self.writer_lists(ctx, w);
+            let writer = self.writer_lists(ctx, carrier, w);
             let current = writer.as_ref().is_ok_and(Option::is_some);
             let detail = detail.clone();
             Ok(((o, Some((detail, writer))), current))
@@ -53,7 +55,12 @@ impl Instance {
     /// Where the writer's token lists the plant (its listing routes, the
     /// write token): `None` when it lists it nowhere; `Err` when there is
     /// no writer's token here or its listing failed.
-    fn writer_lists(&self, ctx: &RunCtx<'_>, w: &Wanted) -> Result<Option<String>, String> {
+    fn writer_lists(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: Option<Gh>,
+        w: &Wanted,
+    ) -> Result<Option<String>, String> {
         if self.s.token.is_none() {
             return Err(format!(
                 "no writer's token ({} is unset) to tell a listing's lag from a plant hidden from run B",
@@ -65,7 +72,8 @@ impl Instance {
             .as_str()
             .or(w.needle.as_str())
             .unwrap_or("");
-        for route in routes(&self.s, ctx, &w.carrier, &w.needle) {
+        let routes = carrier.map_or_else(Vec::new, |c| routes(&self.s, ctx, c, &w.needle));
+        for route in routes {
             let Route::List { path, items } = route else {
                 continue;
             };
@@ -87,7 +95,7 @@ impl Instance {
         Ok(None)
     }
 
-    fn look(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
+    fn look(&self, ctx: &RunCtx<'_>, carrier: Option<Gh>, w: &Wanted) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
             Err(reason) => return RecoverOutcome::Failed { reason },
@@ -104,7 +112,7 @@ impl Instance {
         let mut looked: Vec<String> = vec![];
         let mut denied: Vec<RecoverOutcome> = vec![];
         let mut failed: Option<RecoverOutcome> = None;
-        let routes = routes(&self.s, ctx, &w.carrier, &w.needle);
+        let routes = carrier.map_or_else(Vec::new, |c| routes(&self.s, ctx, c, &w.needle));
         if routes.is_empty() {
             return RecoverOutcome::Failed {
                 reason: format!(
