@@ -12,7 +12,7 @@
 //! [`DEFAULT_WAIT`] by default: GitHub documents no bound); after that
 //! the carriers whose only route it is are ERROR, never PASS.
 
-use super::{RecoverOutcome, Wanted};
+use super::RecoverOutcome;
 use crate::config::{ConfigError, Options};
 use std::time::{Duration, Instant};
 
@@ -101,17 +101,16 @@ pub fn not_current<T>(witness: &str, c: &Current<T>) -> RecoverOutcome {
     }
 }
 
-/// Turns every NOT FOUND among `out` of the carriers `listed` picks into
-/// [`not_current`]: the listing was their only route.
+/// Turns every NOT FOUND among `out` of the carriers `listed` picks (by
+/// index) into [`not_current`]: the listing was their only route.
 pub fn demote<T>(
     out: &mut [Option<RecoverOutcome>],
-    wanted: &[Wanted],
-    listed: impl Fn(&Wanted) -> bool,
+    listed: impl Fn(usize) -> bool,
     witness: &str,
     c: &Current<T>,
 ) {
-    for (o, w) in out.iter_mut().zip(wanted) {
-        if listed(w) && matches!(o, Some(RecoverOutcome::NotFound { .. })) {
+    for (i, o) in out.iter_mut().enumerate() {
+        if listed(i) && matches!(o, Some(RecoverOutcome::NotFound { .. })) {
             *o = Some(not_current(witness, c));
         }
     }

@@ -2,8 +2,9 @@
 //! after checking a file's content and that a collection is empty.
 
 use super::protocol::{ListError, last_segment};
-use super::{CARRIERS, Instance, innocuous, sha256_hex};
+use super::{Http, Instance, innocuous, sha256_hex};
 use crate::scan::Marked;
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
 use serde_json::{Value, json};
 
@@ -17,13 +18,17 @@ impl Instance {
             return Err("the cache is listed through an index, which may not name what to delete; use the receipt".into());
         }
         let body = innocuous(ctx.probe_id);
+        let carriers: Vec<Http> = jobs
+            .iter()
+            .filter_map(|j| Http::parse(&j.carrier))
+            .collect();
         let mut found = vec![];
         self.list(
             &mut |href| {
                 let seg = last_segment(href);
-                if let Some(c) = crate::surface::tagged_carrier(ctx, CARRIERS, seg, "")
-                    && jobs.iter().any(|j| j.carrier == c)
-                    && c != "negative-lookup"
+                if let Some(c) = Http::tagged(ctx, seg, "")
+                    && carriers.contains(&c)
+                    && c != Http::NegativeLookup
                 {
                     found.push(if href.ends_with('/') {
                         json!({ "name": seg, "kind": "collection" })

@@ -23,9 +23,10 @@ mod protocol;
 mod recover;
 mod watch;
 
+use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -40,28 +41,15 @@ pub struct HttpCache;
 /// The dead property the `property` carrier sets.
 const PROP_NS: &str = "urn:runwarden:1";
 
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "cache-key",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in the path of a PUT; run B finds it in the cache's listing",
-    },
-    Carrier {
-        name: "negative-lookup",
-        persistence: Persistence::UntilEvicted,
-        description: "a GET miss on a path carrying the nonce, which a cache that remembers misses answers from its memory later",
-    },
-    Carrier {
-        name: "collection-name",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in the name of a WebDAV collection (MKCOL), found in the listing",
-    },
-    Carrier {
-        name: "property",
-        persistence: Persistence::UntilEvicted,
-        description: "the nonce in a WebDAV dead property (PROPPATCH) of an agreed resource, read back with PROPFIND",
-    },
-];
+carriers! {
+    /// The HTTP cache's carriers.
+    enum Http {
+        CacheKey = "cache-key", UntilEvicted, "the nonce in the path of a PUT; run B finds it in the cache's listing";
+        NegativeLookup = "negative-lookup", UntilEvicted, "a GET miss on a path carrying the nonce, which a cache that remembers misses answers from its memory later";
+        CollectionName = "collection-name", UntilEvicted, "the nonce in the name of a WebDAV collection (MKCOL), found in the listing";
+        Property = "property", UntilEvicted, "the nonce in a WebDAV dead property (PROPPATCH) of an agreed resource, read back with PROPFIND";
+    }
+}
 
 #[derive(Clone, Serialize, Deserialize)]
 struct Settings {
@@ -88,9 +76,19 @@ fn sha256_hex(data: &[u8]) -> String {
 }
 
 /// The path (relative to the base URL) of a carrier's plant.
-fn plant_name(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> String {
-    let with_nonce = carrier != "property";
-    super::tagged_name(ctx, carrier, with_nonce.then_some(nonce), "")
+fn plant_name(ctx: &RunCtx<'_>, carrier: Http, nonce: &Nonce) -> String {
+    let with_nonce = carrier != Http::Property;
+    super::tagged_name(ctx, carrier.name(), with_nonce.then_some(nonce), "")
+}
+
+impl Http {
+    /// Whether the listing is a route to it (negative-lookup's first).
+    fn is_listed(self) -> bool {
+        matches!(
+            self,
+            Http::CacheKey | Http::CollectionName | Http::NegativeLookup
+        )
+    }
 }
 
 impl SurfaceType for HttpCache {
@@ -204,7 +202,10 @@ impl Surface for Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.plant_carrier(ctx, job, created)
+        match Http::of_job(job) {
+            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            Err(o) => o,
+        }
     }
 
     fn recover(
@@ -222,10 +223,10 @@ impl Surface for Instance {
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
         let name = entry["name"].as_str().ok_or("no name")?;
-        let c = super::owned_name(ctx, CARRIERS, name, "", &|c| c != "property")?;
+        let c = Http::owned(ctx, name, "", &|c| c != Http::Property)?;
         let ok = match (c, entry["kind"].as_str()) {
-            ("collection-name", Some("collection")) => true,
-            ("cache-key" | "property", Some("file")) => {
+            (Http::CollectionName, Some("collection")) => true,
+            (Http::CacheKey | Http::Property, Some("file")) => {
                 entry["sha256"].as_str() == Some(sha256_hex(&innocuous(ctx.probe_id)).as_str())
             }
             _ => false,

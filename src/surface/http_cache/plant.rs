@@ -2,7 +2,7 @@
 //! before its request and taken back only when the cache refused it.
 
 use super::protocol::{propstat_status, write_outcome};
-use super::{Instance, PROP_NS, innocuous, plant_name, sha256_hex};
+use super::{Http, Instance, PROP_NS, innocuous, plant_name, sha256_hex};
 use crate::escape;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
@@ -11,10 +11,11 @@ impl Instance {
     pub(super) fn plant_carrier(
         &self,
         ctx: &RunCtx<'_>,
+        carrier: Http,
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let name = plant_name(ctx, &job.carrier, &job.nonce);
+        let name = plant_name(ctx, carrier, &job.nonce);
         let shown_name = escape::bytes(name.as_bytes());
         let url = self.url_of(&name);
         let body = innocuous(ctx.probe_id);
@@ -49,12 +50,12 @@ impl Instance {
             let headers = [("content-type", "application/octet-stream")];
             write(created, entry, "PUT", &url, &headers, body.clone())
         };
-        match job.carrier.as_str() {
-            "cache-key" => match put(created) {
+        match carrier {
+            Http::CacheKey => match put(created) {
                 Err(o) => o,
                 Ok(()) => planted(format!("PUT {shown_name} under {}", self.shown())),
             },
-            "negative-lookup" => match self.call("GET", &url, &[], vec![]) {
+            Http::NegativeLookup => match self.call("GET", &url, &[], vec![]) {
                 Err(reason) => PlantOutcome::Failed { reason },
                 Ok(r) if r.status == 404 || r.status == 410 => planted(format!(
                     "GET {shown_name} missed (HTTP {}{}); a cache that remembers misses keeps it for its negative TTL, and nothing can delete it",
@@ -72,56 +73,58 @@ impl Instance {
                     reason: format!("GET {shown_name} answered HTTP {}, not a miss", r.status),
                 },
             },
-            "collection-name" => {
+            Http::CollectionName => {
                 let entry = json!({ "name": name, "kind": "collection" });
                 match write(created, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
                     Err(o) => o,
                     Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
                 }
             }
-            _ => {
-                // property: a resource of its own, then the property.
+            Http::Property => {
+                // A resource of its own, then the property.
                 if let Err(o) = put(created) {
                     return o;
                 }
-                let xml = format!(
-                    "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:propertyupdate xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:set><D:prop><R:note>{}</R:note></D:prop></D:set></D:propertyupdate>",
-                    job.nonce.hex()
-                );
-                match self.call(
-                    "PROPPATCH",
-                    &url,
-                    &[("content-type", "application/xml")],
-                    xml.into_bytes(),
-                ) {
-                    Err(reason) => PlantOutcome::Failed { reason },
-                    Ok(r) => match write_outcome(r.status, "PROPPATCH", &self.shown()) {
-                        Err(o) => o,
-                        // A 207 holds the property's own status: set (2xx),
-                        // refused (401/403: the cache's access control), or
-                        // failed for another reason.
-                        Ok(()) if r.status == 207 => match propstat_status(&r.body) {
-                            Some(200..=299) => {
-                                planted(format!("property R:note ({PROP_NS}) on {shown_name}"))
-                            }
-                            Some(code @ (401 | 403)) => PlantOutcome::Refused {
-                                reason: format!(
-                                    "the cache refused to set the property (HTTP {code} in its 207)"
-                                ),
-                            },
-                            Some(code) => PlantOutcome::Failed {
-                                reason: format!(
-                                    "the cache did not set the property (HTTP {code} in its 207)"
-                                ),
-                            },
-                            None => PlantOutcome::Failed {
-                                reason: "the cache's 207 to the PROPPATCH holds no status".into(),
-                            },
-                        },
-                        Ok(()) => planted(format!("property R:note ({PROP_NS}) on {shown_name}")),
-                    },
+                match self.set_property(&url, &job.nonce.hex()) {
+                    Err(o) => o,
+                    Ok(()) => planted(format!("property R:note ({PROP_NS}) on {shown_name}")),
                 }
             }
+        }
+    }
+
+    /// The PROPPATCH that sets the property carrier's dead property on the
+    /// resource at `url` to `hex`.
+    fn set_property(&self, url: &str, hex: &str) -> Result<(), PlantOutcome> {
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:propertyupdate xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:set><D:prop><R:note>{hex}</R:note></D:prop></D:set></D:propertyupdate>"
+        );
+        let r = self
+            .call(
+                "PROPPATCH",
+                url,
+                &[("content-type", "application/xml")],
+                xml.into_bytes(),
+            )
+            .map_err(|reason| PlantOutcome::Failed { reason })?;
+        write_outcome(r.status, "PROPPATCH", &self.shown())?;
+        if r.status != 207 {
+            return Ok(());
+        }
+        // A 207 holds the property's own status: set (2xx), refused
+        // (401/403: the cache's access control), or failed for another
+        // reason.
+        match propstat_status(&r.body) {
+            Some(200..=299) => Ok(()),
+            Some(code @ (401 | 403)) => Err(PlantOutcome::Refused {
+                reason: format!("the cache refused to set the property (HTTP {code} in its 207)"),
+            }),
+            Some(code) => Err(PlantOutcome::Failed {
+                reason: format!("the cache did not set the property (HTTP {code} in its 207)"),
+            }),
+            None => Err(PlantOutcome::Failed {
+                reason: "the cache's 207 to the PROPPATCH holds no status".into(),
+            }),
         }
     }
 }

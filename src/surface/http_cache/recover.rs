@@ -3,18 +3,11 @@
 //! paths; and the check that the listing names what B reads by name.
 
 use super::protocol::{ListError, cache_hit, last_segment, propstat_status};
-use super::{CARRIERS, Instance, PROP_NS, plant_name};
+use super::{Http, Instance, PROP_NS, plant_name};
 use crate::escape;
 use crate::scan::Needles;
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
-
-/// The carriers whose route is the listing (negative-lookup's first).
-fn is_listed(w: &Wanted) -> bool {
-    matches!(
-        w.carrier.as_str(),
-        "cache-key" | "collection-name" | "negative-lookup"
-    )
-}
 
 /// One listing: how many names, per wanted carrier where its nonce was
 /// found, the notices, and what was listed.
@@ -66,9 +59,7 @@ impl Instance {
                         ));
                     }
                 }
-                if seg.starts_with(&prefix)
-                    && crate::surface::tagged_carrier(ctx, CARRIERS, seg, "").is_none()
-                {
+                if seg.starts_with(&prefix) && Http::tagged(ctx, seg, "").is_none() {
                     notices.push(Notice {
                         kind: NoticeKind::ForgedMarker,
                         entry: escape::bytes(href.as_bytes()),
@@ -97,10 +88,14 @@ impl Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // Each wanted carrier, parsed once (`None`: not one of the cache's,
+        // left to `all_outcomes`).
+        let kinds: Vec<Option<Http>> = wanted.iter().map(|w| Http::parse(&w.carrier)).collect();
+        let listed_at = |i: usize| kinds[i].is_some_and(Http::is_listed);
         // The listing's witness: the property carrier's resource, which
         // run A PUTs under an agreed name (no nonce in it) before its
         // PROPPATCH, whatever the PROPPATCH then answers.
-        let witness = crate::surface::tagged_name(ctx, "property", None, "");
+        let witness = crate::surface::tagged_name(ctx, Http::Property.name(), None, "");
         // What the listing said of a negative-lookup it did not name, said
         // again after the lookup's own verdict.
         let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
@@ -108,9 +103,7 @@ impl Instance {
         let mut witnessed: Result<bool, String> = Ok(false);
         // The listing comes first, for negative-lookup too: run B's own
         // lookup of the path would be remembered as well, and then listed.
-        let listed: Vec<usize> = (0..wanted.len())
-            .filter(|i| is_listed(&wanted[*i]))
-            .collect();
+        let listed: Vec<usize> = (0..wanted.len()).filter(|i| listed_at(*i)).collect();
         if !listed.is_empty() {
             let needles: Vec<(usize, String)> = listed
                 .iter()
@@ -148,49 +141,15 @@ impl Instance {
                 });
             }
             for i in listed {
-                let negative = wanted[i].carrier == "negative-lookup";
-                let missed = |what: &str| {
-                    if self.s.index_url.is_some() {
-                        format!("{what} does not hold it")
-                    } else {
-                        format!("{what}: none of {names} names holds it")
-                    }
-                };
-                out[i] = match (&what, hits[i].take()) {
-                    (Ok(_), Some(detail)) if negative => Some(RecoverOutcome::Found {
-                        detail: format!("{detail}: the cache keeps the miss, and lists it"),
-                    }),
-                    (Ok(_), Some(detail)) => Some(RecoverOutcome::Found { detail }),
-                    (Err(ListError::Failed(m)), _) => {
-                        Some(RecoverOutcome::Failed { reason: m.clone() })
-                    }
-                    // negative-lookup has a second route: the lookup, below.
-                    (Ok(what), None) if negative => {
-                        listing_said[i] = Some(missed(what));
-                        None
-                    }
-                    (Err(ListError::Denied(m)), _) if negative => {
-                        listing_said[i] = Some(m.clone());
-                        None
-                    }
-                    (Err(ListError::Unavailable(_)), _) if negative => None,
-                    (Ok(what), None) => Some(RecoverOutcome::NotFound {
-                        detail: missed(what),
-                    }),
-                    (Err(ListError::Denied(m)), _) => {
-                        Some(RecoverOutcome::Denied { reason: m.clone() })
-                    }
-                    // The listing is these carriers' only route.
-                    (Err(ListError::Unavailable(m)), _) => {
-                        Some(RecoverOutcome::Failed { reason: m.clone() })
-                    }
-                };
+                let negative = kinds[i] == Some(Http::NegativeLookup);
+                (out[i], listing_said[i]) =
+                    self.listed_outcome(&what, hits[i].take(), names, negative);
             }
         }
         for (i, w) in wanted.iter().enumerate() {
-            if out[i].is_some() {
+            let Some(carrier) = kinds[i].filter(|_| out[i].is_none()) else {
                 continue;
-            }
+            };
             let nonce = match crate::surface::wanted_nonce(w) {
                 Ok(n) => n,
                 Err(o) => {
@@ -198,97 +157,13 @@ impl Instance {
                     continue;
                 }
             };
-            let name = plant_name(ctx, &w.carrier, &nonce);
-            let shown_name = escape::bytes(name.as_bytes());
-            let url = self.url_of(&name);
-            out[i] = Some(match w.carrier.as_str() {
-                "negative-lookup" => match self.call("GET", &url, &[], vec![]) {
-                    Err(reason) => RecoverOutcome::Failed { reason },
-                    Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
-                        reason: format!("the cache refused the lookup (HTTP {})", r.status),
-                    },
-                    Ok(r) if r.status == 404 || r.status == 410 => match cache_hit(&r.headers) {
-                        Some(h) => RecoverOutcome::Found {
-                            detail: format!(
-                                "GET {shown_name} was answered from the cache's memory of the miss ({h})"
-                            ),
-                        },
-                        None => RecoverOutcome::NotFound {
-                            detail: format!(
-                                "{}GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age above 0)",
-                                listing_said[i]
-                                    .as_deref()
-                                    .map(|l| format!("{l}; "))
-                                    .unwrap_or_default()
-                            ),
-                        },
-                    },
-                    Ok(r) => RecoverOutcome::Failed {
-                        reason: format!(
-                            "GET {shown_name} answered HTTP {}: someone created it",
-                            r.status
-                        ),
-                    },
-                },
-                _ => {
-                    let xml = format!(
-                        "<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:prop><R:note/></D:prop></D:propfind>"
-                    );
-                    match self.call(
-                        "PROPFIND",
-                        &url,
-                        &[("depth", "0"), ("content-type", "application/xml")],
-                        xml.into_bytes(),
-                    ) {
-                        Err(reason) => RecoverOutcome::Failed { reason },
-                        Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
-                            reason: format!("the cache refused the PROPFIND (HTTP {})", r.status),
-                        },
-                        Ok(r) if r.status == 404 => RecoverOutcome::NotFound {
-                            detail: format!("the agreed resource {shown_name} does not exist"),
-                        },
-                        Ok(r) if r.status == 207 => {
-                            if memchr::memmem::find(&r.body, nonce.hex().as_bytes()).is_some() {
-                                RecoverOutcome::Found {
-                                    detail: format!(
-                                        "PROPFIND of {shown_name} returns the property"
-                                    ),
-                                }
-                            } else {
-                                // The property's own status in the 207:
-                                // missing (404) or empty is a miss, a
-                                // refusal is the cache's access control,
-                                // anything else is no answer.
-                                match propstat_status(&r.body) {
-                                    Some(401 | 403) => RecoverOutcome::Denied {
-                                        reason: format!(
-                                            "the cache refused to show the property of {shown_name}"
-                                        ),
-                                    },
-                                    Some(200..=299 | 404) => RecoverOutcome::NotFound {
-                                        detail: format!(
-                                            "PROPFIND of {shown_name} returns no such property"
-                                        ),
-                                    },
-                                    Some(code) => RecoverOutcome::Failed {
-                                        reason: format!(
-                                            "PROPFIND of {shown_name}: HTTP {code} for the property"
-                                        ),
-                                    },
-                                    None => RecoverOutcome::Failed {
-                                        reason: format!(
-                                            "PROPFIND of {shown_name}: a 207 with no status"
-                                        ),
-                                    },
-                                }
-                            }
-                        }
-                        Ok(r) => RecoverOutcome::Failed {
-                            reason: format!("PROPFIND of {shown_name}: HTTP {}", r.status),
-                        },
-                    }
-                }
-            });
+            let name = plant_name(ctx, carrier, &nonce);
+            out[i] = match carrier {
+                Http::NegativeLookup => Some(self.look_up_miss(&name, listing_said[i].as_deref())),
+                Http::Property => Some(self.read_property(&name, &nonce.hex())),
+                // The listing was their only route (above).
+                Http::CacheKey | Http::CollectionName => None,
+            };
         }
         // A listing that does not name the agreed property resource (after
         // the consistency wait) lags or leaves things out: its silence on
@@ -297,7 +172,7 @@ impl Instance {
         match (stale, witnessed) {
             (None, _) => {}
             (Some(c), Ok(true)) => {
-                crate::surface::listing::demote(&mut out, wanted, is_listed, &shown, &c);
+                crate::surface::listing::demote(&mut out, listed_at, &shown, &c);
             }
             // No witness to show: the carriers whose only route the listing
             // is cannot be shown closed; negative-lookup's own lookup
@@ -311,8 +186,8 @@ impl Instance {
                         "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
                     ),
                 };
-                for (o, w) in out.iter_mut().zip(wanted) {
-                    if matches!(w.carrier.as_str(), "cache-key" | "collection-name")
+                for (o, k) in out.iter_mut().zip(&kinds) {
+                    if matches!(k, Some(Http::CacheKey | Http::CollectionName))
                         && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                     {
                         *o = Some(RecoverOutcome::Failed {
@@ -323,5 +198,126 @@ impl Instance {
             }
         }
         crate::surface::all_outcomes(out)
+    }
+
+    /// What the listing (`what` it listed, of `names` names) says of one
+    /// carrier whose route it is, where it found `hit`: its outcome, and
+    /// for negative-lookup (`negative`), whose second route is the lookup,
+    /// none but what the listing said, to be said again after it.
+    fn listed_outcome(
+        &self,
+        what: &Result<String, &ListError>,
+        hit: Option<String>,
+        names: usize,
+        negative: bool,
+    ) -> (Option<RecoverOutcome>, Option<String>) {
+        let missed = |what: &str| {
+            if self.s.index_url.is_some() {
+                format!("{what} does not hold it")
+            } else {
+                format!("{what}: none of {names} names holds it")
+            }
+        };
+        let outcome = match (what, hit) {
+            (Ok(_), Some(detail)) if negative => RecoverOutcome::Found {
+                detail: format!("{detail}: the cache keeps the miss, and lists it"),
+            },
+            (Ok(_), Some(detail)) => RecoverOutcome::Found { detail },
+            (Err(ListError::Failed(m)), _) => RecoverOutcome::Failed { reason: m.clone() },
+            // negative-lookup has a second route: the lookup.
+            (Ok(what), None) if negative => return (None, Some(missed(what))),
+            (Err(ListError::Denied(m)), _) if negative => return (None, Some(m.clone())),
+            (Err(ListError::Unavailable(_)), _) if negative => return (None, None),
+            (Ok(what), None) => RecoverOutcome::NotFound {
+                detail: missed(what),
+            },
+            (Err(ListError::Denied(m)), _) => RecoverOutcome::Denied { reason: m.clone() },
+            // The listing is these carriers' only route.
+            (Err(ListError::Unavailable(m)), _) => RecoverOutcome::Failed { reason: m.clone() },
+        };
+        (Some(outcome), None)
+    }
+
+    /// negative-lookup's second route: run B's own GET of the path, which
+    /// a cache that remembers the miss answers from its memory.
+    /// `listing_said`: what the listing said of it, said again.
+    fn look_up_miss(&self, name: &str, listing_said: Option<&str>) -> RecoverOutcome {
+        let shown_name = escape::bytes(name.as_bytes());
+        match self.call("GET", &self.url_of(name), &[], vec![]) {
+            Err(reason) => RecoverOutcome::Failed { reason },
+            Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
+                reason: format!("the cache refused the lookup (HTTP {})", r.status),
+            },
+            Ok(r) if r.status == 404 || r.status == 410 => match cache_hit(&r.headers) {
+                Some(h) => RecoverOutcome::Found {
+                    detail: format!(
+                        "GET {shown_name} was answered from the cache's memory of the miss ({h})"
+                    ),
+                },
+                None => RecoverOutcome::NotFound {
+                    detail: format!(
+                        "{}GET {shown_name} missed with no sign of a remembered miss (no X-Cache or X-Cache-Status HIT, no Age above 0)",
+                        listing_said.map(|l| format!("{l}; ")).unwrap_or_default()
+                    ),
+                },
+            },
+            Ok(r) => RecoverOutcome::Failed {
+                reason: format!(
+                    "GET {shown_name} answered HTTP {}: someone created it",
+                    r.status
+                ),
+            },
+        }
+    }
+
+    /// The property carrier's route: a PROPFIND of the agreed resource
+    /// `name`, whose dead property holds `hex` when it is there.
+    fn read_property(&self, name: &str, hex: &str) -> RecoverOutcome {
+        let shown_name = escape::bytes(name.as_bytes());
+        let xml = format!(
+            "<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:prop><R:note/></D:prop></D:propfind>"
+        );
+        let r = match self.call(
+            "PROPFIND",
+            &self.url_of(name),
+            &[("depth", "0"), ("content-type", "application/xml")],
+            xml.into_bytes(),
+        ) {
+            Err(reason) => return RecoverOutcome::Failed { reason },
+            Ok(r) => r,
+        };
+        match r.status {
+            401 | 403 => RecoverOutcome::Denied {
+                reason: format!("the cache refused the PROPFIND (HTTP {})", r.status),
+            },
+            404 => RecoverOutcome::NotFound {
+                detail: format!("the agreed resource {shown_name} does not exist"),
+            },
+            207 if memchr::memmem::find(&r.body, hex.as_bytes()).is_some() => {
+                RecoverOutcome::Found {
+                    detail: format!("PROPFIND of {shown_name} returns the property"),
+                }
+            }
+            // The property's own status in the 207: missing (404) or empty
+            // is a miss, a refusal is the cache's access control, anything
+            // else is no answer.
+            207 => match propstat_status(&r.body) {
+                Some(401 | 403) => RecoverOutcome::Denied {
+                    reason: format!("the cache refused to show the property of {shown_name}"),
+                },
+                Some(200..=299 | 404) => RecoverOutcome::NotFound {
+                    detail: format!("PROPFIND of {shown_name} returns no such property"),
+                },
+                Some(code) => RecoverOutcome::Failed {
+                    reason: format!("PROPFIND of {shown_name}: HTTP {code} for the property"),
+                },
+                None => RecoverOutcome::Failed {
+                    reason: format!("PROPFIND of {shown_name}: a 207 with no status"),
+                },
+            },
+            status => RecoverOutcome::Failed {
+                reason: format!("PROPFIND of {shown_name}: HTTP {status}"),
+            },
+        }
     }
 }

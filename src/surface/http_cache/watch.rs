@@ -3,8 +3,8 @@
 //! read through an `index-url` is read as text, not as names: it has no
 //! snapshot.
 
-use super::Instance;
 use super::protocol::ListError;
+use super::{Http, Instance};
 use crate::state::diff::{Before, Change};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
@@ -39,17 +39,20 @@ impl crate::surface::Watchable for Instance {
     /// A new or removed resource carries its path (`cache-key`); a
     /// collection its name.
     fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
-        match c.entry().kind.as_str() {
-            "collection" => vec!["collection-name"],
-            _ => vec!["cache-key"],
-        }
+        let carrier = match c.entry().kind.as_str() {
+            "collection" => Http::CollectionName,
+            _ => Http::CacheKey,
+        };
+        vec![carrier.name()]
     }
 
     fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        match carrier {
-            "negative-lookup" => Some("a remembered miss leaves nothing in the listing"),
-            "property" => Some("dead properties are not in the depth-1 listing watch mode reads"),
-            _ => None,
+        match Http::parse(carrier)? {
+            Http::NegativeLookup => Some("a remembered miss leaves nothing in the listing"),
+            Http::Property => {
+                Some("dead properties are not in the depth-1 listing watch mode reads")
+            }
+            Http::CacheKey | Http::CollectionName => None,
         }
     }
 }
