@@ -3,7 +3,8 @@
 
 use super::plant::package_for;
 use super::protocol::path_of;
-use super::{CARRIERS, Instance};
+use super::{Instance, Npm};
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::{Value, json};
@@ -17,8 +18,12 @@ impl Instance {
         // Every name but package-name's is derived without the nonce being
         // random; package-name's is found by search.
         let mut found = vec![];
-        for j in jobs {
-            let (name, version) = package_for(ctx, &j.carrier, &j.nonce);
+        let carriers: Vec<(&PlantJob, Npm)> = jobs
+            .iter()
+            .filter_map(|j| Some((j, Npm::parse(&j.carrier)?)))
+            .collect();
+        for (j, carrier) in &carriers {
+            let (name, version) = package_for(ctx, *carrier, &j.nonce);
             match self.packument(&name) {
                 // The name's tag proves it is this probe's; a version of
                 // another form (someone published to it) makes cleanup
@@ -46,11 +51,11 @@ impl Instance {
                 Err(_) => {}
             }
         }
-        if jobs.iter().any(|j| j.carrier == "package-name") {
+        if carriers.iter().any(|(_, c)| *c == Npm::PackageName) {
             let text = format!("runwarden-{}", ctx.probe_id);
             let mut names = vec![];
             self.search_names(&text, &mut |name| {
-                if crate::surface::tagged_carrier(ctx, CARRIERS, name, "") == Some("package-name") {
+                if Npm::tagged(ctx, name, "") == Some(Npm::PackageName) {
                     names.push(name.to_string());
                 }
             })

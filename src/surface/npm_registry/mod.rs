@@ -23,9 +23,10 @@ mod plant;
 mod protocol;
 mod recover;
 
+use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -41,33 +42,16 @@ const PAGE: usize = 250;
 /// A search that has not ended after this many pages is an error.
 const MAX_PAGES: usize = 4_000;
 
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "package-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name of a published package; run B finds it through /-/v1/search",
-    },
-    Carrier {
-        name: "version",
-        persistence: Persistence::Durable,
-        description: "the nonce in the version string of a package both runs can name",
-    },
-    Carrier {
-        name: "readme",
-        persistence: Persistence::Durable,
-        description: "the nonce in the readme of a package both runs can name",
-    },
-    Carrier {
-        name: "dist-tag",
-        persistence: Persistence::Durable,
-        description: "the nonce in a dist-tag added to a package both runs can name",
-    },
-    Carrier {
-        name: "tarball-content",
-        persistence: Persistence::Durable,
-        description: "the nonce inside the tarball of a package both runs can name",
-    },
-];
+carriers! {
+    /// The npm registry's carriers: packages and what they hold.
+    enum Npm {
+        PackageName = "package-name", Durable, "the nonce in the name of a published package; run B finds it through /-/v1/search";
+        Version = "version", Durable, "the nonce in the version string of a package both runs can name";
+        Readme = "readme", Durable, "the nonce in the readme of a package both runs can name";
+        DistTag = "dist-tag", Durable, "the nonce in a dist-tag added to a package both runs can name";
+        TarballContent = "tarball-content", Durable, "the nonce inside the tarball of a package both runs can name";
+    }
+}
 
 #[derive(Clone, Serialize, Deserialize)]
 struct Settings {
@@ -156,7 +140,10 @@ impl Surface for Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.plant_carrier(ctx, job, created)
+        match Npm::of_job(job) {
+            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            Err(o) => o,
+        }
     }
 
     fn recover(
@@ -174,7 +161,7 @@ impl Surface for Instance {
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
         let name = entry["name"].as_str().ok_or("no name")?;
-        let c = super::owned_name(ctx, CARRIERS, name, "", &|c| c == "package-name")?;
+        let c = Npm::owned(ctx, name, "", &|c| c == Npm::PackageName)?;
         let versions = entry["versions"]
             .as_array()
             .map(Vec::as_slice)
@@ -183,7 +170,7 @@ impl Surface for Instance {
             [v] => {
                 let v = v.as_str().unwrap_or("");
                 match c {
-                    "version" => v
+                    Npm::Version => v
                         .strip_prefix("0.0.0-")
                         .is_some_and(|h| super::lower_hex(h, 32)),
                     _ => v == "0.0.0",

@@ -2,8 +2,8 @@
 //! does, journalled before the request and taken back only when the
 //! registry refused it.
 
-use super::Instance;
 use super::protocol::{path_of, registrys_own};
+use super::{Instance, Npm};
 use crate::escape;
 use crate::nonce::Nonce;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 
 /// (package name, version) of a carrier's plant.
-pub(super) fn package_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (String, String) {
+pub(super) fn package_for(ctx: &RunCtx<'_>, carrier: Npm, nonce: &Nonce) -> (String, String) {
     let name = crate::surface::tagged_name(
         ctx,
-        carrier,
-        (carrier == "package-name").then_some(nonce),
+        carrier.name(),
+        (carrier == Npm::PackageName).then_some(nonce),
         "",
     );
-    let version = if carrier == "version" {
+    let version = if carrier == Npm::Version {
         format!("0.0.0-{}", nonce.hex())
     } else {
         "0.0.0".to_string()
@@ -32,12 +32,12 @@ pub(super) fn package_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> (St
 pub(super) fn publish_doc(
     url: &str,
     probe_id: &str,
-    carrier: &str,
+    carrier: Npm,
     name: &str,
     version: &str,
     nonce: &Nonce,
 ) -> Value {
-    let readme = if carrier == "readme" {
+    let readme = if carrier == Npm::Readme {
         format!("runwarden plant\n\n{}\n", nonce.hex())
     } else {
         "runwarden plant\n".to_string()
@@ -47,7 +47,7 @@ pub(super) fn publish_doc(
         "package/package.json".into(),
         manifest.to_string().into_bytes(),
     )];
-    if carrier == "tarball-content" {
+    if carrier == Npm::TarballContent {
         files.push((
             "package/note.txt".into(),
             format!("{}\n", nonce.hex()).into_bytes(),
@@ -88,15 +88,16 @@ impl Instance {
     pub(super) fn plant_carrier(
         &self,
         ctx: &RunCtx<'_>,
+        carrier: Npm,
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let (name, version) = package_for(ctx, &job.carrier, &job.nonce);
+        let (name, version) = package_for(ctx, carrier, &job.nonce);
         let shown = escape::bytes(name.as_bytes());
         let doc = publish_doc(
             &self.s.url,
             ctx.probe_id,
-            &job.carrier,
+            carrier,
             &name,
             &version,
             &job.nonce,
@@ -138,7 +139,7 @@ impl Instance {
             }
             Ok(_) => {}
         }
-        if job.carrier == "dist-tag" {
+        if carrier == Npm::DistTag {
             let tag = format!("n{}", job.nonce.hex());
             let url = format!("{}-/package/{}/dist-tags/{tag}", self.s.url, path_of(&name));
             match self.call(Method::PUT, &url, Some(&json!(version))) {

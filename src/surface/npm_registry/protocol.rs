@@ -3,10 +3,11 @@
 //! arrives, the search read page by page to its end, and what a
 //! document says of one carrier.
 
-use super::{CARRIERS, Instance, MAX_PAGES, PAGE};
+use super::{Instance, MAX_PAGES, Npm, PAGE};
 use crate::escape;
 use crate::http::{Failure, Request};
 use crate::scan::Needles;
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 use ::http::Method;
 use serde_json::Value;
@@ -218,9 +219,7 @@ impl Instance {
                     ));
                 }
             }
-            if name.starts_with(&format!("{text}-"))
-                && crate::surface::tagged_carrier(ctx, CARRIERS, name, "").is_none()
-            {
+            if name.starts_with(&format!("{text}-")) && Npm::tagged(ctx, name, "").is_none() {
                 notice(Notice {
                     kind: NoticeKind::ForgedMarker,
                     entry: escape::bytes(name.as_bytes()),
@@ -246,7 +245,7 @@ impl Instance {
     /// What one agreed package's document says of one carrier.
     pub(super) fn read_carrier(
         &self,
-        carrier: &str,
+        carrier: Npm,
         doc: &Value,
         shown: &str,
         version: &str,
@@ -260,7 +259,7 @@ impl Instance {
         };
         let versions = doc["versions"].as_object();
         match carrier {
-            "version" => match versions.and_then(|m| m.keys().find(|k| k.contains(needle))) {
+            Npm::Version => match versions.and_then(|m| m.keys().find(|k| k.contains(needle))) {
                 Some(v) => RecoverOutcome::Found {
                     detail: format!("{shown} has version {}", escape::bytes(v.as_bytes())),
                 },
@@ -268,7 +267,7 @@ impl Instance {
                     detail: format!("no version of {shown} carries it"),
                 },
             },
-            "readme" => {
+            Npm::Readme => {
                 let readmes: Vec<&Value> = std::iter::once(&doc["readme"])
                     .chain(
                         versions
@@ -289,7 +288,7 @@ impl Instance {
                     }
                 }
             }
-            "dist-tag" => match doc["dist-tags"].as_object() {
+            Npm::DistTag => match doc["dist-tags"].as_object() {
                 None => missing("`dist-tags`"),
                 Some(m) => match m.keys().find(|k| k.contains(needle)) {
                     Some(t) => RecoverOutcome::Found {

@@ -2,8 +2,8 @@
 //! packages' documents and tarballs for the rest, and the check that the
 //! search lists what B can read by name.
 
-use super::Instance;
 use super::plant::package_for;
+use super::{Instance, Npm};
 use crate::escape;
 use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
 
@@ -14,9 +14,14 @@ impl Instance {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
+        // Each wanted carrier, parsed once (`None`: not one of npm's, left
+        // to `all_outcomes`).
+        let kinds: Vec<Option<Npm>> = wanted.iter().map(|w| Npm::parse(&w.carrier)).collect();
         let searched: Vec<&Wanted> = wanted
             .iter()
-            .filter(|w| w.carrier == "package-name")
+            .zip(&kinds)
+            .filter(|(_, k)| **k == Some(Npm::PackageName))
+            .map(|(w, _)| w)
             .collect();
         let (by_search, listed) = if searched.is_empty() {
             (vec![], Default::default())
@@ -29,6 +34,7 @@ impl Instance {
         let mut readable: Vec<String> = vec![];
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
         for (i, w) in wanted.iter().enumerate() {
+            let Some(carrier) = kinds[i] else { continue };
             let nonce = match crate::surface::wanted_nonce(w) {
                 Ok(n) => n,
                 Err(o) => {
@@ -36,13 +42,13 @@ impl Instance {
                     continue;
                 }
             };
-            if w.carrier == "package-name" {
+            if carrier == Npm::PackageName {
                 // Its only route: the search (the package's name is the
                 // message, so B cannot ask for its document).
                 out[i] = by_search.next();
                 continue;
             }
-            let (name, version) = package_for(ctx, &w.carrier, &nonce);
+            let (name, version) = package_for(ctx, carrier, &nonce);
             let shown = escape::bytes(name.as_bytes());
             out[i] = Some(match self.packument(&name) {
                 Err(o) => o,
@@ -51,7 +57,7 @@ impl Instance {
                 },
                 Ok(Some(doc)) => {
                     readable.push(name.clone());
-                    self.read_carrier(&w.carrier, &doc, &shown, &version, &nonce.hex())
+                    self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
                 }
             });
         }
@@ -67,8 +73,9 @@ impl Instance {
             "the search",
         );
         if let Some(reason) = why {
-            for (o, w) in out.iter_mut().zip(wanted) {
-                if w.carrier == "package-name" && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+            for (o, k) in out.iter_mut().zip(&kinds) {
+                if *k == Some(Npm::PackageName)
+                    && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                 {
                     *o = Some(RecoverOutcome::Failed {
                         reason: reason.clone(),
