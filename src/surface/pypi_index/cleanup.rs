@@ -2,8 +2,9 @@
 //! uploaded after checking the project holds exactly A's files.
 
 use super::protocol::{excerpt, project_of, version_of};
-use super::{CARRIERS, Instance};
+use super::{Instance, Pypi};
 use crate::http::Request;
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::{Value, json};
@@ -19,12 +20,14 @@ impl Instance {
             _ => "the simple index could not be read".into(),
         };
         // Only names whose tag verifies are kept while the root streams.
+        let carriers: Vec<Pypi> = jobs
+            .iter()
+            .filter_map(|j| Pypi::parse(&j.carrier))
+            .collect();
         let mut ours: Vec<String> = vec![];
         self.scan(&self.s.simple_url, "text/html", &[], &mut |h| {
             let Some(name) = project_of(h) else { return };
-            if crate::surface::tagged_carrier(ctx, CARRIERS, name, "")
-                .is_some_and(|c| jobs.iter().any(|j| j.carrier == c))
-            {
+            if Pypi::tagged(ctx, name, "").is_some_and(|c| carriers.contains(&c)) {
                 ours.push(name.to_string());
             }
         })

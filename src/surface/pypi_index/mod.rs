@@ -23,9 +23,10 @@ mod protocol;
 mod recover;
 mod watch;
 
+use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, Persistence, PlantJob, PlantOutcome,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -35,28 +36,15 @@ use serde_json::Value;
 
 pub struct PypiIndex;
 
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "project-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the name of an uploaded project, found in the simple index's listing",
-    },
-    Carrier {
-        name: "version",
-        persistence: Persistence::Durable,
-        description: "the nonce in the version of a project both runs can name (a local version, 0.0.0+<nonce>)",
-    },
-    Carrier {
-        name: "description",
-        persistence: Persistence::Durable,
-        description: "the nonce in the description (long_description) of a project both runs can name",
-    },
-    Carrier {
-        name: "file-name",
-        persistence: Persistence::Durable,
-        description: "the nonce in the file name of a wheel (its build tag) of a project both runs can name",
-    },
-];
+carriers! {
+    /// The package index's carriers: projects and what they hold.
+    enum Pypi {
+        ProjectName = "project-name", Durable, "the nonce in the name of an uploaded project, found in the simple index's listing";
+        Version = "version", Durable, "the nonce in the version of a project both runs can name (a local version, 0.0.0+<nonce>)";
+        Description = "description", Durable, "the nonce in the description (long_description) of a project both runs can name";
+        FileName = "file-name", Durable, "the nonce in the file name of a wheel (its build tag) of a project both runs can name";
+    }
+}
 
 #[derive(Clone, Serialize, Deserialize)]
 struct Settings {
@@ -214,7 +202,10 @@ impl Surface for Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        self.plant_carrier(ctx, job, created)
+        match Pypi::of_job(job) {
+            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            Err(o) => o,
+        }
     }
 
     fn recover(
@@ -233,9 +224,9 @@ impl Surface for Instance {
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
         let project = entry["project"].as_str().ok_or("no project")?;
         let version = entry["version"].as_str().ok_or("no version")?;
-        let c = super::owned_name(ctx, CARRIERS, project, "", &|c| c == "project-name")?;
+        let c = Pypi::owned(ctx, project, "", &|c| c == Pypi::ProjectName)?;
         let version_ok = match c {
-            "version" => version
+            Pypi::Version => version
                 .strip_prefix("0.0.0+")
                 .is_some_and(|h| super::lower_hex(h, 32)),
             _ => version == "0.0.0",
@@ -243,7 +234,7 @@ impl Surface for Instance {
         let dist = project.replace('-', "_");
         let files = super::string_array(&entry["files"]);
         let files_ok = match (c, files.as_slice()) {
-            ("file-name", [f]) => f
+            (Pypi::FileName, [f]) => f
                 .strip_prefix(&format!("{dist}-{version}-1"))
                 .and_then(|r| r.strip_suffix("-py3-none-any.whl"))
                 .is_some_and(|h| super::lower_hex(h, 32)),

@@ -3,33 +3,33 @@
 //! refused it.
 
 use super::protocol::excerpt;
-use super::{Instance, Upload};
+use super::{Instance, Pypi, Upload};
 use crate::escape;
 use crate::nonce::Nonce;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 
-pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: &str, nonce: &Nonce) -> Upload {
+pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: Pypi, nonce: &Nonce) -> Upload {
     let project = crate::surface::tagged_name(
         ctx,
-        carrier,
-        (carrier == "project-name").then_some(nonce),
+        carrier.name(),
+        (carrier == Pypi::ProjectName).then_some(nonce),
         "",
     );
-    let version = if carrier == "version" {
+    let version = if carrier == Pypi::Version {
         format!("0.0.0+{}", nonce.hex())
     } else {
         "0.0.0".to_string()
     };
     let mut description = format!("runwarden plant, probe {}\n", ctx.probe_id);
-    if carrier == "description" {
+    if carrier == Pypi::Description {
         description += &format!("{}\n", nonce.hex());
     }
     let pkg_info = format!(
         "Metadata-Version: 2.1\nName: {project}\nVersion: {version}\nSummary: runwarden plant\n\n{description}"
     );
     let dist = project.replace('-', "_");
-    if carrier == "file-name" {
+    if carrier == Pypi::FileName {
         // A build tag must start with a digit.
         let file = format!("{dist}-{version}-1{}-py3-none-any.whl", nonce.hex());
         let info = format!("{dist}-{version}.dist-info");
@@ -68,10 +68,11 @@ impl Instance {
     pub(super) fn plant_carrier(
         &self,
         ctx: &RunCtx<'_>,
+        carrier: Pypi,
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
-        let u = upload_for(ctx, &job.carrier, &job.nonce);
+        let u = upload_for(ctx, carrier, &job.nonce);
         let entry = json!({ "project": u.project, "version": u.version, "files": [u.file] });
         created(entry.clone());
         let shown = escape::bytes(u.file.as_bytes());

@@ -3,10 +3,11 @@
 //! what makes a page one), distributions searched as they arrive, and
 //! the names and versions in file names.
 
-use super::{CARRIERS, Instance, PageScan, Read, Root, Upload};
+use super::{Instance, PageScan, Pypi, Read, Root, Upload};
 use crate::escape;
 use crate::http::{Failure, Request};
 use crate::scan::{Marked, Needles};
+use crate::surface::carrier::CarrierSet;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::Value;
@@ -213,9 +214,7 @@ impl Instance {
                     hits[j] = Some(format!("the simple index lists {shown}"));
                 }
             }
-            if name.starts_with(&prefix)
-                && crate::surface::tagged_carrier(ctx, CARRIERS, name, "").is_none()
-            {
+            if name.starts_with(&prefix) && Pypi::tagged(ctx, name, "").is_none() {
                 notice(Notice {
                     kind: NoticeKind::ForgedMarker,
                     entry: escape::bytes(name.as_bytes()),

@@ -2,8 +2,9 @@
 //! agreed projects' pages and metadata for the rest, and the check that
 //! the root lists what B reads by name.
 
-use super::Instance;
 use super::plant::upload_for;
+use super::{Instance, Pypi};
+use crate::surface::carrier::not_a_carrier;
 use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
 
 impl Instance {
@@ -13,10 +14,13 @@ impl Instance {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
+        // Each wanted carrier, parsed once (`None`: not one of the index's).
+        let kinds: Vec<Option<Pypi>> = wanted.iter().map(|w| Pypi::parse(&w.carrier)).collect();
         let named: Vec<String> = wanted
             .iter()
-            .filter(|w| w.carrier == "project-name")
-            .map(|w| w.needle.as_str().unwrap_or("").to_string())
+            .zip(&kinds)
+            .filter(|(_, k)| **k == Some(Pypi::ProjectName))
+            .map(|(w, _)| w.needle.as_str().unwrap_or("").to_string())
             .collect();
         // The root is project-name's route, and what shows that a 404 of
         // an agreed page is the index's: read once, when first needed.
@@ -24,10 +28,14 @@ impl Instance {
         let mut named_seen = 0;
         let mut out = vec![];
         let mut readable: Vec<String> = vec![];
-        for w in wanted {
+        for (w, kind) in wanted.iter().zip(&kinds) {
+            let Some(carrier) = *kind else {
+                out.push(not_a_carrier());
+                continue;
+            };
             // This carrier's place among `named` (and the root's hits).
             let named_at = named_seen;
-            named_seen += usize::from(w.carrier == "project-name");
+            named_seen += usize::from(carrier == Pypi::ProjectName);
             let nonce = match crate::surface::wanted_nonce(w) {
                 Ok(n) => n,
                 Err(o) => {
@@ -35,7 +43,7 @@ impl Instance {
                     continue;
                 }
             };
-            if w.carrier == "project-name" {
+            if carrier == Pypi::ProjectName {
                 // Its only route: the root's listing (the project's name is
                 // the message, so B cannot ask for its page).
                 out.push(match root.as_ref() {
@@ -63,9 +71,9 @@ impl Instance {
                 continue;
             }
             let needle = nonce.hex();
-            let u = upload_for(ctx, &w.carrier, &nonce);
-            let read = match w.carrier.as_str() {
-                "version" | "file-name" => self.read_page(&u.project, &needle),
+            let u = upload_for(ctx, carrier, &nonce);
+            let read = match carrier {
+                Pypi::Version | Pypi::FileName => self.read_page(&u.project, &needle),
                 _ => self.read_description(&u.project, &needle),
             };
             let o = match read {
@@ -94,8 +102,9 @@ impl Instance {
                 "the simple index",
             );
             if let Some(reason) = why {
-                for (o, w) in out.iter_mut().zip(wanted) {
-                    if w.carrier == "project-name" && matches!(o, RecoverOutcome::NotFound { .. }) {
+                for (o, k) in out.iter_mut().zip(&kinds) {
+                    if *k == Some(Pypi::ProjectName) && matches!(o, RecoverOutcome::NotFound { .. })
+                    {
                         *o = RecoverOutcome::Failed {
                             reason: reason.clone(),
                         };

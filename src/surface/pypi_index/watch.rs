@@ -3,11 +3,11 @@
 //! Versions, descriptions and file names are on each project's own page,
 //! which watch mode does not read: those carriers are SKIPPED.
 
-use super::Instance;
 use super::protocol::project_of;
+use super::{Instance, Pypi};
+use crate::surface::RecoverOutcome;
 use crate::state::diff::{Before, Change};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
-use crate::surface::RecoverOutcome;
 
 impl crate::surface::Watchable for Instance {
     fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
@@ -37,11 +37,11 @@ impl crate::surface::Watchable for Instance {
 
     /// A project listed or gone carries its name.
     fn carriers_of(&self, _c: &Change, _before: &Before) -> Vec<&'static str> {
-        vec!["project-name"]
+        vec![Pypi::ProjectName.name()]
     }
 
     fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        (carrier != "project-name").then_some(
+        (Pypi::parse(carrier) != Some(Pypi::ProjectName)).then_some(
             "versions, descriptions and file names are on each project's page, which watch mode does not read",
         )
     }
