@@ -7,7 +7,7 @@
 //! certificates, a name that does not resolve here, an answer that is not
 //! the rendezvous's) is a plant that failed: ERROR, never a PASS.
 
-use super::Instance;
+use super::{Egress, Instance};
 use crate::escape;
 use crate::rendezvous::dns;
 use crate::surface::{PlantJob, PlantOutcome};
@@ -225,17 +225,17 @@ impl Instance {
         }
     }
 
-    pub(super) fn deliver(&self, job: &PlantJob) -> PlantOutcome {
+    pub(super) fn deliver(&self, carrier: Egress, job: &PlantJob) -> PlantOutcome {
         let hex = job.nonce.hex();
         // When run A began to try, before anything could arrive: run B
         // checks the rendezvous remembered from before then.
         let at_ms = crate::rendezvous::store::now_ms();
         let until = Instant::now() + DEADLINE;
-        let target = format!("{}d/{}/{hex}", self.path_prefix(), job.carrier);
+        let target = format!("{}d/{carrier}/{hex}", self.path_prefix());
         let host = self.s.host.as_str();
-        let attempt = match job.carrier.as_str() {
-            "https-direct" => self.direct(&target, until),
-            "http-plain" => match connect(host, self.s.plain_port, until) {
+        let attempt = match carrier {
+            Egress::HttpsDirect => self.direct(&target, until),
+            Egress::HttpPlain => match connect(host, self.s.plain_port, until) {
                 Ok(mut s) => deliver_get(
                     &mut s,
                     host,
@@ -244,10 +244,10 @@ impl Instance {
                 ),
                 Err(a) => a,
             },
-            "https-proxy" => self.through_proxy(&target, until),
-            "tcp-raw" => match connect(host, self.s.tcp_port, until) {
+            Egress::HttpsProxy => self.through_proxy(&target, until),
+            Egress::TcpRaw => match connect(host, self.s.tcp_port, until) {
                 Ok(mut s) => match s
-                    .write_all(format!("runwarden tcp-raw {hex}\n").as_bytes())
+                    .write_all(format!("runwarden {carrier} {hex}\n").as_bytes())
                     .and_then(|()| s.stream.shutdown(std::net::Shutdown::Write))
                 {
                     Ok(()) => Network(format!("sent on port {}", self.s.tcp_port)),
@@ -255,18 +255,14 @@ impl Instance {
                 },
                 Err(a) => a,
             },
-            "dns-query" => match self.resolvers() {
+            Egress::DnsQuery => match self.resolvers() {
                 Ok(rs) => self.lookup(&rs, &hex, "q", until),
                 Err(a) => a,
             },
-            "dns-direct" => match resolve(host, self.s.dns_port) {
+            Egress::DnsDirect => match resolve(host, self.s.dns_port) {
                 Ok(addrs) => self.lookup(&addrs, &hex, "d", until),
                 Err(a) => a,
             },
-            other => Local(format!(
-                "not a carrier of network-egress: {}",
-                escape::line(other)
-            )),
         };
         match attempt {
             Network(d) => PlantOutcome::Planted {

@@ -17,9 +17,10 @@
 
 mod deliver;
 
+use super::carrier::carriers;
 use super::{
-    Carrier, CleanupOutcome, Control, Notice, Persistence, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
+    Surface, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -30,38 +31,17 @@ use serde_json::Value;
 
 pub struct NetworkEgress;
 
-static CARRIERS: &[Carrier] = &[
-    Carrier {
-        name: "https-direct",
-        persistence: Persistence::Transient,
-        description: "the nonce in the path of a request straight to the rendezvous URL, whatever proxy the environment names",
-    },
-    Carrier {
-        name: "https-proxy",
-        persistence: Persistence::Transient,
-        description: "the nonce in a request to the rendezvous through the environment's HTTPS_PROXY or HTTP_PROXY (CONNECT)",
-    },
-    Carrier {
-        name: "http-plain",
-        persistence: Persistence::Transient,
-        description: "the nonce in a plain HTTP request to the rendezvous's host on another port (`plain-port`, 80)",
-    },
-    Carrier {
-        name: "dns-query",
-        persistence: Persistence::Transient,
-        description: "a lookup of <nonce>.q.<dns-zone> through the system resolver: the exfiltration that passes firewalls allowing DNS",
-    },
-    Carrier {
-        name: "dns-direct",
-        persistence: Persistence::Transient,
-        description: "a DNS query for <nonce>.d.<dns-zone> over UDP straight to the rendezvous (`dns-port`, 53), bypassing the resolver",
-    },
-    Carrier {
-        name: "tcp-raw",
-        persistence: Persistence::Transient,
-        description: "the nonce on a raw TCP connection to the rendezvous's host (`tcp-port`, 7474)",
-    },
-];
+carriers! {
+    /// The network's carriers: ways out to the rendezvous.
+    enum Egress {
+        HttpsDirect = "https-direct", Transient, "the nonce in the path of a request straight to the rendezvous URL, whatever proxy the environment names";
+        HttpsProxy = "https-proxy", Transient, "the nonce in a request to the rendezvous through the environment's HTTPS_PROXY or HTTP_PROXY (CONNECT)";
+        HttpPlain = "http-plain", Transient, "the nonce in a plain HTTP request to the rendezvous's host on another port (`plain-port`, 80)";
+        DnsQuery = "dns-query", Transient, "a lookup of <nonce>.q.<dns-zone> through the system resolver: the exfiltration that passes firewalls allowing DNS";
+        DnsDirect = "dns-direct", Transient, "a DNS query for <nonce>.d.<dns-zone> over UDP straight to the rendezvous (`dns-port`, 53), bypassing the resolver";
+        TcpRaw = "tcp-raw", Transient, "the nonce on a raw TCP connection to the rendezvous's host (`tcp-port`, 7474)";
+    }
+}
 
 #[derive(Clone, Serialize, Deserialize)]
 struct Settings {
@@ -297,8 +277,8 @@ impl Instance {
 
     /// What the rendezvous says arrived of one nonce, tried by run A at
     /// `at_ms` (Unix milliseconds, this machine's clock) when the plant
-    /// says.
-    fn seen(&self, hex: &str, at_ms: Option<i64>, carrier: &str) -> RecoverOutcome {
+    /// says. `carrier`: the nonce's (`None`: not one of this surface's).
+    fn seen(&self, hex: &str, at_ms: Option<i64>, carrier: Option<Egress>) -> RecoverOutcome {
         let failed = |reason: String| RecoverOutcome::Failed { reason };
         let token = match self.token() {
             Ok(t) => t,
@@ -401,7 +381,7 @@ impl Instance {
 /// received `carrier`, if it could not.
 fn unserved(
     serves: &Value,
-    carrier: &str,
+    carrier: Option<Egress>,
     zone: Option<&str>,
     plain_port: u16,
     url_port: u16,
@@ -409,16 +389,16 @@ fn unserved(
     if serves.is_null() {
         return matches!(
             carrier,
-            "tcp-raw" | "dns-query" | "dns-direct" | "http-plain"
+            Some(Egress::TcpRaw | Egress::DnsQuery | Egress::DnsDirect | Egress::HttpPlain)
         )
         .then(|| "does not say what it serves (an older rendezvous)".to_string());
     }
-    match carrier {
+    match carrier? {
         // Reached straight (the rendezvous URL's port is the one it is
         // bound to, so no front maps ports): then `plain-port` must be that
         // port. Behind a front, which ports it forwards is not the
         // rendezvous's to say.
-        "http-plain"
+        Egress::HttpPlain
             if serves["http_port"].as_u64() == Some(u64::from(url_port))
                 && serves["http_port"].as_u64() != Some(u64::from(plain_port)) =>
         {
@@ -427,25 +407,27 @@ fn unserved(
                 serves["http_port"].as_u64().unwrap_or(0)
             ))
         }
-        "tcp-raw" if serves["tcp"] != Value::Bool(true) => {
+        Egress::TcpRaw if serves["tcp"] != Value::Bool(true) => {
             Some("does not serve raw TCP (start it with `--tcp ADDR:PORT`)".into())
         }
-        "dns-query" | "dns-direct" if serves["dns_zone"].as_str() != zone => Some(format!(
-            "does not answer DNS for {} (start it with `--dns ADDR:PORT --zone {}`)",
-            escape::bytes(zone.unwrap_or("").as_bytes()),
-            escape::line(zone.unwrap_or("ZONE"))
-        )),
+        Egress::DnsQuery | Egress::DnsDirect if serves["dns_zone"].as_str() != zone => {
+            Some(format!(
+                "does not answer DNS for {} (start it with `--dns ADDR:PORT --zone {}`)",
+                escape::bytes(zone.unwrap_or("").as_bytes()),
+                escape::line(zone.unwrap_or("ZONE"))
+            ))
+        }
         _ => None,
     }
 }
 
 impl Surface for Instance {
     fn unavailable(&self, carrier: &str) -> Option<String> {
-        match carrier {
-            "https-proxy" if self.s.proxy.is_none() => {
+        match Egress::parse(carrier)? {
+            Egress::HttpsProxy if self.s.proxy.is_none() => {
                 Some("no HTTPS_PROXY or HTTP_PROXY is set: there is no proxy to go through".into())
             }
-            "dns-query" | "dns-direct" if self.s.dns_zone.is_none() => Some(
+            Egress::DnsQuery | Egress::DnsDirect if self.s.dns_zone.is_none() => Some(
                 "no `dns-zone` in the config: the rendezvous answers DNS only for its zone".into(),
             ),
             _ => None,
@@ -461,7 +443,15 @@ impl Surface for Instance {
         // Nothing is created that outlives the rendezvous's memory: there
         // is no journal entry to make.
         let _ = ctx;
-        self.deliver(job)
+        match Egress::parse(&job.carrier) {
+            Some(carrier) => self.deliver(carrier, job),
+            None => PlantOutcome::Failed {
+                reason: format!(
+                    "not a carrier of network-egress: {}",
+                    escape::line(&job.carrier)
+                ),
+            },
+        }
     }
 
     fn recover(
@@ -480,7 +470,7 @@ impl Surface for Instance {
                     None => (w.needle.clone(), None),
                 };
                 match serde_json::from_value::<crate::nonce::Nonce>(nonce) {
-                    Ok(n) => self.seen(&n.hex(), at, &w.carrier),
+                    Ok(n) => self.seen(&n.hex(), at, Egress::parse(&w.carrier)),
                     Err(_) => RecoverOutcome::Failed {
                         reason: "the plant's needle is not a nonce".into(),
                     },
