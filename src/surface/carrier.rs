@@ -9,6 +9,7 @@
 //! [`CarrierSet::tagged`]), and matches on variants from there on.
 //!
 //! [`SurfaceType::carriers`]: super::SurfaceType::carriers
+//! [`Wanted`]: super::Wanted
 
 use super::{Carrier, PlantJob, PlantOutcome, RecoverOutcome, RunCtx};
 
@@ -54,6 +55,7 @@ pub(crate) trait CarrierSet: Copy + Eq + 'static {
         let c = super::owned_name(ctx, Self::TABLE, name, bound, &|c| {
             Self::parse(c).is_some_and(with_nonce)
         })?;
+        // (`owned_name` answers a name of the table, which always parses.)
         Self::parse(c).ok_or_else(|| format!("{c} is not a carrier"))
     }
 }
@@ -141,3 +143,42 @@ macro_rules! carriers {
 }
 
 pub(crate) use carriers;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::surface::{Persistence, RUNNER_PERSISTENCE};
+
+    carriers! {
+        /// A test surface's carriers.
+        enum Test {
+            FileName = "file-name", Durable, "the nonce in a name";
+            Beacon = RUNNER_PERSISTENCE, Transient, "a beacon of another probe";
+        }
+    }
+
+    #[test]
+    fn the_table_and_the_enum_are_one_list() {
+        assert_eq!(Test::ALL, [Test::FileName, Test::Beacon]);
+        assert_eq!(CARRIERS.len(), Test::ALL.len());
+        for (c, row) in Test::ALL.iter().zip(CARRIERS) {
+            assert_eq!(c.name(), row.name);
+            assert_eq!(c.to_string(), row.name);
+            assert_eq!(Test::parse(row.name), Some(*c));
+        }
+        assert_eq!(CARRIERS[1].name, "runner-persistence");
+        assert_eq!(CARRIERS[1].persistence, Persistence::Transient);
+        assert_eq!(CARRIERS[0].description, "the nonce in a name");
+        assert_eq!(Test::parse("file-size"), None);
+        let job: PlantJob = serde_json::from_value(serde_json::json!({
+            "key": "k", "carrier": "file-size", "nonce": "00".repeat(16),
+        }))
+        .unwrap();
+        assert_eq!(
+            Test::of_job(&job),
+            Err(PlantOutcome::Failed {
+                reason: "unknown carrier file-size".into()
+            })
+        );
+    }
+}

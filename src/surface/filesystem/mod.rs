@@ -19,7 +19,6 @@ mod watch;
 use scan::{Agreed, Needle};
 
 use super::carrier::carriers;
-
 use super::{
     Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
     RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
