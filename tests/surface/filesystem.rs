@@ -940,3 +940,37 @@ fn two_names_for_one_directory_are_probed_once() {
     assert_eq!(p.verdict("data:file-name"), "fail", "{}", p.stdout);
     assert_ne!(p.code, 0, "{}", p.stdout);
 }
+
+/// A directory run B may read but not search (`r--`): an agreed-name
+/// lookup it was refused reads as refused, never as "not there".
+#[test]
+fn a_refused_lookup_is_said_to_be_refused() {
+    if needs_root("dropping run B to another uid") {
+        return;
+    }
+    let d = disk_dir();
+    let listed = d.path().join("listed");
+    std::fs::create_dir(&listed).unwrap();
+    std::fs::set_permissions(&listed, std::fs::Permissions::from_mode(0o744)).unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(
+        work.path(),
+        &fs_config("listed", &listed, ""),
+        &["--run-b-as", NOBODY],
+    );
+    let f = |c: &str| {
+        p.report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["channel"] == format!("listed:{c}"))
+            .unwrap()
+            .clone()
+    };
+    let mtime = f("mtime");
+    assert_eq!(mtime["verdict"], "pass", "{}", p.stdout);
+    let detail = mtime["detail"].as_str().unwrap();
+    assert!(detail.contains(": refused (permission denied)"), "{mtime}");
+    assert!(!detail.contains(": not there"), "{mtime}");
+}

@@ -423,6 +423,10 @@ impl Instance {
                         "run B looked up the agreed name {}: not there; ",
                         escape::bytes(name.as_bytes())
                     ),
+                    (Some(name), Agreed::Refused) => format!(
+                        "run B looked up the agreed name {}: refused (permission denied); ",
+                        escape::bytes(name.as_bytes())
+                    ),
                     (Some(name), Agreed::Present) => format!(
                         "run B looked up the agreed name {}: no nonce in it; ",
                         escape::bytes(name.as_bytes())

@@ -81,6 +81,9 @@ pub(super) enum Agreed {
     #[default]
     Absent,
     Present,
+    /// The lookup was refused (EACCES, EPERM): whether it is there, run B
+    /// cannot tell.
+    Refused,
 }
 
 /// The route by which run B came to an entry.
@@ -157,7 +160,12 @@ impl Scan {
             }
             match result {
                 Ok(()) => self.tallies[i].agreed = Agreed::Present,
-                Err(e) => Self::charge(&mut self.tallies[i], "lookup of", name, e),
+                Err(e) => {
+                    if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                        self.tallies[i].agreed = Agreed::Refused;
+                    }
+                    Self::charge(&mut self.tallies[i], "lookup of", name, e)
+                }
             }
         }
     }
