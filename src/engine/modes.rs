@@ -17,7 +17,10 @@ use serde_json::Value;
 pub fn probe(plan: &Plan, opts: &ProbeOptions) -> Result<Report, EngineError> {
     let started_at = timefmt::now_rfc3339();
     let probe_id = nonce::short_id().map_err(|e| EngineError(e.to_string()))?;
-    let (runs, ws) = (fresh_runs(opts)?, Workspace::make(opts, &probe_id)?);
+    let (mut runs, ws) = (fresh_runs(opts)?, Workspace::make(opts, &probe_id)?);
+    // Only here is run A this process's child: in a recover, run A was the
+    // plant job, whose uid this process does not know.
+    runs.a_uid = Some(crate::sys::euid());
     let runner = Runner::new(&ws, &probe_id, &runs, opts)?;
     let mut st = setup(plan, opts, &probe_id, Some(&ws.control), Nonces::Random)?;
     let a = runner.run("A", st.plant_targets(|_| true, |_| true));

@@ -404,7 +404,7 @@ pub(super) fn fresh_runs(opts: &ProbeOptions) -> Result<Runs, EngineError> {
     Ok(Runs {
         a: nonce::short_id().map_err(rng)?,
         b: nonce::short_id().map_err(rng)?,
-        a_uid: Some(sys::euid()),
+        a_uid: None,
         b_uid: opts.run_b_as.map(|(u, _)| u),
     })
 }

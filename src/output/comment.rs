@@ -107,6 +107,15 @@ pub struct State {
     /// What the state kept of the verdicts when all of them would not
     /// fit in the comment ([`STATE_BUDGET`]).
     pub kept: Kept,
+    /// SHA-256 of every verdict (kept or not): a change among those left
+    /// out still shows.
+    pub digest: Option<String>,
+}
+
+/// The digest of a run's verdicts, whatever a state line keeps of them.
+fn digest(v: &Verdicts) -> String {
+    let json = serde_json::to_string(v).expect("verdicts serialize");
+    crate::nonce::to_hex(&sha2::Sha256::digest(json.as_bytes()))
 }
 
 /// How much of a run's verdicts a state line holds.
@@ -138,6 +147,7 @@ impl State {
         State {
             sha: sha.map(str::to_string),
             exit: Some(i64::from(report.exit_code())),
+            digest: Some(digest(&verdicts(report))),
             verdicts: verdicts(report),
             kept: Kept::All,
         }
@@ -148,6 +158,9 @@ impl State {
     /// every verdict the same). Verdicts are compared as far as both
     /// states kept them.
     pub fn differs(&self, other: &State) -> bool {
+        if let (Some(a), Some(b)) = (&self.digest, &other.digest) {
+            return a != b || self.exit != other.exit;
+        }
         let verdicts = match (self.kept, other.kept) {
             (Kept::None, _) | (_, Kept::None) => true,
             (Kept::All, Kept::All) => self.verdicts != other.verdicts,
@@ -222,11 +235,16 @@ pub fn comment_state(body: &str, marker: &str, key: &Key, at: &str) -> Read {
             Some("none") => Kept::None,
             Some(_) => return None,
         };
+        let digest = v["digest"]
+            .as_str()
+            .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(str::to_string);
         Some(State {
             sha,
             exit,
             verdicts,
             kept,
+            digest,
         })
     };
     match parse() {
@@ -275,7 +293,9 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     };
     let _ = writeln!(out, "### {icon} runwarden: {}\n", headline(report));
     if let Some(label) = &report.label {
-        let _ = writeln!(out, "Runner: {}\n", text(label));
+        // A relayed report's label can be any length: the comment's own
+        // budget must not be spent on it.
+        let _ = writeln!(out, "Runner: {}\n", text(&clip(label, 100)));
     }
     out += &since(report, earlier);
     let s = &report.summary;
@@ -331,6 +351,11 @@ fn since(report: &Report, earlier: Earlier<'_>) -> String {
         .unwrap_or_default();
     let c = changes(&before, &now);
     if c.is_empty() {
+        if b.digest.as_ref().is_some_and(|d| *d != digest(&now)) {
+            return format!(
+                "**Channels changed since the last run{at}, among those it had too many of to remember (PASS, or not probed): which, the report says.**\n\n"
+            );
+        }
         return format!("**No channel changed since the last run{at}.**\n\n");
     }
     let mut out = format!("**Since the last run{at}:**\n\n");
@@ -474,7 +499,7 @@ fn footer(cx: &CommentContext<'_>) -> String {
 /// every verdict when even the rest would not.
 fn state_line(state: &State, marker: &str, key: &Key, at: &str) -> String {
     let line = |verdicts: &Verdicts, kept: &str| {
-        let v = serde_json::json!({ "v": 1, "at": at, "sha": state.sha, "exit": state.exit, "kept": kept, "verdicts": verdicts });
+        let v = serde_json::json!({ "v": 1, "at": at, "sha": state.sha, "exit": state.exit, "kept": kept, "digest": state.digest, "verdicts": verdicts });
         let payload = base64::engine::general_purpose::STANDARD.encode(v.to_string());
         let sig = signature(key, marker, &payload)
             .map(|s| format!(" {s}"))
@@ -538,6 +563,7 @@ mod tests {
             exit: Some(1),
             verdicts: v(&[("fs:file-name", "fail"), ("git:ref@inside", "pass")]),
             kept: Kept::All,
+            digest: None,
         };
         // Without a key: read back as written.
         let none = Key::new(None);
@@ -574,6 +600,7 @@ mod tests {
             exit: Some(0),
             verdicts: v(&[("a:b", "pass")]),
             kept: Kept::All,
+            digest: None,
         };
         let signed = state_line(&state, m, &key, at);
         assert!(matches!(
@@ -607,6 +634,7 @@ mod tests {
             exit: Some(1),
             verdicts,
             kept: Kept::All,
+            digest: None,
         };
         let line = state_line(&big, m, &none, "o/r#1");
         assert!(line.len() <= STATE_BUDGET);
@@ -621,6 +649,7 @@ mod tests {
             exit: Some(1),
             verdicts: many(3000, "fail"),
             kept: Kept::All,
+            digest: None,
         };
         let Read::Trusted(back) =
             comment_state(&state_line(&huge, m, &none, "o/r#1"), m, &none, "o/r#1")
@@ -632,12 +661,45 @@ mod tests {
     }
 
     #[test]
+    fn a_pass_that_comes_or_goes_beyond_the_budget_still_differs() {
+        let m = "<!-- runwarden-comment 0123456789abcdef -->";
+        let none = Key::new(None);
+        let state = |n: usize| {
+            let verdicts: Verdicts = (0..n)
+                .map(|i| (format!("s:c{i}"), "pass".to_string()))
+                .collect();
+            State {
+                sha: None,
+                exit: Some(0),
+                digest: Some(digest(&verdicts)),
+                verdicts,
+                kept: Kept::All,
+            }
+        };
+        let Read::Trusted(back) = comment_state(
+            &state_line(&state(3000), m, &none, "o/r#1"),
+            m,
+            &none,
+            "o/r#1",
+        ) else {
+            panic!()
+        };
+        assert_eq!(back.kept, Kept::NotPass);
+        assert!(!back.differs(&state(3000)));
+        assert!(
+            back.differs(&state(2999)),
+            "a surface of PASSes removed is a change"
+        );
+    }
+
+    #[test]
     fn a_run_that_turns_red_with_the_same_verdicts_differs() {
         let s = |exit| State {
             sha: None,
             exit: Some(exit),
             verdicts: v(&[("a:b", "pass")]),
             kept: Kept::All,
+            digest: None,
         };
         assert!(s(0).differs(&s(1)));
         assert!(!s(1).differs(&s(1)));

@@ -3,7 +3,7 @@
 //! One rule per surface type and carrier (`runwarden/<type>/<carrier>`).
 //! FAIL is an `error` result, ERROR a `warning`, AUTHORIZED a `note` with an
 //! external suppression naming the declaration; SKIPPED and PASS are not
-//! results, FAIL first (code scanning takes 25,000 per run). Every result
+//! results, FAIL first (code scanning keeps 5,000 per run). Every result
 //! has a repo-relative location (the surface's entry in the config, a
 //! fallback for a discovered config, else a stable stand-in: none is ever
 //! dropped for want of one) and the
@@ -83,9 +83,12 @@ pub(super) fn truncate(s: &str, max: usize) -> String {
     }
 }
 
-/// Code scanning's limit of results per run; the rest are left out (and
-/// [`left_out`] says how many).
-pub const MAX_RESULTS: usize = 25_000;
+/// The results a run keeps; the rest are left out (and [`left_out`] says
+/// how many). Why 5,000 and not the 25,000 code scanning accepts: it
+/// stores only 5,000 per run, documented as "prioritized by severity",
+/// which github/docs#38085 reports it does not do. So runwarden picks them
+/// itself, FAIL first.
+pub const MAX_RESULTS: usize = 5_000;
 
 /// The findings that are SARIF results, FAIL first, then ERROR, then
 /// AUTHORIZED: when the limit cuts, what fails the run is kept.
@@ -215,7 +218,11 @@ fn file_hashes(root: &Path, uri: &str) -> HashMap<u64, String> {
     let path = uri
         .split('/')
         .fold(root.to_path_buf(), |p, seg| p.join(decode(seg)));
-    match std::fs::read(&path) {
+    // A regular file only, never through a symlink, and no larger than a
+    // config or workflow is: something else may have put a FIFO or a link
+    // to /dev/zero where a file was expected (the stand-in location above
+    // all, which nothing checked out).
+    match crate::sys::read_regular(&path, 4 << 20) {
         Ok(bytes) => line_hashes(&String::from_utf8_lossy(&bytes)),
         Err(_) => HashMap::new(),
     }

@@ -145,14 +145,12 @@ pub fn render_brief(report: &Report, width: usize) -> String {
 fn brief_parts(g: &super::groups::Group<'_>) -> String {
     let total = g.findings.len();
     let n = |v: Verdict| g.with(v).len();
+    // Counts first, names last: a narrow terminal cuts the names, never a
+    // count.
     let mut parts = vec![];
     let open = g.carriers(Verdict::Fail);
     if !open.is_empty() {
-        parts.push(format!(
-            "{} of {total} open: {}",
-            open.len(),
-            super::groups::first(&open, 12, escape::line)
-        ));
+        parts.push(format!("{} of {total} open", open.len()));
     }
     if n(Verdict::Authorized) > 0 {
         parts.push(format!("{} declared open", n(Verdict::Authorized)));
@@ -170,7 +168,15 @@ fn brief_parts(g: &super::groups::Group<'_>) -> String {
     if n(Verdict::Pass) > 0 {
         parts.push(format!("{} closed", n(Verdict::Pass)));
     }
-    parts.join("; ")
+    let mut line = parts.join("; ");
+    if !open.is_empty() {
+        let _ = write!(
+            line,
+            " — open: {}",
+            super::groups::first(&open, 12, escape::line)
+        );
+    }
+    line
 }
 
 /// Which users runs A and B ran as, and how to test another.
@@ -180,7 +186,13 @@ fn who_ran(report: &Report) -> String {
         (Some(a), _) => format!(
             "runs A and B both ran as uid {a}: `--run-b-as UID[:GID]` tests what another user can read"
         ),
+        (None, Some(b)) if report.mode == Mode::Recover => {
+            format!("run A was the plant job; run B ran as uid {b}")
+        }
         (None, Some(b)) => format!("run B ran as uid {b}"),
+        (None, None) if report.mode == Mode::Recover => {
+            "run A was the plant job; run B ran as this process's user".into()
+        }
         (None, None) => "runs A and B ran as the same user".into(),
     }
 }

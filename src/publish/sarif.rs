@@ -71,9 +71,12 @@ pub(super) fn publish(
         Err(outcome) => return outcome,
     };
     if wait.is_zero() {
-        return Outcome::Done(format!(
-            "uploaded as {id} ({category}, {git_ref}); not waiting for processing"
-        ));
+        return with_cut(
+            report,
+            Outcome::Done(format!(
+                "uploaded as {id} ({category}, {git_ref}); not waiting for processing"
+            )),
+        );
     }
     let up = Uploaded {
         path,
@@ -81,14 +84,34 @@ pub(super) fn publish(
         category,
         git_ref,
     };
-    await_processing(api, target, &up, wait)
+    with_cut(report, await_processing(api, target, &up, wait))
+}
+
+/// The outcome of an upload, saying how many findings the SARIF left out
+/// when it had to (said whatever came of the upload: the cut is ours).
+fn with_cut(report: &Report, outcome: Outcome) -> Outcome {
+    let cut = crate::output::sarif::left_out(report);
+    if cut == 0 {
+        return outcome;
+    }
+    let said = format!(
+        "; {cut} findings over the {} results a run keeps are only in the report (AUTHORIZED first, then ERROR)",
+        crate::output::sarif::MAX_RESULTS
+    );
+    match outcome {
+        Outcome::Done(m) => Outcome::Done(m + &said),
+        Outcome::Notice(m) => Outcome::Notice(m + &said),
+        Outcome::Failed(m) => Outcome::Failed(m + &said),
+        Outcome::Skipped(m) => Outcome::Skipped(m + &said),
+    }
 }
 
 /// The report's SARIF, gzipped; or why it is not sent (a finding with no
 /// file to point at, or over code scanning's limit).
 fn gzipped_sarif(report: &Report, ctx: &Context) -> Result<Vec<u8>, Outcome> {
-    // A result without a file to point at is left out of the SARIF, and
-    // code scanning would take its absence for a fix and close its alert.
+    // A result without a file of the checkout to point at would point at
+    // the SARIF's stand-in, which matches none of its alerts: code
+    // scanning would close each and open another.
     let homeless = report
         .findings
         .iter()

@@ -615,7 +615,7 @@ fn a_terminal_gets_the_brief_table_and_v_the_full_one() {
     };
     let brief = on_tty("");
     assert!(
-        brief.contains("shared (filesystem)") && brief.contains("open: file-content"),
+        brief.contains("shared (filesystem)") && brief.contains("— open: file-content"),
         "{brief}"
     );
     assert!(!brief.contains("VERDICT"), "{brief}");

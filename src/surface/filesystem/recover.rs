@@ -6,7 +6,7 @@
 use super::scan::{
     Agreed, Needle, Route, is_content, is_link_target, is_xattr, mtime_matches, needs_stat,
 };
-use super::{CONTENT_WINDOW, Instance, Scan, fill, marker_hex, read_small};
+use super::{CONTENT_WINDOW, Instance, Scan, Tally, fill, marker_hex, read_small};
 use crate::marker::Checked;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 use crate::sys::Stat;
@@ -297,7 +297,6 @@ impl Instance {
         };
         let mut scan = Scan::new(wanted, ctx.probe_id);
         let mut window = vec![0u8; CONTENT_WINDOW];
-
         // Route 1: the agreed names. Two colluding runs agree on the name
         // of each entry whose attributes carry the message
         // (`.runwarden-<probe>-<carrier>`), so run B looks them up
@@ -321,75 +320,10 @@ impl Instance {
                 Err(e) => scan.looked_up(name, Err(&e)),
             }
         }
-
         // Route 2: the listing, for every carrier (the name carriers have
         // no other: their name is the message).
-        let ours = scan.name_markers();
-        let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
-        let mut listed: u64 = 0;
-        // Entries named as this probe's plants (its markers and beacon):
-        // said apart, so that "listed 11 entries" of a directory that was
-        // empty before the probe does not read as 11 foreign ones.
-        let mut own: u64 = 0;
-        let own_prefix = format!(".runwarden-{}-", ctx.probe_id);
-        let own_beacon = format!("{}{}", crate::marker::BEACON_PREFIX, ctx.probe_id);
-        let mut list_error: Option<io::Error> = None;
-        match sys::open_listing(&dir).and_then(|fd| sys::DirIter::new(&fd)) {
-            Err(e) => list_error = Some(e),
-            Ok(iter) => {
-                for item in iter {
-                    let (name, dtype) = match item {
-                        Ok(x) => x,
-                        Err(e) => {
-                            list_error = Some(e);
-                            break;
-                        }
-                    };
-                    listed += 1;
-                    let nb = name.as_bytes();
-                    if nb.starts_with(own_prefix.as_bytes()) || nb == own_beacon.as_bytes() {
-                        own += 1;
-                    }
-                    if !ours.is_empty()
-                        && let Some(hex) = marker_hex(nb, ctx.probe_id)
-                        && !ours.iter().any(|o| o == hex)
-                    {
-                        notice(Notice {
-                            kind: NoticeKind::ForgedMarker,
-                            entry: escape::bytes(nb),
-                            detail: "named like a marker of this probe, with a nonce no plant with this key made: someone else writes here".into(),
-                            beacon: None,
-                        });
-                    }
-                    if want_beacons && nb.starts_with(marker::BEACON_PREFIX.as_bytes()) {
-                        self.check_beacon(ctx, &dir, &name, dtype, &mut scan, notice);
-                    }
-                    // Looked at already, by its agreed name (a name that
-                    // holds no nonce: nothing for the name carriers).
-                    if agreed.contains(&name) {
-                        continue;
-                    }
-                    self.examine(
-                        &dir,
-                        &name,
-                        None,
-                        dtype,
-                        &mut scan,
-                        &mut window,
-                        Route::Listed,
-                    );
-                }
-            }
-        }
-
+        let listing = self.list(ctx, &dir, &agreed, &mut scan, &mut window, notice);
         let path = self.path_text();
-        let unlisted = list_error.as_ref().map(|e| {
-            let code = sys::errno_name(e).unwrap_or("error");
-            (
-                matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)),
-                format!("B could not list the directory {path} ({code}: {e})"),
-            )
-        });
         let Scan {
             needles,
             tallies,
@@ -400,73 +334,165 @@ impl Instance {
             .into_iter()
             .zip(&needles)
             .zip(agreed)
-            .map(|((t, n), agreed_name)| {
-                if let Some(d) = t.found {
-                    return RecoverOutcome::Found { detail: d };
-                }
-                if let Some(e) = t.first_error {
-                    return RecoverOutcome::Failed {
-                        reason: format!("{} entries could not be examined, e.g. {e}", t.errors),
-                    };
-                }
-                let denied = if t.denied > 0 {
-                    format!(
-                        "; {} entries were closed to run B by their permissions",
-                        t.denied
-                    )
-                } else {
-                    String::new()
-                };
-                let looked_up = match (&agreed_name, t.agreed) {
-                    (None, _) => String::new(),
-                    (Some(name), Agreed::Absent) => format!(
-                        "run B looked up the agreed name {}: not there; ",
-                        escape::bytes(name.as_bytes())
-                    ),
-                    (Some(name), Agreed::Refused) => format!(
-                        "run B looked up the agreed name {}: refused (permission denied); ",
-                        escape::bytes(name.as_bytes())
-                    ),
-                    (Some(name), Agreed::Present) => format!(
-                        "run B looked up the agreed name {}: no nonce in it; ",
-                        escape::bytes(name.as_bytes())
-                    ),
-                };
-                match &unlisted {
-                    // The directory's own permissions refused the listing:
-                    // closed to B for every carrier whose only route it is.
-                    Some((true, why)) if agreed_name.is_none() => RecoverOutcome::Denied {
-                        reason: format!("{why}: the names in it are closed to B"),
-                    },
-                    Some((true, why)) if t.denied > 0 => RecoverOutcome::Denied {
-                        reason: format!("{looked_up}{why}{denied}"),
-                    },
-                    Some((true, why)) => RecoverOutcome::NotFound {
-                        detail: format!("{looked_up}{why}"),
-                    },
-                    // Anything else stopped the listing: not a full look.
-                    Some((false, why)) => RecoverOutcome::Failed {
-                        reason: format!("{why} after {listed} entries"),
-                    },
-                    None => {
-                        let what = if matches!(n, Needle::Beacons) {
-                            "no valid beacon of another probe among them"
-                        } else {
-                            "none carried the nonce"
-                        };
-                        let own = match own {
-                            0 => String::new(),
-                            1 => " (1 of them named as this probe's plants)".into(),
-                            n => format!(" ({n} of them named as this probe's plants)"),
-                        };
-                        RecoverOutcome::NotFound {
-                            detail: format!(
-                                "{looked_up}run B listed {listed} entries of {path}{own}; {what}{denied}"
-                            ),
-                        }
-                    }
-                }
-            })
+            .map(|((t, n), agreed_name)| outcome(t, n, agreed_name.as_deref(), &listing, &path))
             .collect()
+    }
+
+    /// Route 2: every entry the listing shows is examined (but those
+    /// looked up already by their agreed name), markers of this probe id
+    /// with a nonce no plant made are noticed, and beacons checked.
+    fn list(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &std::os::fd::OwnedFd,
+        agreed: &[std::ffi::OsString],
+        scan: &mut Scan,
+        window: &mut [u8],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Listing {
+        let ours = scan.name_markers();
+        let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
+        let mut l = Listing::default();
+        // Entries named as this probe's plants (its markers and beacon):
+        // said apart, so that "listed 11 entries" of a directory that was
+        // empty before the probe does not read as 11 foreign ones.
+        let own_prefix = format!(".runwarden-{}-", ctx.probe_id);
+        let own_beacon = format!("{}{}", crate::marker::BEACON_PREFIX, ctx.probe_id);
+        let iter = match sys::open_listing(dir).and_then(|fd| sys::DirIter::new(&fd)) {
+            Err(e) => {
+                l.error = Some(e);
+                return l;
+            }
+            Ok(iter) => iter,
+        };
+        for item in iter {
+            let (name, dtype) = match item {
+                Ok(x) => x,
+                Err(e) => {
+                    l.error = Some(e);
+                    break;
+                }
+            };
+            l.listed += 1;
+            let nb = name.as_bytes();
+            if nb.starts_with(own_prefix.as_bytes()) || nb == own_beacon.as_bytes() {
+                l.own += 1;
+            }
+            if !ours.is_empty()
+                && let Some(hex) = marker_hex(nb, ctx.probe_id)
+                && !ours.iter().any(|o| o == hex)
+            {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(nb),
+                    detail: "named like a marker of this probe, with a nonce no plant with this key made: someone else writes here".into(),
+                    beacon: None,
+                });
+            }
+            if want_beacons && nb.starts_with(marker::BEACON_PREFIX.as_bytes()) {
+                self.check_beacon(ctx, dir, &name, dtype, scan, notice);
+            }
+            // Looked at already, by its agreed name (a name that holds no
+            // nonce: nothing for the name carriers).
+            if agreed.contains(&name) {
+                continue;
+            }
+            self.examine(dir, &name, None, dtype, scan, window, Route::Listed);
+        }
+        l
+    }
+}
+
+/// What run B's listing of the directory came to.
+#[derive(Default)]
+struct Listing {
+    listed: u64,
+    /// Of `listed`, the entries named as this probe's plants.
+    own: u64,
+    /// What stopped the listing, if anything did.
+    error: Option<io::Error>,
+}
+
+/// One carrier's outcome from its tally, its agreed name (if it has one)
+/// and the listing.
+fn outcome(
+    t: Tally,
+    n: &Needle,
+    agreed_name: Option<&std::ffi::OsStr>,
+    listing: &Listing,
+    path: &str,
+) -> RecoverOutcome {
+    if let Some(d) = t.found {
+        return RecoverOutcome::Found { detail: d };
+    }
+    if let Some(e) = t.first_error {
+        return RecoverOutcome::Failed {
+            reason: format!("{} entries could not be examined, e.g. {e}", t.errors),
+        };
+    }
+    let denied = if t.denied > 0 {
+        format!(
+            "; {} entries were closed to run B by their permissions",
+            t.denied
+        )
+    } else {
+        String::new()
+    };
+    let looked_up = match (agreed_name, t.agreed) {
+        (None, _) => String::new(),
+        (Some(name), Agreed::Absent) => format!(
+            "run B looked up the agreed name {}: not there; ",
+            escape::bytes(name.as_bytes())
+        ),
+        (Some(name), Agreed::Refused) => format!(
+            "run B looked up the agreed name {}: refused (permission denied); ",
+            escape::bytes(name.as_bytes())
+        ),
+        (Some(name), Agreed::Present) => format!(
+            "run B looked up the agreed name {}: no nonce in it; ",
+            escape::bytes(name.as_bytes())
+        ),
+    };
+    let unlisted = listing.error.as_ref().map(|e| {
+        let code = sys::errno_name(e).unwrap_or("error");
+        (
+            matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)),
+            format!("B could not list the directory {path} ({code}: {e})"),
+        )
+    });
+    match &unlisted {
+        // The directory's own permissions refused the listing: closed to B
+        // for every carrier whose only route it is.
+        Some((true, why)) if agreed_name.is_none() => RecoverOutcome::Denied {
+            reason: format!("{why}: the names in it are closed to B"),
+        },
+        Some((true, why)) if t.denied > 0 => RecoverOutcome::Denied {
+            reason: format!("{looked_up}{why}{denied}"),
+        },
+        Some((true, why)) => RecoverOutcome::NotFound {
+            detail: format!("{looked_up}{why}"),
+        },
+        // Anything else stopped the listing: not a full look.
+        Some((false, why)) => RecoverOutcome::Failed {
+            reason: format!("{why} after {} entries", listing.listed),
+        },
+        None => {
+            let what = if matches!(n, Needle::Beacons) {
+                "no valid beacon of another probe among them"
+            } else {
+                "none carried the nonce"
+            };
+            let own = match listing.own {
+                0 => String::new(),
+                1 => " (1 of them named as this probe's plants)".into(),
+                n => format!(" ({n} of them named as this probe's plants)"),
+            };
+            RecoverOutcome::NotFound {
+                detail: format!(
+                    "{looked_up}run B listed {} entries of {path}{own}; {what}{denied}",
+                    listing.listed
+                ),
+            }
+        }
     }
 }

@@ -14,9 +14,9 @@
 //! not a regular file.
 
 use super::{CONTENT_WINDOW, Fs, Instance, fill};
-use crate::sys::Stat;
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
+use crate::sys::Stat;
 use crate::{escape, sys};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@
 
 use super::protocol::project_of;
 use super::{Instance, Pypi};
-use crate::surface::RecoverOutcome;
 use crate::state::diff::{Before, Change};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::surface::RecoverOutcome;
 
 impl crate::surface::Watchable for Instance {
     fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {

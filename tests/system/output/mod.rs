@@ -43,7 +43,7 @@ fn the_brief_table_is_one_line_per_surface_and_fits() {
     let first = t.lines().next().unwrap();
     assert!(first.starts_with("s (filesystem)"), "{t}");
     assert!(
-        first.contains("2 of 5 open: file-content, file-name; 1 declared open; 1 errors (no xattrs here); 1 closed"),
+        first.contains("2 of 5 open; 1 declared open; 1 errors (no xattrs here); 1 closed — open: file-content, file-name"),
         "{t}"
     );
     assert!(t.contains("close it: https://github.com/runwarden/action/blob/main/docs/surfaces/filesystem.md#close-it"));
