@@ -88,10 +88,29 @@ fn render_cleanup(report: &Report) -> String {
     }
 }
 
+/// What a git remote keeps after cleanup: deleting a ref leaves its
+/// objects on the server until its garbage collection (the
+/// `unreachable-object` carrier), which no client can hurry.
+fn gc_note(report: &Report) -> &'static str {
+    let git = report
+        .findings
+        .iter()
+        .any(|f| f.surface_type == "git-remote")
+        || report
+            .surfaces
+            .iter()
+            .any(|s| s.surface_type == "git-remote");
+    if git && report.cleanup.deleted > 0 {
+        "git-remote: the refs are deleted; their objects stay on the server until its garbage collection (see unreachable-object)\n"
+    } else {
+        ""
+    }
+}
+
 /// The full table: one row per finding.
 pub fn render(report: &Report) -> String {
     if report.mode == Mode::Cleanup {
-        return render_cleanup(report) + &leftovers(report);
+        return render_cleanup(report) + gc_note(report) + &leftovers(report);
     }
     // Watch mode has no control: its fourth column is how many changes
     // (or canary reads) were seen.
@@ -238,7 +257,7 @@ fn trailer(report: &Report) -> String {
             escape::line(&n.detail)
         );
     }
-    out + &leftovers(report)
+    out + gc_note(report) + &leftovers(report)
 }
 
 /// The table's header and one row per finding, worst first.

@@ -85,6 +85,13 @@ fn a_local_bare_remote_by_path_and_by_file_url() {
         let p = probe(work.path(), &git_config("origin", &url, ""), &[]);
         assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
         assert_open(&p, "origin");
+        // Cleanup says what it cannot do: the objects stay until gc.
+        assert!(
+            p.stdout
+                .contains("their objects stay on the server until its garbage collection"),
+            "{}",
+            p.stdout
+        );
         fx.unchanged();
     }
 }
