@@ -15,6 +15,7 @@
 //! signed URL is a credential) or a header: they say what broke in words
 //! taken from the error chain, passed through [`crate::redact`].
 
+use crate::fault::Fault;
 use http_body_util::BodyExt;
 use octocrab::Octocrab;
 use std::time::Duration;
@@ -118,9 +119,14 @@ impl std::fmt::Debug for Response {
 }
 
 impl Response {
-    pub fn json(&self) -> Result<serde_json::Value, String> {
-        serde_json::from_slice(&self.body)
-            .map_err(|e| format!("the answer (HTTP {}) is not JSON: {e}", self.status))
+    /// The body as JSON; `Broken` when it is not.
+    pub fn json(&self) -> Result<serde_json::Value, Fault> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Fault::broken(format!(
+                "the answer (HTTP {}) is not JSON: {e}",
+                self.status
+            ))
+        })
     }
 }
 
@@ -142,6 +148,17 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// Why: a caller that decides on the kind of a fault (unreachable or
+/// broken) gets it from the transport unchanged.
+impl From<Failure> for Fault {
+    fn from(f: Failure) -> Fault {
+        match f {
+            Failure::Unreachable(m) => Fault::Unreachable(m),
+            Failure::Broken(m) => Fault::Broken(m),
+        }
+    }
+}
+
 /// The largest body [`Client::send`] reads whole: JSON answers are small.
 /// Bodies that may be large go through [`Client::stream`], which has no cap.
 const MAX_WHOLE_BODY: usize = 16 << 20;
@@ -149,17 +166,18 @@ const MAX_WHOLE_BODY: usize = 16 << 20;
 impl Client {
     /// `timeout` bounds connecting, each read and each write; `deadline`
     /// bounds a whole exchange. `secrets` are registered with
-    /// [`crate::redact`], which every error passes through.
+    /// [`crate::redact`], which every error passes through. `Broken` when
+    /// no runtime or client can be made.
     pub fn new(
         timeout: Duration,
         deadline: Duration,
         secrets: Vec<String>,
-    ) -> Result<Client, String> {
+    ) -> Result<Client, Fault> {
         secrets.iter().for_each(|s| crate::redact::add(s));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+            .map_err(|e| Fault::broken(format!("cannot start the HTTP runtime: {e}")))?;
         let oc = {
             let _guard = rt.enter();
             Octocrab::builder()
@@ -167,7 +185,9 @@ impl Client {
                 .set_read_timeout(Some(timeout))
                 .set_write_timeout(Some(timeout))
                 .build()
-                .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))?
+                .map_err(|e| {
+                    Fault::broken(format!("cannot set up the HTTP client: {}", chain(&e)))
+                })?
         };
         Ok(Client {
             oc,
@@ -183,7 +203,7 @@ impl Client {
         let mut body = Vec::new();
         let (status, headers) = self.stream(req, &mut |chunk| {
             if body.len() + chunk.len() > MAX_WHOLE_BODY {
-                return Err("the answer is larger than 16 MiB".to_string());
+                return Err(Fault::broken("the answer is larger than 16 MiB"));
             }
             body.extend_from_slice(chunk);
             Ok(())
@@ -200,7 +220,7 @@ impl Client {
     pub fn stream(
         &self,
         req: &Request<'_>,
-        sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), Fault>,
     ) -> Result<(u16, http::HeaderMap), Failure> {
         let host = origin(req.url).unwrap_or_default();
         if let Some(why) = self.down.borrow().get(&host) {
@@ -289,7 +309,7 @@ impl Client {
     async fn once(
         &self,
         req: &Request<'_>,
-        sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), Fault>,
     ) -> Result<Result<(u16, http::HeaderMap), (u16, Option<u64>)>, Failure> {
         let mut b = http::Request::builder()
             .method(req.method.clone())
@@ -328,7 +348,8 @@ impl Client {
                 Failure::Broken(self.scrub(&format!("the answer broke off: {}", chain(&e))))
             })?;
             if let Some(data) = frame.data_ref() {
-                sink(data).map_err(Failure::Broken)?;
+                // Whatever its kind, a sink's refusal breaks this exchange.
+                sink(data).map_err(|f| Failure::Broken(f.into_reason()))?;
             }
         }
         Ok(Ok((status, headers)))
@@ -399,7 +420,7 @@ pub const DEADLINE: Duration = Duration::from_secs(120);
 /// A [`Client`] made on first use, with the surface's timeouts: the
 /// orchestrator opens instances it never sends a request through.
 pub struct LazyClient {
-    cell: std::cell::OnceCell<Result<Client, String>>,
+    cell: std::cell::OnceCell<Result<Client, Fault>>,
 }
 
 impl LazyClient {
@@ -413,7 +434,9 @@ impl LazyClient {
         }
     }
 
-    pub fn get(&self) -> Result<&Client, String> {
+    /// The client, made now if it was not yet; `Broken` as in
+    /// [`Client::new`].
+    pub fn get(&self) -> Result<&Client, Fault> {
         self.cell
             .get_or_init(|| Client::new(IO_TIMEOUT, DEADLINE, vec![]))
             .as_ref()
@@ -423,17 +446,16 @@ impl LazyClient {
 
 /// Whether `url` may be configured for a surface: http or https, and no
 /// credentials in it (URLs are shown in reports; credentials come from
-/// environment variables the config names).
-pub fn check_url(url: &str) -> Result<(), String> {
-    let uri: http::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
+/// environment variables the config names). `Invalid` otherwise.
+pub fn check_url(url: &str) -> Result<(), Fault> {
+    let uri: http::Uri = url.parse().map_err(|_| Fault::invalid("not a valid URL"))?;
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err(
-            "no credentials in the URL: name the variables that hold them (`token-env`, or `username-env` and `password-env`)"
-                .into(),
-        );
+        return Err(Fault::invalid(
+            "no credentials in the URL: name the variables that hold them (`token-env`, or `username-env` and `password-env`)",
+        ));
     }
     match uri.scheme_str() {
         Some("http" | "https") if uri.host().is_some() => Ok(()),
-        _ => Err("must be an http:// or https:// URL".into()),
+        _ => Err(Fault::invalid("must be an http:// or https:// URL")),
     }
 }

@@ -6,6 +6,7 @@
 //! internals, nor the surfaces a loopback service, so what both read lives
 //! below both.
 
+use crate::fault::Fault;
 use base64::Engine as _;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
@@ -107,13 +108,13 @@ pub fn percent_encode(s: &str) -> String {
 /// Percent-encodes one path segment: like [`percent_encode`], and `/` too,
 /// so no value can become more than one segment; an empty segment, `.`
 /// and `..` (which a server or proxy would resolve, encoded or not) are
-/// refused.
-pub fn percent_segment(s: &str) -> Result<String, String> {
+/// refused (`Invalid`).
+pub fn percent_segment(s: &str) -> Result<String, Fault> {
     if s.is_empty() || s == "." || s == ".." {
-        return Err(format!(
+        return Err(Fault::invalid(format!(
             "{} cannot be one path segment",
             crate::escape::bytes(s.as_bytes())
-        ));
+        )));
     }
     Ok(percent_encode(s).replace('/', "%2F"))
 }

@@ -52,8 +52,7 @@ pub(super) fn rendezvous(args: RendezvousArgs) -> Result<i32, Failure> {
         token,
         max_nonces: args.max_nonces as usize,
         max_age: Duration::from_secs(args.max_age),
-    })
-    .map_err(Failure::Other)?;
+    })?;
     note(&format!(
         "rendezvous: HTTP on port {}{}{}; keeping at most {} nonces for {} s",
         r.http_port,

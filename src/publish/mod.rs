@@ -254,7 +254,7 @@ pub fn publish(report: &Report, ctx: &Context, target: &Target, opts: &Options) 
         vec![target.token.1.clone()],
     ) {
         Ok(c) => c,
-        Err(e) => return vec![("publish", Outcome::Failed(e))],
+        Err(e) => return vec![("publish", Outcome::Failed(e.into_reason()))],
     };
     let api = Api {
         client: &client,

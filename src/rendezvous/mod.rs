@@ -41,6 +41,7 @@ mod http;
 pub mod intake;
 pub mod store;
 
+use crate::fault::Fault;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,10 +98,16 @@ pub struct Rendezvous {
 }
 
 impl Rendezvous {
-    pub fn start(opts: &Options) -> Result<Rendezvous, String> {
+    /// Binds every socket and starts serving. `Invalid` for options it
+    /// cannot serve by (a short token, DNS without a zone), `Broken` when
+    /// a socket cannot be set up.
+    pub fn start(opts: &Options) -> Result<Rendezvous, Fault> {
         if opts.token.len() < 16 {
-            return Err("the read token must be at least 16 characters".into());
+            return Err(Fault::invalid(
+                "the read token must be at least 16 characters",
+            ));
         }
+        let io = |e: std::io::Error| Fault::broken(e.to_string());
         // Every pending connection is a descriptor: the soft limit (often
         // 1,024) would turn connections away before the intake's own
         // limits could act. (The limit is given back when the process
@@ -110,39 +117,39 @@ impl Rendezvous {
         let stop = Arc::new(AtomicBool::new(false));
         // Every socket first: a bind that fails leaves no thread behind.
         let http = TcpListener::bind(&opts.http)
-            .map_err(|e| format!("cannot listen on {} (HTTP): {e}", opts.http))?;
-        let http_addr = http.local_addr().map_err(|e| e.to_string())?;
+            .map_err(|e| Fault::broken(format!("cannot listen on {} (HTTP): {e}", opts.http)))?;
+        let http_addr = http.local_addr().map_err(io)?;
         let dns = match &opts.dns {
             Some(addr) => {
                 let zone = opts
                     .zone
                     .clone()
-                    .ok_or("--dns needs --zone: the zone it answers for")?;
+                    .ok_or_else(|| Fault::invalid("--dns needs --zone: the zone it answers for"))?;
                 let sock = UdpSocket::bind(addr)
-                    .map_err(|e| format!("cannot listen on {addr} (DNS): {e}"))?;
+                    .map_err(|e| Fault::broken(format!("cannot listen on {addr} (DNS): {e}")))?;
                 sock.set_read_timeout(Some(Duration::from_millis(200)))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(io)?;
                 // Deliveries the socket drops under a flood are counted,
                 // so that a reader knows a miss after one proves nothing.
                 crate::sys::count_drops(&sock)
-                    .map_err(|e| format!("cannot count dropped datagrams: {e}"))?;
+                    .map_err(|e| Fault::broken(format!("cannot count dropped datagrams: {e}")))?;
                 Some((sock, zone))
             }
             None => None,
         };
         let dns_port = match &dns {
-            Some((sock, _)) => Some(sock.local_addr().map_err(|e| e.to_string())?.port()),
+            Some((sock, _)) => Some(sock.local_addr().map_err(io)?.port()),
             None => None,
         };
         let tcp = match &opts.tcp {
             Some(addr) => Some(
                 TcpListener::bind(addr)
-                    .map_err(|e| format!("cannot listen on {addr} (TCP): {e}"))?,
+                    .map_err(|e| Fault::broken(format!("cannot listen on {addr} (TCP): {e}")))?,
             ),
             None => None,
         };
         let tcp_addr = match &tcp {
-            Some(l) => Some(l.local_addr().map_err(|e| e.to_string())?),
+            Some(l) => Some(l.local_addr().map_err(io)?),
             None => None,
         };
         // What a read says of this instance: since when it remembers, and

@@ -291,7 +291,10 @@ impl Instance {
             .json(&body)
             .header("accept", "application/json")
             .secret_header("authorization", format!("Bearer {token}"));
-        let client = self.client.get().map_err(TwirpError::Failed)?;
+        let client = self
+            .client
+            .get()
+            .map_err(|f| TwirpError::Failed(f.into()))?;
         let resp = client.send(&req).map_err(|f| {
             TwirpError::Failed(match f {
                 Failure::Unreachable(m) => {

@@ -137,7 +137,7 @@ impl Instance {
         let client = self
             .client
             .get()
-            .map_err(|reason| PlantOutcome::Failed { reason })?;
+            .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
         let hash = format!("sha256:{}", crate::nonce::to_hex(&Sha256::digest(&zip)));
         let size = zip.len();
         // One Put Blob: the service's blob store is Azure, where a block

@@ -15,7 +15,7 @@ pub(super) use crate::github::host_of;
 
 impl Instance {
     pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get()
+        self.client.get().map_err(String::from)
     }
 
     pub(super) fn service(&self) -> String {

@@ -154,7 +154,11 @@ impl Instance {
             let id = match &r {
                 Value::String(s) => match crate::wire::percent_segment(s) {
                     Ok(seg) => seg,
-                    Err(reason) => return CleanupOutcome::Left { reason },
+                    Err(reason) => {
+                        return CleanupOutcome::Left {
+                            reason: reason.into(),
+                        };
+                    }
                 },
                 Value::Number(n) if n.is_u64() => n.to_string(),
                 _ => {

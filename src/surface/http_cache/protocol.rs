@@ -50,7 +50,7 @@ pub(super) fn cache_hit(headers: &::http::HeaderMap) -> Option<String> {
 
 impl Instance {
     pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get()
+        self.client.get().map_err(String::from)
     }
 
     pub(super) fn shown(&self) -> String {

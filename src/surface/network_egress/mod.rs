@@ -286,7 +286,7 @@ impl Instance {
         };
         let client = match self.client.get() {
             Ok(c) => c,
-            Err(e) => return failed(e),
+            Err(e) => return failed(e.into()),
         };
         let url = format!("{}v1/seen/{hex}", self.s.url);
         let shown = escape::bytes(self.s.url.as_bytes());

@@ -91,7 +91,7 @@ impl Instance {
             }
             Ok(r) => match r.json() {
                 Ok(v) => v,
-                Err(m) => return left(m),
+                Err(m) => return left(m.into()),
             },
         };
         // Checked before removal: exactly the versions A published.

@@ -35,7 +35,7 @@ pub(super) fn path_of(name: &str) -> String {
 
 impl Instance {
     pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get()
+        self.client.get().map_err(String::from)
     }
 
     pub(super) fn shown(&self) -> String {
@@ -162,7 +162,7 @@ impl Instance {
             if r.status != 200 {
                 return Err(failed(format!("HTTP {}", r.status)));
             }
-            let v = r.json().map_err(failed)?;
+            let v = r.json().map_err(|f| failed(f.into()))?;
             let Some(objects) = v["objects"].as_array() else {
                 return Err(failed("the answer has no `objects`".into()));
             };

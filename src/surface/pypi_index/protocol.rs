@@ -92,7 +92,7 @@ pub(super) fn resolve(page: &str, href: &str) -> String {
 
 impl Instance {
     pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get()
+        self.client.get().map_err(String::from)
     }
 
     pub(super) fn shown(&self) -> String {
