@@ -22,6 +22,7 @@
 //! control.
 
 use super::{Reply, lock, query};
+use crate::fault::Fault;
 use crate::wire::{b64url, jwt_scopes};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -80,7 +81,7 @@ fn scopes(auth: &str, token_sig: &str) -> Option<Vec<(String, u8)>> {
 
 impl super::Service<State> {
     /// Starts serving on a fresh loopback port until dropped.
-    pub fn start() -> Result<CacheServer, String> {
+    pub fn start() -> Result<CacheServer, Fault> {
         let state = State {
             sig: super::secret()?,
             token_sig: super::secret()?,

@@ -10,6 +10,7 @@
 //! writable one; the tests run on both.
 
 use super::{Reply, lock};
+use crate::fault::Fault;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -47,7 +48,7 @@ impl super::Listings for State {
 pub type DavServer = super::Service<State>;
 
 impl super::Service<State> {
-    pub fn start(read_only: bool) -> Result<DavServer, String> {
+    pub fn start(read_only: bool) -> Result<DavServer, Fault> {
         let state = State {
             read_only,
             ..State::default()
@@ -61,7 +62,7 @@ impl super::Service<State> {
     }
 
     /// A fresh bearer token.
-    pub fn token(&self) -> Result<String, String> {
+    pub fn token(&self) -> Result<String, Fault> {
         let t = super::secret()?;
         self.lock().tokens.insert(t.clone(), "token".into());
         Ok(t)

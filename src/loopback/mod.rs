@@ -17,6 +17,7 @@ pub mod npm;
 pub mod proxy;
 pub mod pypi;
 
+use crate::fault::Fault;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -30,17 +31,18 @@ pub struct Listener {
 impl Listener {
     /// Listens on a fresh loopback port and hands every request to `serve`
     /// (one at a time: these services hold a handful of entries).
+    /// `Broken` when it cannot listen.
     pub fn start(
         serve: impl Fn(tiny_http::Request, u16) + Send + 'static,
-    ) -> Result<Listener, String> {
+    ) -> Result<Listener, Fault> {
         let server = tiny_http::Server::http("127.0.0.1:0")
-            .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+            .map_err(|e| Fault::broken(format!("cannot listen on loopback: {e}")))?;
         let server = Arc::new(server);
         let port = server
             .server_addr()
             .to_ip()
             .map(|a| a.port())
-            .ok_or("the loopback listener has no port")?;
+            .ok_or_else(|| Fault::broken("the loopback listener has no port"))?;
         let srv = server.clone();
         let thread = std::thread::spawn(move || {
             for req in srv.incoming_requests() {
@@ -78,11 +80,12 @@ pub struct Service<S> {
 }
 
 impl<S: Send + 'static> Service<S> {
-    /// Serves `state` with `handler` on a fresh loopback port.
+    /// Serves `state` with `handler` on a fresh loopback port (`Broken`
+    /// when it cannot listen).
     pub fn serve(
         state: S,
         handler: fn(tiny_http::Request, &Mutex<S>, u16),
-    ) -> Result<Service<S>, String> {
+    ) -> Result<Service<S>, Fault> {
         let state = Arc::new(Mutex::new(state));
         let st = state.clone();
         let listener = Listener::start(move |req, port| handler(req, &st, port))?;
@@ -119,11 +122,12 @@ impl<S: Listings + Send + 'static> Service<S> {
     }
 }
 
-/// 32 random hex digits: a token or signature only this service knows.
-pub fn secret() -> Result<String, String> {
+/// 32 random hex digits: a token or signature only this service knows
+/// (`Broken` without randomness).
+pub fn secret() -> Result<String, Fault> {
     crate::nonce::Nonce::generate()
         .map(|n| n.hex())
-        .map_err(|e| format!("no randomness: {e}"))
+        .map_err(|e| Fault::broken(format!("no randomness: {e}")))
 }
 
 /// A poisoned lock still holds consistent state (every change is one

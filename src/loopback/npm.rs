@@ -14,6 +14,7 @@
 //! Every request needs a bearer token it minted ([`NpmServer::token`]).
 
 use super::{Reply, lock, query};
+use crate::fault::Fault;
 use crate::wire::percent_decode;
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -32,7 +33,7 @@ pub struct State {
 pub type NpmServer = super::Service<State>;
 
 impl super::Service<State> {
-    pub fn start() -> Result<NpmServer, String> {
+    pub fn start() -> Result<NpmServer, Fault> {
         super::Service::serve(State::default(), serve)
     }
 
@@ -41,7 +42,7 @@ impl super::Service<State> {
         format!("http://127.0.0.1:{}/", self.port)
     }
 
-    pub fn token(&self) -> Result<String, String> {
+    pub fn token(&self) -> Result<String, Fault> {
         let t = super::secret()?;
         self.lock().tokens.insert(t.clone(), "publisher".into());
         Ok(t)

@@ -3,6 +3,7 @@
 //! the environment's proxy). It tunnels to any address asked, for as long
 //! as the control lives; every step has a timeout.
 
+use crate::fault::Fault;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -18,10 +19,14 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    pub fn start() -> Result<Proxy, String> {
+    /// `Broken` when it cannot listen.
+    pub fn start() -> Result<Proxy, Fault> {
         let listener = TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| format!("cannot listen on loopback: {e}"))?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            .map_err(|e| Fault::broken(format!("cannot listen on loopback: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Fault::broken(e.to_string()))?
+            .port();
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
         let thread = std::thread::spawn(move || {

@@ -13,6 +13,7 @@
 //! ([`PypiServer::user`]).
 
 use super::{Reply, lock};
+use crate::fault::Fault;
 use crate::wire::percent_decode;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -36,7 +37,7 @@ pub struct State {
 pub type PypiServer = super::Service<State>;
 
 impl super::Service<State> {
-    pub fn start() -> Result<PypiServer, String> {
+    pub fn start() -> Result<PypiServer, Fault> {
         super::Service::serve(State::default(), serve)
     }
 
@@ -54,7 +55,7 @@ impl super::Service<State> {
     }
 
     /// A fresh user: (name, password).
-    pub fn user(&self) -> Result<(String, String), String> {
+    pub fn user(&self) -> Result<(String, String), Fault> {
         let (u, p) = (format!("u{}", &super::secret()?[..8]), super::secret()?);
         self.lock().passwords.insert(u.clone(), p.clone());
         Ok((u, p))

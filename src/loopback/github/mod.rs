@@ -31,6 +31,7 @@ mod rest_scanning;
 pub use rest_scanning::{MAX_GZIP, Processing, Upload};
 
 use super::{header, lock};
+use crate::fault::Fault;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -130,7 +131,7 @@ pub const CONTENTS_READ: &[(&str, &str)] = &[("contents", "read")];
 
 impl super::Service<State> {
     /// Starts serving on a fresh loopback port until dropped.
-    pub fn start() -> Result<GitHubServer, String> {
+    pub fn start() -> Result<GitHubServer, Fault> {
         let state = State {
             sig: super::secret()?,
             token_sig: super::secret()?,
