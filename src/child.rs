@@ -7,6 +7,7 @@
 //! A creates is reported (and flushed) before anything else happens to it,
 //! so the engine can clean up even after A is killed.
 
+use crate::fault::Fault;
 use crate::surface::{
     self, CleanupOutcome, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Wanted,
 };
@@ -219,7 +220,7 @@ const WORKERS: usize = 4;
 fn run_target(t: &Target, ctx: &RunCtx<'_>) {
     let opened = surface::by_name(&t.type_name)
         .ok_or_else(|| format!("unknown surface type {}", t.type_name))
-        .and_then(|ty| ty.open(&t.settings));
+        .and_then(|ty| ty.open(&t.settings).map_err(Fault::into_reason));
     let inst = match opened {
         Ok(i) => i,
         Err(reason) => {
@@ -306,9 +307,9 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
                     entries.push(entry);
                 }
             }
-            Err(reason) => emit(&Event::FindFailed {
+            Err(f) => emit(&Event::FindFailed {
                 target: t.id,
-                reason,
+                reason: f.into_reason(),
             }),
         }
     }

@@ -12,6 +12,7 @@
 //! [`Wanted`]: super::Wanted
 
 use super::{Carrier, PlantJob, PlantOutcome, RecoverOutcome, RunCtx};
+use crate::fault::Fault;
 
 /// A surface type's carriers, as the enum [`carriers!`] makes.
 pub(crate) trait CarrierSet: Copy + Eq + 'static {
@@ -45,18 +46,18 @@ pub(crate) trait CarrierSet: Copy + Eq + 'static {
 
     /// [`super::owned_name`], by carrier: the carrier whose plant makes
     /// exactly `name`, where `with_nonce` says which carriers put their
-    /// nonce in it.
+    /// nonce in it; `Invalid` for any other name.
     fn owned(
         ctx: &RunCtx<'_>,
         name: &str,
         bound: &str,
         with_nonce: &dyn Fn(Self) -> bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Fault> {
         let c = super::owned_name(ctx, Self::TABLE, name, bound, &|c| {
             Self::parse(c).is_some_and(with_nonce)
         })?;
         // (`owned_name` answers a name of the table, which always parses.)
-        Self::parse(c).ok_or_else(|| format!("{c} is not a carrier"))
+        Self::parse(c).ok_or_else(|| Fault::invalid(format!("{c} is not a carrier")))
     }
 }
 

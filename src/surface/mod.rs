@@ -22,6 +22,7 @@ mod owned;
 pub mod pypi_index;
 
 use crate::config::{ConfigError, Options};
+use crate::fault::Fault;
 use crate::marker::Key;
 use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
@@ -104,9 +105,12 @@ pub trait SurfaceType: Sync {
         &[]
     }
     /// Checks a declaration's scope for one carrier: that the carrier can
-    /// be planted both inside and outside it.
-    fn check_scope(&self, carrier: &str, key: &str, _value: &str) -> Result<(), String> {
-        Err(format!("carrier {carrier} cannot be scoped by `{key}`"))
+    /// be planted both inside and outside it. `Invalid` for a scope the
+    /// type refuses.
+    fn check_scope(&self, carrier: &str, key: &str, _value: &str) -> Result<(), Fault> {
+        Err(Fault::invalid(format!(
+            "carrier {carrier} cannot be scoped by `{key}`"
+        )))
     }
     /// Takes this type's keys from a config entry and returns the settings
     /// every later step receives (serialized, so runs A and B get them too).
@@ -114,7 +118,9 @@ pub trait SurfaceType: Sync {
     /// Makes a control instance under `dir` (a fresh directory the probe
     /// owns) that is known to be open. The same plant and recovery code
     /// runs on it; a PASS counts only if the control was recovered.
-    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, String>;
+    /// `Invalid` for settings it cannot take, `Broken` (or `Unreachable`)
+    /// when what serves the control cannot be set up.
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, Fault>;
     /// Warnings `check-config` prints about a valid entry: something that
     /// will not work here but may where the probe runs (a path that exists
     /// only on the runner). Already escaped.
@@ -128,11 +134,13 @@ pub trait SurfaceType: Sync {
         vec![]
     }
     /// Opens an instance from settings `validate` or `control` produced.
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String>;
+    /// `Invalid` for settings it cannot take (never `Unsupported`: watch
+    /// mode would take that for a surface it may skip).
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault>;
     /// The needle a plant of `carrier` with `nonce` would report, computed
     /// without planting: what a `recover` in a later job looks for when it
-    /// has no plant receipt. `Err(why)` for a carrier whose needle depends
-    /// on what the plant really stored.
+    /// has no plant receipt. `Unsupported` for a carrier whose needle
+    /// depends on what the plant really stored.
     ///
     /// By default the needle is the nonce itself (its hex form), which is
     /// what every carrier of the network surfaces plants.
@@ -142,7 +150,7 @@ pub trait SurfaceType: Sync {
         _probe_id: &str,
         nonce: &Nonce,
         _scope: Option<&JobScope>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, Fault> {
         Ok(Value::String(nonce.hex()))
     }
 }
@@ -484,19 +492,22 @@ pub trait Surface {
     /// key) left here, as journal entries [`Surface::cleanup_all`] takes:
     /// cleanup by probe id, for a plant whose receipt is lost (killed
     /// halfway, or another job's). Only entries that carry their job's
-    /// derived name or nonce are returned.
-    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
-        Err("this surface type cannot find plants by probe id; use the receipt".into())
+    /// derived name or nonce are returned. `Unsupported` for a type that
+    /// cannot look (by default).
+    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+        Err(Fault::unsupported(
+            "this surface type cannot find plants by probe id; use the receipt",
+        ))
     }
     /// Whether `entry` is provably this probe's own: it has the form only
     /// a plant of `ctx.probe_id` makes (the derived name with its tag, a
     /// path that stays in the probed directory), so a journal entry
-    /// someone wrote into a receipt names nothing foreign. `Err(why)` for
-    /// anything else. The engine asks this of every entry (and of what a
+    /// someone wrote into a receipt names nothing foreign. `Invalid` for
+    /// anything else (not provably ours). The engine asks this of every entry (and of what a
     /// retraction takes back) before [`Surface::cleanup_all`] sees it
     /// ([`cleanup_owned`]); what a surface reads back before a removal
     /// (the marker, the planted content) it checks in `cleanup` itself.
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String>;
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault>;
     /// Removes one entry `plant` reported through `created`, after checking
     /// it is still the one planted.
     fn cleanup(&self, entry: &Value) -> CleanupOutcome;

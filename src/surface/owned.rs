@@ -4,6 +4,7 @@
 //! journal entry before any removal ([`cleanup_owned`]).
 
 use super::{Carrier, CleanupOutcome, RunCtx, Surface};
+use crate::fault::Fault;
 use crate::nonce::Nonce;
 use serde_json::Value;
 
@@ -67,7 +68,8 @@ pub fn lower_hex(s: &str, n: usize) -> bool {
 /// `runwarden-<probe id>-<carrier>[-<32 hex>]-<16 hex tag>`, made of
 /// [`plain_segment`] characters only, with a nonce exactly when
 /// `with_nonce(carrier)` says the carrier's plant puts one in the name,
-/// and its tag verifies under the run's key. Returns the carrier. Without
+/// and its tag verifies under the run's key. Returns the carrier
+/// (`Invalid` for any other name). Without
 /// a configured key the tag is public, but the form alone keeps every
 /// name outside this probe's namespace out of reach.
 pub fn owned_name(
@@ -76,20 +78,21 @@ pub fn owned_name(
     name: &str,
     bound: &str,
     with_nonce: &dyn Fn(&str) -> bool,
-) -> Result<&'static str, String> {
+) -> Result<&'static str, Fault> {
     let shown = crate::escape::bytes(name.as_bytes());
     if !plain_segment(name) {
-        return Err(format!("{shown} is not a runwarden name"));
+        return Err(Fault::invalid(format!("{shown} is not a runwarden name")));
     }
-    let c = tagged_carrier(ctx, carriers, name, bound)
-        .ok_or_else(|| format!("no plant of probe {} named {shown}", ctx.probe_id))?;
+    let c = tagged_carrier(ctx, carriers, name, bound).ok_or_else(|| {
+        Fault::invalid(format!("no plant of probe {} named {shown}", ctx.probe_id))
+    })?;
     let rest = &name[format!("runwarden-{}-{c}-", ctx.probe_id).len()..];
     let ok = match rest.split_once('-') {
         None => !with_nonce(c) && lower_hex(rest, 16),
         Some((n, tag)) => with_nonce(c) && lower_hex(n, 32) && lower_hex(tag, 16),
     };
     ok.then_some(c)
-        .ok_or_else(|| format!("{shown} is not the name a {c} plant makes"))
+        .ok_or_else(|| Fault::invalid(format!("{shown} is not the name a {c} plant makes")))
 }
 
 /// A journal entry that takes `entry` back: the server answered its write
@@ -139,9 +142,9 @@ pub fn cleanup_owned(
         // also names something of its own would pass as the retraction
         // and be removed as the other.
         let checked = match e.get("retract") {
-            Some(_) if e.as_object().is_some_and(|o| o.len() != 1) => {
-                Err("a retraction that names something besides what it takes back".to_string())
-            }
+            Some(_) if e.as_object().is_some_and(|o| o.len() != 1) => Err(Fault::invalid(
+                "a retraction that names something besides what it takes back",
+            )),
             Some(inner) => inst.owns(ctx, inner),
             None => inst.owns(ctx, e),
         };

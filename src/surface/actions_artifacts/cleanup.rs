@@ -5,6 +5,7 @@
 //! listing by their verified tag.
 
 use super::{Instance, TwirpError, planted_carrier};
+use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::surface::{CleanupOutcome, RunCtx};
 use ::http::Method;
@@ -21,7 +22,7 @@ impl Instance {
         };
         let rest = match self.api() {
             Ok(api) => self.delete_rest(&api, name, e["id"].as_u64()),
-            Err(why) => Err(why),
+            Err(why) => Err(why.into_reason()),
         };
         let why_rest = match rest {
             Ok(done) => return done,
@@ -135,8 +136,9 @@ impl Instance {
     }
 
     /// Every artifact of the repository whose name is a verified plant
-    /// name of this probe, as journal entries.
-    pub(super) fn find_plants(&self, ctx: &RunCtx<'_>) -> Result<Vec<Value>, String> {
+    /// name of this probe, as journal entries. `Broken` when the listing
+    /// fails.
+    pub(super) fn find_plants(&self, ctx: &RunCtx<'_>) -> Result<Vec<Value>, Fault> {
         let api = self.api()?;
         let mut found = vec![];
         api.list(
@@ -151,7 +153,7 @@ impl Instance {
                 }
             },
         )
-        .map_err(|e| e.text())?;
+        .map_err(|e| Fault::broken(e.text()))?;
         Ok(found)
     }
 

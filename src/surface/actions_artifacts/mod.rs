@@ -35,6 +35,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::http::{Failure, LazyClient, Request};
 use ::http::Method;
@@ -175,7 +176,7 @@ impl SurfaceType for ActionsArtifacts {
         Ok(serde_json::to_value(s).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::github::GitHubServer::start()?;
         let repo = "runwarden/control";
         let s = Settings {
@@ -222,9 +223,9 @@ impl SurfaceType for ActionsArtifacts {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| "bad actions-artifacts settings".to_string())?;
+            .map_err(|_| Fault::invalid("bad actions-artifacts settings"))?;
         let client = LazyClient::new(
             [&s.token, &s.api_token]
                 .into_iter()
@@ -259,8 +260,9 @@ impl Instance {
         escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
     }
 
-    /// The REST API with run B's token, or why there is none.
-    fn api(&self) -> Result<Api<'_>, String> {
+    /// The REST API with run B's token, or why there is none
+    /// (`Unsupported` without the token or the repository).
+    fn api(&self) -> Result<Api<'_>, Fault> {
         match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
             (Some(token), Some(_), None) => Ok(Api {
                 client: self.client.get()?,
@@ -268,7 +270,7 @@ impl Instance {
                 token,
                 source: self.s.api_token_source.as_deref().unwrap_or("?"),
             }),
-            (_, _, why) => Err(why.clone().unwrap_or_default()),
+            (_, _, why) => Err(Fault::unsupported(why.clone().unwrap_or_default())),
         }
     }
 
@@ -294,7 +296,7 @@ impl Instance {
         let client = self
             .client
             .get()
-            .map_err(|f| TwirpError::Failed(f.into()))?;
+            .map_err(|f| TwirpError::Failed(f.into_reason()))?;
         let resp = client.send(&req).map_err(|f| {
             TwirpError::Failed(match f {
                 Failure::Unreachable(m) => {
@@ -371,31 +373,35 @@ impl Surface for Instance {
         self.recover_all(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_plants(ctx)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
-        let name = entry["name"].as_str().ok_or("names no artifact")?;
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        let name = entry["name"]
+            .as_str()
+            .ok_or_else(|| Fault::invalid("names no artifact"))?;
         let c = Artifact::owned(ctx, name, "artifact", &|c| c == Artifact::Name)?;
-        let fields = entry.as_object().ok_or("not an entry")?;
+        let fields = entry
+            .as_object()
+            .ok_or_else(|| Fault::invalid("not an entry"))?;
         if let Some(k) = fields
             .keys()
             .find(|k| !["name", "id", "run", "job"].contains(&k.as_str()))
         {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "a {c} entry has no field {}",
                 escape::bytes(k.as_bytes())
-            ));
+            )));
         }
         if fields.contains_key("id") && !entry["id"].is_u64() {
-            return Err("its id is not a number".into());
+            return Err(Fault::invalid("its id is not a number"));
         }
         if ["run", "job"]
             .iter()
             .any(|k| fields.contains_key(*k) && !entry[*k].is_string())
         {
-            return Err("its run is not a backend id".into());
+            return Err(Fault::invalid("its run is not a backend id"));
         }
         Ok(())
     }

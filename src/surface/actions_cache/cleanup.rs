@@ -3,6 +3,7 @@
 
 use super::{Cache, Instance, ListError, fixed_version, planted_carrier, probe_prefix};
 use crate::escape;
+use crate::fault::Fault;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, JobScope, PlantJob, RecoverOutcome, RunCtx};
 use ::http::Method;
@@ -13,7 +14,7 @@ impl Instance {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Fault> {
         self.rest()?;
         // By tag, not by derived nonce: the plants of an in-job probe had
         // random nonces, and their tags still verify.
@@ -39,7 +40,9 @@ impl Instance {
             }
         })
         .map_err(|e| match e {
-            ListError::Denied(m) | ListError::Failed(m) => m,
+            // The service's access control: no look can be had here.
+            ListError::Denied(m) => Fault::Unsupported(m),
+            ListError::Failed(m) => Fault::Broken(m),
         })?;
         Ok(found)
     }
@@ -85,7 +88,7 @@ impl Instance {
         }
         let client = match self.client() {
             Ok(c) => c,
-            Err(m) => return CleanupOutcome::Left { reason: m },
+            Err(m) => return CleanupOutcome::Left { reason: m.into() },
         };
         for id in ids {
             let url = format!("{}/repos/{repo}/actions/caches/{id}", self.s.api_url);
@@ -184,7 +187,7 @@ impl Instance {
         };
         let client = match self.client() {
             Ok(c) => c,
-            Err(m) => return CleanupOutcome::Left { reason: m },
+            Err(m) => return CleanupOutcome::Left { reason: m.into() },
         };
         // Every entry under this key in this ref: the key carries this
         // plant's nonce and tag, so all of them are the plant.
@@ -224,16 +227,20 @@ impl Instance {
 /// Whether a journal entry is this probe's plant: its key holds a
 /// [`super::tagged_name`] of this probe bound to its version (inside a
 /// declared `keys:` pattern, the pattern's text around it), and the version
-/// is the one that carrier's plant writes.
-pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
-    let key = entry["key"].as_str().ok_or("no key")?;
-    let version = entry["version"].as_str().ok_or("no version")?;
+/// is the one that carrier's plant writes. `Invalid` for anything else.
+pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+    let key = entry["key"]
+        .as_str()
+        .ok_or_else(|| Fault::invalid("no key"))?;
+    let version = entry["version"]
+        .as_str()
+        .ok_or_else(|| Fault::invalid("no version"))?;
     if !(entry["scope"].is_null()
         || entry["scope"]
             .as_str()
             .is_some_and(|s| s.starts_with("refs/")))
     {
-        return Err("its scope is not a ref".into());
+        return Err(Fault::invalid("its scope is not a ref"));
     }
     let fixed = fixed_version();
     let prefix = probe_prefix(ctx.probe_id);
@@ -260,9 +267,9 @@ pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String>
             }
         }
     }
-    Err(format!(
+    Err(Fault::invalid(format!(
         "the key {} holds no name a plant of probe {} makes for its version",
         escape::bytes(key.as_bytes()),
         ctx.probe_id
-    ))
+    )))
 }

@@ -45,6 +45,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::LazyClient;
 use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
@@ -215,27 +216,27 @@ impl SurfaceType for ActionsCache {
     }
 
     /// A key pattern with one `*` (like gh-aw's `memory-*`): every carrier
-    /// has a key of its own to place inside it.
-    fn check_scope(&self, _carrier: &str, _key: &str, pattern: &str) -> Result<(), String> {
+    /// has a key of its own to place inside it. `Invalid` otherwise.
+    fn check_scope(&self, _carrier: &str, _key: &str, pattern: &str) -> Result<(), Fault> {
         if pattern.matches('*').count() != 1 {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "`{pattern}` must hold exactly one `*` (like `memory-*`)"
-            ));
+            )));
         }
         // The cache service refuses keys with a comma and keys over 512
         // characters; runwarden's own key takes up to 150 of them.
         if pattern.contains(',') || pattern.chars().any(char::is_control) || pattern.len() > 300 {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "`{pattern}` is not a valid cache key pattern (no commas or control characters, at most 300 characters)"
-            ));
+            )));
         }
         // Outside the scope means runwarden's own key: the pattern must not
         // cover it.
         let outside = "runwarden-000000000000-cache-content-0000000000000000";
         if super::glob_match(pattern, outside) {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "`{pattern}` also covers runwarden's own keys (like {outside}): nothing would be planted outside it"
-            ));
+            )));
         }
         Ok(())
     }
@@ -278,7 +279,7 @@ impl SurfaceType for ActionsCache {
         Ok(serde_json::to_value(s).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::actions_cache::CacheServer::start()?;
         let s = Settings {
             results_url: Some(server.results_url()),
@@ -336,9 +337,9 @@ impl SurfaceType for ActionsCache {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| "bad actions-cache settings".to_string())?;
+            .map_err(|_| Fault::invalid("bad actions-cache settings"))?;
         let client = LazyClient::new(
             [&s.token, &s.api_token]
                 .into_iter()
@@ -417,11 +418,11 @@ impl Surface for Instance {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
         cleanup::owned_entry(ctx, entry)
     }
 

@@ -38,7 +38,7 @@ impl Instance {
             created(crate::surface::retraction(&entry));
         }
         let upload_url = match reserve {
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
             Ok(Twirp::Denied(m)) => {
                 return PlantOutcome::Refused {
                     reason: format!("the cache service refused the write: {m}"),
@@ -74,7 +74,7 @@ impl Instance {
         };
         let client = match self.client() {
             Ok(c) => c,
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
         };
         let size = archive.len();
         let put = Request::new(Method::PUT, &upload_url)
@@ -100,7 +100,7 @@ impl Instance {
             json!({ "key": key, "version": version, "size_bytes": size.to_string() }),
         );
         match finalize {
-            Err(reason) => PlantOutcome::Failed { reason },
+            Err(f) => PlantOutcome::Failed { reason: f.into() },
             Ok(Twirp::Denied(m)) => PlantOutcome::Refused {
                 reason: format!("the cache service refused to finalize the entry: {m}"),
             },

@@ -5,6 +5,7 @@
 
 use super::{Instance, ListError, Listed, MAX_PAGES, PER_PAGE, TWIRP, Twirp, scopes_of};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{Failure, Request};
 use crate::scan::Needles;
 use ::http::Method;
@@ -14,8 +15,8 @@ use serde_json::{Value, json};
 pub(super) use crate::github::host_of;
 
 impl Instance {
-    pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get().map_err(String::from)
+    pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
+        self.client.get()
     }
 
     pub(super) fn service(&self) -> String {
@@ -49,9 +50,14 @@ impl Instance {
         }
     }
 
-    pub(super) fn twirp(&self, method: &str, body: Value) -> Result<Twirp, String> {
+    /// One Twirp call: the service's answer, or why there is none
+    /// (`Unsupported` without a runtime token, `Unreachable`, `Broken` for
+    /// an answer that is not the service's word).
+    pub(super) fn twirp(&self, method: &str, body: Value) -> Result<Twirp, Fault> {
         let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
-            return Err(self.s.no_token.clone().unwrap_or_default());
+            return Err(Fault::unsupported(
+                self.s.no_token.clone().unwrap_or_default(),
+            ));
         };
         let url = crate::github::twirp_url(base, TWIRP, method);
         let req = Request::new(Method::POST, &url)
@@ -59,10 +65,14 @@ impl Instance {
             .header("accept", "application/json")
             .secret_header("authorization", format!("Bearer {token}"));
         let resp = self.client()?.send(&req).map_err(|f| match f {
-            Failure::Unreachable(m) => {
-                format!("cannot reach the cache service {}: {m}", self.service())
-            }
-            Failure::Broken(m) => format!("{method} at the cache service {}: {m}", self.service()),
+            Failure::Unreachable(m) => Fault::Unreachable(format!(
+                "cannot reach the cache service {}: {m}",
+                self.service()
+            )),
+            Failure::Broken(m) => Fault::broken(format!(
+                "{method} at the cache service {}: {m}",
+                self.service()
+            )),
         })?;
         // Only a JSON object is the service's answer: an HTML page, an
         // empty or cut body came from something else (a proxy, a login).
@@ -79,31 +89,33 @@ impl Instance {
         match (resp.status, v) {
             (200, Some(v)) if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
             (200, Some(v)) => Ok(Twirp::NotOk(raw(&v))),
-            (200, None) => Err(format!(
+            (200, None) => Err(Fault::broken(format!(
                 "{method} at {service}: HTTP 200 with a body that is not a JSON object, \
                  so not the cache service's answer"
-            )),
+            ))),
             // Twirp maps its `permission_denied` to 403; a 403 without it
             // is a proxy's or a firewall's, which says nothing of the cache.
             (403, Some(v)) if v["code"] == "permission_denied" => {
                 Ok(Twirp::Denied(format!("HTTP 403 permission_denied {msg}")))
             }
-            (403, _) => Err(format!(
+            (403, _) => Err(Fault::broken(format!(
                 "{method} at {service}: HTTP 403 without Twirp's permission_denied \
                  (a proxy or a firewall?) {msg}"
-            )),
-            (401, _) => Err(format!(
+            ))),
+            (401, _) => Err(Fault::broken(format!(
                 "the cache service did not accept the runtime token ({}): HTTP 401 {msg}",
                 self.s.token_source.as_deref().unwrap_or("?"),
-            )),
-            (s, _) => Err(format!("{method}: HTTP {s} {msg}")),
+            ))),
+            (s, _) => Err(Fault::broken(format!("{method}: HTTP {s} {msg}"))),
         }
     }
 
-    pub(super) fn rest(&self) -> Result<(&str, &str), String> {
+    /// The API token and repository the listing needs; `Unsupported`
+    /// (why not) without them.
+    pub(super) fn rest(&self) -> Result<(&str, &str), Fault> {
         match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
             (Some(t), Some(r), None) => Ok((t, r)),
-            (_, _, why) => Err(why.clone().unwrap_or_default()),
+            (_, _, why) => Err(Fault::unsupported(why.clone().unwrap_or_default())),
         }
     }
 
@@ -164,8 +176,8 @@ impl Instance {
         prefix: Option<&str>,
         each: &mut dyn FnMut(&Listed),
     ) -> Result<usize, ListError> {
-        let (token, repo) = self.rest().map_err(ListError::Failed)?;
-        let client = self.client().map_err(ListError::Failed)?;
+        let (token, repo) = self.rest().map_err(|f| ListError::Failed(f.into()))?;
+        let client = self.client().map_err(|f| ListError::Failed(f.into()))?;
         let mut ids = std::collections::HashSet::new();
         // `total_count` of the first page: the entries there were when the
         // listing began.
@@ -274,15 +286,17 @@ impl Instance {
 
     /// Downloads a signed URL's archive (no token: the URL is the
     /// credential) and says whether it holds `needle`, searched as it
-    /// arrives.
-    pub(super) fn archive_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
+    /// arrives. `Unreachable` or `Broken` when it cannot be read.
+    pub(super) fn archive_holds(&self, url: &str, needle: &str) -> Result<bool, Fault> {
         let mut needles = Needles::new(vec![needle.to_string()]);
         let status = self
             .client()?
             .search(&Request::new(Method::GET, url), &mut needles)
-            .map_err(|f| format!("downloading the restored archive: {f}"))?;
+            .map_err(|f| Fault::from(f).context("downloading the restored archive"))?;
         if status != 200 {
-            return Err(format!("downloading the restored archive: HTTP {status}"));
+            return Err(Fault::broken(format!(
+                "downloading the restored archive: HTTP {status}"
+            )));
         }
         Ok(needles.found(0))
     }

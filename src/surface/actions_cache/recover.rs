@@ -163,7 +163,7 @@ impl Instance {
         };
         let shown = escape::bytes(key.as_bytes());
         match self.archive_holds(&url, &nonce.hex()) {
-            Err(reason) => RecoverOutcome::Failed { reason },
+            Err(f) => RecoverOutcome::Failed { reason: f.into() },
             Ok(true) => RecoverOutcome::Found {
                 detail: format!(
                     "restored {shown}{} and found the nonce in its archive",
@@ -189,7 +189,7 @@ impl Instance {
         missing: String,
     ) -> Result<(String, String), RecoverOutcome> {
         match self.twirp("GetCacheEntryDownloadURL", body) {
-            Err(reason) => Err(RecoverOutcome::Failed { reason }),
+            Err(f) => Err(RecoverOutcome::Failed { reason: f.into() }),
             Ok(Twirp::Denied(m)) => Err(RecoverOutcome::Denied {
                 reason: format!("the cache service refused the lookup: {m}"),
             }),

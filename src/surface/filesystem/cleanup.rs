@@ -8,6 +8,7 @@ use super::{
     CONTENT_WINDOW, Entry, Fs, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size,
     marker_text, planted_name, read_small,
 };
+use crate::fault::Fault;
 use crate::marker::Checked;
 use crate::surface::{CleanupOutcome, PlantJob, RunCtx, Surface};
 use crate::sys::Stat;
@@ -22,11 +23,12 @@ impl Instance {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Fault> {
         let dir = self
             .open_surface()
-            .map_err(|e| format!("cannot open {}: {e}", self.path_text()))?;
-        let dir_st = sys::fstat(&dir).map_err(|e| format!("fstat of surface: {e}"))?;
+            .map_err(|e| Fault::broken(format!("cannot open {}: {e}", self.path_text())))?;
+        let dir_st =
+            sys::fstat(&dir).map_err(|e| Fault::broken(format!("fstat of surface: {e}")))?;
         let mut found = Vec::new();
         for job in jobs {
             let Some(carrier) = Fs::parse(&job.carrier) else {
@@ -36,17 +38,23 @@ impl Instance {
             let st = match sys::lstat_at(&dir, &name) {
                 Ok(st) => st,
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-                Err(e) => return Err(format!("lstat of {}: {e}", escape::bytes(name.as_bytes()))),
+                Err(e) => {
+                    return Err(Fault::broken(format!(
+                        "lstat of {}: {e}",
+                        escape::bytes(name.as_bytes())
+                    )));
+                }
             };
             let unverified = if Kind::of(&st) != Some(kind) {
                 Some("named like a plant of this probe, but of another type".to_string())
             } else {
                 self.verify_planted(ctx, &dir, &name, &st, carrier, job)
                     .err()
+                    .map(Fault::into_reason)
             };
             found.push(
                 Entry::of(&dir, &dir_st, &name, &st, kind, unverified)
-                    .map_err(|e| format!("statx: {e}"))?,
+                    .map_err(|e| Fault::broken(format!("statx: {e}")))?,
             );
         }
         Ok(found)
@@ -217,8 +225,8 @@ impl Instance {
 
     /// Whether an entry named like `job`'s plant (of `carrier`) is that
     /// plant: its carrier proves it, or it is ours and in the state a
-    /// plant passes through before its carrier is set. `Err(why)` when
-    /// neither.
+    /// plant passes through before its carrier is set. `Invalid` when
+    /// neither (not provably ours).
     pub(super) fn verify_planted(
         &self,
         ctx: &RunCtx<'_>,
@@ -227,7 +235,7 @@ impl Instance {
         st: &Stat,
         carrier: Fs,
         job: &PlantJob,
-    ) -> Result<(), String> {
+    ) -> Result<(), Fault> {
         let proven = self.carrier_proves(ctx, dir, name, st, carrier, job);
         if proven.is_err() && st.uid == sys::euid() && self.unfinished(dir, name, st, carrier, job)
         {
@@ -274,7 +282,7 @@ impl Instance {
     }
 
     /// Whether an entry named like `job`'s plant (of `carrier`) shows,
-    /// through its own carrier, that it is that plant: `Err(why)` when it
+    /// through its own carrier, that it is that plant: `Invalid` when it
     /// does not.
     pub(super) fn carrier_proves(
         &self,
@@ -284,12 +292,12 @@ impl Instance {
         st: &Stat,
         carrier: Fs,
         job: &PlantJob,
-    ) -> Result<(), String> {
+    ) -> Result<(), Fault> {
         let hex = job.nonce.hex();
         let no = |what: &str| {
-            Err(format!(
+            Err(Fault::invalid(format!(
                 "named like this probe's {carrier} plant, but {what}"
-            ))
+            )))
         };
         match carrier {
             // The nonce is in the name itself.
@@ -369,27 +377,27 @@ fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
 
 /// [`Surface::owns`] for the filesystem: an entry or an intent whose
 /// name, directly in the surface, is one this probe's plant makes with the
-/// type that plant gives it.
-pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+/// type that plant gives it; `Invalid` for anything else.
+pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+    let unreadable =
+        |e: serde_json::Error| Fault::invalid(format!("unreadable journal entry: {e}"));
     let (name, kind) = match entry.get("intent") {
         Some(i) => {
-            let i: Intent = serde_json::from_value(i.clone())
-                .map_err(|e| format!("unreadable journal entry: {e}"))?;
+            let i: Intent = serde_json::from_value(i.clone()).map_err(unreadable)?;
             (i.name, i.kind)
         }
         None => {
-            let e: Entry = serde_json::from_value(entry.clone())
-                .map_err(|e| format!("unreadable journal entry: {e}"))?;
+            let e: Entry = serde_json::from_value(entry.clone()).map_err(unreadable)?;
             (e.name, e.kind)
         }
     };
     if planted_form(&name, kind, ctx.probe_id) {
         Ok(())
     } else {
-        Err(format!(
+        Err(Fault::invalid(format!(
             "{} ({kind:?}) is not an entry a plant of probe {} makes",
             escape::bytes(name.as_bytes()),
             ctx.probe_id
-        ))
+        )))
     }
 }

@@ -25,6 +25,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::marker;
 use crate::nonce::Nonce;
 use crate::sys::{self, Stat};
@@ -125,9 +126,10 @@ impl SurfaceType for Filesystem {
         .expect("settings serialize"))
     }
 
-    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, String> {
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, Fault> {
         let s = parse(settings)?;
-        make_open_dir(dir).map_err(|e| format!("cannot create control directory: {e}"))?;
+        make_open_dir(dir)
+            .map_err(|e| Fault::broken(format!("cannot create control directory: {e}")))?;
         let control = Settings {
             path: dir.to_path_buf(),
             content_reads: s.content_reads,
@@ -143,7 +145,7 @@ impl SurfaceType for Filesystem {
         _probe_id: &str,
         nonce: &Nonce,
         _scope: Option<&JobScope>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, Fault> {
         Ok(match Fs::parse(carrier) {
             // Without the receipt, the precision the plant's filesystem
             // kept is unknown: a truncated mtime matches too.
@@ -157,7 +159,7 @@ impl SurfaceType for Filesystem {
         })
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         Ok(Box::new(Instance {
             s: parse(settings)?,
         }))
@@ -172,8 +174,10 @@ fn make_open_dir(dir: &Path) -> io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
 }
 
-fn parse(settings: &Value) -> Result<Settings, String> {
-    serde_json::from_value(settings.clone()).map_err(|e| format!("bad filesystem settings: {e}"))
+/// `Invalid` for settings `validate` did not make.
+fn parse(settings: &Value) -> Result<Settings, Fault> {
+    serde_json::from_value(settings.clone())
+        .map_err(|e| Fault::invalid(format!("bad filesystem settings: {e}")))
 }
 
 /// An entry run A is about to create, journalled before the syscall: the
@@ -410,7 +414,7 @@ impl Surface for Instance {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
@@ -418,7 +422,7 @@ impl Surface for Instance {
         self.clean_all(entries)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
         cleanup::owns(ctx, entry)
     }
 

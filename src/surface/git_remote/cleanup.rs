@@ -4,6 +4,7 @@
 
 use super::refs::ref_for;
 use super::{Instance, RefUpdate, Remote};
+use crate::fault::Fault;
 use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -11,12 +12,13 @@ use std::collections::{HashMap, HashSet};
 impl Instance {
     /// One ls-remote; every ref a plant of `jobs` would have made that
     /// exists, leased on what it points at now. The deleted ref is included
-    /// (a plant killed before deleting it leaves it behind).
+    /// (a plant killed before deleting it leaves it behind). `Broken` when
+    /// git fails.
     pub(super) fn find_refs(
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Fault> {
         let expected: HashSet<String> = jobs
             .iter()
             .filter_map(|j| {
@@ -69,7 +71,9 @@ impl Instance {
             Ok(w) => w,
             Err(e) => {
                 for (i, _, _) in &live {
-                    outcomes[*i] = CleanupOutcome::Left { reason: e.clone() };
+                    outcomes[*i] = CleanupOutcome::Left {
+                        reason: e.reason().to_string(),
+                    };
                 }
                 return outcomes;
             }

@@ -2,25 +2,28 @@
 //! or a command, scp-like and ssh remotes, a URL's credentials moved off
 //! git's command line, and a checkout's own credential settings.
 
+use crate::fault::Fault;
 use crate::git::Git;
 use std::ffi::OsStr;
 use std::path::Path;
 
 /// Config values reach git's command line (a pull request can change the
 /// config): a remote that git could read as an option, or a transport
-/// helper (`ext::<command>` runs a command), is refused outright.
-pub(super) fn check_remote(remote: &str) -> Result<(), String> {
+/// helper (`ext::<command>` runs a command), is refused outright
+/// (`Invalid`).
+pub(super) fn check_remote(remote: &str) -> Result<(), Fault> {
     if remote.starts_with('-') {
-        return Err("must not start with `-` (git would read it as an option)".into());
+        return Err(Fault::invalid(
+            "must not start with `-` (git would read it as an option)",
+        ));
     }
     if remote.contains("::") {
-        return Err(
-            "uses a transport helper (`<transport>::<address>`), which runwarden does not allow"
-                .into(),
-        );
+        return Err(Fault::invalid(
+            "uses a transport helper (`<transport>::<address>`), which runwarden does not allow",
+        ));
     }
     if remote.chars().any(|c| c.is_control()) {
-        return Err("contains control characters".into());
+        return Err(Fault::invalid("contains control characters"));
     }
     Ok(())
 }
@@ -31,11 +34,11 @@ pub(super) fn check_remote(remote: &str) -> Result<(), String> {
 /// `/proc/<pid>/cmdline` by every user of the machine, the environment
 /// only by the same user. A token alone (`https://token@host`) is sent as
 /// the user name with an empty password. ssh names a user, never a
-/// password.
+/// password. `Invalid` for credentials that cannot be moved.
 pub(super) fn move_userinfo(
     url: String,
     credentials: &mut Vec<(String, String)>,
-) -> Result<String, String> {
+) -> Result<String, Fault> {
     use base64::Engine as _;
     let (bare, info) = crate::redact::split_userinfo(&url);
     let Some(info) = info else {
@@ -47,19 +50,20 @@ pub(super) fn move_userinfo(
             let (user, password) = info.split_once(':').unwrap_or((&info, ""));
             crate::redact::add_basic(user, password);
             crate::redact::add(&info);
-            let origin = crate::http::origin(&bare)
-                .ok_or("`remote`: the URL has no host to send its credentials to")?;
-            let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            let origin = crate::http::origin(&bare).ok_or_else(|| {
+                Fault::invalid("`remote`: the URL has no host to send its credentials to")
+            })?;
+            let b64 =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
             credentials.push((
                 format!("http.{origin}/.extraheader"),
                 format!("Authorization: Basic {b64}"),
             ));
             Ok(bare)
         }
-        _ if info.contains(':') => Err(
-            "`remote`: a password in a non-HTTP URL is never used (ssh asks its agent or key): remove it"
-                .into(),
-        ),
+        _ if info.contains(':') => Err(Fault::invalid(
+            "`remote`: a password in a non-HTTP URL is never used (ssh asks its agent or key): remove it",
+        )),
         _ => Ok(url),
     }
 }

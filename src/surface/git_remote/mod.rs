@@ -37,6 +37,7 @@ use super::carrier::carriers;
 
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::git::Git;
 use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
@@ -121,44 +122,50 @@ impl SurfaceType for GitRemote {
         &["refs"]
     }
 
-    fn check_scope(&self, carrier: &str, key: &str, pattern: &str) -> Result<(), String> {
+    fn check_scope(&self, carrier: &str, key: &str, pattern: &str) -> Result<(), Fault> {
         let Some(carrier) = Remote::parse(carrier) else {
-            return Err(format!("carrier {carrier} cannot be scoped by `{key}`"));
+            return Err(Fault::invalid(format!(
+                "carrier {carrier} cannot be scoped by `{key}`"
+            )));
         };
         if matches!(carrier, Remote::DeletedRef | Remote::UnreachableObject) {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "{carrier} cannot be scoped: it has no ref of its own to place"
-            ));
+            )));
         }
         if !pattern.starts_with("refs/") || pattern.matches('*').count() != 1 {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "`{pattern}` must start with `refs/` and hold exactly one `*` (like `refs/heads/memory/*`)"
-            ));
+            )));
         }
         let bad = |c: char| c.is_ascii_control() || " ~^:?[\\".contains(c);
         if pattern.contains(bad) || pattern.contains("..") || pattern.contains("@{") {
-            return Err(format!("`{pattern}` is not a valid ref pattern"));
+            return Err(Fault::invalid(format!(
+                "`{pattern}` is not a valid ref pattern"
+            )));
         }
         if let Some(ns) = namespace(carrier)
             && !pattern.starts_with(ns)
         {
-            return Err(format!("{carrier} lives under {ns}, so its scope must too"));
+            return Err(Fault::invalid(format!(
+                "{carrier} lives under {ns}, so its scope must too"
+            )));
         }
         if carrier == Remote::CustomRef
             && (pattern.starts_with("refs/heads/") || pattern.starts_with("refs/tags/"))
         {
-            return Err(
-                "custom-ref is a ref outside heads and tags, so its scope must be too".into(),
-            );
+            return Err(Fault::invalid(
+                "custom-ref is a ref outside heads and tags, so its scope must be too",
+            ));
         }
         // Outside the scope means runwarden's own default name: it must
         // not fall inside the pattern.
         let sample = "0".repeat(32);
         let outside = ref_for(carrier, "000000000000", &sample, None).unwrap_or_default();
         if glob_match(pattern, &outside) {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "`{pattern}` also covers runwarden's own refs (like {outside}): nothing would be planted outside it"
-            ));
+            )));
         }
         Ok(())
     }
@@ -245,7 +252,7 @@ impl SurfaceType for GitRemote {
         Ok(serde_json::to_value(settings).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, dir: &Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, dir: &Path) -> Result<Control, Fault> {
         bare_repository(dir)
             .and_then(|()| {
                 // The control is probed once and removed: no automatic gc
@@ -258,7 +265,7 @@ impl SurfaceType for GitRemote {
                     b"[receive]\n\tautogc = false\n\tunpackLimit = 1\n",
                 )
             })
-            .map_err(|e| format!("the control remote: {e}"))?;
+            .map_err(|e| Fault::broken(format!("the control remote: {e}")))?;
         let path = dir.to_string_lossy().into_owned();
         let control = Settings {
             url: path.clone(),
@@ -279,21 +286,24 @@ impl SurfaceType for GitRemote {
         probe_id: &str,
         nonce: &Nonce,
         scope: Option<&JobScope>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, Fault> {
         let Some(carrier) = Remote::parse(carrier) else {
-            return Err(format!("unknown carrier {carrier}"));
+            return Err(Fault::invalid(format!("unknown carrier {carrier}")));
         };
         let hex = nonce.hex();
         match ref_for(carrier, probe_id, &hex, scope) {
             Some(r) => Ok(ref_needle(carrier, &hex, &r)),
             // The commit's id depends on the time it was made.
-            None => Err("the unreachable commit's id is known only to the plant".into()),
+            None => Err(Fault::unsupported(
+                "the unreachable commit's id is known only to the plant",
+            )),
         }
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|e| format!("bad git-remote settings: {}", e.classify_name()))?;
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+        let s: Settings = serde_json::from_value(settings.clone()).map_err(|e| {
+            Fault::invalid(format!("bad git-remote settings: {}", e.classify_name()))
+        })?;
         let git = Git::new(
             s.credentials.clone(),
             s.credential_home.clone(),
@@ -366,11 +376,11 @@ impl Surface for Instance {
         self.recover_refs(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_refs(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
         owned::owns(ctx, entry)
     }
 

@@ -13,6 +13,7 @@
 use super::repo::os;
 use super::{IDENT_EMAIL, IDENT_NAME, Instance, Remote};
 use crate::escape;
+use crate::fault::Fault;
 use crate::surface::{RunCtx, lower_hex};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -81,36 +82,39 @@ pub(super) fn tag(ctx: &RunCtx<'_>, refname: &str, sha: &str) -> String {
 
 /// [`Surface::owns`] for git-remote: an entry `{ref, sha, tag}`, or the
 /// ref a retraction names. Without a configured key the tag is public (a
-/// 0.7.0 journal has none): then the form alone decides.
+/// 0.7.0 journal has none): then the form alone decides. `Invalid` for
+/// anything else.
 ///
 /// [`Surface::owns`]: crate::surface::Surface::owns
-pub(super) fn owns(ctx: &RunCtx<'_>, e: &Value) -> Result<(), String> {
+pub(super) fn owns(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
     let r = e
         .as_str()
         .or_else(|| e["ref"].as_str())
-        .ok_or("names no ref")?;
+        .ok_or_else(|| Fault::invalid("names no ref"))?;
     let shown = escape::bytes(r.as_bytes());
     if !e.is_string() {
-        let sha = e["sha"].as_str().ok_or("names no object")?;
+        let sha = e["sha"]
+            .as_str()
+            .ok_or_else(|| Fault::invalid("names no object"))?;
         if !(lower_hex(sha, 40) || lower_hex(sha, 64)) {
-            return Err(format!("{shown} is leased on no object id"));
+            return Err(Fault::invalid(format!("{shown} is leased on no object id")));
         }
         let tagged = e["tag"]
             .as_str()
             .is_some_and(|t| crate::marker::same(t.as_bytes(), tag(ctx, r, sha).as_bytes()));
         if ctx.key.is_configured() && !tagged {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "{shown}: its tag does not verify with RUNWARDEN_KEY"
-            ));
+            )));
         }
     }
     if well_formed(r) && planted_leaf(r, ctx.probe_id) {
         Ok(())
     } else {
-        Err(format!(
+        Err(Fault::invalid(format!(
             "{shown} is not a ref a plant of probe {} makes",
             ctx.probe_id
-        ))
+        )))
     }
 }
 
@@ -142,13 +146,13 @@ fn runwarden_object(kind: &str, body: &[u8]) -> bool {
 impl Instance {
     /// Of the refs `now` lists (name to the object it points at), the
     /// objects that are runwarden's: the refs fetched into `dir` in one
-    /// fetch, their objects read by one `cat-file --batch`. `Err` when
+    /// fetch, their objects read by one `cat-file --batch`. `Broken` when
     /// either failed (then nothing is deleted).
     pub(super) fn runwarden_objects(
         &self,
         dir: &Path,
         now: &HashMap<String, String>,
-    ) -> Result<HashSet<String>, String> {
+    ) -> Result<HashSet<String>, Fault> {
         if now.is_empty() {
             return Ok(HashSet::new());
         }
@@ -164,10 +168,10 @@ impl Instance {
         }
         let (out, _) = self.remote_run(dir, &args);
         if !out.success {
-            return Err(format!(
+            return Err(Fault::broken(format!(
                 "could not read the refs back before deleting them: {}",
                 out.reason()
-            ));
+            )));
         }
         let input: String = now.values().map(|sha| format!("{sha}\n")).collect();
         let mut ours = HashSet::new();
@@ -201,7 +205,10 @@ impl Instance {
                 }
             });
         if !out.success {
-            return Err(format!("git cat-file failed: {}", out.reason()));
+            return Err(Fault::broken(format!(
+                "git cat-file failed: {}",
+                out.reason()
+            )));
         }
         Ok(ours)
     }

@@ -6,6 +6,7 @@ use super::refs::{ref_for, ref_needle};
 use super::repo::{Planned, Stream};
 use super::{Built, IDENT_EMAIL, IDENT_NAME, Instance, Push, RefUpdate, Remote};
 use crate::escape;
+use crate::fault::Fault;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
@@ -17,19 +18,19 @@ use std::path::Path;
 type Kinds = [Result<Remote, PlantOutcome>];
 
 /// One push's per-ref results (see [`Instance::push`]), or its failure.
-type PushResults = Result<HashMap<String, (char, String)>, String>;
+type PushResults = Result<HashMap<String, (char, String)>, Fault>;
 
 impl Instance {
     /// Builds every plant's objects in `dir` (one fast-import); returns the
     /// refs to push and each job's needle (or why it could not be built).
-    /// `kinds` are the jobs' carriers.
+    /// `kinds` are the jobs' carriers. `Broken` when git fails.
     pub(super) fn build(
         &self,
         dir: &Path,
         probe: &str,
         jobs: &[PlantJob],
         kinds: &Kinds,
-    ) -> Result<Built, String> {
+    ) -> Result<Built, Fault> {
         let mut st = Stream::new();
         let innocuous = format!("runwarden probe {probe}");
         let ident = (IDENT_NAME.to_string(), IDENT_EMAIL.to_string());
@@ -97,7 +98,7 @@ impl Instance {
             marks
                 .get(&m)
                 .cloned()
-                .ok_or_else(|| format!("fast-import gave no object for mark :{m}"))
+                .ok_or_else(|| Fault::broken(format!("fast-import gave no object for mark :{m}")))
         };
         let doomed = sha(doomed)?;
         let mut pushes = Vec::new();
@@ -133,14 +134,14 @@ impl Instance {
         }
         let work = match self.scratch() {
             Ok(w) => w,
-            Err(e) => return all(PlantOutcome::Failed { reason: e }),
+            Err(e) => return all(PlantOutcome::Failed { reason: e.into() }),
         };
         let dir = work.path();
         let kinds: Vec<Result<Remote, PlantOutcome>> =
             carriers.iter().map(Remote::of_job).collect();
         let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers, &kinds) {
             Ok(x) => x,
-            Err(e) => return all(PlantOutcome::Failed { reason: e }),
+            Err(e) => return all(PlantOutcome::Failed { reason: e.into() }),
         };
         // Journal every ref before the push that creates it.
         for p in &pushes {
@@ -163,7 +164,7 @@ impl Instance {
             let rejected = match &results {
                 Ok(r) => matches!(r.get(&p.refname), Some(('!', _))),
                 // Refused as a whole (401/403, a hook): nothing was made.
-                Err(reason) => self.refused(reason),
+                Err(f) => self.refused(f.reason()),
             };
             if outcome.is_err() && rejected {
                 created(json!({ "retract": p.refname }));
@@ -263,7 +264,7 @@ impl Instance {
                 match self.push(dir, &[one]) {
                     Ok(r) => alone.extend(r),
                     Err(e) => {
-                        alone.insert(c.dst.clone(), ('!', e));
+                        alone.insert(c.dst.clone(), ('!', e.into_reason()));
                     }
                 }
             }
@@ -275,7 +276,7 @@ impl Instance {
     /// Whether the push created `p`'s ref: `Err` is the carrier's outcome.
     fn created_ref(&self, p: &Push, results: &PushResults) -> Result<(), PlantOutcome> {
         match results {
-            Err(reason) => Err(self.push_failure(reason)),
+            Err(f) => Err(self.push_failure(f.reason())),
             Ok(r) => match r.get(&p.refname) {
                 Some(('*', _)) => Ok(()),
                 Some((_, summary)) if self.refused(summary) => Err(PlantOutcome::Refused {

@@ -10,6 +10,7 @@ use super::refusal::{is_refusal, no_credential, unquoted};
 use super::repo::os;
 use super::{Instance, Remote};
 use crate::escape;
+use crate::fault::Fault;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -28,8 +29,9 @@ impl Instance {
     }
 
     /// One fetch of `refspecs` (and the object `by_id`, when given) into
-    /// run B's scratch repository; the failure's reason.
-    fn fetch(&self, dir: &Path, refspecs: &[String], by_id: Option<&str>) -> Result<(), String> {
+    /// run B's scratch repository; the failure (`Broken`, git's words:
+    /// whose refusal it was is read from them by the caller).
+    fn fetch(&self, dir: &Path, refspecs: &[String], by_id: Option<&str>) -> Result<(), Fault> {
         let mut args: Vec<String> = vec![
             "fetch".into(),
             "--no-tags".into(),
@@ -42,7 +44,7 @@ impl Instance {
         if out.success {
             Ok(())
         } else {
-            Err(out.reason())
+            Err(Fault::broken(out.reason()))
         }
     }
 
@@ -61,8 +63,8 @@ impl Instance {
 
     /// Every object in run B's scratch repository (what it fetched, and
     /// nothing else), streamed through one `cat-file`: which `texts` it
-    /// holds.
-    fn search_objects(&self, dir: &Path, texts: &[String]) -> Result<Vec<bool>, String> {
+    /// holds; `Broken` when git fails.
+    fn search_objects(&self, dir: &Path, texts: &[String]) -> Result<Vec<bool>, Fault> {
         let mut needles = crate::scan::Needles::new(texts.to_vec());
         let args: Vec<String> = vec![
             "cat-file".into(),
@@ -74,7 +76,10 @@ impl Instance {
             needles.feed(b"\n");
         });
         if !out.success {
-            return Err(format!("git cat-file failed: {}", out.reason()));
+            return Err(Fault::broken(format!(
+                "git cat-file failed: {}",
+                out.reason()
+            )));
         }
         Ok((0..texts.len()).map(|i| needles.found(i)).collect())
     }
@@ -105,7 +110,7 @@ struct Fetched {
     by_id: Option<String>,
     by_id_error: Option<RecoverOutcome>,
     /// Per wanted carrier, whether the fetched objects hold its nonce.
-    seen: Result<Vec<bool>, String>,
+    seen: Result<Vec<bool>, Fault>,
 }
 
 impl Instance {
@@ -118,7 +123,7 @@ impl Instance {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
         let work = match self.scratch() {
             Ok(w) => w,
-            Err(e) => return all(RecoverOutcome::Failed { reason: e }),
+            Err(e) => return all(RecoverOutcome::Failed { reason: e.into() }),
         };
         let dir = work.path();
         let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
@@ -301,9 +306,10 @@ impl Instance {
         if refspecs.is_empty() && by_id.is_none() {
             return (None, None);
         }
-        let Err(reason) = self.fetch(dir, refspecs, by_id) else {
+        let Err(fault) = self.fetch(dir, refspecs, by_id) else {
             return (None, None);
         };
+        let reason = fault.into_reason();
         // Split only when the remote refused the commit by id: the agreed
         // refs may still come alone. A refusal of run B as a whole, a
         // timeout or an unreachable remote would only fail twice more, the
@@ -315,11 +321,14 @@ impl Instance {
                 (Some(reason.clone()), Some(self.failure(reason)))
             }
             (Some(sha), false) => {
-                let fetch_error = self.fetch(dir, refspecs, None).err();
+                let fetch_error = self
+                    .fetch(dir, refspecs, None)
+                    .err()
+                    .map(Fault::into_reason);
                 let by_id_error = self
                     .fetch(dir, &[], Some(sha))
                     .err()
-                    .map(|r| self.by_id_failure(r));
+                    .map(|f| self.by_id_failure(f.into_reason()));
                 (fetch_error, by_id_error)
             }
         }
@@ -347,8 +356,8 @@ impl Instance {
             Ok(_) => Ok(None),
             // Local plumbing in run B's own scratch repository: the
             // remote had no say, so never a refusal.
-            Err(reason) => Err(RecoverOutcome::Failed {
-                reason: reason.clone(),
+            Err(f) => Err(RecoverOutcome::Failed {
+                reason: f.reason().to_string(),
             }),
         };
         let c = &w.carrier;

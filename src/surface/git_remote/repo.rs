@@ -3,6 +3,7 @@
 //! pushes with leases and their porcelain report, ls-remote streamed.
 
 use super::{IDENT_EMAIL, IDENT_NAME, Instance, RefUpdate, TRUST_FILE};
+use crate::fault::Fault;
 use crate::git;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -151,12 +152,13 @@ pub(super) fn os(args: &[String]) -> Vec<&OsStr> {
 
 impl Instance {
     /// A fresh, empty bare repository in the run's TMPDIR (removed on
-    /// drop): runs never touch the user's checkout.
-    pub(super) fn scratch(&self) -> Result<tempfile::TempDir, String> {
+    /// drop): runs never touch the user's checkout. `Broken` when it
+    /// cannot be made.
+    pub(super) fn scratch(&self) -> Result<tempfile::TempDir, Fault> {
         let w = tempfile::Builder::new()
             .prefix("runwarden-git-")
             .tempdir()
-            .map_err(|e| format!("scratch repository: {e}"))?;
+            .map_err(|e| Fault::broken(format!("scratch repository: {e}")))?;
         self.init(w.path())?;
         // A remote on this machine owned by another user (run B as another
         // uid, a shared runner directory) trips git's `safe.directory`
@@ -170,7 +172,7 @@ impl Instance {
                 w.path().join(TRUST_FILE),
                 format!("[safe]\n\tdirectory = \"{quoted}\"\n"),
             )
-            .map_err(|e| format!("scratch repository: {e}"))?;
+            .map_err(|e| Fault::broken(format!("scratch repository: {e}")))?;
         }
         Ok(w)
     }
@@ -199,12 +201,12 @@ impl Instance {
     }
 
     /// One streamed `ls-remote`: the refs `keep` picks, name to object id
-    /// (memory holds only those).
+    /// (memory holds only those). `Broken` when git fails.
     pub(super) fn ls_refs(
         &self,
         dir: &Path,
         keep: impl Fn(&str) -> bool,
-    ) -> Result<HashMap<String, String>, String> {
+    ) -> Result<HashMap<String, String>, Fault> {
         let mut refs = HashMap::new();
         let ls = self.remote_stream(dir, &["ls-remote".into(), self.s.url.clone()], |line| {
             let l = String::from_utf8_lossy(line);
@@ -217,7 +219,7 @@ impl Instance {
         if ls.success {
             Ok(refs)
         } else {
-            Err(format!("ls-remote failed: {}", ls.reason()))
+            Err(Fault::broken(format!("ls-remote failed: {}", ls.reason())))
         }
     }
 
@@ -235,17 +237,17 @@ impl Instance {
         self.git.stream(dir, &os(args), &envs, b"", line)
     }
 
-    pub(super) fn init(&self, dir: &Path) -> Result<(), String> {
-        bare_repository(dir).map_err(|e| format!("scratch repository: {e}"))
+    pub(super) fn init(&self, dir: &Path) -> Result<(), Fault> {
+        bare_repository(dir).map_err(|e| Fault::broken(format!("scratch repository: {e}")))
     }
 
     /// Runs one `git fast-import` over `stream` and returns each mark's
-    /// object id.
+    /// object id; `Broken` when git fails.
     pub(super) fn fast_import(
         &self,
         dir: &Path,
         stream: &Stream,
-    ) -> Result<HashMap<u32, String>, String> {
+    ) -> Result<HashMap<u32, String>, Fault> {
         let marks = dir.join("runwarden-marks");
         let args = vec![
             "fast-import".to_string(),
@@ -254,10 +256,13 @@ impl Instance {
         ];
         let (out, _) = self.git.run(dir, &os(&args), &[], &stream.text);
         if !out.success {
-            return Err(format!("git fast-import failed: {}", out.reason()));
+            return Err(Fault::broken(format!(
+                "git fast-import failed: {}",
+                out.reason()
+            )));
         }
-        let text =
-            std::fs::read_to_string(&marks).map_err(|e| format!("fast-import marks: {e}"))?;
+        let text = std::fs::read_to_string(&marks)
+            .map_err(|e| Fault::broken(format!("fast-import marks: {e}")))?;
         Ok(text
             .lines()
             .filter_map(|l| {
@@ -267,12 +272,14 @@ impl Instance {
             .collect())
     }
 
-    /// One push; returns per-ref results, or the whole push's failure.
+    /// One push; returns per-ref results, or the whole push's failure
+    /// (`Broken`, git's words: whether the remote refused it is for the
+    /// caller to read).
     pub(super) fn push(
         &self,
         dir: &Path,
         updates: &[RefUpdate],
-    ) -> Result<HashMap<String, (char, String)>, String> {
+    ) -> Result<HashMap<String, (char, String)>, Fault> {
         let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--no-verify".into()];
         for u in updates {
             args.push(format!(
@@ -288,7 +295,7 @@ impl Instance {
         let (out, stdout) = self.remote_run(dir, &args);
         let results = porcelain(&stdout);
         if results.is_empty() && !out.success {
-            return Err(out.reason());
+            return Err(Fault::broken(out.reason()));
         }
         Ok(results)
     }

@@ -20,7 +20,9 @@ const COMMIT_CARRIERS: &[Remote] = &[
 
 impl crate::surface::Watchable for Instance {
     fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        let dir = self.scratch().map_err(SnapshotError::Failed)?;
+        let dir = self
+            .scratch()
+            .map_err(|e| SnapshotError::Failed(e.into_reason()))?;
         let mut refs: Vec<(String, String)> = Vec::new();
         let ls = self.remote_stream(
             dir.path(),

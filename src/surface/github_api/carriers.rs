@@ -4,6 +4,7 @@
 //! disagree about a carrier.
 
 use super::Settings;
+use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::RunCtx;
 use crate::surface::carrier::carriers;
@@ -102,17 +103,18 @@ fn entry(
     })
 }
 
-/// The plant of `carrier` with `nonce` (`Err`: this instance cannot plant
-/// it, with why).
+/// The plant of `carrier` with `nonce` (`Unsupported`: this instance
+/// cannot plant it, with why).
 pub fn plant_request(
     s: &Settings,
     ctx: &RunCtx<'_>,
     carrier: Gh,
     nonce: &Nonce,
-) -> Result<PlantRequest, String> {
+) -> Result<PlantRequest, Fault> {
     let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
     let hex = nonce.hex();
     let note = format!("runwarden probe {}", ctx.probe_id);
+    let no_commit = || Fault::unsupported("no commit");
     let mut req = match carrier {
         Gh::LabelName => {
             let name = nonce_name(ctx, nonce);
@@ -125,7 +127,7 @@ pub fn plant_request(
             label(&rp, carrier, &name, &description, m)
         }
         Gh::IssueComment => {
-            let n = s.issue.ok_or("no issue")?;
+            let n = s.issue.ok_or_else(|| Fault::unsupported("no issue"))?;
             let body = format!("<!-- {note} -->\n{hex}");
             PlantRequest {
                 path: format!("{rp}/issues/{n}/comments"),
@@ -174,7 +176,7 @@ pub fn plant_request(
                 ),
             }
         }
-        Gh::Deployment => deployment(&rp, s.commit.as_deref().ok_or("no commit")?, &hex),
+        Gh::Deployment => deployment(&rp, s.commit.as_deref().ok_or_else(no_commit)?, &hex),
         Gh::ActionsVariable => {
             let name = variable_name(ctx);
             PlantRequest {
@@ -192,7 +194,7 @@ pub fn plant_request(
             }
         }
         Gh::CommitStatus | Gh::CheckRun => {
-            let sha = s.commit.as_deref().ok_or("no commit")?;
+            let sha = s.commit.as_deref().ok_or_else(no_commit)?;
             permanent(&rp, carrier, sha, &nonce_name(ctx, nonce), &note, &hex)
         }
     };

@@ -3,6 +3,7 @@
 //! as GitHub requires); objects GitHub cannot delete are listed as left.
 
 use super::{Gh, Instance, Settings, carriers};
+use crate::fault::Fault;
 use crate::github::ApiError;
 use crate::surface::{CleanupOutcome, RunCtx};
 use ::http::Method;
@@ -40,11 +41,17 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e st
 /// configured repository, the carrier and the nonce its `match` holds, it
 /// is the very entry the plant journals (so its paths, listing and key
 /// fields are runwarden's own, never a path a receipt made up); `ref`, an
-/// id GitHub gave, is a number or the plant's own name.
-pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(), String> {
+/// id GitHub gave, is a number or the plant's own name. `Invalid` for
+/// anything else.
+pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
+    let not = Fault::invalid;
     // `None`: not a carrier of github-api, whose entry holds nothing of
     // a plant's.
-    let carrier = Gh::parse(e["carrier"].as_str().ok_or("names no carrier")?);
+    let carrier = Gh::parse(
+        e["carrier"]
+            .as_str()
+            .ok_or_else(|| not("names no carrier"))?,
+    );
     if let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) {
         // Never removed (GitHub has no delete), only listed as kept: its
         // text names the plant's nonce name, and its tag binds the probe.
@@ -59,7 +66,7 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
             .and_then(|t| t.strip_prefix(&named))
             .and_then(|t| t.get(..32))
             .filter(|h| crate::surface::lower_hex(h, 32))
-            .ok_or("not a permanent plant's entry")?;
+            .ok_or_else(|| not("not a permanent plant's entry"))?;
         let tagged = e["tag"].as_str().is_some_and(|t| {
             crate::marker::same(
                 t.as_bytes(),
@@ -69,13 +76,13 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
         let form = e.as_object().is_some_and(|o| o.len() == 3);
         return (tagged && form)
             .then_some(())
-            .ok_or_else(|| "not this probe's permanent plant".into());
+            .ok_or_else(|| not("not this probe's permanent plant"));
     }
     let (carrier, hex) = carrier
         .and_then(|c| Some((c, match_nonce(ctx, c, &e["match"])?)))
-        .ok_or("holds no nonce in runwarden's form")?;
-    let nonce: crate::nonce::Nonce =
-        serde_json::from_value(json!(hex)).map_err(|_| "holds no nonce in runwarden's form")?;
+        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
+    let nonce: crate::nonce::Nonce = serde_json::from_value(json!(hex))
+        .map_err(|_| not("holds no nonce in runwarden's form"))?;
     // The issue and commit are this job's; the entry's own issue is only
     // taken when it is a number (a comment lives where it was made).
     let mut s = s.clone();
@@ -86,17 +93,20 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
             .and_then(|l| l.strip_prefix(&rp)?.strip_suffix("/comments")?.parse().ok());
     }
     s.commit.get_or_insert_with(|| "0".repeat(40));
-    let want = carriers::plant_request(&s, ctx, carrier, &nonce)?.entry;
+    // (What this job cannot plant, the entry does not name: not ours.)
+    let want = carriers::plant_request(&s, ctx, carrier, &nonce)
+        .map_err(|f| Fault::Invalid(f.into_reason()))?
+        .entry;
     let mut got = e.clone();
     if want["ref"].is_null() {
         if !(e["ref"].is_null() || e["ref"].is_u64()) {
-            return Err("its id is not a number".into());
+            return Err(not("its id is not a number"));
         }
         got["ref"] = Value::Null;
     }
     (got == want)
         .then_some(())
-        .ok_or_else(|| "not the entry this probe's plant journals".into())
+        .ok_or_else(|| not("not the entry this probe's plant journals"))
 }
 
 impl Instance {
@@ -110,7 +120,7 @@ impl Instance {
         }
         let api = match self.api(false) {
             Ok(a) => a,
-            Err(reason) => return CleanupOutcome::Left { reason },
+            Err(f) => return CleanupOutcome::Left { reason: f.into() },
         };
         let (Some(object), Some(key)) = (e["object"].as_str(), e["key"].as_str()) else {
             return CleanupOutcome::Left {
@@ -154,11 +164,7 @@ impl Instance {
             let id = match &r {
                 Value::String(s) => match crate::wire::percent_segment(s) {
                     Ok(seg) => seg,
-                    Err(reason) => {
-                        return CleanupOutcome::Left {
-                            reason: reason.into(),
-                        };
-                    }
+                    Err(f) => return CleanupOutcome::Left { reason: f.into() },
                 },
                 Value::Number(n) if n.is_u64() => n.to_string(),
                 _ => {

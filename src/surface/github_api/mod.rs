@@ -26,6 +26,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::http::LazyClient;
 use carriers::{CARRIERS, Gh, PERMANENT};
@@ -160,7 +161,7 @@ impl SurfaceType for GitHubApi {
         Ok(serde_json::to_value(s).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::github::GitHubServer::start()?;
         let repo = "runwarden/control";
         let sha = "c0ffee0000000000000000000000000000c0ffee";
@@ -209,9 +210,9 @@ impl SurfaceType for GitHubApi {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| "bad github-api settings".to_string())?;
+            .map_err(|_| Fault::invalid("bad github-api settings"))?;
         let client = LazyClient::new(
             [&s.token, &s.read_token]
                 .into_iter()
@@ -229,10 +230,11 @@ struct Instance {
 }
 
 impl Instance {
-    /// The API with the write token (`read: false`) or the read token.
-    fn api(&self, read: bool) -> Result<Api<'_>, String> {
+    /// The API with the write token (`read: false`) or the read token;
+    /// `Unsupported` when what it needs is missing here.
+    fn api(&self, read: bool) -> Result<Api<'_>, Fault> {
         if let Some(why) = &self.s.missing {
-            return Err(why.clone());
+            return Err(Fault::unsupported(why.clone()));
         }
         let (token, source) = if read {
             (&self.s.read_token, &self.s.read_token_source)
@@ -311,7 +313,7 @@ impl Surface for Instance {
             .collect()
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         Ok(jobs
             .iter()
             .filter(|j| self.unavailable(&j.carrier).is_none())
@@ -323,7 +325,7 @@ impl Surface for Instance {
             .collect())
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
         cleanup::owned_entry(&self.s, ctx, entry)
     }
 

@@ -19,11 +19,11 @@ impl Instance {
     ) -> PlantOutcome {
         let req = match carriers::plant_request(&self.s, ctx, carrier, &job.nonce) {
             Ok(r) => r,
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
         };
         let api = match self.api(false) {
             Ok(a) => a,
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
         };
         let what = format!("planting {carrier} in {}", self.repo());
         created(req.entry.clone());

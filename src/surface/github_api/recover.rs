@@ -8,6 +8,7 @@
 
 use super::{Gh, Instance, read_outcome};
 use crate::escape;
+use crate::fault::Fault;
 use crate::github::ApiError;
 use crate::surface::{RecoverOutcome, RunCtx, Wanted};
 use ::http::Method;
@@ -53,19 +54,19 @@ impl Instance {
     }
 
     /// Where the writer's token lists the plant (its listing routes, the
-    /// write token): `None` when it lists it nowhere; `Err` when there is
-    /// no writer's token here or its listing failed.
+    /// write token): `None` when it lists it nowhere; `Unsupported` when
+    /// there is no writer's token here, `Broken` when its listing failed.
     fn writer_lists(
         &self,
         ctx: &RunCtx<'_>,
         carrier: Option<Gh>,
         w: &Wanted,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, Fault> {
         if self.s.token.is_none() {
-            return Err(format!(
+            return Err(Fault::unsupported(format!(
                 "no writer's token ({} is unset) to tell a listing's lag from a plant hidden from run B",
                 escape::bytes(self.s.token_source.as_bytes())
-            ));
+            )));
         }
         let api = self.api(false)?;
         let needle = w.needle["text"]
@@ -87,7 +88,7 @@ impl Instance {
                     seen |= field_holding(o, needle).is_some();
                 },
             )
-            .map_err(|e| e.text())?;
+            .map_err(|e| Fault::broken(e.text()))?;
             if seen {
                 return Ok(Some(shown));
             }
@@ -98,7 +99,7 @@ impl Instance {
     fn look(&self, ctx: &RunCtx<'_>, carrier: Option<Gh>, w: &Wanted) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
-            Err(reason) => return RecoverOutcome::Failed { reason },
+            Err(f) => return RecoverOutcome::Failed { reason: f.into() },
         };
         // The nonce: a plant's needle holds it as `text` (a needle derived
         // without a receipt may be the bare nonce).

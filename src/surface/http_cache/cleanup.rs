@@ -3,6 +3,7 @@
 
 use super::protocol::{ListError, last_segment};
 use super::{Http, Instance, innocuous, sha256_hex};
+use crate::fault::Fault;
 use crate::scan::Marked;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
@@ -13,9 +14,11 @@ impl Instance {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Fault> {
         if self.s.index_url.is_some() {
-            return Err("the cache is listed through an index, which may not name what to delete; use the receipt".into());
+            return Err(Fault::unsupported(
+                "the cache is listed through an index, which may not name what to delete; use the receipt",
+            ));
         }
         let body = innocuous(ctx.probe_id);
         let carriers: Vec<Http> = jobs
@@ -40,7 +43,10 @@ impl Instance {
             &mut |_| {},
         )
         .map_err(|e| match e {
-            ListError::Denied(m) | ListError::Failed(m) | ListError::Unavailable(m) => m,
+            // The cache's access control, or no listing at all: no look
+            // can be had here.
+            ListError::Denied(m) | ListError::Unavailable(m) => Fault::Unsupported(m),
+            ListError::Failed(m) => Fault::Broken(m),
         })?;
         Ok(found)
     }
@@ -61,7 +67,7 @@ impl Instance {
         if entry["kind"] == "collection" {
             let r = match self.call("PROPFIND", &format!("{url}/"), &[("depth", "1")], vec![]) {
                 Ok(r) => r,
-                Err(m) => return left(m),
+                Err(f) => return left(f.into()),
             };
             match r.status {
                 404 => return CleanupOutcome::Gone,
@@ -81,12 +87,12 @@ impl Instance {
                 Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
                 Ok(r) if r.status == 404 => CleanupOutcome::Gone,
                 Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
-                Err(m) => left(m),
+                Err(f) => left(f.into()),
             };
         }
         let r = match self.call("GET", &url, &[], vec![]) {
             Ok(r) => r,
-            Err(m) => return left(m),
+            Err(f) => return left(f.into()),
         };
         match r.status {
             404 | 410 => return CleanupOutcome::Gone,
@@ -101,7 +107,7 @@ impl Instance {
             Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
             Ok(r) if r.status == 404 => CleanupOutcome::Gone,
             Ok(r) => left(format!("DELETE: HTTP {}", r.status)),
-            Err(m) => left(m),
+            Err(f) => left(f.into()),
         }
     }
 }

@@ -30,6 +30,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
@@ -149,7 +150,7 @@ impl SurfaceType for HttpCache {
         Ok(serde_json::to_value(s).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::dav::DavServer::start(false)?;
         let token = server.token()?;
         let s = Settings {
@@ -178,9 +179,9 @@ impl SurfaceType for HttpCache {
         ]
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| "bad http-cache settings".to_string())?;
+            .map_err(|_| Fault::invalid("bad http-cache settings"))?;
         let client = LazyClient::new(s.auth.secrets());
         Ok(Box::new(Instance { s, client }))
     }
@@ -217,12 +218,14 @@ impl Surface for Instance {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
-        let name = entry["name"].as_str().ok_or("no name")?;
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        let name = entry["name"]
+            .as_str()
+            .ok_or_else(|| Fault::invalid("no name"))?;
         let c = Http::owned(ctx, name, "", &|c| c != Http::Property)?;
         let ok = match (c, entry["kind"].as_str()) {
             (Http::CollectionName, Some("collection")) => true,
@@ -232,7 +235,7 @@ impl Surface for Instance {
             _ => false,
         };
         ok.then_some(())
-            .ok_or_else(|| format!("a {c} plant makes no such entry"))
+            .ok_or_else(|| Fault::invalid(format!("a {c} plant makes no such entry")))
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

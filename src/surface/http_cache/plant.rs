@@ -36,7 +36,7 @@ impl Instance {
             created(entry.clone());
             let r = self
                 .call(method, url, headers, body)
-                .map_err(|reason| PlantOutcome::Failed { reason })?;
+                .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
             // A 4xx says nothing was made; a 5xx may come after the
             // write was done (a gateway's), so the entry stays journalled.
             write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
@@ -56,7 +56,7 @@ impl Instance {
                 Ok(()) => planted(format!("PUT {shown_name} under {}", self.shown())),
             },
             Http::NegativeLookup => match self.call("GET", &url, &[], vec![]) {
-                Err(reason) => PlantOutcome::Failed { reason },
+                Err(f) => PlantOutcome::Failed { reason: f.into() },
                 Ok(r) if r.status == 404 || r.status == 410 => planted(format!(
                     "GET {shown_name} missed (HTTP {}{}); a cache that remembers misses keeps it for its negative TTL, and nothing can delete it",
                     r.status,
@@ -106,7 +106,7 @@ impl Instance {
                 &[("content-type", "application/xml")],
                 xml.into_bytes(),
             )
-            .map_err(|reason| PlantOutcome::Failed { reason })?;
+            .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
         write_outcome(r.status, "PROPPATCH", &self.shown())?;
         if r.status != 207 {
             return Ok(());

@@ -5,6 +5,7 @@
 
 use super::Instance;
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{Failure, Request};
 use crate::scan::Marked;
 use crate::surface::PlantOutcome;
@@ -49,8 +50,8 @@ pub(super) fn cache_hit(headers: &::http::HeaderMap) -> Option<String> {
 }
 
 impl Instance {
-    pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get().map_err(String::from)
+    pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
+        self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
@@ -61,14 +62,14 @@ impl Instance {
         format!("{}{}", self.s.url, crate::wire::percent_encode(name))
     }
 
-    /// One request; `Err` when there was no answer.
+    /// One request; `Unreachable` or `Broken` when there was no answer.
     pub(super) fn call(
         &self,
         method: &str,
         url: &str,
         headers: &[(&'static str, &str)],
         body: Vec<u8>,
-    ) -> Result<crate::http::Response, String> {
+    ) -> Result<crate::http::Response, Fault> {
         let method = Method::from_bytes(method.as_bytes()).expect("a valid method");
         let mut req = self
             .s
@@ -79,8 +80,12 @@ impl Instance {
             req = req.header(k, *v);
         }
         self.client()?.send(&req).map_err(|f| match f {
-            Failure::Unreachable(m) => format!("cannot reach the cache at {}: {m}", self.shown()),
-            Failure::Broken(m) => format!("{method} at the cache {}: {m}", self.shown()),
+            Failure::Unreachable(m) => {
+                Fault::Unreachable(format!("cannot reach the cache at {}: {m}", self.shown()))
+            }
+            Failure::Broken(m) => {
+                Fault::broken(format!("{method} at the cache {}: {m}", self.shown()))
+            }
         })
     }
 
@@ -91,7 +96,9 @@ impl Instance {
         name: &mut dyn FnMut(&str),
         chunk: &mut dyn FnMut(&[u8]),
     ) -> Result<String, ListError> {
-        let client = self.client().map_err(ListError::Failed)?;
+        let client = self
+            .client()
+            .map_err(|f| ListError::Failed(f.into_reason()))?;
         let (req, what) = match &self.s.index_url {
             Some(u) => (
                 self.s.auth.apply(Request::new(Method::GET, u)),

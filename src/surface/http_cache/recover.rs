@@ -5,6 +5,7 @@
 use super::protocol::{ListError, cache_hit, last_segment, propstat_status};
 use super::{Http, Instance, PROP_NS, plant_name};
 use crate::escape;
+use crate::fault::Fault;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
@@ -15,13 +16,14 @@ type Listed = (usize, Vec<Option<String>>, Vec<Notice>, String);
 
 impl Instance {
     /// Whether `name` is there, asked by its own path (a GET: every HTTP
-    /// cache answers it, an index-listed one too).
-    fn exists(&self, name: &str) -> Result<bool, String> {
+    /// cache answers it, an index-listed one too). `Broken` (or
+    /// `Unreachable`) when it cannot be told.
+    fn exists(&self, name: &str) -> Result<bool, Fault> {
         let r = self.call("GET", &self.url_of(name), &[], vec![])?;
         match r.status {
             200..=299 => Ok(true),
             404 | 410 => Ok(false),
-            s => Err(format!("a GET of it answered HTTP {s}")),
+            s => Err(Fault::broken(format!("a GET of it answered HTTP {s}"))),
         }
     }
 
@@ -100,7 +102,7 @@ impl Instance {
         // again after the lookup's own verdict.
         let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
         let mut stale = None;
-        let mut witnessed: Result<bool, String> = Ok(false);
+        let mut witnessed: Result<bool, Fault> = Ok(false);
         // The listing comes first, for negative-lookup too: run B's own
         // lookup of the path would be remembered as well, and then listed.
         let listed: Vec<usize> = (0..wanted.len()).filter(|i| listed_at(*i)).collect();
@@ -244,7 +246,7 @@ impl Instance {
     fn look_up_miss(&self, name: &str, listing_said: Option<&str>) -> RecoverOutcome {
         let shown_name = escape::bytes(name.as_bytes());
         match self.call("GET", &self.url_of(name), &[], vec![]) {
-            Err(reason) => RecoverOutcome::Failed { reason },
+            Err(f) => RecoverOutcome::Failed { reason: f.into() },
             Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
                 reason: format!("the cache refused the lookup (HTTP {})", r.status),
             },
@@ -283,7 +285,7 @@ impl Instance {
             &[("depth", "0"), ("content-type", "application/xml")],
             xml.into_bytes(),
         ) {
-            Err(reason) => return RecoverOutcome::Failed { reason },
+            Err(f) => return RecoverOutcome::Failed { reason: f.into() },
             Ok(r) => r,
         };
         match r.status {

@@ -24,6 +24,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{LazyClient, Request, check_url};
 use ::http::Method;
 use serde::{Deserialize, Serialize};
@@ -196,7 +197,7 @@ impl SurfaceType for NetworkEgress {
         Ok(serde_json::to_value(s).expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let token = crate::loopback::secret()?;
         let rv = crate::rendezvous::Rendezvous::start(&crate::rendezvous::Options {
             http: "127.0.0.1:0".into(),
@@ -210,7 +211,7 @@ impl SurfaceType for NetworkEgress {
         let proxy = crate::loopback::proxy::Proxy::start()?;
         let dns_port = rv
             .dns_port
-            .ok_or("the control rendezvous has no DNS port")?;
+            .ok_or_else(|| Fault::broken("the control rendezvous has no DNS port"))?;
         let s = Settings {
             url: format!("http://127.0.0.1:{}/", rv.http_port),
             host: "127.0.0.1".into(),
@@ -219,7 +220,7 @@ impl SurfaceType for NetworkEgress {
             plain_port: rv.http_port,
             tcp_port: rv
                 .tcp_port
-                .ok_or("the control rendezvous has no TCP port")?,
+                .ok_or_else(|| Fault::broken("the control rendezvous has no TCP port"))?,
             dns_zone: Some("rendezvous.test".into()),
             dns_port,
             resolver: Some(format!("127.0.0.1:{dns_port}")),
@@ -244,9 +245,9 @@ impl SurfaceType for NetworkEgress {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|e| format!("bad network-egress settings: {e}"))?;
+            .map_err(|e| Fault::invalid(format!("bad network-egress settings: {e}")))?;
         // The token and a proxy's credentials are secrets from here on.
         let mut secrets: Vec<String> = s.token.iter().cloned().collect();
         if let Some(p) = &s.proxy {
@@ -265,13 +266,13 @@ impl SurfaceType for NetworkEgress {
 }
 
 impl Instance {
-    /// Run B's read token.
-    fn token(&self) -> Result<String, String> {
+    /// Run B's read token (`Unsupported` when there is none here).
+    fn token(&self) -> Result<String, Fault> {
         self.s.token.clone().ok_or_else(|| {
-            format!(
+            Fault::unsupported(format!(
                 "${} (`token-env`) was not set: run B has no read token for the rendezvous",
                 escape::line(self.s.token_env.as_deref().unwrap_or(""))
-            )
+            ))
         })
     }
 
@@ -282,11 +283,11 @@ impl Instance {
         let failed = |reason: String| RecoverOutcome::Failed { reason };
         let token = match self.token() {
             Ok(t) => t,
-            Err(e) => return failed(e),
+            Err(e) => return failed(e.into_reason()),
         };
         let client = match self.client.get() {
             Ok(c) => c,
-            Err(e) => return failed(e.into()),
+            Err(e) => return failed(e.into_reason()),
         };
         let url = format!("{}v1/seen/{hex}", self.s.url);
         let shown = escape::bytes(self.s.url.as_bytes());
@@ -479,12 +480,14 @@ impl Surface for Instance {
             .collect()
     }
 
-    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         Ok(vec![])
     }
 
-    fn owns(&self, _ctx: &RunCtx<'_>, _entry: &Value) -> Result<(), String> {
-        Err("network-egress journals nothing: no entry is runwarden's".into())
+    fn owns(&self, _ctx: &RunCtx<'_>, _entry: &Value) -> Result<(), Fault> {
+        Err(Fault::invalid(
+            "network-egress journals nothing: no entry is runwarden's",
+        ))
     }
 
     fn cleanup(&self, _entry: &Value) -> CleanupOutcome {

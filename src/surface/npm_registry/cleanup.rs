@@ -4,6 +4,7 @@
 use super::plant::package_for;
 use super::protocol::path_of;
 use super::{Instance, Npm};
+use crate::fault::Fault;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
 use ::http::Method;
@@ -14,7 +15,7 @@ impl Instance {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Fault> {
         // Every name but package-name's is derived without the nonce being
         // random; package-name's is found by search.
         let mut found = vec![];
@@ -45,9 +46,9 @@ impl Instance {
                     }
                 }
                 Ok(None) => {}
-                Err(RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason }) => {
-                    return Err(reason);
-                }
+                Err(RecoverOutcome::Failed { reason }) => return Err(Fault::Broken(reason)),
+                // The registry's access control: no look can be had here.
+                Err(RecoverOutcome::Denied { reason }) => return Err(Fault::Unsupported(reason)),
                 Err(_) => {}
             }
         }
@@ -60,8 +61,9 @@ impl Instance {
                 }
             })
             .map_err(|o| match o {
-                RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => reason,
-                _ => "the search could not be read".into(),
+                RecoverOutcome::Failed { reason } => Fault::Broken(reason),
+                RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+                _ => Fault::broken("the search could not be read"),
             })?;
             for name in names {
                 if !found.iter().any(|f| f["name"] == name.as_str()) {
@@ -84,14 +86,14 @@ impl Instance {
         let left = |reason: String| CleanupOutcome::Left { reason };
         let url = format!("{}{}?write=true", self.s.url, path_of(name));
         let doc = match self.call(Method::GET, &url, None) {
-            Err(m) => return left(m),
+            Err(f) => return left(f.into()),
             Ok(r) if r.status == 404 => return CleanupOutcome::Gone,
             Ok(r) if r.status != 200 => {
                 return left(format!("reading it before unpublishing: HTTP {}", r.status));
             }
             Ok(r) => match r.json() {
                 Ok(v) => v,
-                Err(m) => return left(m.into()),
+                Err(f) => return left(f.into()),
             },
         };
         // Checked before removal: exactly the versions A published.
@@ -119,7 +121,7 @@ impl Instance {
                 r.status
             )),
             Ok(r) => left(format!("unpublishing: HTTP {}", r.status)),
-            Err(m) => left(m),
+            Err(f) => left(f.into()),
         }
     }
 }

@@ -30,6 +30,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -100,7 +101,7 @@ impl SurfaceType for NpmRegistry {
         .expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::npm::NpmServer::start()?;
         let s = Settings {
             url: server.url(),
@@ -116,9 +117,9 @@ impl SurfaceType for NpmRegistry {
             .unwrap_or_default()
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| "bad npm-registry settings".to_string())?;
+            .map_err(|_| Fault::invalid("bad npm-registry settings"))?;
         let client = LazyClient::new(s.auth.secrets());
         Ok(Box::new(Instance { s, client }))
     }
@@ -155,12 +156,14 @@ impl Surface for Instance {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
-        let name = entry["name"].as_str().ok_or("no name")?;
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        let name = entry["name"]
+            .as_str()
+            .ok_or_else(|| Fault::invalid("no name"))?;
         let c = Npm::owned(ctx, name, "", &|c| c == Npm::PackageName)?;
         let versions = entry["versions"]
             .as_array()
@@ -178,8 +181,11 @@ impl Surface for Instance {
             }
             _ => false,
         };
-        ok.then_some(())
-            .ok_or_else(|| format!("its versions are not the one a {c} plant publishes"))
+        ok.then_some(()).ok_or_else(|| {
+            Fault::invalid(format!(
+                "its versions are not the one a {c} plant publishes"
+            ))
+        })
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

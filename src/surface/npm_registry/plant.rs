@@ -118,7 +118,7 @@ impl Instance {
             created(crate::surface::retraction(&entry));
         }
         match publish {
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
             // npm's registry answers a version that exists with 403: a
             // conflict, not the registry's access control.
             Ok(r)
@@ -143,7 +143,7 @@ impl Instance {
             let tag = format!("n{}", job.nonce.hex());
             let url = format!("{}-/package/{}/dist-tags/{tag}", self.s.url, path_of(&name));
             match self.call(Method::PUT, &url, Some(&json!(version))) {
-                Err(reason) => return PlantOutcome::Failed { reason },
+                Err(f) => return PlantOutcome::Failed { reason: f.into() },
                 Ok(r) if (r.status == 401 || r.status == 403) && registrys_own(&r.body) => {
                     return refused(r.status, "dist-tag");
                 }

@@ -5,6 +5,7 @@
 
 use super::{Instance, MAX_PAGES, Npm, PAGE};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{Failure, Request};
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
@@ -34,20 +35,21 @@ pub(super) fn path_of(name: &str) -> String {
 }
 
 impl Instance {
-    pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get().map_err(String::from)
+    pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
+        self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
         escape::bytes(self.s.url.as_bytes())
     }
 
+    /// One request; `Unreachable` or `Broken` when there was no answer.
     pub(super) fn call(
         &self,
         method: Method,
         url: &str,
         body: Option<&Value>,
-    ) -> Result<crate::http::Response, String> {
+    ) -> Result<crate::http::Response, Fault> {
         let mut req = self
             .s
             .auth
@@ -57,8 +59,12 @@ impl Instance {
             req = req.json(b);
         }
         self.client()?.send(&req).map_err(|f| match f {
-            Failure::Unreachable(m) => format!("cannot reach the registry {}: {m}", self.shown()),
-            Failure::Broken(m) => format!("{method} at the registry {}: {m}", self.shown()),
+            Failure::Unreachable(m) => {
+                Fault::Unreachable(format!("cannot reach the registry {}: {m}", self.shown()))
+            }
+            Failure::Broken(m) => {
+                Fault::broken(format!("{method} at the registry {}: {m}", self.shown()))
+            }
         })
     }
 
@@ -68,7 +74,7 @@ impl Instance {
         let url = format!("{}{}", self.s.url, path_of(name));
         let r = self
             .call(Method::GET, &url, None)
-            .map_err(|reason| RecoverOutcome::Failed { reason })?;
+            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
         let shown = escape::bytes(name.as_bytes());
         let doc = r.json().ok().filter(Value::is_object);
         match r.status {
@@ -107,23 +113,26 @@ impl Instance {
     }
 
     /// Whether a tarball holds `needle`, searched as it arrives. Only from
-    /// the registry's own origin: a document may name any URL.
-    pub(super) fn tarball_holds(&self, url: &str, needle: &str) -> Result<bool, String> {
+    /// the registry's own origin: a document may name any URL (`Invalid`
+    /// when it names another).
+    pub(super) fn tarball_holds(&self, url: &str, needle: &str) -> Result<bool, Fault> {
         use crate::http::origin;
         if origin(url).is_none() || origin(url) != origin(&self.s.url) {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "the tarball is on another origin ({}); it is not fetched with the registry's credentials",
                 escape::bytes(url.as_bytes())
-            ));
+            )));
         }
         let mut needles = Needles::new(vec![needle.to_string()]);
         let req = self.s.auth.apply(Request::new(Method::GET, url));
         let status = self
             .client()?
             .search(&req, &mut needles)
-            .map_err(|f| format!("downloading the tarball: {f}"))?;
+            .map_err(|f| Fault::from(f).context("downloading the tarball"))?;
         if status != 200 {
-            return Err(format!("downloading the tarball: HTTP {status}"));
+            return Err(Fault::broken(format!(
+                "downloading the tarball: HTTP {status}"
+            )));
         }
         Ok(needles.found(0))
     }
@@ -153,7 +162,7 @@ impl Instance {
             );
             let r = self
                 .call(Method::GET, &url, None)
-                .map_err(|reason| RecoverOutcome::Failed { reason })?;
+                .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
             if (r.status == 401 || r.status == 403) && registrys_own(&r.body) {
                 return Err(RecoverOutcome::Denied {
                     reason: format!("the registry refused the search (HTTP {})", r.status),
@@ -162,7 +171,7 @@ impl Instance {
             if r.status != 200 {
                 return Err(failed(format!("HTTP {}", r.status)));
             }
-            let v = r.json().map_err(|f| failed(f.into()))?;
+            let v = r.json().map_err(|f| failed(f.into_reason()))?;
             let Some(objects) = v["objects"].as_array() else {
                 return Err(failed("the answer has no `objects`".into()));
             };
@@ -303,7 +312,7 @@ impl Instance {
             _ => match doc["versions"][version]["dist"]["tarball"].as_str() {
                 None => missing(&format!("tarball for {version}")),
                 Some(t) => match self.tarball_holds(t, needle) {
-                    Err(reason) => RecoverOutcome::Failed { reason },
+                    Err(f) => RecoverOutcome::Failed { reason: f.into() },
                     Ok(true) => RecoverOutcome::Found {
                         detail: format!("the tarball of {shown}@{version} holds it"),
                     },

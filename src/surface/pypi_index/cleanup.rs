@@ -3,6 +3,7 @@
 
 use super::protocol::{excerpt, project_of, version_of};
 use super::{Instance, Pypi};
+use crate::fault::Fault;
 use crate::http::Request;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
@@ -14,10 +15,12 @@ impl Instance {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, Fault> {
         let err = |o: RecoverOutcome| match o {
-            RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => reason,
-            _ => "the simple index could not be read".into(),
+            RecoverOutcome::Failed { reason } => Fault::Broken(reason),
+            // The index's access control: no look can be had here.
+            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+            _ => Fault::broken("the simple index could not be read"),
         };
         // Only names whose tag verifies are kept while the root streams.
         let carriers: Vec<Pypi> = jobs
@@ -32,7 +35,7 @@ impl Instance {
             }
         })
         .map_err(err)?
-        .ok_or("the simple index is not there (404)")?;
+        .ok_or_else(|| Fault::broken("the simple index is not there (404)"))?;
         let mut found = vec![];
         for name in &ours {
             let name = name.as_str();
@@ -99,7 +102,7 @@ impl Instance {
                 "the index offers no deletion runwarden knows (DELETE <upload-url><project>/<version>: HTTP {}); remove it by hand",
                 r.status
             )),
-            Err(m) => left(m),
+            Err(f) => left(f.into_reason()),
         }
     }
 }

@@ -30,6 +30,7 @@ use super::{
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -120,7 +121,7 @@ impl SurfaceType for PypiIndex {
         .expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, String> {
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::pypi::PypiServer::start()?;
         let (user, password) = server.user()?;
         let s = Settings {
@@ -149,9 +150,9 @@ impl SurfaceType for PypiIndex {
         ]
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, String> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| "bad pypi-index settings".to_string())?;
+            .map_err(|_| Fault::invalid("bad pypi-index settings"))?;
         let client = LazyClient::new(s.auth.secrets());
         Ok(Box::new(Instance { s, client }))
     }
@@ -217,13 +218,17 @@ impl Surface for Instance {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, String> {
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), String> {
-        let project = entry["project"].as_str().ok_or("no project")?;
-        let version = entry["version"].as_str().ok_or("no version")?;
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        let project = entry["project"]
+            .as_str()
+            .ok_or_else(|| Fault::invalid("no project"))?;
+        let version = entry["version"]
+            .as_str()
+            .ok_or_else(|| Fault::invalid("no version"))?;
         let c = Pypi::owned(ctx, project, "", &|c| c == Pypi::ProjectName)?;
         let version_ok = match c {
             Pypi::Version => version
@@ -241,9 +246,11 @@ impl Surface for Instance {
             (_, [f]) => *f == format!("{dist}-{version}.tar.gz"),
             _ => false,
         };
-        (version_ok && files_ok)
-            .then_some(())
-            .ok_or_else(|| format!("its version or files are not what a {c} plant uploads"))
+        (version_ok && files_ok).then_some(()).ok_or_else(|| {
+            Fault::invalid(format!(
+                "its version or files are not what a {c} plant uploads"
+            ))
+        })
     }
 
     fn cleanup(&self, entry: &Value) -> CleanupOutcome {

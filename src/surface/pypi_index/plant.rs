@@ -86,7 +86,7 @@ impl Instance {
             created(crate::surface::retraction(&entry));
         }
         match upload {
-            Err(reason) => PlantOutcome::Failed { reason },
+            Err(f) => PlantOutcome::Failed { reason: f.into() },
             // A 403 that says the file exists is a conflict, not the
             // index's access control.
             Ok(r)

@@ -5,6 +5,7 @@
 
 use super::{Instance, PageScan, Pypi, Read, Root, Upload};
 use crate::escape;
+use crate::fault::Fault;
 use crate::http::{Failure, Request};
 use crate::scan::{Marked, Needles};
 use crate::surface::carrier::CarrierSet;
@@ -91,18 +92,21 @@ pub(super) fn resolve(page: &str, href: &str) -> String {
 }
 
 impl Instance {
-    pub(super) fn client(&self) -> Result<&crate::http::Client, String> {
-        self.client.get().map_err(String::from)
+    pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
+        self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
         escape::bytes(self.s.simple_url.as_bytes())
     }
 
-    pub(super) fn failure(&self, f: Failure) -> String {
+    /// A call that got no answer, said of this index (its kind kept).
+    pub(super) fn failure(&self, f: Failure) -> Fault {
         match f {
-            Failure::Unreachable(m) => format!("cannot reach the index {}: {m}", self.shown()),
-            Failure::Broken(m) => format!("at the index {}: {m}", self.shown()),
+            Failure::Unreachable(m) => {
+                Fault::Unreachable(format!("cannot reach the index {}: {m}", self.shown()))
+            }
+            Failure::Broken(m) => Fault::broken(format!("at the index {}: {m}", self.shown())),
         }
     }
 
@@ -120,7 +124,7 @@ impl Instance {
         self.same_origin(url)?;
         let client = self
             .client()
-            .map_err(|reason| RecoverOutcome::Failed { reason })?;
+            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
         let req = self
             .s
             .auth
@@ -135,7 +139,7 @@ impl Instance {
                 Ok(())
             })
             .map_err(|f| RecoverOutcome::Failed {
-                reason: self.failure(f),
+                reason: self.failure(f).into_reason(),
             })?;
         let shown = escape::bytes(url.as_bytes());
         match status {
@@ -317,6 +321,7 @@ impl Instance {
     pub(super) fn fetch_json(&self, url: &str) -> Result<Option<Value>, RecoverOutcome> {
         self.same_origin(url)?;
         let failed = |reason| RecoverOutcome::Failed { reason };
+        let fault = |f: Fault| failed(f.into_reason());
         let req = self
             .s
             .auth
@@ -324,9 +329,9 @@ impl Instance {
             .header("accept", "application/json");
         let r = self
             .client()
-            .map_err(failed)?
+            .map_err(fault)?
             .send(&req)
-            .map_err(|f| failed(self.failure(f)))?;
+            .map_err(|f| fault(self.failure(f)))?;
         let shown = escape::bytes(url.as_bytes());
         match r.status {
             200 => match r.json().ok().filter(Value::is_object) {
@@ -426,7 +431,8 @@ impl Instance {
         })
     }
 
-    pub(super) fn upload(&self, u: &Upload) -> Result<crate::http::Response, String> {
+    /// One upload; `Unreachable` or `Broken` when there was no answer.
+    pub(super) fn upload(&self, u: &Upload) -> Result<crate::http::Response, Fault> {
         let boundary = format!(
             "runwarden-{}",
             &crate::nonce::to_hex(&Sha256::digest(&u.data))[..24]

@@ -96,11 +96,11 @@ fn snapshot_error(e: std::io::Error) -> SnapshotError {
 }
 
 /// Opens a planned surface. Its settings were checked when the plan was
-/// built: one its type refuses now is `Invalid` all the same.
+/// built: one its type refuses now is its own fault (`Invalid`: ERROR).
 fn open_surface(sp: &SurfacePlan) -> Result<Box<dyn Surface>, Fault> {
     surface::by_name(sp.type_name)
         .ok_or_else(|| Fault::invalid(format!("unknown surface type {}", sp.type_name)))
-        .and_then(|t| t.open(&sp.settings).map_err(Fault::Invalid))
+        .and_then(|t| t.open(&sp.settings))
 }
 
 /// Why a surface that could not be opened has no snapshot: SKIPPED when
