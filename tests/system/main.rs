@@ -19,4 +19,5 @@ mod output;
 mod plan;
 mod publish;
 mod rendezvous;
+mod structure;
 mod workflows;
