@@ -195,6 +195,33 @@ impl Drop for Mount {
     }
 }
 
+/// Every file under `dir` (recursively) whose name ends in `.ext`, sorted.
+pub fn files_under(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == ext) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// README.md and every `.md` file under docs/, sorted.
+pub fn doc_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![root.join("README.md")];
+    out.extend(files_under(&root.join("docs"), "md"));
+    out.sort();
+    out
+}
+
 /// Everything about a directory's entries that runwarden must never change:
 /// name, type, mode, size, mtime, content hash (regular files), link
 /// target, xattrs. Sorted, for comparison before and after a probe.

@@ -131,24 +131,6 @@ fn blocks(root: &Path, file: &Path, errors: &mut Vec<String>) -> Vec<Block> {
     out
 }
 
-/// README.md and every `.md` file under docs/, sorted.
-fn doc_files(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "md") {
-                out.push(p);
-            }
-        }
-    }
-    let mut out = vec![root.join("README.md")];
-    walk(&root.join("docs"), &mut out);
-    out.sort();
-    out
-}
-
 /// The keys at column 0 of a YAML text (comments, blank lines, list items
 /// and document markers aside).
 fn top_level_keys(text: &str) -> Vec<&str> {
@@ -208,7 +190,7 @@ fn every_config_block_in_the_docs_validates() {
     let mut errors = vec![];
     let mut checkout: Option<Checkout> = None;
     let (mut checked, mut in_checkout, mut fragments, mut counts_compared) = (0, 0, 0, 0);
-    for file in doc_files(root) {
+    for file in doc_files() {
         let all = blocks(root, &file, &mut errors);
         for (n, b) in all.iter().enumerate() {
             if b.lang != "yaml" && b.lang != "yml" {

@@ -10,28 +10,21 @@ use std::path::{Path, PathBuf};
 /// Every `.rs` file under src/, with its code outside tests and comments.
 fn sources() -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut out = vec![];
-    let mut dirs = vec![root.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
-                let code: Vec<&str> = code
-                    .lines()
-                    .map(|l| l.split("//").next().unwrap())
-                    .collect();
-                out.push((
-                    p.strip_prefix(&root).unwrap().to_path_buf(),
-                    code.join("\n"),
-                ));
-            }
-        }
-    }
-    out
+    crate::common::files_under(&root, "rs")
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+            let code: Vec<&str> = code
+                .lines()
+                .map(|l| l.split("//").next().unwrap())
+                .collect();
+            (
+                p.strip_prefix(&root).unwrap().to_path_buf(),
+                code.join("\n"),
+            )
+        })
+        .collect()
 }
 
 /// The top-level module a file belongs to (`surface` for src/surface/…).

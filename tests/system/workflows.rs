@@ -56,19 +56,7 @@ fn actionlint_is_clean() {
 /// Every YAML block of the README and docs/, with where it is.
 fn doc_yaml() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut docs = vec![root.join("README.md")];
-    let mut dirs = vec![root.join("docs")];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "md") {
-                docs.push(p);
-            }
-        }
-    }
-    docs.sort();
+    let docs = crate::common::doc_files();
     let mut out = vec![];
     for doc in docs {
         let text = std::fs::read_to_string(&doc).unwrap();
