@@ -15,6 +15,7 @@ mod docs;
 mod engine;
 mod http;
 mod loopback;
+mod newcomer;
 mod output;
 mod plan;
 mod publish;

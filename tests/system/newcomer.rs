@@ -1,0 +1,119 @@
+//! A newcomer's first hour, scripted from the README alone: propose a
+//! config (`discover --write`), cut it down as its header says, check it,
+//! probe with it and read the table, watch an agent script with it, and
+//! read the pull request comment its report makes. The docs tests check
+//! the rest of what the docs claim (configs, workflows and their lint,
+//! pins, Close it sections, man pages).
+
+use crate::common::{bin, markdown};
+use runwarden::marker::Key;
+use runwarden::output::comment::{CommentContext, Earlier, comment};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `runwarden ARGS` in `root`, with a home and a temp directory of its own
+/// (never this machine's).
+fn rw(root: &Path, args: &[&str]) -> Output {
+    let mut c: Command = bin();
+    c.args(args)
+        .current_dir(root)
+        .env("HOME", root.join("home"))
+        .env("TMPDIR", root.join("tmp"))
+        .env_remove("GOMODCACHE")
+        .env_remove("RUNWARDEN_CONFIG");
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn a_newcomer_s_session_from_the_readme() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path();
+    for d in ["home", "tmp", ".github"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    // README: `runwarden discover --write .github/runwarden.yml`.
+    let o = rw(root, &["discover", "--write", ".github/runwarden.yml"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("runwarden check-config .github/runwarden.yml"));
+    // Its header says: review it, remove what you do not want probed.
+    // This machine's /dev/shm is not this test's to probe.
+    let cfg = root.join(".github/runwarden.yml");
+    let proposed = std::fs::read_to_string(&cfg).unwrap();
+    assert!(proposed.contains("Review it, remove what you do not want probed"));
+    let kept: String = proposed
+        .split("\n  # ")
+        .filter(|entry| !entry.contains("path: \"/dev/shm\""))
+        .collect::<Vec<_>>()
+        .join("\n  # ");
+    std::fs::write(&cfg, kept).unwrap();
+    // README: `runwarden check-config .github/runwarden.yml`.
+    let o = rw(root, &["check-config", ".github/runwarden.yml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("is valid: 2 surfaces"), "{}", text(&o));
+    // README's first line: probe with the config, a report and a SARIF.
+    let o = rw(
+        root,
+        &[
+            "probe",
+            "--config",
+            ".github/runwarden.yml",
+            "--report",
+            "runwarden-report.json",
+            "--sarif",
+            "runwarden.sarif",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "open channels fail: {}", text(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("FAIL     home:file-name"), "{table}");
+    assert!(table.contains("system-temp"), "{table}");
+    // README: watch an agent script with the config.
+    let o = rw(
+        root,
+        &[
+            "watch",
+            "--config",
+            ".github/runwarden.yml",
+            "--report",
+            "watch.json",
+            "--",
+            "sh",
+            "-c",
+            "echo remember > \"$TMPDIR/agent-note\"",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let w: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("watch.json")).unwrap()).unwrap();
+    let used = w["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["channel"] == "system-temp:file-name")
+        .unwrap();
+    assert_eq!(used["verdict"], "fail", "{used}");
+    // The pull request comment that report makes, as GitHub renders it.
+    let report =
+        serde_json::from_str(&std::fs::read_to_string(root.join("runwarden-report.json")).unwrap())
+            .unwrap();
+    let key = Key::new(None);
+    let cx = CommentContext {
+        sha: None,
+        run_url: None,
+        key: &key,
+        at: "octo/app#1",
+    };
+    let body = comment(&report, Earlier::None, &cx);
+    assert!(body.contains("| home (filesystem) |"), "{body}");
+    assert!(body.contains("[close it](https://github.com/runwarden/action/blob/main/docs/surfaces/filesystem.md#close-it)"));
+    markdown::assert_inert(&body);
+}
