@@ -234,7 +234,11 @@ fn ip(args: &[&str]) {
 
 impl Netns {
     fn new() -> Netns {
-        let id = std::process::id() % 10_000;
+        // One id per namespace, not per process: the tests that make one
+        // run in parallel threads, and two of the same name collide.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 3;
+        let id = (std::process::id() % 3000) * 3 + n;
         let name = format!("rw-egress-{id}");
         let (h, n) = (format!("rwh{id}"), format!("rwn{id}"));
         let net = format!("10.{}.{}", 100 + id / 250 % 100, id % 250);
