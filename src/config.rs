@@ -1,5 +1,5 @@
 //! The config file as written: YAML parsed with a location on every key and
-//! value, and nothing checked beyond the shape. [`crate::plan`] turns it into
+//! value, and nothing checked beyond the shape. The plan (`src/plan.rs`) turns it into
 //! a typed plan; every error either step finds names `file:line:column`.
 
 use crate::fault::Fault;

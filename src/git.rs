@@ -71,7 +71,7 @@ impl Git {
     /// `extraheader` and `credential.*` value is registered with
     /// [`crate::redact`] (its words and decoded basic credentials too), so
     /// nothing git prints can carry them. `url` never holds userinfo by the
-    /// time it gets here ([`crate::surface::git_remote`] moves it into an
+    /// time it gets here (the git-remote surface moves it into an
     /// extraheader); any that does is registered as well.
     pub fn new(
         config: Vec<(String, String)>,

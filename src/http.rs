@@ -24,7 +24,7 @@ use std::time::Duration;
 pub const ATTEMPTS: u32 = 3;
 
 /// The longest `retry-after` a busy server (a 429 or 503 here, GitHub's
-/// rate-limit 403 in [`crate::github`]) is waited out for; longer is an
+/// rate-limit 403 in `src/github.rs`) is waited out for; longer is an
 /// error now rather than a probe that hangs.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 

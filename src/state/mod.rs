@@ -1,5 +1,5 @@
 //! A surface's state at one moment, and what changed between two moments:
-//! what watch mode ([`crate::watch`]) records and what each surface's
+//! what watch mode (`runwarden watch`) records and what each surface's
 //! `Watchable` implementation produces.
 //! - [`snapshot`]: a surface at one moment, streamed to disk in order;
 //! - [`diff`]: two snapshots compared as the second is taken.

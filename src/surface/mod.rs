@@ -5,7 +5,7 @@
 //! config keys into settings ([`SurfaceType::validate`]), makes a known-open
 //! control instance of itself ([`SurfaceType::control`]) and opens instances
 //! that plant, recover and clean up ([`Surface`]). Surfaces report outcomes;
-//! they never format output and never decide verdicts ([`crate::verdict`]).
+//! they never format output and never decide verdicts (`src/verdict.rs` does).
 
 pub mod actions_artifacts;
 pub mod actions_cache;

@@ -1,13 +1,16 @@
 //! The structure the kernel issue set, held by a test so that it stays: no
 //! import cycle between the top-level modules of src/, `unsafe` only in
 //! src/sys/, at most 5 glob imports and 25 `Result<_, String>` outside
-//! tests, and no function over 120 lines. Read from the source text (code
-//! before a `#[cfg(test)] mod tests`, comments left out).
+//! tests, and no function over 120 lines, in a file of at most 600 lines.
+//! Read from the source text before a `#[cfg(test)] mod tests`; comments
+//! count for the cycles (a doc link is a reference) and are left out of
+//! the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Every `.rs` file under src/, with its code outside tests and comments.
+/// Every `.rs` file under src/, with its text before its tests (a doc link
+/// to another module counts as a reference to it, as rustdoc resolves it).
 fn sources() -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     crate::common::files_under(&root, "rs")
@@ -15,13 +18,9 @@ fn sources() -> Vec<(PathBuf, String)> {
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
             let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
-            let code: Vec<&str> = code
-                .lines()
-                .map(|l| l.split("//").next().unwrap())
-                .collect();
             (
                 p.strip_prefix(&root).unwrap().to_path_buf(),
-                code.join("\n"),
+                code.to_string(),
             )
         })
         .collect()
@@ -75,7 +74,20 @@ fn no_import_cycle_between_top_level_modules() {
 fn unsafe_globs_string_errors_and_long_functions_stay_within_bounds() {
     let files = sources();
     let (mut globs, mut string_errors) = (0, 0);
-    for (p, code) in &files {
+    for (p, text) in &files {
+        let code: Vec<&str> = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap())
+            .collect();
+        let code = &code.join("\n");
+        let whole =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(p))
+                .unwrap();
+        assert!(
+            whole.lines().count() <= 600,
+            "{}: over 600 lines",
+            p.display()
+        );
         if !p.starts_with("sys") {
             assert!(
                 !code.contains("unsafe "),
