@@ -280,6 +280,36 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// `runwarden probe` of `config` inside the namespace, as a run there
+    /// starts it (the rendezvous token in the environment).
+    fn probe(&self, config: &str) -> Probe {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("runwarden.yml");
+        std::fs::write(&cfg, config).unwrap();
+        let report = dir.path().join("report.json");
+        let mut c = std::process::Command::new("ip");
+        strip_runner_env(&mut c);
+        let out = c
+            .args([
+                "netns",
+                "exec",
+                &self.name,
+                env!("CARGO_BIN_EXE_runwarden"),
+                "probe",
+                "--config",
+            ])
+            .arg(&cfg)
+            .arg("--report")
+            .arg(&report)
+            .env("RV_TOKEN", TOKEN)
+            .env("TMPDIR", dir.path())
+            .output()
+            .unwrap();
+        finish(out, &report)
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = std::process::Command::new("ip")
@@ -298,29 +328,7 @@ fn inside_a_namespace_whose_only_way_out_is_the_rendezvous_host() {
     // DNS on port 53 of the host's end: the namespace's resolver is the
     // rendezvous itself, so a lookup through it delivers.
     let rv = rendezvous(&ns.host_ip, Some(&format!("{}:53", ns.host_ip)), true);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("runwarden.yml");
-    std::fs::write(&cfg, config(&ns.host_ip, &rv, None, true)).unwrap();
-    let report = dir.path().join("report.json");
-    let mut c = std::process::Command::new("ip");
-    strip_runner_env(&mut c);
-    let out = c
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            env!("CARGO_BIN_EXE_runwarden"),
-            "probe",
-            "--config",
-        ])
-        .arg(&cfg)
-        .arg("--report")
-        .arg(&report)
-        .env("RV_TOKEN", TOKEN)
-        .env("TMPDIR", dir.path())
-        .output()
-        .unwrap();
-    let p = finish(out, &report);
+    let p = ns.probe(&config(&ns.host_ip, &rv, None, true));
     assert_eq!(
         verdicts(&p),
         want(&[
@@ -504,29 +512,7 @@ fn dns_query_tries_every_nameserver_the_system_would() {
         &format!("{blocked}/32"),
     ]);
     let rv = rendezvous(&ns.host_ip, Some(&format!("{}:53", ns.host_ip)), true);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("runwarden.yml");
-    std::fs::write(&cfg, config(&ns.host_ip, &rv, None, true)).unwrap();
-    let report = dir.path().join("report.json");
-    let mut c = std::process::Command::new("ip");
-    strip_runner_env(&mut c);
-    let out = c
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            env!("CARGO_BIN_EXE_runwarden"),
-            "probe",
-            "--config",
-        ])
-        .arg(&cfg)
-        .arg("--report")
-        .arg(&report)
-        .env("RV_TOKEN", TOKEN)
-        .env("TMPDIR", dir.path())
-        .output()
-        .unwrap();
-    let p = finish(out, &report);
+    let p = ns.probe(&config(&ns.host_ip, &rv, None, true));
     assert_eq!(
         p.verdict("egress:dns-query"),
         "fail",
