@@ -386,7 +386,10 @@ fn declaration_channel(
                     ("channel", Value::Str(s)) => channel = Some(s.clone()),
                     // Free text for people (the table, the job summary,
                     // SARIF's suppression); not interpreted.
-                    ("reason", Value::Str(s)) => reason = Some(s.clone()),
+                    // Redacted here, once: whoever could edit the config
+                    // (an earlier step in the work tree) could have put a
+                    // credential in it, and every output shows it.
+                    ("reason", Value::Str(s)) => reason = Some(crate::redact::text(s)),
                     ("channel" | "reason", other) => {
                         return Err(ck.err(
                             vpos,

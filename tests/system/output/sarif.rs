@@ -374,3 +374,30 @@ fn the_declaration_reason_reaches_every_output() {
     assert!(md.contains("agents share xattrs"), "{md}");
     markdown::assert_inert(&md);
 }
+
+/// A credential written into a reason (the config is in the work tree, which
+/// an earlier step can edit) reaches no output: the report and the SARIF
+/// hold it redacted.
+#[test]
+fn a_credential_written_into_a_reason_is_redacted() {
+    let shared = tempfile::tempdir().unwrap();
+    let cfg = fs_config(
+        "shared-tmp",
+        shared.path(),
+        "declared:\n  - channel: shared-tmp:xattr\n    reason: \"see rw-secret-value-8472\"\n",
+    );
+    let repo = Repo::new(&cfg);
+    let secret = "rw-secret-value-8472";
+    let (_, s, err) = repo.probe(
+        &["--config", ".github/runwarden.yml", "--report", "r.json"],
+        &[("RW_TEST_TOKEN", secret)],
+    );
+    let report = std::fs::read_to_string(repo.root.path().join("r.json")).unwrap();
+    assert!(report.contains("\"declared_reason\""), "{err}");
+    assert!(!report.contains(secret), "the report holds the credential");
+    assert!(
+        !s.to_string().contains(secret),
+        "the SARIF holds the credential"
+    );
+    assert!(!err.contains(secret));
+}
