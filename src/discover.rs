@@ -112,14 +112,57 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     // them and needs credentials the operator names.
     surfaces.extend(npm_registry(&var, workspace.as_deref(), home.as_deref()));
     surfaces.extend(pypi_index(&var, home.as_deref()));
-    if Path::new("/var/run/docker.sock").exists() {
-        notes.push("a Docker socket exists (/var/run/docker.sock): images, volumes and containers outlive jobs (no surface type for it yet)".into());
-    }
+    surfaces.extend(docker_daemon(&var));
     Discovery {
         runner,
         surfaces,
         notes,
     }
+}
+
+/// The Docker daemon `DOCKER_HOST` names (else the default socket), when
+/// its socket is there: proposed live, because everything a probe makes
+/// on it is removed by id, and it is the most shared thing on a
+/// self-hosted runner. A socket this user may not open is proposed too: a
+/// probe shows it closed (refused). TLS to a daemon is not spoken yet, so
+/// such a host is proposed commented out.
+fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
+    let host = var("DOCKER_HOST").unwrap_or_else(|| "unix:///var/run/docker.sock".into());
+    let entry = format!(
+        "  - name: docker\n    type: docker-daemon\n    host: {}\n",
+        serde_json::to_string(&host).expect("string serializes")
+    );
+    let shown = crate::escape::bytes(host.as_bytes());
+    if let Some(path) = host.strip_prefix("unix://") {
+        use std::os::unix::fs::FileTypeExt;
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.file_type().is_socket() {
+            return None;
+        }
+        let why = match std::os::unix::net::UnixStream::connect(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+                "a Docker socket ({shown}) this user may not open: a probe shows whether that keeps jobs apart"
+            ),
+            _ => format!(
+                "a Docker daemon ({shown}): image tags, labels, volumes, containers and networks outlive jobs"
+            ),
+        };
+        return Some(Candidate {
+            why,
+            entry,
+            skipped: None,
+        });
+    }
+    host.starts_with("tcp://").then(|| {
+        let tls = var("DOCKER_TLS_VERIFY").is_some();
+        Candidate {
+            why: format!("a Docker daemon at {shown} (DOCKER_HOST)"),
+            entry,
+            skipped: tls.then(|| {
+                "DOCKER_TLS_VERIFY is set, and runwarden does not speak TLS to a daemon yet".into()
+            }),
+        }
+    })
 }
 
 /// The runner kind the environment names.

@@ -6,12 +6,13 @@
 //! is dropped, and accepts only credentials it minted with fresh random
 //! secrets, so another local process cannot write into a probe's control.
 //! [`actions_cache`] is GitHub's cache service (v2) and REST cache API,
-//! [`dav`] a WebDAV cache, [`github`] GitHub's REST objects and artifact
+//! [`dav`] a WebDAV cache, [`docker`] a Docker daemon (on a unix socket), [`github`] GitHub's REST objects and artifact
 //! service, [`npm`] an npm registry, [`pypi`] a PyPI index
 //! with an upload endpoint, [`proxy`] a CONNECT proxy.
 
 pub mod actions_cache;
 pub mod dav;
+pub mod docker;
 pub mod github;
 pub mod npm;
 pub mod proxy;
@@ -37,23 +38,31 @@ impl Listener {
     ) -> Result<Listener, Fault> {
         let server = tiny_http::Server::http("127.0.0.1:0")
             .map_err(|e| Fault::broken(format!("cannot listen on loopback: {e}")))?;
+        if server.server_addr().to_ip().is_none() {
+            return Err(Fault::broken("the loopback listener has no port"));
+        }
+        Ok(Listener::on(server, serve))
+    }
+
+    /// Serves `server` (listening already: on loopback, or on a unix
+    /// socket, whose port is 0) with `serve`.
+    pub fn on(
+        server: tiny_http::Server,
+        serve: impl Fn(tiny_http::Request, u16) + Send + 'static,
+    ) -> Listener {
         let server = Arc::new(server);
-        let port = server
-            .server_addr()
-            .to_ip()
-            .map(|a| a.port())
-            .ok_or_else(|| Fault::broken("the loopback listener has no port"))?;
+        let port = server.server_addr().to_ip().map_or(0, |a| a.port());
         let srv = server.clone();
         let thread = std::thread::spawn(move || {
             for req in srv.incoming_requests() {
                 serve(req, port);
             }
         });
-        Ok(Listener {
+        Listener {
             port,
             server,
             thread: Some(thread),
-        })
+        }
     }
 
     pub fn base(&self) -> String {
@@ -89,6 +98,23 @@ impl<S: Send + 'static> Service<S> {
         let state = Arc::new(Mutex::new(state));
         let st = state.clone();
         let listener = Listener::start(move |req, port| handler(req, &st, port))?;
+        Ok(Service {
+            port: listener.port,
+            state,
+            _listener: listener,
+        })
+    }
+
+    /// Serves `state` with `handler` on `server`, which listens already
+    /// (a unix socket).
+    pub fn serve_on(
+        server: tiny_http::Server,
+        state: S,
+        handler: fn(tiny_http::Request, &Mutex<S>, u16),
+    ) -> Result<Service<S>, Fault> {
+        let state = Arc::new(Mutex::new(state));
+        let st = state.clone();
+        let listener = Listener::on(server, move |req, port| handler(req, &st, port));
         Ok(Service {
             port: listener.port,
             state,

@@ -11,6 +11,7 @@ pub mod actions_artifacts;
 pub mod actions_cache;
 mod auth;
 pub(crate) mod carrier;
+pub mod docker_daemon;
 pub mod filesystem;
 pub mod git_remote;
 pub mod github_api;
@@ -45,6 +46,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &http_cache::HttpCache,
     &npm_registry::NpmRegistry,
     &pypi_index::PypiIndex,
+    &docker_daemon::DockerDaemon,
     &network_egress::NetworkEgress,
 ];
 

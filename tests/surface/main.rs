@@ -4,6 +4,7 @@ mod actions_cache;
 #[path = "../common/mod.rs"]
 mod common;
 mod conformance;
+mod docker_daemon;
 mod filesystem;
 mod git_remote;
 mod github_api;

@@ -341,3 +341,33 @@ fn private_registries_are_proposed_commented_out_without_their_credentials() {
         "{out}"
     );
 }
+
+#[test]
+fn a_docker_socket_is_proposed_live_and_a_tls_daemon_commented_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let host = format!("unix://{}", sock.display());
+    let (out, err, code) = discover(&[("DOCKER_HOST", host.clone())]);
+    assert_eq!(code, 0, "{err}");
+    let live = format!(
+        "  - name: docker\n    type: docker-daemon\n    host: {}\n",
+        serde_json::to_string(&host).unwrap()
+    );
+    assert!(out.contains(&live), "{out}");
+    assert!(out.contains("a Docker daemon"), "{out}");
+    assert_valid(&out);
+
+    let (out, _, _) = discover(&[
+        ("DOCKER_HOST", "tcp://10.0.0.5:2376".into()),
+        ("DOCKER_TLS_VERIFY", "1".into()),
+    ]);
+    assert!(out.contains("  #   type: docker-daemon"), "{out}");
+    assert!(out.contains("does not speak TLS"), "{out}");
+    // No socket: nothing proposed.
+    let (out, _, _) = discover(&[(
+        "DOCKER_HOST",
+        format!("unix://{}", dir.path().join("none.sock").display()),
+    )]);
+    assert!(!out.contains("docker-daemon"), "{out}");
+}

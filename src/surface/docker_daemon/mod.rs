@@ -1,0 +1,231 @@
+//! `type: docker-daemon`: the Docker daemon a self-hosted fleet shares (the
+//! runner user in the `docker` group, a DinD daemon on a volume serving
+//! every runner, a shared `/var/lib/docker`).
+//!
+//! Every image tag, label, volume, created container and network name on
+//! the daemon is a message one job leaves for the next. Run A makes those
+//! objects through the Engine API ([`api`]) without pulling anything (an
+//! image is the import of an empty tarball, a container is created and
+//! never started, a volume is written through a created container's
+//! archive). Run B lists images, volumes, containers and networks with
+//! their labels, inspects the agreed names, and reads the agreed volume
+//! through the agreed container's archive.
+//!
+//! A refusal is the daemon's own answer to the very request that plants or
+//! reads (401 or 403: an authorization plugin, a socket proxy in front of
+//! it), or a socket this user may not open (EACCES: the `docker` group,
+//! another user's rootless daemon). A daemon that is not there is an error.
+//! Cleanup removes only objects whose name has this probe's tagged form
+//! ([`names`]) and that carry the `runwarden.plant` label naming them,
+//! checked when read back, by id.
+
+mod api;
+mod cleanup;
+mod list;
+mod names;
+mod plant;
+mod recover;
+
+use super::carrier::{CarrierSet, carriers};
+use super::{
+    Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
+    Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::fault::Fault;
+use api::{Api, Host};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub struct DockerDaemon;
+
+carriers! {
+    /// The daemon's carriers: its objects' names, labels and contents.
+    enum Dk {
+        ImageTag = "image-tag", Durable, "the nonce in a tag of a local image (imported, never pulled); run B lists the daemon's images";
+        ImageLabel = "image-label", Durable, "the nonce in a label of an image with an agreed tag; run B inspects the tag and lists images";
+        VolumeName = "volume-name", Durable, "the nonce in the name of a volume; run B lists the daemon's volumes";
+        VolumeLabel = "volume-label", Durable, "the nonce in a label of a volume with an agreed name; run B inspects it and lists volumes";
+        VolumeContent = "volume-content", Durable, "the nonce in a file in a volume with an agreed name, written through a created, never-started container; run B reads the volume through that container's archive";
+        ContainerName = "container-name", Durable, "the nonce in the name of a created, never-started container; run B lists every container";
+        ContainerLabel = "container-label", Durable, "the nonce in a label of a created container with an agreed name; run B inspects it and lists containers";
+        NetworkName = "network-name", Durable, "the nonce in the name of an internal network; run B lists the daemon's networks";
+    }
+}
+
+/// The label every object a plant makes carries: its own name, so that
+/// cleanup reads back what it is about to remove.
+const PLANT_LABEL: &str = "runwarden.plant";
+
+/// The label a label carrier's nonce goes in.
+const NOTE_LABEL: &str = "runwarden.note";
+
+/// Where the agreed container mounts the agreed volume, and the file the
+/// nonce goes in.
+const MOUNT: &str = "/runwarden";
+const NOTE_FILE: &str = "note.txt";
+
+/// How long a listing that does not show its witness is taken again. A
+/// daemon's listings are consistent; one that leaves out what an inspect
+/// shows is filtered (an authorization plugin) or lags behind a proxy, and
+/// a second look a second later is all such a listing gets.
+const WAIT_MS: u64 = 1_000;
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    host: Host,
+    control: bool,
+    #[serde(default = "wait_ms")]
+    consistency_wait_ms: u64,
+}
+
+fn wait_ms() -> u64 {
+    WAIT_MS
+}
+
+impl SurfaceType for DockerDaemon {
+    fn name(&self) -> &'static str {
+        "docker-daemon"
+    }
+
+    fn description(&self) -> &'static str {
+        "a Docker daemon over its socket (image tags and labels, volumes, created containers, networks; removed by id to clean up)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["host"]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        // Why resolved here: DOCKER_HOST lives in the caller's whole
+        // environment, and runs A and B get a cut one.
+        let (text, pos) = match opts.string("host")? {
+            Some((h, pos)) => (h, pos),
+            None => (
+                opts.env("DOCKER_HOST")
+                    .unwrap_or_else(|| "unix:///var/run/docker.sock".into()),
+                opts.entry_pos(),
+            ),
+        };
+        let host = Host::parse(&text).map_err(|f| opts.error(pos, format!("`host`: {f}")))?;
+        if matches!(host, Host::Tcp(_)) && opts.env("DOCKER_TLS_VERIFY").is_some() {
+            return Err(opts.error(
+                pos,
+                "DOCKER_TLS_VERIFY is set: runwarden does not speak TLS to a daemon yet (see LIMITATIONS.md); point `host:` at the daemon's unix socket",
+            ));
+        }
+        Ok(serde_json::to_value(Settings {
+            host,
+            control: false,
+            consistency_wait_ms: WAIT_MS,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, dir: &std::path::Path) -> Result<Control, Fault> {
+        let server = crate::loopback::docker::DockerServer::start(dir)?;
+        let s = Settings {
+            host: Host::Unix(server.socket().to_path_buf()),
+            control: true,
+            consistency_wait_ms: WAIT_MS,
+        };
+        Ok(Control::served_listing(s, server.into_service()))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .map(|s| vec![("daemon", s.host.shown())])
+            .unwrap_or_default()
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| Fault::invalid("bad docker-daemon settings"))?;
+        let api = Api::new(s.host.clone())?;
+        Ok(Box::new(Instance { s, api }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    api: Api,
+}
+
+impl Instance {
+    /// The daemon for people: "the control", or its address.
+    fn shown(&self) -> String {
+        if self.s.control {
+            "the control".into()
+        } else {
+            self.s.host.shown()
+        }
+    }
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, _carrier: &str) -> Option<String> {
+        None
+    }
+
+    fn identity(&self) -> Option<String> {
+        // One daemon by two spellings (/var/run is /run on most systems).
+        Some(match &self.s.host {
+            Host::Unix(p) => format!(
+                "unix://{}",
+                std::fs::canonicalize(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+            ),
+            Host::Tcp(a) => format!("tcp://{a}"),
+        })
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        match Dk::of_job(job) {
+            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            Err(o) => o,
+        }
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let _ = notice;
+        self.recover_carriers(ctx, wanted)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        names::owns(ctx, entry)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        match serde_json::from_value::<names::Entry>(entry.clone()) {
+            Ok(e) => format!("{} on {}", e.shown(), self.shown()),
+            Err(_) => "an entry that is not a docker-daemon object".into(),
+        }
+    }
+
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Err("watch mode cannot list a Docker daemon yet: run a probe against it")
+    }
+}

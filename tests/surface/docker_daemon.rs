@@ -1,0 +1,174 @@
+//! `type: docker-daemon` against a real Docker Engine (Debian's dockerd
+//! 20.10, API 1.41, on a private socket): every carrier open, with the
+//! control recovered and every foreign object (a dangling image, a volume
+//! with content, a container, a network, names of another probe) the same
+//! before and after; a declared channel authorized; a socket this user may
+//! not open is "refused" (PASS), a daemon that is not there an ERROR; a
+//! journal naming foreign objects removes nothing; cleanup by probe id
+//! removes a plant whose receipt is lost.
+
+use crate::common::containers::Dockerd;
+use crate::common::*;
+use runwarden::marker::Key;
+use runwarden::surface::{self, CleanupOutcome, RunCtx};
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+
+const CARRIERS: [&str; 8] = [
+    "image-tag",
+    "image-label",
+    "volume-name",
+    "volume-label",
+    "volume-content",
+    "container-name",
+    "container-label",
+    "network-name",
+];
+
+fn config(host: &str, extra: &str) -> String {
+    format!(
+        "version: 1\nsurfaces:\n  - name: docker\n    type: docker-daemon\n    host: {}\n{extra}",
+        serde_json::to_string(host).unwrap()
+    )
+}
+
+fn verdicts(p: &Probe) -> Vec<String> {
+    CARRIERS
+        .iter()
+        .map(|c| p.verdict(&format!("docker:{c}")))
+        .collect()
+}
+
+#[test]
+fn every_carrier_is_open_on_a_shared_daemon_and_foreign_objects_stay() {
+    let Some(d) = Dockerd::start() else { return };
+    d.foreign();
+    let before = d.state();
+    let work = tempfile::tempdir().unwrap();
+    let p = run_config(
+        work.path(),
+        &config(&d.host(), "declared:\n  - docker:network-name\n"),
+        &[],
+        &["probe"],
+    );
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    let mut want = ["fail"; 8];
+    want[7] = "authorized";
+    assert_eq!(verdicts(&p), want, "{}", p.report);
+    for c in CARRIERS {
+        assert_eq!(
+            p.finding(&format!("docker:{c}"))["control"],
+            "recovered",
+            "{c}"
+        );
+    }
+    assert_eq!(
+        p.report["cleanup"]["left"],
+        json!([]),
+        "{}",
+        p.report["cleanup"]
+    );
+    assert_eq!(
+        d.state(),
+        before,
+        "foreign objects changed, or a plant is left"
+    );
+}
+
+#[test]
+fn a_socket_this_user_may_not_open_is_refused_and_a_missing_daemon_is_an_error() {
+    let Some(d) = Dockerd::start() else { return };
+    d.foreign();
+    let before = d.state();
+    // The socket as the docker group has it: root's, 0660. The whole
+    // probe runs as uid 65534, so root's right to open it plays no part.
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let cfg = work.path().join("runwarden.yml");
+    std::fs::write(&cfg, config(&d.host(), "")).unwrap();
+    let report = work.path().join("report.json");
+    use std::os::unix::process::CommandExt;
+    let out = bin()
+        .args(["probe", "--config"])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(work.path())
+        .env("HOME", work.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let p = finish(out, &report);
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(verdicts(&p), ["pass"; 8], "{}", p.report);
+    for c in CARRIERS {
+        let f = p.finding(&format!("docker:{c}"));
+        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        assert!(
+            f["detail"].as_str().unwrap().contains("permission denied"),
+            "{c}: {f}"
+        );
+    }
+    assert_eq!(d.state(), before);
+
+    let gone = work.path().join("no-daemon.sock");
+    let p = run_config(
+        work.path(),
+        &config(&format!("unix://{}", gone.display()), ""),
+        &[],
+        &["probe"],
+    );
+    assert_eq!(p.code, 1);
+    assert_eq!(verdicts(&p), ["error"; 8], "{}", p.report);
+}
+
+#[test]
+fn cleanup_by_probe_id_removes_the_plant_and_a_forged_journal_removes_nothing() {
+    let Some(d) = Dockerd::start() else { return };
+    d.foreign();
+    let before = d.state();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = config(&d.host(), "");
+    let env = [("RUNWARDEN_KEY", "k-docker-123456")];
+    let plant = run_config(work.path(), &cfg, &env, &["plant", "--probe-id", "dk-1"]);
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    assert_ne!(d.state(), before);
+    let recover = run_config(work.path(), &cfg, &env, &["recover", "--probe-id", "dk-1"]);
+    assert_eq!(verdicts(&recover), ["fail"; 8], "{}", recover.report);
+
+    // A journal naming foreign objects, and one of this probe's names on
+    // an object someone else made: nothing of it goes.
+    let key = Key::new(Some(b"k-docker-123456".to_vec()));
+    let ctx = RunCtx {
+        probe_id: "dk-1",
+        key: &key,
+    };
+    let ty = surface::by_name("docker-daemon").unwrap();
+    let settings = json!({ "host": { "unix": d.socket }, "control": false });
+    let inst = ty.open(&settings).unwrap();
+    let forged = vec![
+        json!({ "kind": "image", "name": "foreign/app", "tags": ["1"] }),
+        json!({ "kind": "volume", "name": "cache-vol" }),
+        json!({ "kind": "container", "name": "foreign-c" }),
+        json!({ "kind": "network", "name": "foreign-net" }),
+        json!({ "kind": "image", "name": "runwarden-other-image-tag-0123456789abcdef", "tags": ["latest"] }),
+        json!({ "kind": "volume", "name": "runwarden-other-volume-name-0123456789abcdef" }),
+    ];
+    for (e, o) in forged
+        .iter()
+        .zip(surface::cleanup_owned(&*inst, &ctx, &forged))
+    {
+        assert!(matches!(o, CleanupOutcome::Foreign { .. }), "{e} -> {o:?}");
+    }
+
+    let clean = run_config(work.path(), &cfg, &env, &["cleanup", "--probe-id", "dk-1"]);
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(
+        d.state(),
+        before,
+        "cleanup by probe id left something, or took a foreign object"
+    );
+}
