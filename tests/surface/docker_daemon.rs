@@ -14,7 +14,7 @@ use runwarden::surface::{self, CleanupOutcome, RunCtx};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 
-const CARRIERS: [&str; 8] = [
+const CARRIERS: [&str; 9] = [
     "image-tag",
     "image-label",
     "volume-name",
@@ -23,6 +23,7 @@ const CARRIERS: [&str; 8] = [
     "container-name",
     "container-label",
     "network-name",
+    "event-history",
 ];
 
 fn config(host: &str, extra: &str) -> String {
@@ -52,7 +53,7 @@ fn every_carrier_is_open_on_a_shared_daemon_and_foreign_objects_stay() {
         &["probe"],
     );
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
-    let mut want = ["fail"; 8];
+    let mut want = ["fail"; 9];
     want[7] = "authorized";
     assert_eq!(verdicts(&p), want, "{}", p.report);
     for c in CARRIERS {
@@ -103,7 +104,7 @@ fn a_socket_this_user_may_not_open_is_refused_and_a_missing_daemon_is_an_error()
         .unwrap();
     let p = finish(out, &report);
     assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
-    assert_eq!(verdicts(&p), ["pass"; 8], "{}", p.report);
+    assert_eq!(verdicts(&p), ["pass"; 9], "{}", p.report);
     for c in CARRIERS {
         let f = p.finding(&format!("docker:{c}"));
         assert_eq!(f["control"], "recovered", "{c}: {f}");
@@ -122,7 +123,7 @@ fn a_socket_this_user_may_not_open_is_refused_and_a_missing_daemon_is_an_error()
         &["probe"],
     );
     assert_eq!(p.code, 1);
-    assert_eq!(verdicts(&p), ["error"; 8], "{}", p.report);
+    assert_eq!(verdicts(&p), ["error"; 9], "{}", p.report);
 }
 
 #[test]
@@ -137,7 +138,7 @@ fn cleanup_by_probe_id_removes_the_plant_and_a_forged_journal_removes_nothing() 
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
     assert_ne!(d.state(), before);
     let recover = run_config(work.path(), &cfg, &env, &["recover", "--probe-id", "dk-1"]);
-    assert_eq!(verdicts(&recover), ["fail"; 8], "{}", recover.report);
+    assert_eq!(verdicts(&recover), ["fail"; 9], "{}", recover.report);
 
     // A journal naming foreign objects, and one of this probe's names on
     // an object someone else made: nothing of it goes.
@@ -170,5 +171,15 @@ fn cleanup_by_probe_id_removes_the_plant_and_a_forged_journal_removes_nothing() 
         d.state(),
         before,
         "cleanup by probe id left something, or took a foreign object"
+    );
+
+    // What cleanup cannot remove: the daemon's event history still holds
+    // the plant.
+    let again = run_config(work.path(), &cfg, &env, &["recover", "--probe-id", "dk-1"]);
+    let f = again.finding("docker:event-history");
+    assert_eq!(f["verdict"], "fail", "{f}");
+    assert!(
+        f["detail"].as_str().unwrap().contains("event history"),
+        "{f}"
     );
 }

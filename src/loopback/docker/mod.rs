@@ -30,6 +30,9 @@ pub struct Daemon {
     /// what was made at or after `lag_from`).
     seq: u64,
     lag_from: Option<u64>,
+    /// The event history, oldest first, as dockerd keeps it (its last
+    /// [`EVENTS_KEPT`]).
+    events: std::collections::VecDeque<(u64, serde_json::Value)>,
     /// A short directory for the socket when the control directory is
     /// too long for one: it lives as long as the daemon.
     _short: Option<tempfile::TempDir>,
@@ -67,10 +70,24 @@ pub struct Network {
     seq: u64,
 }
 
+/// How many events dockerd keeps (`eventsLimit`).
+const EVENTS_KEPT: usize = 256;
+
 impl Daemon {
     fn next(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// Records an event as dockerd reports it: its type, action, the
+    /// object's id and attributes (its name, its labels).
+    fn event(&mut self, kind: &str, action: &str, id: &str, attributes: serde_json::Value) {
+        let seq = self.next();
+        let e = serde_json::json!({ "Type": kind, "Action": action, "Actor": { "ID": id, "Attributes": attributes }, "scope": "local" });
+        self.events.push_back((seq, e));
+        while self.events.len() > EVENTS_KEPT {
+            self.events.pop_front();
+        }
     }
 
     /// Whether a listing shows an object made at `seq`.

@@ -145,6 +145,18 @@ fn route(d: &mut Daemon, method: &str, path: &str, q: &[(String, String)], body:
                 .collect()
         }),
         ("POST", "/networks/create") => create_network(d, body),
+        // The history, then the end (dockerd goes on streaming new events:
+        // a reader stops at what it waits for either way).
+        ("GET", "/events") => {
+            let mut out = Vec::new();
+            for (seq, e) in &d.events {
+                if d.listed(*seq) {
+                    out.extend_from_slice(e.to_string().as_bytes());
+                    out.push(b'\n');
+                }
+            }
+            Reply::new(200, out, &[("Content-Type", "application/json")])
+        }
         _ => object(d, method, path, q, body),
     }
 }
@@ -172,7 +184,8 @@ fn object(d: &mut Daemon, method: &str, path: &str, q: &[(String, String)], body
                 message(409, format!("remove {name}: volume is in use"))
             }
             "DELETE" => {
-                d.volumes.remove(at);
+                let v = d.volumes.remove(at);
+                d.event("volume", "destroy", &v.name, json!({ "driver": "local" }));
                 Reply::empty(204)
             }
             _ => message(405, "method not allowed"),
@@ -192,7 +205,13 @@ fn object(d: &mut Daemon, method: &str, path: &str, q: &[(String, String)], body
         return match method {
             "GET" => Reply::json(200, network_doc(&d.networks[at])),
             "DELETE" => {
-                d.networks.remove(at);
+                let n = d.networks.remove(at);
+                d.event(
+                    "network",
+                    "destroy",
+                    &n.id,
+                    json!({ "name": n.name, "type": "bridge" }),
+                );
                 Reply::empty(204)
             }
             _ => message(405, "method not allowed"),
@@ -249,6 +268,7 @@ fn import(d: &mut Daemon, q: &[(String, String)]) -> Reply {
         seq,
     };
     let status = json!({ "status": image.id });
+    d.event("image", "import", &image.id, json!({ "name": repo }));
     d.images.push(image);
     Reply::json(200, status)
 }
@@ -281,6 +301,8 @@ fn image_route(d: &mut Daemon, method: &str, rest: &str, q: &[(String, String)])
         };
         let full = format!("{repo}:{tag}");
         untag_everywhere(d, &full);
+        let id = d.images[at].id.clone();
+        d.event("image", "tag", &id, json!({ "name": full }));
         d.images[at].tags.push(full);
         return Reply::empty(201);
     }
@@ -302,11 +324,14 @@ fn image_route(d: &mut Daemon, method: &str, rest: &str, q: &[(String, String)])
             ),
         );
     }
+    let id = i.id.clone();
+    d.event("image", "untag", &id, json!({ "name": full }));
     if !last {
         d.images[at].tags.retain(|t| *t != full);
         return Reply::json(200, json!([{ "Untagged": full }]));
     }
     let gone = d.images.remove(at);
+    d.event("image", "delete", &gone.id, json!({ "name": gone.id }));
     Reply::json(200, json!([{ "Untagged": full }, { "Deleted": gone.id }]))
 }
 
@@ -345,6 +370,7 @@ fn create_volume(d: &mut Daemon, body: &[u8]) -> Reply {
         seq,
     };
     let doc = volume_doc(&vol);
+    d.event("volume", "create", &vol.name, json!({ "driver": "local" }));
     d.volumes.push(vol);
     Reply::json(201, doc)
 }
@@ -397,6 +423,10 @@ fn create_container(d: &mut Daemon, q: &[(String, String)], body: &[u8]) -> Repl
         seq,
     };
     let answer = json!({ "Id": c.id, "Warnings": [] });
+    let mut attrs = json!(c.labels);
+    attrs["name"] = json!(c.name);
+    attrs["image"] = json!(c.image);
+    d.event("container", "create", &c.id, attrs);
     d.containers.push(c);
     Reply::json(201, answer)
 }
@@ -429,7 +459,10 @@ fn container_route(
             )
         }
         ("DELETE", "") => {
-            d.containers.remove(at);
+            let c = d.containers.remove(at);
+            let mut attrs = json!(c.labels);
+            attrs["name"] = json!(c.name);
+            d.event("container", "destroy", &c.id, attrs);
             Reply::empty(204)
         }
         ("PUT" | "GET", "archive") => archive(d, at, method, get(q, "path").unwrap_or("/"), body),
@@ -524,6 +557,12 @@ fn create_network(d: &mut Daemon, body: &[u8]) -> Reply {
         seq,
     };
     let answer = json!({ "Id": n.id, "Warning": "" });
+    d.event(
+        "network",
+        "create",
+        &n.id,
+        json!({ "name": n.name, "type": "bridge" }),
+    );
     d.networks.push(n);
     Reply::json(201, answer)
 }

@@ -263,8 +263,20 @@ impl Api {
         path: &str,
         body: Body<'_>,
     ) -> Result<Streamed<'_>, Failure> {
+        self.stream_for(method, path, body, EXCHANGE)
+    }
+
+    /// [`Api::stream`], the whole exchange bounded by `within` (a stream
+    /// that does not end on its own: the event history).
+    pub fn stream_for(
+        &self,
+        method: &str,
+        path: &str,
+        body: Body<'_>,
+        within: Duration,
+    ) -> Result<Streamed<'_>, Failure> {
         let full = format!("{}{path}", self.version()?);
-        let deadline = Instant::now() + EXCHANGE;
+        let deadline = Instant::now() + within;
         let resp = self.send(method, &full, body, deadline)?;
         Ok(Streamed {
             status: resp.status().as_u16(),

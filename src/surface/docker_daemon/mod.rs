@@ -21,6 +21,7 @@
 
 mod api;
 mod cleanup;
+mod events;
 mod list;
 mod names;
 mod plant;
@@ -50,6 +51,7 @@ carriers! {
         ContainerName = "container-name", Durable, "the nonce in the name of a created, never-started container; run B lists every container";
         ContainerLabel = "container-label", Durable, "the nonce in a label of a created container with an agreed name; run B inspects it and lists containers";
         NetworkName = "network-name", Durable, "the nonce in the name of an internal network; run B lists the daemon's networks";
+        EventHistory = "event-history", Transient, "the nonce in the name of a volume made and removed at once: what cleanup cannot remove, the daemon's event history (its last 256 events, until it restarts); run B reads /events from the start";
     }
 }
 
@@ -194,6 +196,28 @@ impl Surface for Instance {
             Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
             Err(o) => o,
         }
+    }
+
+    fn plant_all(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+        created: &mut dyn FnMut(Value),
+    ) -> Vec<PlantOutcome> {
+        // event-history last: its witness then closes the stretch of the
+        // history run B reads, after every other plant's events.
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by_key(|&i| Dk::parse(&jobs[i].carrier) == Some(Dk::EventHistory));
+        let mut out = vec![None; jobs.len()];
+        for i in order {
+            out[i] = Some(match crate::signals::received() {
+                Some(sig) => super::interrupted(sig),
+                None => self.plant(ctx, &jobs[i], created),
+            });
+        }
+        out.into_iter()
+            .map(|o| o.expect("every job planted"))
+            .collect()
     }
 
     fn recover(

@@ -89,6 +89,7 @@ fn named_by_nonce(carrier: Dk, kind: Kind) -> bool {
         (Dk::VolumeName, Kind::Volume)
             | (Dk::ContainerName, Kind::Container)
             | (Dk::NetworkName, Kind::Network)
+            | (Dk::EventHistory, Kind::Volume)
     )
 }
 
@@ -137,6 +138,12 @@ pub(super) fn objects(ctx: &RunCtx<'_>, carrier: Dk, nonce: &Nonce) -> Vec<Entry
             e(Kind::Network, None, vec![]),
             e(Kind::Network, Some(nonce), vec![]),
         ],
+        // The witness last: its removal closes the plant's stretch of the
+        // event history.
+        Dk::EventHistory => vec![
+            e(Kind::Volume, Some(nonce), vec![]),
+            e(Kind::Volume, None, vec![]),
+        ],
     }
 }
 
@@ -159,7 +166,7 @@ pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
                 Kind::Image | Kind::Container
             )
             | (
-                Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent,
+                Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent | Dk::EventHistory,
                 Kind::Volume
             )
             | (Dk::NetworkName, Kind::Network)

@@ -43,6 +43,28 @@ impl Instance {
             }
             made.push(e);
         }
+        if carrier == Dk::EventHistory {
+            // Removed at once: what stays is the history. (Taken back out
+            // of the journal once removed: cleanup has nothing to do.)
+            for m in &made {
+                let path = format!("/volumes/{}", q(&m.name));
+                match self.api.call("DELETE", &path, Body::None) {
+                    Ok(r) if r.ok() || r.status == 404 => {
+                        created(crate::surface::retraction(&m.value()))
+                    }
+                    Ok(r) => {
+                        return PlantOutcome::Failed {
+                            reason: format!("removing {}: {}", m.shown(), r.message()),
+                        };
+                    }
+                    Err(f) => {
+                        return PlantOutcome::Failed {
+                            reason: format!("removing {}: {}", m.shown(), f.fault()),
+                        };
+                    }
+                }
+            }
+        }
         if carrier == Dk::VolumeContent {
             let container = &made.last().expect("volume-content makes a container").name;
             if let Err(stop) = self.write_note(container, &hex) {
@@ -53,7 +75,16 @@ impl Instance {
         PlantOutcome::Planted {
             needle: Value::String(hex),
             persistence: None,
-            detail: format!("made {} on {}", shown.join(", "), self.shown()),
+            detail: format!(
+                "made {}{} on {}",
+                shown.join(", "),
+                if carrier == Dk::EventHistory {
+                    " and removed them"
+                } else {
+                    ""
+                },
+                self.shown()
+            ),
         }
     }
 
@@ -171,6 +202,24 @@ impl Instance {
     /// an error is a line of that stream (the second value).
     fn import(&self, e: &Entry, labels: &Value) -> Result<(Reply, Option<String>), Failure> {
         let first = e.tags.first().map(String::as_str).unwrap_or("latest");
+        // An import moves a tag that exists onto the new image: a tag of
+        // this name on any image (someone else's, or an earlier plant's)
+        // is left where it is, and nothing is made.
+        for r in e.references() {
+            if super::list::inspect(&self.api, Kind::Image, &r)?.is_some() {
+                // (Escaped where the message is shown: `Reply::message`.)
+                return Ok((
+                    Reply {
+                        status: 409,
+                        body: serde_json::to_vec(
+                            &json!({ "message": format!("an image tagged {r} exists already") }),
+                        )
+                        .unwrap_or_default(),
+                    },
+                    None,
+                ));
+            }
+        }
         let mut path = format!(
             "/images/create?fromSrc=-&repo={}&tag={}",
             q(&e.name),

@@ -24,6 +24,7 @@ fn kind_of(c: Dk) -> Kind {
         Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent => Kind::Volume,
         Dk::ContainerName | Dk::ContainerLabel => Kind::Container,
         Dk::NetworkName => Kind::Network,
+        Dk::EventHistory => Kind::Volume,
     }
 }
 
@@ -117,9 +118,60 @@ impl Instance {
                 .expect("its own want");
             out[w.at] = Some(match w.carrier {
                 Dk::VolumeContent => self.read_volume(ctx, &w.hex),
+                // Its route is the history, read below.
+                Dk::EventHistory => RecoverOutcome::NotFound {
+                    detail: String::new(),
+                },
                 c if listing_only(c) => self.by_listing(w, i, listing),
                 _ => self.by_name(w, i, listing),
             });
+        }
+        if wants.iter().any(|w| w.carrier == Dk::EventHistory) {
+            let witness = names::name(ctx, Dk::EventHistory, Kind::Volume, None);
+            let history = super::events::read(&self.api, &needles, &witness);
+            for (i, x) in wants.iter().enumerate() {
+                let o = &mut out[x.at];
+                match (&history, x.carrier == Dk::EventHistory) {
+                    (Ok(h), _)
+                        if h.found[i] && !matches!(o, Some(RecoverOutcome::Found { .. })) =>
+                    {
+                        *o = Some(RecoverOutcome::Found {
+                            detail: "the daemon's event history shows it".into(),
+                        })
+                    }
+                    (Ok(h), true) if h.witnessed => {
+                        *o = Some(RecoverOutcome::NotFound {
+                            detail: format!(
+                                "none of the {} events in the daemon's history carries it (the history shows {}, made after the plant)",
+                                h.read,
+                                escape::bytes(witness.as_bytes())
+                            ),
+                        })
+                    }
+                    (Ok(h), true) => {
+                        *o = Some(RecoverOutcome::Failed {
+                            reason: format!(
+                                "the daemon's event history is not yet consistent, or no longer reaches back to run A's plant: it does not show {} ({} events read): its silence proves nothing",
+                                escape::bytes(witness.as_bytes()),
+                                h.read
+                            ),
+                        })
+                    }
+                    (Err(f), true) => *o = Some(failed(f)),
+                    // Another carrier's route besides its own: a history
+                    // that broke leaves its miss unproven.
+                    (Err(Failure::Fault(f)), false)
+                        if matches!(o, Some(RecoverOutcome::NotFound { .. })) =>
+                    {
+                        *o = Some(RecoverOutcome::Failed {
+                            reason: format!(
+                                "the daemon's event history, one of its routes, could not be read: {f}"
+                            ),
+                        })
+                    }
+                    _ => {}
+                }
+            }
         }
         crate::surface::all_outcomes(out)
     }
