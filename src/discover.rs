@@ -124,8 +124,8 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
 /// its socket is there: proposed live, because everything a probe makes
 /// on it is removed by id, and it is the most shared thing on a
 /// self-hosted runner. A socket this user may not open is proposed too: a
-/// probe shows it closed (refused). TLS to a daemon is not spoken yet, so
-/// such a host is proposed commented out.
+/// probe shows it closed (refused). A `tcp://` daemon with
+/// `DOCKER_TLS_VERIFY` gets its certificate directory written out.
 fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
     let host = var("DOCKER_HOST").unwrap_or_else(|| "unix:///var/run/docker.sock".into());
     let entry = format!(
@@ -154,13 +154,23 @@ fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
         });
     }
     host.starts_with("tcp://").then(|| {
-        let tls = var("DOCKER_TLS_VERIFY").is_some();
+        let certs = var("DOCKER_TLS_VERIFY").and_then(|_| {
+            var("DOCKER_CERT_PATH").or_else(|| var("HOME").map(|h| format!("{h}/.docker")))
+        });
+        let entry = match &certs {
+            Some(dir) => format!(
+                "{entry}    cert-path: {}\n",
+                serde_json::to_string(dir).expect("string serializes")
+            ),
+            None => entry,
+        };
         Candidate {
-            why: format!("a Docker daemon at {shown} (DOCKER_HOST)"),
+            why: format!(
+                "a Docker daemon at {shown} (DOCKER_HOST{})",
+                if certs.is_some() { ", over TLS" } else { "" }
+            ),
             entry,
-            skipped: tls.then(|| {
-                "DOCKER_TLS_VERIFY is set, and runwarden does not speak TLS to a daemon yet".into()
-            }),
+            skipped: None,
         }
     })
 }

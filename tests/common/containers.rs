@@ -12,12 +12,58 @@ pub struct Dockerd {
     child: Child,
     dir: tempfile::TempDir,
     pub socket: PathBuf,
+    /// The certificates of a TLS daemon, removed with it.
+    certs: Option<tempfile::TempDir>,
 }
 
 impl Dockerd {
     /// `None` when no `dockerd` is installed (outside CI; .ci/run installs
     /// it) or the test is not root.
     pub fn start() -> Option<Dockerd> {
+        Dockerd::start_with(&[])
+    }
+
+    /// A daemon that also listens on loopback TCP with `--tlsverify`:
+    /// with the TCP address, and a directory holding the client's
+    /// `ca.pem`, `cert.pem` and `key.pem` (what `DOCKER_CERT_PATH`
+    /// names), made with openssl: a CA, the daemon's certificate for
+    /// 127.0.0.1, and a client certificate the CA signed.
+    pub fn start_tls() -> Option<(Dockerd, String, PathBuf)> {
+        let tmp = tempfile::tempdir().unwrap();
+        let certs = tmp.path().to_path_buf();
+        ca_and_pair(&certs, "ca");
+        pair(
+            &certs,
+            "server",
+            "ca",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth",
+        );
+        let client = certs.join("client");
+        std::fs::create_dir(&client).unwrap();
+        pair(&certs, "cert", "ca", "extendedKeyUsage=clientAuth");
+        std::fs::copy(certs.join("ca.pem"), client.join("ca.pem")).unwrap();
+        std::fs::rename(certs.join("cert.pem"), client.join("cert.pem")).unwrap();
+        std::fs::rename(certs.join("cert-key.pem"), client.join("key.pem")).unwrap();
+        let port = super::registries::free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let p = |s: &str| certs.join(s).display().to_string();
+        let d = Dockerd::start_with(&[
+            "-H".into(),
+            format!("tcp://{addr}"),
+            "--tlsverify".into(),
+            "--tlscacert".into(),
+            p("ca.pem"),
+            "--tlscert".into(),
+            p("server.pem"),
+            "--tlskey".into(),
+            p("server-key.pem"),
+        ])?;
+        let mut d = d;
+        d.certs = Some(tmp);
+        Some((d, addr, client))
+    }
+
+    fn start_with(extra: &[String]) -> Option<Dockerd> {
         if !super::is_root() || Command::new("dockerd").arg("--version").output().is_err() {
             eprintln!("skipped: needs root and dockerd (Debian's docker.io)");
             return None;
@@ -46,12 +92,18 @@ impl Dockerd {
                 "--ip-masq=false",
                 "--storage-driver=vfs",
             ])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("dockerd starts");
-        let d = Dockerd { child, dir, socket };
+        let d = Dockerd {
+            child,
+            dir,
+            socket,
+            certs: None,
+        };
         let start = Instant::now();
         while d.get("/_ping").0 != 200 {
             if start.elapsed() > Duration::from_secs(60) {
@@ -226,6 +278,82 @@ impl Dockerd {
             &serde_json::json!({ "Name": "foreign-net", "Internal": true, "Labels": { "n": "1" } }),
         );
     }
+}
+
+/// openssl, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A self-signed CA: `<name>.pem` and `<name>-key.pem`.
+pub fn ca_and_pair(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.pem"),
+        ],
+    );
+}
+
+/// A key and a certificate `ca` signed, with these extensions.
+pub fn pair(dir: &Path, name: &str, ca: &str, ext: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.csr"),
+        ],
+    );
+    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}-key.pem"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.pem"),
+        ],
+    );
 }
 
 fn files(root: &Path) -> Vec<PathBuf> {

@@ -183,3 +183,65 @@ fn cleanup_by_probe_id_removes_the_plant_and_a_forged_journal_removes_nothing() 
         "{f}"
     );
 }
+
+#[test]
+fn a_daemon_over_tls_is_probed_with_the_client_certificates_and_a_wrong_ca_is_an_error() {
+    let Some((d, addr, certs)) = Dockerd::start_tls() else {
+        return;
+    };
+    d.foreign();
+    let before = d.state();
+    let work = tempfile::tempdir().unwrap();
+    let host = format!("tcp://{addr}");
+    // As the docker CLI is told: DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.
+    let cfg = "version: 1\nsurfaces:\n  - name: docker\n    type: docker-daemon\n";
+    let certs_text = certs.display().to_string();
+    let env = [
+        ("DOCKER_HOST", host.as_str()),
+        ("DOCKER_TLS_VERIFY", "1"),
+        ("DOCKER_CERT_PATH", certs_text.as_str()),
+    ];
+    let p = run_config(work.path(), cfg, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["fail"; 9], "{}\n{}", p.report, p.stderr);
+    assert_eq!(
+        p.report["cleanup"]["left"],
+        json!([]),
+        "{}",
+        p.report["cleanup"]
+    );
+    assert!(
+        p.report["surfaces"][0]["facts"]["daemon"]
+            .as_str()
+            .unwrap()
+            .contains("TLS")
+    );
+    assert_eq!(d.state(), before);
+    let key = std::fs::read_to_string(certs.join("key.pem")).unwrap();
+    let body: String = key.lines().nth(1).unwrap().to_string();
+    assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(&body));
+
+    // A CA that did not sign the daemon's certificate: no connection is
+    // made, and nothing reads as closed.
+    let other = tempfile::tempdir().unwrap();
+    crate::common::containers::ca_and_pair(other.path(), "ca");
+    std::fs::copy(other.path().join("ca.pem"), certs.join("ca.pem")).unwrap();
+    let p = run_config(
+        work.path(),
+        &config(
+            &host,
+            &format!(
+                "    cert-path: {}\n",
+                serde_json::to_string(&certs_text).unwrap()
+            ),
+        ),
+        &[],
+        &["probe"],
+    );
+    assert_eq!(p.code, 1);
+    assert_eq!(verdicts(&p), ["error"; 9], "{}", p.report);
+    assert!(
+        p.stdout.contains("TLS") || p.report.to_string().contains("TLS"),
+        "{}",
+        p.report
+    );
+}

@@ -343,7 +343,7 @@ fn private_registries_are_proposed_commented_out_without_their_credentials() {
 }
 
 #[test]
-fn a_docker_socket_is_proposed_live_and_a_tls_daemon_commented_out() {
+fn a_docker_socket_is_proposed_live_and_a_tls_daemon_with_its_certificates() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("docker.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
@@ -361,9 +361,13 @@ fn a_docker_socket_is_proposed_live_and_a_tls_daemon_commented_out() {
     let (out, _, _) = discover(&[
         ("DOCKER_HOST", "tcp://10.0.0.5:2376".into()),
         ("DOCKER_TLS_VERIFY", "1".into()),
+        ("DOCKER_CERT_PATH", "/certs/client".into()),
     ]);
-    assert!(out.contains("  #   type: docker-daemon"), "{out}");
-    assert!(out.contains("does not speak TLS"), "{out}");
+    assert!(
+        out.contains("    type: docker-daemon\n    host: \"tcp://10.0.0.5:2376\"\n    cert-path: \"/certs/client\"\n"),
+        "{out}"
+    );
+    assert_valid(&out);
     // No socket: nothing proposed.
     let (out, _, _) = discover(&[(
         "DOCKER_HOST",

@@ -1,5 +1,6 @@
 //! The Docker Engine API, spoken directly over the daemon's socket (a unix
-//! socket, or plain TCP as `DOCKER_HOST=tcp://…` names it): no `docker`
+//! socket, or TCP as `DOCKER_HOST=tcp://…` names it, with TLS when asked:
+//! [`super::tls`]): no `docker`
 //! CLI, so nothing is built into a shell string and no credential helper
 //! runs.
 //!
@@ -46,7 +47,7 @@ const MAX_WHOLE: usize = 16 << 20;
 pub enum Host {
     /// `unix:///var/run/docker.sock`.
     Unix(PathBuf),
-    /// `tcp://host:port`, without TLS.
+    /// `tcp://host:port` (with TLS when the settings ask for it).
     Tcp(String),
 }
 
@@ -176,6 +177,12 @@ pub(super) struct Streamed<'a> {
 /// The daemon at `host`, with its negotiated API version.
 pub(super) struct Api {
     host: Host,
+    /// TLS for a `tcp://` daemon: the client configuration and the name
+    /// its certificate must carry.
+    tls: Option<(
+        std::sync::Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
     rt: tokio::runtime::Runtime,
     /// `v1.41`: the path prefix every call but the negotiation takes,
     /// settled at the first call.
@@ -188,13 +195,23 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 impl Api {
     /// `Broken` when no runtime can be made.
-    pub fn new(host: Host) -> Result<Api, Fault> {
+    pub fn new(host: Host, tls: Option<&super::tls::Tls>) -> Result<Api, Fault> {
+        let tls = match (tls, &host) {
+            (Some(t), Host::Tcp(a)) => Some((t.config()?, super::tls::server_name(a)?)),
+            (Some(_), Host::Unix(_)) => {
+                return Err(Fault::invalid(
+                    "TLS is for a daemon on tcp://, not a unix socket",
+                ));
+            }
+            (None, _) => None,
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Fault::broken(format!("cannot start the runtime: {e}")))?;
         Ok(Api {
             host,
+            tls,
             rt,
             version: Default::default(),
         })
@@ -381,20 +398,44 @@ impl Api {
 
     async fn connect(&self) -> Result<Box<dyn Stream>, Failure> {
         let shown = self.host.shown();
-        let io: std::io::Result<Box<dyn Stream>> = match &self.host {
-            Host::Unix(p) => tokio::net::UnixStream::connect(p)
-                .await
-                .map(|s| Box::new(s) as Box<dyn Stream>),
-            Host::Tcp(a) => tokio::net::TcpStream::connect(a.as_str())
-                .await
-                .map(|s| Box::new(s) as Box<dyn Stream>),
-        };
-        io.map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => Failure::Denied(format!(
-                "this user may not open the daemon's socket {shown} (permission denied)"
-            )),
-            _ => Failure::Fault(Fault::Unreachable(format!("no daemon at {shown}: {e}"))),
-        })
+        match &self.host {
+            Host::Unix(p) => match tokio::net::UnixStream::connect(p).await {
+                Ok(s) => Ok(Box::new(s)),
+                Err(e) => Err(connect_failure(e, &shown)),
+            },
+            Host::Tcp(a) => {
+                let tcp = tokio::net::TcpStream::connect(a.as_str())
+                    .await
+                    .map_err(|e| connect_failure(e, &shown))?;
+                let Some((config, name)) = &self.tls else {
+                    return Ok(Box::new(tcp));
+                };
+                // A handshake that fails (the daemon's certificate, or
+                // this client's, not accepted) is an error, never a
+                // refusal: nothing tells the daemon's access control from
+                // a wrong certificate directory.
+                match tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name.clone(), tcp)
+                    .await
+                {
+                    Ok(s) => Ok(Box::new(s)),
+                    Err(e) => Err(Failure::Fault(Fault::Unreachable(format!(
+                        "TLS with the daemon at {shown} failed: {e}"
+                    )))),
+                }
+            }
+        }
+    }
+}
+
+/// Why a connection could not be made: the socket's permissions (this
+/// user may not open it: the daemon's access control), or no daemon.
+fn connect_failure(e: std::io::Error, shown: &str) -> Failure {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => Failure::Denied(format!(
+            "this user may not open the daemon's socket {shown} (permission denied)"
+        )),
+        _ => Failure::Fault(Fault::Unreachable(format!("no daemon at {shown}: {e}"))),
     }
 }
 

@@ -26,6 +26,7 @@ mod list;
 mod names;
 mod plant;
 mod recover;
+mod tls;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
@@ -76,6 +77,8 @@ const WAIT_MS: u64 = 1_000;
 #[derive(Clone, Serialize, Deserialize)]
 struct Settings {
     host: Host,
+    #[serde(default)]
+    tls: Option<tls::Tls>,
     control: bool,
     #[serde(default = "wait_ms")]
     consistency_wait_ms: u64,
@@ -99,12 +102,13 @@ impl SurfaceType for DockerDaemon {
     }
 
     fn keys(&self) -> &'static [&'static str] {
-        &["host"]
+        &["host", "cert-path"]
     }
 
     fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
-        // Why resolved here: DOCKER_HOST lives in the caller's whole
-        // environment, and runs A and B get a cut one.
+        // Why resolved here: DOCKER_HOST, DOCKER_TLS_VERIFY and
+        // DOCKER_CERT_PATH live in the caller's whole environment, and
+        // runs A and B get a cut one.
         let (text, pos) = match opts.string("host")? {
             Some((h, pos)) => (h, pos),
             None => (
@@ -114,24 +118,61 @@ impl SurfaceType for DockerDaemon {
             ),
         };
         let host = Host::parse(&text).map_err(|f| opts.error(pos, format!("`host`: {f}")))?;
-        if matches!(host, Host::Tcp(_)) && opts.env("DOCKER_TLS_VERIFY").is_some() {
-            return Err(opts.error(
-                pos,
-                "DOCKER_TLS_VERIFY is set: runwarden does not speak TLS to a daemon yet (see LIMITATIONS.md); point `host:` at the daemon's unix socket",
-            ));
-        }
+        let cert_path = match opts.string("cert-path")? {
+            Some((_, at)) if matches!(host, Host::Unix(_)) => {
+                return Err(opts.error(
+                    at,
+                    "`cert-path` is for a daemon on tcp://, not a unix socket",
+                ));
+            }
+            Some((dir, _)) => Some(std::path::PathBuf::from(dir)),
+            // As the docker CLI does: DOCKER_TLS_VERIFY turns TLS on for a
+            // tcp:// daemon, with the certificates of DOCKER_CERT_PATH,
+            // else ~/.docker.
+            None if matches!(host, Host::Tcp(_)) && opts.env("DOCKER_TLS_VERIFY").is_some() => {
+                match opts
+                    .env("DOCKER_CERT_PATH")
+                    .or_else(|| opts.env("HOME").map(|h| format!("{h}/.docker")))
+                {
+                    Some(d) => Some(std::path::PathBuf::from(d)),
+                    None => {
+                        return Err(opts.error(pos, "DOCKER_TLS_VERIFY is set, but neither DOCKER_CERT_PATH nor HOME says where the certificates are: give `cert-path:`"));
+                    }
+                }
+            }
+            None => None,
+        };
         Ok(serde_json::to_value(Settings {
             host,
+            tls: cert_path.map(|cert_path| tls::Tls { cert_path }),
             control: false,
             consistency_wait_ms: WAIT_MS,
         })
         .expect("settings serialize"))
     }
 
+    fn warnings(&self, settings: &Value) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let Some(t) = s.tls else { return vec![] };
+        ["ca.pem", "cert.pem", "key.pem"]
+            .iter()
+            .filter(|f| !t.cert_path.join(f).exists())
+            .map(|f| {
+                format!(
+                    "{} has no {f}: TLS to the daemon needs ca.pem, cert.pem and key.pem there",
+                    crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
+                )
+            })
+            .collect()
+    }
+
     fn control(&self, _settings: &Value, dir: &std::path::Path) -> Result<Control, Fault> {
         let server = crate::loopback::docker::DockerServer::start(dir)?;
         let s = Settings {
             host: Host::Unix(server.socket().to_path_buf()),
+            tls: None,
             control: true,
             consistency_wait_ms: WAIT_MS,
         };
@@ -140,14 +181,25 @@ impl SurfaceType for DockerDaemon {
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         serde_json::from_value::<Settings>(settings.clone())
-            .map(|s| vec![("daemon", s.host.shown())])
+            .map(|s| {
+                let tls = s.tls.map(|t| {
+                    format!(
+                        " (TLS, certificates from {})",
+                        crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
+                    )
+                });
+                vec![(
+                    "daemon",
+                    format!("{}{}", s.host.shown(), tls.unwrap_or_default()),
+                )]
+            })
             .unwrap_or_default()
     }
 
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad docker-daemon settings"))?;
-        let api = Api::new(s.host.clone())?;
+        let api = Api::new(s.host.clone(), s.tls.as_ref())?;
         Ok(Box::new(Instance { s, api }))
     }
 }
