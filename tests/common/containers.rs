@@ -63,6 +63,14 @@ impl Dockerd {
         Some((d, addr, client))
     }
 
+    /// A daemon that also listens on plain loopback TCP (for a hostile
+    /// front before it), with that address.
+    pub fn start_tcp() -> Option<(Dockerd, String)> {
+        let addr = format!("127.0.0.1:{}", super::registries::free_port());
+        let d = Dockerd::start_with(&["-H".into(), format!("tcp://{addr}")])?;
+        Some((d, addr))
+    }
+
     fn start_with(extra: &[String]) -> Option<Dockerd> {
         if !super::is_root() || Command::new("dockerd").arg("--version").output().is_err() {
             eprintln!("skipped: needs root and dockerd (Debian's docker.io)");

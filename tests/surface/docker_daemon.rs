@@ -8,6 +8,7 @@
 //! removes a plant whose receipt is lost.
 
 use crate::common::containers::Dockerd;
+use crate::common::hostile::{Hostile, Reply, Req};
 use crate::common::*;
 use runwarden::marker::Key;
 use runwarden::surface::{self, CleanupOutcome, RunCtx};
@@ -244,4 +245,143 @@ fn a_daemon_over_tls_is_probed_with_the_client_certificates_and_a_wrong_ca_is_an
         "{}",
         p.report
     );
+}
+
+/// An authorization plugin's refusal, as dockerd relays it.
+fn denied() -> Reply {
+    Reply::json(
+        403,
+        json!({ "message": "authorization denied by plugin rw-authz: not for this job" }),
+    )
+}
+
+/// Passes `r` on; the event history ends where the daemon's clock is now
+/// (the front reads each answer whole, and the history never ends).
+fn pass_ending(r: &Req, pass: &dyn Fn(&Req) -> Reply) -> Reply {
+    if r.path().ends_with("/events") {
+        let until = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 1;
+        let mut r = r.clone();
+        r.url = format!("{}&until={until}", r.url);
+        return pass(&r);
+    }
+    pass(r)
+}
+
+fn listing(r: &Req) -> bool {
+    r.method == "GET"
+        && [
+            "/images/json",
+            "/volumes",
+            "/containers/json",
+            "/networks",
+            "/events",
+        ]
+        .iter()
+        .any(|p| r.path().ends_with(p))
+}
+
+#[test]
+fn an_authorization_plugin_is_the_daemons_refusal_and_a_filtered_listing_is_an_error() {
+    let Some((d, addr)) = Dockerd::start_tcp() else {
+        return;
+    };
+    d.foreign();
+    let before = d.state();
+    let upstream = format!("http://{addr}");
+    let work = tempfile::tempdir().unwrap();
+    let probe = |front: &Hostile| {
+        let host = format!("tcp://127.0.0.1:{}", front.port);
+        run_config(work.path(), &config(&host, ""), &[], &["probe"])
+    };
+
+    // Every write refused: every carrier is closed (PASS, refused).
+    let front = Hostile::start(&upstream, |r, pass| {
+        if r.method == "POST" || r.method == "PUT" {
+            denied()
+        } else {
+            pass_ending(r, pass)
+        }
+    });
+    let p = probe(&front);
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(verdicts(&p), ["pass"; 9], "{}", p.report);
+    assert!(
+        p.finding("docker:volume-name")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("authorization denied")
+    );
+    assert_eq!(d.state(), before);
+
+    // Listings and the history refused to everyone: the name carriers are
+    // closed (their only route is refused), the agreed names open.
+    let front = Hostile::start(&upstream, |r, pass| {
+        if listing(r) {
+            denied()
+        } else {
+            pass_ending(r, pass)
+        }
+    });
+    let p = probe(&front);
+    let v: Vec<(String, String)> = CARRIERS
+        .iter()
+        .map(|c| (c.to_string(), p.verdict(&format!("docker:{c}"))))
+        .collect();
+    for (c, verdict) in &v {
+        let want = match c.as_str() {
+            "image-tag" | "volume-name" | "container-name" | "network-name" | "event-history" => {
+                "pass"
+            }
+            _ => "fail",
+        };
+        assert_eq!(verdict, want, "{c}: {}", p.report);
+    }
+    assert_eq!(d.state(), before);
+
+    // Listings that leave out every runwarden object (a filter, a lag):
+    // the name carriers are ERROR, never PASS; where the event history is
+    // open, it shows them (FAIL).
+    for history in [true, false] {
+        let front = Hostile::start(&upstream, move |r, pass| {
+            if r.path().ends_with("/events") && !history {
+                return denied();
+            }
+            let mut reply = pass_ending(r, pass);
+            if listing(r) && !r.path().ends_with("/events") {
+                let mut v = reply.json_body();
+                let keep = |o: &serde_json::Value| !o.to_string().contains("runwarden-");
+                match v.as_array_mut() {
+                    Some(a) => a.retain(keep),
+                    None => {
+                        if let Some(a) = v["Volumes"].as_array_mut() {
+                            a.retain(keep)
+                        }
+                    }
+                }
+                reply.body = v.to_string().into_bytes();
+            }
+            reply
+        });
+        let p = probe(&front);
+        for c in ["image-tag", "volume-name", "container-name", "network-name"] {
+            let f = p.finding(&format!("docker:{c}"));
+            let want = if history { "fail" } else { "error" };
+            assert_eq!(f["verdict"], want, "{c}: {f}");
+            if !history {
+                assert!(
+                    f["detail"].as_str().unwrap().contains("not yet consistent"),
+                    "{c}: {f}"
+                );
+            }
+        }
+        assert_eq!(
+            p.verdict("docker:event-history"),
+            if history { "fail" } else { "pass" }
+        );
+        assert_eq!(d.state(), before);
+    }
 }
