@@ -139,8 +139,8 @@ fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
         if !meta.file_type().is_socket() {
             return None;
         }
-        let why = match std::os::unix::net::UnixStream::connect(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+        let why = match connect_within(path, std::time::Duration::from_secs(2)) {
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
                 "a Docker socket ({shown}) this user may not open: a probe shows whether that keeps jobs apart"
             ),
             _ => format!(
@@ -173,6 +173,21 @@ fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
             skipped: None,
         }
     })
+}
+
+/// A connection to the unix socket at `path`, or `None` when it did not
+/// answer within `wait` (a wedged daemon's full listen queue blocks a
+/// connect: discovery must not hang on it).
+fn connect_within(
+    path: &str,
+    wait: Duration,
+) -> Option<std::io::Result<std::os::unix::net::UnixStream>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = path.to_string();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::os::unix::net::UnixStream::connect(path));
+    });
+    rx.recv_timeout(wait).ok()
 }
 
 /// The runner kind the environment names.

@@ -10,6 +10,7 @@
 //! and every route also answers without a version prefix. Its listings can
 //! lag ([`super::Listings`]).
 
+mod containers;
 mod routes;
 
 use crate::fault::Fault;

@@ -3,7 +3,8 @@
 //! by the surface's tests), under any version prefix from
 //! [`super::MIN_API_VERSION`] to [`super::API_VERSION`].
 
-use super::{Container, Daemon, Image, Network, Volume, id};
+use super::containers::{container_route, container_summary, create_container};
+use super::{Daemon, Image, Network, Volume, id};
 use crate::loopback::Reply;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -43,11 +44,11 @@ fn pairs(q: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn get<'a>(q: &'a [(String, String)], k: &str) -> Option<&'a str> {
+pub(super) fn get<'a>(q: &'a [(String, String)], k: &str) -> Option<&'a str> {
     q.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str())
 }
 
-fn message(status: u16, m: impl Into<String>) -> Reply {
+pub(super) fn message(status: u16, m: impl Into<String>) -> Reply {
     Reply::json(status, json!({ "message": m.into() }))
 }
 
@@ -145,6 +146,16 @@ fn route(d: &mut Daemon, method: &str, path: &str, q: &[(String, String)], body:
                 .collect()
         }),
         ("POST", "/networks/create") => create_network(d, body),
+        ("GET", "/system/df") => Reply::json(
+            200,
+            json!({
+                "LayersSize": 0,
+                "Images": d.images.iter().filter(|i| d.listed(i.seq)).map(image_summary).collect::<Vec<_>>(),
+                "Containers": d.containers.iter().filter(|c| d.listed(c.seq)).map(container_summary).collect::<Vec<_>>(),
+                "Volumes": d.volumes.iter().filter(|v| d.listed(v.seq)).map(volume_doc).collect::<Vec<_>>(),
+                "BuildCache": [],
+            }),
+        ),
         // The history, then the end (dockerd goes on streaming new events:
         // a reader stops at what it waits for either way).
         ("GET", "/events") => {
@@ -230,7 +241,7 @@ fn reference(r: &str) -> String {
     }
 }
 
-fn find_image(d: &Daemon, r: &str) -> Option<usize> {
+pub(super) fn find_image(d: &Daemon, r: &str) -> Option<usize> {
     let full = reference(r);
     d.images.iter().position(|i| {
         i.tags.contains(&full) || i.id == r || i.id.strip_prefix("sha256:") == Some(r)
@@ -268,7 +279,9 @@ fn import(d: &mut Daemon, q: &[(String, String)]) -> Reply {
         seq,
     };
     let status = json!({ "status": image.id });
-    d.event("image", "import", &image.id, json!({ "name": repo }));
+    let mut attrs = json!(image.labels);
+    attrs["name"] = json!(repo);
+    d.event("image", "import", &image.id, attrs);
     d.images.push(image);
     Reply::json(200, status)
 }
@@ -302,7 +315,9 @@ fn image_route(d: &mut Daemon, method: &str, rest: &str, q: &[(String, String)])
         let full = format!("{repo}:{tag}");
         untag_everywhere(d, &full);
         let id = d.images[at].id.clone();
-        d.event("image", "tag", &id, json!({ "name": full }));
+        let mut attrs = json!(d.images[at].labels);
+        attrs["name"] = json!(full);
+        d.event("image", "tag", &id, attrs);
         d.images[at].tags.push(full);
         return Reply::empty(201);
     }
@@ -315,6 +330,16 @@ fn image_route(d: &mut Daemon, method: &str, rest: &str, q: &[(String, String)])
     let full = reference(rest);
     let i = &d.images[at];
     let by_tag = i.tags.contains(&full);
+    // As dockerd does: an image named by its id with several tags is
+    // not removed without force.
+    if !by_tag && i.tags.len() > 1 {
+        return message(
+            409,
+            format!(
+                "conflict: unable to delete {rest} (must be forced) - image is referenced in multiple repositories"
+            ),
+        );
+    }
     let last = !by_tag || i.tags.len() == 1;
     if last && d.containers.iter().any(|c| c.image == i.id) {
         return message(
@@ -335,7 +360,7 @@ fn image_route(d: &mut Daemon, method: &str, rest: &str, q: &[(String, String)])
     Reply::json(200, json!([{ "Untagged": full }, { "Deleted": gone.id }]))
 }
 
-fn labels_of(v: &Value) -> BTreeMap<String, String> {
+pub(super) fn labels_of(v: &Value) -> BTreeMap<String, String> {
     v["Labels"]
         .as_object()
         .map(|m| {
@@ -360,7 +385,10 @@ fn create_volume(d: &mut Daemon, body: &[u8]) -> Reply {
     // As the daemon does: a volume that exists is answered as created, and
     // left as it was.
     if let Some(old) = d.volumes.iter().find(|x| x.name == name) {
-        return Reply::json(201, volume_doc(old));
+        let doc = volume_doc(old);
+        // (dockerd logs a create for it all the same.)
+        d.event("volume", "create", &name, json!({ "driver": "local" }));
+        return Reply::json(201, doc);
     }
     let seq = d.next();
     let vol = Volume {
@@ -377,168 +405,6 @@ fn create_volume(d: &mut Daemon, body: &[u8]) -> Reply {
 
 fn volume_doc(v: &Volume) -> Value {
     json!({ "Name": v.name, "Driver": "local", "Labels": v.labels, "Scope": "local", "Options": null })
-}
-
-fn create_container(d: &mut Daemon, q: &[(String, String)], body: &[u8]) -> Reply {
-    let v: Value = serde_json::from_slice(body).unwrap_or_default();
-    let name = get(q, "name")
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("c{}", &id()[..12]));
-    if d.containers.iter().any(|c| c.name == name) {
-        return message(
-            409,
-            format!("Conflict. The container name \"/{name}\" is already in use"),
-        );
-    }
-    let image = v["Image"].as_str().unwrap_or_default();
-    let Some(at) = find_image(d, image) else {
-        return message(404, format!("No such image: {image}"));
-    };
-    let mut labels = d.images[at].labels.clone();
-    labels.extend(labels_of(&v));
-    let image = d.images[at].id.clone();
-    let mut mounts = vec![];
-    for m in v["HostConfig"]["Mounts"].as_array().into_iter().flatten() {
-        let (Some(src), Some(target)) = (m["Source"].as_str(), m["Target"].as_str()) else {
-            continue;
-        };
-        if !d.volumes.iter().any(|x| x.name == src) {
-            let seq = d.next();
-            d.volumes.push(Volume {
-                name: src.to_string(),
-                labels: BTreeMap::new(),
-                files: BTreeMap::new(),
-                seq,
-            });
-        }
-        mounts.push((src.to_string(), target.trim_end_matches('/').to_string()));
-    }
-    let seq = d.next();
-    let c = Container {
-        id: id(),
-        name,
-        image,
-        labels,
-        mounts,
-        seq,
-    };
-    let answer = json!({ "Id": c.id, "Warnings": [] });
-    let mut attrs = json!(c.labels);
-    attrs["name"] = json!(c.name);
-    attrs["image"] = json!(c.image);
-    d.event("container", "create", &c.id, attrs);
-    d.containers.push(c);
-    Reply::json(201, answer)
-}
-
-fn container_summary(c: &Container) -> Value {
-    json!({ "Id": c.id, "Names": [format!("/{}", c.name)], "ImageID": c.image, "Labels": c.labels, "State": "created", "Status": "Created" })
-}
-
-fn container_route(
-    d: &mut Daemon,
-    method: &str,
-    rest: &str,
-    q: &[(String, String)],
-    body: &[u8],
-) -> Reply {
-    let (name, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    let Some(at) = d
-        .containers
-        .iter()
-        .position(|c| c.name == name || c.id == name)
-    else {
-        return message(404, format!("No such container: {name}"));
-    };
-    match (method, tail) {
-        ("GET", "json") => {
-            let c = &d.containers[at];
-            Reply::json(
-                200,
-                json!({ "Id": c.id, "Name": format!("/{}", c.name), "Image": c.image, "Config": { "Labels": c.labels }, "State": { "Status": "created" } }),
-            )
-        }
-        ("DELETE", "") => {
-            let c = d.containers.remove(at);
-            let mut attrs = json!(c.labels);
-            attrs["name"] = json!(c.name);
-            d.event("container", "destroy", &c.id, attrs);
-            Reply::empty(204)
-        }
-        ("PUT" | "GET", "archive") => archive(d, at, method, get(q, "path").unwrap_or("/"), body),
-        _ => message(404, "page not found"),
-    }
-}
-
-/// A container's archive, for paths inside a mounted volume (the control
-/// keeps no container file system of its own).
-fn archive(d: &mut Daemon, at: usize, method: &str, path: &str, body: &[u8]) -> Reply {
-    let c = &d.containers[at];
-    let path = path.trim_end_matches('/');
-    let Some((vol, inner)) = c.mounts.iter().find_map(|(v, t)| {
-        let inner = path.strip_prefix(t.as_str())?;
-        (inner.is_empty() || inner.starts_with('/'))
-            .then(|| (v.clone(), inner.trim_start_matches('/').to_string()))
-    }) else {
-        return message(
-            404,
-            format!("Could not find the file {path} in container {}", c.name),
-        );
-    };
-    let Some(vol) = d.volumes.iter_mut().find(|v| v.name == vol) else {
-        return message(404, "no such volume");
-    };
-    if method == "PUT" {
-        for (name, data) in untar(body) {
-            let at = if inner.is_empty() {
-                name
-            } else {
-                format!("{inner}/{name}")
-            };
-            vol.files.insert(at, data);
-        }
-        return Reply::empty(200);
-    }
-    match vol.files.get(&inner) {
-        Some(data) => {
-            let base = inner.rsplit('/').next().unwrap_or(&inner).to_string();
-            Reply::new(
-                200,
-                crate::archive::tar(&[(&base, data)]),
-                &[("Content-Type", "application/x-tar")],
-            )
-        }
-        None => message(404, format!("Could not find the file {path} in container")),
-    }
-}
-
-/// The regular files of a ustar archive.
-fn untar(mut t: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut out = vec![];
-    while t.len() >= 512 && t[..512].iter().any(|b| *b != 0) {
-        let h = &t[..512];
-        let text = |r: std::ops::Range<usize>| {
-            let f = &h[r];
-            String::from_utf8_lossy(&f[..f.iter().position(|b| *b == 0).unwrap_or(f.len())])
-                .into_owned()
-        };
-        let size = u64::from_str_radix(text(124..136).trim(), 8).unwrap_or(0) as usize;
-        let (prefix, name) = (text(345..500), text(0..100));
-        let name = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let end = (512 + size).min(t.len());
-        if matches!(h[156], b'0' | 0) && !name.contains("..") {
-            out.push((
-                name.trim_start_matches("./").to_string(),
-                t[512..end].to_vec(),
-            ));
-        }
-        t = &t[(512 + size.div_ceil(512) * 512).min(t.len())..];
-    }
-    out
 }
 
 fn create_network(d: &mut Daemon, body: &[u8]) -> Reply {

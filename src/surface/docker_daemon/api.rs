@@ -186,7 +186,7 @@ pub(super) struct Api {
     rt: tokio::runtime::Runtime,
     /// `v1.41`: the path prefix every call but the negotiation takes,
     /// settled at the first call.
-    version: std::cell::OnceCell<Result<String, Failure>>,
+    version: std::cell::OnceCell<String>,
 }
 
 /// A connection's byte stream, whichever socket it is.
@@ -219,43 +219,45 @@ impl Api {
 
     /// The negotiated version prefix (`/v1.41`), negotiating on first use.
     pub fn version(&self) -> Result<&str, Failure> {
-        self.version
-            .get_or_init(|| self.negotiate())
-            .as_deref()
-            .map_err(Clone::clone)
+        // Only a version is kept: a failure (a daemon not up yet) is
+        // asked again by the next call.
+        if let Some(v) = self.version.get() {
+            return Ok(v);
+        }
+        let v = self.negotiate()?;
+        Ok(self.version.get_or_init(|| v))
     }
 
     fn negotiate(&self) -> Result<String, Failure> {
-        let ping = self.raw("GET", "/_ping", Body::None)?;
-        if ping.status == 401 || ping.status == 403 {
-            return Err(Failure::Denied(format!(
-                "the daemon refused even its ping ({})",
-                ping.message()
-            )));
-        }
+        // The ping's `Api-Version` header is what the docker CLI negotiates
+        // from; `/version` adds the oldest version the daemon takes. A
+        // refusal of either is no refusal of any carrier (neither plants
+        // nor reads): negotiation then goes on with what the other said,
+        // or it is an error.
+        let deadline = Instant::now() + EXCHANGE;
+        let ping = self.send("GET", "/_ping", Body::None, deadline)?;
+        let ping_max = ping
+            .headers()
+            .get("api-version")
+            .and_then(|v| v.to_str().ok())
+            .and_then(version_of);
         let v = self.raw("GET", "/version", Body::None)?;
-        if v.status == 401 || v.status == 403 {
-            return Err(Failure::Denied(format!(
-                "the daemon refused its version ({})",
-                v.message()
-            )));
-        }
-        if !v.ok() {
+        let doc = if v.ok() { v.json().ok() } else { None };
+        let parse = |k: &str| {
+            doc.as_ref()
+                .and_then(|d| d[k].as_str())
+                .and_then(version_of)
+        };
+        let Some(max) = parse("ApiVersion").or(ping_max) else {
             return Err(Failure::Fault(Fault::broken(format!(
-                "GET /version: {}",
+                "the daemon named no API version (its ping's Api-Version header, its /version answering {}): is this a Docker daemon?",
                 v.message()
             ))));
-        }
-        let doc = v.json()?;
-        let parse = |k: &str| doc[k].as_str().and_then(version_of);
-        let (Some(max), min) = (
-            parse("ApiVersion"),
-            parse("MinAPIVersion").unwrap_or(OLDEST),
-        ) else {
-            return Err(Failure::Fault(Fault::broken(
-                "the daemon's /version names no ApiVersion: is this a Docker daemon?",
-            )));
         };
+        // (Without /version's word, the oldest the daemon takes is taken
+        // to be runwarden's oldest: a daemon that refuses it says so on
+        // the first call, an error.)
+        let min = parse("MinAPIVersion").unwrap_or(OLDEST);
         let chosen = max.min(NEWEST);
         if chosen < OLDEST.max(min) {
             return Err(Failure::Fault(Fault::broken(format!(

@@ -23,15 +23,22 @@ impl Instance {
             let Some(carrier) = Dk::parse(&j.carrier) else {
                 continue;
             };
-            for e in names::objects(ctx, carrier, &j.nonce) {
+            let mut objects = names::objects(ctx, carrier, &j.nonce);
+            if carrier == Dk::EventHistory {
+                // (Removed when planted; a plant killed halfway may have
+                // left either kind.)
+                objects.extend(names::objects_of(ctx, carrier, &j.nonce, Kind::Network));
+            }
+            for (e, _) in objects {
                 let look = match e.kind {
                     Kind::Image => e.references(),
                     _ => vec![e.name.clone()],
                 };
                 for r in look {
                     let item = list::inspect(&self.api, e.kind, &r).map_err(Failure::fault)?;
-                    if item.is_some_and(|i| ours(&i, &e)) {
-                        found.push(e.value());
+                    if let Some(i) = item.filter(|i| ours(i, &e)) {
+                        let id = (e.kind != Kind::Volume && !i.id.is_empty()).then_some(i.id);
+                        found.push(Entry { id, ..e }.value());
                         break;
                     }
                 }
@@ -41,6 +48,29 @@ impl Instance {
         // image and volume.
         found.reverse();
         Ok(found)
+    }
+
+    /// The journal, with each object's first entry (journalled before
+    /// its create) superseded by the one with the id the daemon gave it.
+    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        let parsed: Vec<Option<Entry>> = entries
+            .iter()
+            .map(|e| serde_json::from_value(e.clone()).ok())
+            .collect();
+        let recorded: Vec<(Kind, &str)> = parsed
+            .iter()
+            .flatten()
+            .filter(|e| e.id.is_some())
+            .map(|e| (e.kind, e.name.as_str()))
+            .collect();
+        crate::surface::cleanup_unretracted(entries, |e| {
+            match serde_json::from_value::<Entry>(e.clone()) {
+                Ok(p) if p.id.is_none() && recorded.contains(&(p.kind, p.name.as_str())) => {
+                    CleanupOutcome::Superseded
+                }
+                _ => self.clean_entry(e),
+            }
+        })
     }
 
     pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
@@ -62,7 +92,7 @@ impl Instance {
             Ok(None) => return CleanupOutcome::Gone,
             Ok(Some(i)) => i,
         };
-        if !ours(&item, e) {
+        if !ours(&item, e) || e.id.as_ref().is_some_and(|id| *id != item.id) {
             return not_ours(e);
         }
         let path = match e.kind {
@@ -91,7 +121,7 @@ impl Instance {
                 Ok(None) => continue,
                 Ok(Some(i)) => i,
             };
-            if !ours(&item, e) {
+            if !ours(&item, e) || e.id.as_ref().is_some_and(|id| *id != item.id) {
                 return not_ours(e);
             }
             match self.delete(&format!("/images/{}", q(&r)), e) {
@@ -128,7 +158,7 @@ fn ours(item: &Item, e: &Entry) -> bool {
 fn not_ours(e: &Entry) -> CleanupOutcome {
     CleanupOutcome::Left {
         reason: format!(
-            "{} does not carry this plant's label: it was replaced, and is left alone",
+            "{} is not the object the plant made (another id, or not this plant's label): it was replaced, and is left alone",
             e.shown()
         ),
     }

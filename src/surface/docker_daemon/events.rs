@@ -1,16 +1,19 @@
 //! The daemon's event history (`GET /events?since=0`): every object's
-//! create, tag and destroy, with its name and labels, kept after the
-//! object is gone (dockerd keeps its last 256 events until it restarts).
-//! So it carries what cleanup removed: `event-history` plants a volume and
-//! removes it at once, and every other carrier's names and labels are in
-//! it too.
+//! create, tag and destroy, with its name (and a container's or image's
+//! labels), kept after the object is gone (dockerd keeps its last 256
+//! events until it restarts). So it carries what cleanup removed:
+//! `event-history` makes an object and removes it at once, and every
+//! other carrier's names and labels are in it too.
 //!
 //! The history does not end on its own (it goes on with new events), so
-//! run B reads it up to the witness: the create of the agreed volume the
-//! `event-history` plant makes after its nonce-named one, and after every
-//! other carrier's plant (it is planted last). A history that does not
-//! show the witness within [`WITHIN`] no longer reaches back to the plant
-//! (or lags): ERROR, never PASS.
+//! run B reads it up to the witness's removal: `event-history` makes the
+//! nonce-named object, then the agreed one (the witness), then removes
+//! the nonce's, then the witness; it is planted after every other
+//! carrier. The history counts only when it shows the witness's create
+//! before that removal: the daemon drops its oldest events first, so
+//! everything in between (the nonce's removal among them) is there. A
+//! history that does not show both within [`WITHIN`] no longer reaches
+//! back to the plant, or lags: ERROR, never PASS.
 
 use super::api::{Api, Body, Failure};
 use crate::fault::Fault;
@@ -24,15 +27,26 @@ const WITHIN: Duration = Duration::from_secs(10);
 pub(super) struct History {
     /// For each needle, whether an event carries it.
     pub found: Vec<bool>,
-    /// Whether the witness's create was read.
+    /// Whether the witness's create and then its removal were read.
     pub witnessed: bool,
     /// How many events were read.
     pub read: usize,
 }
 
-/// Reads the history from its start up to the create of volume `witness`,
-/// searching every event for every needle.
-pub(super) fn read(api: &Api, needles: &[&str], witness: &str) -> Result<History, Failure> {
+/// Whether event `e` is `action` of the object named one of `names` (a
+/// volume's id is its name; a network's name is an attribute).
+fn of(e: &Value, action: &str, names: &[String]) -> bool {
+    matches!(e["Type"].as_str(), Some("volume" | "network"))
+        && e["Action"] == action
+        && names.iter().any(|n| {
+            e["Actor"]["ID"] == n.as_str() || e["Actor"]["Attributes"]["name"] == n.as_str()
+        })
+}
+
+/// Reads the history from its start up to the removal of the witness
+/// (named one of `witness`: the volume's name, or the network's where
+/// volumes were refused), searching every event for every needle.
+pub(super) fn read(api: &Api, needles: &[&str], witness: &[String]) -> Result<History, Failure> {
     let s = api.stream_for("GET", "/events?since=0", Body::None, WITHIN)?;
     match s.status {
         200 => {}
@@ -53,6 +67,7 @@ pub(super) fn read(api: &Api, needles: &[&str], witness: &str) -> Result<History
         witnessed: false,
         read: 0,
     };
+    let mut created = false;
     let events =
         serde_json::Deserializer::from_reader(std::io::BufReader::new(s.body)).into_iter::<Value>();
     for e in events {
@@ -72,8 +87,9 @@ pub(super) fn read(api: &Api, needles: &[&str], witness: &str) -> Result<History
         for (i, n) in needles.iter().enumerate() {
             h.found[i] |= text.contains(n);
         }
-        if e["Type"] == "volume" && e["Action"] == "create" && e["Actor"]["ID"] == witness {
-            h.witnessed = true;
+        created |= of(&e, "create", witness);
+        if of(&e, "destroy", witness) {
+            h.witnessed = created;
             break;
         }
     }

@@ -97,13 +97,43 @@ fn refused(what: &str, status: u16, message: String) -> Failure {
 
 /// Every object of `kind`, handed to `each` as it arrives.
 pub(super) fn list(api: &Api, kind: Kind, each: &mut dyn FnMut(Item)) -> Look<()> {
-    let (path, field) = match kind {
-        Kind::Image => ("/images/json?all=1", None),
-        Kind::Volume => ("/volumes", Some("Volumes")),
-        Kind::Container => ("/containers/json?all=1", None),
-        Kind::Network => ("/networks", None),
+    let (path, fields): (&str, &'static [&'static str]) = match kind {
+        Kind::Image => ("/images/json?all=1", &[]),
+        Kind::Volume => ("/volumes", &["Volumes"]),
+        Kind::Container => ("/containers/json?all=1", &[]),
+        Kind::Network => ("/networks", &[]),
     };
-    let what = format!("listing the {}s", kind.as_str());
+    listing(
+        api,
+        path,
+        fields,
+        &format!("listing the {}s", kind.as_str()),
+        each,
+    )
+}
+
+/// The disk-usage listing (`/system/df`, `docker system df -v`): images,
+/// containers and volumes again, with their names and labels, a route
+/// of its own (a proxy may allow it and refuse the others).
+pub(super) fn disk_usage(api: &Api, each: &mut dyn FnMut(Item)) -> Look<()> {
+    listing(
+        api,
+        "/system/df",
+        &["Images", "Containers", "Volumes"],
+        "listing the disk usage",
+        each,
+    )
+}
+
+/// The objects of the answer to `GET path`: the whole answer when
+/// `fields` is empty, else the arrays at those keys of it.
+fn listing(
+    api: &Api,
+    path: &str,
+    fields: &'static [&'static str],
+    what: &str,
+    each: &mut dyn FnMut(Item),
+) -> Look<()> {
     let s = api.stream("GET", path, Body::None)?;
     if !(200..300).contains(&s.status) {
         let mut body = vec![];
@@ -112,10 +142,10 @@ pub(super) fn list(api: &Api, kind: Kind, each: &mut dyn FnMut(Item)) -> Look<()
             status: s.status,
             body,
         };
-        return Err(refused(&what, s.status, reply.message()));
+        return Err(refused(what, s.status, reply.message()));
     }
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(s.body));
-    let seed = Listing { field, each };
+    let seed = Listing { fields, each };
     seed.deserialize(&mut de)
         .and_then(|()| de.end())
         .map_err(|e| {
@@ -162,19 +192,19 @@ pub(super) fn inspect(api: &Api, kind: Kind, name: &str) -> Look<Option<Item>> {
     }
 }
 
-/// The listing's array (at `field` of an object, or the whole answer),
+/// The listing's arrays (at `fields` of an object, or the whole answer),
 /// element by element.
 struct Listing<'a> {
-    field: Option<&'static str>,
+    fields: &'static [&'static str],
     each: &'a mut dyn FnMut(Item),
 }
 
 impl<'de> DeserializeSeed<'de> for Listing<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        match self.field {
-            None => d.deserialize_seq(self),
-            Some(_) => d.deserialize_map(self),
+        match self.fields {
+            [] => d.deserialize_seq(self),
+            _ => d.deserialize_map(self),
         }
     }
 }
@@ -194,17 +224,14 @@ impl<'de> Visitor<'de> for Listing<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let field = self.field;
-        let mut inner = Some(Listing {
-            field: None,
-            each: self.each,
-        });
+        let fields = self.fields;
+        let each = self.each;
         while let Some(k) = map.next_key::<String>()? {
-            if Some(k.as_str()) == field {
-                match inner.take() {
-                    Some(seed) => map.next_value_seed(NullOr(seed))?,
-                    None => return Err(serde::de::Error::custom("the listing appears twice")),
-                }
+            if fields.contains(&k.as_str()) {
+                map.next_value_seed(NullOr(Listing {
+                    fields: &[],
+                    each: &mut *each,
+                }))?;
             } else {
                 map.next_value::<IgnoredAny>()?;
             }

@@ -294,6 +294,10 @@ impl Surface for Instance {
         self.clean_entry(entry)
     }
 
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
+    }
+
     fn describe(&self, entry: &Value) -> String {
         match serde_json::from_value::<names::Entry>(entry.clone()) {
             Ok(e) => format!("{} on {}", e.shown(), self.shown()),

@@ -37,8 +37,9 @@ impl Kind {
     }
 }
 
-/// One object a plant makes, as the journal names it (before the request
-/// that creates it). `tags`: an image's tags; empty for the other kinds.
+/// One object a plant makes, as the journal names it: before the request
+/// that creates it, and again with its id once the daemon answered.
+/// `tags`: an image's tags; empty for the other kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Entry {
@@ -46,6 +47,12 @@ pub(super) struct Entry {
     pub name: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// The id the daemon gave it (an image's `sha256:…`, a container's or
+    /// network's 64 hex), journalled once it answered; cleanup removes it
+    /// only while the name still names that id. Volumes have none: their
+    /// name is their id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 impl Entry {
@@ -89,7 +96,7 @@ fn named_by_nonce(carrier: Dk, kind: Kind) -> bool {
         (Dk::VolumeName, Kind::Volume)
             | (Dk::ContainerName, Kind::Container)
             | (Dk::NetworkName, Kind::Network)
-            | (Dk::EventHistory, Kind::Volume)
+            | (Dk::EventHistory, Kind::Volume | Kind::Network)
     )
 }
 
@@ -98,51 +105,92 @@ pub(super) fn nonce_tag(nonce: &Nonce) -> String {
     format!("n{}", nonce.hex())
 }
 
-/// Every object `carrier`'s plant makes, in the order it makes them (so
-/// cleanup, newest first, removes a container before its image and
-/// volume).
-pub(super) fn objects(ctx: &RunCtx<'_>, carrier: Dk, nonce: &Nonce) -> Vec<Entry> {
+/// What an object is to its carrier's plant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Its creation puts the nonce in place: a refusal of it is the
+    /// carrier's.
+    Carrier,
+    /// Made before the nonce is placed (an image for a container, the
+    /// volume the archive writes into): a refusal of it says nothing of
+    /// the carrier.
+    Before,
+    /// The agreed object made after the nonce-named one, which the
+    /// listing must show.
+    Witness,
+}
+
+/// Every object `carrier`'s plant makes, in the order it makes them, with
+/// its role. Cleanup, newest first, then removes a container before its
+/// image and volume; a listing that shows the witness, made last, was
+/// taken after the nonce-named object was made.
+pub(super) fn objects(ctx: &RunCtx<'_>, carrier: Dk, nonce: &Nonce) -> Vec<(Entry, Role)> {
+    objects_of(ctx, carrier, nonce, carrier_kind(carrier))
+}
+
+/// The kind a carrier's nonce-named or labelled object is.
+pub(super) fn carrier_kind(carrier: Dk) -> Kind {
+    match carrier {
+        Dk::ImageTag | Dk::ImageLabel => Kind::Image,
+        Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent | Dk::EventHistory => Kind::Volume,
+        Dk::ContainerName | Dk::ContainerLabel => Kind::Container,
+        Dk::NetworkName => Kind::Network,
+    }
+}
+
+/// [`objects`], with `event-history`'s objects of `kind` (a volume, or a
+/// network where volumes are refused).
+pub(super) fn objects_of(
+    ctx: &RunCtx<'_>,
+    carrier: Dk,
+    nonce: &Nonce,
+    kind: Kind,
+) -> Vec<(Entry, Role)> {
     let e = |kind: Kind, nonce: Option<&Nonce>, tags: Vec<String>| Entry {
         kind,
         name: name(ctx, carrier, kind, nonce),
         tags,
+        id: None,
     };
     let latest = || vec!["latest".to_string()];
+    let image = || (e(Kind::Image, None, latest()), Role::Before);
     match carrier {
-        Dk::ImageTag => vec![e(
-            Kind::Image,
-            None,
-            vec!["latest".into(), nonce_tag(nonce)],
+        // The nonce's tag first, then `latest`.
+        Dk::ImageTag => vec![(
+            e(Kind::Image, None, vec![nonce_tag(nonce), "latest".into()]),
+            Role::Carrier,
         )],
-        Dk::ImageLabel => vec![e(Kind::Image, None, latest())],
+        Dk::ImageLabel => vec![(e(Kind::Image, None, latest()), Role::Carrier)],
         Dk::VolumeName => vec![
-            e(Kind::Volume, None, vec![]),
-            e(Kind::Volume, Some(nonce), vec![]),
+            (e(Kind::Volume, Some(nonce), vec![]), Role::Carrier),
+            (e(Kind::Volume, None, vec![]), Role::Witness),
         ],
-        Dk::VolumeLabel => vec![e(Kind::Volume, None, vec![])],
+        Dk::VolumeLabel => vec![(e(Kind::Volume, None, vec![]), Role::Carrier)],
+        // The nonce goes in through the container's archive, after all
+        // three are made; the volume and the container that writes it are
+        // the carrier's own (a daemon that refuses either leaves it no
+        // way in but someone else's volume, which runwarden never
+        // writes).
         Dk::VolumeContent => vec![
-            e(Kind::Image, None, latest()),
-            e(Kind::Volume, None, vec![]),
-            e(Kind::Container, None, vec![]),
+            image(),
+            (e(Kind::Volume, None, vec![]), Role::Carrier),
+            (e(Kind::Container, None, vec![]), Role::Carrier),
         ],
         Dk::ContainerName => vec![
-            e(Kind::Image, None, latest()),
-            e(Kind::Container, None, vec![]),
-            e(Kind::Container, Some(nonce), vec![]),
+            image(),
+            (e(Kind::Container, Some(nonce), vec![]), Role::Carrier),
+            (e(Kind::Container, None, vec![]), Role::Witness),
         ],
-        Dk::ContainerLabel => vec![
-            e(Kind::Image, None, latest()),
-            e(Kind::Container, None, vec![]),
-        ],
+        Dk::ContainerLabel => vec![image(), (e(Kind::Container, None, vec![]), Role::Carrier)],
         Dk::NetworkName => vec![
-            e(Kind::Network, None, vec![]),
-            e(Kind::Network, Some(nonce), vec![]),
+            (e(Kind::Network, Some(nonce), vec![]), Role::Carrier),
+            (e(Kind::Network, None, vec![]), Role::Witness),
         ],
-        // The witness last: its removal closes the plant's stretch of the
-        // event history.
+        // Both removed at once, the nonce's first: run B reads the history
+        // up to the witness's removal.
         Dk::EventHistory => vec![
-            e(Kind::Volume, Some(nonce), vec![]),
-            e(Kind::Volume, None, vec![]),
+            (e(kind, Some(nonce), vec![]), Role::Carrier),
+            (e(kind, None, vec![]), Role::Witness),
         ],
     }
 }
@@ -169,7 +217,7 @@ pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
                 Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent | Dk::EventHistory,
                 Kind::Volume
             )
-            | (Dk::NetworkName, Kind::Network)
+            | (Dk::NetworkName | Dk::EventHistory, Kind::Network)
     );
     if !made {
         return Err(Fault::invalid(format!(
@@ -189,9 +237,20 @@ pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
         }
         _ => e.tags.is_empty(),
     };
-    tags_ok
+    if !tags_ok {
+        return Err(Fault::invalid("its tags are not the ones a plant sets"));
+    }
+    let id_ok = match (&e.id, e.kind) {
+        (None, _) => true,
+        (Some(_), Kind::Volume) => false,
+        (Some(id), Kind::Image) => id
+            .strip_prefix("sha256:")
+            .is_some_and(|h| crate::surface::lower_hex(h, 64)),
+        (Some(id), _) => crate::surface::lower_hex(id, 64),
+    };
+    id_ok
         .then_some(())
-        .ok_or_else(|| Fault::invalid("its tags are not the ones a plant sets"))
+        .ok_or_else(|| Fault::invalid("its id is not one the daemon gives"))
 }
 
 #[cfg(test)]
@@ -212,7 +271,7 @@ mod tests {
         };
         let nonce = Nonce::generate().unwrap();
         for c in Dk::ALL {
-            for e in objects(&ours, *c, &nonce) {
+            for (e, _) in objects(&ours, *c, &nonce) {
                 assert_eq!(owns(&ours, &e.value()), Ok(()), "{c}: {e:?}");
                 assert!(owns(&theirs, &e.value()).is_err(), "{c}: {e:?}");
                 let mut other = e.clone();
@@ -220,7 +279,7 @@ mod tests {
                 assert!(owns(&ours, &other.value()).is_err(), "{c}: {other:?}");
             }
         }
-        let e = objects(&ours, Dk::VolumeName, &nonce).remove(0);
+        let (e, _) = objects(&ours, Dk::VolumeName, &nonce).remove(0);
         let as_network = Entry {
             kind: Kind::Network,
             ..e

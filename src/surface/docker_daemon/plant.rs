@@ -1,15 +1,32 @@
 //! Run A: the objects of one carrier ([`super::names::objects`]), each
-//! journalled before the request that creates it and taken back only when
-//! the daemon's answer says nothing was made.
+//! journalled before the request that creates it (and again with the id
+//! the daemon gave it), and taken back only when the daemon's answer says
+//! nothing was made.
+//!
+//! Only a refusal of a request that puts the nonce in place is the
+//! carrier's ([`Role::Carrier`]), and a socket this user may not open
+//! (which refuses every request alike). A refusal of a step before it is
+//! an error, but for a container's image: where imports are refused, the
+//! container is made from an image already on the daemon, as a sender
+//! with every means would. `event-history` tries networks where volumes
+//! are refused.
 
 use super::api::{Body, Failure, Reply, q};
-use super::names::{self, Entry, Kind};
+use super::names::{self, Entry, Kind, Role};
 use super::{Dk, Instance, MOUNT, NOTE_FILE, NOTE_LABEL, PLANT_LABEL};
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 
 /// Why a plant stopped: its outcome.
 type Stop = PlantOutcome;
+
+/// What the daemon answered a create with.
+enum Made {
+    /// Made, with its id when the daemon gave one.
+    Yes(Option<String>),
+    /// Refused by the daemon's access control (401, 403), with why.
+    Refused(String),
+}
 
 impl Instance {
     pub(super) fn plant_carrier(
@@ -19,57 +36,79 @@ impl Instance {
         job: &PlantJob,
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
+        let mut objects = names::objects(ctx, carrier, &job.nonce);
+        // event-history's objects can be of any kind: networks where
+        // volumes are refused.
+        let mut fallback = carrier == Dk::EventHistory;
         let hex = job.nonce.hex();
-        let mut made = vec![];
-        for e in names::objects(ctx, carrier, &job.nonce) {
-            // The label carriers' nonce goes in the object of the agreed
-            // name of their kind.
-            let note = match (carrier, e.kind) {
+        let mut made: Vec<Entry> = vec![];
+        let mut image: Option<String> = None;
+        let mut i = 0;
+        while i < objects.len() {
+            let (e, role) = objects[i].clone();
+            let note = matches!(
+                (carrier, e.kind),
                 (Dk::ImageLabel, Kind::Image)
-                | (Dk::VolumeLabel, Kind::Volume)
-                | (Dk::ContainerLabel, Kind::Container) => Some(hex.as_str()),
-                _ => None,
-            };
-            let image = made
-                .iter()
-                .find(|m: &&Entry| m.kind == Kind::Image)
-                .map(|m| format!("{}:latest", m.name));
+                    | (Dk::VolumeLabel, Kind::Volume)
+                    | (Dk::ContainerLabel, Kind::Container)
+            )
+            .then_some(hex.as_str());
             let volume = made
                 .iter()
-                .find(|m: &&Entry| m.kind == Kind::Volume)
+                .find(|m| m.kind == Kind::Volume)
                 .map(|m| m.name.clone());
-            if let Err(stop) = self.create(&e, note, image.as_deref(), volume.as_deref(), created) {
-                return stop;
-            }
-            made.push(e);
-        }
-        if carrier == Dk::EventHistory {
-            // Removed at once: what stays is the history. (Taken back out
-            // of the journal once removed: cleanup has nothing to do.)
-            for m in &made {
-                let path = format!("/volumes/{}", q(&m.name));
-                match self.api.call("DELETE", &path, Body::None) {
-                    Ok(r) if r.ok() || r.status == 404 => {
-                        created(crate::surface::retraction(&m.value()))
+            match self.create(&e, note, image.as_deref(), volume.as_deref(), created) {
+                Err(stop) => return stop,
+                Ok(Made::Yes(id)) => {
+                    if e.kind == Kind::Image {
+                        image = id.clone().or_else(|| Some(format!("{}:latest", e.name)));
                     }
-                    Ok(r) => {
+                    made.push(Entry { id, ..e });
+                }
+                Ok(Made::Refused(why)) if fallback && role == Role::Carrier => {
+                    fallback = false;
+                    objects = names::objects_of(ctx, carrier, &job.nonce, Kind::Network);
+                    let _ = why;
+                    continue;
+                }
+                Ok(Made::Refused(why)) if role == Role::Carrier => {
+                    return PlantOutcome::Refused { reason: why };
+                }
+                Ok(Made::Refused(why)) if e.kind == Kind::Image => match self.any_image() {
+                    Ok(Some(id)) => image = Some(id),
+                    Ok(None) => {
                         return PlantOutcome::Failed {
-                            reason: format!("removing {}: {}", m.shown(), r.message()),
+                            reason: format!(
+                                "{why}, and the daemon holds no image to create the container from: the carrier was not tried"
+                            ),
                         };
                     }
                     Err(f) => {
                         return PlantOutcome::Failed {
-                            reason: format!("removing {}: {}", m.shown(), f.fault()),
+                            reason: format!("{why}; listing the images: {}", f.fault()),
                         };
                     }
+                },
+                Ok(Made::Refused(why)) => {
+                    return PlantOutcome::Failed {
+                        reason: format!(
+                            "{why}: a step before the plant (or its witness), not the carrier itself"
+                        ),
+                    };
                 }
             }
+            i += 1;
         }
         if carrier == Dk::VolumeContent {
             let container = &made.last().expect("volume-content makes a container").name;
             if let Err(stop) = self.write_note(container, &hex) {
                 return stop;
             }
+        }
+        if carrier == Dk::EventHistory
+            && let Err(stop) = self.remove_now(&made, created)
+        {
+            return stop;
         }
         let shown: Vec<String> = made.iter().map(Entry::shown).collect();
         PlantOutcome::Planted {
@@ -88,8 +127,44 @@ impl Instance {
         }
     }
 
-    /// Creates one object: journalled first, retracted when the daemon's
-    /// answer says it made nothing.
+    /// event-history's objects, removed at once (the nonce's first): what
+    /// stays is the history. Taken back out of the journal once removed:
+    /// cleanup has nothing to do.
+    fn remove_now(&self, made: &[Entry], created: &mut dyn FnMut(Value)) -> Result<(), Stop> {
+        for m in made {
+            let path = match m.kind {
+                Kind::Network => format!("/networks/{}", q(m.id.as_deref().unwrap_or(&m.name))),
+                _ => format!("/volumes/{}", q(&m.name)),
+            };
+            let reason = match self.api.call("DELETE", &path, Body::None) {
+                Ok(r) if r.ok() || r.status == 404 => {
+                    created(crate::surface::retraction(&m.value()));
+                    continue;
+                }
+                Ok(r) => r.message(),
+                Err(f) => f.fault().to_string(),
+            };
+            return Err(PlantOutcome::Failed {
+                reason: format!("removing {}: {reason}", m.shown()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The id of some image on the daemon, for a container where imports
+    /// are refused.
+    fn any_image(&self) -> Result<Option<String>, Failure> {
+        let mut first = None;
+        super::list::list(&self.api, Kind::Image, &mut |item| {
+            if first.is_none() && !item.id.is_empty() {
+                first = Some(item.id);
+            }
+        })?;
+        Ok(first)
+    }
+
+    /// Creates one object: journalled first (and again with its id),
+    /// retracted when the daemon's answer says it made nothing.
     fn create(
         &self,
         e: &Entry,
@@ -97,7 +172,7 @@ impl Instance {
         image: Option<&str>,
         volume: Option<&str>,
         created: &mut dyn FnMut(Value),
-    ) -> Result<(), Stop> {
+    ) -> Result<Made, Stop> {
         let mut labels = json!({ PLANT_LABEL: e.name });
         if let Some(n) = note {
             labels[NOTE_LABEL] = json!(n);
@@ -106,15 +181,12 @@ impl Instance {
         created(entry.clone());
         let what = format!("creating {}", e.shown());
         let answer = match e.kind {
-            Kind::Image => self.import(e, &labels),
-            Kind::Volume => self
-                .api
-                .call(
-                    "POST",
-                    "/volumes/create",
-                    Body::Json(&json!({ "Name": e.name, "Labels": labels })),
-                )
-                .map(|r| (r, None)),
+            Kind::Image => return self.import(e, &labels, created),
+            Kind::Volume => self.api.call(
+                "POST",
+                "/volumes/create",
+                Body::Json(&json!({ "Name": e.name, "Labels": labels })),
+            ),
             Kind::Container => {
                 let body = json!({
                     "Image": image.unwrap_or_default(),
@@ -124,25 +196,68 @@ impl Instance {
                     "NetworkDisabled": true,
                     "HostConfig": { "Mounts": volume.map(|v| vec![json!({ "Type": "volume", "Source": v, "Target": MOUNT })]).unwrap_or_default() },
                 });
-                self.api
-                    .call(
-                        "POST",
-                        &format!("/containers/create?name={}", q(&e.name)),
-                        Body::Json(&body),
-                    )
-                    .map(|r| (r, None))
+                self.api.call("POST", &format!("/containers/create?name={}", q(&e.name)), Body::Json(&body))
             }
-            Kind::Network => {
-                // Internal: a network nothing can route out of, made only
-                // for its name.
-                let body = json!({ "Name": e.name, "Labels": labels, "Internal": true, "CheckDuplicate": true });
-                self.api
-                    .call("POST", "/networks/create", Body::Json(&body))
-                    .map(|r| (r, None))
-            }
+            // Internal: a network nothing can route out of, made only for
+            // its name.
+            Kind::Network => self.api.call(
+                "POST",
+                "/networks/create",
+                Body::Json(&json!({ "Name": e.name, "Labels": labels, "Internal": true, "CheckDuplicate": true })),
+            ),
         };
-        let retract = |created: &mut dyn FnMut(Value)| created(crate::surface::retraction(&entry));
+        let r = self.answered(answer, &what, &entry, created)?;
+        if let Some(why) = r.refusal {
+            return Ok(Made::Refused(why));
+        }
+        let reply = r.reply.expect("an answer that is no refusal");
+        let id = match e.kind {
+            // A volume create answers 201 for a name that exists already
+            // (and changes nothing): one that comes back without this
+            // plant's label was someone else's, and is taken back.
+            Kind::Volume => {
+                let v = reply
+                    .json()
+                    .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
+                if v["Labels"][PLANT_LABEL].as_str() != Some(e.name.as_str()) {
+                    created(crate::surface::retraction(&entry));
+                    return Err(PlantOutcome::Failed {
+                        reason: format!("{} exists already and is not this plant's", e.shown()),
+                    });
+                }
+                None
+            }
+            _ => reply
+                .json()
+                .ok()
+                .and_then(|v| v["Id"].as_str().map(str::to_string)),
+        };
+        if id.is_some() {
+            created(
+                Entry {
+                    id: id.clone(),
+                    ..e.clone()
+                }
+                .value(),
+            );
+        }
+        Ok(Made::Yes(id))
+    }
+
+    /// The daemon's answer to a create: a refusal (401, 403, a socket this
+    /// user may not open), an answer that made it, or the stop for one
+    /// that failed (retracted when a 4xx says nothing was made; a 5xx may
+    /// come after it was, so its entry stays journalled).
+    fn answered(
+        &self,
+        answer: Result<Reply, Failure>,
+        what: &str,
+        entry: &Value,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<Answered, Stop> {
+        let retract = |created: &mut dyn FnMut(Value)| created(crate::surface::retraction(entry));
         match answer {
+            // The socket refuses every request alike, the carrier's too.
             Err(Failure::Denied(reason)) => {
                 retract(created);
                 Err(PlantOutcome::Refused { reason })
@@ -150,74 +265,70 @@ impl Instance {
             Err(Failure::Fault(f)) => Err(PlantOutcome::Failed {
                 reason: format!("{what}: {f}"),
             }),
-            Ok((r, _)) if r.status == 401 || r.status == 403 => {
+            Ok(r) if r.status == 401 || r.status == 403 => {
                 retract(created);
-                Err(PlantOutcome::Refused {
-                    reason: format!("the daemon refused {what} ({})", r.message()),
+                Ok(Answered {
+                    refusal: Some(format!("the daemon refused {what} ({})", r.message())),
+                    reply: None,
                 })
             }
-            // A 4xx says nothing was made (a 409: the name is taken, by
-            // someone else's object, which cleanup must never touch); a
-            // 5xx may come after it was, so the entry stays journalled.
-            Ok((r, _)) if (400..500).contains(&r.status) => {
+            // (A 409: the name is someone else's object, which cleanup
+            // must never touch.)
+            Ok(r) if (400..500).contains(&r.status) => {
                 retract(created);
                 Err(PlantOutcome::Failed {
                     reason: format!("{what}: {}", r.message()),
                 })
             }
-            Ok((r, _)) if !r.ok() => Err(PlantOutcome::Failed {
+            Ok(r) if !r.ok() => Err(PlantOutcome::Failed {
                 reason: format!("{what}: {}", r.message()),
             }),
-            Ok((_, Some(error))) => Err(PlantOutcome::Failed {
-                reason: format!("{what}: {error}"),
+            Ok(r) => Ok(Answered {
+                refusal: None,
+                reply: Some(r),
             }),
-            Ok((r, None)) if e.kind == Kind::Volume => self.check_volume(e, &r, created),
-            Ok(_) => Ok(()),
         }
-    }
-
-    /// A volume create answers 201 for a name that exists already (and
-    /// changes nothing): a volume that comes back without this plant's
-    /// label was someone else's, and is taken back out of the journal.
-    fn check_volume(
-        &self,
-        e: &Entry,
-        r: &Reply,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<(), Stop> {
-        let v = r
-            .json()
-            .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
-        if v["Labels"][PLANT_LABEL].as_str() == Some(e.name.as_str()) {
-            return Ok(());
-        }
-        created(crate::surface::retraction(&e.value()));
-        Err(PlantOutcome::Failed {
-            reason: format!("{} exists already and is not this plant's", e.shown()),
-        })
     }
 
     /// An image from an empty tarball (nothing is pulled), with its labels,
-    /// then its other tags. The import answers 200 and streams progress;
-    /// an error is a line of that stream (the second value).
-    fn import(&self, e: &Entry, labels: &Value) -> Result<(Reply, Option<String>), Failure> {
+    /// then its other tags. The import answers 200 and streams progress:
+    /// an error is a line of that stream, the id its last status.
+    fn import(
+        &self,
+        e: &Entry,
+        labels: &Value,
+        created: &mut dyn FnMut(Value),
+    ) -> Result<Made, Stop> {
+        let entry = e.value();
+        let what = format!("importing {}", e.shown());
         let first = e.tags.first().map(String::as_str).unwrap_or("latest");
         // An import moves a tag that exists onto the new image: a tag of
         // this name on any image (someone else's, or an earlier plant's)
         // is left where it is, and nothing is made.
         for r in e.references() {
-            if super::list::inspect(&self.api, Kind::Image, &r)?.is_some() {
-                // (Escaped where the message is shown: `Reply::message`.)
-                return Ok((
-                    Reply {
-                        status: 409,
-                        body: serde_json::to_vec(
-                            &json!({ "message": format!("an image tagged {r} exists already") }),
-                        )
-                        .unwrap_or_default(),
-                    },
-                    None,
-                ));
+            match super::list::inspect(&self.api, Kind::Image, &r) {
+                Ok(None) => {}
+                Ok(Some(_)) => {
+                    created(crate::surface::retraction(&entry));
+                    return Err(PlantOutcome::Failed {
+                        reason: format!(
+                            "an image tagged {} exists already",
+                            crate::escape::bytes(r.as_bytes())
+                        ),
+                    });
+                }
+                // A look refused (an authorization plugin that allows
+                // imports but not inspects, or a socket this user may not
+                // open): the import's own answer decides.
+                Err(Failure::Denied(_)) => break,
+                Err(Failure::Fault(f)) => {
+                    return Err(PlantOutcome::Failed {
+                        reason: format!(
+                            "looking for an image tagged {} first: {f}",
+                            crate::escape::bytes(r.as_bytes()),
+                        ),
+                    });
+                }
             }
         }
         let mut path = format!(
@@ -229,14 +340,31 @@ impl Instance {
             let v = v.as_str().unwrap_or_default();
             path.push_str(&format!("&changes={}", q(&format!("LABEL {k}={v}"))));
         }
-        let empty = crate::archive::tar(&[]);
-        let r = self.api.call("POST", &path, Body::Tar(empty))?;
-        if !r.ok() {
-            return Ok((r, None));
+        let answer = self
+            .api
+            .call("POST", &path, Body::Tar(crate::archive::tar(&[])));
+        let r = self.answered(answer, &what, &entry, created)?;
+        if let Some(why) = r.refusal {
+            return Ok(Made::Refused(why));
         }
-        if let Some(error) = stream_error(&r.body) {
-            return Ok((r, Some(error)));
+        let body = r.reply.expect("an answer that is no refusal").body;
+        let (id, error) = progress(&body);
+        if let Some(error) = error {
+            return Err(PlantOutcome::Failed {
+                reason: format!("{what}: {error}"),
+            });
         }
+        if id.is_some() {
+            created(
+                Entry {
+                    id: id.clone(),
+                    ..e.clone()
+                }
+                .value(),
+            );
+        }
+        // The image exists from here on: a tag refused or failed leaves it
+        // journalled, for cleanup.
         for t in e.tags.iter().skip(1) {
             let path = format!(
                 "/images/{}/tag?repo={}&tag={}",
@@ -244,16 +372,27 @@ impl Instance {
                 q(&e.name),
                 q(t)
             );
-            let t = self.api.call("POST", &path, Body::None)?;
-            if !t.ok() {
-                return Ok((t, None));
+            let tag_what = format!("tagging it {}", crate::escape::bytes(t.as_bytes()));
+            match self.api.call("POST", &path, Body::None) {
+                Ok(t) if t.ok() => {}
+                Ok(t) => {
+                    return Err(PlantOutcome::Failed {
+                        reason: format!("{what}, then {tag_what}: {}", t.message()),
+                    });
+                }
+                Err(f) => {
+                    return Err(PlantOutcome::Failed {
+                        reason: format!("{what}, then {tag_what}: {}", f.fault()),
+                    });
+                }
             }
         }
-        Ok((r, None))
+        Ok(Made::Yes(id))
     }
 
     /// The nonce, as a file, into the agreed volume through the agreed
-    /// container's archive (the daemon writes it; nothing runs).
+    /// container's archive (the daemon writes it; nothing runs): the
+    /// volume-content carrier's own request.
     fn write_note(&self, container: &str, hex: &str) -> Result<(), Stop> {
         let body = format!("{hex}\n");
         let tar = crate::archive::tar(&[(NOTE_FILE, body.as_bytes())]);
@@ -277,16 +416,27 @@ impl Instance {
     }
 }
 
-/// The first error a progress stream (JSON values, one after another)
-/// reports, escaped.
-fn stream_error(body: &[u8]) -> Option<String> {
-    serde_json::Deserializer::from_slice(body)
-        .into_iter::<Value>()
-        .find_map(|v| match v {
-            Ok(v) => v["error"]
-                .as_str()
-                .or(v["errorDetail"]["message"].as_str())
-                .map(|m| crate::escape::bytes(&m.as_bytes()[..m.len().min(200)])),
-            Err(_) => Some("the daemon's progress stream is not JSON".into()),
-        })
+/// A create's answer that did not stop the plant: a refusal, or the reply.
+struct Answered {
+    refusal: Option<String>,
+    reply: Option<Reply>,
+}
+
+/// An import's progress stream (JSON values, one after another): the id
+/// its status names (`sha256:…`), and the first error it reports, escaped.
+fn progress(body: &[u8]) -> (Option<String>, Option<String>) {
+    let mut id = None;
+    for v in serde_json::Deserializer::from_slice(body).into_iter::<Value>() {
+        let Ok(v) = v else {
+            return (id, Some("the daemon's progress stream is not JSON".into()));
+        };
+        if let Some(m) = v["error"].as_str().or(v["errorDetail"]["message"].as_str()) {
+            let m: String = m.chars().take(200).collect();
+            return (id, Some(crate::escape::bytes(m.as_bytes())));
+        }
+        if let Some(s) = v["status"].as_str().filter(|s| s.starts_with("sha256:")) {
+            id = Some(s.to_string());
+        }
+    }
+    (id, None)
 }

@@ -1,11 +1,15 @@
-//! Run B: every listing a wanted carrier's kind has, each read once as it
-//! arrives and searched for every wanted nonce; the agreed objects by
-//! name; the agreed volume through the agreed container's archive.
+//! Run B: every route a wanted carrier has, each read once and searched
+//! for every wanted nonce, then one verdict per carrier from its routes
+//! ([`Route`]): found by any is FOUND; a route that broke, or a listing
+//! not shown current, is ERROR; refused by all is DENIED; else NOT FOUND.
 //!
-//! The name carriers' only route is a listing, and its silence counts only
-//! when it shows the witness their plant made beside them (the object of
-//! the agreed name), which an inspect shows exists
-//! ([`crate::surface::listing`]).
+//! The routes: the listing of the carrier's kind (`/images/json`,
+//! `/volumes`, `/containers/json`, `/networks`), the disk-usage listing
+//! (`/system/df`: images, containers, volumes), the agreed object's
+//! inspect, the agreed volume's archive, and the event history
+//! ([`super::events`], read when `event-history` is wanted). A name
+//! carrier's listings count only when they show the witness its plant
+//! made after the nonce-named object ([`crate::surface::listing`]).
 
 use super::api::{Body, Failure, q};
 use super::list::{self, Item};
@@ -14,35 +18,34 @@ use super::{Dk, Instance, MOUNT, NOTE_FILE};
 use crate::escape;
 use crate::surface::listing::{Current, not_current, until_current};
 use crate::surface::{RecoverOutcome, RunCtx, Wanted};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The kind of object whose listing a carrier is read through.
-fn kind_of(c: Dk) -> Kind {
-    match c {
-        Dk::ImageTag | Dk::ImageLabel => Kind::Image,
-        Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent => Kind::Volume,
-        Dk::ContainerName | Dk::ContainerLabel => Kind::Container,
-        Dk::NetworkName => Kind::Network,
-        Dk::EventHistory => Kind::Volume,
-    }
-}
-
-/// Whether the listing is the carrier's only route (the name is the
-/// message: B cannot ask for it by name).
-fn listing_only(c: Dk) -> bool {
+/// Whether the carrier's nonce is in an object's name (B cannot ask for
+/// it by name; its listings must show the witness made after it).
+fn named(c: Dk) -> bool {
     matches!(
         c,
         Dk::ImageTag | Dk::VolumeName | Dk::ContainerName | Dk::NetworkName
     )
 }
 
-/// What one listing showed: for each needle, where it was found; every
-/// name it listed; how many objects.
+/// What one route said of one carrier.
+enum Route {
+    Found(String),
+    /// Ran, and is shown current: `what` for the detail.
+    Clean(String),
+    Denied(String),
+    Broken(String),
+}
+
+/// What one listing showed: where each needle was found, which of the
+/// witnesses it listed, how many objects.
 #[derive(Default)]
 struct Shown {
     found: Vec<Option<String>>,
-    names: HashSet<String>,
+    /// Each witness it was to show, and whether it did.
+    witnessed: Vec<(String, bool)>,
     count: usize,
 }
 
@@ -51,9 +54,12 @@ struct Want {
     at: usize,
     carrier: Dk,
     hex: String,
-    /// The object of the agreed name of the carrier's kind.
+    /// The object of the agreed name (an image's `:latest`): the witness
+    /// of a name carrier, the labelled object of a label carrier.
     agreed: String,
 }
+
+type Listed = Result<Current<Shown>, Failure>;
 
 impl Instance {
     pub(super) fn recover_carriers(
@@ -69,121 +75,122 @@ impl Instance {
             };
             match crate::surface::wanted_nonce(w) {
                 Ok(n) => {
-                    let kind = kind_of(carrier);
-                    let agreed = match carrier {
-                        Dk::ImageTag | Dk::ImageLabel => {
-                            format!("{}:latest", names::name(ctx, carrier, kind, None))
-                        }
-                        _ => names::name(ctx, carrier, kind, None),
+                    let kind = names::carrier_kind(carrier);
+                    let name = names::name(ctx, carrier, kind, None);
+                    let agreed = if kind == Kind::Image {
+                        format!("{name}:latest")
+                    } else {
+                        name
                     };
                     wants.push(Want {
                         at,
                         carrier,
                         hex: n.hex(),
                         agreed,
-                    })
+                    });
                 }
                 Err(o) => out[at] = Some(o),
             }
         }
         let needles: Vec<&str> = wants.iter().map(|w| w.hex.as_str()).collect();
-        let mut kinds: Vec<Kind> = wants.iter().map(|w| kind_of(w.carrier)).collect();
-        kinds.dedup();
-        let mut shown: BTreeMap<&'static str, Result<Current<Shown>, Failure>> = BTreeMap::new();
+        // The witnesses of the name carriers that exist (an inspect shows
+        // them): what every listing of their kind must show.
+        let witnesses: Vec<(Kind, String)> = wants
+            .iter()
+            .filter(|w| named(w.carrier))
+            .filter(|w| {
+                matches!(
+                    list::inspect(&self.api, names::carrier_kind(w.carrier), &w.agreed),
+                    Ok(Some(_))
+                )
+            })
+            .map(|w| (names::carrier_kind(w.carrier), w.agreed.clone()))
+            .collect();
+        let wait = Duration::from_millis(self.s.consistency_wait_ms);
+        let kinds: Vec<Kind> = wants
+            .iter()
+            .map(|w| names::carrier_kind(w.carrier))
+            .collect();
+        let mut listed: BTreeMap<&'static str, Listed> = BTreeMap::new();
         for kind in [Kind::Image, Kind::Volume, Kind::Container, Kind::Network] {
-            if !kinds.contains(&kind) {
-                continue;
+            if kinds.contains(&kind) {
+                let mine: Vec<String> = witnesses
+                    .iter()
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                let l = until_current(wait, || {
+                    self.look(&needles, &mine, |each| list::list(&self.api, kind, each))
+                });
+                listed.insert(kind.as_str(), l);
             }
-            // The witnesses this listing must show: the agreed objects of
-            // the name carriers of its kind that exist.
-            let witnesses: Vec<String> = wants
-                .iter()
-                .filter(|w| listing_only(w.carrier) && kind_of(w.carrier) == kind)
-                .filter(|w| matches!(list::inspect(&self.api, kind, &w.agreed), Ok(Some(_))))
-                .map(|w| w.agreed.clone())
-                .collect();
-            let wait = Duration::from_millis(self.s.consistency_wait_ms);
-            let listing = until_current(wait, || {
-                let s = self.listing(kind, &needles)?;
-                let current = witnesses.iter().all(|w| s.names.contains(w));
-                Ok((s, current))
-            });
-            shown.insert(kind.as_str(), listing);
         }
-        for w in &wants {
-            let listing = &shown[kind_of(w.carrier).as_str()];
-            let i = wants
-                .iter()
-                .position(|x| x.at == w.at)
-                .expect("its own want");
-            out[w.at] = Some(match w.carrier {
-                Dk::VolumeContent => self.read_volume(ctx, &w.hex),
-                // Its route is the history, read below.
-                Dk::EventHistory => RecoverOutcome::NotFound {
-                    detail: String::new(),
-                },
-                c if listing_only(c) => self.by_listing(w, i, listing),
-                _ => self.by_name(w, i, listing),
+        let df_witnesses: Vec<String> = witnesses
+            .iter()
+            .filter(|(k, _)| *k != Kind::Network)
+            .map(|(_, n)| n.clone())
+            .collect();
+        let df = kinds.iter().any(|k| *k != Kind::Network).then(|| {
+            until_current(wait, || {
+                self.look(&needles, &df_witnesses, |each| {
+                    list::disk_usage(&self.api, each)
+                })
+            })
+        });
+        let history = wants
+            .iter()
+            .any(|w| w.carrier == Dk::EventHistory)
+            .then(|| {
+                let witness = [Kind::Volume, Kind::Network]
+                    .map(|k| names::name(ctx, Dk::EventHistory, k, None));
+                super::events::read(&self.api, &needles, &witness)
             });
-        }
-        if wants.iter().any(|w| w.carrier == Dk::EventHistory) {
-            let witness = names::name(ctx, Dk::EventHistory, Kind::Volume, None);
-            let history = super::events::read(&self.api, &needles, &witness);
-            for (i, x) in wants.iter().enumerate() {
-                let o = &mut out[x.at];
-                match (&history, x.carrier == Dk::EventHistory) {
-                    (Ok(h), _)
-                        if h.found[i] && !matches!(o, Some(RecoverOutcome::Found { .. })) =>
-                    {
-                        *o = Some(RecoverOutcome::Found {
-                            detail: "the daemon's event history shows it".into(),
-                        })
+        for (i, w) in wants.iter().enumerate() {
+            let mut routes = vec![];
+            let kind = names::carrier_kind(w.carrier);
+            match w.carrier {
+                Dk::VolumeContent => routes.push(self.read_volume(ctx, &w.hex)),
+                Dk::EventHistory => {}
+                c => {
+                    if !named(c) || c == Dk::ImageTag {
+                        routes.push(self.by_name(w, kind));
                     }
-                    (Ok(h), true) if h.witnessed => {
-                        *o = Some(RecoverOutcome::NotFound {
-                            detail: format!(
-                                "none of the {} events in the daemon's history carries it (the history shows {}, made after the plant)",
-                                h.read,
-                                escape::bytes(witness.as_bytes())
-                            ),
-                        })
+                    let own = &listed[kind.as_str()];
+                    routes.push(from_listing(
+                        own,
+                        i,
+                        w,
+                        &format!("the {}s listing", kind.as_str()),
+                    ));
+                    if let Some(df) = df.as_ref().filter(|_| kind != Kind::Network) {
+                        routes.push(from_listing(df, i, w, "the disk-usage listing"));
                     }
-                    (Ok(h), true) => {
-                        *o = Some(RecoverOutcome::Failed {
-                            reason: format!(
-                                "the daemon's event history is not yet consistent, or no longer reaches back to run A's plant: it does not show {} ({} events read): its silence proves nothing",
-                                escape::bytes(witness.as_bytes()),
-                                h.read
-                            ),
-                        })
-                    }
-                    (Err(f), true) => *o = Some(failed(f)),
-                    // Another carrier's route besides its own: a history
-                    // that broke leaves its miss unproven.
-                    (Err(Failure::Fault(f)), false)
-                        if matches!(o, Some(RecoverOutcome::NotFound { .. })) =>
-                    {
-                        *o = Some(RecoverOutcome::Failed {
-                            reason: format!(
-                                "the daemon's event history, one of its routes, could not be read: {f}"
-                            ),
-                        })
-                    }
-                    _ => {}
                 }
             }
+            if w.carrier != Dk::VolumeContent
+                && let Some(h) = &history
+            {
+                routes.push(from_history(h, i));
+            }
+            out[w.at] = Some(verdict(routes));
         }
         crate::surface::all_outcomes(out)
     }
 
-    /// Lists `kind`, searching every object's names and labels for every
-    /// needle.
-    fn listing(&self, kind: Kind, needles: &[&str]) -> Result<Shown, Failure> {
+    /// One listing, searching every object's names and labels for every
+    /// needle; whether it showed every one of `witnesses`.
+    fn look(
+        &self,
+        needles: &[&str],
+        witnesses: &[String],
+        list: impl FnOnce(&mut dyn FnMut(Item)) -> Result<(), Failure>,
+    ) -> Result<(Shown, bool), Failure> {
         let mut s = Shown {
             found: vec![None; needles.len()],
-            ..Default::default()
+            witnessed: witnesses.iter().map(|w| (w.clone(), false)).collect(),
+            count: 0,
         };
-        list::list(&self.api, kind, &mut |item: Item| {
+        list(&mut |item: Item| {
             s.count += 1;
             for (i, n) in needles.iter().enumerate() {
                 if s.found[i].is_some() {
@@ -191,103 +198,49 @@ impl Instance {
                 }
                 if let Some((field, text)) = item.texts().find(|(_, t)| t.contains(n)) {
                     // The name that holds it, or the object's first name.
-                    let shown = match field {
-                        "name" => text,
-                        _ => item.names.first().unwrap_or(&item.id),
+                    let shown = if field == "name" {
+                        text
+                    } else {
+                        item.names.first().unwrap_or(&item.id)
                     };
                     s.found[i] = Some(format!(
-                        "{} {} carries it in a {field}",
-                        kind.as_str(),
+                        "{} carries it in a {field}",
                         escape::bytes(shown.as_bytes())
                     ));
                 }
             }
-            s.names.extend(item.names);
+            for (w, seen) in &mut s.witnessed {
+                *seen |= item.names.contains(w);
+            }
         })?;
-        Ok(s)
+        let current = s.witnessed.iter().all(|(_, seen)| *seen);
+        Ok((s, current))
     }
 
-    /// A name carrier: its listing, shown current by its witness.
-    fn by_listing(
-        &self,
-        w: &Want,
-        i: usize,
-        listing: &Result<Current<Shown>, Failure>,
-    ) -> RecoverOutcome {
-        let kind = kind_of(w.carrier);
-        let c = match listing {
-            Err(f) => return failed(f),
-            Ok(c) => c,
-        };
-        if let Some(d) = &c.value.found[i] {
-            return RecoverOutcome::Found { detail: d.clone() };
-        }
-        let witness = escape::bytes(w.agreed.as_bytes());
-        match list::inspect(&self.api, kind, &w.agreed) {
-            Ok(Some(_)) if c.value.names.contains(&w.agreed) => RecoverOutcome::NotFound {
-                detail: format!(
-                    "none of the {} {}s listed carries it (the listing shows {witness}, made beside the plant)",
-                    c.value.count,
-                    kind.as_str()
-                ),
-            },
-            Ok(Some(_)) => not_current(&witness, c),
-            Ok(None) => RecoverOutcome::Failed {
-                reason: format!(
-                    "the {} {witness} run A made beside the plant is not there, so nothing shows the listing is current: it not listing the plant proves nothing",
-                    kind.as_str()
-                ),
-            },
-            Err(f) => RecoverOutcome::Failed {
-                reason: format!(
-                    "the witness {witness} could not be read ({}), so nothing shows the listing is current",
-                    f.clone().fault()
-                ),
-            },
-        }
-    }
-
-    /// A label carrier: the agreed object by name, and the listing.
-    fn by_name(
-        &self,
-        w: &Want,
-        i: usize,
-        listing: &Result<Current<Shown>, Failure>,
-    ) -> RecoverOutcome {
-        let kind = kind_of(w.carrier);
+    /// The agreed object by name: its labels (a label carrier's), or its
+    /// tags (image-tag's `:latest` carries the nonce's tag beside it).
+    fn by_name(&self, w: &Want, kind: Kind) -> Route {
         let shown = escape::bytes(w.agreed.as_bytes());
-        if let Ok(c) = listing
-            && let Some(d) = &c.value.found[i]
-        {
-            return RecoverOutcome::Found { detail: d.clone() };
-        }
-        match (list::inspect(&self.api, kind, &w.agreed), listing) {
-            (Ok(Some(item)), _) if item.texts().any(|(_, t)| t.contains(&w.hex)) => {
-                RecoverOutcome::Found {
-                    detail: format!("{} {shown} carries it in a label", kind.as_str()),
-                }
+        match list::inspect(&self.api, kind, &w.agreed) {
+            Ok(Some(item)) if item.texts().any(|(_, t)| t.contains(&w.hex)) => {
+                Route::Found(format!(
+                    "{} {shown} carries it (read by its agreed name)",
+                    kind.as_str()
+                ))
             }
-            (Err(Failure::Denied(a)), Err(Failure::Denied(_))) => {
-                RecoverOutcome::Denied { reason: a }
-            }
-            (Err(f), _) => failed(&f),
-            (_, Err(f)) => failed(f),
-            (Ok(None), Ok(_)) => RecoverOutcome::NotFound {
-                detail: format!("no {} {shown}, and no listed one carries it", kind.as_str()),
-            },
-            (Ok(Some(_)), Ok(c)) => RecoverOutcome::NotFound {
-                detail: format!(
-                    "{} {shown} carries no nonce, nor does any of the {} listed",
-                    kind.as_str(),
-                    c.value.count
-                ),
-            },
+            Ok(Some(_)) => Route::Clean(format!("{} {shown}", kind.as_str())),
+            Ok(None) => Route::Broken(format!(
+                "the agreed {} {shown} run A made is not there, so nothing was read by name: its silence proves nothing",
+                kind.as_str()
+            )),
+            Err(Failure::Denied(r)) => Route::Denied(r),
+            Err(Failure::Fault(f)) => Route::Broken(f.to_string()),
         }
     }
 
     /// The agreed volume's note, through the agreed container's archive,
     /// searched as it arrives.
-    fn read_volume(&self, ctx: &RunCtx<'_>, hex: &str) -> RecoverOutcome {
+    fn read_volume(&self, ctx: &RunCtx<'_>, hex: &str) -> Route {
         let container = names::name(ctx, Dk::VolumeContent, Kind::Container, None);
         let shown = escape::bytes(container.as_bytes());
         let path = format!(
@@ -296,28 +249,26 @@ impl Instance {
             q(&format!("{MOUNT}/{NOTE_FILE}"))
         );
         let s = match self.api.stream("GET", &path, Body::None) {
-            Err(f) => return failed(&f),
+            Err(Failure::Denied(r)) => return Route::Denied(r),
+            Err(Failure::Fault(f)) => return Route::Broken(f.to_string()),
             Ok(s) => s,
         };
         match s.status {
             200 => {}
+            // Why not a refusal: a volume is also read by running a
+            // container that mounts it, which runwarden cannot test.
             401 | 403 => {
-                return RecoverOutcome::Denied {
-                    reason: format!("the daemon refused reading the volume (HTTP {})", s.status),
-                };
+                return Route::Broken(format!(
+                    "the daemon refused reading the volume through an archive (HTTP {}); a running container, its other route, cannot be tested here",
+                    s.status
+                ));
             }
             404 => {
-                return RecoverOutcome::Failed {
-                    reason: format!(
-                        "the container {shown} that reads the agreed volume is not there (or the note is not): the volume was not read"
-                    ),
-                };
+                return Route::Broken(format!(
+                    "the container {shown} that reads the agreed volume is not there (or the note is not): the volume was not read"
+                ));
             }
-            st => {
-                return RecoverOutcome::Failed {
-                    reason: format!("reading the volume through {shown}: HTTP {st}"),
-                };
-            }
+            st => return Route::Broken(format!("reading the volume through {shown}: HTTP {st}")),
         }
         let mut needles = crate::scan::Needles::new(vec![hex.to_string()]);
         let mut body = s.body;
@@ -326,33 +277,90 @@ impl Instance {
             match std::io::Read::read(&mut body, &mut buf) {
                 Ok(0) => break,
                 Ok(n) => needles.feed(&buf[..n]),
-                Err(e) => {
-                    return RecoverOutcome::Failed {
-                        reason: format!("reading the volume: {e}"),
-                    };
-                }
+                Err(e) => return Route::Broken(format!("reading the volume: {e}")),
             }
         }
         if needles.found(0) {
-            RecoverOutcome::Found {
-                detail: format!("the agreed volume holds it (read through {shown})"),
-            }
+            Route::Found(format!("the agreed volume holds it (read through {shown})"))
         } else {
-            RecoverOutcome::NotFound {
-                detail: format!("the agreed volume's note does not hold it (read through {shown})"),
-            }
+            Route::Clean(format!("the agreed volume's note (read through {shown})"))
         }
     }
 }
 
-/// A look that got no answer: the daemon's refusal, or an error.
-fn failed(f: &Failure) -> RecoverOutcome {
-    match f {
-        Failure::Denied(reason) => RecoverOutcome::Denied {
-            reason: reason.clone(),
-        },
-        Failure::Fault(f) => RecoverOutcome::Failed {
-            reason: f.to_string(),
+/// What a listing said of want `i`: a name carrier's counts only when it
+/// showed the carrier's witness.
+fn from_listing(l: &Listed, i: usize, w: &Want, what: &str) -> Route {
+    let c = match l {
+        Err(Failure::Denied(r)) => return Route::Denied(r.clone()),
+        Err(Failure::Fault(f)) => return Route::Broken(f.to_string()),
+        Ok(c) => c,
+    };
+    if let Some(d) = &c.value.found[i] {
+        return Route::Found(format!("{d} ({what})"));
+    }
+    if !named(w.carrier) {
+        return Route::Clean(format!("{what} ({} objects)", c.value.count));
+    }
+    let witness = escape::bytes(w.agreed.as_bytes());
+    match c.value.witnessed.iter().find(|(n, _)| *n == w.agreed) {
+        None => Route::Broken(format!(
+            "the {} {witness} run A made after the plant is not there, so nothing shows {what} is current: it not listing the plant proves nothing",
+            names::carrier_kind(w.carrier).as_str()
+        )),
+        Some((_, true)) => Route::Clean(format!(
+            "{what} ({} objects, showing {witness})",
+            c.value.count
+        )),
+        Some(_) => match not_current(&witness, c) {
+            RecoverOutcome::Failed { reason } => Route::Broken(format!("{what}: {reason}")),
+            _ => Route::Broken(format!("{what} does not show {witness}")),
         },
     }
+}
+
+/// What the event history said of want `i` (`own`: event-history, whose
+/// only route it is).
+fn from_history(h: &Result<super::events::History, Failure>, i: usize) -> Route {
+    match h {
+        Err(Failure::Denied(r)) => Route::Denied(r.clone()),
+        Err(Failure::Fault(f)) => Route::Broken(format!("the daemon's event history: {f}")),
+        Ok(h) if h.found[i] => Route::Found("the daemon's event history shows it".into()),
+        Ok(h) if h.witnessed => Route::Clean(format!(
+            "the event history ({} events, up to the witness's removal)",
+            h.read
+        )),
+        Ok(h) => Route::Broken(format!(
+            "the daemon's event history is not yet consistent, or no longer reaches back to run A's plant: it does not show the witness made and removed after it ({} events read): its silence proves nothing",
+            h.read
+        )),
+    }
+}
+
+/// One carrier's outcome from its routes.
+fn verdict(routes: Vec<Route>) -> RecoverOutcome {
+    let mut clean = vec![];
+    let mut denied = vec![];
+    let mut broken = None;
+    for r in routes {
+        match r {
+            Route::Found(detail) => return RecoverOutcome::Found { detail },
+            Route::Clean(w) => clean.push(w),
+            Route::Denied(r) => denied.push(r),
+            Route::Broken(r) => broken = broken.or(Some(r)),
+        }
+    }
+    if let Some(reason) = broken {
+        return RecoverOutcome::Failed { reason };
+    }
+    if clean.is_empty() {
+        return RecoverOutcome::Denied {
+            reason: denied.join("; "),
+        };
+    }
+    let mut detail = format!("none of its routes shows it: {}", clean.join(", "));
+    if !denied.is_empty() {
+        detail.push_str(&format!("; refused: {}", denied.join("; ")));
+    }
+    RecoverOutcome::NotFound { detail }
 }
