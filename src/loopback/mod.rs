@@ -6,8 +6,9 @@
 //! is dropped, and accepts only credentials it minted with fresh random
 //! secrets, so another local process cannot write into a probe's control.
 //! [`actions_cache`] is GitHub's cache service (v2) and REST cache API,
-//! [`dav`] a WebDAV cache, [`docker`] a Docker daemon (on a unix socket), [`github`] GitHub's REST objects and artifact
-//! service, [`npm`] an npm registry, [`pypi`] a PyPI index
+//! [`dav`] a WebDAV cache, [`docker`] a Docker daemon (on a unix socket),
+//! [`github`] GitHub's REST objects and artifact service, [`npm`] an npm
+//! registry, [`oci`] an OCI registry, [`pypi`] a PyPI index
 //! with an upload endpoint, [`proxy`] a CONNECT proxy.
 
 pub mod actions_cache;
@@ -15,6 +16,7 @@ pub mod dav;
 pub mod docker;
 pub mod github;
 pub mod npm;
+pub mod oci;
 pub mod proxy;
 pub mod pypi;
 

@@ -19,6 +19,7 @@ pub mod http_cache;
 pub mod listing;
 pub mod network_egress;
 pub mod npm_registry;
+pub mod oci_registry;
 mod owned;
 pub mod pypi_index;
 
@@ -47,6 +48,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &npm_registry::NpmRegistry,
     &pypi_index::PypiIndex,
     &docker_daemon::DockerDaemon,
+    &oci_registry::OciRegistry,
     &network_egress::NetworkEgress,
 ];
 

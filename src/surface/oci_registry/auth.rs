@@ -1,0 +1,243 @@
+//! Requests to the registry with the surface's credentials and the
+//! bearer token flow.
+//!
+//! Where credentials go: the configured ones (basic, or a bearer token)
+//! to the registry's origin, and to the token service a 401's
+//! `WWW-Authenticate: Bearer realm=…` names when that realm is on the
+//! registry's origin or is https. A realm over plain http on another
+//! host gets none (the exchange is an error, never an anonymous retry
+//! that could read as a refusal): a demanding operator would not send a
+//! password in clear to a host they did not name. Tokens the service
+//! issues go only to the registry's origin. An upload `Location` or a
+//! `Link` on another origin is never followed; a blob redirect to another
+//! origin (a storage backend's signed URL) is followed without any
+//! credential.
+
+use super::Instance;
+use crate::escape;
+use crate::fault::Fault;
+use crate::http::{Failure, Request, Response, origin};
+use ::http::Method;
+
+/// A `WWW-Authenticate: Bearer` challenge's parameters.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Challenge {
+    pub realm: String,
+    pub service: Option<String>,
+    pub scope: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The Bearer challenge of a header value (`Bearer realm="…",service="…"`),
+/// quoted values taken whole (a scope has commas).
+pub(super) fn parse_challenge(value: &str) -> Option<Challenge> {
+    let rest = value.trim();
+    let (scheme, mut rest) = rest.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let mut c = Challenge::default();
+    loop {
+        rest = rest.trim_start_matches([' ', ',']);
+        let Some((key, after)) = rest.split_once('=') else {
+            break;
+        };
+        let (val, next) = match after.strip_prefix('"') {
+            Some(q) => {
+                let end = q.find('"')?;
+                (&q[..end], &q[end + 1..])
+            }
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        match key.trim().to_ascii_lowercase().as_str() {
+            "realm" => c.realm = val.to_string(),
+            "service" => c.service = Some(val.to_string()),
+            "scope" => c.scope = Some(val.to_string()),
+            "error" => c.error = Some(val.to_string()),
+            _ => {}
+        }
+        rest = next;
+    }
+    (!c.realm.is_empty()).then_some(c)
+}
+
+/// The repository a registry path is about (`""`: the catalog, `/v2/`).
+fn scope_key(url: &str, registry: &str) -> String {
+    let path = url.strip_prefix(registry).unwrap_or(url);
+    let path = path.split('?').next().unwrap_or("");
+    let rest = path.strip_prefix("/v2/").unwrap_or("");
+    for mark in ["/manifests/", "/blobs/", "/tags/"] {
+        if let Some((name, _)) = rest.split_once(mark) {
+            return name.to_string();
+        }
+    }
+    String::new()
+}
+
+impl Instance {
+    pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
+        self.client.get()
+    }
+
+    pub(super) fn shown(&self) -> String {
+        escape::bytes(self.s.registry.as_bytes())
+    }
+
+    /// `path` (from `/v2/`) on the registry.
+    pub(super) fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.s.registry)
+    }
+
+    /// A URL the registry named (an upload `Location`, a `Link`): made
+    /// absolute, and `Invalid` on another origin, which would get the
+    /// registry's credentials.
+    pub(super) fn resolve(&self, named: &str) -> Result<String, Fault> {
+        if named.starts_with('/') && !named.starts_with("//") {
+            return Ok(self.at(named));
+        }
+        if origin(named).as_deref() == Some(self.s.registry.as_str()) {
+            return Ok(named.to_string());
+        }
+        Err(Fault::invalid(
+            "the registry named a URL on another origin; it is not followed with the registry's credentials",
+        ))
+    }
+
+    /// `req` with the token issued for its repository, else the configured
+    /// credentials.
+    pub(super) fn authed<'a>(&self, req: Request<'a>, key: &str) -> Request<'a> {
+        match self.tokens.borrow().get(key) {
+            Some(t) => req.secret_header("authorization", format!("Bearer {t}")),
+            None => self.s.auth.apply(req),
+        }
+    }
+
+    pub(super) fn failure(&self, method: &Method, f: Failure) -> Fault {
+        match f {
+            Failure::Unreachable(m) => {
+                Fault::Unreachable(format!("cannot reach the registry {}: {m}", self.shown()))
+            }
+            Failure::Broken(m) => {
+                Fault::broken(format!("{method} at the registry {}: {m}", self.shown()))
+            }
+        }
+    }
+
+    /// One request to the registry, answered whole; on a Bearer challenge
+    /// the token is fetched and the request sent once more.
+    /// `Unreachable` or `Broken` when there was no answer.
+    pub(super) fn call(
+        &self,
+        method: Method,
+        url: &str,
+        accept: &str,
+        body: Option<(&'static str, &[u8])>,
+    ) -> Result<Response, Fault> {
+        let key = scope_key(url, &self.s.registry);
+        for attempt in 0..2 {
+            let mut req = self.authed(Request::new(method.clone(), url), &key);
+            req = req.header("accept", accept.to_string());
+            if let Some((ty, b)) = body {
+                req = req.header("content-type", ty).bytes(b.to_vec());
+            }
+            let r = self
+                .client()?
+                .send(&req)
+                .map_err(|f| self.failure(&method, f))?;
+            if r.status == 401 && attempt == 0 && self.challenged(&r.headers, &key)? {
+                continue;
+            }
+            return Ok(r);
+        }
+        unreachable!("the loop returns on its second pass")
+    }
+
+    /// Answers a Bearer challenge: asks its realm for a token (with the
+    /// configured credentials) and keeps it for `key`. `Ok(false)` when
+    /// there is no such challenge or the token service refused: the 401
+    /// then stands as the registry's answer.
+    pub(super) fn challenged(&self, headers: &::http::HeaderMap, key: &str) -> Result<bool, Fault> {
+        let Some(c) = headers
+            .get_all("www-authenticate")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(parse_challenge)
+        else {
+            return Ok(false);
+        };
+        // A 401 for a token already issued for this scope: the scope does
+        // not cover the request (insufficient_scope) unless a new token
+        // is asked for, so one more is.
+        let mut q = vec![];
+        if let Some(s) = &c.service {
+            q.push(format!("service={}", crate::wire::percent_encode(s)));
+        }
+        if let Some(s) = &c.scope {
+            q.push(format!("scope={}", crate::wire::percent_encode(s)));
+        }
+        let sep = if c.realm.contains('?') { '&' } else { '?' };
+        let url = format!("{}{sep}{}", c.realm, q.join("&"));
+        let same = origin(&c.realm).as_deref() == Some(self.s.registry.as_str());
+        let https = c.realm.starts_with("https://");
+        let mut req = Request::new(Method::GET, &url).header("accept", "application/json");
+        if same || https {
+            req = self.s.auth.apply(req);
+        } else if !self.s.auth.secrets().is_empty() {
+            return Err(Fault::broken(format!(
+                "the registry {} names a token service over plain http on another host: the credentials are not sent there",
+                self.shown()
+            )));
+        }
+        let r = self.client()?.send(&req).map_err(|f| {
+            self.failure(&Method::GET, f)
+                .context("asking the registry's token service")
+        })?;
+        if r.status == 401 || r.status == 403 {
+            return Ok(false);
+        }
+        if r.status != 200 {
+            return Err(Fault::broken(format!(
+                "the registry's token service answered HTTP {}",
+                r.status
+            )));
+        }
+        let v = r
+            .json()
+            .map_err(|f| f.context("the token service's answer"))?;
+        let Some(t) = v["token"].as_str().or(v["access_token"].as_str()) else {
+            return Err(Fault::broken("the token service's answer holds no token"));
+        };
+        crate::redact::add(t);
+        self.tokens
+            .borrow_mut()
+            .insert(key.to_string(), t.to_string());
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_keep_quoted_commas() {
+        let c = parse_challenge(
+            r#"Bearer realm="https://auth.example/token",service="reg",scope="repository:ci/x:pull,push",error="insufficient_scope""#,
+        )
+        .unwrap();
+        assert_eq!(c.realm, "https://auth.example/token");
+        assert_eq!(c.service.as_deref(), Some("reg"));
+        assert_eq!(c.scope.as_deref(), Some("repository:ci/x:pull,push"));
+        assert_eq!(c.error.as_deref(), Some("insufficient_scope"));
+        assert_eq!(parse_challenge(r#"Basic realm="x""#), None);
+        assert_eq!(parse_challenge("Bearer service=x"), None);
+    }
+
+    #[test]
+    fn scope_keys_are_repositories() {
+        let r = "http://h:1";
+        assert_eq!(scope_key("http://h:1/v2/ci/x/manifests/t", r), "ci/x");
+        assert_eq!(scope_key("http://h:1/v2/ci/x/blobs/uploads/?a", r), "ci/x");
+        assert_eq!(scope_key("http://h:1/v2/_catalog?n=100", r), "");
+    }
+}

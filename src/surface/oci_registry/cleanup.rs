@@ -1,0 +1,270 @@
+//! Cleanup: a plant's manifest deleted by digest once it is read back
+//! byte for byte and no foreign tag shares its digest (a delete by digest
+//! removes every tag on it), then the layer blob unique to the plant;
+//! never the shared empty blob. A `repository-name` repository stays
+//! (Kept: no API removes one). And finding a probe's plants without its
+//! receipt: the agreed repositories' tags and manifests, and the catalog.
+
+use super::plant::{PLANT_KEY, PLANT_TAG, agreed_repository, digest_of, nonce_in_layer, plan};
+use super::protocol::outcome_reason;
+use super::{Instance, Oci};
+use crate::escape;
+use crate::fault::Fault;
+use crate::nonce::Nonce;
+use crate::surface::carrier::CarrierSet;
+use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx, string_array};
+use ::http::Method;
+use serde_json::{Value, json};
+
+/// Foreign tags of one repository whose digests are checked at most; a
+/// repository with more is left alone (no full check is possible).
+const MAX_TAGS: usize = 1_000;
+
+impl Instance {
+    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
+        let repo = entry["repository"].as_str().unwrap_or("");
+        let digest = entry["digest"].as_str().unwrap_or("");
+        let carrier = entry["carrier"].as_str().and_then(Oci::parse);
+        let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let removed = match self.delete_manifest(repo, digest, &string_array(&entry["tags"])) {
+            Ok(r) => r,
+            Err(reason) => return left(reason),
+        };
+        for blob in string_array(&entry["blobs"]) {
+            let url = self.at(&format!("/v2/{repo}/blobs/{blob}"));
+            match self.call(Method::DELETE, &url, "*/*", None) {
+                Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {}
+                Ok(r) => {
+                    return left(format!(
+                        "{shown}: the manifest is {}, but its layer blob stays (HTTP {} to its delete)",
+                        if removed { "deleted" } else { "gone" },
+                        r.status
+                    ));
+                }
+                Err(f) => return left(f.into()),
+            }
+        }
+        if carrier == Some(Oci::RepositoryName) {
+            return CleanupOutcome::Kept {
+                reason: format!(
+                    "the repository {} stays in the catalog: no registry API removes a repository (accepted with `repository-name: true`); its manifest is {}",
+                    escape::bytes(repo.as_bytes()),
+                    if removed { "deleted" } else { "gone" }
+                ),
+            };
+        }
+        if removed {
+            CleanupOutcome::Removed
+        } else {
+            CleanupOutcome::Gone
+        }
+    }
+
+    /// Deletes `repo@digest` if it is still the plant and no tag but
+    /// `ours` is on it: `Ok(true)` deleted, `Ok(false)` not there, `Err`
+    /// why it stays.
+    fn delete_manifest(&self, repo: &str, digest: &str, ours: &[String]) -> Result<bool, String> {
+        let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
+        match self.manifest(repo, digest) {
+            Err(o) => return Err(outcome_reason(o)),
+            Ok(None) => return Ok(false),
+            Ok(Some(body)) if digest_of(&body) != digest => {
+                return Err(format!(
+                    "what the registry serves as {shown} is not the manifest planted; left alone"
+                ));
+            }
+            Ok(Some(_)) => {}
+        }
+        let foreign = self.foreign_tags_on(repo, digest, ours)?;
+        if !foreign.is_empty() {
+            return Err(format!(
+                "{shown}: the tag{} {} of someone else share{} its digest, and a delete by digest would remove {}; left in place",
+                if foreign.len() == 1 { "" } else { "s" },
+                foreign.join(", "),
+                if foreign.len() == 1 { "s" } else { "" },
+                if foreign.len() == 1 { "it" } else { "them" },
+            ));
+        }
+        let url = self.at(&format!("/v2/{repo}/manifests/{digest}"));
+        let r = self
+            .call(Method::DELETE, &url, "*/*", None)
+            .map_err(String::from)?;
+        let tags = ours
+            .iter()
+            .map(|t| escape::bytes(t.as_bytes()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match r.status {
+            200..=299 => Ok(true),
+            404 => Ok(false),
+            401 | 403 => Err(format!(
+                "the registry refused to delete {shown} (HTTP {}); it stays, with its tags {tags}, until someone with delete rights removes it",
+                r.status
+            )),
+            // Distribution without `delete: enabled` (405 UNSUPPORTED), or
+            // a registry that never deletes.
+            s => Err(format!(
+                "the registry does not delete {shown} (HTTP {s}); left: the manifest and its tags {tags}"
+            )),
+        }
+    }
+
+    /// The tags of `repo` that are not `ours` and name `digest`, escaped.
+    fn foreign_tags_on(
+        &self,
+        repo: &str,
+        digest: &str,
+        ours: &[String],
+    ) -> Result<Vec<String>, String> {
+        let mut others = vec![];
+        let url = self.at(&format!("/v2/{repo}/tags/list"));
+        let what = format!("the tags of {}", escape::bytes(repo.as_bytes()));
+        self.list(&url, "tags", &what, &mut |t| {
+            if !ours.iter().any(|o| o == t) {
+                others.push(t.to_string());
+            }
+        })
+        .map_err(outcome_reason)?;
+        if others.len() > MAX_TAGS {
+            return Err(format!(
+                "{what}: more than {MAX_TAGS} tags not ours; whether one shares the plant's digest is not checked, so it is left in place"
+            ));
+        }
+        let mut foreign = vec![];
+        for t in others {
+            // A tag is part of a URL path: one the spec's grammar allows.
+            let plain = !t.is_empty()
+                && t.len() <= 128
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            if !plain {
+                foreign.push(escape::bytes(t.as_bytes()));
+                continue;
+            }
+            match self.digest_at(repo, &t) {
+                Ok(Some(d)) if d == digest => foreign.push(escape::bytes(t.as_bytes())),
+                Ok(_) => {}
+                Err(f) => return Err(f.into()),
+            }
+        }
+        Ok(foreign)
+    }
+
+    pub(super) fn find_plants(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<Vec<Value>, Fault> {
+        let fault = |o: RecoverOutcome| match o {
+            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+            o => Fault::Broken(outcome_reason(o)),
+        };
+        let ns = &self.s.repository;
+        let mut found = vec![];
+        for job in jobs {
+            let Some(carrier) = Oci::parse(&job.carrier) else {
+                continue;
+            };
+            let repo = agreed_repository(ctx, ns, carrier);
+            let nonces: Vec<Nonce> = match carrier {
+                Oci::RepositoryName => self.catalog_nonces(ctx).map_err(fault)?,
+                Oci::TagName => {
+                    let mut tags = vec![];
+                    let url = self.at(&format!("/v2/{repo}/tags/list"));
+                    self.list(&url, "tags", "the agreed repository's tags", &mut |t| {
+                        tags.push(t.to_string())
+                    })
+                    .map_err(fault)?;
+                    tags.iter()
+                        .filter_map(|t| nonce_of_name(ctx, t, Oci::TagName))
+                        .collect()
+                }
+                _ => self.nonce_under_plant_tag(carrier, &repo).map_err(fault)?,
+            };
+            for nonce in nonces {
+                let p = plan(ctx, ns, carrier, &nonce);
+                // Only what is there and is byte for byte a plant.
+                if self
+                    .manifest(&p.repository, &p.digest)
+                    .map_err(fault)?
+                    .is_some()
+                {
+                    let e = p.entry(carrier, &nonce);
+                    if !found.contains(&e) {
+                        found.push(e);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The nonces of the `repository-name` plants of this probe the
+    /// catalog lists.
+    fn catalog_nonces(&self, ctx: &RunCtx<'_>) -> Result<Vec<Nonce>, RecoverOutcome> {
+        let mut out = vec![];
+        let prefix = format!("{}/", self.s.repository);
+        self.list(
+            &self.catalog_url(),
+            "repositories",
+            "the catalog",
+            &mut |name| {
+                if let Some(n) = name
+                    .strip_prefix(&prefix)
+                    .and_then(|rest| nonce_of_name(ctx, rest, Oci::RepositoryName))
+                {
+                    out.push(n);
+                }
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// The nonce the manifest under the agreed tag was planted with: its
+    /// annotation (`manifest-annotation`) or its layer (`blob-content`).
+    fn nonce_under_plant_tag(
+        &self,
+        carrier: Oci,
+        repo: &str,
+    ) -> Result<Vec<Nonce>, RecoverOutcome> {
+        let Some(body) = self.manifest(repo, PLANT_TAG)? else {
+            return Ok(vec![]);
+        };
+        let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if carrier == Oci::ManifestAnnotation {
+            let hex = doc["annotations"][PLANT_KEY].clone();
+            return Ok(serde_json::from_value::<Nonce>(hex).into_iter().collect());
+        }
+        let Some(layer) = doc["layers"][0]["digest"].as_str() else {
+            return Ok(vec![]);
+        };
+        if !layer
+            .strip_prefix("sha256:")
+            .is_some_and(|h| crate::surface::lower_hex(h, 64))
+        {
+            return Ok(vec![]);
+        }
+        let url = self.at(&format!("/v2/{repo}/blobs/{layer}"));
+        let r = self
+            .call(Method::GET, &url, "*/*", None)
+            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+        // A plant's layer is a few bytes; anything else is not one.
+        if r.status != 200 || r.body.len() > 4096 {
+            return Ok(vec![]);
+        }
+        Ok(nonce_in_layer(&r.body).into_iter().collect())
+    }
+}
+
+/// The nonce in a [`crate::surface::tagged_name`] of `carrier` by this
+/// probe, when the name is one (its tag verifies).
+fn nonce_of_name(ctx: &RunCtx<'_>, name: &str, carrier: Oci) -> Option<Nonce> {
+    let c = Oci::owned(ctx, name, "", &|c| c == carrier).ok()?;
+    if c != carrier {
+        return None;
+    }
+    let rest = name.strip_prefix(&format!("runwarden-{}-{}-", ctx.probe_id, carrier.name()))?;
+    let (hex, _) = rest.split_once('-')?;
+    serde_json::from_value(json!(hex)).ok()
+}

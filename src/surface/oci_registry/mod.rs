@@ -1,0 +1,301 @@
+//! `type: oci-registry`: a container registry (CNCF distribution, Harbor,
+//! Artifactory, a pull-through mirror, ghcr.io) that two runs can both
+//! push to and pull from, over the registry API v2.
+//!
+//! Run A pushes one small OCI manifest per carrier, each of unique content
+//! (the probe id, the carrier and the plant in its annotations): deleting
+//! a manifest by digest removes every tag on that digest, so no plant may
+//! share one with anything else. `repository-name` puts the nonce in a
+//! repository under the configured namespace (opt-in: no API removes a
+//! repository), `tag-name` in a tag of the agreed repository (with a
+//! witness tag beside it), `manifest-annotation` in an annotation of the
+//! manifest under an agreed tag, `blob-content` in a layer blob that
+//! manifest references. Run B lists `/v2/_catalog` and the agreed
+//! repository's tags (each listing counts only when it shows a witness:
+//! [`super::listing`]), GETs the agreed manifest and streams the blob.
+//!
+//! Credentials (basic, or the bearer token flow a 401's
+//! `WWW-Authenticate: Bearer` asks for) go only to the registry's origin
+//! and the token service it names ([`protocol`]). Cleanup deletes each
+//! manifest by digest after reading it back byte for byte and checking
+//! that no foreign tag shares it, and the layer blobs unique to a plant;
+//! never the shared empty config blob.
+
+mod auth;
+mod cleanup;
+mod plant;
+mod protocol;
+mod recover;
+
+use super::carrier::{CarrierSet, carriers};
+use super::{
+    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
+    RunCtx, Surface, SurfaceType, Wanted,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::fault::Fault;
+use crate::http::{LazyClient, check_url};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub struct OciRegistry;
+
+carriers! {
+    /// A registry's carriers: repositories, tags, manifests and blobs.
+    enum Oci {
+        RepositoryName = "repository-name", Durable, "the nonce in the name of a repository under the namespace; run B lists /v2/_catalog (opt-in: a repository cannot be removed through the API)";
+        TagName = "tag-name", Durable, "the nonce in a tag of a repository both runs can name; run B lists its tags";
+        ManifestAnnotation = "manifest-annotation", Durable, "the nonce in an annotation of the manifest under a tag both runs can name";
+        BlobContent = "blob-content", Durable, "the nonce inside a layer blob of the manifest under a tag both runs can name; run B pulls the blob";
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Settings {
+    /// The registry's origin (`https://host[:port]`), no trailing `/`.
+    registry: String,
+    /// The namespace both runs may push to (`ci/runwarden`).
+    repository: String,
+    auth: HttpAuth,
+    /// Whether `repository-name` may be planted (it leaves a repository).
+    repository_name: bool,
+    #[serde(default = "super::listing::default_wait_ms")]
+    consistency_wait_ms: u64,
+    control: bool,
+}
+
+/// Whether `name` is a repository name the distribution spec allows:
+/// components of `[a-z0-9]+` joined by `.`, `_`, `__` or runs of `-`,
+/// separated by `/`, at most 255 characters.
+pub(crate) fn repository_name_ok(name: &str) -> bool {
+    let component = |c: &str| {
+        let b = c.as_bytes();
+        let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
+        if b.is_empty() || !alnum(b[0]) || !alnum(b[b.len() - 1]) {
+            return false;
+        }
+        // Separators: one `.`, one or two `_`, any run of `-`.
+        let mut i = 0;
+        while i < b.len() {
+            if alnum(b[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && !alnum(b[i]) {
+                i += 1;
+            }
+            let sep = &c[start..i];
+            let ok = sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|x| x == b'-');
+            if !ok {
+                return false;
+            }
+        }
+        true
+    };
+    !name.is_empty() && name.len() <= 255 && name.split('/').all(component)
+}
+
+impl SurfaceType for OciRegistry {
+    fn name(&self) -> &'static str {
+        "oci-registry"
+    }
+
+    fn description(&self) -> &'static str {
+        "an OCI container registry at a URL (push manifests, tags and blobs; catalog, tags list, pull; delete by digest to clean up)"
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        CARRIERS
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "registry",
+            "repository",
+            "username",
+            "token-env",
+            "repository-name",
+            "consistency-wait",
+        ]
+    }
+
+    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+        let Some((url, pos)) = opts.string("registry")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "an oci-registry surface needs `registry:` (the registry URL, e.g. https://registry.example.com)",
+            ));
+        };
+        check_url(&url).map_err(|m| opts.error(pos, format!("`registry`: {m}")))?;
+        let registry = crate::http::origin(&url).unwrap_or_default();
+        // The API lives at /v2/ of the origin: a path would be ignored, so
+        // it is refused rather than silently dropped.
+        if url.trim_end_matches('/') != registry {
+            return Err(opts.error(
+                pos,
+                "`registry`: the registry's origin only (scheme, host, port), no path",
+            ));
+        }
+        let Some((repository, rpos)) = opts.string("repository")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "an oci-registry surface needs `repository:` (a namespace both runs may push to, e.g. ci/runwarden)",
+            ));
+        };
+        if !repository_name_ok(&repository) || repository.len() > 150 {
+            return Err(opts.error(
+                rpos,
+                "`repository`: a repository namespace (lowercase letters, digits, `.`, `_`, `-`, components joined by `/`, at most 150 characters: plants add a name below it)",
+            ));
+        }
+        let username = opts.string("username")?;
+        let auth = HttpAuth::from_config(&mut opts)?;
+        // A username makes the token the password of basic auth (what
+        // registries and their token services take); without one it is
+        // sent as a bearer token.
+        let auth = match username {
+            Some((u, upos)) if u.is_empty() || u.contains(':') => {
+                return Err(opts.error(upos, "`username`: a non-empty name without `:`"));
+            }
+            Some((u, _)) => auth.bearer_as_basic(&u),
+            None => auth,
+        };
+        let repository_name = opts.bool("repository-name")?.unwrap_or(false);
+        let wait = super::listing::wait_option(&mut opts)?;
+        Ok(serde_json::to_value(Settings {
+            registry,
+            repository,
+            auth,
+            repository_name,
+            consistency_wait_ms: wait.as_millis() as u64,
+            control: false,
+        })
+        .expect("settings serialize"))
+    }
+
+    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+        let server = crate::loopback::oci::OciServer::start()?;
+        let (user, password) = server.user()?;
+        let s = Settings {
+            registry: server.url(),
+            repository: "control/runwarden".into(),
+            auth: HttpAuth::basic_for_control(user, password),
+            repository_name: true,
+            consistency_wait_ms: super::listing::default_wait_ms(),
+            control: true,
+        };
+        Ok(Control::served_listing(s, server))
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .map(|s| vec![("credentials", s.auth.describe())])
+            .unwrap_or_default()
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+        let s: Settings = serde_json::from_value(settings.clone())
+            .map_err(|_| Fault::invalid("bad oci-registry settings"))?;
+        let client = LazyClient::new(s.auth.secrets());
+        Ok(Box::new(Instance {
+            s,
+            client,
+            tokens: Default::default(),
+        }))
+    }
+}
+
+struct Instance {
+    s: Settings,
+    client: LazyClient,
+    /// Bearer tokens the registry's token service issued, by the
+    /// repository (or `""`: the catalog) they were asked for.
+    tokens: std::cell::RefCell<std::collections::HashMap<String, String>>,
+}
+
+impl Surface for Instance {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        if let Some(m) = &self.s.auth.missing {
+            return Some(m.clone());
+        }
+        (Oci::parse(carrier) == Some(Oci::RepositoryName) && !self.s.repository_name).then(|| {
+            "not planted without `repository-name: true`: no registry API removes a repository, so its plant would stay in the catalog".to_string()
+        })
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        match Oci::of_job(job) {
+            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
+            Err(o) => o,
+        }
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        plant::owned_entry(ctx, &self.s.repository, entry)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.clean_entry(entry)
+    }
+
+    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
+        Err("watch mode cannot list an OCI registry yet")
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        let repo = entry["repository"].as_str().unwrap_or("?");
+        let digest = entry["digest"].as_str().unwrap_or("?");
+        format!(
+            "manifest {}@{} on {}",
+            escape::bytes(repo.as_bytes()),
+            escape::bytes(digest.as_bytes()),
+            if self.s.control {
+                "the control".to_string()
+            } else {
+                self.shown()
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::repository_name_ok;
+
+    #[test]
+    fn repository_names_follow_the_distribution_grammar() {
+        for ok in [
+            "ci/runwarden",
+            "a",
+            "a-b--c/d.e/f__g",
+            "x0/runwarden-p-1-tag-name-0a",
+        ] {
+            assert!(repository_name_ok(ok), "{ok}");
+        }
+        for bad in [
+            "", "Ci/x", "a//b", "/a", "a/", "a..b", "a___b", "-a", "a-", "a b", "a/../b",
+        ] {
+            assert!(!repository_name_ok(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Run A: what a carrier's plant is (a repository, tags, one manifest of
+//! unique content and, for `blob-content`, one layer blob), computed from
+//! the probe id, the carrier and the nonce alone, so that cleanup can
+//! check a journal entry is exactly what a plant makes; and the push,
+//! journalled before its first request.
+
+use super::{Instance, Oci};
+use crate::escape;
+use crate::fault::Fault;
+use crate::nonce::Nonce;
+use crate::surface::carrier::CarrierSet;
+use crate::surface::{PlantJob, PlantOutcome, RunCtx, lower_hex, tagged_name};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// The OCI image manifest media type every plant is pushed as.
+pub(super) const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// The OCI empty descriptor's blob (`{}`): the config of every plant and
+/// the layer of those without one of their own. Shared with every OCI
+/// artifact in a repository, so it is never deleted.
+pub(super) const EMPTY: &[u8] = b"{}";
+const EMPTY_TYPE: &str = "application/vnd.oci.empty.v1+json";
+
+/// The tag every agreed repository's plant is under.
+pub(super) const PLANT_TAG: &str = "plant";
+
+/// The tag `tag-name` pushes beside its nonce tag: one run B can name, so
+/// a tags list that shows it is current (see [`crate::surface::listing`]).
+pub(super) const WITNESS_TAG: &str = "runwarden-witness";
+
+/// The annotation that makes each manifest unique content.
+pub(super) const PLANT_KEY: &str = "dev.runwarden.plant";
+
+/// `sha256:<hex>` of `data`.
+pub(super) fn digest_of(data: &[u8]) -> String {
+    format!("sha256:{}", crate::nonce::to_hex(&Sha256::digest(data)))
+}
+
+/// One carrier's plant.
+pub(super) struct Plan {
+    pub repository: String,
+    /// Ours, first the one the carrier reads.
+    pub tags: Vec<String>,
+    pub manifest: Vec<u8>,
+    pub digest: String,
+    /// The layer blob unique to this plant (`blob-content`'s).
+    pub layer: Option<Vec<u8>>,
+}
+
+/// The repository of the carriers B names: `<namespace>/<tagged name>`.
+pub(super) fn agreed_repository(ctx: &RunCtx<'_>, ns: &str, carrier: Oci) -> String {
+    format!("{ns}/{}", tagged_name(ctx, carrier.name(), None, ""))
+}
+
+/// What `blob-content`'s layer holds.
+fn layer_of(probe_id: &str, nonce: &Nonce) -> Vec<u8> {
+    format!("runwarden plant\nprobe {probe_id}\nnonce {}\n", nonce.hex()).into_bytes()
+}
+
+/// The nonce a `blob-content` layer holds, read back (for cleanup by
+/// probe id).
+pub(super) fn nonce_in_layer(data: &[u8]) -> Option<Nonce> {
+    let text = std::str::from_utf8(data).ok()?;
+    let hex = text.lines().find_map(|l| l.strip_prefix("nonce "))?;
+    serde_json::from_value(json!(hex)).ok()
+}
+
+/// What `dev.runwarden.plant` says: the nonce itself for
+/// `manifest-annotation` (it is the message), else its hash (unique, but
+/// no second route to a nonce another carrier carries).
+fn plant_value(carrier: Oci, nonce: &Nonce) -> String {
+    match carrier {
+        Oci::ManifestAnnotation => nonce.hex(),
+        _ => digest_of(format!("runwarden plant {}", nonce.hex()).as_bytes()),
+    }
+}
+
+pub(super) fn plan(ctx: &RunCtx<'_>, ns: &str, carrier: Oci, nonce: &Nonce) -> Plan {
+    let repository = match carrier {
+        Oci::RepositoryName => {
+            format!("{ns}/{}", tagged_name(ctx, carrier.name(), Some(nonce), ""))
+        }
+        _ => agreed_repository(ctx, ns, carrier),
+    };
+    let tags = match carrier {
+        Oci::TagName => vec![
+            tagged_name(ctx, carrier.name(), Some(nonce), ""),
+            WITNESS_TAG.to_string(),
+        ],
+        _ => vec![PLANT_TAG.to_string()],
+    };
+    let empty = json!({ "mediaType": EMPTY_TYPE, "digest": digest_of(EMPTY), "size": EMPTY.len() });
+    let layer = (carrier == Oci::BlobContent).then(|| layer_of(ctx.probe_id, nonce));
+    let layers = match &layer {
+        Some(l) => json!([{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": digest_of(l),
+            "size": l.len(),
+        }]),
+        None => json!([empty]),
+    };
+    // serde_json keeps keys sorted: the same plan always makes the same
+    // bytes, so cleanup can check a digest without the plant's receipt.
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "config": empty,
+        "layers": layers,
+        "annotations": {
+            "org.opencontainers.image.description": "runwarden plant",
+            "dev.runwarden.probe": ctx.probe_id,
+            "dev.runwarden.carrier": carrier.name(),
+            PLANT_KEY: plant_value(carrier, nonce),
+        },
+    })
+    .to_string()
+    .into_bytes();
+    Plan {
+        repository,
+        tags,
+        digest: digest_of(&manifest),
+        manifest,
+        layer,
+    }
+}
+
+impl Plan {
+    /// The journal entry of this plan: everything cleanup needs, and what
+    /// [`owned_entry`] recomputes to check it.
+    pub(super) fn entry(&self, carrier: Oci, nonce: &Nonce) -> Value {
+        json!({
+            "carrier": carrier.name(),
+            "repository": self.repository,
+            "tags": self.tags,
+            "digest": self.digest,
+            "nonce": nonce.hex(),
+            "blobs": self.layer.iter().map(|l| digest_of(l)).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Whether `entry` is exactly what a plant of this probe makes under
+/// `ns`: its carrier's, with its nonce; its repository, tags, digest and
+/// blobs recomputed must be the entry's own (`Invalid` otherwise), so a
+/// forged receipt can name nothing foreign, not even in a repository of
+/// ours.
+pub(super) fn owned_entry(ctx: &RunCtx<'_>, ns: &str, entry: &Value) -> Result<(), Fault> {
+    let repo = entry["repository"]
+        .as_str()
+        .ok_or_else(|| Fault::invalid("no repository"))?;
+    let shown = escape::bytes(repo.as_bytes());
+    let name = repo
+        .strip_prefix(ns)
+        .and_then(|r| r.strip_prefix('/'))
+        .ok_or_else(|| Fault::invalid(format!("{shown} is not under the configured repository")))?;
+    let carrier = Oci::owned(ctx, name, "", &|c| c == Oci::RepositoryName)?;
+    let hex = entry["nonce"].as_str().unwrap_or("");
+    if !lower_hex(hex, 32) || entry["carrier"] != carrier.name() {
+        return Err(Fault::invalid(format!(
+            "{shown}: not the entry a {carrier} plant journals"
+        )));
+    }
+    let nonce: Nonce =
+        serde_json::from_value(json!(hex)).map_err(|_| Fault::invalid("not a nonce"))?;
+    if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
+        return Err(Fault::invalid(format!(
+            "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"
+        )));
+    }
+    Ok(())
+}
+
+impl Instance {
+    pub(super) fn plant_carrier(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: Oci,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let p = plan(ctx, &self.s.repository, carrier, &job.nonce);
+        let shown = escape::bytes(p.repository.as_bytes());
+        // A probe id the grammar refuses makes names no registry takes.
+        if !super::repository_name_ok(&p.repository) || p.tags.iter().any(|t| t.len() > 128) {
+            return PlantOutcome::Failed {
+                reason: format!(
+                    "{shown} is no repository name the registry API allows (is the probe id lowercase letters, digits and `-`, and short?)"
+                ),
+            };
+        }
+        let entry = p.entry(carrier, &job.nonce);
+        created(entry.clone());
+        match self.push(&p) {
+            Ok(()) => PlantOutcome::Planted {
+                needle: Value::String(job.nonce.hex()),
+                persistence: None,
+                detail: format!(
+                    "pushed {shown}:{} ({}) to {}",
+                    escape::bytes(p.tags[0].as_bytes()),
+                    p.digest,
+                    self.shown()
+                ),
+            },
+            Err(Pushed::Refused { reason, nothing }) => {
+                if nothing {
+                    created(crate::surface::retraction(&entry));
+                }
+                PlantOutcome::Refused { reason }
+            }
+            Err(Pushed::Failed { reason, nothing }) => {
+                if nothing {
+                    created(crate::surface::retraction(&entry));
+                }
+                PlantOutcome::Failed { reason }
+            }
+        }
+    }
+
+    /// The blobs, then the manifest under each tag.
+    fn push(&self, p: &Plan) -> Result<(), Pushed> {
+        let mut blobs: Vec<&[u8]> = vec![EMPTY];
+        blobs.extend(p.layer.as_deref());
+        // Until one write is taken, a 4xx says nothing was created.
+        let mut nothing = true;
+        for b in blobs {
+            self.put_blob(&p.repository, b)
+                .map_err(|e| e.with(nothing))?;
+            nothing = false;
+        }
+        for tag in &p.tags {
+            self.put_manifest(&p.repository, tag, &p.manifest, &p.digest)
+                .map_err(|e| e.with(false))?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a push did not complete; `nothing`: a 4xx answered before any
+/// write was taken, so nothing was created and the journal entry is taken
+/// back.
+pub(super) enum Pushed {
+    Refused { reason: String, nothing: bool },
+    Failed { reason: String, nothing: bool },
+}
+
+/// A write the registry did not take: refused by its access control, or
+/// failed (`client`: it answered 4xx, so it did not act).
+pub(super) enum WriteError {
+    Refused(String),
+    Failed { reason: String, client: bool },
+}
+
+impl WriteError {
+    fn with(self, nothing_yet: bool) -> Pushed {
+        match self {
+            WriteError::Refused(reason) => Pushed::Refused {
+                reason,
+                nothing: nothing_yet,
+            },
+            WriteError::Failed { reason, client } => Pushed::Failed {
+                reason,
+                nothing: nothing_yet && client,
+            },
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Run B: the agreed repository's tags list (`tag-name`, current only
+//! when it shows the witness tag), the agreed manifest
+//! (`manifest-annotation`) and its layer blob (`blob-content`) read by
+//! name, and the catalog for `repository-name` (its only route), whose
+//! silence counts only when it lists the agreed repositories B read by
+//! name.
+
+use super::plant::{EMPTY, PLANT_TAG, WITNESS_TAG, agreed_repository, digest_of};
+use super::{Instance, Oci};
+use crate::escape;
+use crate::surface::carrier::CarrierSet;
+use crate::surface::listing::{self, until_current};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Layers of one manifest pulled at most (a plant has one).
+const MAX_LAYERS: usize = 16;
+
+impl Instance {
+    pub(super) fn recover_carriers(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let kinds: Vec<Option<Oci>> = wanted.iter().map(|w| Oci::parse(&w.carrier)).collect();
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // The agreed repositories B read by name: the catalog's witnesses.
+        let mut readable: Vec<String> = vec![];
+        let mut catalog: Vec<(usize, String)> = vec![];
+        for (i, w) in wanted.iter().enumerate() {
+            let Some(carrier) = kinds[i] else { continue };
+            let hex = match crate::surface::wanted_nonce(w) {
+                Ok(n) => n.hex(),
+                Err(o) => {
+                    out[i] = Some(o);
+                    continue;
+                }
+            };
+            let repo = agreed_repository(ctx, &self.s.repository, carrier);
+            out[i] = Some(match carrier {
+                Oci::RepositoryName => {
+                    catalog.push((i, hex));
+                    continue;
+                }
+                Oci::TagName => self.read_tags(&repo, &hex, &mut readable),
+                Oci::ManifestAnnotation | Oci::BlobContent => {
+                    self.read_manifest(carrier, &repo, &hex, &mut readable)
+                }
+            });
+        }
+        if !catalog.is_empty() {
+            let outcomes = self.search_catalog(ctx, &catalog, &readable, notice);
+            for ((i, _), o) in catalog.iter().zip(outcomes) {
+                out[*i] = Some(o);
+            }
+        }
+        crate::surface::all_outcomes(out)
+    }
+
+    fn wait(&self) -> Duration {
+        Duration::from_millis(self.s.consistency_wait_ms)
+    }
+
+    /// `tag-name`: the agreed repository's tags, until they show the
+    /// witness tag run A pushed beside the nonce's.
+    fn read_tags(&self, repo: &str, hex: &str, readable: &mut Vec<String>) -> RecoverOutcome {
+        let shown = escape::bytes(repo.as_bytes());
+        let url = self.at(&format!("/v2/{repo}/tags/list"));
+        let listed = until_current(self.wait(), || {
+            let mut hit = None;
+            let mut witness = false;
+            let n = self.list(&url, "tags", &format!("the tags of {shown}"), &mut |t| {
+                witness |= t == WITNESS_TAG;
+                if hit.is_none() && t.contains(hex) {
+                    hit = Some(escape::bytes(t.as_bytes()));
+                }
+            })?;
+            // No such repository: a read by name that says so is current.
+            Ok(((n, hit, witness), n.is_none() || witness))
+        });
+        let c = match listed {
+            Ok(c) => c,
+            Err(o) => return o,
+        };
+        let (n, hit, witness) = &c.value;
+        if n.is_some() && *witness {
+            readable.push(repo.to_string());
+        }
+        match (n, hit) {
+            (_, Some(t)) => RecoverOutcome::Found {
+                detail: format!("{shown} has the tag {t}"),
+            },
+            (None, None) => RecoverOutcome::NotFound {
+                detail: format!("no repository {shown}"),
+            },
+            (Some(n), None) if c.current => RecoverOutcome::NotFound {
+                detail: format!("{shown} lists {n} tags; none carries it"),
+            },
+            (Some(_), None) => {
+                listing::not_current(&format!("the tag {WITNESS_TAG} of {shown}"), &c)
+            }
+        }
+    }
+
+    /// `manifest-annotation` and `blob-content`: the manifest under the
+    /// agreed tag, its annotations, and for blob-content its layers pulled.
+    fn read_manifest(
+        &self,
+        carrier: Oci,
+        repo: &str,
+        hex: &str,
+        readable: &mut Vec<String>,
+    ) -> RecoverOutcome {
+        let shown = escape::bytes(format!("{repo}:{PLANT_TAG}").as_bytes());
+        let body = match self.manifest(repo, PLANT_TAG) {
+            Err(o) => return o,
+            Ok(None) => {
+                return RecoverOutcome::NotFound {
+                    detail: format!("no manifest {shown}"),
+                };
+            }
+            Ok(Some(b)) => b,
+        };
+        readable.push(repo.to_string());
+        let Ok(doc) = serde_json::from_slice::<Value>(&body) else {
+            return RecoverOutcome::Failed {
+                reason: format!("the manifest {shown} is not JSON"),
+            };
+        };
+        if carrier == Oci::ManifestAnnotation {
+            let Some(notes) = doc["annotations"].as_object() else {
+                return RecoverOutcome::NotFound {
+                    detail: format!("the manifest {shown} has no annotations"),
+                };
+            };
+            return match notes
+                .iter()
+                .find(|(_, v)| v.as_str().is_some_and(|s| s.contains(hex)))
+            {
+                Some((k, _)) => RecoverOutcome::Found {
+                    detail: format!(
+                        "the annotation {} of {shown} holds it",
+                        escape::bytes(k.as_bytes())
+                    ),
+                },
+                None => RecoverOutcome::NotFound {
+                    detail: format!("no annotation of {shown} holds it"),
+                },
+            };
+        }
+        let empty = digest_of(EMPTY);
+        let layers: Vec<&str> = doc["layers"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|l| l["digest"].as_str()).collect())
+            .unwrap_or_default();
+        let mut pulled = 0;
+        for d in layers.iter().filter(|d| **d != empty).take(MAX_LAYERS) {
+            // A digest is part of a URL path: only the form the spec gives.
+            if !d
+                .strip_prefix("sha256:")
+                .is_some_and(|h| crate::surface::lower_hex(h, 64))
+            {
+                continue;
+            }
+            match self.blob_holds(repo, d, hex) {
+                Err(o) => return o,
+                Ok(Some(true)) => {
+                    return RecoverOutcome::Found {
+                        detail: format!("the layer {d} of {shown} holds it"),
+                    };
+                }
+                Ok(_) => pulled += 1,
+            }
+        }
+        RecoverOutcome::NotFound {
+            detail: format!("{pulled} layer blobs of {shown} pulled; none holds it"),
+        }
+    }
+
+    /// `repository-name`: the catalog, until it lists every agreed
+    /// repository B read by name (and there must be one).
+    fn search_catalog(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[(usize, String)],
+        readable: &[String],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let prefix = format!("{}/runwarden-{}-", self.s.repository, ctx.probe_id);
+        let url = self.catalog_url();
+        let listed = until_current(self.wait(), || {
+            let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
+            let mut ours: Vec<String> = vec![];
+            let mut seen = 0;
+            let n = self.list(&url, "repositories", "the catalog", &mut |name| {
+                if readable.iter().any(|r| r == name) {
+                    seen += 1;
+                }
+                if name.starts_with(&prefix) {
+                    ours.push(name.to_string());
+                }
+                for (j, (_, hex)) in wanted.iter().enumerate() {
+                    if hits[j].is_none() && name.contains(hex.as_str()) {
+                        hits[j] = Some(escape::bytes(name.as_bytes()));
+                    }
+                }
+            })?;
+            let unlisted = readable.len() - seen.min(readable.len());
+            let current = !readable.is_empty() && unlisted == 0;
+            Ok(((n.unwrap_or(0), hits, ours, unlisted), current))
+        });
+        let c = match listed {
+            Ok(c) => c,
+            Err(o) => return vec![o; wanted.len()],
+        };
+        let (n, hits, ours, unlisted) = &c.value;
+        for name in ours {
+            let rest = &name[self.s.repository.len() + 1..];
+            if Oci::tagged(ctx, rest, "").is_none() {
+                notice(Notice {
+                    kind: NoticeKind::ForgedMarker,
+                    entry: escape::bytes(name.as_bytes()),
+                    detail:
+                        "a repository name in this probe's form that no plant with this key made"
+                            .into(),
+                    beacon: None,
+                });
+            }
+        }
+        let why =
+            listing::search_witnessed(readable.len(), *unlisted, "repositories", "the catalog");
+        hits.iter()
+            .map(|hit| match (hit, &why) {
+                (Some(name), _) => RecoverOutcome::Found {
+                    detail: format!("the catalog lists {name}"),
+                },
+                (None, Some(reason)) => RecoverOutcome::Failed {
+                    reason: format!(
+                        "{reason} ({} listings over {:.1} s)",
+                        c.tries,
+                        c.waited.as_secs_f64()
+                    ),
+                },
+                (None, None) => RecoverOutcome::NotFound {
+                    detail: format!("the catalog lists {n} repositories; none carries it"),
+                },
+            })
+            .collect()
+    }
+}
