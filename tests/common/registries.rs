@@ -341,3 +341,219 @@ impl Devpi {
         out
     }
 }
+
+/// Debian's `docker-registry` (CNCF distribution 2.8) on loopback:
+/// filesystem storage in a fresh directory, deletes enabled, htpasswd
+/// basic auth (bcrypt, made with Python's `crypt`: libxcrypt has it; the
+/// lowest cost, since the registry checks it on every request) for one
+/// user; [`DockerRegistry::read_only`] answers every write with 405.
+pub struct DockerRegistry {
+    /// The origin (`http://127.0.0.1:PORT`).
+    pub url: String,
+    pub user: &'static str,
+    pub password: &'static str,
+    pub dir: tempfile::TempDir,
+    _child: Running,
+}
+
+/// The OCI empty blob every test manifest uses as its config.
+pub const EMPTY_DIGEST: &str =
+    "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
+
+impl DockerRegistry {
+    pub fn start() -> DockerRegistry {
+        DockerRegistry::with(false)
+    }
+
+    pub fn read_only() -> DockerRegistry {
+        DockerRegistry::with(true)
+    }
+
+    fn with(read_only: bool) -> DockerRegistry {
+        let dir = tempfile::tempdir().unwrap();
+        let (user, password) = ("pusher", "push-pass-51c0");
+        let out = Command::new("python3")
+            .args([
+                "-W",
+                "ignore",
+                "-c",
+                "import crypt,sys;print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))",
+                password,
+            ])
+            .output()
+            .unwrap();
+        let hash = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(hash.starts_with("$2"), "no bcrypt: {out:?}");
+        std::fs::write(dir.path().join("htpasswd"), format!("{user}:{hash}\n")).unwrap();
+        let port = free_port();
+        let d = dir.path().display();
+        std::fs::write(
+            dir.path().join("config.yml"),
+            format!(
+                "version: 0.1\nlog: {{ level: error }}\nstorage:\n  filesystem: {{ rootdirectory: {d}/data }}\n  delete: {{ enabled: true }}\n  maintenance:\n    uploadpurging: {{ enabled: false }}\n    readonly: {{ enabled: {read_only} }}\nhttp: {{ addr: 127.0.0.1:{port} }}\nauth:\n  htpasswd: {{ realm: test, path: {d}/htpasswd }}\n"
+            ),
+        )
+        .unwrap();
+        let log = dir.path().join("log");
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("err")).unwrap())
+            .spawn()
+            .expect("docker-registry runs (apt-get install docker-registry)");
+        let reg = DockerRegistry {
+            url: format!("http://127.0.0.1:{port}"),
+            user,
+            password,
+            dir,
+            _child: Running(child),
+        };
+        let start = Instant::now();
+        while reg.api("GET", "/v2/", &[], None).0 != 200 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "docker-registry did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        reg
+    }
+
+    /// One request as the user: (status, headers and body as text).
+    pub fn api(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[&str],
+        body: Option<&[u8]>,
+    ) -> (u16, String) {
+        let mut c = Command::new("curl");
+        c.args(["-s", "-i", "-w", "\n%{http_code}", "-X", method])
+            .args(["-u", &format!("{}:{}", self.user, self.password)]);
+        if method == "HEAD" {
+            c.arg("-I");
+        }
+        for h in headers {
+            c.args(["-H", h]);
+        }
+        if let Some(b) = body {
+            let f = self.dir.path().join("body");
+            std::fs::write(&f, b).unwrap();
+            c.arg("--data-binary").arg(format!("@{}", f.display()));
+        }
+        let out = c.arg(format!("{}{path}", self.url)).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (rest, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), rest.to_string())
+    }
+
+    /// Uploads a blob to `repo`.
+    pub fn blob(&self, repo: &str, data: &[u8]) -> String {
+        use sha2::Digest as _;
+        let digest = format!(
+            "sha256:{}",
+            runwarden::nonce::to_hex(&sha2::Sha256::digest(data))
+        );
+        let (code, text) = self.api("POST", &format!("/v2/{repo}/blobs/uploads/"), &[], None);
+        assert_eq!(code, 202, "{text}");
+        let loc = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Location: "))
+            .unwrap()
+            .trim()
+            .strip_prefix(&self.url)
+            .unwrap()
+            .to_string();
+        let (code, text) = self.api(
+            "PUT",
+            &format!("{loc}&digest={digest}"),
+            &["content-type: application/octet-stream"],
+            Some(data),
+        );
+        assert_eq!(code, 201, "{text}");
+        digest
+    }
+
+    /// Pushes an OCI manifest (the empty config, `note` as its one
+    /// annotation) to `repo` under `reference` (a tag, or its own digest:
+    /// an untagged, dangling manifest); its digest.
+    pub fn manifest(&self, repo: &str, reference: Option<&str>, note: &str) -> String {
+        self.blob(repo, b"{}");
+        let m = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": { "mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2 },
+            "layers": [{ "mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2 }],
+            "annotations": { "note": note },
+        })
+        .to_string();
+        use sha2::Digest as _;
+        let digest = format!(
+            "sha256:{}",
+            runwarden::nonce::to_hex(&sha2::Sha256::digest(m.as_bytes()))
+        );
+        let (code, text) = self.api(
+            "PUT",
+            &format!("/v2/{repo}/manifests/{}", reference.unwrap_or(&digest)),
+            &["content-type: application/vnd.oci.image.manifest.v1+json"],
+            Some(m.as_bytes()),
+        );
+        assert_eq!(code, 201, "{text}");
+        digest
+    }
+
+    /// The JSON body of a GET.
+    pub fn get(&self, path: &str) -> serde_json::Value {
+        let (code, text) = self.api("GET", path, &[], None);
+        assert_eq!(code, 200, "{path}: {text}");
+        let body = text.split("\r\n\r\n").last().unwrap_or("");
+        serde_json::from_str(body).unwrap()
+    }
+
+    /// Every repository the catalog lists (paging by `last`).
+    pub fn catalog(&self) -> Vec<String> {
+        let mut all: Vec<String> = vec![];
+        loop {
+            let last = all.last().cloned().unwrap_or_default();
+            let v = self.get(&format!("/v2/_catalog?n=1000&last={last}"));
+            let page: Vec<String> = serde_json::from_value(v["repositories"].clone()).unwrap();
+            if page.is_empty() {
+                return all;
+            }
+            all.extend(page);
+        }
+    }
+
+    /// The digest a tag or digest of `repo` has (HEAD), or its status.
+    pub fn digest(&self, repo: &str, reference: &str) -> String {
+        let (code, text) = self.api(
+            "HEAD",
+            &format!("/v2/{repo}/manifests/{reference}"),
+            &["accept: application/vnd.oci.image.manifest.v1+json"],
+            None,
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
+            .map(|d| d.trim().to_string())
+            .unwrap_or_else(|| format!("HTTP {code}"))
+    }
+
+    /// What is there, repository by repository, for repositories `keep`
+    /// accepts: the tags list, and each tag's digest.
+    pub fn snapshot(
+        &self,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> std::collections::BTreeMap<String, String> {
+        let mut out = std::collections::BTreeMap::new();
+        for repo in self.catalog().into_iter().filter(|r| keep(r)) {
+            let tags = self.get(&format!("/v2/{repo}/tags/list"))["tags"].clone();
+            for t in tags.as_array().into_iter().flatten() {
+                let t = t.as_str().unwrap();
+                out.insert(format!("{repo}:{t}"), self.digest(&repo, t));
+            }
+            out.insert(repo, tags.to_string());
+        }
+        out
+    }
+}

@@ -11,4 +11,5 @@ mod github_api;
 mod http_cache;
 mod network_egress;
 mod npm_registry;
+mod oci_registry;
 mod pypi_index;

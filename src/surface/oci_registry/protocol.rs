@@ -132,7 +132,7 @@ impl Instance {
         match head.status {
             200 => return Ok(()),
             404 => {}
-            _ => return Err(self.write_error("blob check", &Method::HEAD, &head)),
+            _ => return Err(self.write_error("push (its blob check)", &Method::HEAD, &head)),
         }
         let start = self.at(&format!("/v2/{repo}/blobs/uploads/"));
         let r = self
