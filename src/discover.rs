@@ -112,6 +112,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     // them and needs credentials the operator names.
     surfaces.extend(npm_registry(&var, workspace.as_deref(), home.as_deref()));
     surfaces.extend(pypi_index(&var, home.as_deref()));
+    surfaces.extend(oci_registries(&var, home.as_deref()));
     surfaces.extend(docker_daemon(&var));
     Discovery {
         runner,
@@ -437,6 +438,64 @@ fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate> {
         ),
         skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
     })
+}
+
+/// The container registries `docker login` stored credentials for
+/// (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): one
+/// commented `oci-registry` entry for each key of `auths`. Only the keys
+/// are read, reduced to an origin (no userinfo, no path); the credentials
+/// beside them are never copied.
+fn oci_registries(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
+    let file = match var("DOCKER_CONFIG") {
+        Some(d) => PathBuf::from(d).join("config.json"),
+        None => match home {
+            Some(h) => h.join(".docker/config.json"),
+            None => return vec![],
+        },
+    };
+    // A config.json is small; a huge one is not docker's.
+    let text = match std::fs::metadata(&file) {
+        Ok(m) if m.len() <= 1 << 20 => std::fs::read_to_string(&file).unwrap_or_default(),
+        _ => return vec![],
+    };
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return vec![];
+    };
+    let mut origins: Vec<String> = vec![];
+    for key in doc["auths"].as_object().into_iter().flat_map(|m| m.keys()) {
+        let url = if key.contains("://") {
+            key.clone()
+        } else {
+            format!("https://{key}")
+        };
+        let Some(o) = crate::http::origin(&url) else {
+            continue;
+        };
+        // Docker Hub's login key names its old index; its registry API
+        // is registry-1.docker.io.
+        let o = match o.as_str() {
+            "https://index.docker.io" | "https://docker.io" => {
+                "https://registry-1.docker.io".into()
+            }
+            _ => o,
+        };
+        if crate::http::check_url(&o).is_ok() && !origins.contains(&o) {
+            origins.push(o);
+        }
+    }
+    origins
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| Candidate {
+            why: format!("a container registry `docker login` stored credentials for ({o}): repository names, tags, manifest annotations and layer blobs carry messages"),
+            entry: format!(
+                "  - name: {}\n    type: oci-registry\n    registry: {}\n    repository: ci/runwarden\n    token-env: REGISTRY_TOKEN\n",
+                if i == 0 { "oci-registry".to_string() } else { format!("oci-registry-{}", i + 1) },
+                serde_json::to_string(&o).expect("string serializes")
+            ),
+            skipped: Some("probing pushes manifests: name it in a config (uncomment this entry in `runwarden discover`'s output), set `repository` to a namespace the job may push to, `username` if the registry wants one, and give the job's registry password or token as REGISTRY_TOKEN".into()),
+        })
+        .collect()
 }
 
 /// The value of `key` in an npmrc or pip.conf style file (`key = value`

@@ -388,3 +388,87 @@ fn a_foreign_tag_on_a_plants_digest_keeps_it_in_place() {
         );
     }
 }
+
+/// `discover` proposes one commented `oci-registry` entry for each
+/// registry of `~/.docker/config.json`'s `auths`, from the keys alone.
+#[test]
+fn discover_proposes_the_docker_logins_registries_without_their_credentials() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    std::fs::create_dir_all(home.join(".docker")).unwrap();
+    std::fs::write(
+        home.join(".docker/config.json"),
+        json!({ "auths": {
+            "ghcr.io": { "auth": "dXNlcjpzZWNyZXQtdG9rZW4tOTk=" },
+            "https://index.docker.io/v1/": { "auth": "aHViOmh1Yi1zZWNyZXQtMTE=", "identitytoken": "id-secret-42" },
+            "http://ci:inline-secret-7@10.0.0.5:5000/v2/": {},
+        }, "credsStore": "desktop" })
+        .to_string(),
+    )
+    .unwrap();
+    let out = bin()
+        .arg("discover")
+        .env("HOME", &home)
+        .env("TMPDIR", root.path())
+        .env_remove("DOCKER_CONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for origin in [
+        "https://ghcr.io",
+        "https://registry-1.docker.io",
+        "http://10.0.0.5:5000",
+    ] {
+        assert!(
+            text.contains(&format!("  #   registry: \"{origin}\"\n")),
+            "{origin}: {text}"
+        );
+    }
+    assert!(text.contains("  #   type: oci-registry\n"), "{text}");
+    for secret in [
+        "dXNlcjpzZWNyZXQ",
+        "aHViOmh1Yi1",
+        "id-secret-42",
+        "inline-secret-7",
+        "ci:",
+    ] {
+        assert!(!text.contains(secret), "{secret}: {text}");
+    }
+    let cfg = root.path().join("proposed.yml");
+    std::fs::write(&cfg, &text).unwrap();
+    let check = bin().arg("check-config").arg(&cfg).output().unwrap();
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // Uncommented, each entry is a valid surface.
+    let live: String = text
+        .lines()
+        .map(|l| match l.strip_prefix("  # ") {
+            Some(rest) if rest.starts_with("- name: oci-registry") || rest.starts_with("  ") => {
+                format!("  {rest}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert!(
+        live.contains("\n  - name: oci-registry-3\n    type: oci-registry\n"),
+        "{live}"
+    );
+    std::fs::write(&cfg, &live).unwrap();
+    let check = bin().arg("check-config").arg(&cfg).output().unwrap();
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}\n{live}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
