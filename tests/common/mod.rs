@@ -7,6 +7,7 @@ pub mod githttp;
 pub mod hostile;
 pub mod markdown;
 pub mod registries;
+pub mod registry_token;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -353,6 +353,7 @@ pub struct DockerRegistry {
     pub user: &'static str,
     pub password: &'static str,
     pub dir: tempfile::TempDir,
+    _token: Option<super::registry_token::TokenServer>,
     _child: Running,
 }
 
@@ -362,14 +363,21 @@ pub const EMPTY_DIGEST: &str =
 
 impl DockerRegistry {
     pub fn start() -> DockerRegistry {
-        DockerRegistry::with(false)
+        DockerRegistry::with(false, false)
     }
 
     pub fn read_only() -> DockerRegistry {
-        DockerRegistry::with(true)
+        DockerRegistry::with(true, false)
     }
 
-    fn with(read_only: bool) -> DockerRegistry {
+    /// Behind a loopback token service (`auth: token`): the bearer flow,
+    /// for `pusher` and `reader` ([`super::registry_token::USERS`]). The
+    /// helper's own requests ([`DockerRegistry::api`]) are refused there.
+    pub fn token_auth() -> DockerRegistry {
+        DockerRegistry::with(false, true)
+    }
+
+    fn with(read_only: bool, token: bool) -> DockerRegistry {
         let dir = tempfile::tempdir().unwrap();
         let (user, password) = ("pusher", "push-pass-51c0");
         let out = Command::new("python3")
@@ -387,10 +395,21 @@ impl DockerRegistry {
         std::fs::write(dir.path().join("htpasswd"), format!("{user}:{hash}\n")).unwrap();
         let port = free_port();
         let d = dir.path().display();
+        let token = token.then(|| super::registry_token::TokenServer::start(dir.path()));
+        let auth = match &token {
+            Some(t) => format!(
+                "  token: {{ realm: \"{}\", service: {}, issuer: {}, rootcertbundle: {} }}\n",
+                t.realm,
+                super::registry_token::SERVICE,
+                super::registry_token::ISSUER,
+                t.cert.display()
+            ),
+            None => format!("  htpasswd: {{ realm: test, path: {d}/htpasswd }}\n"),
+        };
         std::fs::write(
             dir.path().join("config.yml"),
             format!(
-                "version: 0.1\nlog: {{ level: error }}\nstorage:\n  filesystem: {{ rootdirectory: {d}/data }}\n  delete: {{ enabled: true }}\n  maintenance:\n    uploadpurging: {{ enabled: false }}\n    readonly: {{ enabled: {read_only} }}\nhttp: {{ addr: 127.0.0.1:{port} }}\nauth:\n  htpasswd: {{ realm: test, path: {d}/htpasswd }}\n"
+                "version: 0.1\nlog: {{ level: error }}\nstorage:\n  filesystem: {{ rootdirectory: {d}/data }}\n  delete: {{ enabled: true }}\n  maintenance:\n    uploadpurging: {{ enabled: false }}\n    readonly: {{ enabled: {read_only} }}\nhttp: {{ addr: 127.0.0.1:{port} }}\nauth:\n{auth}"
             ),
         )
         .unwrap();
@@ -407,10 +426,11 @@ impl DockerRegistry {
             user,
             password,
             dir,
+            _token: token,
             _child: Running(child),
         };
         let start = Instant::now();
-        while reg.api("GET", "/v2/", &[], None).0 != 200 {
+        while ![200, 401].contains(&reg.api("GET", "/v2/", &[], None).0) {
             assert!(
                 start.elapsed() < Duration::from_secs(30),
                 "docker-registry did not come up"

@@ -472,3 +472,48 @@ fn discover_proposes_the_docker_logins_registries_without_their_credentials() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// The bearer token flow against the real registry behind a token
+/// service: the pusher's tokens cover every plant (FAIL), the reader's
+/// only pull, so every push is refused with `insufficient_scope` (PASS).
+#[test]
+fn the_bearer_token_flow_opens_to_the_pusher_and_refuses_the_reader() {
+    use crate::common::registry_token::USERS;
+    let r = DockerRegistry::token_auth();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        |user: &str| config(&r.url, "").replace("username: pusher", &format!("username: {user}"));
+    let p = run_config(
+        dir.path(),
+        &cfg("pusher"),
+        &[("REGISTRY_TOKEN", USERS[0].1)],
+        &["probe"],
+    );
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(verdicts(&p), ["fail"; 4], "{}", p.report);
+    assert_eq!(
+        p.report["cleanup"]["left"],
+        json!([]),
+        "{}",
+        p.report["cleanup"]
+    );
+    let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
+    assert!(
+        !all.contains(USERS[0].1) && !all.contains("Bearer ey"),
+        "{all}"
+    );
+
+    let p = run_config(
+        dir.path(),
+        &cfg("reader"),
+        &[("REGISTRY_TOKEN", USERS[1].1)],
+        &["probe"],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(verdicts(&p), ["pass"; 4], "{}", p.report);
+    for c in CARRIERS {
+        let d = p.finding(&format!("registry:{c}"))["detail"].to_string();
+        assert!(d.contains("insufficient_scope"), "{c}: {d}");
+    }
+    assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(USERS[1].1));
+}

@@ -3,11 +3,13 @@
 //!
 //! Where credentials go: the configured ones (basic, or a bearer token)
 //! to the registry's origin, and to the token service a 401's
-//! `WWW-Authenticate: Bearer realm=…` names when that realm is on the
-//! registry's origin or is https. A realm over plain http on another
-//! host gets none (the exchange is an error, never an anonymous retry
-//! that could read as a refusal): a demanding operator would not send a
-//! password in clear to a host they did not name. Tokens the service
+//! `WWW-Authenticate: Bearer realm=…` names when that realm is https or
+//! on the registry's own host (any port: the operator named that host,
+//! and a token service beside the registry on one machine is common). A
+//! realm over plain http on another host gets none (the exchange is an
+//! error, never an anonymous retry that could read as a refusal): a
+//! demanding operator would not send a password in clear to a host they
+//! did not name. Tokens the service
 //! issues go only to the registry's origin. An upload `Location` or a
 //! `Link` on another origin is never followed; a blob redirect to another
 //! origin (a storage backend's signed URL) is followed without any
@@ -177,10 +179,15 @@ impl Instance {
         }
         let sep = if c.realm.contains('?') { '&' } else { '?' };
         let url = format!("{}{sep}{}", c.realm, q.join("&"));
-        let same = origin(&c.realm).as_deref() == Some(self.s.registry.as_str());
+        let host = |u: &str| {
+            u.parse::<::http::Uri>()
+                .ok()
+                .and_then(|u| u.host().map(str::to_ascii_lowercase))
+        };
+        let same_host = host(&c.realm).is_some() && host(&c.realm) == host(&self.s.registry);
         let https = c.realm.starts_with("https://");
         let mut req = Request::new(Method::GET, &url).header("accept", "application/json");
-        if same || https {
+        if same_host || https {
             req = self.s.auth.apply(req);
         } else if !self.s.auth.secrets().is_empty() {
             return Err(Fault::broken(format!(
