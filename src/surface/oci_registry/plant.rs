@@ -224,13 +224,17 @@ impl Instance {
         // Until one write is taken, a 4xx says nothing was created.
         let mut nothing = true;
         for b in blobs {
-            self.put_blob(&p.repository, b)
-                .map_err(|e| e.with(nothing))?;
-            nothing = false;
+            if self
+                .put_blob(&p.repository, b)
+                .map_err(|e| e.with(nothing))?
+            {
+                nothing = false;
+            }
         }
         for tag in &p.tags {
             self.put_manifest(&p.repository, tag, &p.manifest, &p.digest)
-                .map_err(|e| e.with(false))?;
+                .map_err(|e| e.with(nothing))?;
+            nothing = false;
         }
         Ok(())
     }

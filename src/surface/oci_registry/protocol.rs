@@ -120,8 +120,9 @@ impl Instance {
         }
     }
 
-    /// Uploads `data` to `repo` unless the repository has it.
-    pub(super) fn put_blob(&self, repo: &str, data: &[u8]) -> Result<(), WriteError> {
+    /// Uploads `data` to `repo` unless the repository has it; whether it
+    /// did (a write was taken).
+    pub(super) fn put_blob(&self, repo: &str, data: &[u8]) -> Result<bool, WriteError> {
         let failed = |f: Fault| WriteError::Failed {
             reason: f.into(),
             client: false,
@@ -130,7 +131,7 @@ impl Instance {
         let url = self.at(&format!("/v2/{repo}/blobs/{digest}"));
         let head = self.call(Method::HEAD, &url, "*/*", None).map_err(failed)?;
         match head.status {
-            200 => return Ok(()),
+            200 => return Ok(false),
             404 => {}
             _ => return Err(self.write_error("push (its blob check)", &Method::HEAD, &head)),
         }
@@ -160,7 +161,7 @@ impl Instance {
         if r.status != 201 {
             return Err(self.write_error("blob upload", &Method::PUT, &r));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Pushes `manifest` under `tag`; the registry must store it as is

@@ -15,14 +15,16 @@ use runwarden::surface::{self, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, W
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-const CARRIERS: [&str; 4] = [
+mod hostile;
+
+pub(crate) const CARRIERS: [&str; 4] = [
     "repository-name",
     "tag-name",
     "manifest-annotation",
     "blob-content",
 ];
 
-fn config(url: &str, extra: &str) -> String {
+pub(crate) fn config(url: &str, extra: &str) -> String {
     format!(
         "version: 1\nsurfaces:\n  - name: registry\n    type: oci-registry\n    registry: {}\n    repository: ci/runwarden\n    username: pusher\n    token-env: REGISTRY_TOKEN\n    repository-name: true\n{extra}",
         serde_json::to_string(url).unwrap()
