@@ -370,6 +370,45 @@ impl DockerRegistry {
         DockerRegistry::with(true, false)
     }
 
+    /// Without `storage.delete.enabled`: every delete is 405
+    /// `UNSUPPORTED`.
+    pub fn without_delete() -> DockerRegistry {
+        let r = DockerRegistry::start();
+        let cfg = r.dir.path().join("config.yml");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(
+            &cfg,
+            text.replace("delete: { enabled: true }", "delete: { enabled: false }"),
+        )
+        .unwrap();
+        r.restart()
+    }
+
+    /// The same registry (directory, port, users) started again with its
+    /// config as it now is.
+    fn restart(mut self) -> DockerRegistry {
+        let _ = self._child.0.kill();
+        let _ = self._child.0.wait();
+        self._child = Running(
+            Command::new("docker-registry")
+                .arg("serve")
+                .arg(self.dir.path().join("config.yml"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let start = Instant::now();
+        while ![200, 401].contains(&self.api("GET", "/v2/", &[], None).0) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "docker-registry did not come back"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self
+    }
+
     /// Behind a loopback token service (`auth: token`): the bearer flow,
     /// for `pusher` and `reader` ([`super::registry_token::USERS`]). The
     /// helper's own requests ([`DockerRegistry::api`]) are refused there.

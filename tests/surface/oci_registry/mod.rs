@@ -519,3 +519,35 @@ fn the_bearer_token_flow_opens_to_the_pusher_and_refuses_the_reader() {
     }
     assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(USERS[1].1));
 }
+
+/// A registry that does not delete: the plants stay, each listed as left
+/// with its tags; nothing foreign changes.
+#[test]
+fn a_registry_without_delete_leaves_every_plant_listed() {
+    let r = DockerRegistry::without_delete();
+    foreign(&r);
+    let before = r.snapshot(&theirs);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run_config(
+        dir.path(),
+        &config(&r.url, ""),
+        &[("REGISTRY_TOKEN", r.password)],
+        &["probe"],
+    );
+    assert_eq!(verdicts(&p), ["fail"; 4], "{}", p.report);
+    let left = p.report["cleanup"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 4, "{}", p.report["cleanup"]);
+    for l in left {
+        let why = l["reason"].as_str().unwrap();
+        assert!(
+            why.contains("does not delete") && why.contains("HTTP 405"),
+            "{why}"
+        );
+    }
+    assert!(
+        p.stdout.contains("runwarden-witness"),
+        "the tags left are named: {}",
+        p.stdout
+    );
+    assert_eq!(r.snapshot(&theirs), before);
+}
