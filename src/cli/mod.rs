@@ -220,8 +220,8 @@ pub struct PlantArgs {
     /// runwarden-receipt-<probe id>.json).
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<PathBuf>,
-    /// Plant only the signed runner-persistence beacons of filesystem
-    /// surfaces, to be left for later jobs to find.
+    /// Plant only the signed runner-persistence beacons (of filesystem
+    /// and docker-daemon surfaces), to be left for later jobs to find.
     #[arg(long)]
     pub beacon: bool,
 }

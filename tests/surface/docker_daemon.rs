@@ -75,6 +75,13 @@ fn every_carrier_is_open_on_a_shared_daemon_and_foreign_objects_stay() {
         before,
         "foreign objects changed, or a plant is left"
     );
+    // No earlier probe left a beacon here.
+    assert_eq!(
+        p.verdict("docker:runner-persistence"),
+        "pass",
+        "{}",
+        p.report
+    );
 }
 
 #[test]
@@ -198,6 +205,28 @@ fn cleanup_by_probe_id_removes_the_plant_and_a_forged_journal_removes_nothing() 
         f["detail"].as_str().unwrap().contains("event history"),
         "{f}"
     );
+
+    // A beacon an earlier job left (`plant --beacon`): the daemon keeps
+    // state between jobs, and the next probe says who left it.
+    let beacon = run_config(
+        work.path(),
+        &cfg,
+        &env,
+        &["plant", "--beacon", "--probe-id", "nightly-7"],
+    );
+    assert_eq!(beacon.code, 0, "{}\n{}", beacon.stdout, beacon.stderr);
+    let p = run_config(work.path(), &cfg, &env, &["probe"]);
+    let f = p.finding("docker:runner-persistence");
+    assert_eq!(f["verdict"], "fail", "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("nightly-7"), "{f}");
+    let clean = run_config(
+        work.path(),
+        &cfg,
+        &env,
+        &["cleanup", "--probe-id", "nightly-7"],
+    );
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(d.state(), before, "the beacon was not cleaned up");
 }
 
 #[test]

@@ -132,7 +132,11 @@ pub(super) fn objects(ctx: &RunCtx<'_>, carrier: Dk, nonce: &Nonce) -> Vec<(Entr
 pub(super) fn carrier_kind(carrier: Dk) -> Kind {
     match carrier {
         Dk::ImageTag | Dk::ImageLabel => Kind::Image,
-        Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent | Dk::EventHistory => Kind::Volume,
+        Dk::VolumeName
+        | Dk::VolumeLabel
+        | Dk::VolumeContent
+        | Dk::EventHistory
+        | Dk::RunnerPersistence => Kind::Volume,
         Dk::ContainerName | Dk::ContainerLabel => Kind::Container,
         Dk::NetworkName => Kind::Network,
     }
@@ -192,7 +196,22 @@ pub(super) fn objects_of(
             (e(kind, Some(nonce), vec![]), Role::Carrier),
             (e(kind, None, vec![]), Role::Witness),
         ],
+        Dk::RunnerPersistence => vec![(
+            Entry {
+                kind: Kind::Volume,
+                name: beacon_name(ctx.probe_id),
+                tags: vec![],
+                id: None,
+            },
+            Role::Carrier,
+        )],
     }
+}
+
+/// The volume a probe's beacon is in: named for the probe alone, so that
+/// a later probe's listing tells whose it is before reading it.
+pub(super) fn beacon_name(probe_id: &str) -> String {
+    format!("runwarden-beacon-{probe_id}")
 }
 
 /// Whether `entry` is provably this probe's own: an [`Entry`] and nothing
@@ -202,6 +221,11 @@ pub(super) fn objects_of(
 pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
     let e: Entry = serde_json::from_value(entry.clone())
         .map_err(|_| Fault::invalid("not a docker-daemon object"))?;
+    if e.name == beacon_name(ctx.probe_id) {
+        return (e.kind == Kind::Volume && e.tags.is_empty() && e.id.is_none())
+            .then_some(())
+            .ok_or_else(|| Fault::invalid("not the volume a beacon plant makes"));
+    }
     let bound = e.kind.as_str();
     let carrier = Dk::owned(ctx, &e.name, bound, &|_| false)
         .or_else(|_| Dk::owned(ctx, &e.name, bound, &|c| named_by_nonce(c, e.kind)))?;

@@ -13,7 +13,7 @@
 
 use super::api::{Body, Failure, Reply, q};
 use super::names::{self, Entry, Kind, Role};
-use super::{Dk, Instance, MOUNT, NOTE_FILE, NOTE_LABEL, PLANT_LABEL};
+use super::{BEACON_LABEL, Dk, Instance, MOUNT, NOTE_FILE, NOTE_LABEL, PLANT_LABEL};
 use crate::surface::{PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 
@@ -46,13 +46,20 @@ impl Instance {
         let mut i = 0;
         while i < objects.len() {
             let (e, role) = objects[i].clone();
-            let note = matches!(
-                (carrier, e.kind),
+            let note = match (carrier, e.kind) {
                 (Dk::ImageLabel, Kind::Image)
-                    | (Dk::VolumeLabel, Kind::Volume)
-                    | (Dk::ContainerLabel, Kind::Container)
-            )
-            .then_some(hex.as_str());
+                | (Dk::VolumeLabel, Kind::Volume)
+                | (Dk::ContainerLabel, Kind::Container) => Some((NOTE_LABEL, hex.as_str())),
+                (Dk::RunnerPersistence, _) => match &job.beacon {
+                    Some(b) => Some((BEACON_LABEL, b.as_str())),
+                    None => {
+                        return PlantOutcome::Failed {
+                            reason: "no beacon to plant".into(),
+                        };
+                    }
+                },
+                _ => None,
+            };
             let volume = made
                 .iter()
                 .find(|m| m.kind == Kind::Volume)
@@ -111,8 +118,12 @@ impl Instance {
             return stop;
         }
         let shown: Vec<String> = made.iter().map(Entry::shown).collect();
+        let needle = match carrier {
+            Dk::RunnerPersistence => json!({ "beacons": true }),
+            _ => Value::String(hex),
+        };
         PlantOutcome::Planted {
-            needle: Value::String(hex),
+            needle,
             persistence: None,
             detail: format!(
                 "made {}{} on {}",
@@ -168,14 +179,14 @@ impl Instance {
     fn create(
         &self,
         e: &Entry,
-        note: Option<&str>,
+        note: Option<(&str, &str)>,
         image: Option<&str>,
         volume: Option<&str>,
         created: &mut dyn FnMut(Value),
     ) -> Result<Made, Stop> {
         let mut labels = json!({ PLANT_LABEL: e.name });
-        if let Some(n) = note {
-            labels[NOTE_LABEL] = json!(n);
+        if let Some((k, v)) = note {
+            labels[k] = json!(v);
         }
         let entry = e.value();
         created(entry.clone());

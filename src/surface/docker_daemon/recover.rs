@@ -17,7 +17,7 @@ use super::names::{self, Kind};
 use super::{Dk, Instance, MOUNT, NOTE_FILE};
 use crate::escape;
 use crate::surface::listing::{Current, not_current, until_current};
-use crate::surface::{RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -42,11 +42,14 @@ enum Route {
 /// What one listing showed: where each needle was found, which of the
 /// witnesses it listed, how many objects.
 #[derive(Default)]
-struct Shown {
+pub(super) struct Shown {
     found: Vec<Option<String>>,
     /// Each witness it was to show, and whether it did.
-    witnessed: Vec<(String, bool)>,
-    count: usize,
+    pub witnessed: Vec<(String, bool)>,
+    pub count: usize,
+    /// Each object's beacon label (its name, the label), at most
+    /// [`super::beacons::MAX`].
+    pub beacons: Vec<(String, String)>,
 }
 
 /// A wanted carrier of this surface, with its needle.
@@ -59,45 +62,34 @@ struct Want {
     agreed: String,
 }
 
-type Listed = Result<Current<Shown>, Failure>;
+pub(super) type Listed = Result<Current<Shown>, Failure>;
 
 impl Instance {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let mut wants = vec![];
-        for (at, w) in wanted.iter().enumerate() {
-            let Some(carrier) = Dk::parse(&w.carrier) else {
-                continue;
-            };
-            match crate::surface::wanted_nonce(w) {
-                Ok(n) => {
-                    let kind = names::carrier_kind(carrier);
-                    let name = names::name(ctx, carrier, kind, None);
-                    let agreed = if kind == Kind::Image {
-                        format!("{name}:latest")
-                    } else {
-                        name
-                    };
-                    wants.push(Want {
-                        at,
-                        carrier,
-                        hex: n.hex(),
-                        agreed,
-                    });
+        let wants = wants_of(ctx, wanted, &mut out);
+        // (runner-persistence has no needle: one no text holds.)
+        let needles: Vec<&str> = wants
+            .iter()
+            .map(|w| {
+                if w.hex.is_empty() {
+                    "\u{0}"
+                } else {
+                    w.hex.as_str()
                 }
-                Err(o) => out[at] = Some(o),
-            }
-        }
-        let needles: Vec<&str> = wants.iter().map(|w| w.hex.as_str()).collect();
+            })
+            .collect();
         // The witnesses of the name carriers that exist (an inspect shows
-        // them): what every listing of their kind must show.
+        // them), and this probe's own beacon: what every listing of their
+        // kind must show.
         let witnesses: Vec<(Kind, String)> = wants
             .iter()
-            .filter(|w| named(w.carrier))
+            .filter(|w| named(w.carrier) || w.carrier == Dk::RunnerPersistence)
             .filter(|w| {
                 matches!(
                     list::inspect(&self.api, names::carrier_kind(w.carrier), &w.agreed),
@@ -151,6 +143,10 @@ impl Instance {
             match w.carrier {
                 Dk::VolumeContent => routes.push(self.read_volume(ctx, &w.hex)),
                 Dk::EventHistory => {}
+                Dk::RunnerPersistence => {
+                    out[w.at] = Some(super::beacons::outcome(ctx, &listed["volume"], notice));
+                    continue;
+                }
                 c => {
                     if !named(c) || c == Dk::ImageTag {
                         routes.push(self.by_name(w, kind));
@@ -186,6 +182,7 @@ impl Instance {
         list: impl FnOnce(&mut dyn FnMut(Item)) -> Result<(), Failure>,
     ) -> Result<(Shown, bool), Failure> {
         let mut s = Shown {
+            beacons: vec![],
             found: vec![None; needles.len()],
             witnessed: witnesses.iter().map(|w| (w.clone(), false)).collect(),
             count: 0,
@@ -211,6 +208,12 @@ impl Instance {
             }
             for (w, seen) in &mut s.witnessed {
                 *seen |= item.names.contains(w);
+            }
+            if let Some(b) = item.labels.get(super::BEACON_LABEL)
+                && s.beacons.len() < super::beacons::MAX
+            {
+                let name = item.names.first().cloned().unwrap_or_default();
+                s.beacons.push((name, b.clone()));
             }
         })?;
         let current = s.witnessed.iter().all(|(_, seen)| *seen);
@@ -286,6 +289,46 @@ impl Instance {
             Route::Clean(format!("the agreed volume's note (read through {shown})"))
         }
     }
+}
+
+/// This surface's wanted carriers, each with its needle and its agreed
+/// object; a needle that is no nonce is its outcome at once.
+fn wants_of(ctx: &RunCtx<'_>, wanted: &[Wanted], out: &mut [Option<RecoverOutcome>]) -> Vec<Want> {
+    let mut wants = vec![];
+    for (at, w) in wanted.iter().enumerate() {
+        let Some(carrier) = Dk::parse(&w.carrier) else {
+            continue;
+        };
+        if carrier == Dk::RunnerPersistence {
+            // (No needle: it looks for other probes' beacons.)
+            wants.push(Want {
+                at,
+                carrier,
+                hex: String::new(),
+                agreed: names::beacon_name(ctx.probe_id),
+            });
+            continue;
+        }
+        match crate::surface::wanted_nonce(w) {
+            Ok(n) => {
+                let kind = names::carrier_kind(carrier);
+                let name = names::name(ctx, carrier, kind, None);
+                let agreed = if kind == Kind::Image {
+                    format!("{name}:latest")
+                } else {
+                    name
+                };
+                wants.push(Want {
+                    at,
+                    carrier,
+                    hex: n.hex(),
+                    agreed,
+                });
+            }
+            Err(o) => out[at] = Some(o),
+        }
+    }
+    wants
 }
 
 /// What a listing said of want `i`: a name carrier's counts only when it

@@ -1,0 +1,95 @@
+//! `runner-persistence` on the daemon: the plant is a volume named for the
+//! probe (`runwarden-beacon-<probe id>`) whose label `runwarden.beacon`
+//! holds the probe's signed beacon ([`crate::marker`]); recovery reads
+//! every volume's beacon label as the volumes listing arrives and counts a
+//! valid beacon of **another** probe: the daemon kept state from an
+//! earlier job, possibly of another repository. Forged, altered and
+//! malformed beacons are notices, never counted: anyone who may create a
+//! volume can make one. The listing's silence counts when it shows this
+//! probe's own beacon, or another witness of this probe's.
+
+use super::api::Failure;
+use super::recover::Listed;
+use crate::escape;
+use crate::marker::Checked;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
+
+/// The most beacon labels one listing keeps (each at most
+/// [`crate::marker::BEACON_MAX`] bytes).
+pub(super) const MAX: usize = 1_000;
+
+/// runner-persistence's outcome from the volumes listing, every beacon
+/// that is not this probe's told through `notice`.
+pub(super) fn outcome(
+    ctx: &RunCtx<'_>,
+    listed: &Listed,
+    notice: &mut dyn FnMut(Notice),
+) -> RecoverOutcome {
+    let c = match listed {
+        Err(Failure::Denied(reason)) => {
+            return RecoverOutcome::Denied {
+                reason: reason.clone(),
+            };
+        }
+        Err(Failure::Fault(f)) => {
+            return RecoverOutcome::Failed {
+                reason: f.to_string(),
+            };
+        }
+        Ok(c) => c,
+    };
+    let mut found = None;
+    for (name, label) in &c.value.beacons {
+        let entry = format!("volume {}", escape::bytes(name.as_bytes()));
+        match ctx.key.check_beacon(label.as_bytes()) {
+            Checked::Valid(body) if body.probe_id == ctx.probe_id => {}
+            Checked::Valid(body) => {
+                let detail = format!(
+                    "beacon of probe {} planted {} by {}",
+                    escape::bytes(body.probe_id.as_bytes()),
+                    escape::bytes(body.planted_at.as_bytes()),
+                    escape::bytes(body.origin.describe().as_bytes())
+                );
+                found.get_or_insert_with(|| format!("run B found {entry}, a valid {detail}"));
+                notice(Notice {
+                    kind: NoticeKind::Beacon,
+                    entry,
+                    detail,
+                    beacon: Some(body),
+                });
+            }
+            Checked::Unverified { body, why } => notice(Notice {
+                kind: NoticeKind::UnverifiedBeacon,
+                entry,
+                detail: format!(
+                    "claims probe {}, but {why}; not counted",
+                    escape::bytes(body.probe_id.as_bytes())
+                ),
+                beacon: Some(body),
+            }),
+            Checked::Malformed(why) => notice(Notice {
+                kind: NoticeKind::MalformedBeacon,
+                entry,
+                detail: format!("{}; not counted", escape::bytes(why.as_bytes())),
+                beacon: None,
+            }),
+        }
+    }
+    if let Some(detail) = found {
+        return RecoverOutcome::Found { detail };
+    }
+    // Shown current by a witness of this probe's: its own beacon, or a
+    // name carrier's agreed volume.
+    match c.value.witnessed.iter().find(|(_, seen)| *seen) {
+        Some((w, _)) if c.current => RecoverOutcome::NotFound {
+            detail: format!(
+                "no valid beacon of another probe among the {} volumes listed (the listing shows {})",
+                c.value.count,
+                escape::bytes(w.as_bytes())
+            ),
+        },
+        _ => RecoverOutcome::Failed {
+            reason: "the volumes listing shows nothing of this probe's (its beacon, a witness), so nothing shows it is current: no beacon in it proves nothing".into(),
+        },
+    }
+}
