@@ -431,3 +431,45 @@ fn an_authorization_plugin_is_the_daemons_refusal_and_a_filtered_listing_is_an_e
         assert_eq!(d.state(), before);
     }
 }
+
+#[test]
+fn watch_mode_names_what_a_command_made_on_the_daemon() {
+    let Some(d) = Dockerd::start() else { return };
+    d.foreign();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("runwarden.yml");
+    std::fs::write(&cfg, config(&d.host(), "")).unwrap();
+    let report = work.path().join("report.json");
+    // What an agent's step would do: a network whose name is the message.
+    let out = bin()
+        .args(["watch", "--config"])
+        .arg(&cfg)
+        .arg("--report")
+        .arg(&report)
+        .args([
+            "--",
+            "curl",
+            "-s",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+        ])
+        .arg(r#"{"Name":"agent-says-hello","Internal":true}"#)
+        .arg("--unix-socket")
+        .arg(&d.socket)
+        .arg("http://d/v1.41/networks/create")
+        .output()
+        .unwrap();
+    let p = finish(out, &report);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(p.verdict("docker:network-name"), "fail", "{}", p.report);
+    assert_eq!(p.verdict("docker:volume-name"), "pass", "{}", p.report);
+    assert_eq!(
+        p.verdict("docker:volume-content"),
+        "skipped",
+        "{}",
+        p.report
+    );
+}
