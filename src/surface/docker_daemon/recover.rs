@@ -213,7 +213,19 @@ impl Instance {
                 && s.beacons.len() < super::beacons::MAX
             {
                 let name = item.names.first().cloned().unwrap_or_default();
-                s.beacons.push((name, b.clone()));
+                // A label may hold megabytes; a beacon is at most
+                // BEACON_MAX bytes, so one kept that long is told as too
+                // long.
+                let mut cut = b.len().min(crate::marker::BEACON_MAX);
+                while !b.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let kept = if cut < b.len() {
+                    format!("{}\u{0}", &b[..cut])
+                } else {
+                    b.clone()
+                };
+                s.beacons.push((name, kept));
             }
         })?;
         let current = s.witnessed.iter().all(|(_, seen)| *seen);
