@@ -131,33 +131,7 @@ impl Dockerd {
 
     /// One request over the socket; (status, body).
     pub fn call(&self, method: &str, path: &str, body: Option<(&str, &[u8])>) -> (u16, Vec<u8>) {
-        let mut c = Command::new("curl");
-        c.args([
-            "-s",
-            "-o",
-            "-",
-            "-w",
-            "\n%{http_code}",
-            "-X",
-            method,
-            "--unix-socket",
-        ])
-        .arg(&self.socket);
-        let tmp;
-        if let Some((ctype, data)) = body {
-            tmp = tempfile::NamedTempFile::new().unwrap();
-            std::fs::write(tmp.path(), data).unwrap();
-            c.args(["-H", &format!("Content-Type: {ctype}"), "--data-binary"])
-                .arg(format!("@{}", tmp.path().display()));
-        }
-        let out = c.arg(format!("http://d/v1.41{path}")).output().unwrap();
-        let text = out.stdout;
-        let cut = text.iter().rposition(|b| *b == b'\n').unwrap_or(0);
-        let status = String::from_utf8_lossy(&text[cut..])
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        (status, text[..cut].to_vec())
+        call_on(&self.socket, method, path, body)
     }
 
     pub fn get(&self, path: &str) -> (u16, Vec<u8>) {
@@ -286,6 +260,43 @@ impl Dockerd {
             &serde_json::json!({ "Name": "foreign-net", "Internal": true, "Labels": { "n": "1" } }),
         );
     }
+}
+
+/// One request to the Engine API on the unix socket `socket`, as a
+/// second client (curl) makes it; (status, body).
+pub fn call_on(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &[u8])>,
+) -> (u16, Vec<u8>) {
+    let mut c = Command::new("curl");
+    c.args([
+        "-s",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        method,
+        "--unix-socket",
+    ])
+    .arg(socket);
+    let tmp;
+    if let Some((ctype, data)) = body {
+        tmp = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(tmp.path(), data).unwrap();
+        c.args(["-H", &format!("Content-Type: {ctype}"), "--data-binary"])
+            .arg(format!("@{}", tmp.path().display()));
+    }
+    let out = c.arg(format!("http://d/v1.41{path}")).output().unwrap();
+    let text = out.stdout;
+    let cut = text.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+    let status = String::from_utf8_lossy(&text[cut..])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    (status, text[..cut].to_vec())
 }
 
 /// openssl, which must succeed.

@@ -473,3 +473,73 @@ fn watch_mode_names_what_a_command_made_on_the_daemon() {
         p.report
     );
 }
+
+/// One request: method, path, and a body with its content type.
+type Step = (&'static str, &'static str, Option<(&'static str, Vec<u8>)>);
+
+/// The same requests to the control daemon and to a real dockerd: the same
+/// statuses, for everything the surface relies on (a volume create that
+/// exists is a 201 that changes nothing, a name taken is 409, an image or
+/// volume in use is 409, a missing one 404, a version too new 400).
+#[test]
+fn the_control_answers_as_dockerd_does() {
+    let Some(d) = Dockerd::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let control = runwarden::loopback::docker::DockerServer::start(dir.path()).unwrap();
+    let tar = runwarden::archive::tar(&[]);
+    let note = runwarden::archive::tar(&[("n.txt", b"hello\n")]);
+    let json = "application/json";
+    let steps: Vec<Step> = vec![
+        ("POST", "/images/create?fromSrc=-&repo=fid&tag=latest&changes=LABEL%20a%3Db", Some(("application/x-tar", tar))),
+        ("GET", "/images/fid:latest/json", None),
+        ("POST", "/images/fid:latest/tag?repo=fid&tag=two", None),
+        ("GET", "/images/nope:latest/json", None),
+        ("POST", "/volumes/create", Some((json, br#"{"Name":"fid-v","Labels":{"k":"v"}}"#.to_vec()))),
+        ("POST", "/volumes/create", Some((json, br#"{"Name":"fid-v"}"#.to_vec()))),
+        ("POST", "/containers/create?name=fid-c", Some((json, br#"{"Image":"fid:latest","Cmd":["/x"],"HostConfig":{"Mounts":[{"Type":"volume","Source":"fid-v","Target":"/m"}]}}"#.to_vec()))),
+        ("POST", "/containers/create?name=fid-c", Some((json, br#"{"Image":"fid:latest","Cmd":["/x"]}"#.to_vec()))),
+        ("POST", "/containers/create?name=fid-d", Some((json, br#"{"Image":"nope:latest","Cmd":["/x"]}"#.to_vec()))),
+        ("PUT", "/containers/fid-c/archive?path=/m", Some(("application/x-tar", note))),
+        ("GET", "/containers/fid-c/archive?path=/m/n.txt", None),
+        ("GET", "/containers/fid-c/archive?path=/m/none.txt", None),
+        ("DELETE", "/volumes/fid-v", None),
+        ("DELETE", "/images/fid:two", None),
+        ("DELETE", "/images/fid:latest", None),
+        ("POST", "/networks/create", Some((json, br#"{"Name":"fid-n","Internal":true,"CheckDuplicate":true}"#.to_vec()))),
+        ("POST", "/networks/create", Some((json, br#"{"Name":"fid-n","Internal":true,"CheckDuplicate":true}"#.to_vec()))),
+        ("GET", "/networks/fid-n", None),
+        ("DELETE", "/networks/fid-n", None),
+        ("DELETE", "/containers/fid-c", None),
+        ("DELETE", "/volumes/fid-v", None),
+        ("DELETE", "/images/fid:latest", None),
+        ("GET", "/volumes/fid-v", None),
+    ];
+    let socket = control.socket().to_path_buf();
+    for (method, path, body) in &steps {
+        let b = body.as_ref().map(|(t, d)| (*t, d.as_slice()));
+        let real = crate::common::containers::call_on(&d.socket, method, path, b).0;
+        let ours = crate::common::containers::call_on(&socket, method, path, b).0;
+        assert_eq!(
+            ours, real,
+            "{method} {path}: the control answers {ours}, dockerd {real}"
+        );
+    }
+    // A version newer than the daemon's is refused by both.
+    let too_new = |socket: &std::path::Path| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--unix-socket",
+            ])
+            .arg(socket)
+            .arg("http://d/v9.99/version")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(too_new(&socket), too_new(&d.socket));
+}
