@@ -3,16 +3,24 @@
 //! distribution 2.8 answers it:
 //!
 //! - `GET /token?service=&scope=`: the token service, for the user it
-//!   minted ([`OciServer::user`], basic auth); every `/v2/` request needs
-//!   a bearer token from it, and without one is a 401 with
-//!   `WWW-Authenticate: Bearer realm=…,service=…,scope=…`;
+//!   minted ([`OciServer::user`], basic auth): a token carries the scope
+//!   asked for (one repository's actions, or the catalog). Every `/v2/`
+//!   request needs a token from it: without one it is a 401 with
+//!   `WWW-Authenticate: Bearer realm=…,service=…,scope=…` (the actions the
+//!   request needs: `pull` to read, `pull,push` to write, `delete`), and
+//!   with one whose scope does not cover it a 401 whose challenge adds
+//!   `error="insufficient_scope"`, as distribution answers;
+//! - every error answer carries `Docker-Distribution-Api-Version: registry/2.0`,
+//!   and a 405 its `Allow`;
 //! - blobs: `HEAD`/`GET`/`DELETE /v2/<name>/blobs/<digest>`, uploads by
 //!   `POST /v2/<name>/blobs/uploads/` then `PUT <Location>?digest=`
 //!   (the digest checked);
 //! - manifests: `PUT`/`GET`/`HEAD /v2/<name>/manifests/<tag or digest>`
 //!   (the blobs it references must be in the repository), `DELETE` by
 //!   digest only, removing every tag on it;
-//! - `GET /v2/<name>/tags/list` (`"tags": null` once emptied) and
+//! - `GET /v2/<name>/tags/list` (`"tags": null` once emptied; 404
+//!   `NAME_UNKNOWN` for a repository never tagged, one holding only a
+//!   blob, as distribution answers, and for one the lag hides) and
 //!   `GET /v2/_catalog?n=&last=`, paged with `Link` (a small page, so
 //!   paging is always exercised).
 //!
@@ -33,6 +41,8 @@ const MAX_PAGE: usize = 5;
 #[derive(Default)]
 struct Repo {
     seq: u64,
+    /// Whether a tag was ever pushed (distribution's tags directory).
+    tagged: bool,
     /// Tag -> (digest, when made).
     tags: BTreeMap<String, (String, u64)>,
     blobs: HashSet<String>,
@@ -45,7 +55,9 @@ pub struct State {
     blobs: HashMap<String, Vec<u8>>,
     uploads: HashMap<String, String>,
     users: HashMap<String, String>,
-    tokens: HashMap<String, String>,
+    /// Token -> the scope it was issued for (`repository:<name>` or
+    /// `registry:catalog`, and its actions).
+    tokens: HashMap<String, (String, Vec<String>)>,
     seq: u64,
     /// While listings lag: the newest repository and tag they show.
     lag_after: Option<u64>,
@@ -82,11 +94,20 @@ fn digest_of(data: &[u8]) -> String {
     format!("sha256:{}", crate::nonce::to_hex(&Sha256::digest(data)))
 }
 
+/// The header every answer of distribution carries.
+const API_VERSION: &str = "registry/2.0";
+
 /// The registry's error body.
 fn error(status: u16, code: &str) -> Reply {
-    Reply::json(
+    let body =
+        json!({ "errors": [{ "code": code, "message": code.to_lowercase(), "detail": null }] });
+    Reply::new(
         status,
-        json!({ "errors": [{ "code": code, "message": code.to_lowercase(), "detail": null }] }),
+        body.to_string().into_bytes(),
+        &[
+            ("Content-Type", "application/json"),
+            ("Docker-Distribution-Api-Version", API_VERSION),
+        ],
     )
 }
 
@@ -98,17 +119,45 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     let mut st = lock(state);
     let reply = if path == "/token" {
         token(&mut st, &req)
-    } else if super::who(&req, &st.tokens, &HashMap::new()).is_none() {
-        challenge(&path, port)
     } else {
-        route(&mut st, &method, &path, &url, body)
+        let (resource, actions) = needs(&method, &path);
+        let grant = super::header(&req, "authorization")
+            .and_then(|a| a.strip_prefix("Bearer ").map(str::to_string))
+            .and_then(|t| st.tokens.get(&t).cloned());
+        match grant {
+            None => challenge(&resource, &actions, None, port),
+            Some((r, granted))
+                if !resource.is_empty()
+                    && (r != resource || !actions.iter().all(|a| granted.contains(a))) =>
+            {
+                challenge(&resource, &actions, Some("insufficient_scope"), port)
+            }
+            Some(_) => route(&mut st, &method, &path, &url, body),
+        }
     };
     drop(st);
     // (tiny_http sends no body to a HEAD.)
     reply.send(req);
 }
 
-/// `GET /token`: a bearer token for a user the service minted.
+/// The resource (`repository:<name>`, `registry:catalog`, `""` for
+/// `/v2/`) and actions a request needs.
+fn needs(method: &str, path: &str) -> (String, Vec<String>) {
+    let actions: &[&str] = match method {
+        "GET" | "HEAD" => &["pull"],
+        "DELETE" => &["delete"],
+        _ => &["pull", "push"],
+    };
+    let actions = actions.iter().map(|a| a.to_string()).collect();
+    match split(path) {
+        Some((name, _)) => (format!("repository:{name}"), actions),
+        None if path == "/v2/_catalog" => ("registry:catalog".into(), vec!["*".into()]),
+        None => (String::new(), vec![]),
+    }
+}
+
+/// `GET /token`: a bearer token for a user the service minted, for the
+/// scope asked (every action asked is granted to it).
 fn token(st: &mut State, req: &tiny_http::Request) -> Reply {
     if super::who(req, &HashMap::new(), &st.users).is_none() {
         return error(401, "UNAUTHORIZED");
@@ -116,25 +165,36 @@ fn token(st: &mut State, req: &tiny_http::Request) -> Reply {
     let Ok(t) = super::secret() else {
         return error(500, "UNKNOWN");
     };
-    st.tokens.insert(t.clone(), "runwarden".into());
+    let scope = query(req.url()).get("scope").cloned().unwrap_or_default();
+    let grant = match scope.rsplit_once(':') {
+        Some((resource, actions)) => (
+            resource.to_string(),
+            actions.split(',').map(str::to_string).collect(),
+        ),
+        None => (String::new(), vec![]),
+    };
+    st.tokens.insert(t.clone(), grant);
     Reply::json(200, json!({ "token": t }))
 }
 
-/// The 401 that starts the bearer flow, with the scope the path needs.
-fn challenge(path: &str, port: u16) -> Reply {
-    let scope = match split(path) {
-        Some((name, _)) => format!("repository:{name}:pull,push,delete"),
-        None => "registry:catalog:*".into(),
-    };
-    let h = format!(
-        "Bearer realm=\"http://127.0.0.1:{port}/token\",service=\"runwarden-control\",scope=\"{scope}\""
-    );
+/// The 401 that starts the bearer flow (or, with `error`, says the token
+/// does not cover the request), with the scope the request needs.
+fn challenge(resource: &str, actions: &[String], error: Option<&str>, port: u16) -> Reply {
+    let mut h =
+        format!("Bearer realm=\"http://127.0.0.1:{port}/token\",service=\"runwarden-control\"");
+    if !resource.is_empty() {
+        h.push_str(&format!(",scope=\"{resource}:{}\"", actions.join(",")));
+    }
+    if let Some(e) = error {
+        h.push_str(&format!(",error=\"{e}\""));
+    }
     let body = json!({ "errors": [{ "code": "UNAUTHORIZED", "message": "authentication required", "detail": null }] });
     Reply::new(
         401,
         body.to_string().into_bytes(),
         &[
             ("Content-Type", "application/json"),
+            ("Docker-Distribution-Api-Version", API_VERSION),
             ("WWW-Authenticate", &h),
         ],
     )
@@ -280,7 +340,18 @@ fn manifests(st: &mut State, method: &str, name: &str, reference: &str, body: Ve
             }
             _ => error(404, "MANIFEST_UNKNOWN"),
         },
-        _ => error(405, "UNSUPPORTED"),
+        _ => {
+            let body = json!({ "errors": [{ "code": "UNSUPPORTED", "message": "the operation is unsupported", "detail": null }] });
+            Reply::new(
+                405,
+                body.to_string().into_bytes(),
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Docker-Distribution-Api-Version", API_VERSION),
+                    ("Allow", "GET, HEAD, PUT, DELETE"),
+                ],
+            )
+        }
     }
 }
 
@@ -310,13 +381,21 @@ fn put_manifest(st: &mut State, name: &str, reference: &str, body: Vec<u8>) -> R
     let r = repo(st, name);
     r.manifests.insert(digest.clone(), body);
     if !reference.starts_with("sha256:") {
+        r.tagged = true;
         r.tags.insert(reference.to_string(), (digest.clone(), seq));
     }
     Reply::new(201, vec![], &[("Docker-Content-Digest", &digest)])
 }
 
 fn tags(st: &State, name: &str) -> Reply {
-    let Some(r) = st.repos.get(name) else {
+    // Distribution reads the repository's tags directory: a repository
+    // that holds only blobs has none (404), and one the lag hides is not
+    // known yet.
+    let Some(r) = st
+        .repos
+        .get(name)
+        .filter(|r| r.tagged && st.lag_after.is_none_or(|l| r.seq <= l))
+    else {
         return error(404, "NAME_UNKNOWN");
     };
     let shown: Vec<&String> = r

@@ -3,17 +3,22 @@
 //!
 //! Where credentials go: the configured ones (basic, or a bearer token)
 //! to the registry's origin, and to the token service a 401's
-//! `WWW-Authenticate: Bearer realm=…` names when that realm is https or
-//! on the registry's own host (any port: the operator named that host,
-//! and a token service beside the registry on one machine is common). A
-//! realm over plain http on another host gets none (the exchange is an
-//! error, never an anonymous retry that could read as a refusal): a
-//! demanding operator would not send a password in clear to a host they
-//! did not name. Tokens the service
-//! issues go only to the registry's origin. An upload `Location` or a
-//! `Link` on another origin is never followed; a blob redirect to another
-//! origin (a storage backend's signed URL) is followed without any
-//! credential.
+//! `WWW-Authenticate: Bearer realm=…` names only when that realm is on
+//! the registry's own host with the registry's own scheme (any port: a
+//! token service beside the registry on one machine is common; never
+//! plain http when the registry is https, which would be a downgrade), or
+//! is exactly the `token-realm` the config names (an https URL: Docker
+//! Hub's `auth.docker.io`, a Harbor's or an Artifactory's own service).
+//! Any other realm is an error naming the key to set, never an anonymous
+//! retry that could read as a refusal. Tokens the service issues go only
+//! to the registry's origin. An upload `Location` or a `Link` on another
+//! origin is never followed; a blob redirect to another origin (a storage
+//! backend's signed URL) is followed without any credential.
+//!
+//! The token service is not the registry's access control: any answer of
+//! it but a token (a refusal of the credentials, a rate limit, a front's
+//! page) is an error, so a mistyped or expired token never reads as a
+//! closed carrier.
 
 use super::Instance;
 use crate::escape;
@@ -107,8 +112,12 @@ impl Instance {
 
     /// `req` with the token issued for its repository, else the configured
     /// credentials.
+    /// Records whether it was an issued token ([`Instance::bearer_sent`]):
+    /// only an answer to one can be a scope's refusal.
     pub(super) fn authed<'a>(&self, req: Request<'a>, key: &str) -> Request<'a> {
-        match self.tokens.borrow().get(key) {
+        let token = self.tokens.borrow().get(key).cloned();
+        self.bearer_sent.set(token.is_some());
+        match token {
             Some(t) => req.secret_header("authorization", format!("Bearer {t}")),
             None => self.s.auth.apply(req),
         }
@@ -146,6 +155,7 @@ impl Instance {
                 .client()?
                 .send(&req)
                 .map_err(|f| self.failure(&method, f))?;
+            self.saw(&r.headers);
             if r.status == 401 && attempt == 0 && self.challenged(&r.headers, &key)? {
                 continue;
             }
@@ -154,10 +164,23 @@ impl Instance {
         unreachable!("the loop returns on its second pass")
     }
 
+    /// Notes the registry's `Docker-Distribution-Api-Version`, which its
+    /// own read-only 405 must then carry too.
+    pub(super) fn saw(&self, headers: &::http::HeaderMap) {
+        if let Some(v) = headers
+            .get("docker-distribution-api-version")
+            .and_then(|v| v.to_str().ok())
+        {
+            *self.api_version.borrow_mut() = Some(v.to_string());
+        }
+    }
+
     /// Answers a Bearer challenge: asks its realm for a token (with the
-    /// configured credentials) and keeps it for `key`. `Ok(false)` when
-    /// there is no such challenge or the token service refused: the 401
-    /// then stands as the registry's answer.
+    /// configured credentials, where [`realm_trusted`] allows) and keeps
+    /// it for `key`. `Ok(false)` when there is no Bearer challenge; an
+    /// error when the token service gives no token, whatever it answers
+    /// (a refusal of the credentials is not the registry's access
+    /// control refusing a carrier).
     pub(super) fn challenged(&self, headers: &::http::HeaderMap, key: &str) -> Result<bool, Fault> {
         let Some(c) = headers
             .get_all("www-authenticate")
@@ -179,32 +202,24 @@ impl Instance {
         }
         let sep = if c.realm.contains('?') { '&' } else { '?' };
         let url = format!("{}{sep}{}", c.realm, q.join("&"));
-        let host = |u: &str| {
-            u.parse::<::http::Uri>()
-                .ok()
-                .and_then(|u| u.host().map(str::to_ascii_lowercase))
-        };
-        let same_host = host(&c.realm).is_some() && host(&c.realm) == host(&self.s.registry);
-        let https = c.realm.starts_with("https://");
         let mut req = Request::new(Method::GET, &url).header("accept", "application/json");
-        if same_host || https {
+        if !self.s.auth.secrets().is_empty() {
+            if !realm_trusted(&self.s.registry, &c.realm, self.s.token_realm.as_deref()) {
+                return Err(Fault::broken(format!(
+                    "the registry {} names the token service {}, not on its own host and scheme: the credentials are not sent there (if it is the registry's own, name it with `token-realm:`, an https URL)",
+                    self.shown(),
+                    escape::bytes(c.realm.as_bytes())
+                )));
+            }
             req = self.s.auth.apply(req);
-        } else if !self.s.auth.secrets().is_empty() {
-            return Err(Fault::broken(format!(
-                "the registry {} names a token service over plain http on another host: the credentials are not sent there",
-                self.shown()
-            )));
         }
         let r = self.client()?.send(&req).map_err(|f| {
             self.failure(&Method::GET, f)
                 .context("asking the registry's token service")
         })?;
-        if r.status == 401 || r.status == 403 {
-            return Ok(false);
-        }
         if r.status != 200 {
             return Err(Fault::broken(format!(
-                "the registry's token service answered HTTP {}",
+                "the registry's token service gave no token (HTTP {}): a mistyped or expired credential, a rate limit or a front before it; that proves nothing about the registry's access control",
                 r.status
             )));
         }
@@ -220,6 +235,30 @@ impl Instance {
             .insert(key.to_string(), t.to_string());
         Ok(true)
     }
+}
+
+/// Whether the token service at `realm` may get the configured
+/// credentials: on the registry's own host with its own scheme (any
+/// port), or exactly the https `named` realm of `token-realm`.
+pub(super) fn realm_trusted(registry: &str, realm: &str, named: Option<&str>) -> bool {
+    let parts = |u: &str| {
+        let u = u.parse::<::http::Uri>().ok()?;
+        Some((
+            u.scheme_str()?.to_ascii_lowercase(),
+            u.host()?.to_ascii_lowercase(),
+        ))
+    };
+    if parts(realm).is_some() && parts(realm) == parts(registry) {
+        return true;
+    }
+    let bare = |u: &str| {
+        u.split('?')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('/')
+            .to_string()
+    };
+    named.is_some_and(|n| n.starts_with("https://") && bare(n) == bare(realm))
 }
 
 #[cfg(test)]
@@ -238,6 +277,37 @@ mod tests {
         assert_eq!(c.error.as_deref(), Some("insufficient_scope"));
         assert_eq!(parse_challenge(r#"Basic realm="x""#), None);
         assert_eq!(parse_challenge("Bearer service=x"), None);
+    }
+
+    #[test]
+    fn realms_get_credentials_only_on_the_registrys_host_and_scheme_or_when_named() {
+        let https = "https://reg.example";
+        let http = "http://127.0.0.1:5000";
+        assert!(realm_trusted(https, "https://reg.example:8443/token", None));
+        assert!(realm_trusted(http, "http://127.0.0.1:5001/token", None));
+        // A downgrade to plain http on the registry's own host.
+        assert!(!realm_trusted(https, "http://reg.example:8080/token", None));
+        assert!(!realm_trusted(http, "https://127.0.0.1:5001/token", None));
+        // Another host, https or not, only when named, and named https.
+        let hub = "https://auth.docker.io/token";
+        assert!(!realm_trusted(https, hub, None));
+        assert!(realm_trusted(https, hub, Some(hub)));
+        assert!(realm_trusted(
+            https,
+            "https://auth.docker.io/token?x=1",
+            Some(hub)
+        ));
+        assert!(!realm_trusted(
+            https,
+            "https://auth.docker.io/other",
+            Some(hub)
+        ));
+        assert!(!realm_trusted(
+            https,
+            "http://auth.docker.io/token",
+            Some("http://auth.docker.io/token")
+        ));
+        assert!(!realm_trusted(http, "http://127.0.0.2:5001/token", None));
     }
 
     #[test]

@@ -63,6 +63,10 @@ struct Settings {
     #[serde(default = "super::listing::default_wait_ms")]
     consistency_wait_ms: u64,
     control: bool,
+    /// The token service on another host that may get the credentials
+    /// (`token-realm:`, https): see [`auth`].
+    #[serde(default)]
+    token_realm: Option<String>,
 }
 
 /// Whether `name` is a repository name the distribution spec allows:
@@ -118,6 +122,7 @@ impl SurfaceType for OciRegistry {
             "token-env",
             "repository-name",
             "consistency-wait",
+            "token-realm",
         ]
     }
 
@@ -164,6 +169,19 @@ impl SurfaceType for OciRegistry {
         };
         let repository_name = opts.bool("repository-name")?.unwrap_or(false);
         let wait = super::listing::wait_option(&mut opts)?;
+        let token_realm = match opts.string("token-realm")? {
+            Some((u, tpos)) => {
+                // The credentials go there: never in clear.
+                if !u.starts_with("https://") || check_url(&u).is_err() {
+                    return Err(opts.error(
+                        tpos,
+                        "`token-realm`: the https URL of the token service the registry names (e.g. https://auth.docker.io/token)",
+                    ));
+                }
+                Some(u.split('?').next().unwrap_or("").to_string())
+            }
+            None => None,
+        };
         Ok(serde_json::to_value(Settings {
             registry,
             repository,
@@ -171,6 +189,7 @@ impl SurfaceType for OciRegistry {
             repository_name,
             consistency_wait_ms: wait.as_millis() as u64,
             control: false,
+            token_realm,
         })
         .expect("settings serialize"))
     }
@@ -185,6 +204,7 @@ impl SurfaceType for OciRegistry {
             repository_name: true,
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
+            token_realm: None,
         };
         Ok(Control::served_listing(s, server))
     }
@@ -203,6 +223,8 @@ impl SurfaceType for OciRegistry {
             s,
             client,
             tokens: Default::default(),
+            bearer_sent: Default::default(),
+            api_version: Default::default(),
         }))
     }
 }
@@ -213,6 +235,12 @@ struct Instance {
     /// Bearer tokens the registry's token service issued, by the
     /// repository (or `""`: the catalog) they were asked for.
     tokens: std::cell::RefCell<std::collections::HashMap<String, String>>,
+    /// Whether the last request carried a token the service issued: only
+    /// an answer to one can be a scope's refusal (`insufficient_scope`).
+    bearer_sent: std::cell::Cell<bool>,
+    /// The `Docker-Distribution-Api-Version` the registry answers with,
+    /// once seen.
+    api_version: std::cell::RefCell<Option<String>>,
 }
 
 impl Surface for Instance {

@@ -191,18 +191,39 @@ impl Instance {
         }
         let entry = p.entry(carrier, &job.nonce);
         created(entry.clone());
-        match self.push(&p) {
-            Ok(()) => PlantOutcome::Planted {
-                needle: Value::String(job.nonce.hex()),
-                persistence: None,
-                detail: format!(
-                    "pushed {shown}:{} ({}) to {}",
-                    escape::bytes(p.tags[0].as_bytes()),
-                    p.digest,
-                    self.shown()
+        let planted = |detail: String| PlantOutcome::Planted {
+            needle: Value::String(job.nonce.hex()),
+            persistence: None,
+            detail,
+        };
+        match self.push(carrier, &p) {
+            Ok(()) => planted(format!(
+                "pushed {shown}:{} ({}) to {}",
+                escape::bytes(p.tags[0].as_bytes()),
+                p.digest,
+                self.shown()
+            )),
+            // Once a write that carries or reveals the nonce was taken the
+            // plant happened: a later refusal is no closed carrier.
+            Err(Pushed::Refused {
+                reason,
+                nonce: Placed::Listed,
+                ..
+            }) => planted(format!(
+                "the repository {shown} holds its blob, so the catalog lists it (the nonce is there); then {reason}"
+            )),
+            Err(Pushed::Refused {
+                reason,
+                nonce: Placed::Written,
+                ..
+            }) => PlantOutcome::Failed {
+                reason: format!(
+                    "the nonce was written to {shown}, but then {reason}: the plant is incomplete (a witness or its route is missing), so the carrier is not shown closed"
                 ),
             },
-            Err(Pushed::Refused { reason, nothing }) => {
+            Err(Pushed::Refused {
+                reason, nothing, ..
+            }) => {
                 if nothing {
                     created(crate::surface::retraction(&entry));
                 }
@@ -217,35 +238,68 @@ impl Instance {
         }
     }
 
-    /// The blobs, then the manifest under each tag.
-    fn push(&self, p: &Plan) -> Result<(), Pushed> {
+    /// The blobs, then the manifest under each tag (`tag-name`'s nonce tag
+    /// first, then its witness: a listing that shows the witness was
+    /// taken after the nonce's).
+    fn push(&self, carrier: Oci, p: &Plan) -> Result<(), Pushed> {
         let mut blobs: Vec<&[u8]> = vec![EMPTY];
         blobs.extend(p.layer.as_deref());
         // Until one write is taken, a 4xx says nothing was created.
         let mut nothing = true;
+        let mut nonce = Placed::No;
+        let in_name = carrier == Oci::RepositoryName;
         for b in blobs {
-            if self
-                .put_blob(&p.repository, b)
-                .map_err(|e| e.with(nothing))?
-            {
+            let mut started = false;
+            let put = self.put_blob(&p.repository, b, &mut started);
+            nothing &= !started;
+            let wrote = put.as_ref().is_ok_and(|w| *w);
+            if wrote {
                 nothing = false;
+                // A repository holding only a blob is in the catalog; the
+                // layer of blob-content holds the nonce itself.
+                if in_name {
+                    nonce = Placed::Listed;
+                } else if p.layer.as_deref() == Some(b) {
+                    nonce = nonce.max(Placed::Written);
+                }
             }
+            put.map_err(|e| e.with(nothing, nonce))?;
         }
         for tag in &p.tags {
             self.put_manifest(&p.repository, tag, &p.manifest, &p.digest)
-                .map_err(|e| e.with(nothing))?;
+                .map_err(|e| e.with(nothing, nonce))?;
             nothing = false;
+            nonce = nonce.max(Placed::Written);
         }
         Ok(())
     }
+}
+
+/// How far a push placed the nonce before it stopped.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Placed {
+    /// No write that carries or reveals it was taken.
+    No,
+    /// One was (a manifest, the nonce tag, the nonce's layer), but not
+    /// all the plant needs.
+    Written,
+    /// `repository-name`'s repository exists (holds a blob): listed.
+    Listed,
 }
 
 /// Why a push did not complete; `nothing`: a 4xx answered before any
 /// write was taken, so nothing was created and the journal entry is taken
 /// back.
 pub(super) enum Pushed {
-    Refused { reason: String, nothing: bool },
-    Failed { reason: String, nothing: bool },
+    Refused {
+        reason: String,
+        nothing: bool,
+        nonce: Placed,
+    },
+    Failed {
+        reason: String,
+        nothing: bool,
+    },
 }
 
 /// A write the registry did not take: refused by its access control, or
@@ -256,11 +310,12 @@ pub(super) enum WriteError {
 }
 
 impl WriteError {
-    fn with(self, nothing_yet: bool) -> Pushed {
+    fn with(self, nothing_yet: bool, nonce: Placed) -> Pushed {
         match self {
             WriteError::Refused(reason) => Pushed::Refused {
                 reason,
                 nothing: nothing_yet,
+                nonce,
             },
             WriteError::Failed { reason, client } => Pushed::Failed {
                 reason,

@@ -21,16 +21,42 @@ const PAGE: usize = 100;
 /// A listing that has not ended after this many pages is an error.
 const MAX_PAGES: usize = 10_000;
 
+/// Names one listing may hold in all (each kept as a 128-bit hash to
+/// tell a page that repeats them): more is an error, so a listing's
+/// memory is bounded (16 MiB of hashes).
+pub(super) const MAX_NAMES: usize = 1_000_000;
+
+/// The start of a streamed answer kept to judge it when it is not the
+/// blob (the registry's error body is a few hundred bytes).
+const ERROR_BODY: usize = 64 * 1024;
+
 /// Media types a manifest read accepts: the registry then answers with
 /// what it stores, never a conversion (whose digest would differ).
 pub(super) const ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json";
 
 /// Whether an answer is the registry's own: its JSON error body
-/// (`{"errors": [...]}`) or an auth challenge. A 401/403 page without
-/// either comes from something in front of it (a proxy, an SSO gate).
+/// (`{"errors": [...]}`). A page without one comes from something in
+/// front of it (a proxy, an SSO gate, a WAF).
 pub(super) fn registrys_own(r: &Response) -> bool {
-    r.headers.contains_key("www-authenticate")
-        || serde_json::from_slice::<Value>(&r.body).is_ok_and(|v| v["errors"].is_array())
+    serde_json::from_slice::<Value>(&r.body).is_ok_and(|v| v["errors"].is_array())
+}
+
+/// Whether a `WWW-Authenticate: Bearer` challenge says
+/// `error="insufficient_scope"`.
+fn insufficient_scope(headers: &::http::HeaderMap) -> bool {
+    headers
+        .get_all("www-authenticate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(parse_challenge)
+        .any(|c| c.error.as_deref() == Some("insufficient_scope"))
+}
+
+/// The first error code of the registry's error body, as sent.
+fn first_code(r: &Response) -> Option<String> {
+    serde_json::from_slice::<Value>(&r.body)
+        .ok()
+        .and_then(|v| v["errors"][0]["code"].as_str().map(str::to_string))
 }
 
 /// The first error code of the registry's error body, for messages.
@@ -62,43 +88,89 @@ fn next_link(headers: &::http::HeaderMap) -> Option<String> {
 }
 
 impl Instance {
-    /// Why the registry did not take a write (`what`, for people): its
-    /// access control (a 401/403 of its own, read-only mode's 405 with an
-    /// `Allow` without the method), or a failure.
-    pub(super) fn write_error(&self, what: &str, method: &Method, r: &Response) -> WriteError {
-        let allow = r
-            .headers
-            .get("allow")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+    /// Why a 401 or 403 is the registry's own access control refusing the
+    /// request, or `None` when it is not (then it is an error): a 403 with
+    /// its JSON error body (`DENIED`, …); a 401 whose body says `DENIED`;
+    /// or, to a request that carried a token the service issued, a 401
+    /// whose Bearer challenge says `insufficient_scope`. A 401
+    /// `UNAUTHORIZED` otherwise is the credentials not accepted (a
+    /// mistyped or expired token), and a bare `WWW-Authenticate: Basic`
+    /// with a page is a front (nginx's `auth_basic`): neither is a
+    /// refusal of the carrier.
+    pub(super) fn refused(&self, r: &Response) -> Option<String> {
+        let own = registrys_own(r);
         match r.status {
-            401 | 403 if registrys_own(r) => {
-                let scope = r
-                    .headers
-                    .get("www-authenticate")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(parse_challenge)
-                    .and_then(|c| c.error)
-                    .is_some_and(|e| e == "insufficient_scope");
-                WriteError::Refused(format!(
-                    "the registry refused the {what} (HTTP {}{})",
-                    r.status,
-                    if scope {
-                        ", insufficient_scope: the token does not cover it"
-                    } else {
-                        ""
-                    }
-                ))
+            403 if own => Some(format!("HTTP 403{}", error_code(r))),
+            401 if self.bearer_sent.get() && insufficient_scope(&r.headers) => {
+                Some("HTTP 401, insufficient_scope: the token does not cover it".to_string())
             }
-            405 if allow
-                .as_ref()
-                .is_some_and(|a| !a.to_ascii_uppercase().contains(method.as_str())) =>
-            {
-                WriteError::Refused(format!(
-                    "the registry refused the {what} (HTTP 405: it allows only {}; read-only)",
-                    escape::bytes(allow.unwrap_or_default().as_bytes())
-                ))
+            401 if own && first_code(r).as_deref() == Some("DENIED") => {
+                Some("HTTP 401 DENIED".to_string())
             }
+            _ => None,
+        }
+    }
+
+    /// Why a 401 or 403 that is no refusal ([`Instance::refused`]) is an
+    /// error, for people.
+    fn not_refused(r: &Response) -> String {
+        if registrys_own(r) {
+            format!(
+                "HTTP {}{}: the registry did not accept the credentials (mistyped or expired?), which proves nothing about its access control",
+                r.status,
+                error_code(r)
+            )
+        } else {
+            format!(
+                "HTTP {} without the registry's error body: a front before the registry answered (is `registry` the registry?)",
+                r.status
+            )
+        }
+    }
+
+    /// Whether a 405 is distribution's read-only answer to `method`: an
+    /// `Allow` without the method, a plain-text or JSON body (never a
+    /// page), and the `Docker-Distribution-Api-Version` the registry
+    /// answers with, once it has been seen.
+    fn read_only(&self, method: &Method, r: &Response) -> bool {
+        let header = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok());
+        let allow_lacks = header("allow").is_some_and(|a| {
+            a.split(',')
+                .all(|m| !m.trim().eq_ignore_ascii_case(method.as_str()))
+        });
+        let plain = header("content-type").is_some_and(|t| {
+            let t = t.to_ascii_lowercase();
+            t.starts_with("text/plain") || t.starts_with("application/json")
+        });
+        let version = self.api_version.borrow().clone();
+        let same_version =
+            version.is_none_or(|v| header("docker-distribution-api-version") == Some(&v));
+        allow_lacks && plain && same_version
+    }
+
+    /// Why the registry did not take a write (`what`, for people): its
+    /// access control ([`Instance::refused`], or read-only mode's 405),
+    /// or a failure.
+    pub(super) fn write_error(&self, what: &str, method: &Method, r: &Response) -> WriteError {
+        match r.status {
+            401 | 403 => match self.refused(r) {
+                Some(why) => {
+                    WriteError::Refused(format!("the registry refused the {what} ({why})"))
+                }
+                None => WriteError::Failed {
+                    reason: format!("{what}: {}", Self::not_refused(r)),
+                    client: true,
+                },
+            },
+            405 if self.read_only(method, r) => WriteError::Refused(format!(
+                "the registry refused the {what} (HTTP 405: it allows only {}; read-only)",
+                escape::bytes(
+                    r.headers
+                        .get("allow")
+                        .map(|v| v.as_bytes())
+                        .unwrap_or_default()
+                )
+            )),
             s => WriteError::Failed {
                 reason: format!("{what}: HTTP {s}{}", error_code(r)),
                 client: (400..500).contains(&s),
@@ -107,12 +179,17 @@ impl Instance {
     }
 
     /// Why a read did not answer 200: the registry's access control
-    /// (Denied) or a failure.
+    /// (Denied, [`Instance::refused`]) or a failure.
     pub(super) fn read_error(&self, what: &str, r: &Response) -> crate::surface::RecoverOutcome {
         use crate::surface::RecoverOutcome;
         match r.status {
-            401 | 403 if registrys_own(r) => RecoverOutcome::Denied {
-                reason: format!("the registry refused {what} (HTTP {})", r.status),
+            401 | 403 => match self.refused(r) {
+                Some(why) => RecoverOutcome::Denied {
+                    reason: format!("the registry refused {what} ({why})"),
+                },
+                None => RecoverOutcome::Failed {
+                    reason: format!("{what}: {}", Self::not_refused(r)),
+                },
             },
             s => RecoverOutcome::Failed {
                 reason: format!("{what}: HTTP {s}{}", error_code(r)),
@@ -121,8 +198,14 @@ impl Instance {
     }
 
     /// Uploads `data` to `repo` unless the repository has it; whether it
-    /// did (a write was taken).
-    pub(super) fn put_blob(&self, repo: &str, data: &[u8]) -> Result<bool, WriteError> {
+    /// did (a write was taken). `started`: the upload was opened (a write
+    /// taken, whatever follows).
+    pub(super) fn put_blob(
+        &self,
+        repo: &str,
+        data: &[u8],
+        started: &mut bool,
+    ) -> Result<bool, WriteError> {
         let failed = |f: Fault| WriteError::Failed {
             reason: f.into(),
             client: false,
@@ -130,10 +213,17 @@ impl Instance {
         let digest = super::plant::digest_of(data);
         let url = self.at(&format!("/v2/{repo}/blobs/{digest}"));
         let head = self.call(Method::HEAD, &url, "*/*", None).map_err(failed)?;
+        // The check is a read (pull scope): a 401 or 403 to it says
+        // nothing about the write, which its own answer judges.
         match head.status {
             200 => return Ok(false),
-            404 => {}
-            _ => return Err(self.write_error("push (its blob check)", &Method::HEAD, &head)),
+            404 | 401 | 403 => {}
+            s => {
+                return Err(WriteError::Failed {
+                    reason: format!("push (its blob check): HTTP {s}{}", error_code(&head)),
+                    client: (400..500).contains(&s),
+                });
+            }
         }
         let start = self.at(&format!("/v2/{repo}/blobs/uploads/"));
         let r = self
@@ -142,6 +232,7 @@ impl Instance {
         if r.status != 202 {
             return Err(self.write_error("blob upload", &Method::POST, &r));
         }
+        *started = true;
         let loc = r
             .headers
             .get("location")
@@ -267,7 +358,10 @@ impl Instance {
         let failed = |why: String| RecoverOutcome::Failed {
             reason: format!("listing {what}: {why}"),
         };
-        let mut seen = std::collections::HashSet::new();
+        use sha2::{Digest, Sha256};
+        // Hashes, not the names: a name may be long, and a registry may
+        // list a million of them.
+        let mut seen: std::collections::HashSet<[u8; 16]> = std::collections::HashSet::new();
         let mut url = first.to_string();
         for page in 0..MAX_PAGES {
             let r = self
@@ -291,7 +385,15 @@ impl Instance {
                 let Some(n) = n.as_str() else {
                     return Err(failed(format!("a `{field}` entry that is not a string")));
                 };
-                if seen.insert(n.to_string()) {
+                let h: [u8; 16] = Sha256::digest(n.as_bytes())[..16]
+                    .try_into()
+                    .expect("16 bytes");
+                if seen.insert(h) {
+                    if seen.len() > MAX_NAMES {
+                        return Err(failed(format!(
+                            "more than {MAX_NAMES} names: too many to hold, so it is not read to its end"
+                        )));
+                    }
                     new += 1;
                     each(n);
                 }
@@ -315,15 +417,18 @@ impl Instance {
     }
 
     /// Whether the blob `digest` of `repo` holds `needle`, searched as it
-    /// arrives (`Ok(None)`: the registry has no such blob). A redirect to
-    /// another origin (a storage backend) is followed without credentials.
+    /// arrives and hashed: bytes that are not the digest's are an error,
+    /// and so is a 404 (the manifest names the blob: the registry not
+    /// serving it is no answer about the nonce). A redirect to another
+    /// origin (a storage backend) is followed without credentials.
     pub(super) fn blob_holds(
         &self,
         repo: &str,
         digest: &str,
         needle: &str,
-    ) -> Result<Option<bool>, crate::surface::RecoverOutcome> {
+    ) -> Result<bool, crate::surface::RecoverOutcome> {
         use crate::surface::RecoverOutcome;
+        use sha2::{Digest, Sha256};
         let failed = |f: Fault| RecoverOutcome::Failed {
             reason: f.context("pulling the blob").into_reason(),
         };
@@ -332,6 +437,10 @@ impl Instance {
         let mut ours = true;
         for hop in 0..4 {
             let mut needles = Needles::new(vec![needle.to_string()]);
+            let mut hash = Sha256::new();
+            // The start of the body, kept to judge an answer that is not
+            // the blob (its error body is small).
+            let mut head = Vec::new();
             let req = Request::new(Method::GET, &url);
             let req = if ours { self.authed(req, &key) } else { req };
             let (status, headers) = self
@@ -339,15 +448,33 @@ impl Instance {
                 .map_err(failed)?
                 .stream(&req, &mut |c| {
                     needles.feed(c);
+                    hash.update(c);
+                    let room = ERROR_BODY.saturating_sub(head.len());
+                    head.extend_from_slice(&c[..c.len().min(room)]);
                     Ok(())
                 })
                 .map_err(|f| failed(self.failure(&Method::GET, f)))?;
+            let answer = Response {
+                status,
+                headers,
+                body: head,
+            };
             match status {
-                200 => return Ok(Some(needles.found(0))),
-                404 if ours => return Ok(None),
-                401 if ours && hop == 0 && self.challenged(&headers, &key).map_err(failed)? => {}
+                200 => {
+                    let got = format!("sha256:{}", crate::nonce::to_hex(&hash.finalize()));
+                    if got != digest {
+                        return Err(failed(Fault::broken(
+                            "the registry served bytes that are not the blob's digest",
+                        )));
+                    }
+                    return Ok(needles.found(0));
+                }
+                401 if ours
+                    && hop == 0
+                    && self.challenged(&answer.headers, &key).map_err(failed)? => {}
                 301 | 302 | 303 | 307 | 308 => {
-                    let Some(loc) = headers.get("location").and_then(|v| v.to_str().ok()) else {
+                    let loc = answer.headers.get("location").and_then(|v| v.to_str().ok());
+                    let Some(loc) = loc else {
                         return Err(failed(Fault::broken("a redirect without a Location")));
                     };
                     url = match self.resolve(loc) {
@@ -359,10 +486,14 @@ impl Instance {
                         Err(f) => return Err(failed(f)),
                     };
                 }
-                401 | 403 if ours => {
-                    return Err(RecoverOutcome::Denied {
-                        reason: format!("the registry refused the blob (HTTP {status})"),
-                    });
+                // Only the registry's own answer can refuse: a storage
+                // backend's 403 (an expired signed URL) is an error.
+                401 | 403 if ours => return Err(self.read_error("the blob", &answer)),
+                404 if ours && registrys_own(&answer) => {
+                    return Err(failed(Fault::broken(format!(
+                        "the registry has no blob {digest}{}, which the manifest names",
+                        error_code(&answer)
+                    ))));
                 }
                 s => return Err(failed(Fault::broken(format!("HTTP {s}")))),
             }

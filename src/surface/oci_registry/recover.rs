@@ -5,9 +5,10 @@
 //! silence counts only when it lists the agreed repositories B read by
 //! name.
 
-use super::plant::{EMPTY, PLANT_TAG, WITNESS_TAG, agreed_repository, digest_of};
+use super::plant::{EMPTY, PLANT_TAG, WITNESS_TAG, agreed_repository, digest_of, plan};
 use super::{Instance, Oci};
 use crate::escape;
+use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::{self, until_current};
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
@@ -31,13 +32,14 @@ impl Instance {
         let mut catalog: Vec<(usize, String)> = vec![];
         for (i, w) in wanted.iter().enumerate() {
             let Some(carrier) = kinds[i] else { continue };
-            let hex = match crate::surface::wanted_nonce(w) {
-                Ok(n) => n.hex(),
+            let nonce = match crate::surface::wanted_nonce(w) {
+                Ok(n) => n,
                 Err(o) => {
                     out[i] = Some(o);
                     continue;
                 }
             };
+            let hex = nonce.hex();
             let repo = agreed_repository(ctx, &self.s.repository, carrier);
             out[i] = Some(match carrier {
                 Oci::RepositoryName => {
@@ -46,7 +48,7 @@ impl Instance {
                 }
                 Oci::TagName => self.read_tags(&repo, &hex, &mut readable),
                 Oci::ManifestAnnotation | Oci::BlobContent => {
-                    self.read_manifest(carrier, &repo, &hex, &mut readable)
+                    self.read_manifest(ctx, carrier, &nonce, &mut readable)
                 }
             });
         }
@@ -59,7 +61,7 @@ impl Instance {
         crate::surface::all_outcomes(out)
     }
 
-    fn wait(&self) -> Duration {
+    pub(super) fn wait(&self) -> Duration {
         Duration::from_millis(self.s.consistency_wait_ms)
     }
 
@@ -77,8 +79,10 @@ impl Instance {
                     hit = Some(escape::bytes(t.as_bytes()));
                 }
             })?;
-            // No such repository: a read by name that says so is current.
-            Ok(((n, hit, witness), n.is_none() || witness))
+            // No such repository (404 NAME_UNKNOWN) is no look either:
+            // run A made it, with the witness, so a registry that does
+            // not know it yet lags (or is not the one A pushed to).
+            Ok(((n, hit, witness), n.is_some() && witness))
         });
         let c = match listed {
             Ok(c) => c,
@@ -92,9 +96,12 @@ impl Instance {
             (_, Some(t)) => RecoverOutcome::Found {
                 detail: format!("{shown} has the tag {t}"),
             },
-            (None, None) => RecoverOutcome::NotFound {
-                detail: format!("no repository {shown}"),
-            },
+            (None, None) => listing::not_current(
+                &format!(
+                    "{shown} (its tags list answers 404: no such repository) or its tag {WITNESS_TAG}"
+                ),
+                &c,
+            ),
             (Some(n), None) if c.current => RecoverOutcome::NotFound {
                 detail: format!("{shown} lists {n} tags; none carries it"),
             },
@@ -105,25 +112,51 @@ impl Instance {
     }
 
     /// `manifest-annotation` and `blob-content`: the manifest under the
-    /// agreed tag, its annotations, and for blob-content its layers pulled.
+    /// agreed tag, its annotations, and for blob-content its layers
+    /// pulled. Only the plant's own manifest (the digest B computes from
+    /// the plan) counts: another under the tag (a tenant's re-tag, a
+    /// replica behind) is read again within `consistency-wait`, then
+    /// ERROR.
     fn read_manifest(
         &self,
+        ctx: &RunCtx<'_>,
         carrier: Oci,
-        repo: &str,
-        hex: &str,
+        nonce: &Nonce,
         readable: &mut Vec<String>,
     ) -> RecoverOutcome {
+        let p = plan(ctx, &self.s.repository, carrier, nonce);
+        let (repo, hex) = (p.repository.as_str(), nonce.hex());
         let shown = escape::bytes(format!("{repo}:{PLANT_TAG}").as_bytes());
-        let body = match self.manifest(repo, PLANT_TAG) {
+        let read = until_current(self.wait(), || {
+            let body = self.manifest(repo, PLANT_TAG)?;
+            let current = body.as_ref().is_none_or(|b| digest_of(b) == p.digest);
+            Ok((body, current))
+        });
+        let c = match read {
+            Ok(c) => c,
             Err(o) => return o,
-            Ok(None) => {
+        };
+        let body = match &c.value {
+            None => {
                 return RecoverOutcome::NotFound {
                     detail: format!("no manifest {shown}"),
                 };
             }
-            Ok(Some(b)) => b,
+            Some(b) if !c.current => {
+                return RecoverOutcome::Failed {
+                    reason: format!(
+                        "the manifest under {shown} is {}, not this plant's {} ({} reads over {:.1} s): re-tagged or not yet current, so it proves nothing",
+                        digest_of(b),
+                        p.digest,
+                        c.tries,
+                        c.waited.as_secs_f64()
+                    ),
+                };
+            }
+            Some(b) => b.clone(),
         };
         readable.push(repo.to_string());
+        let hex = hex.as_str();
         let Ok(doc) = serde_json::from_slice::<Value>(&body) else {
             return RecoverOutcome::Failed {
                 reason: format!("the manifest {shown} is not JSON"),
@@ -166,13 +199,18 @@ impl Instance {
             }
             match self.blob_holds(repo, d, hex) {
                 Err(o) => return o,
-                Ok(Some(true)) => {
+                Ok(true) => {
                     return RecoverOutcome::Found {
                         detail: format!("the layer {d} of {shown} holds it"),
                     };
                 }
-                Ok(_) => pulled += 1,
+                Ok(false) => pulled += 1,
             }
+        }
+        if pulled == 0 {
+            return RecoverOutcome::Failed {
+                reason: format!("no layer blob of {shown} was pulled: nothing was looked at"),
+            };
         }
         RecoverOutcome::NotFound {
             detail: format!("{pulled} layer blobs of {shown} pulled; none holds it"),

@@ -3,7 +3,13 @@
 //! a catalog that does not page or pages to another origin, an upload
 //! `Location` on another origin, a tags list without its witness, a token
 //! realm over plain http on another host. Each is ERROR, never a PASS,
-//! and no credential goes where the registry named.
+//! and no credential goes where the registry named. And what is not a
+//! refusal: an nginx `auth_basic` front's 401, a front's 405 page, the
+//! token service refusing, a realm on another host not named by
+//! `token-realm`, a refusal after the nonce was written, a refused blob
+//! check (the push goes on); nor a look: a tags list that does not know
+//! the agreed repository, another manifest under the agreed tag, a layer
+//! not served.
 
 use super::{CARRIERS, config};
 use crate::common::hostile::{Reply, Req};
@@ -77,6 +83,31 @@ fn read_by_tag(r: &Req) -> bool {
 static ELSEWHERE: Mutex<Vec<bool>> = Mutex::new(vec![]);
 static ELSEWHERE_PORT: Mutex<u16> = Mutex::new(0);
 
+/// The front's own port (for a realm pointed at it).
+static FRONT_PORT: Mutex<u16> = Mutex::new(0);
+
+/// The registry's own refusal (its access control, as ghcr.io answers).
+fn denied() -> Reply {
+    Reply::json(
+        403,
+        serde_json::json!({ "errors": [{ "code": "DENIED", "message": "requested access to the resource is denied" }] }),
+    )
+}
+
+/// `a` with every `WWW-Authenticate` realm's origin made `to`.
+fn realm_to(mut a: Reply, to: &str) -> Reply {
+    for (k, v) in a.headers.iter_mut() {
+        if k.eq_ignore_ascii_case("www-authenticate")
+            && let Some(start) = v.find("realm=\"")
+        {
+            let rest = &v[start + 7..];
+            let end = rest.find("/token").unwrap_or(0);
+            *v = format!("{}realm=\"{to}{}", &v[..start], &rest[end..]);
+        }
+    }
+    a
+}
+
 type Case = (
     &'static str,
     Answer,
@@ -93,7 +124,7 @@ fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
     })
     .unwrap();
     *runwarden::loopback::lock(&ELSEWHERE_PORT) = other.port;
-    let cases: [Case; 7] = [
+    let cases: Vec<Case> = vec![
         (
             "html 404",
             |r, pass| {
@@ -212,11 +243,171 @@ fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
             },
             &[("tag-name", "error"), ("repository-name", "error")],
         ),
+        // nginx's `auth_basic` before the registry: its 401 is no refusal.
+        (
+            "basic auth front",
+            |r, pass| {
+                if r.path().starts_with("/v2/") {
+                    return Reply::html(401, "<html>401 Authorization Required</html>")
+                        .with_header("WWW-Authenticate", "Basic realm=\"registry\"");
+                }
+                pass(r)
+            },
+            &[
+                ("repository-name", "error"),
+                ("tag-name", "error"),
+                ("manifest-annotation", "error"),
+                ("blob-content", "error"),
+            ],
+        ),
+        // A front's 405 page, even with an `Allow`, is not read-only mode.
+        (
+            "html 405",
+            |r, pass| {
+                if r.method == "POST" || r.method == "PUT" {
+                    return Reply::html(405, "<html>Not Allowed</html>")
+                        .with_header("Allow", "GET, HEAD");
+                }
+                pass(r)
+            },
+            &[
+                ("repository-name", "error"),
+                ("tag-name", "error"),
+                ("blob-content", "error"),
+            ],
+        ),
+        // The token service refusing (a WAF, a rate limit, a bad
+        // password) is not the registry refusing a carrier.
+        (
+            "token service refuses",
+            |r, pass| {
+                if r.path() == "/token" {
+                    return Reply::html(403, "<html>Request blocked</html>");
+                }
+                let port = *runwarden::loopback::lock(&FRONT_PORT);
+                realm_to(pass(r), &format!("http://127.0.0.1:{port}"))
+            },
+            &[
+                ("repository-name", "error"),
+                ("tag-name", "error"),
+                ("manifest-annotation", "error"),
+                ("blob-content", "error"),
+            ],
+        ),
+        // A realm on another host gets the credentials only when named.
+        (
+            "realm elsewhere over https",
+            |r, pass| {
+                let port = *runwarden::loopback::lock(&ELSEWHERE_PORT);
+                realm_to(pass(r), &format!("https://localhost:{port}"))
+            },
+            &[("tag-name", "error"), ("blob-content", "error")],
+        ),
+        // Refusals after the nonce was written: the witness tag, the
+        // manifest that makes blob-content's layer readable, the manifest
+        // of a repository already in the catalog.
+        (
+            "refused after the nonce",
+            |r, pass| {
+                let p = r.path();
+                if r.method == "PUT"
+                    && p.contains("/manifests/")
+                    && (p.ends_with("/runwarden-witness")
+                        || p.contains("-blob-content-")
+                        || p.contains("-repository-name-"))
+                {
+                    return denied();
+                }
+                pass(r)
+            },
+            &[
+                ("tag-name", "error"),
+                ("blob-content", "error"),
+                ("repository-name", "fail"),
+                ("manifest-annotation", "fail"),
+            ],
+        ),
+        // The blob check is a read: its refusal says nothing of the push.
+        (
+            "blob check refused",
+            |r, pass| {
+                if r.method == "HEAD" && r.path().contains("/blobs/") {
+                    return denied();
+                }
+                pass(r)
+            },
+            &[
+                ("repository-name", "fail"),
+                ("tag-name", "fail"),
+                ("manifest-annotation", "fail"),
+                ("blob-content", "fail"),
+            ],
+        ),
+        // The agreed repository unknown to the tags list: not current.
+        (
+            "tags list 404",
+            |r, pass| {
+                if r.path().ends_with("/tags/list") {
+                    return Reply::json(
+                        404,
+                        serde_json::json!({ "errors": [{ "code": "NAME_UNKNOWN", "message": "repository name not known to registry" }] }),
+                    );
+                }
+                pass(r)
+            },
+            &[("tag-name", "error")],
+        ),
+        // Another manifest under the agreed tag (a tenant's re-tag).
+        (
+            "re-tagged",
+            |r, pass| {
+                let mut a = pass(r);
+                if read_by_tag(r) && a.status == 200 {
+                    let mut v = a.json_body();
+                    v["annotations"] = serde_json::json!({ "note": "theirs" });
+                    a.body = v.to_string().into_bytes();
+                    a.headers
+                        .retain(|(k, _)| !k.eq_ignore_ascii_case("docker-content-digest"));
+                }
+                a
+            },
+            &[
+                ("manifest-annotation", "error"),
+                ("blob-content", "error"),
+                ("tag-name", "fail"),
+            ],
+        ),
+        // The layer the manifest names, not served: no look at it.
+        (
+            "blob 404",
+            |r, pass| {
+                if r.method == "GET" && r.path().contains("/blobs/sha256:") {
+                    return Reply::json(
+                        404,
+                        serde_json::json!({ "errors": [{ "code": "BLOB_UNKNOWN", "message": "blob unknown to registry" }] }),
+                    );
+                }
+                pass(r)
+            },
+            &[("blob-content", "error"), ("manifest-annotation", "fail")],
+        ),
+        // A front's 403 page on the blob is not the registry refusing it.
+        (
+            "blob 403 page",
+            |r, pass| {
+                if r.method == "GET" && r.path().contains("/blobs/sha256:") {
+                    return Reply::html(403, "<html>Forbidden</html>");
+                }
+                pass(r)
+            },
+            &[("blob-content", "error")],
+        ),
     ];
     for (name, answer, want) in cases {
         let svc = OciServer::start().unwrap();
         let (user, password) = svc.user().unwrap();
         let f = front(svc.url(), answer);
+        *runwarden::loopback::lock(&FRONT_PORT) = f.port;
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(&f.base(), "    consistency-wait: 1\n")
             .replace("repository: ci/runwarden", "repository: control/runwarden")

@@ -133,14 +133,16 @@ fn every_carrier_is_open_to_the_pusher_and_foreign_objects_stay() {
     );
     assert_eq!(p.verdict("registry:tag-name"), "fail");
 
-    // A wrong password: every write refused, nothing left.
+    // A wrong password: the registry's 401 UNAUTHORIZED is the
+    // credentials not accepted, no refusal of a carrier: ERROR, nothing
+    // left.
     let p = run_config(
         dir.path(),
         &config(&r.url, ""),
         &[("REGISTRY_TOKEN", "wrong")],
         &["probe"],
     );
-    assert_eq!(verdicts(&p), ["pass"; 4], "{}", p.report);
+    assert_eq!(verdicts(&p), ["error"; 4], "{}", p.report);
     assert_eq!(p.report["cleanup"]["left"], json!([]));
     assert_eq!(r.snapshot(&theirs), before);
 }
@@ -518,6 +520,18 @@ fn the_bearer_token_flow_opens_to_the_pusher_and_refuses_the_reader() {
         assert!(d.contains("insufficient_scope"), "{c}: {d}");
     }
     assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(USERS[1].1));
+
+    // A mistyped password: the token service refuses it (401), which is
+    // not the registry's access control: ERROR, never PASS.
+    let p = run_config(
+        dir.path(),
+        &cfg("reader"),
+        &[("REGISTRY_TOKEN", "mistyped")],
+        &["probe"],
+    );
+    assert_eq!(verdicts(&p), ["error"; 4], "{}", p.report);
+    let d = p.finding("registry:tag-name")["detail"].to_string();
+    assert!(d.contains("token service"), "{d}");
 }
 
 /// A registry that does not delete: the plants stay, each listed as left
