@@ -12,6 +12,7 @@ use crate::escape;
 use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
+use crate::surface::listing::until_current;
 use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx, string_array};
 use ::http::Method;
 use serde_json::{Value, json};
@@ -20,6 +21,24 @@ use serde_json::{Value, json};
 /// repository with more is left alone (no full check is possible).
 const MAX_TAGS: usize = 1_000;
 
+/// A repository's tags that are not the plant's ([`Instance::others`]).
+struct Others {
+    names: Vec<String>,
+    /// The plant's own tags the listing shows.
+    listed_ours: Vec<String>,
+}
+
+/// What the foreign tags of a repository hold ([`Instance::tags_check`]).
+#[derive(Default)]
+struct TagCheck {
+    /// Escaped: on the plant's digest.
+    foreign: Vec<String>,
+    /// Escaped: referencing one of the plant's blobs.
+    users: Vec<String>,
+    /// Every tag read, as listed.
+    checked: Vec<String>,
+}
+
 impl Instance {
     pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
         let repo = entry["repository"].as_str().unwrap_or("");
@@ -27,11 +46,30 @@ impl Instance {
         let carrier = entry["carrier"].as_str().and_then(Oci::parse);
         let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
         let left = |reason: String| CleanupOutcome::Left { reason };
+        let blobs = string_array(&entry["blobs"]);
         let removed = match self.delete_manifest(repo, digest, &string_array(&entry["tags"])) {
             Ok(r) => r,
             Err(reason) => return left(reason),
         };
-        for blob in string_array(&entry["blobs"]) {
+        if !blobs.is_empty() {
+            // The layer is unique content, but someone may have pushed a
+            // manifest of their own on it: a tagged one is seen (an
+            // untagged one cannot be: LIMITATIONS).
+            match self.tags_check(repo, digest, &[], &blobs) {
+                Ok(c) if c.users.is_empty() => {}
+                Ok(c) => {
+                    return left(format!(
+                        "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
+                        if removed { "deleted" } else { "gone" },
+                        if c.users.len() == 1 { "" } else { "s" },
+                        c.users.join(", "),
+                        if c.users.len() == 1 { "s" } else { "" },
+                    ));
+                }
+                Err(reason) => return left(format!("{shown}: its layer blob stays: {reason}")),
+            }
+        }
+        for blob in blobs {
             let url = self.at(&format!("/v2/{repo}/blobs/{blob}"));
             match self.call(Method::DELETE, &url, "*/*", None) {
                 Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {}
@@ -76,14 +114,25 @@ impl Instance {
             }
             Ok(Some(_)) => {}
         }
-        let foreign = self.foreign_tags_on(repo, digest, ours)?;
-        if !foreign.is_empty() {
+        let check = self.tags_check(repo, digest, ours, &[])?;
+        if !check.foreign.is_empty() {
+            let foreign = &check.foreign;
             return Err(format!(
                 "{shown}: the tag{} {} of someone else share{} its digest, and a delete by digest would remove {}; left in place",
                 if foreign.len() == 1 { "" } else { "s" },
                 foreign.join(", "),
                 if foreign.len() == 1 { "s" } else { "" },
                 if foreign.len() == 1 { "it" } else { "them" },
+            ));
+        }
+        // Listed once more just before the DELETE: a tag made while the
+        // others were checked is not deleted unchecked (the race left
+        // after this one: LIMITATIONS).
+        let again = self.others(repo, ours)?;
+        if let Some(t) = again.names.iter().find(|t| !check.checked.contains(t)) {
+            return Err(format!(
+                "{shown}: the tag {} appeared while the others were checked; left in place",
+                escape::bytes(t.as_bytes())
             ));
         }
         let url = self.at(&format!("/v2/{repo}/manifests/{digest}"));
@@ -110,45 +159,106 @@ impl Instance {
         }
     }
 
-    /// The tags of `repo` that are not `ours` and name `digest`, escaped.
-    fn foreign_tags_on(
+    /// The tags of `repo` that are not `ours`, at most [`MAX_TAGS`]
+    /// (more: an error).
+    fn others(&self, repo: &str, ours: &[String]) -> Result<Others, String> {
+        let mut names = vec![];
+        let mut count = 0;
+        let mut listed_ours = vec![];
+        let url = self.at(&format!("/v2/{repo}/tags/list"));
+        let what = format!("the tags of {}", escape::bytes(repo.as_bytes()));
+        self.list(&url, "tags", &what, &mut |t| {
+            if ours.iter().any(|o| o == t) {
+                listed_ours.push(t.to_string());
+            } else {
+                count += 1;
+                if names.len() < MAX_TAGS {
+                    names.push(t.to_string());
+                }
+            }
+        })
+        .map_err(outcome_reason)?;
+        if count > MAX_TAGS {
+            return Err(format!(
+                "{what}: more than {MAX_TAGS} tags not ours; whether one shares the plant's digest or its blob is not checked, so it is left in place"
+            ));
+        }
+        Ok(Others { names, listed_ours })
+    }
+
+    /// The tags of `repo` that are not `ours`, each read: those whose
+    /// manifest is `digest` (`foreign`) and those whose manifest
+    /// references one of `blobs` (`users`), escaped. The listing counts
+    /// only once it shows every tag of `ours` that resolves to `digest`
+    /// (its witnesses), within `consistency-wait`; and a listed tag whose
+    /// manifest does not answer leaves the plant (it may be on it).
+    fn tags_check(
         &self,
         repo: &str,
         digest: &str,
         ours: &[String],
-    ) -> Result<Vec<String>, String> {
-        let mut others = vec![];
-        let url = self.at(&format!("/v2/{repo}/tags/list"));
-        let what = format!("the tags of {}", escape::bytes(repo.as_bytes()));
-        self.list(&url, "tags", &what, &mut |t| {
-            if !ours.iter().any(|o| o == t) {
-                others.push(t.to_string());
+        blobs: &[String],
+    ) -> Result<TagCheck, String> {
+        let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
+        let mut witnesses = vec![];
+        for t in ours {
+            if self.digest_at(repo, t).map_err(String::from)?.as_deref() == Some(digest) {
+                witnesses.push(t.clone());
             }
-        })
-        .map_err(outcome_reason)?;
-        if others.len() > MAX_TAGS {
+        }
+        if !ours.is_empty() && witnesses.is_empty() {
             return Err(format!(
-                "{what}: more than {MAX_TAGS} tags not ours; whether one shares the plant's digest is not checked, so it is left in place"
+                "{shown}: no tag of the plant's names it any more, so no tags listing can be shown current and a foreign tag on it may go unseen; left in place"
             ));
         }
-        let mut foreign = vec![];
-        for t in others {
+        let listed = until_current(self.wait(), || {
+            let o = self.others(repo, ours)?;
+            let current = witnesses.iter().all(|w| o.listed_ours.contains(w));
+            Ok::<_, String>((o, current))
+        })?;
+        if !listed.current {
+            return Err(format!(
+                "{shown}: the tags list does not show the plant's own tags on it ({} listings over {:.1} s), so its silence on foreign ones proves nothing; left in place",
+                listed.tries,
+                listed.waited.as_secs_f64()
+            ));
+        }
+        let mut c = TagCheck::default();
+        for t in listed.value.names {
+            let name = escape::bytes(t.as_bytes());
             // A tag is part of a URL path: one the spec's grammar allows.
             let plain = !t.is_empty()
                 && t.len() <= 128
                 && t.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
             if !plain {
-                foreign.push(escape::bytes(t.as_bytes()));
+                c.foreign.push(name);
                 continue;
             }
-            match self.digest_at(repo, &t) {
-                Ok(Some(d)) if d == digest => foreign.push(escape::bytes(t.as_bytes())),
-                Ok(_) => {}
-                Err(f) => return Err(f.into()),
+            let body = match self.manifest(repo, &t) {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    return Err(format!(
+                        "{shown}: the tag {name} is listed but its manifest answers 404, so whether it shares the plant's digest is unknown; left in place"
+                    ));
+                }
+                Err(o) => {
+                    return Err(format!(
+                        "{shown}: the tag {name} could not be read ({}); left in place",
+                        outcome_reason(o)
+                    ));
+                }
+            };
+            if digest_of(&body) == digest {
+                c.foreign.push(name.clone());
             }
+            let text = String::from_utf8_lossy(&body);
+            if blobs.iter().any(|b| text.contains(b.as_str())) {
+                c.users.push(name);
+            }
+            c.checked.push(t);
         }
-        Ok(foreign)
+        Ok(c)
     }
 
     pub(super) fn find_plants(
@@ -170,15 +280,19 @@ impl Instance {
             let nonces: Vec<Nonce> = match carrier {
                 Oci::RepositoryName => self.catalog_nonces(ctx).map_err(fault)?,
                 Oci::TagName => {
-                    let mut tags = vec![];
+                    // Only this probe's nonce tags are kept, and at most
+                    // MAX_TAGS of them: memory stays bounded.
+                    let mut nonces = vec![];
                     let url = self.at(&format!("/v2/{repo}/tags/list"));
                     self.list(&url, "tags", "the agreed repository's tags", &mut |t| {
-                        tags.push(t.to_string())
+                        if nonces.len() < MAX_TAGS
+                            && let Some(n) = nonce_of_name(ctx, t, Oci::TagName)
+                        {
+                            nonces.push(n);
+                        }
                     })
                     .map_err(fault)?;
-                    tags.iter()
-                        .filter_map(|t| nonce_of_name(ctx, t, Oci::TagName))
-                        .collect()
+                    nonces
                 }
                 _ => self.nonce_under_plant_tag(carrier, &repo).map_err(fault)?,
             };

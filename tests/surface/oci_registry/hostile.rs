@@ -438,3 +438,71 @@ fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
         "a credential went to another origin: {reached:?}"
     );
 }
+
+/// Cleanup's foreign-tag check: a listed tag whose manifest does not
+/// answer, and a tags list that does not show the plant's own tags, each
+/// leave the plant in place (named), never a delete on a guess.
+#[test]
+fn cleanup_leaves_a_plant_its_tags_check_cannot_clear() {
+    let cases: [(&str, Answer, &str); 2] = [
+        (
+            "a ghost tag",
+            |r, pass| {
+                let mut a = pass(r);
+                if r.path().ends_with("/tags/list") && a.status == 200 {
+                    let mut v = a.json_body();
+                    let mut tags = v["tags"].as_array().cloned().unwrap_or_default();
+                    tags.push(serde_json::json!("ghost"));
+                    v["tags"] = serde_json::json!(tags);
+                    a.body = v.to_string().into_bytes();
+                }
+                if r.path().ends_with("/manifests/ghost") {
+                    return Reply::json(
+                        404,
+                        serde_json::json!({ "errors": [{ "code": "MANIFEST_UNKNOWN", "message": "manifest unknown" }] }),
+                    );
+                }
+                a
+            },
+            "ghost",
+        ),
+        (
+            "a tags list without the plant's tags",
+            |r, pass| {
+                let mut a = pass(r);
+                if r.method == "GET" && r.path().ends_with("/tags/list") && a.status == 200 {
+                    let mut v = a.json_body();
+                    v["tags"] = serde_json::json!(["latest"]);
+                    a.body = v.to_string().into_bytes();
+                }
+                if r.path().ends_with("/manifests/latest") {
+                    return Reply::json(
+                        404,
+                        serde_json::json!({ "errors": [{ "code": "MANIFEST_UNKNOWN", "message": "manifest unknown" }] }),
+                    );
+                }
+                a
+            },
+            "does not show the plant's own tags",
+        ),
+    ];
+    for (name, answer, why) in cases {
+        let svc = OciServer::start().unwrap();
+        let (user, password) = svc.user().unwrap();
+        let f = front(svc.url(), answer);
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(&f.base(), "    consistency-wait: 1\n")
+            .replace("repository: ci/runwarden", "repository: control/runwarden")
+            .replace("username: pusher", &format!("username: {user}"));
+        let env = [("REGISTRY_TOKEN", password.as_str())];
+        let plant = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "oci-h"]);
+        assert_eq!(plant.code, 0, "{name}: {}\n{}", plant.stdout, plant.stderr);
+        let clean = run_config(dir.path(), &cfg, &env, &["cleanup", "--probe-id", "oci-h"]);
+        assert_eq!(
+            clean.code, 1,
+            "{name}: left is no green cleanup\n{}",
+            clean.stdout
+        );
+        assert!(clean.stdout.contains(why), "{name}: {}", clean.stdout);
+    }
+}

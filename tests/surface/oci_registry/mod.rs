@@ -15,6 +15,7 @@ use runwarden::surface::{self, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, W
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+mod cleanup;
 mod hostile;
 
 pub(crate) const CARRIERS: [&str; 4] = [
