@@ -52,13 +52,6 @@ fn insufficient_scope(headers: &::http::HeaderMap) -> bool {
         .any(|c| c.error.as_deref() == Some("insufficient_scope"))
 }
 
-/// The first error code of the registry's error body, as sent.
-fn first_code(r: &Response) -> Option<String> {
-    serde_json::from_slice::<Value>(&r.body)
-        .ok()
-        .and_then(|v| v["errors"][0]["code"].as_str().map(str::to_string))
-}
-
 /// The first error code of the registry's error body, for messages.
 fn error_code(r: &Response) -> String {
     serde_json::from_slice::<Value>(&r.body)
@@ -90,22 +83,19 @@ fn next_link(headers: &::http::HeaderMap) -> Option<String> {
 impl Instance {
     /// Why a 401 or 403 is the registry's own access control refusing the
     /// request, or `None` when it is not (then it is an error): a 403 with
-    /// its JSON error body (`DENIED`, …); a 401 whose body says `DENIED`;
-    /// or, to a request that carried a token the service issued, a 401
-    /// whose Bearer challenge says `insufficient_scope`. A 401
-    /// `UNAUTHORIZED` otherwise is the credentials not accepted (a
-    /// mistyped or expired token), and a bare `WWW-Authenticate: Basic`
-    /// with a page is a front (nginx's `auth_basic`): neither is a
-    /// refusal of the carrier.
+    /// its JSON error body (`DENIED`, …); or, to a request that carried a
+    /// token the service issued, a 401 whose Bearer challenge says
+    /// `insufficient_scope`. Any other 401 is the credentials not accepted
+    /// (a mistyped or expired token; ghcr.io answers a token it does not
+    /// take with `DENIED` "invalid token"), and a bare
+    /// `WWW-Authenticate: Basic` with a page is a front (nginx's
+    /// `auth_basic`): neither is a refusal of the carrier.
     pub(super) fn refused(&self, r: &Response) -> Option<String> {
         let own = registrys_own(r);
         match r.status {
             403 if own => Some(format!("HTTP 403{}", error_code(r))),
             401 if self.bearer_sent.get() && insufficient_scope(&r.headers) => {
                 Some("HTTP 401, insufficient_scope: the token does not cover it".to_string())
-            }
-            401 if own && first_code(r).as_deref() == Some("DENIED") => {
-                Some("HTTP 401 DENIED".to_string())
             }
             _ => None,
         }
