@@ -10,6 +10,7 @@
 pub mod actions_artifacts;
 pub mod actions_cache;
 mod auth;
+pub mod beacon;
 pub(crate) mod carrier;
 pub mod docker_daemon;
 pub mod filesystem;

@@ -11,8 +11,7 @@
 use super::api::Failure;
 use super::recover::Listed;
 use crate::escape;
-use crate::marker::Checked;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
+use crate::surface::{Notice, RecoverOutcome, RunCtx};
 
 /// The most beacon labels one listing keeps (each at most
 /// [`crate::marker::BEACON_MAX`] bytes).
@@ -41,38 +40,12 @@ pub(super) fn outcome(
     let mut found = None;
     for (name, label) in &c.value.beacons {
         let entry = format!("volume {}", escape::bytes(name.as_bytes()));
-        match ctx.key.check_beacon(label.as_bytes()) {
-            Checked::Valid(body) if body.probe_id == ctx.probe_id => {}
-            Checked::Valid(body) => {
-                let detail = format!(
-                    "beacon of probe {} planted {} by {}",
-                    escape::bytes(body.probe_id.as_bytes()),
-                    escape::bytes(body.planted_at.as_bytes()),
-                    escape::bytes(body.origin.describe().as_bytes())
-                );
-                found.get_or_insert_with(|| format!("run B found {entry}, a valid {detail}"));
-                notice(Notice {
-                    kind: NoticeKind::Beacon,
-                    entry,
-                    detail,
-                    beacon: Some(body),
-                });
-            }
-            Checked::Unverified { body, why } => notice(Notice {
-                kind: NoticeKind::UnverifiedBeacon,
-                entry,
-                detail: format!(
-                    "claims probe {}, but {why}; not counted",
-                    escape::bytes(body.probe_id.as_bytes())
-                ),
-                beacon: Some(body),
-            }),
-            Checked::Malformed(why) => notice(Notice {
-                kind: NoticeKind::MalformedBeacon,
-                entry,
-                detail: format!("{}; not counted", escape::bytes(why.as_bytes())),
-                beacon: None,
-            }),
+        let (hit, note) = crate::surface::beacon::read(ctx, entry, label.as_bytes());
+        if found.is_none() {
+            found = hit;
+        }
+        if let Some(n) = note {
+            notice(n);
         }
     }
     if let Some(detail) = found {

@@ -7,7 +7,6 @@ use super::scan::{
     Agreed, Needle, Route, is_content, is_link_target, is_xattr, mtime_matches, needs_stat,
 };
 use super::{CONTENT_WINDOW, Instance, Scan, Tally, fill, marker_hex, read_small};
-use crate::marker::Checked;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
 use crate::sys::Stat;
 use crate::{escape, marker, sys};
@@ -147,38 +146,12 @@ impl Instance {
             }
             Err(e) => return scan.trouble(beacons, "reading beacon", name, &e),
         };
-        match ctx.key.check_beacon(&bytes) {
-            Checked::Valid(body) if body.probe_id == ctx.probe_id => {}
-            Checked::Valid(body) => {
-                let detail = format!(
-                    "beacon of probe {} planted {} by {}",
-                    escape::bytes(body.probe_id.as_bytes()),
-                    escape::bytes(body.planted_at.as_bytes()),
-                    escape::bytes(body.origin.describe().as_bytes())
-                );
-                scan.hit(beacons, || format!("run B found {shown}, a valid {detail}"));
-                notice(Notice {
-                    kind: NoticeKind::Beacon,
-                    entry: shown,
-                    detail,
-                    beacon: Some(body),
-                });
-            }
-            Checked::Unverified { body, why } => notice(Notice {
-                kind: NoticeKind::UnverifiedBeacon,
-                entry: shown,
-                detail: format!(
-                    "claims probe {}, but {why}; not counted",
-                    escape::bytes(body.probe_id.as_bytes())
-                ),
-                beacon: Some(body),
-            }),
-            Checked::Malformed(why) => notice(Notice {
-                kind: NoticeKind::MalformedBeacon,
-                entry: shown,
-                detail: format!("{}; not counted", escape::bytes(why.as_bytes())),
-                beacon: None,
-            }),
+        let (hit, note) = crate::surface::beacon::read(ctx, shown, &bytes);
+        if let Some(detail) = hit {
+            scan.hit(beacons, || detail.clone());
+        }
+        if let Some(n) = note {
+            notice(n);
         }
     }
 
