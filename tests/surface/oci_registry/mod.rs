@@ -454,14 +454,26 @@ fn discover_proposes_the_docker_logins_registries_without_their_credentials() {
         "{}",
         String::from_utf8_lossy(&check.stderr)
     );
-    // Uncommented, each entry is a valid surface.
+    // Uncommented, each entry is a valid surface (only the oci-registry
+    // entries: the checkout this runs in may have a remote, proposed
+    // commented out too).
+    let mut in_oci = false;
     let live: String = text
         .lines()
         .map(|l| match l.strip_prefix("  # ") {
-            Some(rest) if rest.starts_with("- name: oci-registry") || rest.starts_with("  ") => {
-                format!("  {rest}\n")
+            Some(rest) if rest.starts_with("- name: ") => {
+                in_oci = rest.starts_with("- name: oci-registry");
+                if in_oci {
+                    format!("  {rest}\n")
+                } else {
+                    format!("{l}\n")
+                }
             }
-            _ => format!("{l}\n"),
+            Some(rest) if in_oci && rest.starts_with("  ") => format!("  {rest}\n"),
+            _ => {
+                in_oci &= l.starts_with("  # ") || l.starts_with("    ");
+                format!("{l}\n")
+            }
         })
         .collect();
     assert!(
