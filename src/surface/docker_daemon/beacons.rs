@@ -51,6 +51,15 @@ pub(super) fn outcome(
     if let Some(detail) = found {
         return RecoverOutcome::Found { detail };
     }
+    // Beacons not read are beacons not ruled out.
+    if c.value.beacons_beyond > 0 {
+        return RecoverOutcome::Failed {
+            reason: format!(
+                "the volumes listing holds more than {MAX} beacon labels; {} more were not read, so no valid one among those read proves nothing",
+                c.value.beacons_beyond
+            ),
+        };
+    }
     // Shown current by a witness of this probe's: its own beacon, or a
     // name carrier's agreed volume.
     match c.value.witnessed.iter().find(|(_, seen)| *seen) {

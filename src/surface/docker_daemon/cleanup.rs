@@ -7,8 +7,9 @@
 use super::api::{Body, Failure, q};
 use super::list::{self, Item};
 use super::names::{self, Entry, Kind};
-use super::{Dk, Instance, PLANT_LABEL};
+use super::{BEACON_LABEL, Dk, Instance, PLANT_LABEL};
 use crate::fault::Fault;
+use crate::marker::Checked;
 use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
 use serde_json::Value;
 
@@ -36,7 +37,17 @@ impl Instance {
                 };
                 for r in look {
                     let item = list::inspect(&self.api, e.kind, &r).map_err(Failure::fault)?;
-                    if let Some(i) = item.filter(|i| ours(i, &e)) {
+                    // A beacon's volume is named for the probe alone (no
+                    // tag): only a valid beacon of this probe in its label
+                    // shows it is the plant's, as on a filesystem.
+                    let proven = |i: &Item| {
+                        carrier != Dk::RunnerPersistence
+                            || i.labels.get(BEACON_LABEL).is_some_and(|b| {
+                                matches!(ctx.key.check_beacon(b.as_bytes()),
+                                    Checked::Valid(body) if body.probe_id == ctx.probe_id)
+                            })
+                    };
+                    if let Some(i) = item.filter(|i| ours(i, &e) && proven(i)) {
                         let id = (e.kind != Kind::Volume && !i.id.is_empty()).then_some(i.id);
                         found.push(Entry { id, ..e }.value());
                         break;
@@ -53,19 +64,15 @@ impl Instance {
     /// The journal, with each object's first entry (journalled before
     /// its create) superseded by the one with the id the daemon gave it.
     pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        let parsed: Vec<Option<Entry>> = entries
+        let recorded: Vec<(Kind, String)> = entries
             .iter()
-            .map(|e| serde_json::from_value(e.clone()).ok())
-            .collect();
-        let recorded: Vec<(Kind, &str)> = parsed
-            .iter()
-            .flatten()
+            .filter_map(|e| serde_json::from_value::<Entry>(e.clone()).ok())
             .filter(|e| e.id.is_some())
-            .map(|e| (e.kind, e.name.as_str()))
+            .map(|e| (e.kind, e.name))
             .collect();
         crate::surface::cleanup_unretracted(entries, |e| {
             match serde_json::from_value::<Entry>(e.clone()) {
-                Ok(p) if p.id.is_none() && recorded.contains(&(p.kind, p.name.as_str())) => {
+                Ok(p) if p.id.is_none() && recorded.contains(&(p.kind, p.name.clone())) => {
                     CleanupOutcome::Superseded
                 }
                 _ => self.clean_entry(e),

@@ -39,6 +39,8 @@ impl Instance {
         let mut objects = names::objects(ctx, carrier, &job.nonce);
         // event-history's objects can be of any kind: networks where
         // volumes are refused.
+        // (The volumes' refusal, once networks are tried instead.)
+        let mut refused_first: Option<String> = None;
         let mut fallback = carrier == Dk::EventHistory;
         let hex = job.nonce.hex();
         let mut made: Vec<Entry> = vec![];
@@ -74,12 +76,18 @@ impl Instance {
                 }
                 Ok(Made::Refused(why)) if fallback && role == Role::Carrier => {
                     fallback = false;
+                    refused_first = Some(why);
                     objects = names::objects_of(ctx, carrier, &job.nonce, Kind::Network);
-                    let _ = why;
+                    made.clear();
+                    i = 0;
                     continue;
                 }
                 Ok(Made::Refused(why)) if role == Role::Carrier => {
-                    return PlantOutcome::Refused { reason: why };
+                    let reason = match refused_first.take() {
+                        Some(first) => format!("{first}; {why}"),
+                        None => why,
+                    };
+                    return PlantOutcome::Refused { reason };
                 }
                 Ok(Made::Refused(why)) if e.kind == Kind::Image => match self.any_image() {
                     Ok(Some(id)) => image = Some(id),

@@ -50,6 +50,8 @@ pub(super) struct Shown {
     /// Each object's beacon label (its name, the label), at most
     /// [`super::beacons::MAX`].
     pub beacons: Vec<(String, String)>,
+    /// How many beacon labels there were beyond those kept.
+    pub beacons_beyond: usize,
 }
 
 /// A wanted carrier of this surface, with its needle.
@@ -183,6 +185,7 @@ impl Instance {
     ) -> Result<(Shown, bool), Failure> {
         let mut s = Shown {
             beacons: vec![],
+            beacons_beyond: 0,
             found: vec![None; needles.len()],
             witnessed: witnesses.iter().map(|w| (w.clone(), false)).collect(),
             count: 0,
@@ -209,9 +212,10 @@ impl Instance {
             for (w, seen) in &mut s.witnessed {
                 *seen |= item.names.contains(w);
             }
-            if let Some(b) = item.labels.get(super::BEACON_LABEL)
-                && s.beacons.len() < super::beacons::MAX
-            {
+            let beacon = item.labels.get(super::BEACON_LABEL);
+            if beacon.is_some() && s.beacons.len() >= super::beacons::MAX {
+                s.beacons_beyond += 1;
+            } else if let Some(b) = beacon {
                 let name = item.names.first().cloned().unwrap_or_default();
                 // A label may hold megabytes; a beacon is at most
                 // BEACON_MAX bytes, so one kept that long is told as too
@@ -407,6 +411,12 @@ fn verdict(routes: Vec<Route>) -> RecoverOutcome {
     }
     if let Some(reason) = broken {
         return RecoverOutcome::Failed { reason };
+    }
+    // (No route at all is no look: never a pass.)
+    if clean.is_empty() && denied.is_empty() {
+        return RecoverOutcome::Failed {
+            reason: "run B had no route to this carrier here".into(),
+        };
     }
     if clean.is_empty() {
         return RecoverOutcome::Denied {
