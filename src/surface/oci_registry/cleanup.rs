@@ -47,29 +47,25 @@ impl Instance {
         let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
         let left = |reason: String| CleanupOutcome::Left { reason };
         let blobs = string_array(&entry["blobs"]);
-        let removed = match self.delete_manifest(repo, digest, &string_array(&entry["tags"])) {
-            Ok(r) => r,
-            Err(reason) => return left(reason),
-        };
-        if !blobs.is_empty() {
-            // The layer is unique content, but someone may have pushed a
-            // manifest of their own on it: a tagged one is seen (an
-            // untagged one cannot be: LIMITATIONS).
-            match self.tags_check(repo, digest, &[], &blobs) {
-                Ok(c) if c.users.is_empty() => {}
-                Ok(c) => {
-                    return left(format!(
-                        "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
-                        if removed { "deleted" } else { "gone" },
-                        if c.users.len() == 1 { "" } else { "s" },
-                        c.users.join(", "),
-                        if c.users.len() == 1 { "s" } else { "" },
-                    ));
-                }
-                Err(reason) => return left(format!("{shown}: its layer blob stays: {reason}")),
-            }
+        // The layer is unique content, but someone may have pushed a
+        // manifest of their own on it: a tagged one is seen, by the same
+        // check of the tags (shown current by the plant's own) that clears
+        // the manifest's delete (an untagged one cannot be: LIMITATIONS).
+        let (removed, users) =
+            match self.delete_manifest(repo, digest, &string_array(&entry["tags"]), &blobs) {
+                Ok(r) => r,
+                Err(reason) => return left(reason),
+            };
+        if !blobs.is_empty() && !users.is_empty() {
+            return left(format!(
+                "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
+                if removed { "deleted" } else { "gone" },
+                if users.len() == 1 { "" } else { "s" },
+                users.join(", "),
+                if users.len() == 1 { "s" } else { "" },
+            ));
         }
-        for blob in blobs {
+        for blob in blobs.iter().filter(|_| removed) {
             let url = self.at(&format!("/v2/{repo}/blobs/{blob}"));
             match self.call(Method::DELETE, &url, "*/*", None) {
                 Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {}
@@ -102,11 +98,21 @@ impl Instance {
     /// Deletes `repo@digest` if it is still the plant and no tag but
     /// `ours` is on it: `Ok(true)` deleted, `Ok(false)` not there, `Err`
     /// why it stays.
-    fn delete_manifest(&self, repo: &str, digest: &str, ours: &[String]) -> Result<bool, String> {
+    fn delete_manifest(
+        &self,
+        repo: &str,
+        digest: &str,
+        ours: &[String],
+        blobs: &[String],
+    ) -> Result<(bool, Vec<String>), String> {
         let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
         match self.manifest(repo, digest) {
             Err(o) => return Err(outcome_reason(o)),
-            Ok(None) => return Ok(false),
+            // Gone: no tag of ours can show the tags listing current, so
+            // no manifest of someone else's is ruled out of using the
+            // layer blob, which then stays (a blob left over loses
+            // nothing; one deleted under a manifest breaks it).
+            Ok(None) => return Ok((false, vec![])),
             Ok(Some(body)) if digest_of(&body) != digest => {
                 return Err(format!(
                     "what the registry serves as {shown} is not the manifest planted; left alone"
@@ -114,7 +120,7 @@ impl Instance {
             }
             Ok(Some(_)) => {}
         }
-        let check = self.tags_check(repo, digest, ours, &[])?;
+        let check = self.tags_check(repo, digest, ours, blobs)?;
         if !check.foreign.is_empty() {
             let foreign = &check.foreign;
             return Err(format!(
@@ -145,8 +151,8 @@ impl Instance {
             .collect::<Vec<_>>()
             .join(", ");
         match r.status {
-            200..=299 => Ok(true),
-            404 => Ok(false),
+            200..=299 => Ok((true, check.users)),
+            404 => Ok((false, check.users)),
             401 | 403 => Err(format!(
                 "the registry refused to delete {shown} (HTTP {}); it stays, with its tags {tags}, until someone with delete rights removes it",
                 r.status

@@ -25,9 +25,14 @@ const EMPTY_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The tag every agreed repository's plant is under.
 pub(super) const PLANT_TAG: &str = "plant";
 
-/// The tag `tag-name` pushes beside its nonce tag: one run B can name, so
-/// a tags list that shows it is current (see [`crate::surface::listing`]).
-pub(super) const WITNESS_TAG: &str = "runwarden-witness";
+/// The witness tag `tag-name` pushes after the nonce's: named for this
+/// plant's nonce (which run B knows), so a tag an earlier run left where
+/// cleanup could not delete never shows a lagging listing as current.
+pub(super) fn witness_tag(nonce: &Nonce) -> String {
+    let d = digest_of(format!("runwarden witness {}", nonce.hex()).as_bytes());
+    let h = d.strip_prefix("sha256:").unwrap_or(&d);
+    format!("runwarden-witness-{}", &h[..16])
+}
 
 /// The annotation that makes each manifest unique content.
 pub(super) const PLANT_KEY: &str = "dev.runwarden.plant";
@@ -86,7 +91,7 @@ pub(super) fn plan(ctx: &RunCtx<'_>, ns: &str, carrier: Oci, nonce: &Nonce) -> P
     let tags = match carrier {
         Oci::TagName => vec![
             tagged_name(ctx, carrier.name(), Some(nonce), ""),
-            WITNESS_TAG.to_string(),
+            witness_tag(nonce),
         ],
         _ => vec![PLANT_TAG.to_string()],
     };

@@ -5,7 +5,7 @@
 //! silence counts only when it lists the agreed repositories B read by
 //! name.
 
-use super::plant::{EMPTY, PLANT_TAG, WITNESS_TAG, agreed_repository, digest_of, plan};
+use super::plant::{EMPTY, PLANT_TAG, agreed_repository, digest_of, plan, witness_tag};
 use super::{Instance, Oci};
 use crate::escape;
 use crate::nonce::Nonce;
@@ -46,7 +46,7 @@ impl Instance {
                     catalog.push((i, hex));
                     continue;
                 }
-                Oci::TagName => self.read_tags(&repo, &hex, &mut readable),
+                Oci::TagName => self.read_tags(&repo, &nonce, &mut readable),
                 Oci::ManifestAnnotation | Oci::BlobContent => {
                     self.read_manifest(ctx, carrier, &nonce, &mut readable)
                 }
@@ -67,14 +67,16 @@ impl Instance {
 
     /// `tag-name`: the agreed repository's tags, until they show the
     /// witness tag run A pushed beside the nonce's.
-    fn read_tags(&self, repo: &str, hex: &str, readable: &mut Vec<String>) -> RecoverOutcome {
+    fn read_tags(&self, repo: &str, nonce: &Nonce, readable: &mut Vec<String>) -> RecoverOutcome {
         let shown = escape::bytes(repo.as_bytes());
+        let (hex, wt) = (nonce.hex(), witness_tag(nonce));
+        let hex = hex.as_str();
         let url = self.at(&format!("/v2/{repo}/tags/list"));
         let listed = until_current(self.wait(), || {
             let mut hit = None;
             let mut witness = false;
             let n = self.list(&url, "tags", &format!("the tags of {shown}"), &mut |t| {
-                witness |= t == WITNESS_TAG;
+                witness |= t == wt;
                 if hit.is_none() && t.contains(hex) {
                     hit = Some(escape::bytes(t.as_bytes()));
                 }
@@ -97,17 +99,13 @@ impl Instance {
                 detail: format!("{shown} has the tag {t}"),
             },
             (None, None) => listing::not_current(
-                &format!(
-                    "{shown} (its tags list answers 404: no such repository) or its tag {WITNESS_TAG}"
-                ),
+                &format!("{shown} (its tags list answers 404: no such repository) or its tag {wt}"),
                 &c,
             ),
             (Some(n), None) if c.current => RecoverOutcome::NotFound {
                 detail: format!("{shown} lists {n} tags; none carries it"),
             },
-            (Some(_), None) => {
-                listing::not_current(&format!("the tag {WITNESS_TAG} of {shown}"), &c)
-            }
+            (Some(_), None) => listing::not_current(&format!("the tag {wt} of {shown}"), &c),
         }
     }
 
@@ -129,7 +127,9 @@ impl Instance {
         let shown = escape::bytes(format!("{repo}:{PLANT_TAG}").as_bytes());
         let read = until_current(self.wait(), || {
             let body = self.manifest(repo, PLANT_TAG)?;
-            let current = body.as_ref().is_none_or(|b| digest_of(b) == p.digest);
+            // (A 404 is no look either: run A pushed it, so a registry
+            // that does not have it lags, or is not the one A pushed to.)
+            let current = body.as_ref().is_some_and(|b| digest_of(b) == p.digest);
             Ok((body, current))
         });
         let c = match read {
@@ -138,9 +138,7 @@ impl Instance {
         };
         let body = match &c.value {
             None => {
-                return RecoverOutcome::NotFound {
-                    detail: format!("no manifest {shown}"),
-                };
+                return listing::not_current(&format!("the manifest {shown} (it answers 404)"), &c);
             }
             Some(b) if !c.current => {
                 return RecoverOutcome::Failed {

@@ -312,7 +312,7 @@ fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
                 let p = r.path();
                 if r.method == "PUT"
                     && p.contains("/manifests/")
-                    && (p.ends_with("/runwarden-witness")
+                    && (p.contains("/runwarden-witness")
                         || p.contains("-blob-content-")
                         || p.contains("-repository-name-"))
                 {
