@@ -51,6 +51,10 @@ pub struct Candidate {
     /// Proposed but commented out, with why (a write the operator must
     /// opt into): `probe` without a config skips it and says so.
     pub skipped: Option<String>,
+    /// The exposure it tests, as coverage names it (`path:/tmp`,
+    /// `registry:https://ghcr.io`); `None` for what coverage counts by
+    /// permission instead (the repository's objects).
+    pub exposure: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -152,6 +156,7 @@ fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
             why,
             entry,
             skipped: None,
+            exposure: Some(format!("docker-socket:{host}")),
         });
     }
     host.starts_with("tcp://").then(|| {
@@ -172,6 +177,7 @@ fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
             ),
             entry,
             skipped: None,
+            exposure: Some(format!("docker-socket:{host}")),
         }
     })
 }
@@ -220,6 +226,7 @@ fn directories(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
                 why: why.into(),
                 entry: fs_entry(name, path),
                 skipped: None,
+                exposure: Some(format!("path:{}", path.to_string_lossy())),
             });
         }
     };
@@ -294,10 +301,11 @@ fn git_remote(workspace: Option<&Path>, in_actions: bool) -> Option<Candidate> {
         "get-url".as_ref(),
         "origin".as_ref(),
     ];
-    let (out, _) = git.run(Path::new("/"), &args, &[], b"");
+    let (out, stdout) = git.run(Path::new("/"), &args, &[], b"");
     if !out.success {
         return None;
     }
+    let url = String::from_utf8_lossy(&stdout).trim().to_string();
     let cred_args: Vec<&OsStr> = vec![
         "-C".as_ref(),
         repo.as_os_str(),
@@ -331,6 +339,7 @@ fn git_remote(workspace: Option<&Path>, in_actions: bool) -> Option<Candidate> {
         } else {
             None
         },
+        exposure: Some(format!("git-remote:{}", crate::redact::userinfo(&url))),
     })
 }
 
@@ -360,6 +369,7 @@ fn github_services(
             ),
             entry: "  - name: actions-cache\n    type: actions-cache\n".into(),
             skipped: None,
+            exposure: Some("actions-cache".into()),
         });
     }
     // Artifacts: uploads need the runtime token, which only JavaScript and
@@ -369,6 +379,7 @@ fn github_services(
             why: "the repository's workflow artifacts: this step holds the runtime token, and any later run with actions: read lists and downloads what a run uploads".into(),
             entry: "  - name: artifacts\n    type: actions-artifacts\n".into(),
             skipped: None,
+            exposure: Some("actions-artifacts".into()),
         });
     }
     // GitHub's own objects: what carries across runs on GitHub-hosted
@@ -379,6 +390,7 @@ fn github_services(
             why: "the repository's objects on GitHub (labels, comments, milestones, releases, deployments, variables): this step holds GITHUB_TOKEN, and api.github.com passes every egress firewall".into(),
             entry: "  - name: github\n    type: github-api\n".into(),
             skipped: None,
+            exposure: None,
         });
     } else if in_actions && api_token {
         notes.push("GH_TOKEN is set but GITHUB_TOKEN is not: a github-api surface needs `token-env: GH_TOKEN`".into());
@@ -403,6 +415,7 @@ fn npm_registry(var: Var<'_>, workspace: Option<&Path>, home: Option<&Path>) -> 
             serde_json::to_string(&url).expect("string serializes")
         ),
         skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
+        exposure: crate::http::origin(&url).map(|o| format!("registry:{o}")),
     })
 }
 
@@ -437,6 +450,7 @@ fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate> {
             serde_json::to_string(&simple).expect("string serializes")
         ),
         skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
+        exposure: crate::http::origin(&simple).map(|o| format!("registry:{o}")),
     })
 }
 
@@ -494,6 +508,7 @@ fn oci_registries(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
                 serde_json::to_string(&o).expect("string serializes")
             ),
             skipped: Some("probing pushes manifests: name it in a config (uncomment this entry in `runwarden discover`'s output), set `repository` to a namespace the job may push to, `username` if the registry wants one, and give the job's registry password or token as REGISTRY_TOKEN".into()),
+            exposure: Some(format!("registry:{o}")),
         })
         .collect()
 }

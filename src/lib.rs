@@ -12,6 +12,7 @@ pub mod archive;
 pub mod child;
 pub mod cli;
 pub mod config;
+pub mod coverage;
 pub mod discover;
 pub mod engine;
 pub mod escape;

@@ -66,6 +66,9 @@ pub struct Plan {
     pub surfaces: Vec<SurfacePlan>,
     /// Declared channel ids (`surface:carrier`).
     pub declared: BTreeMap<String, Declaration>,
+    /// Exposures declared untested on purpose (`declared:` entries with
+    /// `exposure:`), each with its reason (redacted config text).
+    pub declared_exposures: BTreeMap<String, String>,
 }
 
 /// One `declared` entry.
@@ -158,8 +161,14 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
     }
 
     let mut declared: BTreeMap<String, Declaration> = BTreeMap::new();
+    let mut declared_exposures: BTreeMap<String, String> = BTreeMap::new();
     for d in raw.declared.map(|d| d.value).unwrap_or_default() {
-        if let Err(e) = declare(&ck, &d, &plans, &seen, &mut declared) {
+        let r = if is_exposure_entry(&d) {
+            declare_exposure(&ck, &d, &mut declared_exposures)
+        } else {
+            declare(&ck, &d, &plans, &seen, &mut declared)
+        };
+        if let Err(e) = r {
             errors.push(e);
         }
     }
@@ -171,7 +180,77 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
         source,
         surfaces: plans,
         declared,
+        declared_exposures,
     })
+}
+
+/// Whether a `declared` entry names an exposure (a mapping with
+/// `exposure:`) rather than a channel.
+fn is_exposure_entry(d: &Spanned<Value>) -> bool {
+    matches!(&d.value, Value::Map(Mapping(m)) if m.iter().any(|(k, _)| k.value == "exposure"))
+}
+
+/// One `declared` entry of an exposure: `exposure:` (an id coverage
+/// uses) and `reason:`, which it must give: an exposure left untested on
+/// purpose says why, in every output.
+fn declare_exposure(
+    ck: &Checker<'_>,
+    d: &Spanned<Value>,
+    out: &mut BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
+    let pos = Pos::of(d);
+    let Value::Map(Mapping(m)) = &d.value else {
+        return Err(ck.err(pos, "an exposure declaration is a mapping".into()));
+    };
+    let (mut exposure, mut reason) = (None, None);
+    for (k, v) in m {
+        let vpos = Pos::or(v, pos);
+        match (k.value.as_str(), &v.value) {
+            ("exposure", Value::Str(s)) => exposure = Some((s.clone(), vpos)),
+            ("reason", Value::Str(s)) if !s.trim().is_empty() => {
+                reason = Some(crate::redact::text(s))
+            }
+            ("exposure" | "reason", other) => {
+                return Err(ck.err(
+                    vpos,
+                    format!(
+                        "`{}` must be a non-empty string, not {}",
+                        k.value,
+                        other.kind()
+                    ),
+                ));
+            }
+            (key, _) => {
+                return Err(ck.err(
+                    Pos::or(k, pos),
+                    format!("unknown key `{key}` in an exposure declaration; known keys: exposure, reason"),
+                ));
+            }
+        }
+    }
+    let (Some((id, ipos)), Some(reason)) = (exposure, reason) else {
+        return Err(ck.err(
+            pos,
+            "an exposure declaration needs `exposure:` and `reason:` (why it is left untested)"
+                .into(),
+        ));
+    };
+    if !is_exposure_id(&id) {
+        return Err(ck.err(
+            ipos,
+            format!(
+                "`{}` is not an exposure id; see docs/coverage.md (e.g. permission:pages, run-traces, registry:https://ghcr.io)",
+                crate::escape::line(&id)
+            ),
+        ));
+    }
+    if out.insert(id.clone(), reason).is_some() {
+        return Err(ck.err(
+            ipos,
+            format!("exposure `{}` is declared twice", crate::escape::line(&id)),
+        ));
+    }
+    Ok(())
 }
 
 /// `version: 1`, present and the number 1.
@@ -449,4 +528,51 @@ fn declaration_scope(
     st.check_scope(carrier, &key, &value)
         .map_err(|m| ck.err(kpos, format!("`{key}`: {m}")))?;
     Ok(Scope { key, value })
+}
+
+/// Every permission key a workflow may set, in GitHub's spelling
+/// (workflow syntax, `permissions`).
+pub const PERMISSION_KEYS: [&str; 15] = [
+    "actions",
+    "attestations",
+    "checks",
+    "contents",
+    "deployments",
+    "discussions",
+    "id-token",
+    "issues",
+    "models",
+    "packages",
+    "pages",
+    "pull-requests",
+    "repository-projects",
+    "security-events",
+    "statuses",
+];
+
+/// Whether `id` has the form of an exposure id (docs/coverage.md): a
+/// permission key GitHub has, a fixed name, or a kind with a place.
+pub fn is_exposure_id(id: &str) -> bool {
+    const FIXED: [&str; 4] = [
+        "run-traces",
+        "runner-persistence",
+        "actions-cache",
+        "actions-artifacts",
+    ];
+    const PLACED: [&str; 5] = [
+        "docker-socket:",
+        "registry:",
+        "cache:",
+        "path:",
+        "git-remote:",
+    ];
+    match id.strip_prefix("permission:") {
+        Some(k) => PERMISSION_KEYS.contains(&k),
+        None => {
+            FIXED.contains(&id)
+                || PLACED
+                    .iter()
+                    .any(|p| id.strip_prefix(p).is_some_and(|r| !r.is_empty()))
+        }
+    }
 }

@@ -62,6 +62,105 @@ pub struct Report {
     /// For `watch`: the command watched, how it ended, and the canaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<Watch>,
+    /// For `probe` and `recover`: what this environment exposes, and
+    /// whether a channel tested each exposure (docs/coverage.md).
+    /// Absent in reports from before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// What the environment exposes and what the run tested of it
+/// (docs/coverage.md). Exposure ids are stable: `permission:<key>`,
+/// `run-traces`, `runner-persistence`, `docker-socket:<host>`,
+/// `registry:<origin>`, `actions-cache`, `actions-artifacts`,
+/// `path:<path>`, `git-remote:<checkout>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// `not-actions`, `github-hosted`, `self-hosted` or `arc`.
+    pub runner: String,
+    /// Each `GITHUB_TOKEN` permission key, in GitHub's spelling, and
+    /// what is known of the job's level for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<PermissionLevel>,
+    /// Where the permissions came from, or why they are unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub permissions_source: String,
+    pub exposures: Vec<Exposure>,
+    /// How many exposures are `not-tested` (each a gap).
+    pub gaps: u64,
+    /// `--require-coverage`: a gap fails the run.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// The job's level for one permission key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionLevel {
+    /// `contents`, `pull-requests`, … (GitHub's workflow spelling).
+    pub key: String,
+    /// `write`, `read`, `none` or `unknown` (never guessed).
+    pub level: String,
+    /// What said so: `workflow` (its `permissions:`), `api` (an answer
+    /// showed it), or `unknown`.
+    pub from: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExposureStatus {
+    /// A channel ran against it (PASS, FAIL or AUTHORIZED).
+    Tested,
+    /// The config declares it untested on purpose (`declared:` with
+    /// `exposure:` and its reason).
+    Declared,
+    /// Nothing tested it: a gap.
+    NotTested,
+}
+
+impl ExposureStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExposureStatus::Tested => "tested",
+            ExposureStatus::Declared => "declared",
+            ExposureStatus::NotTested => "not-tested",
+        }
+    }
+}
+
+/// One exposure. Its text is from the environment (paths, origins):
+/// rendered as surface data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exposure {
+    pub id: String,
+    /// For people: what it is and why it can carry.
+    pub what: String,
+    pub status: ExposureStatus,
+    /// The channels that tested it (`tested`), with their verdicts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+    /// Why it is not tested, or the declaration's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The config that would test it (what `runwarden discover` writes),
+    /// for a gap that has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stanza: Option<String>,
+}
+
+impl Coverage {
+    /// The gaps' short names, in order (`permission:packages` ->
+    /// `packages`), for a headline.
+    pub fn gap_names(&self) -> Vec<String> {
+        self.exposures
+            .iter()
+            .filter(|e| e.status == ExposureStatus::NotTested)
+            .map(|e| {
+                e.id.strip_prefix("permission:")
+                    .unwrap_or(&e.id)
+                    .to_string()
+            })
+            .collect()
+    }
 }
 
 /// What `runwarden watch` watched.
@@ -337,8 +436,9 @@ impl Finding {
 }
 
 impl Report {
-    /// 0: no open undeclared channel, no error, nothing left behind;
-    /// 3: a canary was read (watch mode); 1: otherwise.
+    /// 0: no open undeclared channel, no error, nothing left behind, and
+    /// (with `--require-coverage`) no exposure untested; 3: a canary was
+    /// read (watch mode); 1: otherwise.
     pub fn exit_code(&self) -> i32 {
         if self
             .findings
@@ -348,7 +448,11 @@ impl Report {
             return 3;
         }
         let failing = self.findings.iter().any(|f| f.verdict.fails_run());
-        if failing || !self.cleanup.left.is_empty() || !self.cleanup.refused.is_empty() {
+        let gap = self
+            .coverage
+            .as_ref()
+            .is_some_and(|c| c.required && c.gaps > 0);
+        if failing || gap || !self.cleanup.left.is_empty() || !self.cleanup.refused.is_empty() {
             1
         } else {
             0

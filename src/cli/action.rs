@@ -154,6 +154,7 @@ pub(super) fn action() -> Result<i32, Failure> {
             input("sarif").unwrap_or_else(|| "runwarden.sarif".into()),
         )),
         receipt: input("receipt").map(PathBuf::from),
+        require_coverage: bool_input("require-coverage", false)?,
     };
     let mode = input("mode").unwrap_or_else(|| "probe".into());
     let parts = publish_inputs()?;
@@ -185,6 +186,8 @@ struct Inputs {
     report: Option<PathBuf>,
     sarif: Option<PathBuf>,
     receipt: Option<PathBuf>,
+    /// `require-coverage`: a gap in coverage fails the run.
+    require_coverage: bool,
 }
 
 impl Inputs {
@@ -197,6 +200,7 @@ impl Inputs {
             verbose: false,
             output: None,
             label: input("label"),
+            require_coverage: self.require_coverage,
         }
     }
 

@@ -35,7 +35,16 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     };
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
+    add_coverage(&plan, &mut report, args.out.require_coverage);
     write_outputs(&report, outs, gh)
+}
+
+/// The report's coverage of this process's environment: after the
+/// verdicts, before any output (every output shows it).
+fn add_coverage(plan: &plan::Plan, report: &mut Report, required: bool) {
+    let env = |k: &str| std::env::var(k).ok();
+    let envi = crate::coverage::Environment::of_process(&env);
+    report.coverage = Some(crate::coverage::assess(plan, report, &envi, required));
 }
 
 /// The probe id a cross-job command works on: `--probe-id`, else the one
@@ -182,6 +191,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     if let Some(cj) = report.cross_job.as_mut() {
         cj.receipt_via = args.receipt_via.filter(|_| receipt.is_some());
     }
+    add_coverage(&plan, &mut report, args.out.require_coverage);
     write_outputs(&report, outs, gh)
 }
 

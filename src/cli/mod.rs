@@ -191,6 +191,11 @@ pub struct OutputArgs {
     /// report and used by `merge`.
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
+    /// Fail the run (exit 1) when an exposure of this environment is not
+    /// tested and not declared (docs/coverage.md). Off by default: a
+    /// first run should show its gaps, not fail on them.
+    #[arg(long)]
+    pub require_coverage: bool,
 }
 
 /// What `plant`, `recover` and `cleanup` share.

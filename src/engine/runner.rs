@@ -75,6 +75,7 @@ impl<'a> Runner<'a> {
             notices: vec![],
             cleanup: Cleanup::default(),
             watch: None,
+            coverage: None,
         }
     }
 

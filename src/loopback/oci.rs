@@ -58,6 +58,11 @@ pub struct State {
     /// Token -> the scope it was issued for (`repository:<name>` or
     /// `registry:catalog`, and its actions).
     tokens: HashMap<String, (String, Vec<String>)>,
+    /// The GitHub packages API's tokens ([`OciServer::api_token`]): token
+    /// -> whether it may read packages.
+    api_tokens: HashMap<String, bool>,
+    /// Users whose tokens get only these actions (a reader: `pull`).
+    limited: HashMap<String, Vec<String>>,
     seq: u64,
     /// While listings lag: the newest repository and tag they show.
     lag_after: Option<u64>,
@@ -87,6 +92,25 @@ impl super::Service<State> {
         let p = super::secret()?;
         self.lock().users.insert("runwarden".into(), p.clone());
         Ok(("runwarden".into(), p))
+    }
+
+    /// A user `name` whose tokens carry at most `actions` (`["pull"]`: a
+    /// reader; `[]`: nothing), whatever scope it asks.
+    pub fn limited_user(&self, name: &str, actions: &[&str]) -> Result<String, Fault> {
+        let p = super::secret()?;
+        let mut st = self.lock();
+        st.users.insert(name.into(), p.clone());
+        st.limited
+            .insert(name.into(), actions.iter().map(|a| a.to_string()).collect());
+        Ok(p)
+    }
+
+    /// A token for the GitHub packages API routes this server also
+    /// serves ([`packages`]), with or without the right to read them.
+    pub fn api_token(&self, may_read: bool) -> Result<String, Fault> {
+        let t = super::secret()?;
+        self.lock().api_tokens.insert(t.clone(), may_read);
+        Ok(t)
     }
 }
 
@@ -119,6 +143,9 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     let mut st = lock(state);
     let reply = if path == "/token" {
         token(&mut st, &req)
+    } else if path.starts_with("/orgs/") || path.starts_with("/users/") {
+        let auth = super::header(&req, "authorization").unwrap_or_default();
+        packages(&st, &path, &url, &auth, port)
     } else {
         let (resource, actions) = needs(&method, &path);
         let grant = super::header(&req, "authorization")
@@ -159,9 +186,12 @@ fn needs(method: &str, path: &str) -> (String, Vec<String>) {
 /// `GET /token`: a bearer token for a user the service minted, for the
 /// scope asked (every action asked is granted to it).
 fn token(st: &mut State, req: &tiny_http::Request) -> Reply {
-    if super::who(req, &HashMap::new(), &st.users).is_none() {
+    let Some(user) = super::who(req, &HashMap::new(), &st.users) else {
         return error(401, "UNAUTHORIZED");
-    }
+    };
+    // A token service grants the intersection of what was asked and what
+    // the user may do, and no error for a subset.
+    let limit = st.limited.get(&user).cloned();
     let Ok(t) = super::secret() else {
         return error(500, "UNKNOWN");
     };
@@ -172,6 +202,13 @@ fn token(st: &mut State, req: &tiny_http::Request) -> Reply {
             actions.split(',').map(str::to_string).collect(),
         ),
         None => (String::new(), vec![]),
+    };
+    let grant = match limit {
+        Some(l) => (
+            grant.0,
+            grant.1.into_iter().filter(|a| l.contains(a)).collect(),
+        ),
+        None => grant,
     };
     st.tokens.insert(t.clone(), grant);
     Reply::json(200, json!({ "token": t }))
@@ -434,6 +471,99 @@ fn catalog(st: &State, url: &str) -> Reply {
         let next = format!(
             "</v2/_catalog?last={}&n={n}>; rel=\"next\"",
             crate::wire::percent_encode(page[n - 1])
+        );
+        return Reply::new(
+            200,
+            body,
+            &[("Content-Type", "application/json"), ("Link", &next)],
+        );
+    }
+    Reply::new(200, body, &[("Content-Type", "application/json")])
+}
+
+/// GitHub's packages API as ghcr.io's registry backs it: `GET
+/// /{orgs,users}/{owner}/packages/container/{name}/versions`, one version
+/// per manifest digest with the tags on it in `metadata.container.tags`,
+/// newest first, paged by `per_page`/`page` with `Link`. A token that may
+/// not read packages gets GitHub's 403 (`Resource not accessible by
+/// integration`), none at all a 401, an unknown package a 404, all with
+/// GitHub's JSON error body. The owner is taken as an organization and as
+/// a user alike.
+fn packages(st: &State, path: &str, url: &str, auth: &str, port: u16) -> Reply {
+    let gh = |status: u16, m: &str| {
+        Reply::json(
+            status,
+            json!({ "message": m, "documentation_url": "https://docs.github.com/rest", "status": status.to_string() }),
+        )
+    };
+    let token = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("token "));
+    match token.map(|t| st.api_tokens.get(t)) {
+        None | Some(None) => return gh(401, "Bad credentials"),
+        Some(Some(false)) => return gh(403, "Resource not accessible by integration"),
+        Some(Some(true)) => {}
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let [
+        "",
+        "orgs" | "users",
+        owner,
+        "packages",
+        "container",
+        name,
+        "versions",
+    ] = parts.as_slice()
+    else {
+        return gh(404, "Not Found");
+    };
+    let repo = format!("{owner}/{}", crate::wire::percent_decode(name));
+    let Some(r) = st
+        .repos
+        .get(&repo)
+        .filter(|r| st.lag_after.is_none_or(|l| r.seq <= l))
+    else {
+        return gh(404, "Package not found.");
+    };
+    // Digest -> (its newest tag's seq, tags), newest first.
+    let mut by: BTreeMap<&String, (u64, Vec<&String>)> = BTreeMap::new();
+    for (tag, (d, seq)) in &r.tags {
+        if st.lag_after.is_none_or(|n| *seq <= n) {
+            let e = by.entry(d).or_default();
+            e.0 = e.0.max(*seq);
+            e.1.push(tag);
+        }
+    }
+    let mut versions: Vec<(&String, (u64, Vec<&String>))> = by.into_iter().collect();
+    versions.sort_by_key(|(_, (seq, _))| std::cmp::Reverse(*seq));
+    let items: Vec<Value> = versions
+        .iter()
+        .map(|(d, (seq, tags))| {
+            json!({ "id": seq, "name": d, "metadata": { "package_type": "container", "container": { "tags": tags } } })
+        })
+        .collect();
+    let q = query(url);
+    let per: usize = q
+        .get("per_page")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(30)
+        .clamp(1, 100);
+    let page: usize = q
+        .get("page")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let shown: Vec<Value> = items
+        .iter()
+        .skip((page - 1) * per)
+        .take(per)
+        .cloned()
+        .collect();
+    let body = Value::Array(shown).to_string().into_bytes();
+    if items.len() > page * per {
+        let next = format!(
+            "<http://127.0.0.1:{port}{path}?per_page={per}&page={}>; rel=\"next\"",
+            page + 1
         );
         return Reply::new(
             200,

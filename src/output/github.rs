@@ -139,6 +139,7 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         s.pass,
         text(&report.probe_id)
     );
+    out += &super::coverage::markdown(report);
     out += &context(report);
     out += &diagram(report);
     out +=

@@ -5,6 +5,7 @@
 
 pub mod carriers;
 pub mod comment;
+pub mod coverage;
 pub mod fleet;
 pub mod github;
 pub mod groups;

@@ -15,14 +15,17 @@ pub const CHECK_SUMMARY_BUDGET: usize = 60 * 1024;
 
 /// `failure` when the run fails (a FAIL or ERROR, or a planted entry left
 /// behind: what the exit code says), `neutral` when every channel was
-/// SKIPPED (nothing was tested), else `success`.
+/// SKIPPED (nothing was tested) or an exposure was not tested (a green
+/// run with gaps is no plain green), else `success`.
 pub fn conclusion(report: &Report) -> &'static str {
+    let gaps = report.coverage.as_ref().is_some_and(|c| c.gaps > 0);
     if report.exit_code() != 0 {
         "failure"
-    } else if report
-        .findings
-        .iter()
-        .all(|f| f.verdict == Verdict::Skipped)
+    } else if gaps
+        || report
+            .findings
+            .iter()
+            .all(|f| f.verdict == Verdict::Skipped)
     {
         "neutral"
     } else {
@@ -60,6 +63,7 @@ pub fn headline(report: &Report) -> String {
         ));
     }
     if !parts.is_empty() {
+        parts.extend(super::coverage::lead(report, false));
         return parts.join(", ");
     }
     if report
@@ -70,6 +74,9 @@ pub fn headline(report: &Report) -> String {
         return "nothing could be tested (every channel skipped)".into();
     }
     let tested = s.pass + s.authorized;
+    if let Some(lead) = super::coverage::lead(report, true) {
+        return format!("{lead} ({tested} channels tested, none open undeclared)");
+    }
     match s.authorized {
         0 => format!("no undeclared channel open ({tested} tested)"),
         n => format!(

@@ -115,7 +115,7 @@ pub fn render(report: &Report) -> String {
     // Watch mode has no control: its fourth column is how many changes
     // (or canary reads) were seen.
     let watch = report.mode == Mode::Watch;
-    columns(&finding_rows(report, watch)) + &trailer(report)
+    columns(&finding_rows(report, watch)) + &trailer(report, true)
 }
 
 /// The brief table for a terminal `width` columns wide: one line per
@@ -156,7 +156,7 @@ pub fn render_brief(report: &Report, width: usize) -> String {
         let _ = writeln!(out, "\n{}", who_ran(report));
     }
     out.push_str("every channel: -v, or --format table-wide\n");
-    out + &trailer(report)
+    out + &trailer(report, false)
 }
 
 /// What one surface's line says: open (undeclared), declared, broken,
@@ -225,9 +225,10 @@ fn fit(line: &str, width: usize) -> String {
     }
 }
 
-/// What both tables end with: the counts, a watch's story, the surfaces'
-/// provenance and facts, cross-job lines, notices and leftovers.
-fn trailer(report: &Report) -> String {
+/// What both tables end with: the counts, a watch's story, coverage (the
+/// gaps; with `wide`, every exposure), the surfaces' provenance and facts,
+/// cross-job lines, notices and leftovers.
+fn trailer(report: &Report, wide: bool) -> String {
     let watch = report.mode == Mode::Watch;
     let mut out = String::new();
     let s = &report.summary;
@@ -245,6 +246,7 @@ fn trailer(report: &Report) -> String {
     if let Some(w) = &report.watch {
         out.push_str(&watched(report, w));
     }
+    out.push_str(&super::coverage::table_lines(report, wide));
     out.push_str(&surfaces(report, watch));
     out.push_str(&cross_job(report));
     for n in &report.notices {

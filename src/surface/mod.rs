@@ -138,6 +138,16 @@ pub trait SurfaceType: Sync {
     fn facts(&self, _settings: &Value) -> Vec<(&'static str, String)> {
         vec![]
     }
+    /// What a channel of `carrier` on this instance tests, as coverage
+    /// names the environment's exposures (docs/coverage.md):
+    /// `permission:<key>` for the `GITHUB_TOKEN` permission its plant
+    /// writes with, `registry:<origin>`, `path:<path>`, `runner-persistence`
+    /// and the like. Coverage counts an exposure tested only by a channel
+    /// that ran (PASS, FAIL or AUTHORIZED). Default: none, so a new surface
+    /// type claims nothing it was not written to claim.
+    fn exposures(&self, _settings: &Value, _carrier: &str) -> Vec<String> {
+        vec![]
+    }
     /// Opens an instance from settings `validate` or `control` produced.
     /// `Invalid` for settings it cannot take (never `Unsupported`: watch
     /// mode would take that for a surface it may skip).

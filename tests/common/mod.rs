@@ -404,6 +404,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         notices: vec![],
         cleanup: Cleanup::default(),
         watch: None,
+        coverage: None,
     }
 }
 

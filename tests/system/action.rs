@@ -355,6 +355,7 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "receipt-via",
             "report",
             "reports",
+            "require-coverage",
             "sarif",
             "sarif-category",
             "summary",

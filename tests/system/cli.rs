@@ -226,6 +226,7 @@ fn report_schema() {
         [
             "cleanup",
             "config",
+            "coverage",
             "findings",
             "finished_at",
             "key",

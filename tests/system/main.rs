@@ -9,6 +9,7 @@ mod action;
 mod cli;
 #[path = "../common/mod.rs"]
 mod common;
+mod coverage;
 mod crossjob;
 mod discover;
 mod docs;

@@ -21,6 +21,7 @@ const MAX_ANNOTATIONS: usize = 50;
 pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
     let (repo, body) = (c.repo, c.body);
     Some(match (c.method, c.p) {
+        ("GET", ["contents", path @ ..]) => contents(st, c, &path.join("/")),
         ("POST", ["statuses", sha]) => {
             let state = str_of(body, "state");
             if !commit_known(st, repo, sha)
@@ -173,4 +174,31 @@ fn check_run(st: &mut State, repo: &str, body: &Value) -> Reply {
         "output": { "title": output["title"].clone(), "summary": output["summary"].clone(),
             "text": output["text"].clone(), "annotations_count": notes.len(), "annotations": notes } });
     Reply::json(201, create(st, "check-run", repo, f))
+}
+
+/// A file at a commit (what coverage reads a workflow with): the contents
+/// API's JSON, its content base64 in lines of 60 as GitHub sends it.
+fn contents(st: &State, c: &Call, path: &str) -> Reply {
+    let q = crate::loopback::query(c.url);
+    let at = q.get("ref").cloned().unwrap_or_default();
+    let file = st.objects.iter().find(|o| {
+        o.kind == "file" && o.repo == c.repo && o.fields["path"] == *path && o.fields["ref"] == *at
+    });
+    let Some(f) = file else {
+        return message(404, "Not Found");
+    };
+    let b64 = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        str_of(&f.fields, "text").as_bytes(),
+    );
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(60)
+        .map(|c| std::str::from_utf8(c).unwrap_or(""))
+        .collect();
+    Reply::json(
+        200,
+        json!({ "type": "file", "encoding": "base64", "path": path,
+            "content": lines.join("\n") + "\n" }),
+    )
 }

@@ -132,8 +132,11 @@ const NAMES: usize = 20;
 pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -> String {
     let marker = marker(report);
     let mut out = marker.clone() + "\n";
+    // Yellow: green, but with exposures no channel tested.
     let icon = if report.exit_code() != 0 {
         "🔴"
+    } else if report.coverage.as_ref().is_some_and(|c| c.gaps > 0) {
+        "🟡"
     } else {
         "🟢"
     };
@@ -162,6 +165,10 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     let room = |out: &str, more: usize| {
         out.len() + more + footer.len() + state.len() + 300 <= COMMENT_BUDGET
     };
+    let coverage = super::coverage::markdown(report);
+    if room(&out, coverage.len()) {
+        out += &coverage;
+    }
     surfaces(&mut out, report, &room);
     channels(&mut out, report, &room);
     out += &footer;

@@ -195,6 +195,10 @@ impl SurfaceType for ActionsArtifacts {
         Ok(Control::served_listing(s, server))
     }
 
+    fn exposures(&self, _settings: &Value, _carrier: &str) -> Vec<String> {
+        vec!["actions-artifacts".into()]
+    }
+
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
             return vec![];

@@ -186,6 +186,23 @@ impl SurfaceType for DockerDaemon {
         Ok(Control::served_listing(s, server.into_service()))
     }
 
+    fn exposures(&self, settings: &Value, carrier: &str) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        // The address as `DOCKER_HOST` spells it (discovery names the
+        // exposure so); outputs escape it.
+        let host = match &s.host {
+            api::Host::Unix(p) => format!("unix://{}", p.to_string_lossy()),
+            api::Host::Tcp(a) => format!("tcp://{a}"),
+        };
+        let mut e = vec![format!("docker-socket:{host}")];
+        if carrier == super::RUNNER_PERSISTENCE {
+            e.push("runner-persistence".into());
+        }
+        e
+    }
+
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         serde_json::from_value::<Settings>(settings.clone())
             .map(|s| {

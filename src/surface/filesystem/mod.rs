@@ -159,6 +159,17 @@ impl SurfaceType for Filesystem {
         })
     }
 
+    fn exposures(&self, settings: &Value, carrier: &str) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut e = vec![format!("path:{}", s.path.to_string_lossy())];
+        if carrier == super::RUNNER_PERSISTENCE {
+            e.push("runner-persistence".into());
+        }
+        e
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         Ok(Box::new(Instance {
             s: parse(settings)?,

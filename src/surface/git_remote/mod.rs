@@ -300,6 +300,12 @@ impl SurfaceType for GitRemote {
         }
     }
 
+    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .map(|s| vec![format!("git-remote:{}", s.shown)])
+            .unwrap_or_default()
+    }
+
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone()).map_err(|e| {
             Fault::invalid(format!("bad git-remote settings: {}", e.classify_name()))

@@ -356,3 +356,29 @@ pub fn field_holding(object: &Value, needle: &str) -> Option<String> {
             .then(|| crate::escape::bytes(k.as_bytes()))
     })
 }
+
+/// The `GITHUB_TOKEN` permission keys (GitHub's workflow spelling) a
+/// carrier's plant writes with, for coverage; `run-traces` for a trace a
+/// step leaves with no permission at all. Labels take either `issues` or
+/// `pull-requests`, and so does a comment (on an issue or a pull request).
+/// A repository variable needs a permission the `GITHUB_TOKEN` cannot
+/// hold (it is a carrier for other tokens): none.
+//
+// Why names, not `Gh`: coverage asks by the carrier's name, and a name
+// this table does not know claims nothing (a test checks every carrier of
+// the table has its line here).
+pub fn permissions_of(carrier: &str) -> &'static [&'static str] {
+    match carrier {
+        "label-name" | "label-description" | "issue-comment" => &["issues", "pull-requests"],
+        "milestone-title" => &["issues"],
+        "release-draft" | "repository-dispatch" => &["contents"],
+        "deployment" => &["deployments"],
+        "commit-status" => &["statuses"],
+        "check-run" => &["checks"],
+        "code-scanning" => &["security-events"],
+        "discussion" => &["discussions"],
+        "workflow-dispatch" => &["actions"],
+        "run-annotation" | "run-log" => &["run-traces"],
+        _ => &[],
+    }
+}

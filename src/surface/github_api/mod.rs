@@ -187,6 +187,16 @@ impl SurfaceType for GitHubApi {
         Ok(Control::served_listing(s, server))
     }
 
+    fn exposures(&self, _settings: &Value, carrier: &str) -> Vec<String> {
+        carriers::permissions_of(carrier)
+            .iter()
+            .map(|p| match *p {
+                "run-traces" => "run-traces".to_string(),
+                p => format!("permission:{p}"),
+            })
+            .collect()
+    }
+
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
             return vec![];

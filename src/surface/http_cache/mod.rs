@@ -163,6 +163,14 @@ impl SurfaceType for HttpCache {
         Ok(Control::served_listing(s, server))
     }
 
+    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .ok()
+            .and_then(|s| crate::http::origin(&s.url))
+            .map(|o| vec![format!("cache:{o}")])
+            .unwrap_or_default()
+    }
+
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
             return vec![];

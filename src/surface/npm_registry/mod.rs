@@ -111,6 +111,14 @@ impl SurfaceType for NpmRegistry {
         Ok(Control::served(s, server))
     }
 
+    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .ok()
+            .and_then(|s| crate::http::origin(&s.url))
+            .map(|o| vec![format!("registry:{o}")])
+            .unwrap_or_default()
+    }
+
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         serde_json::from_value::<Settings>(settings.clone())
             .map(|s| vec![("credentials", s.auth.describe())])

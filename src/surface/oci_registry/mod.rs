@@ -23,6 +23,7 @@
 
 mod auth;
 mod cleanup;
+mod packages;
 mod plant;
 mod protocol;
 mod recover;
@@ -67,6 +68,11 @@ struct Settings {
     /// (`token-realm:`, https): see [`auth`].
     #[serde(default)]
     token_realm: Option<String>,
+    /// GitHub's package versions listing, a second route to `tag-name`
+    /// behind the API's own access control ([`packages`]): on for
+    /// ghcr.io, and wherever `api-url` names the API.
+    #[serde(default)]
+    packages: Option<packages::PackagesApi>,
 }
 
 /// Whether `name` is a repository name the distribution spec allows:
@@ -123,6 +129,8 @@ impl SurfaceType for OciRegistry {
             "repository-name",
             "consistency-wait",
             "token-realm",
+            "api-url",
+            "api-token-env",
         ]
     }
 
@@ -182,6 +190,7 @@ impl SurfaceType for OciRegistry {
             }
             None => None,
         };
+        let packages = packages::from_config(&mut opts, &registry)?;
         Ok(serde_json::to_value(Settings {
             registry,
             repository,
@@ -190,6 +199,7 @@ impl SurfaceType for OciRegistry {
             consistency_wait_ms: wait.as_millis() as u64,
             control: false,
             token_realm,
+            packages,
         })
         .expect("settings serialize"))
     }
@@ -205,20 +215,40 @@ impl SurfaceType for OciRegistry {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
             token_realm: None,
+            packages: Some(packages::PackagesApi::control(
+                server.url(),
+                server.api_token(true)?,
+            )),
         };
         Ok(Control::served_listing(s, server))
     }
 
+    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+        serde_json::from_value::<Settings>(settings.clone())
+            .ok()
+            .and_then(|s| crate::http::origin(&s.registry))
+            .map(|o| vec![format!("registry:{o}")])
+            .unwrap_or_default()
+    }
+
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
         serde_json::from_value::<Settings>(settings.clone())
-            .map(|s| vec![("credentials", s.auth.describe())])
+            .map(|s| {
+                let mut f = vec![("credentials", s.auth.describe())];
+                if let Some(p) = &s.packages {
+                    f.push(("package-versions", p.describe()));
+                }
+                f
+            })
             .unwrap_or_default()
     }
 
     fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad oci-registry settings"))?;
-        let client = LazyClient::new(s.auth.secrets());
+        let mut secrets = s.auth.secrets();
+        secrets.extend(s.packages.iter().filter_map(|p| p.token.clone()));
+        let client = LazyClient::new(secrets);
         Ok(Box::new(Instance {
             s,
             client,

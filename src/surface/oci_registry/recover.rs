@@ -46,7 +46,7 @@ impl Instance {
                     catalog.push((i, hex));
                     continue;
                 }
-                Oci::TagName => self.read_tags(&repo, &nonce, &mut readable),
+                Oci::TagName => self.tag_routes(&repo, &nonce, &mut readable),
                 Oci::ManifestAnnotation | Oci::BlobContent => {
                     self.read_manifest(ctx, carrier, &nonce, &mut readable)
                 }
@@ -63,6 +63,45 @@ impl Instance {
 
     pub(super) fn wait(&self) -> Duration {
         Duration::from_millis(self.s.consistency_wait_ms)
+    }
+
+    /// `tag-name`'s routes: the registry's tags list, then, where it is
+    /// on, GitHub's package versions ([`super::packages`]). Found by
+    /// either is FAIL; a route that broke or lags is ERROR; the versions
+    /// route unread (no token, GitHub's refusal) leaves the registry's
+    /// verdict, saying so.
+    fn tag_routes(&self, repo: &str, nonce: &Nonce, readable: &mut Vec<String>) -> RecoverOutcome {
+        use super::packages::Versions;
+        let reg = self.read_tags(repo, nonce, readable);
+        let Some(p) = &self.s.packages else {
+            return reg;
+        };
+        if matches!(
+            reg,
+            RecoverOutcome::Found { .. } | RecoverOutcome::Failed { .. }
+        ) {
+            return reg;
+        }
+        match (self.read_versions(p, repo, nonce), reg) {
+            (Versions::Found(detail), _) => RecoverOutcome::Found { detail },
+            (Versions::Fails(o), _) => o,
+            (Versions::Clean(d), RecoverOutcome::NotFound { detail }) => RecoverOutcome::NotFound {
+                detail: format!("{detail}; {d}"),
+            },
+            // The registry refused run B; GitHub's listing did not.
+            (Versions::Clean(d), RecoverOutcome::Denied { reason }) => RecoverOutcome::NotFound {
+                detail: format!("{reason}; {d}"),
+            },
+            (Versions::Unread(why), RecoverOutcome::NotFound { detail }) => {
+                RecoverOutcome::NotFound {
+                    detail: format!("{detail}; GitHub's package versions were not read: {why}"),
+                }
+            }
+            (Versions::Unread(why), RecoverOutcome::Denied { reason }) => RecoverOutcome::Denied {
+                reason: format!("{reason}; GitHub's package versions were not read: {why}"),
+            },
+            (_, other) => other,
+        }
     }
 
     /// `tag-name`: the agreed repository's tags, until they show the

@@ -453,6 +453,7 @@ impl Watch<'_> {
                 finished_at: command_finished_at,
                 canaries,
             }),
+            coverage: None,
         }
     }
 }

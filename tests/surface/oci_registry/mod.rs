@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 mod cleanup;
 mod hostile;
+mod packages;
 
 pub(crate) const CARRIERS: [&str; 4] = [
     "repository-name",

@@ -1,0 +1,219 @@
+//! What the job's `GITHUB_TOKEN` may write, as far as anything says: the
+//! workflow's `permissions:` (the job's own, else the workflow's), read
+//! through the API at `GITHUB_WORKFLOW_SHA`, the commit GitHub ran it
+//! from. Never from the work tree: an agent in the job can edit that, but
+//! not the commit the run started from. Where neither level sets
+//! `permissions:`, every key is `unknown`: the default depends on a
+//! repository (or organization) setting the job cannot see, and is never
+//! guessed.
+
+use crate::github::{Api, ApiError};
+use crate::http::LazyClient;
+use ::http::Method;
+use base64::Engine as _;
+use serde_json::Value;
+
+pub use crate::plan::PERMISSION_KEYS as KEYS;
+
+/// The job's level for each of [`KEYS`] (`write`, `read`, `none`,
+/// `unknown`), and what said so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Known {
+    pub levels: Vec<(&'static str, &'static str)>,
+    /// `workflow` when the file said, else `unknown`.
+    pub from: &'static str,
+    /// For people: the file and job read, or why nothing was.
+    pub source: String,
+}
+
+impl Known {
+    fn unknown(source: String) -> Known {
+        Known {
+            levels: KEYS.iter().map(|k| (*k, "unknown")).collect(),
+            from: "unknown",
+            source,
+        }
+    }
+}
+
+/// Reads the job's permissions through `env` (the process environment in
+/// a run): `None` outside GitHub Actions, where no `GITHUB_TOKEN` is the
+/// job's.
+pub fn read(env: &dyn Fn(&str) -> Option<String>) -> Option<Known> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty());
+    if var("GITHUB_ACTIONS").as_deref() != Some("true") {
+        return None;
+    }
+    let Some((repo, path)) = var("GITHUB_WORKFLOW_REF").as_deref().and_then(workflow_of) else {
+        return Some(Known::unknown(
+            "GITHUB_WORKFLOW_REF is unset or not a workflow file: the permissions are unknown"
+                .into(),
+        ));
+    };
+    let sha =
+        var("GITHUB_WORKFLOW_SHA").filter(|s| s.len() == 40 && crate::surface::lower_hex(s, 40));
+    let (Some(sha), Some(job)) = (sha, var("GITHUB_JOB")) else {
+        return Some(Known::unknown(
+            "GITHUB_WORKFLOW_SHA or GITHUB_JOB is unset: the permissions are unknown".into(),
+        ));
+    };
+    let Some((source, token)) = ["GITHUB_TOKEN", "GH_TOKEN"]
+        .iter()
+        .find_map(|k| var(k).map(|t| (*k, t)))
+    else {
+        return Some(Known::unknown(
+            "no GITHUB_TOKEN to read the workflow file with: the permissions are unknown".into(),
+        ));
+    };
+    let base = var("GITHUB_API_URL").unwrap_or_else(|| "https://api.github.com".into());
+    let shown = crate::escape::bytes(format!("{path}@{sha}").as_bytes());
+    let text = match fetch(&base, &repo, &path, &sha, source, &token) {
+        Ok(t) => t,
+        Err(why) => {
+            return Some(Known::unknown(format!(
+                "reading {shown} failed ({why}): the permissions are unknown"
+            )));
+        }
+    };
+    Some(
+        levels_of(&text, &job, &fork_pull_request(&var)).unwrap_or_else(|why| {
+            Known::unknown(format!("{shown}: {why}: the permissions are unknown"))
+        }),
+    )
+    .map(|mut k| {
+        if k.from == "workflow" {
+            k.source = format!("{shown}, {}", k.source);
+        }
+        k
+    })
+}
+
+/// `owner/repo` and the file path of `GITHUB_WORKFLOW_REF`
+/// (`owner/repo/.github/workflows/ci.yml@refs/heads/main`), when it names
+/// a workflow file in plain characters.
+fn workflow_of(r: &str) -> Option<(String, String)> {
+    let (full, _ref) = r.split_once('@')?;
+    let mut parts = full.splitn(3, '/');
+    let (owner, name, path) = (parts.next()?, parts.next()?, parts.next()?);
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
+            && !s.split('/').any(|p| p.is_empty() || p == "." || p == "..")
+    };
+    (plain(owner) && plain(name) && plain(path) && path.starts_with(".github/workflows/"))
+        .then(|| (format!("{owner}/{name}"), path.to_string()))
+}
+
+/// The workflow file's text at `sha` (the contents API, base64).
+fn fetch(
+    base: &str,
+    repo: &str,
+    path: &str,
+    sha: &str,
+    source: &str,
+    token: &str,
+) -> Result<String, String> {
+    let client = LazyClient::new(vec![token.to_string()]);
+    let api = Api {
+        client: client.get().map_err(String::from)?,
+        base,
+        token,
+        source,
+    };
+    let a = api
+        .call(
+            Method::GET,
+            &format!("/repos/{repo}/contents/{path}?ref={sha}"),
+            None,
+            "reading the workflow file",
+        )
+        .map_err(|e: ApiError| e.text())?;
+    let (Some(content), Some("base64")) = (a.json["content"].as_str(), a.json["encoding"].as_str())
+    else {
+        return Err("the answer holds no base64 content (a file over 1 MB?)".into());
+    };
+    let clean: String = content.chars().filter(|c| !c.is_whitespace()).collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(clean)
+        .map_err(|_| "its content is not base64".to_string())?;
+    String::from_utf8(bytes).map_err(|_| "it is not UTF-8".into())
+}
+
+/// Why write is capped for this event, when it is: a pull request from a
+/// fork gets a read-only token unless the repository sends write tokens
+/// to fork pull requests, which the job cannot see.
+fn fork_pull_request(var: &dyn Fn(&str) -> Option<String>) -> Option<()> {
+    let event = var("GITHUB_EVENT_NAME")?;
+    if !event.starts_with("pull_request") || event == "pull_request_target" {
+        return None;
+    }
+    let text = std::fs::read(var("GITHUB_EVENT_PATH")?).ok()?;
+    let v: Value = serde_json::from_slice(&text).ok()?;
+    let pr = &v["pull_request"];
+    (pr["head"]["repo"]["full_name"] != pr["base"]["repo"]["full_name"]).then_some(())
+}
+
+/// The levels the workflow `text` gives job `job`: its `permissions:`,
+/// else the workflow's; `Err` with why when that cannot be told.
+pub fn levels_of(text: &str, job: &str, fork: &Option<()>) -> Result<Known, String> {
+    let doc: Value =
+        serde_saphyr::from_str(text).map_err(|_| "it is not a YAML workflow".to_string())?;
+    let Some(j) = doc["jobs"].get(job) else {
+        return Err(format!(
+            "it has no job {} (a reusable workflow's job?)",
+            crate::escape::bytes(job.as_bytes())
+        ));
+    };
+    let (set, at) = match (j.get("permissions"), doc.get("permissions")) {
+        (Some(p), _) => (p, "the job's permissions"),
+        (None, Some(p)) => (p, "the workflow's permissions"),
+        (None, None) => {
+            return Err(
+                "neither the job nor the workflow sets `permissions:`, so the default depends on a repository setting the job cannot see"
+                    .into(),
+            );
+        }
+    };
+    let level = |k: &str| -> Result<&'static str, String> {
+        let l = match set {
+            Value::String(s) if s == "write-all" => "write",
+            Value::String(s) if s == "read-all" => "read",
+            Value::Object(m) => match m.get(k).and_then(Value::as_str) {
+                Some("write") => "write",
+                Some("read") => "read",
+                Some("none") | None => "none",
+                Some(_) => return Err(format!("its {at} give {k} a level GitHub does not have")),
+            },
+            _ => {
+                return Err(format!(
+                    "its {at} are neither a mapping nor read-all/write-all"
+                ));
+            }
+        };
+        // A fork's pull request: write may be read only (the setting
+        // that decides is the repository's).
+        Ok(if l == "write" && fork.is_some() {
+            "unknown"
+        } else {
+            l
+        })
+    };
+    let levels = KEYS
+        .iter()
+        .map(|k| level(k).map(|l| (*k, l)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Known {
+        levels,
+        from: "workflow",
+        source: format!(
+            "{at} of job {}{}",
+            crate::escape::bytes(job.as_bytes()),
+            if fork.is_some() {
+                "; a pull request from a fork: write is unknown (the repository decides whether forks get write tokens)"
+            } else {
+                ""
+            }
+        ),
+    })
+}

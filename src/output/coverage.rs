@@ -1,0 +1,235 @@
+//! Coverage in every output: the headline's lead ("green, but 5
+//! exposures not tested: packages, discussions, …"), the table's lines
+//! and the Markdown section of the job summary, the check run and the
+//! pull request comment. A clean run with gaps never reads as a plain
+//! green.
+//!
+//! The lead names gaps only by words this module owns (a permission key
+//! of GitHub's, a fixed exposure name, or a kind with a count: "2 paths"):
+//! an exposure's place (a path, an origin) is environment text, shown
+//! only escaped, in the table and the section.
+
+use super::markdown::{cell, word};
+use crate::escape;
+use crate::report::{Coverage, ExposureStatus, Report};
+use std::fmt::Write as _;
+
+/// Gap names past this many are counted, not named, in a headline.
+const NAMED: usize = 5;
+
+/// The gaps of the report's coverage, when it has any.
+fn gaps(report: &Report) -> Option<&Coverage> {
+    report.coverage.as_ref().filter(|c| c.gaps > 0)
+}
+
+/// The gaps by name, in the report's order: a permission's key, a fixed
+/// exposure's id, else its kind counted ("2 paths").
+fn names(c: &Coverage) -> Vec<String> {
+    let mut named: Vec<String> = vec![];
+    let mut kinds: Vec<(&'static str, &'static str, usize)> = vec![];
+    for e in c
+        .exposures
+        .iter()
+        .filter(|e| e.status == ExposureStatus::NotTested)
+    {
+        if let Some(k) = e.id.strip_prefix("permission:")
+            && let Some(k) = crate::plan::PERMISSION_KEYS.iter().find(|x| **x == k)
+        {
+            named.push(k.to_string());
+            continue;
+        }
+        let fixed = [
+            "run-traces",
+            "runner-persistence",
+            "actions-cache",
+            "actions-artifacts",
+        ];
+        if let Some(f) = fixed.iter().find(|f| **f == e.id) {
+            named.push(f.to_string());
+            continue;
+        }
+        let kind = match e.id.split_once(':').map(|(k, _)| k) {
+            Some("docker-socket") => ("Docker socket", "Docker sockets"),
+            Some("registry") => ("registry", "registries"),
+            Some("cache") => ("cache", "caches"),
+            Some("path") => ("path", "paths"),
+            Some("git-remote") => ("git remote", "git remotes"),
+            _ => ("exposure", "exposures"),
+        };
+        match kinds.iter_mut().find(|k| k.0 == kind.0) {
+            Some(k) => k.2 += 1,
+            None => kinds.push((kind.0, kind.1, 1)),
+        }
+    }
+    named.extend(kinds.into_iter().map(|(one, many, n)| match n {
+        1 => format!("a {one}"),
+        n => format!("{n} {many}"),
+    }));
+    named
+}
+
+/// `5 exposures not tested: packages, discussions, run-traces, a
+/// registry, 2 paths` (at most [`NAMED`] names, then `…`).
+fn gap_line(c: &Coverage) -> String {
+    let names = names(c);
+    let shown: Vec<&str> = names.iter().take(NAMED).map(String::as_str).collect();
+    format!(
+        "{} {} not tested: {}{}",
+        c.gaps,
+        if c.gaps == 1 { "exposure" } else { "exposures" },
+        shown.join(", "),
+        if names.len() > NAMED { ", …" } else { "" }
+    )
+}
+
+/// The headline's coverage part, plain words only: `None` without gaps.
+/// `green` says whether the rest of the run is clean (then the line
+/// starts "green, but").
+pub fn lead(report: &Report, green: bool) -> Option<String> {
+    let c = gaps(report)?;
+    Some(match (green, c.required) {
+        (true, false) => format!("green, but {}", gap_line(c)),
+        (_, true) => format!("{} (coverage required)", gap_line(c)),
+        (false, false) => gap_line(c),
+    })
+}
+
+/// The channels that tested an exposure, short: one channel as it is
+/// (`github:release-draft (fail)`), several of one surface counted by
+/// verdict (`home: 9 fail, 1 pass`).
+fn tested_by(channels: &[String]) -> String {
+    let mut by: Vec<(&str, Vec<&str>)> = vec![];
+    for c in channels {
+        let (ch, verdict) = c.rsplit_once(" (").unwrap_or((c, ""));
+        let surface = ch.split_once(':').map_or(ch, |(s, _)| s);
+        match by.iter_mut().find(|(s, _)| *s == surface) {
+            Some((_, v)) => v.push(verdict.trim_end_matches(')')),
+            None => by.push((surface, vec![verdict.trim_end_matches(')')])),
+        }
+    }
+    by.iter()
+        .map(|(surface, verdicts)| {
+            if verdicts.len() == 1 {
+                return channels
+                    .iter()
+                    .find(|c| c.starts_with(&format!("{surface}:")))
+                    .cloned()
+                    .unwrap_or_default();
+            }
+            let mut counts: Vec<(&str, usize)> = vec![];
+            for v in verdicts {
+                match counts.iter_mut().find(|(x, _)| x == v) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((v, 1)),
+                }
+            }
+            let counts: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
+            format!("{surface}: {}", counts.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The terminal table's lines: the coverage line, then each gap with why
+/// (with `all`, the wide table's, every exposure and what tested it).
+pub fn table_lines(report: &Report, all: bool) -> String {
+    let Some(c) = &report.coverage else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "coverage ({} runner): {}",
+        escape::line(&c.runner),
+        match c.gaps {
+            0 => "every exposure tested or declared".to_string(),
+            _ => gap_line(c),
+        }
+    );
+    for e in c
+        .exposures
+        .iter()
+        .filter(|e| all || e.status == ExposureStatus::NotTested)
+    {
+        let how = match e.status {
+            ExposureStatus::Tested => tested_by(&e.channels),
+            _ => e.reason.clone().unwrap_or_default(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} {}: {}",
+            e.status.as_str(),
+            escape::line(&e.id),
+            escape::line(&how)
+        );
+    }
+    if all && !c.permissions_source.is_empty() {
+        let _ = writeln!(
+            out,
+            "  permissions: {}",
+            escape::line(&c.permissions_source)
+        );
+    }
+    out
+}
+
+/// The Markdown section: the gaps first (each with why and the stanza
+/// that would test it), then what was tested or declared, collapsed.
+pub fn markdown(report: &Report) -> String {
+    let Some(c) = &report.coverage else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if c.gaps == 0 {
+        let _ = writeln!(
+            out,
+            "**Coverage:** every exposure of this {} runner was tested or declared ({}).\n",
+            word(&c.runner),
+            c.exposures.len()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "**Coverage: {}.** A green run says nothing about these:\n",
+            gap_line(c)
+        );
+        out += "| Not tested | Why | Would test it |\n| --- | --- | --- |\n";
+        for e in c
+            .exposures
+            .iter()
+            .filter(|e| e.status == ExposureStatus::NotTested)
+        {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                cell(&e.id),
+                cell(e.reason.as_deref().unwrap_or("")),
+                cell(&e.stanza.as_deref().unwrap_or("").replace('\n', " ⏎ "))
+            );
+        }
+        out += "\n";
+    }
+    let rest: Vec<_> = c
+        .exposures
+        .iter()
+        .filter(|e| e.status != ExposureStatus::NotTested)
+        .collect();
+    if !rest.is_empty() {
+        out += "<details><summary>Tested and declared exposures</summary>\n\n| Status | Exposure | Tested by, or why declared |\n| --- | --- | --- |\n";
+        for e in rest {
+            let how = match e.status {
+                ExposureStatus::Tested => tested_by(&e.channels),
+                _ => e.reason.clone().unwrap_or_default(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                e.status.as_str(),
+                cell(&e.id),
+                cell(&how)
+            );
+        }
+        out += "\n</details>\n\n";
+    }
+    out
+}

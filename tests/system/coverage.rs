@@ -1,0 +1,385 @@
+//! Coverage (src/coverage/): the exposures each of three environments
+//! has, and exactly which of them a run left untested: a GitHub-hosted
+//! runner with a permissive token, one with the restricted token, and a
+//! self-hosted runner with a Docker socket. The job's permissions come
+//! from the workflow file at `GITHUB_WORKFLOW_SHA`, read from the loopback
+//! GitHub; `--require-coverage` fails on a gap and passes once each gap is
+//! declared.
+
+use crate::common::*;
+use runwarden::coverage::permissions::levels_of;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
+use serde_json::{Value, json};
+use std::path::Path;
+
+const REPO: &str = "octo/repo";
+const SHA: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
+const WORKFLOW_SHA: &str = "f00dfeed00000000000000000000000000000001";
+
+/// The loopback GitHub with the commit and the workflow file `text` at
+/// `WORKFLOW_SHA`.
+fn server(workflow: &str) -> GitHubServer {
+    let svc = GitHubServer::start().unwrap();
+    svc.add("commit", REPO, json!({ "sha": SHA }));
+    svc.add(
+        "file",
+        REPO,
+        json!({ "path": ".github/workflows/ci.yml", "ref": WORKFLOW_SHA, "text": workflow }),
+    );
+    svc
+}
+
+/// A probe as the job `probe` of `ci.yml` on a runner of `kind`, with
+/// `HOME` an empty directory and `TMPDIR` the test's.
+fn run(
+    dir: &Path,
+    svc: &GitHubServer,
+    token: &str,
+    kind: &str,
+    config: &str,
+    extra: &[(&str, &str)],
+    args: &[&str],
+) -> Probe {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home = home.to_string_lossy().into_owned();
+    let api = svc.api_url();
+    let mut env: Vec<(&str, &str)> = vec![
+        ("GITHUB_ACTIONS", "true"),
+        ("RUNNER_ENVIRONMENT", kind),
+        ("GITHUB_API_URL", &api),
+        ("GITHUB_REPOSITORY", REPO),
+        ("GITHUB_REPOSITORY_OWNER", "octo"),
+        ("GITHUB_SHA", SHA),
+        (
+            "GITHUB_WORKFLOW_REF",
+            "octo/repo/.github/workflows/ci.yml@refs/heads/main",
+        ),
+        ("GITHUB_WORKFLOW_SHA", WORKFLOW_SHA),
+        ("GITHUB_JOB", "probe"),
+        ("GITHUB_TOKEN", token),
+        ("HOME", &home),
+        ("DOCKER_HOST", "unix:///nonexistent/docker.sock"),
+    ];
+    env.extend_from_slice(extra);
+    let mut all = vec!["probe"];
+    all.extend_from_slice(args);
+    run_config(dir, config, &env, &all)
+}
+
+/// The config: the repository's objects (issue 42), `/dev/shm`
+/// declared, and `extra`; the test's HOME and TMPDIR as filesystem
+/// surfaces with `fs` (they are open: the run fails), else declared.
+fn config(dir: &Path, fs: bool, extra: &str) -> String {
+    let (home, tmp) = (dir.join("home"), dir.to_path_buf());
+    let (home, tmp) = (home.to_string_lossy(), tmp.to_string_lossy());
+    let mut c = "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    issue: 42\n"
+        .to_string();
+    if fs {
+        c += &format!(
+            "  - name: home\n    type: filesystem\n    path: {home:?}\n  - name: temp\n    type: filesystem\n    path: {tmp:?}\n"
+        );
+    }
+    c += "declared:\n  - exposure: path:/dev/shm\n    reason: shared memory of this test machine\n";
+    if !fs {
+        c += &format!(
+            "  - exposure: {:?}\n    reason: the test's own\n  - exposure: {:?}\n    reason: the test's own\n",
+            format!("path:{home}"),
+            format!("path:{tmp}")
+        );
+    }
+    c + extra
+}
+
+/// The ids of the exposures with `status`.
+fn with_status(p: &Probe, status: &str) -> Vec<String> {
+    let mut v: Vec<String> = p.report["coverage"]["exposures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no coverage: {}", p.stderr))
+        .iter()
+        .filter(|e| e["status"] == status)
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn exposure<'a>(p: &'a Probe, id: &str) -> &'a Value {
+    p.report["coverage"]["exposures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id)
+        .unwrap_or_else(|| panic!("no exposure {id}: {}", p.report["coverage"]))
+}
+
+#[test]
+fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested() {
+    let svc = server(
+        "on: push\npermissions: write-all\njobs:\n  probe:\n    runs-on: ubuntu-latest\n    steps: []\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let token = svc.token(WRITE_ALL);
+    let p = run(
+        dir.path(),
+        &svc,
+        &token,
+        "github-hosted",
+        &config(dir.path(), true, ""),
+        &[],
+        &[],
+    );
+    assert_eq!(p.verdict("github:label-name"), "fail", "{}", p.stderr);
+    let c = &p.report["coverage"];
+    assert_eq!(c["runner"], "github-hosted");
+    assert!(
+        c["permissions_source"]
+            .as_str()
+            .unwrap()
+            .contains("the workflow's permissions of job \"probe\""),
+        "{c}"
+    );
+    assert_eq!(
+        with_status(&p, "not-tested"),
+        [
+            "permission:actions",
+            "permission:attestations",
+            "permission:checks",
+            "permission:discussions",
+            "permission:packages",
+            "permission:pages",
+            "permission:repository-projects",
+            "permission:security-events",
+            "permission:statuses",
+            "run-traces",
+        ],
+        "{c}"
+    );
+    assert_eq!(
+        with_status(&p, "tested"),
+        [
+            format!("path:{}", dir.path().to_string_lossy()).as_str(),
+            format!("path:{}/home", dir.path().to_string_lossy()).as_str(),
+            "permission:contents",
+            "permission:deployments",
+            "permission:issues",
+            "permission:pull-requests",
+        ]
+    );
+    assert_eq!(with_status(&p, "declared"), ["path:/dev/shm"]);
+    assert_eq!(c["gaps"], 10);
+    // No runner persistence on a fresh VM.
+    assert!(
+        c["exposures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["id"] != "runner-persistence")
+    );
+    // Each gap says why, and the one a stanza would test carries it.
+    let checks = exposure(&p, "permission:checks");
+    assert!(
+        checks["reason"]
+            .as_str()
+            .unwrap()
+            .contains("github:check-run was skipped"),
+        "{checks}"
+    );
+    assert!(
+        checks["stanza"]
+            .as_str()
+            .unwrap()
+            .contains("permanent: true")
+    );
+    let pages = exposure(&p, "permission:pages");
+    assert!(pages["reason"].as_str().unwrap().contains("Pages enabled"));
+    assert!(pages["stanza"].is_null());
+    let sec = exposure(&p, "permission:security-events");
+    assert!(
+        sec["stanza"]
+            .as_str()
+            .unwrap()
+            .contains("code-scanning: true")
+    );
+    let pk = exposure(&p, "permission:packages");
+    assert!(
+        pk["stanza"]
+            .as_str()
+            .unwrap()
+            .contains("repository: octo/runwarden-probe")
+    );
+    // The outputs lead with the gaps: a clean run is never a plain green.
+    assert!(p.stdout.contains("coverage (github-hosted runner): 10 exposures not tested: actions, attestations, checks, discussions, packages, …"), "{}", p.stdout);
+    // The workflow file was read at the workflow's commit, with the job's token.
+    let log = svc.requests();
+    assert!(
+        log.iter().any(|(m, u)| m == "GET"
+            && u.contains(&format!(
+                "/contents/.github/workflows/ci.yml?ref={WORKFLOW_SHA}"
+            ))),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn a_restricted_token_exposes_only_the_run_traces_and_require_coverage_fails_on_that_gap() {
+    let svc = server(
+        "on: push\npermissions:\n  contents: read\njobs:\n  probe:\n    runs-on: ubuntu-latest\n    steps: []\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let token = svc.token(CONTENTS_READ);
+    let p = run(
+        dir.path(),
+        &svc,
+        &token,
+        "github-hosted",
+        &config(dir.path(), false, ""),
+        &[],
+        &["--require-coverage"],
+    );
+    assert_eq!(p.verdict("github:label-name"), "pass", "{}", p.stderr);
+    assert_eq!(
+        with_status(&p, "not-tested"),
+        ["run-traces"],
+        "{}",
+        p.report["coverage"]
+    );
+    let levels = p.report["coverage"]["permissions"].as_array().unwrap();
+    let of = |k: &str| levels.iter().find(|l| l["key"] == k).unwrap()["level"].clone();
+    assert_eq!(of("contents"), "read");
+    assert_eq!(of("issues"), "none");
+    assert_eq!(p.report["coverage"]["required"], true);
+    // Every channel is closed, but a gap is a failure with the flag.
+    assert_eq!(p.code, 1, "{}", p.stdout);
+    // Declared, the gap is no gap.
+    let declared = config(
+        dir.path(),
+        false,
+        "  - exposure: run-traces\n    reason: tested by the cross-job workflow\n",
+    );
+    let p = run(
+        dir.path(),
+        &svc,
+        &token,
+        "github-hosted",
+        &declared,
+        &[],
+        &["--require-coverage"],
+    );
+    assert_eq!(p.code, 0, "{}", p.stdout);
+    assert_eq!(with_status(&p, "declared").len(), 4);
+}
+
+#[test]
+fn a_self_hosted_runner_with_a_docker_socket_shows_the_socket_and_persistence_untested() {
+    // No permissions: in the workflow: every key is unknown, never guessed.
+    let svc = server("on: push\njobs:\n  probe:\n    runs-on: self-hosted\n    steps: []\n");
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let host = format!("unix://{}", sock.to_string_lossy());
+    let token = svc.token(WRITE_ALL);
+    let p = run(
+        dir.path(),
+        &svc,
+        &token,
+        "self-hosted",
+        &config(dir.path(), false, ""),
+        &[("DOCKER_HOST", &host)],
+        &[],
+    );
+    let c = &p.report["coverage"];
+    assert_eq!(c["runner"], "self-hosted");
+    assert!(
+        c["permissions_source"]
+            .as_str()
+            .unwrap()
+            .contains("neither the job nor the workflow sets"),
+        "{c}"
+    );
+    let socket = exposure(&p, &format!("docker-socket:{host}"));
+    assert_eq!(socket["status"], "not-tested");
+    assert!(
+        socket["stanza"]
+            .as_str()
+            .unwrap()
+            .contains("type: docker-daemon"),
+        "{socket}"
+    );
+    // A persistent runner: untested here (no surface reads beacons).
+    let persist = exposure(&p, "runner-persistence");
+    assert_eq!(persist["status"], "not-tested");
+    assert!(
+        persist["reason"]
+            .as_str()
+            .unwrap()
+            .contains("plant --beacon"),
+        "{persist}"
+    );
+    // Unknown levels are exposures; a write GitHub accepted shows the level.
+    let levels = c["permissions"].as_array().unwrap();
+    let of = |k: &str| levels.iter().find(|l| l["key"] == k).unwrap().clone();
+    assert_eq!(of("deployments")["level"], "write", "{c}");
+    assert_eq!(of("deployments")["from"], "api");
+    assert_eq!(of("packages")["level"], "unknown");
+    assert_eq!(exposure(&p, "permission:packages")["status"], "not-tested");
+}
+
+#[test]
+fn the_job_level_wins_and_a_fork_pull_request_makes_write_unknown() {
+    let wf = "permissions: write-all\njobs:\n  a:\n    permissions:\n      issues: write\n      contents: read\n  b: {}\n";
+    let a = levels_of(wf, "a", &None).unwrap();
+    let of = |k: &runwarden::coverage::permissions::Known, key: &str| {
+        k.levels.iter().find(|(x, _)| *x == key).unwrap().1
+    };
+    assert_eq!(
+        (of(&a, "issues"), of(&a, "contents"), of(&a, "packages")),
+        ("write", "read", "none")
+    );
+    let b = levels_of(wf, "b", &None).unwrap();
+    assert_eq!(of(&b, "packages"), "write");
+    let fork = levels_of(wf, "b", &Some(())).unwrap();
+    assert_eq!(of(&fork, "packages"), "unknown");
+    assert!(levels_of(wf, "c", &None).unwrap_err().contains("no job"));
+    assert!(
+        levels_of("jobs:\n  a: {}\n", "a", &None)
+            .unwrap_err()
+            .contains("neither")
+    );
+    assert!(levels_of("permissions: 3\njobs:\n  a: {}\n", "a", &None).is_err());
+}
+
+#[test]
+fn a_gap_names_no_environment_text_in_the_headline_and_every_exposure_is_escaped() {
+    let svc = server("on: push\npermissions:\n  contents: read\njobs:\n  probe: {}\n");
+    let dir = tempfile::tempdir().unwrap();
+    // A registry origin and a home of the environment's choosing.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let npmrc = home.join(".npmrc");
+    std::fs::write(&npmrc, "registry=https://evil.example/@everyone\n").unwrap();
+    let token = svc.token(CONTENTS_READ);
+    let p = run(
+        dir.path(),
+        &svc,
+        &token,
+        "github-hosted",
+        &config(dir.path(), false, ""),
+        &[],
+        &["--format", "github"],
+    );
+    let reg = exposure(&p, "registry:https://evil.example");
+    assert_eq!(reg["status"], "not-tested");
+    let title =
+        runwarden::output::review::headline(&serde_json::from_value(p.report.clone()).unwrap());
+    assert_eq!(
+        title,
+        "green, but 2 exposures not tested: run-traces, a registry (7 channels tested, none open undeclared)"
+    );
+    let summary = runwarden::output::github::summary(
+        &serde_json::from_value(p.report.clone()).unwrap(),
+        None,
+    );
+    assert!(summary.contains("evil.example/@everyone"), "{summary}");
+    markdown::assert_inert(&summary);
+}
