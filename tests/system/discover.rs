@@ -373,5 +373,37 @@ fn a_docker_socket_is_proposed_live_and_a_tls_daemon_with_its_certificates() {
         "DOCKER_HOST",
         format!("unix://{}", dir.path().join("none.sock").display()),
     )]);
-    assert!(!out.contains("docker-daemon"), "{out}");
+    assert!(!out.contains("name: docker\n"), "{out}");
+    // DOCKER_HOST elsewhere (an earlier step can set it): the default
+    // socket is still looked at, proposed when there.
+    let default = std::path::Path::new("/var/run/docker.sock").exists();
+    assert_eq!(out.contains("name: docker-default\n"), default, "{out}");
+}
+
+#[test]
+fn in_ci_the_passwd_home_is_proposed_when_home_names_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let (out, err, code) = discover(&[
+        ("GITHUB_ACTIONS", "true".into()),
+        ("HOME", home.to_string_lossy().into_owned()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let uid = unsafe { libc::geteuid() }.to_string();
+    let real = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 7 && f[2] == uid).then(|| f[5].to_string())
+    });
+    if let Some(real) = real.filter(|r| std::path::Path::new(r).is_dir()) {
+        assert!(
+            out.contains(&format!("  - name: passwd-home\n    type: filesystem\n    path: {real:?}\n")),
+            "{out}"
+        );
+    }
+    assert_valid(&out);
+    // Outside CI the operator's HOME is the home.
+    let (out, _, _) = discover(&[("HOME", home.to_string_lossy().into_owned())]);
+    assert!(!out.contains("passwd-home"), "{out}");
 }

@@ -8,7 +8,10 @@
 //! a remote unless the operator uncomments it. The Actions cache is proposed
 //! only in CI, when the step holds a token that reaches it.
 
+mod registries;
+
 use crate::git::Git;
+use registries::{npm_registry, oci_registries, pypi_index};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -117,7 +120,14 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     surfaces.extend(npm_registry(&var, workspace.as_deref(), home.as_deref()));
     surfaces.extend(pypi_index(&var, home.as_deref()));
     surfaces.extend(oci_registries(&var, home.as_deref()));
-    surfaces.extend(docker_daemon(&var));
+    // The default socket too when DOCKER_HOST names another: an earlier
+    // step can set DOCKER_HOST (GITHUB_ENV), and the daemon most jobs
+    // share does not go away with it.
+    let host = var("DOCKER_HOST").unwrap_or_else(|| DEFAULT_DOCKER.into());
+    surfaces.extend(docker_daemon(&var, "docker", &host));
+    if host != DEFAULT_DOCKER {
+        surfaces.extend(docker_daemon(&var, "docker-default", DEFAULT_DOCKER));
+    }
     Discovery {
         runner,
         surfaces,
@@ -125,17 +135,19 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     }
 }
 
+/// Where the docker CLI looks without `DOCKER_HOST`.
+const DEFAULT_DOCKER: &str = "unix:///var/run/docker.sock";
+
 /// The Docker daemon `DOCKER_HOST` names (else the default socket), when
 /// its socket is there: proposed live, because everything a probe makes
 /// on it is removed by id, and it is the most shared thing on a
 /// self-hosted runner. A socket this user may not open is proposed too: a
 /// probe shows it closed (refused). A `tcp://` daemon with
 /// `DOCKER_TLS_VERIFY` gets its certificate directory written out.
-fn docker_daemon(var: Var<'_>) -> Option<Candidate> {
-    let host = var("DOCKER_HOST").unwrap_or_else(|| "unix:///var/run/docker.sock".into());
+fn docker_daemon(var: Var<'_>, name: &str, host: &str) -> Option<Candidate> {
     let entry = format!(
-        "  - name: docker\n    type: docker-daemon\n    host: {}\n",
-        serde_json::to_string(&host).expect("string serializes")
+        "  - name: {name}\n    type: docker-daemon\n    host: {}\n",
+        serde_json::to_string(host).expect("string serializes")
     );
     let shown = crate::escape::bytes(host.as_bytes());
     if let Some(path) = host.strip_prefix("unix://") {
@@ -256,6 +268,17 @@ fn directories(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
             "$HOME: persists on self-hosted runners; dotfiles and caches of every job land here",
         );
     }
+    // The home /etc/passwd gives this user, when $HOME names another (an
+    // earlier step can set HOME): it persists all the same.
+    // (In Actions only: elsewhere the operator chose $HOME.)
+    let in_actions = var("GITHUB_ACTIONS").as_deref() == Some("true");
+    if let Some(h) = passwd_home().filter(|p| in_actions && Some(p.as_path()) != home) {
+        add(
+            "passwd-home",
+            &h,
+            "this user's home in /etc/passwd, which $HOME does not name: dotfiles and caches of other jobs land here",
+        );
+    }
     // Package caches: shared by every build on the machine.
     for (name, under_home, what) in HOME_CACHES {
         // Go's cache moves with GOMODCACHE.
@@ -284,6 +307,17 @@ fn directories(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
         "/dev/shm: shared memory, a tmpfs every process can write",
     );
     surfaces
+}
+
+/// This user's home directory in /etc/passwd (users only a directory
+/// service knows are not there: then none).
+fn passwd_home() -> Option<PathBuf> {
+    let uid = crate::sys::euid().to_string();
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 7 && f[2] == uid && f[5].starts_with('/')).then(|| PathBuf::from(f[5]))
+    })
 }
 
 /// The workspace's git remote (`origin`), if the workspace (or the
@@ -395,146 +429,6 @@ fn github_services(
     } else if in_actions && api_token {
         notes.push("GH_TOKEN is set but GITHUB_TOKEN is not: a github-api surface needs `token-env: GH_TOKEN`".into());
     }
-}
-
-/// The npm registry this machine is configured for, unless it is the
-/// public one (commented out).
-fn npm_registry(var: Var<'_>, workspace: Option<&Path>, home: Option<&Path>) -> Option<Candidate> {
-    let npm_registry = var("NPM_CONFIG_REGISTRY")
-        .or_else(|| var("npm_config_registry"))
-        .or_else(|| {
-            let mut files: Vec<PathBuf> = workspace.iter().map(|w| w.join(".npmrc")).collect();
-            files.extend(home.iter().map(|h| h.join(".npmrc")));
-            files.iter().find_map(|f| ini_value(f, "registry"))
-        });
-    let url = npm_registry.and_then(|u| private_url(&u, "registry.npmjs.org"))?;
-    Some(Candidate {
-        why: format!("the npm registry this machine is configured for ({url}): package names, versions, readmes, dist-tags and tarballs carry messages"),
-        entry: format!(
-            "  - name: npm-registry\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
-            serde_json::to_string(&url).expect("string serializes")
-        ),
-        skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
-        exposure: crate::http::origin(&url).map(|o| format!("registry:{o}")),
-    })
-}
-
-/// The Python package index this machine is configured for, unless it is
-/// the public one (commented out).
-fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate> {
-    let pip_index = var("PIP_INDEX_URL").or_else(|| {
-        let mut files: Vec<PathBuf> = home
-            .iter()
-            .flat_map(|h| [h.join(".config/pip/pip.conf"), h.join(".pip/pip.conf")])
-            .collect();
-        files.push(PathBuf::from("/etc/pip.conf"));
-        files.iter().find_map(|f| ini_value(f, "index-url"))
-    });
-    let url = pip_index.and_then(|u| private_url(&u, "pypi.org"))?;
-    let simple = if url.ends_with('/') {
-        url.clone()
-    } else {
-        format!("{url}/")
-    };
-    // devpi serves the simple index under `+simple/` of the index it
-    // uploads to; other servers name their upload URL themselves.
-    let upload = simple
-        .strip_suffix("+simple/")
-        .map(String::from)
-        .unwrap_or_else(|| "https://<the index's upload URL>/".into());
-    Some(Candidate {
-        why: format!("the Python package index this machine is configured for ({url}): project names, versions, descriptions and file names carry messages"),
-        entry: format!(
-            "  - name: pypi-index\n    type: pypi-index\n    upload-url: {}\n    simple-url: {}\n    username-env: PYPI_USER\n    password-env: PYPI_PASSWORD\n",
-            serde_json::to_string(&upload).expect("string serializes"),
-            serde_json::to_string(&simple).expect("string serializes")
-        ),
-        skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
-        exposure: crate::http::origin(&simple).map(|o| format!("registry:{o}")),
-    })
-}
-
-/// The container registries `docker login` stored credentials for
-/// (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): one
-/// commented `oci-registry` entry for each key of `auths`. Only the keys
-/// are read, reduced to an origin (no userinfo, no path); the credentials
-/// beside them are never copied.
-fn oci_registries(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
-    let file = match var("DOCKER_CONFIG") {
-        Some(d) => PathBuf::from(d).join("config.json"),
-        None => match home {
-            Some(h) => h.join(".docker/config.json"),
-            None => return vec![],
-        },
-    };
-    // A config.json is small; a huge one is not docker's.
-    let text = match std::fs::metadata(&file) {
-        Ok(m) if m.len() <= 1 << 20 => std::fs::read_to_string(&file).unwrap_or_default(),
-        _ => return vec![],
-    };
-    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return vec![];
-    };
-    let mut origins: Vec<String> = vec![];
-    for key in doc["auths"].as_object().into_iter().flat_map(|m| m.keys()) {
-        let url = if key.contains("://") {
-            key.clone()
-        } else {
-            format!("https://{key}")
-        };
-        let Some(o) = crate::http::origin(&url) else {
-            continue;
-        };
-        // Docker Hub's login key names its old index; its registry API
-        // is registry-1.docker.io.
-        let o = match o.as_str() {
-            "https://index.docker.io" | "https://docker.io" => {
-                "https://registry-1.docker.io".into()
-            }
-            _ => o,
-        };
-        if crate::http::check_url(&o).is_ok() && !origins.contains(&o) {
-            origins.push(o);
-        }
-    }
-    origins
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| Candidate {
-            why: format!("a container registry `docker login` stored credentials for ({o}): repository names, tags, manifest annotations and layer blobs carry messages"),
-            entry: format!(
-                "  - name: {}\n    type: oci-registry\n    registry: {}\n    repository: ci/runwarden\n    token-env: REGISTRY_TOKEN\n",
-                if i == 0 { "oci-registry".to_string() } else { format!("oci-registry-{}", i + 1) },
-                serde_json::to_string(&o).expect("string serializes")
-            ),
-            skipped: Some("probing pushes manifests: name it in a config (uncomment this entry in `runwarden discover`'s output), set `repository` to a namespace the job may push to, `username` if the registry wants one, and give the job's registry password or token as REGISTRY_TOKEN".into()),
-            exposure: Some(format!("registry:{o}")),
-        })
-        .collect()
-}
-
-/// The value of `key` in an npmrc or pip.conf style file (`key = value`
-/// or `key=value`; the first one).
-fn ini_value(file: &Path, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        (k.trim() == key).then(|| v.trim().to_string())
-    })
-}
-
-/// `url` without userinfo (credentials are never copied into a config),
-/// unless it is on the public host `public`.
-fn private_url(url: &str, public: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let rest = match rest[..authority_end].rfind('@') {
-        Some(i) => &rest[i + 1..],
-        None => rest,
-    };
-    let host = rest.split(['/', ':']).next().unwrap_or("");
-    (!host.is_empty() && host != public && !host.ends_with(&format!(".{public}")))
-        .then(|| format!("{scheme}://{rest}"))
 }
 
 impl Discovery {
