@@ -18,7 +18,7 @@
 use crate::fault::Fault;
 use crate::marker::{Key, Origin};
 use crate::plan::ConfigSource;
-use crate::report::{KeyKind, Tool};
+use crate::report::{KeyKind, PermissionLevel, Tool};
 use crate::surface::{JobScope, PlantOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,6 +44,13 @@ pub struct Receipt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
     pub surfaces: Vec<ReceiptSurface>,
+    /// The planting job's token permissions, as coverage read them when
+    /// it planted (added in 0.11.0): what run A could write with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<PermissionLevel>,
+    /// Where they came from, or why they are unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub permissions_source: String,
     /// With a configured key: HMAC-SHA-256 (hex) over this receipt's JSON
     /// with `mac` left out ([`Receipt::signed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

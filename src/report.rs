@@ -148,18 +148,15 @@ pub struct Exposure {
 }
 
 impl Coverage {
-    /// The gaps' short names, in order (`permission:packages` ->
-    /// `packages`), for a headline.
-    pub fn gap_names(&self) -> Vec<String> {
-        self.exposures
-            .iter()
-            .filter(|e| e.status == ExposureStatus::NotTested)
-            .map(|e| {
-                e.id.strip_prefix("permission:")
-                    .unwrap_or(&e.id)
-                    .to_string()
-            })
-            .collect()
+    /// How many exposures are `not-tested`, counted from the list (a
+    /// relayed report's `gaps` is its sender's word).
+    pub fn gap_count(&self) -> usize {
+        self.count(ExposureStatus::NotTested)
+    }
+
+    /// How many exposures have `status`.
+    pub fn count(&self, status: ExposureStatus) -> usize {
+        self.exposures.iter().filter(|e| e.status == status).count()
     }
 }
 
@@ -451,7 +448,7 @@ impl Report {
         let gap = self
             .coverage
             .as_ref()
-            .is_some_and(|c| c.required && c.gaps > 0);
+            .is_some_and(|c| c.required && c.gap_count() > 0);
         if failing || gap || !self.cleanup.left.is_empty() || !self.cleanup.refused.is_empty() {
             1
         } else {

@@ -35,15 +35,24 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     };
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
-    add_coverage(&plan, &mut report, args.out.require_coverage);
+    add_coverage(&plan, &mut report, args.out.require_coverage, None);
     write_outputs(&report, outs, gh)
 }
 
 /// The report's coverage of this process's environment: after the
 /// verdicts, before any output (every output shows it).
-fn add_coverage(plan: &plan::Plan, report: &mut Report, required: bool) {
+fn add_coverage(
+    plan: &plan::Plan,
+    report: &mut Report,
+    required: bool,
+    known: Option<crate::coverage::permissions::Known>,
+) {
     let env = |k: &str| std::env::var(k).ok();
-    let envi = crate::coverage::Environment::of_process(&env);
+    let mut envi = crate::coverage::Environment::of_process(&env);
+    // (A recover outside Actions still has the plant job's word.)
+    if known.is_some() {
+        envi.known = known;
+    }
     report.coverage = Some(crate::coverage::assess(plan, report, &envi, required));
 }
 
@@ -122,8 +131,16 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     crate::signals::install();
     let opts = cross_options(&args.cross, key.clone());
     warn_unkeyed(&opts);
-    let receipt =
+    let mut receipt =
         engine::plant(&plan, &opts, &probe_id, args.beacon).map_err(|e| Failure::Other(e.0))?;
+    // The job's permissions, for the recovering job's coverage: run A
+    // wrote with this job's token.
+    let env = |k: &str| std::env::var(k).ok();
+    if let Some(k) = crate::coverage::permissions::read(&env) {
+        receipt.permissions = k.listed();
+        receipt.permissions_source = k.source;
+        receipt = receipt.signed(&key);
+    }
     if !super::quiet() {
         print_stdout(&output::table::render_receipt(&receipt))?;
     }
@@ -191,7 +208,22 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     if let Some(cj) = report.cross_job.as_mut() {
         cj.receipt_via = args.receipt_via.filter(|_| receipt.is_some());
     }
-    add_coverage(&plan, &mut report, args.out.require_coverage);
+    // What run A could write with is the plant job's token, not this
+    // job's: from the receipt, when it can be trusted.
+    use crate::coverage::permissions::Known;
+    let known = match &receipt {
+        Some(r) => Some(Known::from_receipt(
+            &r.permissions,
+            &r.permissions_source,
+            key.is_configured(),
+        )),
+        // Without a receipt nothing says what the plant job could write
+        // (this job's token is the reader's): in Actions, unknown.
+        None => (std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true")).then(|| {
+            Known::unknown("no plant receipt: the plant job's permissions are unknown".into())
+        }),
+    };
+    add_coverage(&plan, &mut report, args.out.require_coverage, known);
     write_outputs(&report, outs, gh)
 }
 

@@ -94,3 +94,36 @@ pub fn stanza(id: &str, owner: Option<&str>) -> Option<(String, Option<&'static 
         _ => return None,
     })
 }
+
+/// Why a PASS does not test an exposure that only an open channel tests.
+pub fn open_only_why(id: &str) -> &'static str {
+    match id {
+        "runner-persistence" => {
+            "no earlier job's beacon was found, and nothing shows one was planted: `runwarden plant --beacon` in an earlier job, then a probe here (a beacon found is FAIL)"
+        }
+        "permission:contents" => {
+            "the push used the checkout's credential, which need not be the job's token, so its refusal says nothing of the token"
+        }
+        _ => "a closed channel does not show this exposure closed",
+    }
+}
+
+/// A discovered entry with each URL reduced to its origin and `/<path>`:
+/// a registry's path may carry a token (`https://host/TOKEN/…`), and
+/// coverage is published.
+pub fn without_paths(entry: &str) -> String {
+    entry
+        .lines()
+        .map(|l| {
+            let Some((key, value)) = l.split_once(": \"") else {
+                return l.to_string();
+            };
+            let url = value.trim_end_matches('"');
+            match crate::http::origin(url) {
+                Some(o) if url.trim_end_matches('/') != o => format!("{key}: \"{o}/<path>\""),
+                _ => l.to_string(),
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}

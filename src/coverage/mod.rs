@@ -14,12 +14,13 @@
 //! `not-tested`, a gap, with why and the stanza that would test it.
 
 mod catalog;
+mod judge;
 pub mod permissions;
 
 use crate::discover::Discovery;
 use crate::plan::Plan;
 use crate::report::{Coverage, Exposure, ExposureStatus, PermissionLevel, Report};
-use crate::verdict::Verdict;
+use judge::{api_showed_write, judge, tested_by};
 
 /// Permission keys that are no exposure themselves: `id-token` mints
 /// OIDC tokens (what they reach is its own surface, e.g. the cache),
@@ -59,7 +60,7 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
             let id = format!("permission:{key}");
             // An answer of GitHub's showed the write: a plant with the
             // job's token went through.
-            let shown = *level == "unknown" && api_showed_write(report, plan, &id);
+            let shown = *level == "unknown" && api_showed_write(report, plan, &id, &var);
             let (level, from) = if shown {
                 ("write", "api")
             } else {
@@ -95,6 +96,20 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
             None,
         ));
     }
+    // Any JavaScript action of the job (actions/cache, upload-artifact)
+    // holds the runtime token, whether this step does or not.
+    if in_actions {
+        exposures.push((
+            "actions-cache".into(),
+            "the repository's Actions cache: a JavaScript action of any step (actions/cache) can save an entry a later run restores".into(),
+            Some("  - name: actions-cache\n    type: actions-cache\n".into()),
+        ));
+        exposures.push((
+            "actions-artifacts".into(),
+            "the repository's workflow artifacts: a JavaScript action of any step (upload-artifact) can upload what a later run with actions: read downloads".into(),
+            Some("  - name: artifacts\n    type: actions-artifacts\n".into()),
+        ));
+    }
     if envi.discovery.runner_kind() != "github-hosted" {
         exposures.push((
             "runner-persistence".into(),
@@ -106,7 +121,23 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
         if let Some(id) = &c.exposure
             && !exposures.iter().any(|(e, _, _)| e == id)
         {
-            exposures.push((id.clone(), c.why.clone(), Some(c.entry.clone())));
+            // (A registry's URL may carry a token in its path, and the
+            // report is published: only the origin is said.)
+            let (what, entry) = match id.strip_prefix("registry:") {
+                Some(origin) => (
+                    format!(
+                        "a registry this machine is configured for ({origin}): names, tags and contents carry messages"
+                    ),
+                    catalog::without_paths(&c.entry),
+                ),
+                None => (c.why.clone(), c.entry.clone()),
+            };
+            exposures.push((id.clone(), what, Some(entry)));
+        }
+    }
+    for (id, what, entry) in moved_defaults(&var) {
+        if !exposures.iter().any(|(e, _, _)| *e == id) {
+            exposures.push((id, what, Some(entry)));
         }
     }
     let owner = var("GITHUB_REPOSITORY_OWNER");
@@ -131,116 +162,42 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
     }
 }
 
-/// Each finding's exposures: (exposure id, channel, verdict, detail).
-fn tested_by(
-    plan: &Plan,
-    report: &Report,
-    var: &dyn Fn(&str) -> Option<String>,
-) -> Vec<(String, String, Verdict, String)> {
+/// Directories the environment moved away from (`TMPDIR`, `GOMODCACHE`),
+/// where they exist: an earlier step can set either (`GITHUB_ENV`), and
+/// the directory other jobs share stays where it was. Discovery proposes
+/// the moved one; coverage counts both.
+fn moved_defaults(var: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String, String)> {
     let mut out = vec![];
-    for f in &report.findings {
-        let Some(sp) = plan.surfaces.iter().find(|s| s.name == f.surface) else {
+    let home = var("HOME");
+    let defaults = [
+        (
+            "TMPDIR",
+            Some("/tmp".to_string()),
+            "tmp",
+            "the system temp directory",
+        ),
+        (
+            "GOMODCACHE",
+            home.map(|h| format!("{}/go/pkg/mod", h.trim_end_matches('/'))),
+            "go-module-cache-default",
+            "Go's module cache",
+        ),
+    ];
+    for (key, default, name, what) in defaults {
+        let (Some(moved), Some(default)) = (var(key), default) else {
             continue;
         };
-        let Some(ty) = crate::surface::by_name(sp.type_name) else {
+        if moved.trim_end_matches('/') == default || !std::path::Path::new(&default).is_dir() {
             continue;
-        };
-        for e in ty.exposures(&sp.settings, &f.carrier) {
-            for id in implied(&e, var).into_iter().chain([e.clone()]) {
-                out.push((id, f.channel.clone(), f.verdict, f.detail.clone()));
-            }
         }
+        let quoted = serde_json::to_string(&default).expect("string serializes");
+        out.push((
+            format!("path:{default}"),
+            format!(
+                "{what} at its default place, which {key} does not name: other jobs still share it"
+            ),
+            format!("  - name: {name}\n    type: filesystem\n    path: {quoted}\n"),
+        ));
     }
     out
-}
-
-/// What else an exposure tests on GitHub: a push to the job's own
-/// repository tests `contents`, a registry of GitHub Packages tests
-/// `packages`.
-fn implied(e: &str, var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    if let Some(url) = e.strip_prefix("git-remote:") {
-        let server = var("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into());
-        let repo = var("GITHUB_REPOSITORY")?;
-        let own = format!("{}/{repo}", server.trim_end_matches('/'));
-        let url = url.trim_end_matches('/');
-        let url = url.strip_suffix(".git").unwrap_or(url);
-        return url
-            .eq_ignore_ascii_case(&own)
-            .then(|| "permission:contents".into());
-    }
-    matches!(
-        e,
-        "registry:https://ghcr.io" | "registry:https://npm.pkg.github.com"
-    )
-    .then(|| "permission:packages".into())
-}
-
-/// Whether a github-api plant with the job's own token wrote through a
-/// carrier that needs exactly the permission `id` (its channel FAILed or
-/// was AUTHORIZED: run B read what the write made).
-fn api_showed_write(report: &Report, plan: &Plan, id: &str) -> bool {
-    report.findings.iter().any(|f| {
-        let job_token = report.surfaces.iter().any(|s| {
-            s.surface == f.surface
-                // (Facts are escaped: a name in quotes.)
-                && s.facts.get("write-token").map(|v| v.trim_matches('"')) == Some("GITHUB_TOKEN")
-        });
-        let Some(sp) = plan.surfaces.iter().find(|s| s.name == f.surface) else {
-            return false;
-        };
-        let only = crate::surface::by_name(sp.type_name)
-            .map(|ty| ty.exposures(&sp.settings, &f.carrier))
-            .is_some_and(|e| e.len() == 1 && e[0] == id);
-        job_token && only && matches!(f.verdict, Verdict::Fail | Verdict::Authorized)
-    })
-}
-
-/// One exposure's status from the channels that cover it.
-fn judge(
-    plan: &Plan,
-    tested: &[(String, String, Verdict, String)],
-    id: String,
-    what: String,
-    entry: Option<String>,
-    owner: Option<&str>,
-) -> Exposure {
-    let covering: Vec<&(String, String, Verdict, String)> =
-        tested.iter().filter(|t| t.0 == id).collect();
-    let ran: Vec<String> = covering
-        .iter()
-        .filter(|t| matches!(t.2, Verdict::Pass | Verdict::Fail | Verdict::Authorized))
-        .map(|t| format!("{} ({})", t.1, t.2.as_str()))
-        .collect();
-    let mut e = Exposure {
-        id: id.clone(),
-        what,
-        status: ExposureStatus::Tested,
-        channels: ran,
-        reason: None,
-        stanza: None,
-    };
-    if !e.channels.is_empty() {
-        e.channels.dedup();
-        return e;
-    }
-    if let Some(reason) = plan.declared_exposures.get(&id) {
-        e.status = ExposureStatus::Declared;
-        e.reason = Some(reason.clone());
-        return e;
-    }
-    e.status = ExposureStatus::NotTested;
-    let fixed = catalog::stanza(&id, owner);
-    e.reason = Some(match (covering.first(), catalog::untestable(&id)) {
-        (_, Some(why)) => why.to_string(),
-        (Some(t), None) => format!("{} was {}: {}", t.1, t.2.as_str(), t.3),
-        (None, None) => match &fixed {
-            Some((_, Some(note))) => format!("no channel of the config tests it; {note}"),
-            _ => "no channel of the config tests it".into(),
-        },
-    });
-    e.stanza = entry.or(fixed.map(|(s, _)| s));
-    if catalog::untestable(&id).is_some() {
-        e.stanza = None;
-    }
-    e
 }

@@ -9,6 +9,7 @@
 
 use crate::github::{Api, ApiError};
 use crate::http::LazyClient;
+use crate::report::PermissionLevel;
 use ::http::Method;
 use base64::Engine as _;
 use serde_json::Value;
@@ -27,7 +28,56 @@ pub struct Known {
 }
 
 impl Known {
-    fn unknown(source: String) -> Known {
+    /// As a report or receipt lists them.
+    pub fn listed(&self) -> Vec<PermissionLevel> {
+        self.levels
+            .iter()
+            .map(|(k, l)| PermissionLevel {
+                key: k.to_string(),
+                level: l.to_string(),
+                from: if *l == "unknown" {
+                    "unknown"
+                } else {
+                    self.from
+                }
+                .into(),
+            })
+            .collect()
+    }
+
+    /// What a plant receipt says of the planting job's permissions, when
+    /// it can be trusted (`signed`: its MAC verified under a configured
+    /// key); else every key `unknown`, saying why. A key the receipt
+    /// does not list, or lists with a level GitHub does not have, is
+    /// `unknown`.
+    pub fn from_receipt(listed: &[PermissionLevel], source: &str, signed: bool) -> Known {
+        if !signed {
+            return Known::unknown(
+                "the plant receipt is not signed with a configured key (RUNWARDEN_KEY), so what it says of the plant job's permissions could be anyone's: unknown".into(),
+            );
+        }
+        if listed.is_empty() {
+            return Known::unknown("the plant receipt lists no permissions (the plant ran outside GitHub Actions, or before 0.11.0): unknown".into());
+        }
+        let level = |k: &str| {
+            let l = listed.iter().find(|p| p.key == k).map(|p| p.level.as_str());
+            ["write", "read", "none"]
+                .into_iter()
+                .find(|x| Some(*x) == l)
+                .unwrap_or("unknown")
+        };
+        Known {
+            levels: KEYS.iter().map(|k| (*k, level(k))).collect(),
+            from: "workflow",
+            source: format!(
+                "the plant job's, from its receipt: {}",
+                crate::escape::line(source)
+            ),
+        }
+    }
+
+    /// Every key `unknown`, saying why.
+    pub fn unknown(source: String) -> Known {
         Known {
             levels: KEYS.iter().map(|k| (*k, "unknown")).collect(),
             from: "unknown",
@@ -148,7 +198,9 @@ fn fork_pull_request(var: &dyn Fn(&str) -> Option<String>) -> Option<()> {
     if !event.starts_with("pull_request") || event == "pull_request_target" {
         return None;
     }
-    let text = std::fs::read(var("GITHUB_EVENT_PATH")?).ok()?;
+    // (A regular file, bounded: the job can write where it lies.)
+    let path = var("GITHUB_EVENT_PATH")?;
+    let text = crate::sys::read_regular(std::path::Path::new(&path), 64 << 20).ok()?;
     let v: Value = serde_json::from_slice(&text).ok()?;
     let pr = &v["pull_request"];
     (pr["head"]["repo"]["full_name"] != pr["base"]["repo"]["full_name"]).then_some(())
@@ -159,6 +211,15 @@ fn fork_pull_request(var: &dyn Fn(&str) -> Option<String>) -> Option<()> {
 pub fn levels_of(text: &str, job: &str, fork: &Option<()>) -> Result<Known, String> {
     let doc: Value =
         serde_saphyr::from_str(text).map_err(|_| "it is not a YAML workflow".to_string())?;
+    // A job that calls a reusable workflow runs the called one's jobs,
+    // whose GITHUB_JOB is a job id of that file, not this one's: which
+    // job of this file it is cannot be told.
+    if doc["jobs"]
+        .as_object()
+        .is_some_and(|m| m.values().any(|j| j.get("uses").is_some()))
+    {
+        return Err("a job of it calls a reusable workflow, so GITHUB_JOB may name a job of the called file".into());
+    }
     let Some(j) = doc["jobs"].get(job) else {
         return Err(format!(
             "it has no job {} (a reusable workflow's job?)",

@@ -168,7 +168,7 @@ fn docker_daemon(var: Var<'_>, name: &str, host: &str) -> Option<Candidate> {
             why,
             entry,
             skipped: None,
-            exposure: Some(format!("docker-socket:{host}")),
+            exposure: Some(format!("docker-socket:{}", host.trim_end_matches('/'))),
         });
     }
     host.starts_with("tcp://").then(|| {
@@ -189,7 +189,7 @@ fn docker_daemon(var: Var<'_>, name: &str, host: &str) -> Option<Candidate> {
             ),
             entry,
             skipped: None,
-            exposure: Some(format!("docker-socket:{host}")),
+            exposure: Some(format!("docker-socket:{}", host.trim_end_matches('/'))),
         }
     })
 }
@@ -313,7 +313,8 @@ fn directories(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
 /// service knows are not there: then none).
 fn passwd_home() -> Option<PathBuf> {
     let uid = crate::sys::euid().to_string();
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    let text = crate::sys::read_regular(Path::new("/etc/passwd"), 16 << 20).ok()?;
+    let text = String::from_utf8_lossy(&text);
     text.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
         (f.len() >= 7 && f[2] == uid && f[5].starts_with('/')).then(|| PathBuf::from(f[5]))
@@ -333,6 +334,9 @@ fn git_remote(workspace: Option<&Path>, in_actions: bool) -> Option<Candidate> {
         repo.as_os_str(),
         "remote".as_ref(),
         "get-url".as_ref(),
+        // (The push URL, as the git-remote surface reads it: the
+        // exposure's id is the same on both sides.)
+        "--push".as_ref(),
         "origin".as_ref(),
     ];
     let (out, stdout) = git.run(Path::new("/"), &args, &[], b"");

@@ -7,42 +7,99 @@
 use super::{Candidate, Var};
 use std::path::{Path, PathBuf};
 
-/// The npm registry this machine is configured for, unless it is the
-/// public one (commented out).
-pub(super) fn npm_registry(var: Var<'_>, workspace: Option<&Path>, home: Option<&Path>) -> Option<Candidate> {
-    let npm_registry = var("NPM_CONFIG_REGISTRY")
-        .or_else(|| var("npm_config_registry"))
-        .or_else(|| {
-            let mut files: Vec<PathBuf> = workspace.iter().map(|w| w.join(".npmrc")).collect();
-            files.extend(home.iter().map(|h| h.join(".npmrc")));
-            files.iter().find_map(|f| ini_value(f, "registry"))
-        });
-    let url = npm_registry.and_then(|u| private_url(&u, "registry.npmjs.org"))?;
-    Some(Candidate {
-        why: format!("the npm registry this machine is configured for ({url}): package names, versions, readmes, dist-tags and tarballs carry messages"),
-        entry: format!(
-            "  - name: npm-registry\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
-            serde_json::to_string(&url).expect("string serializes")
-        ),
-        skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
-        exposure: crate::http::origin(&url).map(|o| format!("registry:{o}")),
-    })
+/// Every distinct URL of `urls`, in order, that is not on the public host
+/// `public` (userinfo removed).
+fn private_urls(urls: Vec<String>, public: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for u in urls.iter().filter_map(|u| private_url(u, public)) {
+        if !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    out
 }
 
-/// The Python package index this machine is configured for, unless it is
-/// the public one (commented out).
-pub(super) fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate> {
-    let pip_index = var("PIP_INDEX_URL").or_else(|| {
-        let mut files: Vec<PathBuf> = home
-            .iter()
-            .flat_map(|h| [h.join(".config/pip/pip.conf"), h.join(".pip/pip.conf")])
-            .collect();
-        files.push(PathBuf::from("/etc/pip.conf"));
-        files.iter().find_map(|f| ini_value(f, "index-url"))
-    });
-    let url = pip_index.and_then(|u| private_url(&u, "pypi.org"))?;
+/// `base` for the first, `base-2`, `base-3`, … for the rest.
+fn nth_name(base: &str, i: usize) -> String {
+    if i == 0 {
+        base.to_string()
+    } else {
+        format!("{base}-{}", i + 1)
+    }
+}
+
+/// The npm registries this machine is configured for, but the public one
+/// (commented out): `NPM_CONFIG_REGISTRY` and every `registry=` and
+/// scoped `@scope:registry=` line of the workspace's and `$HOME`'s
+/// `.npmrc`, all of them (an earlier step can set the variable, or write
+/// the workspace's file, to hide the one in `$HOME`).
+pub(super) fn npm_registry(
+    var: Var<'_>,
+    workspace: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<Candidate> {
+    let mut urls: Vec<String> = ["NPM_CONFIG_REGISTRY", "npm_config_registry"]
+        .iter()
+        .filter_map(|k| var(k))
+        .collect();
+    let files: Vec<PathBuf> = workspace
+        .iter()
+        .map(|w| w.join(".npmrc"))
+        .chain(home.iter().map(|h| h.join(".npmrc")))
+        .collect();
+    for f in &files {
+        urls.extend(ini_values(f, &|k| {
+            k == "registry" || k.starts_with('@') && k.ends_with(":registry")
+        }));
+    }
+    private_urls(urls, "registry.npmjs.org")
+        .into_iter()
+        .enumerate()
+        .map(|(i, url)| Candidate {
+            why: format!("the npm registry this machine is configured for ({url}): package names, versions, readmes, dist-tags and tarballs carry messages"),
+            entry: format!(
+                "  - name: {}\n    type: npm-registry\n    url: {}\n    token-env: NPM_TOKEN\n",
+                nth_name("npm-registry", i),
+                serde_json::to_string(&url).expect("string serializes")
+            ),
+            skipped: Some("probing publishes packages: name it in a config (uncomment this entry in `runwarden discover`'s output) and give the job's registry token as NPM_TOKEN".into()),
+            exposure: crate::http::origin(&url).map(|o| format!("registry:{o}")),
+        })
+        .collect()
+}
+
+/// The Python package indexes this machine is configured for, but the
+/// public one (commented out): `PIP_INDEX_URL`, `PIP_EXTRA_INDEX_URL` and
+/// the `index-url` and `extra-index-url` of every pip.conf, all of them.
+pub(super) fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
+    let mut urls: Vec<String> = vec![];
+    for k in ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"] {
+        urls.extend(
+            var(k)
+                .iter()
+                .flat_map(|v| v.split_whitespace().map(String::from)),
+        );
+    }
+    let mut files: Vec<PathBuf> = home
+        .iter()
+        .flat_map(|h| [h.join(".config/pip/pip.conf"), h.join(".pip/pip.conf")])
+        .collect();
+    files.push(PathBuf::from("/etc/pip.conf"));
+    for f in &files {
+        urls.extend(ini_values(f, &|k| {
+            k == "index-url" || k == "extra-index-url"
+        }));
+    }
+    private_urls(urls, "pypi.org")
+        .into_iter()
+        .enumerate()
+        .map(|(i, url)| pypi_candidate(&url, i))
+        .collect()
+}
+
+fn pypi_candidate(url: &str, i: usize) -> Candidate {
     let simple = if url.ends_with('/') {
-        url.clone()
+        url.to_string()
     } else {
         format!("{url}/")
     };
@@ -52,16 +109,17 @@ pub(super) fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate>
         .strip_suffix("+simple/")
         .map(String::from)
         .unwrap_or_else(|| "https://<the index's upload URL>/".into());
-    Some(Candidate {
+    Candidate {
         why: format!("the Python package index this machine is configured for ({url}): project names, versions, descriptions and file names carry messages"),
         entry: format!(
-            "  - name: pypi-index\n    type: pypi-index\n    upload-url: {}\n    simple-url: {}\n    username-env: PYPI_USER\n    password-env: PYPI_PASSWORD\n",
+            "  - name: {}\n    type: pypi-index\n    upload-url: {}\n    simple-url: {}\n    username-env: PYPI_USER\n    password-env: PYPI_PASSWORD\n",
+            nth_name("pypi-index", i),
             serde_json::to_string(&upload).expect("string serializes"),
             serde_json::to_string(&simple).expect("string serializes")
         ),
         skipped: Some("probing uploads projects: name it in a config (uncomment this entry in `runwarden discover`'s output), check upload-url, and give the job's index credentials as PYPI_USER and PYPI_PASSWORD".into()),
         exposure: crate::http::origin(&simple).map(|o| format!("registry:{o}")),
-    })
+    }
 }
 
 /// The container registries `docker login` stored credentials for
@@ -70,23 +128,25 @@ pub(super) fn pypi_index(var: Var<'_>, home: Option<&Path>) -> Option<Candidate>
 /// are read, reduced to an origin (no userinfo, no path); the credentials
 /// beside them are never copied.
 pub(super) fn oci_registries(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
-    let file = match var("DOCKER_CONFIG") {
-        Some(d) => PathBuf::from(d).join("config.json"),
-        None => match home {
-            Some(h) => h.join(".docker/config.json"),
-            None => return vec![],
-        },
-    };
-    // A config.json is small; a huge one is not docker's.
-    let text = match std::fs::metadata(&file) {
-        Ok(m) if m.len() <= 1 << 20 => std::fs::read_to_string(&file).unwrap_or_default(),
-        _ => return vec![],
-    };
-    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return vec![];
-    };
+    // Both files when DOCKER_CONFIG names another directory: an earlier
+    // step can set it to hide the logins in `$HOME`.
+    let mut files: Vec<PathBuf> = var("DOCKER_CONFIG")
+        .map(|d| PathBuf::from(d).join("config.json"))
+        .into_iter()
+        .collect();
+    files.extend(home.map(|h| h.join(".docker/config.json")));
+    let docs: Vec<serde_json::Value> = files
+        .iter()
+        // A config.json is small (a huge one is not docker's); a regular
+        // file only: a FIFO there would block discovery.
+        .filter_map(|f| crate::sys::read_regular(f, 1 << 20).ok())
+        .filter_map(|b| serde_json::from_slice(&b).ok())
+        .collect();
     let mut origins: Vec<String> = vec![];
-    for key in doc["auths"].as_object().into_iter().flat_map(|m| m.keys()) {
+    let keys = docs
+        .iter()
+        .flat_map(|d| d["auths"].as_object().into_iter().flat_map(|m| m.keys()));
+    for key in keys {
         let url = if key.contains("://") {
             key.clone()
         } else {
@@ -123,14 +183,21 @@ pub(super) fn oci_registries(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate
         .collect()
 }
 
-/// The value of `key` in an npmrc or pip.conf style file (`key = value`
-/// or `key=value`; the first one).
-fn ini_value(file: &Path, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        (k.trim() == key).then(|| v.trim().to_string())
-    })
+/// The values of the keys `wanted` takes in an npmrc or pip.conf style
+/// file (`key = value` or `key=value`), in order.
+fn ini_values(file: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<String> {
+    // A regular file, read up to 1 MiB: the workspace's `.npmrc` is the
+    // job's to make (a FIFO would block discovery).
+    let Ok(text) = crate::sys::read_regular(file, 1 << 20) else {
+        return vec![];
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            wanted(k.trim()).then(|| v.trim().to_string())
+        })
+        .collect()
 }
 
 /// `url` without userinfo (credentials are never copied into a config),
@@ -146,4 +213,3 @@ fn private_url(url: &str, public: &str) -> Option<String> {
     (!host.is_empty() && host != public && !host.ends_with(&format!(".{public}")))
         .then(|| format!("{scheme}://{rest}"))
 }
-

@@ -97,6 +97,8 @@ pub fn plant(
         complete: a.problem.is_none(),
         problem: a.problem,
         surfaces,
+        permissions: vec![],
+        permissions_source: String::new(),
         mac: None,
     }
     .signed(&opts.key))

@@ -17,10 +17,9 @@ use std::fmt::Write as _;
 /// Gap names past this many are counted, not named, in a headline.
 const NAMED: usize = 5;
 
-/// The gaps of the report's coverage, when it has any.
-fn gaps(report: &Report) -> Option<&Coverage> {
-    report.coverage.as_ref().filter(|c| c.gaps > 0)
-}
+/// Rows of one Markdown table past this many are counted, not shown (a
+/// runner logged in to a hundred registries).
+const ROWS: usize = 50;
 
 /// The gaps by name, in the report's order: a permission's key, a fixed
 /// exposure's id, else its kind counted ("2 paths").
@@ -73,24 +72,37 @@ fn names(c: &Coverage) -> Vec<String> {
 fn gap_line(c: &Coverage) -> String {
     let names = names(c);
     let shown: Vec<&str> = names.iter().take(NAMED).map(String::as_str).collect();
+    let gaps = c.gap_count();
     format!(
-        "{} {} not tested: {}{}",
-        c.gaps,
-        if c.gaps == 1 { "exposure" } else { "exposures" },
+        "{gaps} {} not tested: {}{}",
+        if gaps == 1 { "exposure" } else { "exposures" },
         shown.join(", "),
         if names.len() > NAMED { ", …" } else { "" }
     )
 }
 
-/// The headline's coverage part, plain words only: `None` without gaps.
-/// `green` says whether the rest of the run is clean (then the line
-/// starts "green, but").
+/// `, 2 declared untested` when the config declares exposures it leaves
+/// untested (the config is the work tree's: a reader should see them).
+fn declared_part(c: &Coverage) -> String {
+    match c.count(ExposureStatus::Declared) {
+        0 => String::new(),
+        n => format!(", {n} declared untested"),
+    }
+}
+
+/// The headline's coverage part, plain words only: `None` when every
+/// exposure was tested. `green` says whether the rest of the run is clean
+/// (then the line starts "green, but").
 pub fn lead(report: &Report, green: bool) -> Option<String> {
-    let c = gaps(report)?;
+    let c = report.coverage.as_ref()?;
+    let declared = declared_part(c);
+    if c.gap_count() == 0 {
+        return (!declared.is_empty()).then(|| declared.trim_start_matches(", ").to_string());
+    }
     Some(match (green, c.required) {
-        (true, false) => format!("green, but {}", gap_line(c)),
-        (_, true) => format!("{} (coverage required)", gap_line(c)),
-        (false, false) => gap_line(c),
+        (true, false) => format!("green, but {}{declared}", gap_line(c)),
+        (_, true) => format!("{}{declared} (coverage required)", gap_line(c)),
+        (false, false) => format!("{}{declared}", gap_line(c)),
     })
 }
 
@@ -130,8 +142,9 @@ fn tested_by(channels: &[String]) -> String {
         .join("; ")
 }
 
-/// The terminal table's lines: the coverage line, then each gap with why
-/// (with `all`, the wide table's, every exposure and what tested it).
+/// The terminal table's lines: the coverage line, then each gap and
+/// each declared exposure with why (with `all`, the wide table's, every
+/// exposure and what tested it).
 pub fn table_lines(report: &Report, all: bool) -> String {
     let Some(c) = &report.coverage else {
         return String::new();
@@ -141,15 +154,15 @@ pub fn table_lines(report: &Report, all: bool) -> String {
         out,
         "coverage ({} runner): {}",
         escape::line(&c.runner),
-        match c.gaps {
-            0 => "every exposure tested or declared".to_string(),
-            _ => gap_line(c),
+        match c.gap_count() {
+            0 => format!("every exposure tested or declared{}", declared_part(c)),
+            _ => gap_line(c) + &declared_part(c),
         }
     );
     for e in c
         .exposures
         .iter()
-        .filter(|e| all || e.status == ExposureStatus::NotTested)
+        .filter(|e| all || e.status != ExposureStatus::Tested)
     {
         let how = match e.status {
             ExposureStatus::Tested => tested_by(&e.channels),
@@ -180,7 +193,7 @@ pub fn markdown(report: &Report) -> String {
         return String::new();
     };
     let mut out = String::new();
-    if c.gaps == 0 {
+    if c.gap_count() == 0 {
         let _ = writeln!(
             out,
             "**Coverage:** every exposure of this {} runner was tested or declared ({}).\n",
@@ -190,15 +203,17 @@ pub fn markdown(report: &Report) -> String {
     } else {
         let _ = writeln!(
             out,
-            "**Coverage: {}.** A green run says nothing about these:\n",
-            gap_line(c)
+            "**Coverage: {}{}.** A green run says nothing about these:\n",
+            gap_line(c),
+            declared_part(c)
         );
         out += "| Not tested | Why | Would test it |\n| --- | --- | --- |\n";
-        for e in c
+        let gaps: Vec<_> = c
             .exposures
             .iter()
             .filter(|e| e.status == ExposureStatus::NotTested)
-        {
+            .collect();
+        for e in gaps.iter().take(ROWS) {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} |",
@@ -206,6 +221,9 @@ pub fn markdown(report: &Report) -> String {
                 cell(e.reason.as_deref().unwrap_or("")),
                 cell(&e.stanza.as_deref().unwrap_or("").replace('\n', " ⏎ "))
             );
+        }
+        if gaps.len() > ROWS {
+            let _ = writeln!(out, "\n{} more gaps are in the report.", gaps.len() - ROWS);
         }
         out += "\n";
     }
@@ -216,7 +234,7 @@ pub fn markdown(report: &Report) -> String {
         .collect();
     if !rest.is_empty() {
         out += "<details><summary>Tested and declared exposures</summary>\n\n| Status | Exposure | Tested by, or why declared |\n| --- | --- | --- |\n";
-        for e in rest {
+        for e in rest.iter().take(ROWS) {
             let how = match e.status {
                 ExposureStatus::Tested => tested_by(&e.channels),
                 _ => e.reason.clone().unwrap_or_default(),
@@ -228,6 +246,9 @@ pub fn markdown(report: &Report) -> String {
                 cell(&e.id),
                 cell(&how)
             );
+        }
+        if rest.len() > ROWS {
+            let _ = writeln!(out, "\n{} more are in the report.", rest.len() - ROWS);
         }
         out += "\n</details>\n\n";
     }

@@ -18,7 +18,7 @@ pub const CHECK_SUMMARY_BUDGET: usize = 60 * 1024;
 /// SKIPPED (nothing was tested) or an exposure was not tested (a green
 /// run with gaps is no plain green), else `success`.
 pub fn conclusion(report: &Report) -> &'static str {
-    let gaps = report.coverage.as_ref().is_some_and(|c| c.gaps > 0);
+    let gaps = report.coverage.as_ref().is_some_and(|c| c.gap_count() > 0);
     if report.exit_code() != 0 {
         "failure"
     } else if gaps
@@ -74,8 +74,16 @@ pub fn headline(report: &Report) -> String {
         return "nothing could be tested (every channel skipped)".into();
     }
     let tested = s.pass + s.authorized;
-    if let Some(lead) = super::coverage::lead(report, true) {
-        return format!("{lead} ({tested} channels tested, none open undeclared)");
+    let gaps = report.coverage.as_ref().is_some_and(|c| c.gap_count() > 0);
+    match super::coverage::lead(report, true) {
+        Some(lead) if gaps => {
+            return format!("{lead} ({tested} channels tested, none open undeclared)");
+        }
+        // Only declared exposures: a plain green, saying so.
+        Some(declared) => {
+            return format!("no undeclared channel open ({tested} tested), {declared}");
+        }
+        None => {}
     }
     match s.authorized {
         0 => format!("no undeclared channel open ({tested} tested)"),

@@ -124,6 +124,15 @@ impl HttpAuth {
     pub fn describe(&self) -> String {
         self.source.clone().unwrap_or_else(|| "none".into())
     }
+
+    /// Whether the secret came from the variable `var` (`token-env` or
+    /// `password-env`).
+    pub fn secret_from(&self, var: &str) -> bool {
+        self.source.as_deref().is_some_and(|s| {
+            s.starts_with(&format!("bearer token from {var}"))
+                || s.starts_with("basic auth from ") && s.contains(&format!(" and {var}"))
+        })
+    }
 }
 
 /// A config key naming an environment variable: letters, digits and `_`.

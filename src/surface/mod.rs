@@ -58,6 +58,9 @@ pub fn by_name(name: &str) -> Option<&'static dyn SurfaceType> {
     REGISTRY.iter().copied().find(|t| t.name() == name)
 }
 
+/// How coverage hands a surface the environment: a variable's value.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// How long a message put in a carrier can last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -142,10 +145,13 @@ pub trait SurfaceType: Sync {
     /// names the environment's exposures (docs/coverage.md):
     /// `permission:<key>` for the `GITHUB_TOKEN` permission its plant
     /// writes with, `registry:<origin>`, `path:<path>`, `runner-persistence`
-    /// and the like. Coverage counts an exposure tested only by a channel
-    /// that ran (PASS, FAIL or AUTHORIZED). Default: none, so a new surface
-    /// type claims nothing it was not written to claim.
-    fn exposures(&self, _settings: &Value, _carrier: &str) -> Vec<String> {
+    /// and the like. A `permission:` exposure is claimed only when the
+    /// plant writes with the job's own token to the job's own repository
+    /// (`env` is the environment coverage reads). Coverage counts an
+    /// exposure tested only by a channel that ran (PASS, FAIL or
+    /// AUTHORIZED). Default: none, so a new surface type claims nothing it
+    /// was not written to claim.
+    fn exposures(&self, _settings: &Value, _carrier: &str, _env: Env<'_>) -> Vec<String> {
         vec![]
     }
     /// Opens an instance from settings `validate` or `control` produced.

@@ -83,7 +83,7 @@ fn config(dir: &Path, fs: bool, extra: &str) -> String {
     c += "declared:\n  - exposure: path:/dev/shm\n    reason: shared memory of this test machine\n";
     // The machine's own (see `machines`), whether it has them or not.
     c += &format!(
-        "  - exposure: {:?}\n    reason: this test machine's\n  - exposure: docker-socket:unix:///var/run/docker.sock\n    reason: this test machine's\n",
+        "  - exposure: {:?}\n    reason: this test machine's\n  - exposure: docker-socket:unix:///var/run/docker.sock\n    reason: this test machine's\n  - exposure: path:/tmp\n    reason: this test machine's\n",
         format!("path:{}", passwd_home())
     );
     if !fs {
@@ -100,7 +100,9 @@ fn config(dir: &Path, fs: bool, extra: &str) -> String {
 /// Docker socket (discovery looks there whatever DOCKER_HOST says) and
 /// this user's home in /etc/passwd (whatever HOME says).
 fn machines(id: &str) -> bool {
-    id == "docker-socket:unix:///var/run/docker.sock" || id == format!("path:{}", passwd_home())
+    id == "docker-socket:unix:///var/run/docker.sock"
+        || id == "path:/tmp"
+        || id == format!("path:{}", passwd_home())
 }
 
 /// This user's home in /etc/passwd (`/nonexistent` without one).
@@ -167,6 +169,8 @@ fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested(
     assert_eq!(
         with_status(&p, "not-tested"),
         [
+            "actions-artifacts",
+            "actions-cache",
             "permission:actions",
             "permission:attestations",
             "permission:checks",
@@ -192,7 +196,7 @@ fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested(
         ]
     );
     assert_eq!(with_status(&p, "declared"), ["path:/dev/shm"]);
-    assert_eq!(c["gaps"], 10);
+    assert_eq!(c["gaps"], 12);
     // No runner persistence on a fresh VM.
     assert!(
         c["exposures"]
@@ -234,7 +238,7 @@ fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested(
             .contains("repository: octo/runwarden-probe")
     );
     // The outputs lead with the gaps: a clean run is never a plain green.
-    assert!(p.stdout.contains("coverage (github-hosted runner): 10 exposures not tested: actions, attestations, checks, discussions, packages, …"), "{}", p.stdout);
+    assert!(p.stdout.contains("coverage (github-hosted runner): 12 exposures not tested: actions, attestations, checks, discussions, packages, …"), "{}", p.stdout);
     // The workflow file was read at the workflow's commit, with the job's token.
     let log = svc.requests();
     assert!(
@@ -265,7 +269,7 @@ fn a_restricted_token_exposes_only_the_run_traces_and_require_coverage_fails_on_
     assert_eq!(p.verdict("github:label-name"), "pass", "{}", p.stderr);
     assert_eq!(
         with_status(&p, "not-tested"),
-        ["run-traces"],
+        ["actions-artifacts", "actions-cache", "run-traces"],
         "{}",
         p.report["coverage"]
     );
@@ -280,7 +284,7 @@ fn a_restricted_token_exposes_only_the_run_traces_and_require_coverage_fails_on_
     let declared = config(
         dir.path(),
         false,
-        "  - exposure: run-traces\n    reason: tested by the cross-job workflow\n",
+        "  - exposure: run-traces\n    reason: tested by the cross-job workflow\n  - exposure: actions-cache\n    reason: no cache in this workflow\n  - exposure: actions-artifacts\n    reason: no artifacts in this workflow\n",
     );
     let p = run(
         dir.path(),
@@ -292,7 +296,12 @@ fn a_restricted_token_exposes_only_the_run_traces_and_require_coverage_fails_on_
         &["--require-coverage"],
     );
     assert_eq!(p.code, 0, "{}", p.stdout);
-    assert_eq!(with_status(&p, "declared").len(), 4, "{}", p.report["coverage"]);
+    assert_eq!(
+        with_status(&p, "declared").len(),
+        6,
+        "{}",
+        p.report["coverage"]
+    );
 }
 
 #[test]
@@ -397,14 +406,144 @@ fn a_gap_names_no_environment_text_in_the_headline_and_every_exposure_is_escaped
     assert_eq!(reg["status"], "not-tested");
     let title =
         runwarden::output::review::headline(&serde_json::from_value(p.report.clone()).unwrap());
+    // (How many are declared depends on this machine: see `machines`.)
+    assert!(
+        title.starts_with("green, but 4 exposures not tested: run-traces, actions-cache, actions-artifacts, a registry, ")
+            && title.ends_with(" declared untested (7 channels tested, none open undeclared)"),
+        "{title}"
+    );
+    // The registry's URL path is not published: only its origin.
     assert_eq!(
-        title,
-        "green, but 2 exposures not tested: run-traces, a registry (7 channels tested, none open undeclared)"
+        reg["stanza"].as_str().unwrap().matches("@everyone").count(),
+        0,
+        "{reg}"
     );
     let summary = runwarden::output::github::summary(
         &serde_json::from_value(p.report.clone()).unwrap(),
         None,
     );
-    assert!(summary.contains("evil.example/@everyone"), "{summary}");
+    assert!(!summary.contains("@everyone"), "{summary}");
     markdown::assert_inert(&summary);
+}
+
+#[test]
+fn a_recover_takes_the_plant_jobs_permissions_from_a_signed_receipt_only() {
+    // The plant job writes; the recovering job may only read.
+    let wf = "on: push\njobs:\n  probe:\n    permissions:\n      issues: write\n      contents: read\n  reader:\n    permissions:\n      contents: read\n";
+    let svc = server(wf);
+    let dir = tempfile::tempdir().unwrap();
+    let token = svc.token(WRITE_ALL);
+    let cfg = config(dir.path(), false, "");
+    let key = [("RUNWARDEN_KEY", "0123456789abcdef0123456789abcdef")];
+    let go = |cmd: &str, job: &str, extra: &[(&str, &str)]| {
+        let home = dir.path().join("home").to_string_lossy().into_owned();
+        let api = svc.api_url();
+        let mut env: Vec<(&str, &str)> = vec![
+            ("GITHUB_ACTIONS", "true"),
+            ("RUNNER_ENVIRONMENT", "github-hosted"),
+            ("GITHUB_API_URL", &api),
+            ("GITHUB_REPOSITORY", REPO),
+            ("GITHUB_SHA", SHA),
+            (
+                "GITHUB_WORKFLOW_REF",
+                "octo/repo/.github/workflows/ci.yml@refs/heads/main",
+            ),
+            ("GITHUB_WORKFLOW_SHA", WORKFLOW_SHA),
+            ("GITHUB_JOB", job),
+            ("GITHUB_TOKEN", &token),
+            ("HOME", &home),
+            ("DOCKER_HOST", "unix:///nonexistent/docker.sock"),
+        ];
+        env.extend_from_slice(extra);
+        run_config(dir.path(), &cfg, &env, &[cmd, "--probe-id", "cov-1"])
+    };
+    let planted = go("plant", "probe", &key);
+    assert_eq!(planted.code, 0, "{}", planted.stderr);
+    let receipt: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("runwarden-receipt-cov-1.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        receipt["permissions"]
+            .to_string()
+            .contains(r#"{"from":"workflow","key":"issues","level":"write"}"#),
+        "{receipt}"
+    );
+    let r = go("recover", "reader", &key);
+    let c = &r.report["coverage"];
+    assert!(
+        c["permissions_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("the plant job's, from its receipt"),
+        "{c}"
+    );
+    assert!(
+        with_status(&r, "tested").contains(&"permission:issues".to_string()),
+        "{c}"
+    );
+    // Unsigned, the receipt's word is nobody's: every key unknown.
+    let unsigned = go("plant", "probe", &[]);
+    assert_eq!(unsigned.code, 0, "{}", unsigned.stderr);
+    let r = go("recover", "reader", &[]);
+    assert!(r.report.is_object(), "{}", r.stderr);
+    let c = &r.report["coverage"];
+    assert!(
+        c["permissions_source"]
+            .as_str()
+            .unwrap()
+            .contains("not signed with a configured key"),
+        "{c}"
+    );
+    // (But what GitHub's answers showed: run B read what the plant wrote
+    // with the job's token, so that key was write.)
+    let levels = c["permissions"].as_array().unwrap();
+    assert!(
+        levels
+            .iter()
+            .all(|l| l["level"] == "unknown" || l["from"] == "api"),
+        "{c}"
+    );
+    assert!(
+        levels
+            .iter()
+            .any(|l| l["key"] == "packages" && l["level"] == "unknown"),
+        "{c}"
+    );
+}
+
+#[test]
+fn a_channel_tests_a_permission_only_with_the_jobs_own_token_on_its_own_repository() {
+    let svc = server("on: push\npermissions: write-all\njobs:\n  probe: {}\n");
+    let dir = tempfile::tempdir().unwrap();
+    let token = svc.token(WRITE_ALL);
+    // Another token (a PAT the config names): the carriers run, open, but
+    // say nothing of what this job's GITHUB_TOKEN may do.
+    let cfg = config(dir.path(), false, "").replace(
+        "    issue: 42\n",
+        "    issue: 42\n    token-env: OTHER_TOKEN\n    read-token-env: OTHER_TOKEN\n",
+    );
+    let p = run(
+        dir.path(),
+        &svc,
+        &token,
+        "github-hosted",
+        &cfg,
+        &[("OTHER_TOKEN", &token)],
+        &[],
+    );
+    assert_eq!(p.verdict("github:label-name"), "fail", "{}", p.stderr);
+    let tested = with_status(&p, "tested");
+    assert!(
+        !tested.iter().any(|t| t.starts_with("permission:")),
+        "{tested:?}"
+    );
+    assert_eq!(exposure(&p, "permission:issues")["status"], "not-tested");
+    // A reusable workflow's caller: which job ran cannot be told.
+    let wf = "jobs:\n  probe:\n    uses: ./.github/workflows/called.yml\n    permissions:\n      packages: write\n";
+    assert!(
+        levels_of(wf, "probe", &None)
+            .unwrap_err()
+            .contains("reusable workflow")
+    );
 }

@@ -327,10 +327,20 @@ fn private_registries_are_proposed_commented_out_without_their_credentials() {
         "{out}"
     );
     assert_valid(&out);
-    // The public registries are never proposed.
+    // The public registries are never proposed; a variable naming one
+    // does not hide a file's private one (an earlier step can set it).
     std::fs::write(
         r.join("home/.npmrc"),
         "registry=https://registry.npmjs.org/\n",
+    )
+    .unwrap();
+    let mut hiding = env.to_vec();
+    hiding.push(("PIP_INDEX_URL", "https://pypi.org/simple".into()));
+    let (out, _, _) = discover(&hiding);
+    assert!(out.contains("#   type: pypi-index"), "{out}");
+    std::fs::write(
+        r.join("home/.config/pip/pip.conf"),
+        "[global]\nindex-url = https://pypi.org/simple\n",
     )
     .unwrap();
     let mut env = env.to_vec();
@@ -398,7 +408,9 @@ fn in_ci_the_passwd_home_is_proposed_when_home_names_another() {
     });
     if let Some(real) = real.filter(|r| std::path::Path::new(r).is_dir()) {
         assert!(
-            out.contains(&format!("  - name: passwd-home\n    type: filesystem\n    path: {real:?}\n")),
+            out.contains(&format!(
+                "  - name: passwd-home\n    type: filesystem\n    path: {real:?}\n"
+            )),
             "{out}"
         );
     }

@@ -135,7 +135,7 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     // Yellow: green, but with exposures no channel tested.
     let icon = if report.exit_code() != 0 {
         "🔴"
-    } else if report.coverage.as_ref().is_some_and(|c| c.gaps > 0) {
+    } else if report.coverage.as_ref().is_some_and(|c| c.gap_count() > 0) {
         "🟡"
     } else {
         "🟢"
@@ -165,9 +165,14 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     let room = |out: &str, more: usize| {
         out.len() + more + footer.len() + state.len() + 300 <= COMMENT_BUDGET
     };
+    // The gaps before the rest: when the whole section does not fit, its
+    // first line (the count and names of the gaps) still does.
     let coverage = super::coverage::markdown(report);
     if room(&out, coverage.len()) {
         out += &coverage;
+    } else if let Some(first) = coverage.split_inclusive("\n\n").next() {
+        out += first;
+        out += "The report lists every exposure.\n\n";
     }
     surfaces(&mut out, report, &room);
     channels(&mut out, report, &room);

@@ -195,7 +195,7 @@ impl SurfaceType for ActionsArtifacts {
         Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, _settings: &Value, _carrier: &str) -> Vec<String> {
+    fn exposures(&self, _settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         vec!["actions-artifacts".into()]
     }
 

@@ -298,7 +298,7 @@ impl SurfaceType for ActionsCache {
         Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, _settings: &Value, _carrier: &str) -> Vec<String> {
+    fn exposures(&self, _settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         vec!["actions-cache".into()]
     }
 

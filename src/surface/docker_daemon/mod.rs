@@ -186,7 +186,7 @@ impl SurfaceType for DockerDaemon {
         Ok(Control::served_listing(s, server.into_service()))
     }
 
-    fn exposures(&self, settings: &Value, carrier: &str) -> Vec<String> {
+    fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
             return vec![];
         };

@@ -159,7 +159,7 @@ impl SurfaceType for Filesystem {
         })
     }
 
-    fn exposures(&self, settings: &Value, carrier: &str) -> Vec<String> {
+    fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
             return vec![];
         };

@@ -300,7 +300,7 @@ impl SurfaceType for GitRemote {
         }
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         serde_json::from_value::<Settings>(settings.clone())
             .map(|s| vec![format!("git-remote:{}", s.shown)])
             .unwrap_or_default()

@@ -66,7 +66,8 @@ pub(crate) struct Settings {
 /// `GITHUB_EVENT_PATH`.
 fn event_issue(opts: &Options<'_>) -> Option<u64> {
     let path = opts.env("GITHUB_EVENT_PATH")?;
-    let text = std::fs::read(path).ok()?;
+    // (A regular file, bounded: the job can write where it lies.)
+    let text = crate::sys::read_regular(std::path::Path::new(&path), 64 << 20).ok()?;
     let v: Value = serde_json::from_slice(&text).ok()?;
     v["pull_request"]["number"]
         .as_u64()
@@ -187,9 +188,27 @@ impl SurfaceType for GitHubApi {
         Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, _settings: &Value, carrier: &str) -> Vec<String> {
+    fn exposures(&self, settings: &Value, carrier: &str, env: super::Env<'_>) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        // The job's own: both runs with the job's token, on the job's
+        // repository and API. A PAT, another repository or another
+        // server tests something, but not what this job's token can do.
+        let api = env("GITHUB_API_URL").unwrap_or_else(|| "https://api.github.com".into());
+        let own = s.token_source == "GITHUB_TOKEN"
+            && s.read_token_source == "GITHUB_TOKEN"
+            && s.repository.is_some()
+            && s.repository == env("GITHUB_REPOSITORY")
+            && s.api_url == api.trim_end_matches('/');
+        // A comment tests pull-requests only on a pull request: the
+        // event's, when it is one.
+        let on_pr = s.issue_source == "the event"
+            && env("GITHUB_EVENT_NAME").is_some_and(|e| e.starts_with("pull_request"));
         carriers::permissions_of(carrier)
             .iter()
+            .filter(|p| own || **p == "run-traces")
+            .filter(|p| carrier != "issue-comment" || **p != "pull-requests" || on_pr)
             .map(|p| match *p {
                 "run-traces" => "run-traces".to_string(),
                 p => format!("permission:{p}"),

@@ -163,7 +163,7 @@ impl SurfaceType for HttpCache {
         Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         serde_json::from_value::<Settings>(settings.clone())
             .ok()
             .and_then(|s| crate::http::origin(&s.url))

@@ -111,12 +111,19 @@ impl SurfaceType for NpmRegistry {
         Ok(Control::served(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .ok()
-            .and_then(|s| crate::http::origin(&s.url))
-            .map(|o| vec![format!("registry:{o}")])
-            .unwrap_or_default()
+    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let Some(o) = crate::http::origin(&s.url) else {
+            return vec![];
+        };
+        let mut e = vec![format!("registry:{o}")];
+        // GitHub Packages' npm registry with the job's own token.
+        if o == "https://npm.pkg.github.com" && s.auth.secret_from("GITHUB_TOKEN") {
+            e.push("permission:packages".into());
+        }
+        e
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {

@@ -223,12 +223,16 @@ impl SurfaceType for OciRegistry {
         Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .ok()
-            .and_then(|s| crate::http::origin(&s.registry))
-            .map(|o| vec![format!("registry:{o}")])
-            .unwrap_or_default()
+    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
+        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
+            return vec![];
+        };
+        let mut e = vec![format!("registry:{}", s.registry)];
+        // GitHub Packages with the job's own token.
+        if s.registry == "https://ghcr.io" && s.auth.secret_from("GITHUB_TOKEN") {
+            e.push("permission:packages".into());
+        }
+        e
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {

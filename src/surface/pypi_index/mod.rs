@@ -134,7 +134,7 @@ impl SurfaceType for PypiIndex {
         Ok(Control::served(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str) -> Vec<String> {
+    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
         serde_json::from_value::<Settings>(settings.clone())
             .ok()
             .and_then(|s| crate::http::origin(&s.simple_url))
