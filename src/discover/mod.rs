@@ -11,7 +11,7 @@
 mod registries;
 
 use crate::git::Git;
-use registries::{npm_registry, oci_registries, pypi_index};
+use registries::{npm_registry, oci_registries, pypi_index, sccache};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -120,6 +120,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     surfaces.extend(npm_registry(&var, workspace.as_deref(), home.as_deref()));
     surfaces.extend(pypi_index(&var, home.as_deref()));
     surfaces.extend(oci_registries(&var, home.as_deref()));
+    surfaces.extend(sccache(&var));
     // The default socket too when DOCKER_HOST names another: an earlier
     // step can set DOCKER_HOST (GITHUB_ENV), and the daemon most jobs
     // share does not go away with it.

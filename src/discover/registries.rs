@@ -1,8 +1,9 @@
 //! The registries this machine is configured for, as discovery proposes
 //! them (commented out: a probe publishes to them): npm's (`.npmrc`,
 //! `NPM_CONFIG_REGISTRY`), pip's (`pip.conf`, `PIP_INDEX_URL`) and the
-//! container registries `docker login` stored credentials for. Only
-//! origins are read; credentials beside them never are.
+//! container registries `docker login` stored credentials for, and
+//! sccache's WebDAV cache (`SCCACHE_WEBDAV_ENDPOINT`). Only origins are
+//! read; credentials beside them never are.
 
 use super::{Candidate, Var};
 use std::path::{Path, PathBuf};
@@ -181,6 +182,39 @@ pub(super) fn oci_registries(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate
             exposure: Some(format!("registry:{o}")),
         })
         .collect()
+}
+
+/// sccache's WebDAV cache (`SCCACHE_WEBDAV_ENDPOINT`, under
+/// `SCCACHE_WEBDAV_KEY_PREFIX`): every build's compiler outputs, read by
+/// every later build (commented out: a probe writes into it).
+pub(super) fn sccache(var: Var<'_>) -> Option<Candidate> {
+    let endpoint = var("SCCACHE_WEBDAV_ENDPOINT")?;
+    let url = private_url(&endpoint, "")?;
+    let origin = crate::http::origin(&url)?;
+    let prefix = var("SCCACHE_WEBDAV_KEY_PREFIX").unwrap_or_default();
+    let base = format!(
+        "{}/{}/",
+        url.trim_end_matches('/'),
+        prefix.trim_matches('/')
+    )
+    .replace("//", "/")
+    .replacen(":/", "://", 1);
+    let credentials = if var("SCCACHE_WEBDAV_TOKEN").is_some() {
+        "    token-env: SCCACHE_WEBDAV_TOKEN\n"
+    } else if var("SCCACHE_WEBDAV_USERNAME").is_some() {
+        "    username-env: SCCACHE_WEBDAV_USERNAME\n    password-env: SCCACHE_WEBDAV_PASSWORD\n"
+    } else {
+        ""
+    };
+    Some(Candidate {
+        why: format!("sccache's WebDAV cache ({origin}): every build writes compiler outputs under names it picks, and every later build reads them"),
+        entry: format!(
+            "  - name: sccache\n    type: http-cache\n    url: {}\n{credentials}",
+            serde_json::to_string(&base).expect("string serializes")
+        ),
+        skipped: Some("probing writes into the cache: name it in a config (uncomment this entry in `runwarden discover`'s output)".into()),
+        exposure: Some(format!("cache:{origin}")),
+    })
 }
 
 /// The values of the keys `wanted` takes in an npmrc or pip.conf style

@@ -419,3 +419,25 @@ fn in_ci_the_passwd_home_is_proposed_when_home_names_another() {
     let (out, _, _) = discover(&[("HOME", home.to_string_lossy().into_owned())]);
     assert!(!out.contains("passwd-home"), "{out}");
 }
+
+#[test]
+fn sccaches_webdav_cache_is_proposed_commented_out_without_its_credentials() {
+    let (out, err, code) = discover(&[
+        (
+            "SCCACHE_WEBDAV_ENDPOINT",
+            "https://ci:dav-secret-9@cache.internal/dav".into(),
+        ),
+        ("SCCACHE_WEBDAV_KEY_PREFIX", "/sccache/".into()),
+        ("SCCACHE_WEBDAV_TOKEN", "token-secret-9".into()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("dav-secret-9") && !out.contains("token-secret-9"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  # - name: sccache\n  #   type: http-cache\n  #   url: \"https://cache.internal/dav/sccache/\"\n  #   token-env: SCCACHE_WEBDAV_TOKEN\n"),
+        "{out}"
+    );
+    assert_valid(&out);
+}
