@@ -8,6 +8,7 @@ mod docker_daemon;
 mod filesystem;
 mod git_remote;
 mod github_api;
+mod github_api_more;
 mod http_cache;
 mod network_egress;
 mod npm_registry;

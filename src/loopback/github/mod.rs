@@ -22,6 +22,7 @@
 
 mod artifacts;
 mod rest;
+mod rest_analyses;
 mod rest_artifacts;
 mod rest_commits;
 mod rest_deploy;

@@ -5,7 +5,8 @@
 //! 40 hex digits, a `ref` that is not a branch, tag or pull request ref, a
 //! `sarif` that is not base64 of a gzip member, and a gzipped SARIF over
 //! 10 MB (413). It keeps the gzip bytes as they came; a test decompresses
-//! them with the real `gzip` and validates what is inside.
+//! them with the real `gzip` and validates what is inside. What
+//! processing makes of them (analyses, alerts) is rest_analyses.rs.
 
 use super::rest::{Call, invalid, is_sha, message, str_of};
 use super::{Reply, State};
@@ -26,6 +27,10 @@ pub struct Upload {
     pub gzip: Vec<u8>,
     /// Status reads so far.
     pub polls: u32,
+    /// Why processing its SARIF failed (rest_analyses.rs), if it did.
+    pub sarif_errors: Vec<String>,
+    /// Its analyses, until processing adds them.
+    pub analyses: Option<Vec<serde_json::Value>>,
 }
 
 /// How the next uploads are processed: `pending` status reads before the
@@ -78,13 +83,22 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
             if let Some(o) = fields.as_object_mut() {
                 o.remove("sarif");
             }
+            let (analyses, sarif_errors) = match super::rest_analyses::analyses_of(&gzip, &fields) {
+                Ok(a) => (Some(a), vec![]),
+                Err(e) => (None, e),
+            };
             st.sarifs.push(Upload {
                 id: id.clone(),
                 repo: c.repo.to_string(),
                 fields,
                 gzip,
                 polls: 0,
+                sarif_errors,
+                analyses,
             });
+            if st.processing.pending == 0 && st.processing.errors.is_none() {
+                processed(st, &id);
+            }
             let url = format!(
                 "http://127.0.0.1:{}/api/repos/{}/code-scanning/sarifs/{id}",
                 c.port, c.repo
@@ -98,6 +112,10 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
                 return Some(message(404, "Not Found"));
             };
             u.polls += 1;
+            let errors = processing
+                .errors
+                .clone()
+                .or_else(|| (!u.sarif_errors.is_empty()).then(|| u.sarif_errors.clone()));
             let analyses = format!(
                 "http://127.0.0.1:{}/api/repos/{repo}/code-scanning/analyses?sarif_id={id}",
                 c.port
@@ -107,20 +125,33 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
                     200,
                     json!({ "processing_status": "pending", "analyses_url": null, "errors": null }),
                 )
-            } else if let Some(errors) = processing.errors {
+            } else if let Some(errors) = errors {
                 Reply::json(
                     200,
                     json!({ "processing_status": "failed", "analyses_url": null, "errors": errors }),
                 )
             } else {
+                let id = id.to_string();
+                processed(st, &id);
                 Reply::json(
                     200,
                     json!({ "processing_status": "complete", "analyses_url": analyses, "errors": null }),
                 )
             }
         }
-        _ => return None,
+        _ => return super::rest_analyses::route(st, c),
     })
+}
+
+/// Upload `id` processed: its analyses added (once).
+fn processed(st: &mut State, id: &str) {
+    let Some(u) = st.sarifs.iter_mut().find(|u| u.id == id) else {
+        return;
+    };
+    let (repo, analyses) = (u.repo.clone(), u.analyses.take());
+    if let Some(a) = analyses {
+        super::rest_analyses::add(st, &repo, id, a);
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ carriers! {
         ActionsVariable = "actions-variable", Durable, "the nonce in the value of a repository variable with an agreed name; run B lists the variables and asks for that name";
         CommitStatus = "commit-status", Durable, "the nonce in a commit status's context (permanent: GitHub offers no delete); run B lists the commit's statuses";
         CheckRun = "check-run", Durable, "the nonce in a check run's name and summary (permanent: GitHub offers no delete); run B lists the commit's check runs";
+        CodeScanning = "code-scanning", Durable, "the nonce in an uploaded SARIF's category, rule id and message (only with `code-scanning: true`); run B lists the ref's code scanning analyses and alerts";
     }
 }
 
@@ -197,6 +198,10 @@ pub fn plant_request(
             let sha = s.commit.as_deref().ok_or_else(no_commit)?;
             permanent(&rp, carrier, sha, &nonce_name(ctx, nonce), &note, &hex)
         }
+        // Planted by its own flow (its submodule), not one POST.
+        Gh::CodeScanning => {
+            return Err(Fault::unsupported(format!("{carrier} is no table carrier")));
+        }
     };
     // What GitHub shows may name only the first 12 characters of the
     // probe id (a label's name has room for no more): the journal entry
@@ -339,6 +344,20 @@ pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Value) -> Ve
             .map(|c| list(format!("{rp}/commits/{c}/check-runs"), Some("check_runs")))
             .into_iter()
             .collect(),
+        // The ref run A uploaded for, as its plant said; else this run's.
+        Gh::CodeScanning => needle["ref"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| s.git_ref.clone())
+            .filter(|r| super::scanning::valid_ref(r))
+            .map(|r| {
+                let q = crate::wire::percent_encode(&r).replace('/', "%2F");
+                vec![
+                    list(super::scanning::analyses_path(&rp, &r, None), None),
+                    list(format!("{rp}/code-scanning/alerts?ref={q}"), None),
+                ]
+            })
+            .unwrap_or_default(),
     }
 }
 

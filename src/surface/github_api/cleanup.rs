@@ -34,6 +34,8 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e st
         // Permanent plants: their entries hold no `match` ([`owned_entry`]
         // checks them by their text).
         Gh::CommitStatus | Gh::CheckRun => None,
+        // Its own entry form ([`super::scanning::owned`]).
+        Gh::CodeScanning => None,
     }
 }
 
@@ -52,6 +54,9 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
             .as_str()
             .ok_or_else(|| not("names no carrier"))?,
     );
+    if carrier == Some(Gh::CodeScanning) {
+        return super::scanning::owned(ctx, e);
+    }
     if let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) {
         // Never removed (GitHub has no delete), only listed as kept: its
         // text names the plant's nonce name, and its tag binds the probe.
@@ -111,6 +116,9 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
 
 impl Instance {
     pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
+        if e["carrier"] == Gh::CodeScanning.name() {
+            return self.clean_scanning(e);
+        }
         if e["permanent"].is_string() {
             return CleanupOutcome::Kept {
                 reason: "GitHub offers no way to delete it: it stays (planted because \
@@ -217,12 +225,18 @@ impl Instance {
     /// (by the fuller entry).
     pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
         crate::surface::cleanup_unretracted(entries, |e| {
-            let fuller = e["ref"].is_null()
+            // (code-scanning's: the same category, and the upload's id.)
+            let (id, same) = if e["carrier"] == Gh::CodeScanning.name() {
+                ("sarif_id", "category")
+            } else {
+                ("ref", "match")
+            };
+            let fuller = e[id].is_null()
                 && entries.iter().any(|o| {
                     o.get("retract").is_none()
                         && o["carrier"] == e["carrier"]
-                        && o["match"] == e["match"]
-                        && !o["ref"].is_null()
+                        && o[same] == e[same]
+                        && !o[id].is_null()
                 });
             if fuller {
                 CleanupOutcome::Superseded

@@ -1,7 +1,9 @@
 //! `type: github-api`: objects in a GitHub repository that one run writes
 //! and another reads through the REST API (labels, comments, milestones,
 //! draft releases, deployments, variables, and, only when the operator
-//! accepts leaving them, commit statuses and check runs).
+//! accepts leaving them, commit statuses and check runs), and, with
+//! `code-scanning: true`, a SARIF upload's analysis and alerts
+//! ([`scanning`]).
 //!
 //! Every GitHub-hosted runner's egress allows api.github.com, so these
 //! channels stay open behind any firewall; what closes them is the token.
@@ -19,6 +21,7 @@ mod carriers;
 mod cleanup;
 mod plant;
 mod recover;
+mod scanning;
 
 use super::{
     Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
@@ -55,6 +58,14 @@ pub(crate) struct Settings {
     /// The commit for deployment, commit-status and check-run.
     commit: Option<String>,
     permanent: bool,
+    /// `code-scanning: true`: the operator accepts an upload that changes
+    /// what the repository's code scanning shows.
+    #[serde(default)]
+    code_scanning: bool,
+    /// The ref code-scanning uploads for (`ref`, else `GITHUB_REF`), when
+    /// it is one code scanning takes.
+    #[serde(default)]
+    git_ref: Option<String>,
     /// How long a listing that shows neither run B nor the writer the
     /// plant is taken again (`consistency-wait`).
     #[serde(default = "super::listing::default_wait_ms")]
@@ -80,7 +91,7 @@ impl SurfaceType for GitHubApi {
     }
 
     fn description(&self) -> &'static str {
-        "objects of a GitHub repository one run writes and another reads through the REST API (labels, comments, milestones, releases, deployments, variables, statuses, check runs)"
+        "objects of a GitHub repository one run writes and another reads through the REST API (labels, comments, milestones, releases, deployments, variables, statuses, check runs, code scanning analyses)"
     }
 
     fn carriers(&self) -> &'static [Carrier] {
@@ -96,6 +107,8 @@ impl SurfaceType for GitHubApi {
             "issue",
             "commit",
             "permanent",
+            "code-scanning",
+            "ref",
             "consistency-wait",
         ]
     }
@@ -128,6 +141,17 @@ impl SurfaceType for GitHubApi {
                 .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())),
         };
         let permanent = opts.bool("permanent")?.unwrap_or(false);
+        let code_scanning = opts.bool("code-scanning")?.unwrap_or(false);
+        let git_ref = match opts.string("ref")? {
+            Some((r, pos)) if !scanning::valid_ref(&r) => {
+                return Err(opts.error(
+                    pos,
+                    "`ref` must be refs/heads/…, refs/tags/… or refs/pull/…",
+                ));
+            }
+            Some((r, _)) => Some(r),
+            None => opts.env("GITHUB_REF").filter(|r| scanning::valid_ref(r)),
+        };
         let token = opts.env(&token_source);
         let read_token = opts.env(&read_token_source);
         let missing = if repository.is_none() {
@@ -156,6 +180,8 @@ impl SurfaceType for GitHubApi {
             issue_source,
             commit,
             permanent,
+            code_scanning,
+            git_ref,
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
@@ -182,6 +208,8 @@ impl SurfaceType for GitHubApi {
             issue_source: "the control".into(),
             commit: Some(sha.into()),
             permanent: true,
+            code_scanning: true,
+            git_ref: Some("refs/heads/main".into()),
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
@@ -236,6 +264,10 @@ impl SurfaceType for GitHubApi {
         ));
         f.push(("commit", s.commit.clone().unwrap_or_else(|| "none".into())));
         f.push(("permanent", s.permanent.to_string()));
+        f.push(("code-scanning", s.code_scanning.to_string()));
+        if let Some(r) = &s.git_ref {
+            f.push(("ref", escape::bytes(r.as_bytes())));
+        }
         f
     }
 
@@ -308,10 +340,27 @@ impl Surface for Instance {
                     .into(),
             );
         }
-        if matches!(carrier, Gh::Deployment | Gh::CommitStatus | Gh::CheckRun)
-            && self.s.commit.is_none()
+        if carrier == Gh::CodeScanning && !self.s.code_scanning {
+            return Some(
+                "uploading a SARIF changes what the repository's code scanning shows (an \
+                 analysis and an alert, deleted by cleanup where GitHub allows): planted only \
+                 with `code-scanning: true`"
+                    .into(),
+            );
+        }
+        if matches!(
+            carrier,
+            Gh::Deployment | Gh::CommitStatus | Gh::CheckRun | Gh::CodeScanning
+        ) && self.s.commit.is_none()
         {
             return Some("no commit: GITHUB_SHA is unset; set `commit`".into());
+        }
+        if carrier == Gh::CodeScanning && self.s.git_ref.is_none() {
+            return Some(
+                "no ref: GITHUB_REF is unset or not refs/heads/…, refs/tags/… or refs/pull/…; \
+                 set `ref`"
+                    .into(),
+            );
         }
         None
     }
@@ -323,6 +372,7 @@ impl Surface for Instance {
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
         match Gh::parse(&job.carrier) {
+            Some(Gh::CodeScanning) => self.plant_scanning(ctx, job, created),
             Some(carrier) => self.plant_carrier(ctx, carrier, job, created),
             None => PlantOutcome::Failed {
                 reason: format!("{} is not a carrier of github-api", job.carrier),
@@ -343,15 +393,23 @@ impl Surface for Instance {
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        Ok(jobs
+        let mut found = vec![];
+        for j in jobs
             .iter()
             .filter(|j| self.unavailable(&j.carrier).is_none())
-            .filter_map(|j| {
-                let carrier = Gh::parse(&j.carrier)?;
-                carriers::plant_request(&self.s, ctx, carrier, &j.nonce).ok()
-            })
-            .map(|p| p.entry)
-            .collect())
+        {
+            match Gh::parse(&j.carrier) {
+                // Found by its category on whatever ref it was uploaded for.
+                Some(Gh::CodeScanning) => found.extend(self.find_scanning(ctx, &j.nonce)?),
+                Some(carrier) => found.extend(
+                    carriers::plant_request(&self.s, ctx, carrier, &j.nonce)
+                        .map(|p| p.entry)
+                        .ok(),
+                ),
+                None => {}
+            }
+        }
+        Ok(found)
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
@@ -371,6 +429,16 @@ impl Surface for Instance {
             return format!("{} of {}", escape::bytes(p.as_bytes()), self.repo());
         }
         let carrier = entry["carrier"].as_str().unwrap_or("?");
+        if carrier == Gh::CodeScanning.name() {
+            let category = entry["category"].as_str().unwrap_or("?");
+            let upload = entry["sarif_id"].as_str().unwrap_or("not recorded");
+            return format!(
+                "code scanning analyses of category {} (upload {}) of {}",
+                escape::bytes(category.as_bytes()),
+                escape::bytes(upload.as_bytes()),
+                self.repo()
+            );
+        }
         let what = entry["match"]
             .as_object()
             .and_then(|m| m.values().next())

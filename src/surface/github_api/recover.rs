@@ -117,7 +117,7 @@ impl Instance {
         if routes.is_empty() {
             return RecoverOutcome::Failed {
                 reason: format!(
-                    "run B has no place to look for {}: no issue or commit from the plant or this run",
+                    "run B has no place to look for {}: no issue, commit or ref from the plant or this run",
                     w.carrier
                 ),
             };

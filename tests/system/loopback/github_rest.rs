@@ -29,7 +29,7 @@ fn client_lib() -> PathBuf {
 /// Runs `ops` (see fixtures/octokit-client.mjs) through the real client
 /// with `token`, on `octo/repo` unless an op names another, and returns
 /// one result per op.
-fn octokit(svc: &GitHubServer, token: &str, ops: Value) -> Vec<Value> {
+pub(super) fn octokit(svc: &GitHubServer, token: &str, ops: Value) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/octokit-client.mjs");
     let mut ops = ops.as_array().unwrap().clone();
     for op in &mut ops {
@@ -55,7 +55,7 @@ fn octokit(svc: &GitHubServer, token: &str, ops: Value) -> Vec<Value> {
     results.unwrap_or_else(|| panic!("no results from the client:\n{all}"))
 }
 
-fn status(r: &Value) -> u64 {
+pub(super) fn status(r: &Value) -> u64 {
     r["status"]
         .as_u64()
         .or(r["error"]["status"].as_u64())
@@ -64,7 +64,7 @@ fn status(r: &Value) -> u64 {
 
 /// GitHub's refusal of a token that lacks a permission, as the client
 /// reports it: 403, the message, and what the endpoint wanted.
-fn assert_refused(r: &Value, wanted: &str) {
+pub(super) fn assert_refused(r: &Value, wanted: &str) {
     let e = &r["error"];
     assert_eq!(e["status"], 403, "{r}");
     assert_eq!(

@@ -3,3 +3,4 @@
 mod actions_cache;
 mod github_artifacts;
 mod github_rest;
+mod github_scanning;

@@ -1,0 +1,399 @@
+//! `code-scanning`: a SARIF upload whose category
+//! (`runs[0].automationDetails.id`), rule id and result message carry the
+//! nonce (../shared/reference/github-coverage-facts.md §2). Run A uploads
+//! it (`POST …/code-scanning/sarifs`, gzip then base64, as
+//! src/publish/sarif.rs uploads runwarden's own SARIF) and reads the
+//! processing status until it is `complete` or `failed`, within the
+//! consistency wait; run B lists the analyses and the alerts of the
+//! plant's ref (the table's routes, [`super::carriers::routes`]); cleanup
+//! deletes the analyses of this upload, where GitHub calls them
+//! `deletable`.
+//!
+//! An entry is `{carrier, git_ref, commit, category, sarif_id, tag}`:
+//! `category` is the nonce name, `sarif_id` the upload's id GitHub gave
+//! (null in the intent journalled before the request).
+
+use super::{Gh, Instance, Settings, carriers};
+use crate::escape;
+use crate::fault::Fault;
+use crate::github::{Api, ApiError};
+use crate::nonce::Nonce;
+use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RunCtx};
+use ::http::Method;
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// The SARIF's tool: its own name, so the plant's analyses are a set of
+/// their own (ref + tool + category), apart from runwarden's published
+/// SARIF (`runwarden`) and every other tool's.
+pub const TOOL: &str = "runwarden-probe";
+
+/// Rounds of "list, delete the deletable, list again" cleanup takes: a
+/// set's analyses are deletable one at a time, newest first.
+const ROUNDS: usize = 20;
+
+/// Whether `r` is a ref code scanning takes: `^refs/(heads|tags|pull)/`
+/// and something after it, printable ASCII without spaces.
+pub fn valid_ref(r: &str) -> bool {
+    let tail = ["refs/heads/", "refs/tags/", "refs/pull/"]
+        .iter()
+        .find_map(|p| r.strip_prefix(p));
+    tail.is_some_and(|t| !t.is_empty()) && r.len() <= 255 && r.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The SARIF run A uploads: one run, one rule, one result.
+fn sarif(ctx: &RunCtx<'_>, name: &str, hex: &str) -> Value {
+    json!({
+        "version": "2.1.0",
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "runs": [{
+            "tool": { "driver": {
+                "name": TOOL,
+                "informationUri": "https://github.com/runwarden/runwarden",
+                "rules": [{
+                    "id": name,
+                    "shortDescription": { "text": "runwarden probe" },
+                }],
+            }},
+            "automationDetails": { "id": name },
+            "results": [{
+                "ruleId": name,
+                "level": "note",
+                "message": { "text": format!("runwarden probe {} {hex}", ctx.probe_id) },
+                "locations": [{ "physicalLocation": {
+                    "artifactLocation": { "uri": "runwarden-probe" },
+                    "region": { "startLine": 1 },
+                }}],
+            }],
+        }],
+    })
+}
+
+/// The entry of a plant of `nonce` on `git_ref` and `commit`
+/// (`sarif_id`: the upload's id, `None` for the intent).
+pub fn entry(
+    ctx: &RunCtx<'_>,
+    nonce: &Nonce,
+    git_ref: &str,
+    commit: &str,
+    sarif_id: Option<&str>,
+) -> Value {
+    json!({
+        "carrier": Gh::CodeScanning.name(),
+        "git_ref": git_ref,
+        "commit": commit,
+        "category": carriers::nonce_name(ctx, nonce),
+        "sarif_id": sarif_id,
+        "tag": carriers::entry_tag(ctx, Gh::CodeScanning, &nonce.hex()),
+    })
+}
+
+/// The entry of this instance's plant (its configured ref and commit).
+pub fn planned_entry(s: &Settings, ctx: &RunCtx<'_>, nonce: &Nonce) -> Result<Value, Fault> {
+    let git_ref = s
+        .git_ref
+        .as_deref()
+        .ok_or_else(|| Fault::unsupported("no ref"))?;
+    let commit = s
+        .commit
+        .as_deref()
+        .ok_or_else(|| Fault::unsupported("no commit"))?;
+    Ok(entry(ctx, nonce, git_ref, commit, None))
+}
+
+/// Whether an upload id is one GitHub's form allows (letters, digits,
+/// `-`): it goes into a path and a query.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// Whether `e` is this probe's code-scanning entry: rebuilt from its
+/// nonce (in the category), its ref and commit (the plant's, in their
+/// forms) and its upload id (in GitHub's form), it is the very entry the
+/// plant journals, tag and all.
+pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
+    let not = Fault::invalid;
+    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    let hex = e["category"]
+        .as_str()
+        .and_then(|c| c.strip_prefix(&named))
+        .filter(|h| crate::surface::lower_hex(h, 32))
+        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
+    let nonce: Nonce = serde_json::from_value(json!(hex))
+        .map_err(|_| not("holds no nonce in runwarden's form"))?;
+    let git_ref = e["git_ref"]
+        .as_str()
+        .filter(|r| valid_ref(r))
+        .ok_or_else(|| not("names no ref code scanning takes"))?;
+    let commit = e["commit"]
+        .as_str()
+        .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or_else(|| not("names no commit"))?;
+    let id = match &e["sarif_id"] {
+        Value::Null => None,
+        Value::String(id) if valid_id(id) => Some(id.as_str()),
+        _ => return Err(not("its upload id is not in GitHub's form")),
+    };
+    let want = entry(ctx, &nonce, git_ref, commit, id);
+    let tagged = e["tag"].as_str().is_some_and(|t| {
+        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
+    });
+    (tagged && *e == want)
+        .then_some(())
+        .ok_or_else(|| not("not the entry this probe's plant journals"))
+}
+
+/// Whether `category` (as GitHub lists it) is the plant's `name`
+/// (codeql-action adds a trailing `/` to a category; how GitHub derives
+/// the listed one from `automationDetails.id` is unconfirmed, so either).
+fn is_category(category: &Value, name: &str) -> bool {
+    category
+        .as_str()
+        .is_some_and(|c| c == name || c.strip_suffix('/') == Some(name))
+}
+
+/// `…/code-scanning/analyses?ref=…[&sarif_id=…]` of `git_ref`.
+pub fn analyses_path(rp: &str, git_ref: &str, sarif_id: Option<&str>) -> String {
+    let mut p = format!(
+        "{rp}/code-scanning/analyses?ref={}",
+        crate::wire::percent_encode(git_ref).replace('/', "%2F")
+    );
+    if let Some(id) = sarif_id {
+        p.push_str(&format!("&sarif_id={id}"));
+    }
+    p
+}
+
+impl Instance {
+    /// Run A: the intent, the upload, the entry with the upload's id, then
+    /// the processing status until code scanning says.
+    pub(super) fn plant_scanning(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let intent = match planned_entry(&self.s, ctx, &job.nonce) {
+            Ok(e) => e,
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+        };
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+        };
+        let name = carriers::nonce_name(ctx, &job.nonce);
+        let text = sarif(ctx, &name, &job.nonce.hex()).to_string();
+        let gzip = crate::archive::gzip_stored(text.as_bytes());
+        let git_ref = intent["git_ref"].as_str().unwrap_or("").to_string();
+        let commit = intent["commit"].as_str().unwrap_or("").to_string();
+        let body = json!({
+            "commit_sha": commit,
+            "ref": git_ref,
+            "sarif": base64::engine::general_purpose::STANDARD.encode(&gzip),
+            "tool_name": TOOL,
+        });
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let path = format!("{rp}/code-scanning/sarifs");
+        created(intent.clone());
+        let what = format!("uploading code-scanning's SARIF to {}", self.repo());
+        let id = match api.call(Method::POST, &path, Some(&body), &what) {
+            Ok(a) => match a.json["id"].as_str().filter(|i| valid_id(i)) {
+                Some(id) => id.to_string(),
+                None => {
+                    return PlantOutcome::Failed {
+                        reason: format!("{what}: GitHub's answer holds no usable id"),
+                    };
+                }
+            },
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                return PlantOutcome::Refused {
+                    reason: format!(
+                        "GitHub refused the write token ({}): {}",
+                        escape::bytes(self.s.token_source.as_bytes()),
+                        e.text()
+                    ),
+                };
+            }
+            Err(e) => return PlantOutcome::Failed { reason: e.text() },
+        };
+        created(entry(ctx, &job.nonce, &git_ref, &commit, Some(&id)));
+        let processed = match self.processed(&api, &format!("{path}/{id}")) {
+            Ok(p) => p,
+            Err(reason) => return PlantOutcome::Failed { reason },
+        };
+        PlantOutcome::Planted {
+            needle: json!({ "text": job.nonce.hex(), "ref": git_ref, "commit": commit }),
+            persistence: None,
+            detail: format!(
+                "a SARIF uploaded to {} (upload {id}, category {name}, tool {TOOL}) for {} at \
+                 {commit}, written with {}; {processed}",
+                self.repo(),
+                escape::bytes(git_ref.as_bytes()),
+                escape::bytes(self.s.token_source.as_bytes()),
+            ),
+        }
+    }
+
+    /// The processing status, read until it is `complete` or `failed` or
+    /// the consistency wait is over: what to say of it, or (`Err`) why the
+    /// plant failed (code scanning could not process it).
+    fn processed(&self, api: &Api<'_>, status: &str) -> Result<String, String> {
+        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let what = "reading the upload's processing status";
+        let c = crate::surface::listing::until_current(wait, || {
+            let a = api.call(Method::GET, status, None, what)?;
+            let done = matches!(
+                a.json["processing_status"].as_str(),
+                Some("complete" | "failed")
+            );
+            Ok::<_, ApiError>((a.json, done))
+        });
+        let c = match c {
+            Ok(c) => c,
+            // The SARIF landed; what it came to is for run B to see.
+            Err(e) => {
+                return Ok(format!(
+                    "its processing status did not answer: {}",
+                    e.text()
+                ));
+            }
+        };
+        match c.value["processing_status"].as_str() {
+            Some("complete") => Ok("code scanning processed it".into()),
+            Some("failed") => {
+                let errors: Vec<String> = crate::wire::string_array(&c.value["errors"])
+                    .iter()
+                    .map(|e| escape::bytes(e.as_bytes()))
+                    .collect();
+                Err(format!(
+                    "code scanning could not process the plant's SARIF: {}",
+                    if errors.is_empty() {
+                        "it gave no reason".into()
+                    } else {
+                        errors.join("; ")
+                    }
+                ))
+            }
+            _ => Ok(format!(
+                "code scanning was still processing it after {:.1} s",
+                c.waited.as_secs_f64()
+            )),
+        }
+    }
+
+    /// Cleanup by probe id: the uploads whose analyses (on any ref, of the
+    /// probe's tool) have the category of `nonce`, as full entries (their
+    /// ref, commit and upload id as GitHub lists them; [`owned`] checks
+    /// each).
+    pub(super) fn find_scanning(
+        &self,
+        ctx: &RunCtx<'_>,
+        nonce: &Nonce,
+    ) -> Result<Vec<Value>, Fault> {
+        let api = self.api(false)?;
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let name = carriers::nonce_name(ctx, nonce);
+        let mut found: Vec<Value> = vec![];
+        api.list(
+            &format!("{rp}/code-scanning/analyses?tool_name={TOOL}"),
+            None,
+            "listing the probe's analyses",
+            &mut |a| {
+                let (Some(r), Some(c), Some(id)) = (
+                    a["ref"].as_str(),
+                    a["commit_sha"].as_str(),
+                    a["sarif_id"].as_str(),
+                ) else {
+                    return;
+                };
+                let e = entry(ctx, nonce, r, c, Some(id));
+                if is_category(&a["category"], &name) && !found.contains(&e) {
+                    found.push(e);
+                }
+            },
+        )
+        .map_err(|e| Fault::broken(e.text()))?;
+        Ok(found)
+    }
+
+    /// Cleanup: the analyses of the plant's upload (its category, and its
+    /// upload id when the entry has one), deleted newest first where
+    /// GitHub says `deletable`, with `confirm_delete` (the set, its ref,
+    /// tool and category, is the plant's own: the alert history it ends is
+    /// the probe's); what stays is listed.
+    pub(super) fn clean_scanning(&self, e: &Value) -> CleanupOutcome {
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(f) => return CleanupOutcome::Left { reason: f.into() },
+        };
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let name = e["category"].as_str().unwrap_or("");
+        let git_ref = e["git_ref"].as_str().unwrap_or("");
+        let id = e["sarif_id"].as_str();
+        let list = analyses_path(&rp, git_ref, id);
+        let mut removed = false;
+        for _ in 0..ROUNDS {
+            let mut ours: Vec<Value> = vec![];
+            let r = api.list(&list, None, "listing the plant's analyses", &mut |a| {
+                let upload = id.is_none_or(|id| a["sarif_id"].as_str() == Some(id));
+                if upload && is_category(&a["category"], name) && a["tool"]["name"] == TOOL {
+                    ours.push(a.clone());
+                }
+            });
+            if let Err(err) = r {
+                return CleanupOutcome::Left { reason: err.text() };
+            }
+            if ours.is_empty() {
+                return match (removed, id) {
+                    (true, _) => CleanupOutcome::Removed,
+                    (false, Some(id)) => self.unlisted(&api, &rp, id),
+                    (false, None) => CleanupOutcome::Gone,
+                };
+            }
+            let deletable: Vec<u64> = ours
+                .iter()
+                .filter(|a| a["deletable"] == json!(true))
+                .filter_map(|a| a["id"].as_u64())
+                .collect();
+            if deletable.is_empty() {
+                let ids: Vec<String> = ours.iter().map(|a| a["id"].to_string()).collect();
+                return CleanupOutcome::Left {
+                    reason: format!(
+                        "GitHub calls none of the plant's analyses deletable ({}): a newer \
+                         analysis of the same ref, tool and category is in the way",
+                        escape::bytes(ids.join(", ").as_bytes())
+                    ),
+                };
+            }
+            for a in deletable {
+                let path = format!("{rp}/code-scanning/analyses/{a}?confirm_delete=true");
+                match api.call(Method::DELETE, &path, None, "deleting the plant's analysis") {
+                    Ok(_) => removed = true,
+                    Err(ApiError::NotFound(_)) => {}
+                    Err(err) => return CleanupOutcome::Left { reason: err.text() },
+                }
+            }
+        }
+        CleanupOutcome::Left {
+            reason: format!(
+                "the plant's analyses were still listed after {ROUNDS} rounds of deletes"
+            ),
+        }
+    }
+
+    /// No analysis of upload `id` is listed: gone, unless code scanning is
+    /// still processing it (then it may yet appear).
+    fn unlisted(&self, api: &Api<'_>, rp: &str, id: &str) -> CleanupOutcome {
+        let path = format!("{rp}/code-scanning/sarifs/{id}");
+        match api.call(Method::GET, &path, None, "reading the upload's status") {
+            Ok(a) if a.json["processing_status"] == "pending" => CleanupOutcome::Left {
+                reason: format!(
+                    "code scanning is still processing upload {id}: its analysis may yet appear"
+                ),
+            },
+            Ok(_) | Err(ApiError::NotFound(_)) => CleanupOutcome::Gone,
+            Err(err) => CleanupOutcome::Left { reason: err.text() },
+        }
+    }
+}
