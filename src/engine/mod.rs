@@ -154,6 +154,7 @@ struct Workspace {
 /// derived from the key and probe id, so a later job can recompute them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Nonces {
+    /// Fresh ones: an in-job probe (runs A and B in this job).
     Random,
     Derived,
 }

@@ -224,7 +224,11 @@ impl SlotMaker<'_> {
                     "the same as surface {} (another path to it, a bind mount): probed once, under that name",
                     escape_name(first)
                 )),
-                None => s.real.and_then(|r| r.unavailable(c.name)),
+                None => s.real.and_then(|r| r.unavailable(c.name)).or_else(|| {
+                    // An in-job probe: run B is run A's own job.
+                    (matches!(self.nonces, Nonces::Random) && s.ty.later_job_only(c.name))
+                        .then(|| surface::LATER_JOB_ONLY.to_string())
+                }),
             };
             let declaration = self.plan.declaration(&channel);
             let pos = declaration.map(|d| d.pos);

@@ -53,6 +53,11 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &network_egress::NetworkEgress,
 ];
 
+/// Why an in-job probe skips a [`SurfaceType::later_job_only`] carrier.
+pub const LATER_JOB_ONLY: &str = "run A and run B share this job in a probe, and this carrier is \
+     a trace of run A's job that run B can read only from a later job or run: plant, then \
+     recover in a later job";
+
 /// Finds a surface type by its config name.
 pub fn by_name(name: &str) -> Option<&'static dyn SurfaceType> {
     REGISTRY.iter().copied().find(|t| t.name() == name)
@@ -104,6 +109,12 @@ pub trait SurfaceType: Sync {
     /// One line for `runwarden carriers`.
     fn description(&self) -> &'static str;
     fn carriers(&self) -> &'static [Carrier];
+    /// Whether `carrier` can only be read by a run B in a later job than
+    /// run A's (a trace the job leaves in its own run): an in-job probe
+    /// SKIPS it with [`LATER_JOB_ONLY`]. None by default.
+    fn later_job_only(&self, _carrier: &str) -> bool {
+        false
+    }
     /// The config keys this type takes (besides `name` and `type`); any
     /// other key is an error before [`SurfaceType::validate`] runs.
     fn keys(&self) -> &'static [&'static str];

@@ -9,6 +9,7 @@ mod filesystem;
 mod git_remote;
 mod github_api;
 mod github_api_more;
+mod github_api_traces;
 mod http_cache;
 mod network_egress;
 mod npm_registry;

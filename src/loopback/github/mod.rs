@@ -27,8 +27,10 @@ mod rest_artifacts;
 mod rest_commits;
 mod rest_deploy;
 mod rest_issues;
+mod rest_runs;
 mod rest_scanning;
 
+pub use rest_runs::Job;
 pub use rest_scanning::{MAX_GZIP, Processing, Upload};
 
 use super::{header, lock};
@@ -87,6 +89,10 @@ pub struct State {
     pub sarifs: Vec<Upload>,
     /// How uploads are processed (status reads).
     pub processing: Processing,
+    /// Workflow runs' jobs (rest_runs.rs).
+    pub jobs: Vec<Job>,
+    /// The signatures of the job log URLs handed out, each once: its job.
+    pub log_urls: HashMap<String, u64>,
     /// Every request: (method, url, Authorization header).
     pub log: Vec<(String, String, String)>,
     /// The signature every signed blob URL carries.
@@ -258,6 +264,32 @@ impl super::Service<State> {
         id
     }
 
+    /// Adds a job of workflow run `run_id` of `repo`, with its check run
+    /// on `sha`; its id (the check run's too).
+    pub fn add_job(&self, repo: &str, run_id: u64, name: &str, status: &str, sha: &str) -> u64 {
+        rest_runs::add_job(&mut self.lock(), repo, run_id, name, status, sha)
+    }
+
+    /// Sets a job's status (`in_progress`, `completed`).
+    pub fn set_job_status(&self, job: u64, status: &str) {
+        let mut st = self.lock();
+        if let Some(j) = st.jobs.iter_mut().find(|j| j.id == job) {
+            j.status = status.into();
+        }
+    }
+
+    /// A line a step of run `run_id`'s first job printed, taken as the
+    /// runner takes it (a workflow command becomes an annotation); `false`
+    /// when the run has no job here.
+    pub fn runner_line(&self, run_id: u64, line: &str) -> bool {
+        rest_runs::runner_line(&mut self.lock(), run_id, line)
+    }
+
+    /// Every job, in the order added.
+    pub fn jobs(&self) -> Vec<Job> {
+        self.lock().jobs.clone()
+    }
+
     /// The code scanning uploads received, oldest first.
     pub fn sarifs(&self) -> Vec<Upload> {
         self.lock().sarifs.clone()
@@ -296,6 +328,10 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     } else if let Some(id) = path.strip_prefix(artifacts::BLOB) {
         let blob_type = header(&req, "x-ms-blob-type");
         artifacts::blob(&mut st, &method, id, &url, blob_type.as_deref(), body)
+    } else if let Some(job) = path.strip_prefix(rest_runs::LOGS) {
+        rest_runs::log_blob(&mut st, job, &url, &auth)
+    } else if let Some(run) = path.strip_prefix("/api/_runner/runs/") {
+        runner(&mut st, run, &auth, &body)
     } else if path == "/api/user" {
         rest::user(&st, &auth)
     } else if let Some(rest) = path.strip_prefix("/api/repos/") {
@@ -305,6 +341,29 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
     };
     drop(st);
     reply.send(req);
+}
+
+/// The control's runner (no GitHub route): `POST
+/// /api/_runner/runs/{run_id}/lines` with `{"line": …}` and a token this
+/// server minted hands a line to the run's first job as if a step had
+/// printed it ([`rest_runs::runner_line`]).
+fn runner(st: &mut State, run: &str, auth: &str, body: &[u8]) -> Reply {
+    let minted = auth
+        .strip_prefix("Bearer ")
+        .is_some_and(|t| st.tokens.contains_key(t));
+    let run = run
+        .strip_suffix("/lines")
+        .and_then(|r| r.parse::<u64>().ok());
+    let line: Option<String> = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["line"].as_str().map(String::from));
+    match (minted, run, line) {
+        (false, _, _) => rest::message(401, "Bad credentials"),
+        (true, Some(run), Some(line)) if rest_runs::runner_line(st, run, &line) => {
+            Reply::raw(204, "application/json", vec![])
+        }
+        _ => rest::message(404, "Not Found"),
+    }
 }
 
 /// An answer, built under the lock and sent after it.

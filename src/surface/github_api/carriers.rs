@@ -22,6 +22,8 @@ carriers! {
         ActionsVariable = "actions-variable", Durable, "the nonce in the value of a repository variable with an agreed name; run B lists the variables and asks for that name";
         CommitStatus = "commit-status", Durable, "the nonce in a commit status's context (permanent: GitHub offers no delete); run B lists the commit's statuses";
         CheckRun = "check-run", Durable, "the nonce in a check run's name and summary (permanent: GitHub offers no delete); run B lists the commit's check runs";
+        RunAnnotation = "run-annotation", UntilEvicted, "the nonce in a `::notice` a step prints (no write permission needed): an annotation of the job's check run; run B, in a later job or run, lists the run's jobs and reads their check runs' annotations";
+        RunLog = "run-log", UntilEvicted, "the nonce in a line a step prints (no write permission needed): the job's log; run B, in a later job or run, lists the run's jobs and reads their logs";
         CodeScanning = "code-scanning", Durable, "the nonce in an uploaded SARIF's category, rule id and message (only with `code-scanning: true`); run B lists the ref's code scanning analyses and alerts";
     }
 }
@@ -198,8 +200,8 @@ pub fn plant_request(
             let sha = s.commit.as_deref().ok_or_else(no_commit)?;
             permanent(&rp, carrier, sha, &nonce_name(ctx, nonce), &note, &hex)
         }
-        // Planted by its own flow (its submodule), not one POST.
-        Gh::CodeScanning => {
+        // Planted by their own flows (their submodules), not one POST.
+        Gh::CodeScanning | Gh::RunAnnotation | Gh::RunLog => {
             return Err(Fault::unsupported(format!("{carrier} is no table carrier")));
         }
     };
@@ -344,6 +346,8 @@ pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Value) -> Ve
             .map(|c| list(format!("{rp}/commits/{c}/check-runs"), Some("check_runs")))
             .into_iter()
             .collect(),
+        // Their own routes (traces.rs).
+        Gh::RunAnnotation | Gh::RunLog => vec![],
         // The ref run A uploaded for, as its plant said; else this run's.
         Gh::CodeScanning => needle["ref"]
             .as_str()

@@ -34,8 +34,8 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e st
         // Permanent plants: their entries hold no `match` ([`owned_entry`]
         // checks them by their text).
         Gh::CommitStatus | Gh::CheckRun => None,
-        // Its own entry form ([`super::scanning::owned`]).
-        Gh::CodeScanning => None,
+        // Their own entry forms (scanning.rs, traces.rs).
+        Gh::CodeScanning | Gh::RunAnnotation | Gh::RunLog => None,
     }
 }
 
@@ -54,8 +54,10 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
             .as_str()
             .ok_or_else(|| not("names no carrier"))?,
     );
-    if carrier == Some(Gh::CodeScanning) {
-        return super::scanning::owned(ctx, e);
+    match carrier {
+        Some(Gh::CodeScanning) => return super::scanning::owned(ctx, e),
+        Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => return super::traces::owned(ctx, c, e),
+        _ => {}
     }
     if let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) {
         // Never removed (GitHub has no delete), only listed as kept: its
@@ -116,8 +118,10 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
 
 impl Instance {
     pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
-        if e["carrier"] == Gh::CodeScanning.name() {
-            return self.clean_scanning(e);
+        match Gh::parse(e["carrier"].as_str().unwrap_or("")) {
+            Some(Gh::CodeScanning) => return self.clean_scanning(e),
+            Some(Gh::RunAnnotation | Gh::RunLog) => return super::traces::kept(),
+            _ => {}
         }
         if e["permanent"].is_string() {
             return CleanupOutcome::Kept {

@@ -3,7 +3,9 @@
 //! draft releases, deployments, variables, and, only when the operator
 //! accepts leaving them, commit statuses and check runs), and, with
 //! `code-scanning: true`, a SARIF upload's analysis and alerts
-//! ([`scanning`]).
+//! ([`scanning`]); and the traces a step leaves in its own run without
+//! any write permission, a `::notice` and a log line, read by a later job
+//! ([`traces`]).
 //!
 //! Every GitHub-hosted runner's egress allows api.github.com, so these
 //! channels stay open behind any firewall; what closes them is the token.
@@ -22,6 +24,7 @@ mod cleanup;
 mod plant;
 mod recover;
 mod scanning;
+mod traces;
 
 use super::{
     Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
@@ -66,6 +69,15 @@ pub(crate) struct Settings {
     /// it is one code scanning takes.
     #[serde(default)]
     git_ref: Option<String>,
+    /// The workflow run and attempt run A is in (`GITHUB_RUN_ID`,
+    /// `GITHUB_RUN_ATTEMPT`), and the runner (`RUNNER_NAME`): for the
+    /// run traces.
+    #[serde(default)]
+    run_id: Option<u64>,
+    #[serde(default)]
+    run_attempt: Option<u64>,
+    #[serde(default)]
+    runner_name: Option<String>,
     /// How long a listing that shows neither run B nor the writer the
     /// plant is taken again (`consistency-wait`).
     #[serde(default = "super::listing::default_wait_ms")]
@@ -96,6 +108,10 @@ impl SurfaceType for GitHubApi {
 
     fn carriers(&self) -> &'static [Carrier] {
         CARRIERS
+    }
+
+    fn later_job_only(&self, carrier: &str) -> bool {
+        matches!(Gh::parse(carrier), Some(Gh::RunAnnotation | Gh::RunLog))
     }
 
     fn keys(&self) -> &'static [&'static str] {
@@ -182,6 +198,9 @@ impl SurfaceType for GitHubApi {
             permanent,
             code_scanning,
             git_ref,
+            run_id: opts.env("GITHUB_RUN_ID").and_then(|r| r.parse().ok()),
+            run_attempt: opts.env("GITHUB_RUN_ATTEMPT").and_then(|r| r.parse().ok()),
+            runner_name: opts.env("RUNNER_NAME"),
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
@@ -193,6 +212,9 @@ impl SurfaceType for GitHubApi {
         let repo = "runwarden/control";
         let sha = "c0ffee0000000000000000000000000000c0ffee";
         server.add("commit", repo, json!({ "sha": sha }));
+        // The run the control's traces go to: its one job has ended.
+        let run_id = 4242;
+        server.add_job(repo, run_id, "control", "completed", sha);
         let mut all: Vec<(&str, &str)> = crate::loopback::github::WRITE_ALL.to_vec();
         all.push(("actions_variables", "write"));
         let token = server.token(&all);
@@ -210,6 +232,9 @@ impl SurfaceType for GitHubApi {
             permanent: true,
             code_scanning: true,
             git_ref: Some("refs/heads/main".into()),
+            run_id: Some(run_id),
+            run_attempt: Some(1),
+            runner_name: None,
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
@@ -340,6 +365,13 @@ impl Surface for Instance {
                     .into(),
             );
         }
+        if matches!(carrier, Gh::RunAnnotation | Gh::RunLog) && self.s.run_id.is_none() {
+            return Some(
+                "not in GitHub Actions: GITHUB_RUN_ID is unset (annotations and logs belong to a \
+                 workflow run)"
+                    .into(),
+            );
+        }
         if carrier == Gh::CodeScanning && !self.s.code_scanning {
             return Some(
                 "uploading a SARIF changes what the repository's code scanning shows (an \
@@ -373,6 +405,7 @@ impl Surface for Instance {
     ) -> PlantOutcome {
         match Gh::parse(&job.carrier) {
             Some(Gh::CodeScanning) => self.plant_scanning(ctx, job, created),
+            Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => self.plant_trace(ctx, c, job, created),
             Some(carrier) => self.plant_carrier(ctx, carrier, job, created),
             None => PlantOutcome::Failed {
                 reason: format!("{} is not a carrier of github-api", job.carrier),
@@ -388,7 +421,10 @@ impl Surface for Instance {
     ) -> Vec<RecoverOutcome> {
         wanted
             .iter()
-            .map(|w| self.recover_carrier(ctx, w))
+            .map(|w| match Gh::parse(&w.carrier) {
+                Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => self.recover_trace(ctx, c, w),
+                _ => self.recover_carrier(ctx, w),
+            })
             .collect()
     }
 
@@ -401,6 +437,10 @@ impl Surface for Instance {
             match Gh::parse(&j.carrier) {
                 // Found by its category on whatever ref it was uploaded for.
                 Some(Gh::CodeScanning) => found.extend(self.find_scanning(ctx, &j.nonce)?),
+                // Nothing to find: kept, in the run it was printed in.
+                Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => {
+                    found.push(traces::entry(ctx, c, &j.nonce, None))
+                }
                 Some(carrier) => found.extend(
                     carriers::plant_request(&self.s, ctx, carrier, &j.nonce)
                         .map(|p| p.entry)
@@ -429,6 +469,22 @@ impl Surface for Instance {
             return format!("{} of {}", escape::bytes(p.as_bytes()), self.repo());
         }
         let carrier = entry["carrier"].as_str().unwrap_or("?");
+        if let Some(c @ (Gh::RunAnnotation | Gh::RunLog)) = Gh::parse(carrier) {
+            return format!(
+                "the {} {} in {} of {}",
+                if c == Gh::RunAnnotation {
+                    "annotation"
+                } else {
+                    "log line"
+                },
+                escape::bytes(entry["name"].as_str().unwrap_or("?").as_bytes()),
+                match entry["run_id"].as_u64() {
+                    Some(r) => format!("run {r}"),
+                    None => "run A's run".into(),
+                },
+                self.repo()
+            );
+        }
         if carrier == Gh::CodeScanning.name() {
             let category = entry["category"].as_str().unwrap_or("?");
             let upload = entry["sarif_id"].as_str().unwrap_or("not recorded");

@@ -3,4 +3,5 @@
 mod actions_cache;
 mod github_artifacts;
 mod github_rest;
+mod github_runs;
 mod github_scanning;

@@ -1,0 +1,463 @@
+//! `run-annotation` and `run-log`: the traces a step leaves in its own
+//! workflow run without any write permission
+//! (../shared/reference/github-coverage-facts.md §3). Run A prints a line
+//! to the job log: `::notice title=<nonce name>::…<nonce>` (an
+//! annotation of the job's check run) or a plain line carrying the nonce.
+//! Run B, in a later job or run, lists the run's jobs (`GET
+//! …/actions/runs/{id}/jobs?filter=all`) and reads each job's check run's
+//! annotations (`checks: read`) or its log (`actions: read`: a 302 to a
+//! signed URL, followed without the token and searched as it arrives).
+//!
+//! Why stderr: the runner takes workflow commands from a step's stderr as
+//! from its stdout (actions/runner `ScriptHandler.cs` gives both streams
+//! an `OutputManager` with the `ActionCommandManager`), and runwarden's
+//! stdout may be its JSON report, which a line of ours would corrupt. Run
+//! A's stderr reaches the job log through the engine (redacted, a line at
+//! a time: the nonce is no secret). The runner's masking is left as it
+//! is: the lines carry nothing masked.
+//!
+//! A look is current only once the run's jobs have ended (but run B's
+//! own) and a job's log shows the plant's witness: a plain line run A
+//! prints with it, `runwarden probe <probe id> <carrier> witness <tag>`
+//! (the tag a MAC over the carrier and the nonce, which it does not
+//! show). Without it nothing tells a closed carrier from a line that never
+//! reached the log (run A's stderr kept from it by a wrapper).
+//!
+//! Nothing is removed: the annotation and the log belong to the run
+//! (`DELETE …/runs/{id}/logs` needs `actions: write` and deletes every log
+//! of the run), so the journal lists the plant as kept, for the log
+//! retention.
+
+use super::{Gh, Instance, carriers, read_outcome};
+use crate::escape;
+use crate::fault::Fault;
+use crate::github::{Api, ApiError};
+use crate::http::Request;
+use crate::nonce::Nonce;
+use crate::scan::Needles;
+use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Wanted};
+use ::http::Method;
+use serde_json::{Value, json};
+
+/// The most of one job's log run B reads: past it, the log is not fully
+/// searched, which is an error (GitHub documents no limit on a log).
+const MAX_LOG: u64 = 512 * 1024 * 1024;
+
+/// Why a trace is kept, not removed.
+pub const KEPT: &str = "the run's own: GitHub keeps a job's log and its check run's annotations \
+     for the log retention (90 days by default, 1 to 400 as the repository sets it); `DELETE \
+     …/actions/runs/{id}/logs` needs actions: write and deletes every log of the run, so \
+     runwarden does not";
+
+/// A workflow command's data, escaped as the runner unescapes it.
+fn data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// A workflow command's property value.
+fn property(s: &str) -> String {
+    data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// The witness line run A prints with a trace: in the job log, it shows
+/// that run A's output reached it.
+pub fn witness(ctx: &RunCtx<'_>, carrier: Gh, hex: &str) -> String {
+    data(&format!(
+        "runwarden probe {} {carrier} witness {}",
+        ctx.probe_id,
+        carriers::entry_tag(ctx, carrier, hex)
+    ))
+}
+
+/// The line run A prints for `carrier`.
+pub fn line(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce) -> String {
+    let text = format!("runwarden probe {} {carrier} {}", ctx.probe_id, nonce.hex());
+    match carrier {
+        Gh::RunAnnotation => format!(
+            "::notice title={}::{}",
+            property(&carriers::nonce_name(ctx, nonce)),
+            data(&text)
+        ),
+        _ => data(&text),
+    }
+}
+
+/// The journal entry of a trace: what it is and in which run (`None`:
+/// found by probe id, in a run this job does not know), to be listed as
+/// kept.
+pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, run_id: Option<u64>) -> Value {
+    json!({
+        "carrier": carrier.name(),
+        "name": carriers::nonce_name(ctx, nonce),
+        "run_id": run_id,
+        "tag": carriers::entry_tag(ctx, carrier, &nonce.hex()),
+    })
+}
+
+/// Whether `e` is this probe's trace entry (rebuilt from its nonce name
+/// and run, tag and all).
+pub fn owned(ctx: &RunCtx<'_>, carrier: Gh, e: &Value) -> Result<(), Fault> {
+    let not = Fault::invalid;
+    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    let hex = e["name"]
+        .as_str()
+        .and_then(|n| n.strip_prefix(&named))
+        .filter(|h| crate::surface::lower_hex(h, 32))
+        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
+    let nonce: Nonce = serde_json::from_value(json!(hex))
+        .map_err(|_| not("holds no nonce in runwarden's form"))?;
+    let run = match &e["run_id"] {
+        Value::Null => None,
+        r => Some(r.as_u64().ok_or_else(|| not("names no run"))?),
+    };
+    let want = entry(ctx, carrier, &nonce, run);
+    let tagged = e["tag"].as_str().is_some_and(|t| {
+        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
+    });
+    (tagged && *e == want)
+        .then_some(())
+        .ok_or_else(|| not("not the entry this probe's plant journals"))
+}
+
+/// What cleanup says of a trace.
+pub fn kept() -> CleanupOutcome {
+    CleanupOutcome::Kept {
+        reason: KEPT.into(),
+    }
+}
+
+/// What one look at the run came to: an outcome, or "not current" (a job
+/// still running, or none listed) with why.
+enum Look {
+    Done(RecoverOutcome),
+    NotCurrent(String),
+}
+
+impl Instance {
+    /// Run A: the line printed to the job log (the control: handed to the
+    /// stand-in's runner), the entry journalled first.
+    pub(super) fn plant_trace(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: Gh,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let Some(run) = self.s.run_id else {
+            return PlantOutcome::Failed {
+                reason: "not in GitHub Actions: GITHUB_RUN_ID is unset".into(),
+            };
+        };
+        created(entry(ctx, carrier, &job.nonce, Some(run)));
+        let lines = [
+            witness(ctx, carrier, &job.nonce.hex()),
+            line(ctx, carrier, &job.nonce),
+        ];
+        let how = if self.s.control {
+            let api = match self.api(false) {
+                Ok(a) => a,
+                Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            };
+            let path = format!("/_runner/runs/{run}/lines");
+            let what = "handing the line to the control's runner";
+            for l in &lines {
+                if let Err(e) = api.call(Method::POST, &path, Some(&json!({ "line": l })), what) {
+                    return PlantOutcome::Failed { reason: e.text() };
+                }
+            }
+            "handed to the control's runner (the stand-in)".to_string()
+        } else {
+            eprintln!("{}\n{}", lines[0], lines[1]);
+            "printed on stderr, which the runner reads for the job log and workflow commands"
+                .to_string()
+        };
+        let attempt = self.s.run_attempt.unwrap_or(1);
+        let what = if carrier == Gh::RunAnnotation {
+            format!("a notice titled {}", carriers::nonce_name(ctx, &job.nonce))
+        } else {
+            "a log line".into()
+        };
+        PlantOutcome::Planted {
+            needle: json!({ "text": job.nonce.hex(), "run_id": run, "run_attempt": attempt }),
+            persistence: None,
+            detail: format!(
+                "{what} of run {run} (attempt {attempt}) of {}, {how}; no write permission \
+                 needed; kept for the log retention",
+                self.repo()
+            ),
+        }
+    }
+
+    /// Run B: the run's jobs until they are all completed (but run B's
+    /// own), within the consistency wait; then each job's annotations or
+    /// log.
+    pub(super) fn recover_trace(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: Gh,
+        w: &Wanted,
+    ) -> RecoverOutcome {
+        let api = match self.api(true) {
+            Ok(a) => a,
+            Err(f) => return RecoverOutcome::Failed { reason: f.into() },
+        };
+        let Some(needle) = w.needle["text"].as_str().or(w.needle.as_str()) else {
+            return RecoverOutcome::Failed {
+                reason: "the plant's needle is not a nonce".into(),
+            };
+        };
+        // The run run A printed in, as its plant said; else this run
+        // (a later job of the same run).
+        let Some(run) = w.needle["run_id"].as_u64().or(self.s.run_id) else {
+            return RecoverOutcome::Failed {
+                reason: "run B has no run to look in: no receipt, and GITHUB_RUN_ID is unset"
+                    .into(),
+            };
+        };
+        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let c = crate::surface::listing::until_current(wait, || {
+            let l = self.look_trace(&api, carrier, run, needle, &witness(ctx, carrier, needle));
+            let current = matches!(l, Look::Done(_));
+            Ok::<_, std::convert::Infallible>((l, current))
+        });
+        let c = match c {
+            Ok(c) => c,
+            Err(never) => match never {},
+        };
+        match c.value {
+            Look::Done(o) => o,
+            Look::NotCurrent(why) => RecoverOutcome::Failed {
+                reason: format!(
+                    "not current: {why} after {} listings over {:.1} s (a job's log and \
+                     annotations are complete only once it ended): its silence proves nothing",
+                    c.tries,
+                    c.waited.as_secs_f64()
+                ),
+            },
+        }
+    }
+
+    fn look_trace(
+        &self,
+        api: &Api<'_>,
+        carrier: Gh,
+        run: u64,
+        needle: &str,
+        witness: &str,
+    ) -> Look {
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let source = &self.s.read_token_source;
+        let mut jobs: Vec<Value> = vec![];
+        let listing = format!("{rp}/actions/runs/{run}/jobs?filter=all");
+        let r = api.list(
+            &listing,
+            Some("jobs"),
+            &format!("listing run {run}'s jobs"),
+            &mut |j| jobs.push(j.clone()),
+        );
+        match r {
+            Ok(_) => {}
+            Err(e @ ApiError::Denied { .. }) => {
+                return Look::Done(self.jobs_refused(api, carrier, run, &e));
+            }
+            Err(e) => return Look::Done(read_outcome(&e, source)),
+        }
+        if jobs.is_empty() {
+            return Look::NotCurrent(format!("run {run} lists no jobs"));
+        }
+        // Run B's own job (same run, its runner) may still run.
+        let own = |j: &Value| {
+            Some(run) == self.s.run_id
+                && self.s.runner_name.is_some()
+                && j["runner_name"].as_str() == self.s.runner_name.as_deref()
+        };
+        if let Some(j) = jobs.iter().find(|j| j["status"] != "completed" && !own(j)) {
+            return Look::NotCurrent(format!(
+                "job {} of run {run} is {}",
+                escape::bytes(j["name"].as_str().unwrap_or("?").as_bytes()),
+                escape::bytes(j["status"].as_str().unwrap_or("?").as_bytes())
+            ));
+        }
+        let ended: Vec<&Value> = jobs.iter().filter(|j| !own(j)).collect();
+        let what = if carrier == Gh::RunAnnotation {
+            "the annotations of the check runs"
+        } else {
+            "the logs"
+        };
+        if carrier == Gh::RunAnnotation {
+            let mut denied: Vec<RecoverOutcome> = vec![];
+            for j in &ended {
+                match self.annotations_hold(api, &rp, j, needle) {
+                    Ok(Some(detail)) => {
+                        return Look::Done(RecoverOutcome::Found {
+                            detail: format!("run {run}: {detail}"),
+                        });
+                    }
+                    Ok(None) => {}
+                    Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, source)),
+                    Err(e) => return Look::Done(read_outcome(&e, source)),
+                }
+            }
+            match denied.len() {
+                0 => {}
+                n if n == ended.len() => return Look::Done(denied.swap_remove(0)),
+                _ => {
+                    return Look::Done(RecoverOutcome::Failed {
+                        reason: format!(
+                            "GitHub refused {what} of some jobs of run {run} and gave others: \
+                             no full look"
+                        ),
+                    });
+                }
+            }
+        }
+        // The logs: the nonce (run-log) and the witness (both).
+        let mut seen = false;
+        for j in &ended {
+            match self.log_holds(api, &rp, j, &[needle, witness]) {
+                Ok((true, _, detail)) if carrier == Gh::RunLog => {
+                    return Look::Done(RecoverOutcome::Found {
+                        detail: format!("run {run}: {detail}"),
+                    });
+                }
+                Ok((_, w, _)) => seen |= w,
+                Err(e) => return Look::Done(read_outcome(&e, source)),
+            }
+        }
+        if !seen {
+            return Look::NotCurrent(format!(
+                "no job log of run {run} shows the witness line run A printed with the plant \
+                 (its stderr may not reach the job log)"
+            ));
+        }
+        Look::Done(RecoverOutcome::NotFound {
+            detail: format!(
+                "listed {} jobs of run {run} (all ended), read {what} of {} with {}, and a log \
+                 shows run A's witness line; none holds the nonce",
+                jobs.len(),
+                ended.len(),
+                escape::bytes(source.as_bytes())
+            ),
+        })
+    }
+
+    /// GitHub refused the jobs listing: for a log, the run's log archive
+    /// (`…/runs/{id}/logs`, the same permission) must be refused too to
+    /// count; an annotation is reachable through the commit's check runs
+    /// with `checks: read`, which this does not try: not tested.
+    fn jobs_refused(&self, api: &Api<'_>, carrier: Gh, run: u64, e: &ApiError) -> RecoverOutcome {
+        let source = &self.s.read_token_source;
+        if carrier == Gh::RunAnnotation {
+            return RecoverOutcome::Failed {
+                reason: format!(
+                    "GitHub refused run {run}'s jobs listing ({}), which run B needs to find the \
+                     job's check run; a reader with checks: read may still reach the annotation \
+                     through the commit's check runs: not tested",
+                    e.text()
+                ),
+            };
+        }
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        match api.redirect(
+            &format!("{rp}/actions/runs/{run}/logs"),
+            "asking for the run's logs",
+        ) {
+            Err(e2 @ ApiError::Denied { .. }) => read_outcome(&e2, source),
+            Ok(_) => RecoverOutcome::Failed {
+                reason: format!(
+                    "GitHub refused run {run}'s jobs listing ({}) but offered the run's log \
+                     archive, which run B does not read: not tested",
+                    e.text()
+                ),
+            },
+            Err(e2) => read_outcome(&e2, source),
+        }
+    }
+
+    /// Where the job's check run's annotations hold the nonce, if they do.
+    fn annotations_hold(
+        &self,
+        api: &Api<'_>,
+        rp: &str,
+        job: &Value,
+        needle: &str,
+    ) -> Result<Option<String>, ApiError> {
+        let check = job["check_run_url"]
+            .as_str()
+            .and_then(|u| u.rsplit('/').next())
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| {
+                ApiError::Failed("a job of the listing names no check run (check_run_url)".into())
+            })?;
+        let path = format!("{rp}/check-runs/{check}/annotations");
+        let mut found = None;
+        api.list(
+            &path,
+            None,
+            &format!("listing check run {check}'s annotations"),
+            &mut |a| {
+                if found.is_none()
+                    && let Some(f) = carriers::field_holding(a, needle)
+                {
+                    found = Some(format!(
+                        "an annotation of check run {check} has the nonce in its field {f}"
+                    ));
+                }
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// Whether the job's log holds each of `needles`: the 302's
+    /// `Location` (https, or the stand-in's loopback when the API is on
+    /// one) fetched without the token, searched as it arrives.
+    fn log_holds(
+        &self,
+        api: &Api<'_>,
+        rp: &str,
+        job: &Value,
+        needles: &[&str; 2],
+    ) -> Result<(bool, bool, String), ApiError> {
+        let id = job["id"]
+            .as_u64()
+            .ok_or_else(|| ApiError::Failed("a job of the listing has no id".into()))?;
+        let what = format!("downloading job {id}'s log");
+        let location = api.redirect(&format!("{rp}/actions/jobs/{id}/logs"), &what)?;
+        let loopback = |u: &str| {
+            ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
+                .iter()
+                .any(|p| u.starts_with(p))
+        };
+        if !(location.starts_with("https://") || (loopback(&location) && loopback(&self.s.api_url)))
+        {
+            return Err(ApiError::Failed(format!(
+                "{what}: GitHub redirected to a URL that is not https: not followed"
+            )));
+        }
+        let mut needles = Needles::new(needles.iter().map(|n| n.to_string()).collect());
+        let mut read = 0u64;
+        let (status, _) = api
+            .client
+            .stream(&Request::new(Method::GET, &location), &mut |chunk| {
+                read += chunk.len() as u64;
+                if read > MAX_LOG {
+                    return Err(Fault::broken(format!("the log is over {MAX_LOG} bytes")));
+                }
+                needles.feed(chunk);
+                Ok(())
+            })
+            .map_err(|f| ApiError::Failed(format!("{what}: {f}")))?;
+        if status != 200 {
+            return Err(ApiError::Failed(format!(
+                "{what}: the signed URL answered HTTP {status}"
+            )));
+        }
+        Ok((
+            needles.found(0),
+            needles.found(1),
+            format!("job {id}'s log holds the nonce ({read} bytes read)"),
+        ))
+    }
+}

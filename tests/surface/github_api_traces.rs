@@ -1,0 +1,230 @@
+//! The `github-api` run traces, `run-annotation` and `run-log`, against
+//! the loopback GitHub, whose jobs, annotations and log redirect
+//! tests/system/loopback/github_runs.rs proves against `@octokit/rest`.
+//! The test is the runner: it hands what `runwarden plant` printed on
+//! stderr to the stand-in's job, as the runner puts a step's output in
+//! the job log. An in-job probe skips both; a later job with
+//! `checks: read` and `actions: read` reads both back (FAIL); a reader
+//! refused the very read gets PASS with the permission named; a job still
+//! running is no look (ERROR); cleanup keeps both, with the retention.
+
+use crate::common::*;
+use runwarden::loopback::github::{GitHubServer, WRITE_ALL};
+use std::path::Path;
+
+const REPO: &str = "octo/repo";
+const SHA: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
+const RUN: u64 = 77;
+const TRACES: [&str; 2] = ["github:run-annotation", "github:run-log"];
+
+fn run(dir: &Path, svc: &GitHubServer, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
+    let mut all = vec![
+        ("GITHUB_API_URL".to_string(), svc.api_url()),
+        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
+        ("GITHUB_SHA".to_string(), SHA.to_string()),
+        (
+            "RUNWARDEN_KEY".to_string(),
+            "0123456789abcdef0123456789abcdef".to_string(),
+        ),
+    ];
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    run_config(dir, config, &all, args)
+}
+
+fn config(extra: &str) -> String {
+    format!(
+        "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    read-token-env: READ_TOKEN\n{extra}"
+    )
+}
+
+fn verdicts(p: &Probe) -> Vec<String> {
+    TRACES.iter().map(|c| p.verdict(c)).collect()
+}
+
+/// Run A (`plant` in job `agent` of run 77), its stderr handed to the
+/// stand-in's job as the runner would; the job then ends.
+fn planted(svc: &GitHubServer, dir: &Path, token: &str, id: &str) -> Probe {
+    let job = svc.add_job(REPO, RUN, "agent", "in_progress", SHA);
+    let env = [
+        ("GITHUB_TOKEN", token),
+        ("READ_TOKEN", token),
+        ("GITHUB_RUN_ID", "77"),
+        ("GITHUB_RUN_ATTEMPT", "1"),
+    ];
+    let p = run(dir, svc, &config(""), &env, &["plant", "--probe-id", id]);
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    for line in p.stderr.lines() {
+        assert!(svc.runner_line(RUN, line));
+    }
+    svc.set_job_status(job, "completed");
+    p
+}
+
+#[test]
+fn an_in_job_probe_skips_the_run_traces() {
+    let svc = GitHubServer::start().unwrap();
+    let token = svc.token(WRITE_ALL);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+        ("GITHUB_RUN_ID", "77"),
+    ];
+    let p = run(dir.path(), &svc, &config(""), &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["skipped", "skipped"], "{}", p.report);
+    let d = p.finding("github:run-log")["detail"].to_string();
+    assert!(d.contains("later job"), "{d}");
+    // Outside Actions, the reason says that.
+    let p = run(
+        dir.path(),
+        &svc,
+        &config(""),
+        &[("GITHUB_TOKEN", &token), ("READ_TOKEN", &token)],
+        &["plant", "--probe-id", "gh-tr-0"],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert!(
+        !p.stderr.contains("runwarden probe gh-tr-0 run-"),
+        "{}",
+        p.stderr
+    );
+}
+
+#[test]
+fn a_later_job_reads_the_annotation_and_the_log_and_cleanup_keeps_them() {
+    let svc = GitHubServer::start().unwrap();
+    let mut all = WRITE_ALL.to_vec();
+    all.push(("actions_variables", "write"));
+    let writer = svc.token(&all);
+    let dir = tempfile::tempdir().unwrap();
+    let a = planted(&svc, dir.path(), &writer, "gh-tr-1");
+    // On stderr, never stdout; the notice is a workflow command.
+    assert!(
+        a.stderr.contains("::notice title=rw-gh-tr-1-"),
+        "{}",
+        a.stderr
+    );
+    assert!(!a.stdout.contains("::notice title="), "{}", a.stdout);
+    // No write permission at all: a reader's token, in another run.
+    let reader = svc.token(&[("actions", "read"), ("checks", "read")]);
+    let env = [
+        ("GITHUB_TOKEN", writer.as_str()),
+        ("READ_TOKEN", reader.as_str()),
+        ("GITHUB_RUN_ID", "78"),
+    ];
+    let p = run(
+        dir.path(),
+        &svc,
+        &config(""),
+        &env,
+        &["recover", "--probe-id", "gh-tr-1"],
+    );
+    assert_eq!(verdicts(&p), ["fail", "fail"], "{}", p.report);
+    let d = p.finding("github:run-log")["detail"].to_string();
+    assert!(d.contains("log holds the nonce"), "{d}");
+    // The log URL was fetched without the token (the stand-in refuses
+    // one), once.
+    let c = run(
+        dir.path(),
+        &svc,
+        &config(""),
+        &env,
+        &["cleanup", "--probe-id", "gh-tr-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    // (Found by probe id: the run is run A's, which this job does not know.)
+    assert!(
+        c.stdout.contains("the annotation \"rw-gh-tr-1-"),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout.contains("the log line \"rw-gh-tr-1-"),
+        "{}",
+        c.stdout
+    );
+    assert!(c.stdout.contains("in run A's run"), "{}", c.stdout);
+    assert!(c.stdout.contains("log retention"), "{}", c.stdout);
+    no_secrets(&p, &[&writer, &reader]);
+}
+
+#[test]
+fn a_refused_read_passes_naming_what_github_wanted() {
+    let svc = GitHubServer::start().unwrap();
+    let writer = svc.token(WRITE_ALL);
+    let dir = tempfile::tempdir().unwrap();
+    planted(&svc, dir.path(), &writer, "gh-tr-2");
+    let recover = |reader: &str| {
+        let env = [
+            ("GITHUB_TOKEN", writer.as_str()),
+            ("READ_TOKEN", reader),
+            ("GITHUB_RUN_ID", "78"),
+        ];
+        run(
+            dir.path(),
+            &svc,
+            &config(""),
+            &env,
+            &["recover", "--probe-id", "gh-tr-2"],
+        )
+    };
+    // actions: read only: the annotations are refused.
+    let p = recover(&svc.token(&[("actions", "read")]));
+    assert_eq!(verdicts(&p), ["pass", "fail"], "{}", p.report);
+    let d = p.finding("github:run-annotation")["detail"].to_string();
+    assert!(d.contains("checks=read"), "{d}");
+    // checks: read only: the jobs listing and the run's logs are refused:
+    // the log is PASS; the annotation is not tested (ERROR).
+    let p = recover(&svc.token(&[("checks", "read")]));
+    assert_eq!(verdicts(&p), ["error", "pass"], "{}", p.report);
+    let d = p.finding("github:run-log")["detail"].to_string();
+    assert!(d.contains("actions=read"), "{d}");
+    let d = p.finding("github:run-annotation")["detail"].to_string();
+    assert!(d.contains("not tested"), "{d}");
+}
+
+#[test]
+fn a_job_still_running_is_no_look_unless_it_is_run_bs_own() {
+    let svc = GitHubServer::start().unwrap();
+    let writer = svc.token(WRITE_ALL);
+    let dir = tempfile::tempdir().unwrap();
+    planted(&svc, dir.path(), &writer, "gh-tr-3");
+    let other = svc.add_job(REPO, RUN, "tests", "in_progress", SHA);
+    let cfg = config("    consistency-wait: 1\n");
+    let env = [
+        ("GITHUB_TOKEN", writer.as_str()),
+        ("READ_TOKEN", writer.as_str()),
+        ("GITHUB_RUN_ID", "77"),
+    ];
+    let p = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &env,
+        &["recover", "--probe-id", "gh-tr-3"],
+    );
+    assert_eq!(verdicts(&p), ["error", "error"], "{}", p.report);
+    let d = p.finding("github:run-log")["detail"].to_string();
+    assert!(
+        d.contains("not current") && d.contains("in_progress"),
+        "{d}"
+    );
+    // The job still running is run B's own (its runner): it is left out.
+    let runner = svc
+        .jobs()
+        .into_iter()
+        .find(|j| j.id == other)
+        .unwrap()
+        .runner_name;
+    let mut own = env.to_vec();
+    own.push(("RUNNER_NAME", &runner));
+    let p = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &own,
+        &["recover", "--probe-id", "gh-tr-3"],
+    );
+    assert_eq!(verdicts(&p), ["fail", "fail"], "{}", p.report);
+}
