@@ -144,7 +144,10 @@ impl<'a> Api<'a> {
         self.call_url(method, &self.url(path)?, body, what)
     }
 
-    fn call_url(
+    /// [`Api::call`] on an absolute URL (GraphQL's endpoint, which is not
+    /// under the REST base on GHES): the token goes to it, so it must be
+    /// the configured API's.
+    pub fn call_url(
         &self,
         method: Method,
         url: &str,

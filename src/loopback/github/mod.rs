@@ -21,6 +21,7 @@
 //! fresh random secret.
 
 mod artifacts;
+mod graphql;
 mod rest;
 mod rest_analyses;
 mod rest_artifacts;
@@ -93,6 +94,8 @@ pub struct State {
     pub jobs: Vec<Job>,
     /// The signatures of the job log URLs handed out, each once: its job.
     pub log_urls: HashMap<String, u64>,
+    /// Repositories whose discussions are turned off (graphql.rs).
+    pub discussions_off: std::collections::HashSet<String>,
     /// Every request: (method, url, Authorization header).
     pub log: Vec<(String, String, String)>,
     /// The signature every signed blob URL carries.
@@ -127,6 +130,7 @@ pub const WRITE_ALL: &[(&str, &str)] = &[
     ("checks", "write"),
     ("contents", "write"),
     ("deployments", "write"),
+    ("discussions", "write"),
     ("issues", "write"),
     ("pull_requests", "write"),
     ("security_events", "write"),
@@ -285,6 +289,11 @@ impl super::Service<State> {
         rest_runs::runner_line(&mut self.lock(), run_id, line)
     }
 
+    /// Turns `repo`'s discussions off.
+    pub fn disable_discussions(&self, repo: &str) {
+        self.lock().discussions_off.insert(repo.into());
+    }
+
     /// Every job, in the order added.
     pub fn jobs(&self) -> Vec<Job> {
         self.lock().jobs.clone()
@@ -332,6 +341,10 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
         rest_runs::log_blob(&mut st, job, &url, &auth)
     } else if let Some(run) = path.strip_prefix("/api/_runner/runs/") {
         runner(&mut st, run, &auth, &body)
+    } else if path == "/api/graphql" && method == "POST" {
+        let n = st.log.len();
+        graphql::serve(&mut st, &auth, &body)
+            .with("X-GitHub-Request-Id", &format!("0000:{n:06X}:STANDIN"))
     } else if path == "/api/user" {
         rest::user(&st, &auth)
     } else if let Some(rest) = path.strip_prefix("/api/repos/") {

@@ -35,7 +35,7 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e st
         // checks them by their text).
         Gh::CommitStatus | Gh::CheckRun => None,
         // Their own entry forms (scanning.rs, traces.rs).
-        Gh::CodeScanning | Gh::RunAnnotation | Gh::RunLog => None,
+        Gh::CodeScanning | Gh::RunAnnotation | Gh::RunLog | Gh::Discussion => None,
     }
 }
 
@@ -56,6 +56,7 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
     );
     match carrier {
         Some(Gh::CodeScanning) => return super::scanning::owned(ctx, e),
+        Some(Gh::Discussion) => return super::discussion::owned(ctx, e),
         Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => return super::traces::owned(ctx, c, e),
         _ => {}
     }
@@ -120,6 +121,7 @@ impl Instance {
     pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
         match Gh::parse(e["carrier"].as_str().unwrap_or("")) {
             Some(Gh::CodeScanning) => return self.clean_scanning(e),
+            Some(Gh::Discussion) => return self.clean_discussion(e),
             Some(Gh::RunAnnotation | Gh::RunLog) => return super::traces::kept(),
             _ => {}
         }
@@ -230,10 +232,10 @@ impl Instance {
     pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
         crate::surface::cleanup_unretracted(entries, |e| {
             // (code-scanning's: the same category, and the upload's id.)
-            let (id, same) = if e["carrier"] == Gh::CodeScanning.name() {
-                ("sarif_id", "category")
-            } else {
-                ("ref", "match")
+            let (id, same) = match Gh::parse(e["carrier"].as_str().unwrap_or("")) {
+                Some(Gh::CodeScanning) => ("sarif_id", "category"),
+                Some(Gh::Discussion) => ("id", "title"),
+                _ => ("ref", "match"),
             };
             let fuller = e[id].is_null()
                 && entries.iter().any(|o| {

@@ -5,7 +5,7 @@
 //! `code-scanning: true`, a SARIF upload's analysis and alerts
 //! ([`scanning`]); and the traces a step leaves in its own run without
 //! any write permission, a `::notice` and a log line, read by a later job
-//! ([`traces`]).
+//! ([`traces`]); and a discussion, through GraphQL ([`discussion`]).
 //!
 //! Every GitHub-hosted runner's egress allows api.github.com, so these
 //! channels stay open behind any firewall; what closes them is the token.
@@ -21,6 +21,7 @@
 
 mod carriers;
 mod cleanup;
+mod discussion;
 mod plant;
 mod recover;
 mod scanning;
@@ -38,6 +39,8 @@ use crate::http::LazyClient;
 use carriers::{CARRIERS, Gh, PERMANENT};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+pub use discussion::{DOCUMENTS as GRAPHQL_DOCUMENTS, graphql_url};
 
 pub struct GitHubApi;
 
@@ -78,6 +81,10 @@ pub(crate) struct Settings {
     run_attempt: Option<u64>,
     #[serde(default)]
     runner_name: Option<String>,
+    /// The category a discussion goes in (`discussion-category`: a name
+    /// or a slug); `None`: `general`, else the first listed.
+    #[serde(default)]
+    discussion_category: Option<String>,
     /// How long a listing that shows neither run B nor the writer the
     /// plant is taken again (`consistency-wait`).
     #[serde(default = "super::listing::default_wait_ms")]
@@ -103,7 +110,7 @@ impl SurfaceType for GitHubApi {
     }
 
     fn description(&self) -> &'static str {
-        "objects of a GitHub repository one run writes and another reads through the REST API (labels, comments, milestones, releases, deployments, variables, statuses, check runs, code scanning analyses)"
+        "objects of a GitHub repository one run writes and another reads through the REST and GraphQL APIs (labels, comments, milestones, releases, deployments, variables, statuses, check runs, discussions, code scanning analyses) and the traces a step leaves in its run (annotations, log lines)"
     }
 
     fn carriers(&self) -> &'static [Carrier] {
@@ -125,6 +132,7 @@ impl SurfaceType for GitHubApi {
             "permanent",
             "code-scanning",
             "ref",
+            "discussion-category",
             "consistency-wait",
         ]
     }
@@ -201,6 +209,7 @@ impl SurfaceType for GitHubApi {
             run_id: opts.env("GITHUB_RUN_ID").and_then(|r| r.parse().ok()),
             run_attempt: opts.env("GITHUB_RUN_ATTEMPT").and_then(|r| r.parse().ok()),
             runner_name: opts.env("RUNNER_NAME"),
+            discussion_category: opts.string("discussion-category")?.map(|(c, _)| c),
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
@@ -235,6 +244,7 @@ impl SurfaceType for GitHubApi {
             run_id: Some(run_id),
             run_attempt: Some(1),
             runner_name: None,
+            discussion_category: None,
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
@@ -405,6 +415,7 @@ impl Surface for Instance {
     ) -> PlantOutcome {
         match Gh::parse(&job.carrier) {
             Some(Gh::CodeScanning) => self.plant_scanning(ctx, job, created),
+            Some(Gh::Discussion) => self.plant_discussion(ctx, job, created),
             Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => self.plant_trace(ctx, c, job, created),
             Some(carrier) => self.plant_carrier(ctx, carrier, job, created),
             None => PlantOutcome::Failed {
@@ -423,6 +434,7 @@ impl Surface for Instance {
             .iter()
             .map(|w| match Gh::parse(&w.carrier) {
                 Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => self.recover_trace(ctx, c, w),
+                Some(Gh::Discussion) => self.recover_discussion(w),
                 _ => self.recover_carrier(ctx, w),
             })
             .collect()
@@ -437,6 +449,7 @@ impl Surface for Instance {
             match Gh::parse(&j.carrier) {
                 // Found by its category on whatever ref it was uploaded for.
                 Some(Gh::CodeScanning) => found.extend(self.find_scanning(ctx, &j.nonce)?),
+                Some(Gh::Discussion) => found.push(discussion::entry(ctx, &j.nonce, None)),
                 // Nothing to find: kept, in the run it was printed in.
                 Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => {
                     found.push(traces::entry(ctx, c, &j.nonce, None))
@@ -482,6 +495,13 @@ impl Surface for Instance {
                     Some(r) => format!("run {r}"),
                     None => "run A's run".into(),
                 },
+                self.repo()
+            );
+        }
+        if carrier == Gh::Discussion.name() {
+            return format!(
+                "the discussion {} of {}",
+                escape::bytes(entry["title"].as_str().unwrap_or("?").as_bytes()),
                 self.repo()
             );
         }

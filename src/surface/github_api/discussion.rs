@@ -1,0 +1,489 @@
+//! `discussion`: a discussion whose title (`rw-<probe>-<nonce>`) and body
+//! carry the nonce, through GitHub's GraphQL API, the only one that has
+//! discussions (../shared/reference/github-coverage-facts.md §4). Run A
+//! asks the repository for its id and categories and creates the
+//! discussion (`createDiscussion`) in the configured category; run B
+//! lists the repository's discussions (`first: 100`, paged by cursor) and
+//! searches titles and bodies; cleanup reads it back by its id (`node`)
+//! and deletes it (`deleteDiscussion`) only when it still holds what was
+//! planted.
+//!
+//! GraphQL answers 200 with `errors`: an error of type `FORBIDDEN` in an
+//! answer of GitHub's (its request id) is the refusal, and the detail
+//! names it with the permission GitHub said it wanted; every other error
+//! is an error. Discussions turned off (`hasDiscussionsEnabled: false`)
+//! are SKIPPED with that reason.
+//!
+//! An entry is `{carrier, title, body, id, tag}`: `id` the discussion's
+//! node id GitHub gave (null in the intent journalled before the
+//! mutation).
+
+use super::{Gh, Instance, carriers, read_outcome};
+use crate::escape;
+use crate::fault::Fault;
+use crate::github::{Api, ApiError};
+use crate::nonce::Nonce;
+use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Wanted};
+use ::http::Method;
+use serde_json::{Value, json};
+
+/// Pages a discussions listing may take before it is an error.
+const MAX_PAGES: usize = 100_000;
+
+const CATEGORIES: &str = "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { id hasDiscussionsEnabled discussionCategories(first: 100) { nodes { id name slug } } } }";
+
+const LIST: &str = "query($owner: String!, $name: String!, $after: String) { repository(owner: $owner, name: $name) { hasDiscussionsEnabled discussions(first: 100, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id number title body } } } }";
+
+const CREATE: &str = "mutation($repositoryId: ID!, $categoryId: ID!, $title: String!, $body: String!) { createDiscussion(input: {repositoryId: $repositoryId, categoryId: $categoryId, title: $title, body: $body}) { discussion { id number title body } } }";
+
+const NODE: &str = "query($id: ID!) { node(id: $id) { ... on Discussion { id title body } } }";
+
+const DELETE: &str =
+    "mutation($id: ID!) { deleteDiscussion(input: {id: $id}) { discussion { id } } }";
+
+/// Every document runwarden sends, for the stand-in's proof against the
+/// real client: the categories, the listing, the mutation that plants,
+/// the read back, the delete.
+pub const DOCUMENTS: [&str; 5] = [CATEGORIES, LIST, CREATE, NODE, DELETE];
+
+/// The GraphQL endpoint of a REST API base, as GitHub places it:
+/// `https://api.github.com` → `…/graphql`, a GHES `…/api/v3` →
+/// `…/api/graphql`.
+pub fn graphql_url(api_url: &str) -> String {
+    match api_url.strip_suffix("/api/v3") {
+        Some(host) => format!("{host}/api/graphql"),
+        None => format!("{api_url}/graphql"),
+    }
+}
+
+/// The body run A writes.
+fn body(ctx: &RunCtx<'_>, hex: &str) -> String {
+    format!("runwarden probe {}\n\n{hex}", ctx.probe_id)
+}
+
+/// The entry of a plant of `nonce` (`id`: the node id, `None` for the
+/// intent).
+pub fn entry(ctx: &RunCtx<'_>, nonce: &Nonce, id: Option<&str>) -> Value {
+    json!({
+        "carrier": Gh::Discussion.name(),
+        "title": carriers::nonce_name(ctx, nonce),
+        "body": body(ctx, &nonce.hex()),
+        "id": id,
+        "tag": carriers::entry_tag(ctx, Gh::Discussion, &nonce.hex()),
+    })
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'=' | b':'))
+}
+
+/// Whether `e` is this probe's discussion entry: rebuilt from the nonce
+/// its title carries and its node id (in GitHub's form), tag and all.
+pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
+    let not = Fault::invalid;
+    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    let hex = e["title"]
+        .as_str()
+        .and_then(|t| t.strip_prefix(&named))
+        .filter(|h| crate::surface::lower_hex(h, 32))
+        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
+    let nonce: Nonce = serde_json::from_value(json!(hex))
+        .map_err(|_| not("holds no nonce in runwarden's form"))?;
+    let id = match &e["id"] {
+        Value::Null => None,
+        Value::String(id) if valid_id(id) => Some(id.as_str()),
+        _ => return Err(not("its id is not in GitHub's form")),
+    };
+    let want = entry(ctx, &nonce, id);
+    let tagged = e["tag"].as_str().is_some_and(|t| {
+        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
+    });
+    (tagged && *e == want)
+        .then_some(())
+        .ok_or_else(|| not("not the entry this probe's plant journals"))
+}
+
+/// One GraphQL call: its `data`, GitHub's refusal (`FORBIDDEN`, in an
+/// answer that carries GitHub's request id), or an error.
+fn graphql(
+    api: &Api<'_>,
+    url: &str,
+    query: &str,
+    vars: Value,
+    what: &str,
+) -> Result<Value, ApiError> {
+    let req = json!({ "query": query, "variables": vars });
+    let a = api.call_url(Method::POST, url, Some(&req), what)?;
+    let errors = a.json["errors"].as_array().cloned().unwrap_or_default();
+    let text = |e: &Value| escape::bytes(e["message"].as_str().unwrap_or("").as_bytes());
+    if let Some(e) = errors.iter().find(|e| e["type"] == "FORBIDDEN") {
+        if !a.headers.contains_key("x-github-request-id") {
+            return Err(ApiError::Failed(format!(
+                "{what}: a FORBIDDEN error without GitHub's request id, so not GitHub's answer"
+            )));
+        }
+        let wanted = a
+            .headers
+            .get("x-accepted-github-permissions")
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_string);
+        return Err(ApiError::Denied {
+            message: format!("GraphQL FORBIDDEN {}", text(e)),
+            wanted,
+        });
+    }
+    if !errors.is_empty() {
+        let all: Vec<String> = errors.iter().map(text).collect();
+        return Err(ApiError::Failed(format!(
+            "{what}: GraphQL errors: {}",
+            all.join("; ")
+        )));
+    }
+    match &a.json["data"] {
+        Value::Null => Err(ApiError::Failed(format!(
+            "{what}: the answer holds no data"
+        ))),
+        d => Ok(d.clone()),
+    }
+}
+
+impl Instance {
+    fn graphql_url(&self) -> String {
+        graphql_url(&self.s.api_url)
+    }
+
+    fn owner_name(&self) -> Value {
+        let r = self.s.repository.as_deref().unwrap_or("/");
+        let (o, n) = r.split_once('/').unwrap_or((r, ""));
+        json!({ "owner": o, "name": n })
+    }
+
+    /// Run A: the repository's id and categories, the intent, the
+    /// mutation, the entry with the discussion's id.
+    pub(super) fn plant_discussion(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+        };
+        let url = self.graphql_url();
+        let what = format!("asking {} for its discussion categories", self.repo());
+        let repo = match graphql(&api, &url, CATEGORIES, self.owner_name(), &what) {
+            Ok(d) => d["repository"].clone(),
+            Err(e) => return PlantOutcome::Failed { reason: e.text() },
+        };
+        if repo["hasDiscussionsEnabled"] == json!(false) {
+            return PlantOutcome::Unsupported {
+                reason: format!("Discussions are turned off for {}", self.repo()),
+            };
+        }
+        let (Some(repo_id), Some(cats)) = (
+            repo["id"].as_str(),
+            repo["discussionCategories"]["nodes"].as_array(),
+        ) else {
+            return PlantOutcome::Failed {
+                reason: format!("{what}: the answer holds no repository id or categories"),
+            };
+        };
+        let category = match self.s.discussion_category.as_deref() {
+            Some(want) => cats.iter().find(|c| {
+                c["slug"] == want
+                    || c["name"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(want))
+            }),
+            // `general` when there is one, else the first listed.
+            None => cats
+                .iter()
+                .find(|c| c["slug"] == "general")
+                .or(cats.first()),
+        };
+        let Some((cat_id, cat_name)) =
+            category.and_then(|c| Some((c["id"].as_str()?, c["name"].as_str()?)))
+        else {
+            let names: Vec<String> = cats
+                .iter()
+                .filter_map(|c| c["name"].as_str())
+                .map(|n| escape::bytes(n.as_bytes()))
+                .collect();
+            return PlantOutcome::Failed {
+                reason: format!(
+                    "no discussion category {} in {}: it has {}",
+                    escape::bytes(
+                        self.s
+                            .discussion_category
+                            .as_deref()
+                            .unwrap_or("at all")
+                            .as_bytes()
+                    ),
+                    self.repo(),
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            };
+        };
+        let intent = entry(ctx, &job.nonce, None);
+        created(intent.clone());
+        let vars = json!({
+            "repositoryId": repo_id, "categoryId": cat_id,
+            "title": carriers::nonce_name(ctx, &job.nonce), "body": body(ctx, &job.nonce.hex()),
+        });
+        let what = format!("creating a discussion in {}", self.repo());
+        match graphql(&api, &url, CREATE, vars, &what) {
+            Ok(d) => {
+                let id = d["createDiscussion"]["discussion"]["id"]
+                    .as_str()
+                    .filter(|i| valid_id(i));
+                if let Some(id) = id {
+                    created(entry(ctx, &job.nonce, Some(id)));
+                }
+                PlantOutcome::Planted {
+                    needle: json!({ "text": job.nonce.hex() }),
+                    persistence: None,
+                    detail: format!(
+                        "a discussion in the category {} of {}, written with {} through GraphQL",
+                        escape::bytes(cat_name.as_bytes()),
+                        self.repo(),
+                        escape::bytes(self.s.token_source.as_bytes())
+                    ),
+                }
+            }
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                PlantOutcome::Refused {
+                    reason: format!(
+                        "GitHub refused the write token ({}): {}",
+                        escape::bytes(self.s.token_source.as_bytes()),
+                        e.text()
+                    ),
+                }
+            }
+            Err(e) => PlantOutcome::Failed { reason: e.text() },
+        }
+    }
+
+    /// Every discussion of the repository, handed to `each`: how many.
+    fn discussions(
+        &self,
+        api: &Api<'_>,
+        what: &str,
+        each: &mut dyn FnMut(&Value),
+    ) -> Result<usize, ApiError> {
+        let url = self.graphql_url();
+        let mut after = Value::Null;
+        let mut n = 0usize;
+        let mut counted = None;
+        for _ in 0..MAX_PAGES {
+            let mut vars = self.owner_name();
+            vars["after"] = after.clone();
+            let d = graphql(api, &url, LIST, vars, what)?;
+            let page = &d["repository"]["discussions"];
+            if d["repository"]["hasDiscussionsEnabled"] == json!(false) {
+                return Err(ApiError::Failed(format!(
+                    "{what}: Discussions are turned off now"
+                )));
+            }
+            let Some(nodes) = page["nodes"].as_array() else {
+                return Err(ApiError::Failed(format!(
+                    "{what}: the answer holds no discussions"
+                )));
+            };
+            counted = counted.or(page["totalCount"].as_u64());
+            for d in nodes {
+                each(d);
+                n += 1;
+            }
+            match (
+                &page["pageInfo"]["hasNextPage"],
+                &page["pageInfo"]["endCursor"],
+            ) {
+                (Value::Bool(true), c @ Value::String(_)) if *c != after => after = c.clone(),
+                (Value::Bool(true), _) => {
+                    return Err(ApiError::Failed(format!(
+                        "{what}: a next page without a new cursor"
+                    )));
+                }
+                _ => {
+                    if let Some(c) = counted.filter(|c| (n as u64) < *c) {
+                        return Err(ApiError::Failed(format!(
+                            "{what}: it counted {c} but handed over {n}: one may have been skipped"
+                        )));
+                    }
+                    return Ok(n);
+                }
+            }
+        }
+        Err(ApiError::Failed(format!(
+            "{what}: the listing did not end after {MAX_PAGES} pages"
+        )))
+    }
+
+    /// Run B: the listing with the read token; when it misses, whether the
+    /// writer's token lists the plant (hidden from run B), until one of
+    /// them shows it or the wait ends.
+    pub(super) fn recover_discussion(&self, w: &Wanted) -> RecoverOutcome {
+        let Some(needle) = w.needle["text"].as_str().or(w.needle.as_str()) else {
+            return RecoverOutcome::Failed {
+                reason: "the plant's needle is not a nonce".into(),
+            };
+        };
+        let holds = |d: &Value| {
+            ["title", "body"]
+                .iter()
+                .find(|k| d[**k].as_str().is_some_and(|t| t.contains(needle)))
+        };
+        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let source = self.s.read_token_source.clone();
+        let c = crate::surface::listing::until_current(wait, || {
+            let api = match self.api(true) {
+                Ok(a) => a,
+                Err(f) => {
+                    return Ok::<_, std::convert::Infallible>((
+                        RecoverOutcome::Failed { reason: f.into() },
+                        true,
+                    ));
+                }
+            };
+            let mut found = None;
+            let r = self.discussions(&api, "listing the discussions", &mut |d| {
+                if found.is_none() {
+                    found = holds(d).map(|k| {
+                        format!("listed through GraphQL: a discussion has the nonce in its {k}")
+                    });
+                }
+            });
+            let n = match (r, found) {
+                (_, Some(detail)) => return Ok((RecoverOutcome::Found { detail }, true)),
+                (Ok(n), None) => n,
+                (Err(e), None) => return Ok((read_outcome(&e, &source), true)),
+            };
+            let mut seen = false;
+            let writer = self
+                .api(false)
+                .map_err(|f| ApiError::Failed(f.into()))
+                .and_then(|api| {
+                    self.discussions(
+                        &api,
+                        "listing the discussions with the writer's token",
+                        &mut |d| {
+                            seen |= holds(d).is_some();
+                        },
+                    )
+                });
+            Ok(match writer {
+                Ok(_) if seen => (
+                    RecoverOutcome::NotFound {
+                        detail: format!(
+                            "listed all {n} discussions with {}; none holds it; hidden from run B: \
+                             the writer's token lists it",
+                            escape::bytes(source.as_bytes())
+                        ),
+                    },
+                    true,
+                ),
+                Ok(_) => (
+                    RecoverOutcome::NotFound {
+                        detail: String::new(),
+                    },
+                    false,
+                ),
+                Err(e) => (
+                    RecoverOutcome::Failed {
+                        reason: format!(
+                            "run B's listing missed, and nothing shows it current: {}",
+                            e.text()
+                        ),
+                    },
+                    true,
+                ),
+            })
+        });
+        let c = match c {
+            Ok(c) => c,
+            Err(never) => match never {},
+        };
+        if c.current {
+            c.value
+        } else {
+            crate::surface::listing::not_current(
+                "the plant, which neither run B's token nor the writer's lists yet",
+                &c,
+            )
+        }
+    }
+
+    /// Cleanup: read back by its id (or, for an intent, found in the
+    /// listing by its title and body), deleted only when it holds what was
+    /// planted.
+    pub(super) fn clean_discussion(&self, e: &Value) -> CleanupOutcome {
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(f) => return CleanupOutcome::Left { reason: f.into() },
+        };
+        let title = e["title"].as_str().unwrap_or("");
+        let want = e["body"].as_str().unwrap_or("").to_string();
+        let url = self.graphql_url();
+        let mut ids: Vec<String> = vec![];
+        match e["id"].as_str() {
+            Some(id) => {
+                match graphql(
+                    &api,
+                    &url,
+                    NODE,
+                    json!({ "id": id }),
+                    "reading the discussion back",
+                ) {
+                    Ok(d) if d["node"].is_null() => return CleanupOutcome::Gone,
+                    Ok(d) if d["node"]["title"] == title && d["node"]["body"] == want.as_str() => {
+                        ids.push(id.to_string())
+                    }
+                    Ok(_) => {
+                        return CleanupOutcome::Left {
+                            reason: "changed since it was planted: not removed".into(),
+                        };
+                    }
+                    Err(err) => return CleanupOutcome::Left { reason: err.text() },
+                }
+            }
+            None => {
+                let r = self.discussions(&api, "finding the plant to delete", &mut |d| {
+                    if d["title"] == title
+                        && d["body"] == want.as_str()
+                        && let Some(id) = d["id"].as_str().filter(|i| valid_id(i))
+                    {
+                        ids.push(id.to_string());
+                    }
+                });
+                if let Err(err) = r {
+                    return CleanupOutcome::Left { reason: err.text() };
+                }
+                if ids.is_empty() {
+                    return CleanupOutcome::Gone;
+                }
+            }
+        }
+        for id in ids {
+            if let Err(err) = graphql(
+                &api,
+                &url,
+                DELETE,
+                json!({ "id": id }),
+                "deleting the discussion",
+            ) {
+                return CleanupOutcome::Left { reason: err.text() };
+            }
+        }
+        CleanupOutcome::Removed
+    }
+}
