@@ -8,6 +8,7 @@ mod docker_daemon;
 mod filesystem;
 mod git_remote;
 mod github_api;
+mod github_api_dispatch;
 mod github_api_more;
 mod github_api_traces;
 mod http_cache;

@@ -27,10 +27,12 @@ mod rest_analyses;
 mod rest_artifacts;
 mod rest_commits;
 mod rest_deploy;
+mod rest_dispatch;
 mod rest_issues;
 mod rest_runs;
 mod rest_scanning;
 
+pub use rest_dispatch::{DISPATCH_WORKFLOW, Workflow};
 pub use rest_runs::Job;
 pub use rest_scanning::{MAX_GZIP, Processing, Upload};
 
@@ -94,6 +96,10 @@ pub struct State {
     pub jobs: Vec<Job>,
     /// The signatures of the job log URLs handed out, each once: its job.
     pub log_urls: HashMap<String, u64>,
+    /// The workflows dispatches start runs of (rest_dispatch.rs), and the
+    /// status a new run has (`None`: completed).
+    pub workflows: Vec<Workflow>,
+    pub dispatched_status: Option<String>,
     /// Repositories whose discussions are turned off (graphql.rs).
     pub discussions_off: std::collections::HashSet<String>,
     /// Every request: (method, url, Authorization header).
@@ -287,6 +293,24 @@ impl super::Service<State> {
     /// when the run has no job here.
     pub fn runner_line(&self, run_id: u64, line: &str) -> bool {
         rest_runs::runner_line(&mut self.lock(), run_id, line)
+    }
+
+    /// A workflow `on: workflow_dispatch` of `repo` in `file`, whose
+    /// `run-name` shows its input `input`.
+    pub fn add_workflow(&self, repo: &str, file: &str, input: &str) {
+        rest_dispatch::add_workflow(&mut self.lock(), repo, file, input);
+    }
+
+    /// A workflow `on: repository_dispatch` of `repo` with `run-name: ${{
+    /// github.event.action }}`.
+    pub fn add_dispatch_workflow(&self, repo: &str) {
+        rest_dispatch::add_dispatch_workflow(&mut self.lock(), repo);
+    }
+
+    /// The status the runs dispatches start from now on have
+    /// (`in_progress`; `None`: completed).
+    pub fn set_dispatched_status(&self, status: Option<&str>) {
+        self.lock().dispatched_status = status.map(String::from);
     }
 
     /// Turns `repo`'s discussions off.

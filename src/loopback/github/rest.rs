@@ -201,7 +201,8 @@ fn checked(
         ["actions", "variables", ..] => need("actions_variables", !read),
         ["statuses", _] | ["commits", _, "statuses" | "status"] => need("statuses", !read),
         ["check-runs", ..] | ["commits", _, "check-runs"] => need("checks", !read),
-        ["actions", "artifacts" | "runs" | "jobs", ..] => need("actions", !read),
+        ["actions", "artifacts" | "runs" | "jobs" | "workflows", ..] => need("actions", !read),
+        ["dispatches"] => need("contents", true),
         ["code-scanning", ..] => need("security_events", !read),
         _ => return message(404, "Not Found"),
     };
@@ -226,6 +227,7 @@ fn checked(
         .or_else(|| super::rest_deploy::route(st, &call))
         .or_else(|| super::rest_scanning::route(st, &call))
         .or_else(|| super::rest_runs::route(st, &call))
+        .or_else(|| super::rest_dispatch::route(st, &call))
         .or_else(|| repo_objects(st, &call))
         .unwrap_or_else(|| super::rest_artifacts::route(st, method, &repo, &p, url, port));
     reply.with("X-Accepted-GitHub-Permissions", &header_of(need))

@@ -24,6 +24,8 @@ carriers! {
         CheckRun = "check-run", Durable, "the nonce in a check run's name and summary (permanent: GitHub offers no delete); run B lists the commit's check runs";
         RunAnnotation = "run-annotation", UntilEvicted, "the nonce in a `::notice` a step prints (no write permission needed): an annotation of the job's check run; run B, in a later job or run, lists the run's jobs and reads their check runs' annotations";
         RunLog = "run-log", UntilEvicted, "the nonce in a line a step prints (no write permission needed): the job's log; run B, in a later job or run, lists the run's jobs and reads their logs";
+        WorkflowDispatch = "workflow-dispatch", Durable, "the nonce in the title of a workflow run a dispatch starts (only with `dispatch-workflow` and `dispatch-input`: its `run-name` shows the input); run B lists the workflow_dispatch runs";
+        RepositoryDispatch = "repository-dispatch", Durable, "the nonce in a repository_dispatch's event_type, which a run's title shows (only with `repository-dispatch: true`); run B lists the repository_dispatch runs";
         Discussion = "discussion", Durable, "the nonce in a discussion's title and body (GraphQL only); run B lists the repository's discussions";
         CodeScanning = "code-scanning", Durable, "the nonce in an uploaded SARIF's category, rule id and message (only with `code-scanning: true`); run B lists the ref's code scanning analyses and alerts";
     }
@@ -202,7 +204,12 @@ pub fn plant_request(
             permanent(&rp, carrier, sha, &nonce_name(ctx, nonce), &note, &hex)
         }
         // Planted by their own flows (their submodules), not one POST.
-        Gh::CodeScanning | Gh::RunAnnotation | Gh::RunLog | Gh::Discussion => {
+        Gh::CodeScanning
+        | Gh::RunAnnotation
+        | Gh::RunLog
+        | Gh::Discussion
+        | Gh::WorkflowDispatch
+        | Gh::RepositoryDispatch => {
             return Err(Fault::unsupported(format!("{carrier} is no table carrier")));
         }
     };
@@ -349,6 +356,15 @@ pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Value) -> Ve
             .collect(),
         // Their own routes (traces.rs).
         Gh::RunAnnotation | Gh::RunLog | Gh::Discussion => vec![],
+        // The runs of the event since the plant, as its needle says.
+        Gh::WorkflowDispatch | Gh::RepositoryDispatch => vec![list(
+            super::dispatch::runs_path(
+                s,
+                super::dispatch::event(carrier),
+                needle["since"].as_str(),
+            ),
+            Some("workflow_runs"),
+        )],
         // The ref run A uploaded for, as its plant said; else this run's.
         Gh::CodeScanning => needle["ref"]
             .as_str()

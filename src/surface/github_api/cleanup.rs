@@ -35,7 +35,7 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e st
         // checks them by their text).
         Gh::CommitStatus | Gh::CheckRun => None,
         // Their own entry forms (scanning.rs, traces.rs).
-        Gh::CodeScanning | Gh::RunAnnotation | Gh::RunLog | Gh::Discussion => None,
+        _ => None,
     }
 }
 
@@ -57,6 +57,9 @@ pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(
     match carrier {
         Some(Gh::CodeScanning) => return super::scanning::owned(ctx, e),
         Some(Gh::Discussion) => return super::discussion::owned(ctx, e),
+        Some(c @ (Gh::WorkflowDispatch | Gh::RepositoryDispatch)) => {
+            return super::dispatch::owned(ctx, c, e);
+        }
         Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => return super::traces::owned(ctx, c, e),
         _ => {}
     }
@@ -122,6 +125,7 @@ impl Instance {
         match Gh::parse(e["carrier"].as_str().unwrap_or("")) {
             Some(Gh::CodeScanning) => return self.clean_scanning(e),
             Some(Gh::Discussion) => return self.clean_discussion(e),
+            Some(Gh::WorkflowDispatch | Gh::RepositoryDispatch) => return self.clean_dispatch(e),
             Some(Gh::RunAnnotation | Gh::RunLog) => return super::traces::kept(),
             _ => {}
         }

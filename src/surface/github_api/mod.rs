@@ -5,7 +5,9 @@
 //! `code-scanning: true`, a SARIF upload's analysis and alerts
 //! ([`scanning`]); and the traces a step leaves in its own run without
 //! any write permission, a `::notice` and a log line, read by a later job
-//! ([`traces`]); and a discussion, through GraphQL ([`discussion`]).
+//! ([`traces`]); a discussion, through GraphQL ([`discussion`]); and,
+//! when the operator names a workflow that shows them, dispatches
+//! ([`dispatch`]).
 //!
 //! Every GitHub-hosted runner's egress allows api.github.com, so these
 //! channels stay open behind any firewall; what closes them is the token.
@@ -22,6 +24,7 @@
 mod carriers;
 mod cleanup;
 mod discussion;
+mod dispatch;
 mod plant;
 mod recover;
 mod scanning;
@@ -85,6 +88,15 @@ pub(crate) struct Settings {
     /// or a slug); `None`: `general`, else the first listed.
     #[serde(default)]
     discussion_category: Option<String>,
+    /// `dispatch-workflow` and `dispatch-input`: the workflow
+    /// workflow-dispatch starts and the input its `run-name` shows.
+    #[serde(default)]
+    dispatch_workflow: Option<String>,
+    #[serde(default)]
+    dispatch_input: Option<String>,
+    /// `repository-dispatch: true`: a workflow shows the event's action.
+    #[serde(default)]
+    repository_dispatch: bool,
     /// How long a listing that shows neither run B nor the writer the
     /// plant is taken again (`consistency-wait`).
     #[serde(default = "super::listing::default_wait_ms")]
@@ -133,6 +145,9 @@ impl SurfaceType for GitHubApi {
             "code-scanning",
             "ref",
             "discussion-category",
+            "dispatch-workflow",
+            "dispatch-input",
+            "repository-dispatch",
             "consistency-wait",
         ]
     }
@@ -165,6 +180,18 @@ impl SurfaceType for GitHubApi {
                 .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())),
         };
         let permanent = opts.bool("permanent")?.unwrap_or(false);
+        let name_key = |opts: &mut Options<'_>, key: &str| -> Result<Option<String>, ConfigError> {
+            match opts.string(key)? {
+                Some((v, pos)) if !super::plain_segment(&v.replace('.', "_")) => Err(opts.error(
+                    pos,
+                    format!("`{key}` must be a name (letters, digits, `-`, `_`, `.`)"),
+                )),
+                other => Ok(other.map(|(v, _)| v)),
+            }
+        };
+        let dispatch_workflow = name_key(&mut opts, "dispatch-workflow")?;
+        let dispatch_input = name_key(&mut opts, "dispatch-input")?;
+        let repository_dispatch = opts.bool("repository-dispatch")?.unwrap_or(false);
         let code_scanning = opts.bool("code-scanning")?.unwrap_or(false);
         let git_ref = match opts.string("ref")? {
             Some((r, pos)) if !scanning::valid_ref(&r) => {
@@ -210,6 +237,9 @@ impl SurfaceType for GitHubApi {
             run_attempt: opts.env("GITHUB_RUN_ATTEMPT").and_then(|r| r.parse().ok()),
             runner_name: opts.env("RUNNER_NAME"),
             discussion_category: opts.string("discussion-category")?.map(|(c, _)| c),
+            dispatch_workflow,
+            dispatch_input,
+            repository_dispatch,
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
         };
@@ -221,6 +251,9 @@ impl SurfaceType for GitHubApi {
         let repo = "runwarden/control";
         let sha = "c0ffee0000000000000000000000000000c0ffee";
         server.add("commit", repo, json!({ "sha": sha }));
+        // The workflows the control's dispatches start.
+        server.add_workflow(repo, crate::loopback::github::DISPATCH_WORKFLOW, "title");
+        server.add_dispatch_workflow(repo);
         // The run the control's traces go to: its one job has ended.
         let run_id = 4242;
         server.add_job(repo, run_id, "control", "completed", sha);
@@ -245,6 +278,9 @@ impl SurfaceType for GitHubApi {
             run_attempt: Some(1),
             runner_name: None,
             discussion_category: None,
+            dispatch_workflow: Some(crate::loopback::github::DISPATCH_WORKFLOW.into()),
+            dispatch_input: Some("title".into()),
+            repository_dispatch: true,
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
@@ -382,6 +418,9 @@ impl Surface for Instance {
                     .into(),
             );
         }
+        if matches!(carrier, Gh::WorkflowDispatch | Gh::RepositoryDispatch) {
+            return dispatch::unavailable(&self.s, carrier);
+        }
         if carrier == Gh::CodeScanning && !self.s.code_scanning {
             return Some(
                 "uploading a SARIF changes what the repository's code scanning shows (an \
@@ -416,6 +455,9 @@ impl Surface for Instance {
         match Gh::parse(&job.carrier) {
             Some(Gh::CodeScanning) => self.plant_scanning(ctx, job, created),
             Some(Gh::Discussion) => self.plant_discussion(ctx, job, created),
+            Some(c @ (Gh::WorkflowDispatch | Gh::RepositoryDispatch)) => {
+                self.plant_dispatch(ctx, c, job, created)
+            }
             Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => self.plant_trace(ctx, c, job, created),
             Some(carrier) => self.plant_carrier(ctx, carrier, job, created),
             None => PlantOutcome::Failed {
@@ -450,6 +492,9 @@ impl Surface for Instance {
                 // Found by its category on whatever ref it was uploaded for.
                 Some(Gh::CodeScanning) => found.extend(self.find_scanning(ctx, &j.nonce)?),
                 Some(Gh::Discussion) => found.push(discussion::entry(ctx, &j.nonce, None)),
+                Some(c @ (Gh::WorkflowDispatch | Gh::RepositoryDispatch)) => {
+                    found.push(dispatch::entry(ctx, c, &j.nonce, None))
+                }
                 // Nothing to find: kept, in the run it was printed in.
                 Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => {
                     found.push(traces::entry(ctx, c, &j.nonce, None))
@@ -495,6 +540,14 @@ impl Surface for Instance {
                     Some(r) => format!("run {r}"),
                     None => "run A's run".into(),
                 },
+                self.repo()
+            );
+        }
+        if let Some(Gh::WorkflowDispatch | Gh::RepositoryDispatch) = Gh::parse(carrier) {
+            return format!(
+                "the {} runs titled with {} of {}",
+                escape::bytes(entry["event"].as_str().unwrap_or("?").as_bytes()),
+                escape::bytes(entry["name"].as_str().unwrap_or("?").as_bytes()),
                 self.repo()
             );
         }

@@ -43,6 +43,19 @@ impl Instance {
                     "{detail}; hidden from run B: the writer's token lists it at {seen}"
                 ),
             },
+            (_, Some((_, Ok(None))))
+                if matches!(carrier, Some(Gh::WorkflowDispatch | Gh::RepositoryDispatch)) =>
+            {
+                RecoverOutcome::Failed {
+                    reason: format!(
+                        "no run shows the dispatch back, to run B's token or the writer's ({} \
+                         listings over {:.1} s): does the workflow exist and show the input in \
+                         run-name?",
+                        c.tries,
+                        c.waited.as_secs_f64()
+                    ),
+                }
+            }
             (_, Some((_, Ok(None)))) => crate::surface::listing::not_current(
                 "the plant, which neither run B's token nor the writer's lists yet",
                 &c,

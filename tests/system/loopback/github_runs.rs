@@ -99,3 +99,89 @@ fn jobs_annotations_and_the_log_redirect() {
     assert_refused(&r[2], "actions=read");
     assert_refused(&r[3], "actions=read");
 }
+
+/// Dispatches start runs only where a workflow takes them, titled as its
+/// `run-name` shows the input or the event's action; runs are listed by
+/// event and creation time, newest first, cancelled and deleted; each
+/// route behind the permission GitHub names.
+#[test]
+fn dispatches_start_runs_that_are_listed_cancelled_and_deleted() {
+    let svc = GitHubServer::start().unwrap();
+    svc.add_workflow("octo/repo", "probe.yml", "title");
+    let token = svc.token(WRITE_ALL);
+    let r = octokit(
+        &svc,
+        &token,
+        json!([
+            { "call": "actions.createWorkflowDispatch",
+              "params": { "workflow_id": "probe.yml", "ref": "main", "inputs": { "title": "rw-one" } } },
+            { "call": "actions.createWorkflowDispatch",
+              "params": { "workflow_id": "probe.yml", "ref": "main", "inputs": { "other": "x" } } },
+            { "call": "actions.createWorkflowDispatch",
+              "params": { "workflow_id": "none.yml", "ref": "main" } },
+            // No workflow takes repository_dispatch yet: 204, no run.
+            { "call": "repos.createDispatchEvent", "params": { "event_type": "rw-two" } },
+            { "call": "repos.createDispatchEvent", "params": { "event_type": "x".repeat(101) } },
+            { "call": "actions.listWorkflowRunsForRepo",
+              "params": { "event": "workflow_dispatch", "created": ">=2000-01-01T00:00:00Z" } },
+            { "call": "actions.listWorkflowRunsForRepo",
+              "params": { "event": "workflow_dispatch", "created": ">=2999-01-01T00:00:00Z" } },
+            { "call": "actions.listWorkflowRunsForRepo", "params": { "event": "repository_dispatch" } },
+        ]),
+    );
+    assert_eq!(status(&r[0]), 204, "{}", r[0]);
+    assert_eq!(status(&r[1]), 422, "{}", r[1]);
+    assert_eq!(status(&r[2]), 404, "{}", r[2]);
+    assert_eq!(status(&r[3]), 204, "{}", r[3]);
+    assert_eq!(status(&r[4]), 422, "{}", r[4]);
+    assert_eq!(r[5]["data"]["total_count"], 1, "{}", r[5]);
+    let run = &r[5]["data"]["workflow_runs"][0];
+    assert_eq!(run["display_title"], "rw-one");
+    assert_eq!(run["event"], "workflow_dispatch");
+    assert_eq!(r[6]["data"]["total_count"], 0, "{}", r[6]);
+    assert_eq!(r[7]["data"]["total_count"], 0, "{}", r[7]);
+
+    svc.add_dispatch_workflow("octo/repo");
+    svc.set_dispatched_status(Some("in_progress"));
+    let r = octokit(
+        &svc,
+        &token,
+        json!([
+            { "call": "repos.createDispatchEvent", "params": { "event_type": "rw-two" } },
+            { "call": "actions.listWorkflowRunsForRepo", "params": { "event": "repository_dispatch" } },
+            { "call": "actions.deleteWorkflowRun", "params": { "run_id": "$1.data.workflow_runs.0.id" } },
+            { "call": "actions.cancelWorkflowRun", "params": { "run_id": "$1.data.workflow_runs.0.id" } },
+            { "call": "actions.getWorkflowRun", "params": { "run_id": "$1.data.workflow_runs.0.id" } },
+            { "call": "actions.cancelWorkflowRun", "params": { "run_id": "$1.data.workflow_runs.0.id" } },
+            { "call": "actions.deleteWorkflowRun", "params": { "run_id": "$1.data.workflow_runs.0.id" } },
+            { "call": "actions.getWorkflowRun", "params": { "run_id": "$1.data.workflow_runs.0.id" } },
+        ]),
+    );
+    assert_eq!(
+        r[1]["data"]["workflow_runs"][0]["display_title"], "rw-two",
+        "{}",
+        r[1]
+    );
+    assert_eq!(r[1]["data"]["workflow_runs"][0]["status"], "in_progress");
+    assert_eq!(status(&r[2]), 409, "{}", r[2]);
+    assert_eq!(status(&r[3]), 202, "{}", r[3]);
+    assert_eq!(r[4]["data"]["conclusion"], "cancelled", "{}", r[4]);
+    assert_eq!(status(&r[5]), 409, "{}", r[5]);
+    assert_eq!(status(&r[6]), 204, "{}", r[6]);
+    assert_eq!(status(&r[7]), 404, "{}", r[7]);
+
+    let weak = svc.token(CONTENTS_READ);
+    let r = octokit(
+        &svc,
+        &weak,
+        json!([
+            { "call": "actions.createWorkflowDispatch",
+              "params": { "workflow_id": "probe.yml", "ref": "main", "inputs": { "title": "t" } } },
+            { "call": "repos.createDispatchEvent", "params": { "event_type": "t" } },
+            { "call": "actions.listWorkflowRunsForRepo", "params": { "event": "repository_dispatch" } },
+        ]),
+    );
+    assert_refused(&r[0], "actions=write");
+    assert_refused(&r[1], "contents=write");
+    assert_refused(&r[2], "actions=read");
+}

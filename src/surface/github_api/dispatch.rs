@@ -1,0 +1,305 @@
+//! `workflow-dispatch` and `repository-dispatch` (opt-in): a dispatch that
+//! starts a workflow run whose title shows the nonce
+//! (../shared/reference/github-coverage-facts.md §7). Runs carry no
+//! inputs or payload a reader can list: only `display_title`, which a
+//! workflow's `run-name` makes, shows them. So each needs the operator's
+//! word that such a workflow exists: `dispatch-workflow` (a workflow `on:
+//! workflow_dispatch`) with `dispatch-input` (the input its `run-name`
+//! shows), and `repository-dispatch: true` (a workflow `on:
+//! repository_dispatch` with `run-name: ${{ github.event.action }}`).
+//!
+//! Run A dispatches with a name carrying the nonce (the input's value, or
+//! the `event_type`); run B lists the runs of that event created since
+//! the plant (`…/actions/runs?event=…&created=>=…`) and searches their
+//! titles, the writer's token telling lag from hiding as for every
+//! listing ([`super::recover`]). Cleanup cancels a run of the plant still
+//! going, then deletes it (`actions: write`).
+//!
+//! An entry is `{carrier, name, event, since, tag}`: `since` the time
+//! the listing starts from (null when found by probe id).
+
+use super::{Gh, Instance, Settings, carriers};
+use crate::escape;
+use crate::fault::Fault;
+use crate::github::{Api, ApiError};
+use crate::nonce::Nonce;
+use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RunCtx};
+use ::http::Method;
+use serde_json::{Value, json};
+
+/// How far before the plant the listing starts: the runner's clock and
+/// GitHub's may differ.
+const SKEW_SECS: i64 = 300;
+
+/// The event a dispatch carrier's runs have.
+pub fn event(carrier: Gh) -> &'static str {
+    if carrier == Gh::WorkflowDispatch {
+        "workflow_dispatch"
+    } else {
+        "repository_dispatch"
+    }
+}
+
+/// Whether `s` is `YYYY-MM-DDTHH:MM:SSZ`.
+fn valid_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 20
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// The entry of a dispatch of `nonce` (`since`: where the listing starts).
+pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, since: Option<&str>) -> Value {
+    json!({
+        "carrier": carrier.name(),
+        "name": carriers::nonce_name(ctx, nonce),
+        "event": event(carrier),
+        "since": since,
+        "tag": carriers::entry_tag(ctx, carrier, &nonce.hex()),
+    })
+}
+
+/// Whether `e` is this probe's dispatch entry (rebuilt from its nonce
+/// name and its time, tag and all).
+pub fn owned(ctx: &RunCtx<'_>, carrier: Gh, e: &Value) -> Result<(), Fault> {
+    let not = Fault::invalid;
+    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    let hex = e["name"]
+        .as_str()
+        .and_then(|n| n.strip_prefix(&named))
+        .filter(|h| crate::surface::lower_hex(h, 32))
+        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
+    let nonce: Nonce = serde_json::from_value(json!(hex))
+        .map_err(|_| not("holds no nonce in runwarden's form"))?;
+    let since = match &e["since"] {
+        Value::Null => None,
+        Value::String(t) if valid_time(t) => Some(t.as_str()),
+        _ => return Err(not("its time is not in runwarden's form")),
+    };
+    let want = entry(ctx, carrier, &nonce, since);
+    let tagged = e["tag"].as_str().is_some_and(|t| {
+        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
+    });
+    (tagged && *e == want)
+        .then_some(())
+        .ok_or_else(|| not("not the entry this probe's plant journals"))
+}
+
+/// The runs listing of `event` since `since`.
+pub fn runs_path(s: &Settings, event: &str, since: Option<&str>) -> String {
+    let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
+    match since {
+        Some(t) => format!("{rp}/actions/runs?event={event}&created=%3E%3D{t}"),
+        None => format!("{rp}/actions/runs?event={event}"),
+    }
+}
+
+/// The ref a workflow is dispatched on: a branch or a tag (a pull
+/// request's ref is none GitHub dispatches on).
+pub fn dispatch_ref(s: &Settings) -> Option<&str> {
+    s.git_ref
+        .as_deref()
+        .filter(|r| r.starts_with("refs/heads/") || r.starts_with("refs/tags/"))
+}
+
+/// Why a dispatch carrier is not planted here, if it is not.
+pub fn unavailable(s: &Settings, carrier: Gh) -> Option<String> {
+    if carrier == Gh::WorkflowDispatch {
+        if s.dispatch_workflow.is_none() || s.dispatch_input.is_none() {
+            return Some(
+                "no workflow to dispatch: set `dispatch-workflow` (a workflow `on: \
+                 workflow_dispatch` of the repository) and `dispatch-input` (the input its \
+                 `run-name` shows); without one, nothing shows a dispatch back"
+                    .into(),
+            );
+        }
+        if dispatch_ref(s).is_none() {
+            return Some(
+                "no branch or tag to dispatch on: GITHUB_REF is unset or a pull request's; set \
+                 `ref` to refs/heads/…"
+                    .into(),
+            );
+        }
+    } else if !s.repository_dispatch {
+        return Some(
+            "planted only with `repository-dispatch: true`, which says the repository has a \
+             workflow `on: repository_dispatch` with `run-name: ${{ github.event.action }}`: \
+             without one, nothing shows a dispatch back"
+                .into(),
+        );
+    }
+    None
+}
+
+impl Instance {
+    /// Run A: the intent, then the dispatch.
+    pub(super) fn plant_dispatch(
+        &self,
+        ctx: &RunCtx<'_>,
+        carrier: Gh,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let since = crate::timefmt::rfc3339(now - SKEW_SECS);
+        let name = carriers::nonce_name(ctx, &job.nonce);
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let (path, body, what) = if carrier == Gh::WorkflowDispatch {
+            let wf = self.s.dispatch_workflow.as_deref().unwrap_or("");
+            let input = self.s.dispatch_input.as_deref().unwrap_or("");
+            let Ok(wf_seg) = crate::wire::percent_segment(wf) else {
+                return PlantOutcome::Failed {
+                    reason: "`dispatch-workflow` is no file name".into(),
+                };
+            };
+            (
+                format!("{rp}/actions/workflows/{wf_seg}/dispatches"),
+                json!({ "ref": dispatch_ref(&self.s).unwrap_or(""), "inputs": { input: name } }),
+                format!(
+                    "dispatching {} of {}",
+                    escape::bytes(wf.as_bytes()),
+                    self.repo()
+                ),
+            )
+        } else {
+            (
+                format!("{rp}/dispatches"),
+                json!({ "event_type": name, "client_payload": { "runwarden": ctx.probe_id } }),
+                format!("sending a repository_dispatch to {}", self.repo()),
+            )
+        };
+        let intent = entry(ctx, carrier, &job.nonce, Some(&since));
+        created(intent.clone());
+        match api.call(Method::POST, &path, Some(&body), &what) {
+            Ok(_) => PlantOutcome::Planted {
+                needle: json!({ "text": job.nonce.hex(), "event": event(carrier), "since": since }),
+                persistence: None,
+                detail: format!(
+                    "{what} with {name} (written with {}): a real workflow run, deleted by cleanup",
+                    escape::bytes(self.s.token_source.as_bytes())
+                ),
+            },
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                PlantOutcome::Refused {
+                    reason: format!(
+                        "GitHub refused the write token ({}): {}",
+                        escape::bytes(self.s.token_source.as_bytes()),
+                        e.text()
+                    ),
+                }
+            }
+            // GitHub knows no such workflow: nothing was dispatched.
+            Err(e @ ApiError::NotFound(_)) => {
+                created(crate::surface::retraction(&intent));
+                PlantOutcome::Failed {
+                    reason: format!(
+                        "{}: is `dispatch-workflow` a workflow of the repository?",
+                        e.text()
+                    ),
+                }
+            }
+            Err(e) => PlantOutcome::Failed { reason: e.text() },
+        }
+    }
+
+    /// Cleanup: every run of the event since the plant whose title holds
+    /// the plant's name, cancelled when it still runs (and waited for,
+    /// within the consistency wait), then deleted; what stays is listed.
+    pub(super) fn clean_dispatch(&self, e: &Value) -> CleanupOutcome {
+        let api = match self.api(false) {
+            Ok(a) => a,
+            Err(f) => return CleanupOutcome::Left { reason: f.into() },
+        };
+        let name = e["name"].as_str().unwrap_or("");
+        let ev = e["event"].as_str().unwrap_or("");
+        if name.is_empty() {
+            return CleanupOutcome::Left {
+                reason: "the entry names no dispatch".into(),
+            };
+        }
+        let mut runs: Vec<Value> = vec![];
+        let list = runs_path(&self.s, ev, e["since"].as_str());
+        let r = api.list(
+            &list,
+            Some("workflow_runs"),
+            "listing the dispatched runs",
+            &mut |r| {
+                let title = r["display_title"].as_str().unwrap_or("");
+                if r["event"] == ev && title.contains(name) && r["id"].is_u64() {
+                    runs.push(r.clone());
+                }
+            },
+        );
+        if let Err(err) = r {
+            return CleanupOutcome::Left { reason: err.text() };
+        }
+        if runs.is_empty() {
+            // Found by probe id: nothing of it here. From the plant's
+            // journal: the dispatch went out, so a run may yet show (the
+            // listing lags), unless no workflow takes it.
+            return if e["since"].is_null() {
+                CleanupOutcome::Gone
+            } else {
+                CleanupOutcome::Left {
+                    reason: "no run of the event since the plant shows its name: none was made \
+                             (no workflow shows the dispatch), or the listing lags; nothing \
+                             removed"
+                        .into(),
+                }
+            };
+        }
+        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let mut left = vec![];
+        for r in &runs {
+            let id = r["id"].as_u64().unwrap_or(0);
+            if let Err(why) = self.delete_run(&api, &rp, id, r["status"] != "completed") {
+                left.push(format!("run {id}: {why}"));
+            }
+        }
+        if left.is_empty() {
+            CleanupOutcome::Removed
+        } else {
+            CleanupOutcome::Left {
+                reason: left.join("; "),
+            }
+        }
+    }
+
+    /// Cancels run `id` when it still runs (and waits for it to end), then
+    /// deletes it.
+    fn delete_run(&self, api: &Api<'_>, rp: &str, id: u64, running: bool) -> Result<(), String> {
+        let path = format!("{rp}/actions/runs/{id}");
+        if running {
+            let cancel = format!("{path}/cancel");
+            if let Err(e) = api.call(Method::POST, &cancel, None, "cancelling the dispatched run") {
+                return Err(e.text());
+            }
+            let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+            let ended = crate::surface::listing::until_current(wait, || {
+                let a = api.call(Method::GET, &path, None, "reading the cancelled run")?;
+                Ok::<_, ApiError>(((), a.json["status"] == "completed"))
+            });
+            match ended {
+                Ok(c) if c.current => {}
+                Ok(_) => return Err("still running after it was cancelled".into()),
+                Err(e) => return Err(e.text()),
+            }
+        }
+        match api.call(Method::DELETE, &path, None, "deleting the dispatched run") {
+            Ok(_) | Err(ApiError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.text()),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! `workflow-dispatch` and `repository-dispatch` against the loopback
+//! GitHub (its dispatch routes proven against `@octokit/rest` in
+//! tests/system/loopback/github_runs.rs): skipped unless the config names
+//! a workflow that shows the dispatch; a permissive token opens both and
+//! cleanup deletes the runs they started (cancelling one still running)
+//! and no other; the restricted default is refused with the permission
+//! named; with no workflow to show it, ERROR saying so.
+
+use crate::common::*;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
+use serde_json::json;
+use std::path::Path;
+
+const REPO: &str = "octo/repo";
+const CARRIERS: [&str; 2] = ["github:workflow-dispatch", "github:repository-dispatch"];
+const CONFIGURED: &str =
+    "    dispatch-workflow: probe.yml\n    dispatch-input: title\n    repository-dispatch: true\n";
+
+fn run(dir: &Path, svc: &GitHubServer, extra: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
+    let mut all = vec![
+        ("GITHUB_API_URL".to_string(), svc.api_url()),
+        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
+        ("GITHUB_REF".to_string(), "refs/heads/main".to_string()),
+        (
+            "RUNWARDEN_KEY".to_string(),
+            "0123456789abcdef0123456789abcdef".to_string(),
+        ),
+    ];
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    read-token-env: READ_TOKEN\n{extra}"
+    );
+    run_config(dir, &cfg, &all, args)
+}
+
+fn verdicts(p: &Probe) -> Vec<String> {
+    CARRIERS.iter().map(|c| p.verdict(c)).collect()
+}
+
+fn server() -> GitHubServer {
+    let svc = GitHubServer::start().unwrap();
+    svc.add_workflow(REPO, "probe.yml", "title");
+    svc.add_dispatch_workflow(REPO);
+    svc
+}
+
+fn permissive(svc: &GitHubServer) -> String {
+    let mut all = WRITE_ALL.to_vec();
+    all.push(("actions_variables", "write"));
+    svc.token(&all)
+}
+
+#[test]
+fn dispatches_are_skipped_unless_a_workflow_shows_them() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+    ];
+    let p = run(dir.path(), &svc, "", &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["skipped", "skipped"], "{}", p.report);
+    let d = p.finding(CARRIERS[0])["detail"].to_string();
+    assert!(
+        d.contains("dispatch-workflow") && d.contains("run-name"),
+        "{d}"
+    );
+    let d = p.finding(CARRIERS[1])["detail"].to_string();
+    assert!(d.contains("repository-dispatch: true"), "{d}");
+    assert!(svc.objects("workflow-run").is_empty());
+}
+
+#[test]
+fn a_permissive_token_opens_both_and_cleanup_deletes_only_their_runs() {
+    let svc = server();
+    svc.add(
+        "workflow-run",
+        REPO,
+        json!({ "display_title": "nightly", "event": "workflow_dispatch", "status": "completed",
+                "created_at": "2099-01-01T00:00:00Z" }),
+    );
+    // The runs they start are still going at cleanup: cancelled first.
+    svc.set_dispatched_status(Some("in_progress"));
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+    ];
+    let p = run(dir.path(), &svc, CONFIGURED, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["fail", "fail"], "{}\n{}", p.report, p.stderr);
+    let d = p.finding(CARRIERS[0])["detail"].to_string();
+    assert!(d.contains("display_title"), "{d}");
+    let left: Vec<String> = svc
+        .objects("workflow-run")
+        .iter()
+        .map(|r| r["display_title"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(left, ["nightly"], "{}", p.stdout);
+    no_secrets(&p, &[&token]);
+}
+
+#[test]
+fn the_restricted_default_is_refused_with_the_permission_named() {
+    let svc = server();
+    let token = svc.token(CONTENTS_READ);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+    ];
+    let p = run(dir.path(), &svc, CONFIGURED, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["pass", "pass"], "{}", p.report);
+    let d = p.finding(CARRIERS[0])["detail"].to_string();
+    assert!(d.contains("actions=write"), "{d}");
+    let d = p.finding(CARRIERS[1])["detail"].to_string();
+    assert!(d.contains("contents=write"), "{d}");
+    assert!(svc.objects("workflow-run").is_empty());
+}
+
+#[test]
+fn without_a_workflow_to_show_it_a_dispatch_is_an_error_saying_so() {
+    let svc = GitHubServer::start().unwrap();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+    ];
+    let extra = format!("{CONFIGURED}    consistency-wait: 1\n");
+    let p = run(dir.path(), &svc, &extra, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["error", "error"], "{}", p.report);
+    let d = p.finding(CARRIERS[0])["detail"].to_string();
+    assert!(d.contains("dispatch-workflow"), "{d}");
+    let d = p.finding(CARRIERS[1])["detail"].to_string();
+    assert!(d.contains("no run shows the dispatch back"), "{d}");
+}
+
+/// Run B in a later job reads the runs with its own token; one without
+/// `actions: read` is refused the listing: PASS, named.
+#[test]
+fn across_jobs_a_reader_without_actions_is_refused() {
+    let svc = server();
+    let writer = permissive(&svc);
+    let blind = svc.token(&[("contents", "read")]);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", writer.as_str()),
+        ("READ_TOKEN", writer.as_str()),
+    ];
+    let p = run(
+        dir.path(),
+        &svc,
+        CONFIGURED,
+        &env,
+        &["plant", "--probe-id", "gh-dp-1"],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    let p = run(
+        dir.path(),
+        &svc,
+        CONFIGURED,
+        &env,
+        &["recover", "--probe-id", "gh-dp-1"],
+    );
+    assert_eq!(verdicts(&p), ["fail", "fail"], "{}", p.report);
+    let env = [
+        ("GITHUB_TOKEN", writer.as_str()),
+        ("READ_TOKEN", blind.as_str()),
+    ];
+    let p = run(
+        dir.path(),
+        &svc,
+        CONFIGURED,
+        &env,
+        &["recover", "--probe-id", "gh-dp-1"],
+    );
+    assert_eq!(verdicts(&p), ["pass", "pass"], "{}", p.report);
+    let d = p.finding(CARRIERS[1])["detail"].to_string();
+    assert!(d.contains("actions=read"), "{d}");
+    let c = run(
+        dir.path(),
+        &svc,
+        CONFIGURED,
+        &env,
+        &["cleanup", "--probe-id", "gh-dp-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(svc.objects("workflow-run").is_empty(), "{}", c.stdout);
+}
