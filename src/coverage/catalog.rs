@@ -65,7 +65,12 @@ pub fn stanza(id: &str, owner: Option<&str>) -> Option<(String, Option<&'static 
                 "its upload shows in the repository's code scanning until cleanup deletes the analysis",
             ),
         ),
-        Some("discussions") => (github_api("    discussion-category: General\n"), None),
+        Some("discussions") => (
+            github_api(""),
+            Some(
+                "its `discussion` carrier needs Discussions turned on for the repository (`discussion-category` picks the category, default general)",
+            ),
+        ),
         Some("actions") => (
             github_api(
                 "    dispatch-workflow: <a workflow file with workflow_dispatch>\n    dispatch-input: <the input its run-name shows>\n",

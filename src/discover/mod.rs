@@ -427,7 +427,9 @@ fn github_services(
     if in_actions && var("GITHUB_TOKEN").is_some() {
         surfaces.push(Candidate {
             why: "the repository's objects on GitHub (labels, comments, milestones, releases, deployments, variables): this step holds GITHUB_TOKEN, and api.github.com passes every egress firewall".into(),
-            entry: "  - name: github\n    type: github-api\n".into(),
+            // The opt-in carriers, commented: each leaves something GitHub
+            // shows (coverage names the same keys for its gaps).
+            entry: "  - name: github\n    type: github-api\n    # permanent: true        # checks, statuses: a check run and a commit status GitHub cannot delete\n    # code-scanning: true    # security-events: an upload shown in code scanning until cleanup\n    # dispatch-workflow: ci.yml  # actions: a workflow_dispatch workflow whose run-name shows\n    # dispatch-input: note       #   this input\n    # repository-dispatch: true  # contents: a workflow on repository_dispatch shows the event in its run-name\n".into(),
             skipped: None,
             exposure: None,
         });

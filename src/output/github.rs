@@ -249,7 +249,7 @@ fn cleanup_footer(report: &Report) -> String {
     if !report.cleanup.kept.is_empty() {
         let _ = writeln!(
             out,
-            "\nCleanup kept {} planted entries nothing can remove (accepted with `permanent: true` or `repository-name: true`); see the report.",
+            "\nCleanup kept {} planted entries nothing can remove (the run's own traces, or accepted with `permanent: true` or `repository-name: true`); see the report.",
             report.cleanup.kept.len()
         );
     }

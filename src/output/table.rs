@@ -82,7 +82,7 @@ fn render_cleanup(report: &Report) -> String {
         String::new()
     } else {
         format!(
-            "{} kept on purpose (nothing can remove them; planted with `permanent: true` or `repository-name: true`)\n",
+            "{} kept on purpose (nothing can remove them: the run's own traces, or planted with `permanent: true` or `repository-name: true`)\n",
             c.kept.len()
         )
     }
@@ -484,7 +484,7 @@ fn leftovers(report: &Report) -> String {
     for (list, heading) in [
         (
             &c.kept,
-            "kept {} planted entries nothing can remove (accepted with `permanent: true` or `repository-name: true`):",
+            "kept {} planted entries nothing can remove (the run's own traces, or accepted with `permanent: true` or `repository-name: true`):",
         ),
         (&c.left, "cleanup left {} planted entries in place:"),
         (

@@ -174,7 +174,6 @@ fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested(
             "permission:actions",
             "permission:attestations",
             "permission:checks",
-            "permission:discussions",
             "permission:packages",
             "permission:pages",
             "permission:repository-projects",
@@ -191,12 +190,13 @@ fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested(
             format!("path:{}/home", dir.path().to_string_lossy()).as_str(),
             "permission:contents",
             "permission:deployments",
+            "permission:discussions",
             "permission:issues",
             "permission:pull-requests",
         ]
     );
     assert_eq!(with_status(&p, "declared"), ["path:/dev/shm"]);
-    assert_eq!(c["gaps"], 12);
+    assert_eq!(c["gaps"], 11);
     // No runner persistence on a fresh VM.
     assert!(
         c["exposures"]
@@ -238,7 +238,7 @@ fn a_hosted_runner_with_a_permissive_token_lists_exactly_what_no_channel_tested(
             .contains("repository: octo/runwarden-probe")
     );
     // The outputs lead with the gaps: a clean run is never a plain green.
-    assert!(p.stdout.contains("coverage (github-hosted runner): 12 exposures not tested: actions, attestations, checks, discussions, packages, …"), "{}", p.stdout);
+    assert!(p.stdout.contains("coverage (github-hosted runner): 11 exposures not tested: actions, attestations, checks, packages, pages, …"), "{}", p.stdout);
     // The workflow file was read at the workflow's commit, with the job's token.
     let log = svc.requests();
     assert!(
@@ -409,7 +409,7 @@ fn a_gap_names_no_environment_text_in_the_headline_and_every_exposure_is_escaped
     // (How many are declared depends on this machine: see `machines`.)
     assert!(
         title.starts_with("green, but 4 exposures not tested: run-traces, actions-cache, actions-artifacts, a registry, ")
-            && title.ends_with(" declared untested (7 channels tested, none open undeclared)"),
+            && title.ends_with(" declared untested (8 channels tested, none open undeclared)"),
         "{title}"
     );
     // The registry's URL path is not published: only its origin.

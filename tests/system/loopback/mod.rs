@@ -2,6 +2,7 @@
 //! real client before any surface is tested against it.
 mod actions_cache;
 mod github_artifacts;
+mod github_contents;
 mod github_graphql;
 mod github_rest;
 mod github_runs;
