@@ -550,29 +550,36 @@ pub const PERMISSION_KEYS: [&str; 15] = [
     "statuses",
 ];
 
+/// The exposures with no place: their id is the whole name.
+pub const FIXED_EXPOSURES: [&str; 4] = [
+    "run-traces",
+    "runner-persistence",
+    "actions-cache",
+    "actions-artifacts",
+];
+
+/// The kinds of exposure with a place (`registry:<origin>`), and what
+/// people call one and several of them.
+pub const PLACED_EXPOSURES: [(&str, &str, &str); 5] = [
+    ("docker-socket", "Docker socket", "Docker sockets"),
+    ("registry", "registry", "registries"),
+    ("cache", "cache", "caches"),
+    ("path", "path", "paths"),
+    ("git-remote", "git remote", "git remotes"),
+];
+
 /// Whether `id` has the form of an exposure id (docs/coverage.md): a
 /// permission key GitHub has, a fixed name, or a kind with a place.
 pub fn is_exposure_id(id: &str) -> bool {
-    const FIXED: [&str; 4] = [
-        "run-traces",
-        "runner-persistence",
-        "actions-cache",
-        "actions-artifacts",
-    ];
-    const PLACED: [&str; 5] = [
-        "docker-socket:",
-        "registry:",
-        "cache:",
-        "path:",
-        "git-remote:",
-    ];
     match id.strip_prefix("permission:") {
         Some(k) => PERMISSION_KEYS.contains(&k),
         None => {
-            FIXED.contains(&id)
-                || PLACED
-                    .iter()
-                    .any(|p| id.strip_prefix(p).is_some_and(|r| !r.is_empty()))
+            FIXED_EXPOSURES.contains(&id)
+                || PLACED_EXPOSURES.iter().any(|(p, _, _)| {
+                    id.strip_prefix(p)
+                        .and_then(|r| r.strip_prefix(':'))
+                        .is_some_and(|r| !r.is_empty())
+                })
         }
     }
 }

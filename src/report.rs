@@ -137,7 +137,7 @@ pub struct Exposure {
     pub status: ExposureStatus,
     /// The channels that tested it (`tested`), with their verdicts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub channels: Vec<String>,
+    pub channels: Vec<TestedBy>,
     /// Why it is not tested, or the declaration's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -145,6 +145,13 @@ pub struct Exposure {
     /// for a gap that has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stanza: Option<String>,
+}
+
+/// A channel that tested an exposure, and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestedBy {
+    pub channel: String,
+    pub verdict: Verdict,
 }
 
 impl Coverage {

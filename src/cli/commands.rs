@@ -48,11 +48,13 @@ fn add_coverage(
     known: Option<crate::coverage::permissions::Known>,
 ) {
     let env = |k: &str| std::env::var(k).ok();
-    let mut envi = crate::coverage::Environment::of_process(&env);
-    // (A recover outside Actions still has the plant job's word.)
-    if known.is_some() {
-        envi.known = known;
-    }
+    let envi = crate::coverage::Environment {
+        env: &env,
+        discovery: super::discovered(),
+        // The plant job's word, in a recover (outside Actions too); else
+        // this job's permissions, read through the API.
+        known: known.or_else(|| crate::coverage::permissions::read(&env)),
+    };
     report.coverage = Some(crate::coverage::assess(plan, report, &envi, required));
 }
 

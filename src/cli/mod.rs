@@ -418,8 +418,7 @@ fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
             },
         ),
         Found::Embedded => {
-            let env = |k: &str| std::env::var(k).ok();
-            let d = crate::discover::discover(&env);
+            let d = discovered();
             let source = ConfigSource {
                 path: None,
                 embedded_default: true,
@@ -428,8 +427,19 @@ fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
                     skipped: d.skipped(),
                 }),
             };
-            (crate::discover::render(&d), source)
+            (crate::discover::render(d), source)
         }
+    })
+}
+
+/// What discovery makes of this process's environment, once a run: the
+/// discovered config and the report's coverage read the same (discovery
+/// runs git and connects to sockets; twice would be twice the wait).
+pub(super) fn discovered() -> &'static crate::discover::Discovery {
+    static DISCOVERED: std::sync::OnceLock<crate::discover::Discovery> = std::sync::OnceLock::new();
+    DISCOVERED.get_or_init(|| {
+        let env = |k: &str| std::env::var(k).ok();
+        crate::discover::discover(&env)
     })
 }
 

@@ -79,7 +79,7 @@ pub fn stanza(id: &str, owner: Option<&str>) -> Option<(String, Option<&'static 
         ),
         Some("packages") => (
             format!(
-                "  - name: ghcr\n    type: oci-registry\n    registry: https://ghcr.io\n    repository: {}/runwarden-probe\n    username: github-actions\n    token-env: GITHUB_TOKEN\n",
+                "  - name: ghcr\n    type: oci-registry\n    registry: https://ghcr.io\n    repository: {}\n    username: github-actions\n    token-env: GITHUB_TOKEN\n",
                 owner.unwrap_or("<owner>").to_ascii_lowercase()
             ),
             Some("it needs packages: write in the job's `permissions:`"),

@@ -4,7 +4,7 @@
 
 use super::catalog;
 use crate::plan::Plan;
-use crate::report::{Exposure, ExposureStatus, Report};
+use crate::report::{Exposure, ExposureStatus, Report, TestedBy};
 use crate::verdict::Verdict;
 
 /// Exposures only an open channel tests: a PASS of `runner-persistence`
@@ -120,17 +120,22 @@ pub(super) fn judge(
     owner: Option<&str>,
 ) -> Exposure {
     let covering: Vec<&Claim> = claims.iter().filter(|c| c.id == id).collect();
-    let counts = |c: &&&Claim| match c.verdict {
-        Verdict::Fail | Verdict::Authorized => true,
-        Verdict::Pass => !c.open_only,
-        Verdict::Error | Verdict::Skipped => false,
-    };
-    let mut ran: Vec<String> = covering
-        .iter()
-        .filter(counts)
-        .map(|c| format!("{} ({})", c.channel, c.verdict.as_str()))
-        .collect();
-    ran.dedup();
+    let mut ran: Vec<TestedBy> = vec![];
+    for c in &covering {
+        let counts = match c.verdict {
+            Verdict::Fail | Verdict::Authorized => true,
+            Verdict::Pass => !c.open_only,
+            Verdict::Error | Verdict::Skipped => false,
+        };
+        // (One finding may claim an exposure twice: once itself, once
+        // by what it implies.)
+        if counts && !ran.iter().any(|t| t.channel == c.channel) {
+            ran.push(TestedBy {
+                channel: c.channel.clone(),
+                verdict: c.verdict,
+            });
+        }
+    }
     let mut e = Exposure {
         id: id.clone(),
         what: crate::redact::text(&what),

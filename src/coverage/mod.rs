@@ -32,20 +32,8 @@ const NOT_EXPOSURES: [&str; 2] = ["id-token", "models"];
 /// the permissions [`permissions::read`] found (`None` outside Actions).
 pub struct Environment<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
-    pub discovery: Discovery,
+    pub discovery: &'a Discovery,
     pub known: Option<permissions::Known>,
-}
-
-impl Environment<'_> {
-    /// The environment of this process: discovery and the permissions
-    /// read through the API (bounded by the API client's timeouts).
-    pub fn of_process(env: &dyn Fn(&str) -> Option<String>) -> Environment<'_> {
-        Environment {
-            env,
-            discovery: crate::discover::discover(env),
-            known: permissions::read(env),
-        }
-    }
 }
 
 /// The coverage of `report`, a probe or recover of `plan`, here.
@@ -95,10 +83,9 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
             "the job's log and its annotations (no permission needed): any later run with actions: read or checks: read reads them for the log's retention (90 days by default)".into(),
             None,
         ));
-    }
-    // Any JavaScript action of the job (actions/cache, upload-artifact)
-    // holds the runtime token, whether this step does or not.
-    if in_actions {
+        // Any JavaScript action of the job (actions/cache,
+        // upload-artifact) holds the runtime token, whether this step
+        // does or not.
         exposures.push((
             "actions-cache".into(),
             "the repository's Actions cache: a JavaScript action of any step (actions/cache) can save an entry a later run restores".into(),
@@ -110,7 +97,7 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
             Some("  - name: artifacts\n    type: actions-artifacts\n".into()),
         ));
     }
-    if envi.discovery.runner_kind() != "github-hosted" {
+    if envi.discovery.runner != crate::discover::Runner::GithubHosted {
         exposures.push((
             "runner-persistence".into(),
             "the runner's disk and daemons outlive the job (not a fresh GitHub-hosted VM)".into(),

@@ -125,16 +125,12 @@ pub fn read(env: &dyn Fn(&str) -> Option<String>) -> Option<Known> {
             )));
         }
     };
-    Some(
-        levels_of(&text, &job, &fork_pull_request(&var)).unwrap_or_else(|why| {
-            Known::unknown(format!("{shown}: {why}: the permissions are unknown"))
-        }),
-    )
-    .map(|mut k| {
-        if k.from == "workflow" {
-            k.source = format!("{shown}, {}", k.source);
-        }
-        k
+    Some(match levels_of(&text, &job, fork_pull_request(&var)) {
+        Ok(k) => Known {
+            source: format!("{shown}, {}", k.source),
+            ..k
+        },
+        Err(why) => Known::unknown(format!("{shown}: {why}: the permissions are unknown")),
     })
 }
 
@@ -190,25 +186,31 @@ fn fetch(
     String::from_utf8(bytes).map_err(|_| "it is not UTF-8".into())
 }
 
-/// Why write is capped for this event, when it is: a pull request from a
-/// fork gets a read-only token unless the repository sends write tokens
-/// to fork pull requests, which the job cannot see.
-fn fork_pull_request(var: &dyn Fn(&str) -> Option<String>) -> Option<()> {
-    let event = var("GITHUB_EVENT_NAME")?;
+/// Whether write is capped for this event: a pull request from a fork
+/// gets a read-only token unless the repository sends write tokens to
+/// fork pull requests, which the job cannot see.
+fn fork_pull_request(var: &dyn Fn(&str) -> Option<String>) -> bool {
+    let Some(event) = var("GITHUB_EVENT_NAME") else {
+        return false;
+    };
     if !event.starts_with("pull_request") || event == "pull_request_target" {
-        return None;
+        return false;
     }
     // (A regular file, bounded: the job can write where it lies.)
-    let path = var("GITHUB_EVENT_PATH")?;
-    let text = crate::sys::read_regular(std::path::Path::new(&path), 64 << 20).ok()?;
-    let v: Value = serde_json::from_slice(&text).ok()?;
+    let Some(path) = var("GITHUB_EVENT_PATH") else {
+        return false;
+    };
+    let Ok(text) = crate::sys::read_regular(std::path::Path::new(&path), 64 << 20) else {
+        return false;
+    };
+    let v: Value = serde_json::from_slice(&text).unwrap_or_default();
     let pr = &v["pull_request"];
-    (pr["head"]["repo"]["full_name"] != pr["base"]["repo"]["full_name"]).then_some(())
+    pr["head"]["repo"]["full_name"] != pr["base"]["repo"]["full_name"]
 }
 
 /// The levels the workflow `text` gives job `job`: its `permissions:`,
 /// else the workflow's; `Err` with why when that cannot be told.
-pub fn levels_of(text: &str, job: &str, fork: &Option<()>) -> Result<Known, String> {
+pub fn levels_of(text: &str, job: &str, fork: bool) -> Result<Known, String> {
     let doc: Value =
         serde_saphyr::from_str(text).map_err(|_| "it is not a YAML workflow".to_string())?;
     // A job that calls a reusable workflow runs the called one's jobs,
@@ -254,11 +256,7 @@ pub fn levels_of(text: &str, job: &str, fork: &Option<()>) -> Result<Known, Stri
         };
         // A fork's pull request: write may be read only (the setting
         // that decides is the repository's).
-        Ok(if l == "write" && fork.is_some() {
-            "unknown"
-        } else {
-            l
-        })
+        Ok(if l == "write" && fork { "unknown" } else { l })
     };
     let levels = KEYS
         .iter()
@@ -270,7 +268,7 @@ pub fn levels_of(text: &str, job: &str, fork: &Option<()>) -> Result<Known, Stri
         source: format!(
             "{at} of job {}{}",
             crate::escape::bytes(job.as_bytes()),
-            if fork.is_some() {
+            if fork {
                 "; a pull request from a fork: write is unknown (the repository decides whether forks get write tokens)"
             } else {
                 ""

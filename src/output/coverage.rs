@@ -11,7 +11,7 @@
 
 use super::markdown::{cell, word};
 use crate::escape;
-use crate::report::{Coverage, ExposureStatus, Report};
+use crate::report::{Coverage, ExposureStatus, Report, TestedBy};
 use std::fmt::Write as _;
 
 /// Gap names past this many are counted, not named, in a headline.
@@ -37,24 +37,14 @@ fn names(c: &Coverage) -> Vec<String> {
             named.push(k.to_string());
             continue;
         }
-        let fixed = [
-            "run-traces",
-            "runner-persistence",
-            "actions-cache",
-            "actions-artifacts",
-        ];
-        if let Some(f) = fixed.iter().find(|f| **f == e.id) {
+        if let Some(f) = crate::plan::FIXED_EXPOSURES.iter().find(|f| **f == e.id) {
             named.push(f.to_string());
             continue;
         }
-        let kind = match e.id.split_once(':').map(|(k, _)| k) {
-            Some("docker-socket") => ("Docker socket", "Docker sockets"),
-            Some("registry") => ("registry", "registries"),
-            Some("cache") => ("cache", "caches"),
-            Some("path") => ("path", "paths"),
-            Some("git-remote") => ("git remote", "git remotes"),
-            _ => ("exposure", "exposures"),
-        };
+        let kind =
+            e.id.split_once(':')
+                .and_then(|(k, _)| crate::plan::PLACED_EXPOSURES.iter().find(|p| p.0 == k))
+                .map_or(("exposure", "exposures"), |p| (p.1, p.2));
         match kinds.iter_mut().find(|k| k.0 == kind.0) {
             Some(k) => k.2 += 1,
             None => kinds.push((kind.0, kind.1, 1)),
@@ -106,33 +96,31 @@ pub fn lead(report: &Report, green: bool) -> Option<String> {
     })
 }
 
-/// The channels that tested an exposure, short: one channel as it is
-/// (`github:release-draft (fail)`), several of one surface counted by
+/// The channels that tested an exposure, short: one channel of a
+/// surface as it is (`github:release-draft (fail)`), several counted by
 /// verdict (`home: 9 fail, 1 pass`).
-fn tested_by(channels: &[String]) -> String {
-    let mut by: Vec<(&str, Vec<&str>)> = vec![];
-    for c in channels {
-        let (ch, verdict) = c.rsplit_once(" (").unwrap_or((c, ""));
-        let surface = ch.split_once(':').map_or(ch, |(s, _)| s);
+fn tested_by(channels: &[TestedBy]) -> String {
+    let mut by: Vec<(&str, Vec<&TestedBy>)> = vec![];
+    for t in channels {
+        let surface = t
+            .channel
+            .split_once(':')
+            .map_or(t.channel.as_str(), |(s, _)| s);
         match by.iter_mut().find(|(s, _)| *s == surface) {
-            Some((_, v)) => v.push(verdict.trim_end_matches(')')),
-            None => by.push((surface, vec![verdict.trim_end_matches(')')])),
+            Some((_, v)) => v.push(t),
+            None => by.push((surface, vec![t])),
         }
     }
     by.iter()
-        .map(|(surface, verdicts)| {
-            if verdicts.len() == 1 {
-                return channels
-                    .iter()
-                    .find(|c| c.starts_with(&format!("{surface}:")))
-                    .cloned()
-                    .unwrap_or_default();
+        .map(|(surface, ts)| {
+            if let [t] = ts.as_slice() {
+                return format!("{} ({})", t.channel, t.verdict.as_str());
             }
             let mut counts: Vec<(&str, usize)> = vec![];
-            for v in verdicts {
-                match counts.iter_mut().find(|(x, _)| x == v) {
+            for t in ts {
+                match counts.iter_mut().find(|(v, _)| *v == t.verdict.as_str()) {
                     Some((_, n)) => *n += 1,
-                    None => counts.push((v, 1)),
+                    None => counts.push((t.verdict.as_str(), 1)),
                 }
             }
             let counts: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
