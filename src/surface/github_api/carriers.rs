@@ -58,6 +58,26 @@ pub fn nonce_name(ctx: &RunCtx<'_>, nonce: &Nonce) -> String {
     format!("rw-{}-{}", probe_part(ctx.probe_id), nonce.hex())
 }
 
+/// The nonce a [`nonce_name`] of this probe carries (`None` for any
+/// other text): what `owns` rebuilds a journal entry from.
+pub fn nonce_in_name(ctx: &RunCtx<'_>, name: Option<&str>) -> Option<Nonce> {
+    let hex = name?
+        .strip_prefix(&format!("rw-{}-", probe_part(ctx.probe_id)))
+        .filter(|h| crate::surface::lower_hex(h, 32))?;
+    serde_json::from_value(json!(hex)).ok()
+}
+
+/// `Ok` when journal entry `e` is `want`, the very entry the plant
+/// journals (its tag compared in constant time); else `Invalid`.
+pub fn same_entry(e: &Value, want: &Value) -> Result<(), Fault> {
+    let tagged = e["tag"].as_str().is_some_and(|t| {
+        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
+    });
+    (tagged && e == want)
+        .then_some(())
+        .ok_or_else(|| Fault::invalid("not the entry this probe's plant journals"))
+}
+
 /// An agreed name run B can derive without the nonce: `rw-<probe id, 12 at
 /// most>-<tag>`, the tag a MAC under the marker key over the whole probe
 /// id and the carrier (32 characters at most).

@@ -85,26 +85,15 @@ fn valid_id(id: &str) -> bool {
 /// its title carries and its node id (in GitHub's form), tag and all.
 pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
     let not = Fault::invalid;
-    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
-    let hex = e["title"]
-        .as_str()
-        .and_then(|t| t.strip_prefix(&named))
-        .filter(|h| crate::surface::lower_hex(h, 32))
+    let nonce = carriers::nonce_in_name(ctx, e["title"].as_str())
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let nonce: Nonce = serde_json::from_value(json!(hex))
-        .map_err(|_| not("holds no nonce in runwarden's form"))?;
     let id = match &e["id"] {
         Value::Null => None,
         Value::String(id) if valid_id(id) => Some(id.as_str()),
         _ => return Err(not("its id is not in GitHub's form")),
     };
     let want = entry(ctx, &nonce, id);
-    let tagged = e["tag"].as_str().is_some_and(|t| {
-        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
-    });
-    (tagged && *e == want)
-        .then_some(())
-        .ok_or_else(|| not("not the entry this probe's plant journals"))
+    carriers::same_entry(e, &want)
 }
 
 /// One GraphQL call: its `data`, GitHub's refusal (`FORBIDDEN`, in an

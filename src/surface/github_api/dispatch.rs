@@ -68,26 +68,15 @@ pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, since: Option<&str>) 
 /// name and its time, tag and all).
 pub fn owned(ctx: &RunCtx<'_>, carrier: Gh, e: &Value) -> Result<(), Fault> {
     let not = Fault::invalid;
-    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
-    let hex = e["name"]
-        .as_str()
-        .and_then(|n| n.strip_prefix(&named))
-        .filter(|h| crate::surface::lower_hex(h, 32))
+    let nonce = carriers::nonce_in_name(ctx, e["name"].as_str())
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let nonce: Nonce = serde_json::from_value(json!(hex))
-        .map_err(|_| not("holds no nonce in runwarden's form"))?;
     let since = match &e["since"] {
         Value::Null => None,
         Value::String(t) if valid_time(t) => Some(t.as_str()),
         _ => return Err(not("its time is not in runwarden's form")),
     };
     let want = entry(ctx, carrier, &nonce, since);
-    let tagged = e["tag"].as_str().is_some_and(|t| {
-        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
-    });
-    (tagged && *e == want)
-        .then_some(())
-        .ok_or_else(|| not("not the entry this probe's plant journals"))
+    carriers::same_entry(e, &want)
 }
 
 /// The runs listing of `event` since `since`.

@@ -113,14 +113,8 @@ fn valid_id(id: &str) -> bool {
 /// plant journals, tag and all.
 pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
     let not = Fault::invalid;
-    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
-    let hex = e["category"]
-        .as_str()
-        .and_then(|c| c.strip_prefix(&named))
-        .filter(|h| crate::surface::lower_hex(h, 32))
+    let nonce = carriers::nonce_in_name(ctx, e["category"].as_str())
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let nonce: Nonce = serde_json::from_value(json!(hex))
-        .map_err(|_| not("holds no nonce in runwarden's form"))?;
     let git_ref = e["git_ref"]
         .as_str()
         .filter(|r| valid_ref(r))
@@ -135,12 +129,7 @@ pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
         _ => return Err(not("its upload id is not in GitHub's form")),
     };
     let want = entry(ctx, &nonce, git_ref, commit, id);
-    let tagged = e["tag"].as_str().is_some_and(|t| {
-        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
-    });
-    (tagged && *e == want)
-        .then_some(())
-        .ok_or_else(|| not("not the entry this probe's plant journals"))
+    carriers::same_entry(e, &want)
 }
 
 /// Whether `category` (as GitHub lists it) is the plant's `name`

@@ -100,25 +100,14 @@ pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, run_id: Option<u64>) 
 /// and run, tag and all).
 pub fn owned(ctx: &RunCtx<'_>, carrier: Gh, e: &Value) -> Result<(), Fault> {
     let not = Fault::invalid;
-    let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
-    let hex = e["name"]
-        .as_str()
-        .and_then(|n| n.strip_prefix(&named))
-        .filter(|h| crate::surface::lower_hex(h, 32))
+    let nonce = carriers::nonce_in_name(ctx, e["name"].as_str())
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let nonce: Nonce = serde_json::from_value(json!(hex))
-        .map_err(|_| not("holds no nonce in runwarden's form"))?;
     let run = match &e["run_id"] {
         Value::Null => None,
         r => Some(r.as_u64().ok_or_else(|| not("names no run"))?),
     };
     let want = entry(ctx, carrier, &nonce, run);
-    let tagged = e["tag"].as_str().is_some_and(|t| {
-        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
-    });
-    (tagged && *e == want)
-        .then_some(())
-        .ok_or_else(|| not("not the entry this probe's plant journals"))
+    carriers::same_entry(e, &want)
 }
 
 /// What cleanup says of a trace.
