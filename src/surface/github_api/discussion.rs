@@ -18,6 +18,7 @@
 //! node id GitHub gave (null in the intent journalled before the
 //! mutation).
 
+use super::recover::needle_text;
 use super::{Gh, Instance, carriers, read_outcome};
 use crate::escape;
 use crate::fault::Fault;
@@ -250,13 +251,7 @@ impl Instance {
             }
             Err(e @ ApiError::Denied { .. }) => {
                 created(crate::surface::retraction(&intent));
-                PlantOutcome::Refused {
-                    reason: format!(
-                        "GitHub refused the write token ({}): {}",
-                        escape::bytes(self.s.token_source.as_bytes()),
-                        e.text()
-                    ),
-                }
+                self.refused(&e)
             }
             Err(e) => PlantOutcome::Failed { reason: e.text() },
         }
@@ -322,10 +317,9 @@ impl Instance {
     /// writer's token lists the plant (hidden from run B), until one of
     /// them shows it or the wait ends.
     pub(super) fn recover_discussion(&self, w: &Wanted) -> RecoverOutcome {
-        let Some(needle) = w.needle["text"].as_str().or(w.needle.as_str()) else {
-            return RecoverOutcome::Failed {
-                reason: "the plant's needle is not a nonce".into(),
-            };
+        let needle = match needle_text(w) {
+            Ok(n) => n,
+            Err(o) => return o,
         };
         let holds = |d: &Value| {
             ["title", "body"]

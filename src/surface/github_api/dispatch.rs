@@ -181,13 +181,7 @@ impl Instance {
             },
             Err(e @ ApiError::Denied { .. }) => {
                 created(crate::surface::retraction(&intent));
-                PlantOutcome::Refused {
-                    reason: format!(
-                        "GitHub refused the write token ({}): {}",
-                        escape::bytes(self.s.token_source.as_bytes()),
-                        e.text()
-                    ),
-                }
+                self.refused(&e)
             }
             // GitHub knows no such workflow: nothing was dispatched.
             Err(e @ ApiError::NotFound(_)) => {

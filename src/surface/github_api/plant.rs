@@ -46,13 +46,7 @@ impl Instance {
             }
             Err(e @ ApiError::Denied { .. }) => {
                 created(crate::surface::retraction(&req.entry));
-                PlantOutcome::Refused {
-                    reason: format!(
-                        "GitHub refused the write token ({}): {}",
-                        escape::bytes(self.s.token_source.as_bytes()),
-                        e.text()
-                    ),
-                }
+                self.refused(&e)
             }
             Err(e) => PlantOutcome::Failed { reason: e.text() },
         }
@@ -84,6 +78,20 @@ impl Instance {
                 }
             ),
             _ => format!("{carrier} object created in {repo} with {source}"),
+        }
+    }
+}
+
+impl Instance {
+    /// What a plant GitHub's access control refused says: the token, by
+    /// its source, and GitHub's answer (the permission it names).
+    pub(super) fn refused(&self, e: &ApiError) -> PlantOutcome {
+        PlantOutcome::Refused {
+            reason: format!(
+                "GitHub refused the write token ({}): {}",
+                escape::bytes(self.s.token_source.as_bytes()),
+                e.text()
+            ),
         }
     }
 }

@@ -116,10 +116,9 @@ impl Instance {
         };
         // The nonce: a plant's needle holds it as `text` (a needle derived
         // without a receipt may be the bare nonce).
-        let Some(needle) = w.needle["text"].as_str().or(w.needle.as_str()) else {
-            return RecoverOutcome::Failed {
-                reason: "the plant's needle is not a nonce".into(),
-            };
+        let needle = match needle_text(w) {
+            Ok(n) => n,
+            Err(o) => return o,
         };
         let source = self.s.read_token_source.clone();
         let mut found: Option<String> = None;
@@ -214,4 +213,15 @@ impl Instance {
             },
         }
     }
+}
+
+/// The nonce a plant's needle holds, as `text` (a needle derived without
+/// a receipt may be the bare nonce); a needle that holds none fails.
+pub(super) fn needle_text(w: &Wanted) -> Result<&str, RecoverOutcome> {
+    w.needle["text"]
+        .as_str()
+        .or(w.needle.as_str())
+        .ok_or_else(|| RecoverOutcome::Failed {
+            reason: "the plant's needle is not a nonce".into(),
+        })
 }

@@ -196,13 +196,7 @@ impl Instance {
             },
             Err(e @ ApiError::Denied { .. }) => {
                 created(crate::surface::retraction(&intent));
-                return PlantOutcome::Refused {
-                    reason: format!(
-                        "GitHub refused the write token ({}): {}",
-                        escape::bytes(self.s.token_source.as_bytes()),
-                        e.text()
-                    ),
-                };
+                return self.refused(&e);
             }
             Err(e) => return PlantOutcome::Failed { reason: e.text() },
         };

@@ -28,6 +28,7 @@
 //! of the run), so the journal lists the plant as kept, for the log
 //! retention.
 
+use super::recover::needle_text;
 use super::{Gh, Instance, carriers, read_outcome};
 use crate::escape;
 use crate::fault::Fault;
@@ -192,10 +193,9 @@ impl Instance {
             Ok(a) => a,
             Err(f) => return RecoverOutcome::Failed { reason: f.into() },
         };
-        let Some(needle) = w.needle["text"].as_str().or(w.needle.as_str()) else {
-            return RecoverOutcome::Failed {
-                reason: "the plant's needle is not a nonce".into(),
-            };
+        let needle = match needle_text(w) {
+            Ok(n) => n,
+            Err(o) => return o,
         };
         // The run run A printed in, as its plant said; else this run
         // (a later job of the same run).

@@ -8,29 +8,12 @@
 //! refused the very read gets PASS with the permission named; a job still
 //! running is no look (ERROR); cleanup keeps both, with the retention.
 
-use crate::common::*;
+use super::*;
 use runwarden::loopback::github::{GitHubServer, WRITE_ALL};
 use std::path::Path;
 
-const REPO: &str = "octo/repo";
-const SHA: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
 const RUN: u64 = 77;
 const TRACES: [&str; 2] = ["github:run-annotation", "github:run-log"];
-
-fn run(dir: &Path, svc: &GitHubServer, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
-    let mut all = vec![
-        ("GITHUB_API_URL".to_string(), svc.api_url()),
-        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
-        ("GITHUB_SHA".to_string(), SHA.to_string()),
-        (
-            "RUNWARDEN_KEY".to_string(),
-            "0123456789abcdef0123456789abcdef".to_string(),
-        ),
-    ];
-    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    run_config(dir, config, &all, args)
-}
 
 fn config(extra: &str) -> String {
     format!(

@@ -7,10 +7,9 @@
 //! the permanent objects and the one environment, both listed), no token
 //! value in any output.
 
-use crate::common::*;
-use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
+use super::*;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer};
 use serde_json::json;
-use std::path::Path;
 
 const CARRIERS: [&str; 9] = [
     "label-name",
@@ -24,42 +23,13 @@ const CARRIERS: [&str; 9] = [
     "check-run",
 ];
 
-const REPO: &str = "octo/repo";
-const SHA: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
-
 fn config(extra: &str) -> String {
     format!("version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    issue: 42\n{extra}")
 }
 
 /// The server with the commit the runner checked out.
-fn server() -> GitHubServer {
-    let svc = GitHubServer::start().unwrap();
-    svc.add("commit", REPO, json!({ "sha": SHA }));
-    svc
-}
-
 /// A token like one given to an agent: everything GITHUB_TOKEN can have,
 /// and variables too (a PAT or an app token).
-fn permissive(svc: &GitHubServer) -> String {
-    let mut all = WRITE_ALL.to_vec();
-    all.push(("actions_variables", "write"));
-    svc.token(&all)
-}
-
-fn run(dir: &Path, svc: &GitHubServer, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
-    let mut all = vec![
-        ("GITHUB_API_URL".to_string(), svc.api_url()),
-        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
-        ("GITHUB_SHA".to_string(), SHA.to_string()),
-        (
-            "RUNWARDEN_KEY".to_string(),
-            "0123456789abcdef0123456789abcdef".to_string(),
-        ),
-    ];
-    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    run_config(dir, config, &all, args)
-}
 
 fn verdicts(p: &Probe) -> Vec<String> {
     CARRIERS

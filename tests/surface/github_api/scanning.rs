@@ -1,12 +1,11 @@
-//! The `github-api` carriers beyond the table of POST-and-list objects,
-//! against the loopback GitHub (src/loopback/github/, proven against the
-//! real clients by tests/system/loopback/github_*.rs): `code-scanning`
-//! (opt-in) and `discussion` (GraphQL). A permissive token opens each, the restricted default closes
+//! `code-scanning` (opt-in) against the loopback GitHub, whose code
+//! scanning routes tests/system/loopback/github_scanning.rs proves against
+//! `@octokit/rest`. A permissive token opens it, the restricted default closes
 //! it with GitHub's refusal named, run B's refused read is a PASS that
 //! names it, cleanup leaves nothing of the probe's and nothing foreign
 //! touched, and a forged journal entry removes nothing.
 
-use crate::common::*;
+use super::*;
 use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
 use runwarden::marker::Key;
 use runwarden::nonce::Nonce;
@@ -14,34 +13,16 @@ use runwarden::surface::{self, CleanupOutcome, PlantJob, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 use std::path::Path;
 
-const REPO: &str = "octo/repo";
-const SHA: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
 const REF: &str = "refs/heads/feature";
-
-fn server() -> GitHubServer {
-    let svc = GitHubServer::start().unwrap();
-    svc.add("commit", REPO, json!({ "sha": SHA }));
-    svc
-}
 
 fn config(extra: &str) -> String {
     format!("version: 1\nsurfaces:\n  - name: github\n    type: github-api\n{extra}")
 }
 
 fn run(dir: &Path, svc: &GitHubServer, config: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
-    let mut all = vec![
-        ("GITHUB_API_URL".to_string(), svc.api_url()),
-        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
-        ("GITHUB_SHA".to_string(), SHA.to_string()),
-        ("GITHUB_REF".to_string(), REF.to_string()),
-        (
-            "RUNWARDEN_KEY".to_string(),
-            "0123456789abcdef0123456789abcdef".to_string(),
-        ),
-    ];
-    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    run_config(dir, config, &all, args)
+    let mut all = vec![("GITHUB_REF", REF)];
+    all.extend_from_slice(env);
+    super::run(dir, svc, config, &all, args)
 }
 
 /// A foreign analysis on the plant's ref (another tool's, its own
@@ -356,153 +337,4 @@ fn an_analysis_github_will_not_delete_is_listed_as_left() {
     assert_eq!(left.len(), 1, "{o:?}");
     assert!(format!("{left:?}").contains("deletable"), "{left:?}");
     assert_eq!(svc.objects("analysis").len(), 2);
-}
-
-/// The discussions in `svc` (title, category id).
-fn discussions(svc: &GitHubServer) -> Vec<(String, String)> {
-    svc.objects("discussion")
-        .iter()
-        .map(|d| {
-            (
-                d["title"].as_str().unwrap_or("").to_string(),
-                d["category"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
-}
-
-#[test]
-fn a_discussion_opens_with_a_permissive_token_and_cleanup_deletes_only_it() {
-    let svc = server();
-    let mut all = WRITE_ALL.to_vec();
-    all.push(("actions_variables", "write"));
-    let token = svc.token(&all);
-    // Someone else's discussion, which nothing may touch.
-    svc.add(
-        "discussion",
-        REPO,
-        json!({ "title": "hello", "body": "rw-gh-d-1-", "category": "DIC_kwDOgeneral0",
-                "node_id": "D_foreign" }),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let p = run(
-        dir.path(),
-        &svc,
-        &config(""),
-        &[("GITHUB_TOKEN", &token)],
-        &["plant", "--probe-id", "gh-d-1"],
-    );
-    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
-    // In `general`, by default.
-    let d = discussions(&svc);
-    assert_eq!(d.len(), 2, "{d:?}");
-    assert!(
-        d[1].0.starts_with("rw-gh-d-1-") && d[1].1 == "DIC_kwDOgeneral0",
-        "{d:?}"
-    );
-    let reader = svc.token(&[("discussions", "read")]);
-    let env = [
-        ("GITHUB_TOKEN", token.as_str()),
-        ("READ_TOKEN", reader.as_str()),
-    ];
-    let cfg = config("    read-token-env: READ_TOKEN\n");
-    let p = run(
-        dir.path(),
-        &svc,
-        &cfg,
-        &env,
-        &["recover", "--probe-id", "gh-d-1"],
-    );
-    assert_eq!(p.verdict("github:discussion"), "fail", "{}", p.report);
-    let detail = p.finding("github:discussion")["detail"].to_string();
-    assert!(detail.contains("GraphQL"), "{detail}");
-    // A reader without discussions: GitHub's refusal, named.
-    let blind = svc.token(&[("contents", "read")]);
-    let env = [
-        ("GITHUB_TOKEN", token.as_str()),
-        ("READ_TOKEN", blind.as_str()),
-    ];
-    let p = run(
-        dir.path(),
-        &svc,
-        &cfg,
-        &env,
-        &["recover", "--probe-id", "gh-d-1"],
-    );
-    assert_eq!(p.verdict("github:discussion"), "pass", "{}", p.report);
-    let detail = p.finding("github:discussion")["detail"].to_string();
-    assert!(
-        detail.contains("FORBIDDEN") && detail.contains("discussions=read"),
-        "{detail}"
-    );
-    let c = run(
-        dir.path(),
-        &svc,
-        &cfg,
-        &env,
-        &["cleanup", "--probe-id", "gh-d-1"],
-    );
-    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
-    let left = discussions(&svc);
-    assert_eq!(
-        left,
-        [("hello".to_string(), "DIC_kwDOgeneral0".to_string())]
-    );
-    no_secrets(&p, &[&token, &reader, &blind]);
-}
-
-#[test]
-fn a_discussion_is_refused_skipped_when_off_and_goes_in_the_category_named() {
-    let svc = server();
-    let weak = svc.token(CONTENTS_READ);
-    let dir = tempfile::tempdir().unwrap();
-    let p = run(
-        dir.path(),
-        &svc,
-        &config(""),
-        &[("GITHUB_TOKEN", &weak)],
-        &["probe"],
-    );
-    assert_eq!(p.verdict("github:discussion"), "pass", "{}", p.report);
-    let d = p.finding("github:discussion")["detail"].to_string();
-    assert!(
-        d.contains("FORBIDDEN") && d.contains("discussions=write"),
-        "{d}"
-    );
-    let token = svc.token(WRITE_ALL);
-    let cfg = config("    discussion-category: q&a\n");
-    let p = run(
-        dir.path(),
-        &svc,
-        &cfg,
-        &[("GITHUB_TOKEN", &token)],
-        &["plant", "--probe-id", "gh-d-2"],
-    );
-    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
-    assert_eq!(discussions(&svc)[0].1, "DIC_kwDOquestion");
-    let cfg = config("    discussion-category: ideas\n");
-    let p = run(
-        dir.path(),
-        &svc,
-        &cfg,
-        &[("GITHUB_TOKEN", &token)],
-        &["probe"],
-    );
-    assert_eq!(p.verdict("github:discussion"), "error", "{}", p.report);
-    let d = p.finding("github:discussion")["detail"].to_string();
-    assert!(
-        d.contains(r#"it has \"Announcements\", \"General\", \"Q&A\""#),
-        "{d}"
-    );
-    svc.disable_discussions(REPO);
-    let p = run(
-        dir.path(),
-        &svc,
-        &config(""),
-        &[("GITHUB_TOKEN", &token)],
-        &["probe"],
-    );
-    assert_eq!(p.verdict("github:discussion"), "skipped", "{}", p.report);
-    let d = p.finding("github:discussion")["detail"].to_string();
-    assert!(d.contains("turned off"), "{d}");
 }

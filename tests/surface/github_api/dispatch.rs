@@ -6,32 +6,27 @@
 //! and no other; the restricted default is refused with the permission
 //! named; with no workflow to show it, ERROR saying so.
 
-use crate::common::*;
-use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
+use super::*;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer};
 use serde_json::json;
 use std::path::Path;
 
-const REPO: &str = "octo/repo";
 const CARRIERS: [&str; 2] = ["github:workflow-dispatch", "github:repository-dispatch"];
 const CONFIGURED: &str =
     "    dispatch-workflow: probe.yml\n    dispatch-input: title\n    repository-dispatch: true\n";
 
 fn run(dir: &Path, svc: &GitHubServer, extra: &str, env: &[(&str, &str)], args: &[&str]) -> Probe {
-    let mut all = vec![
-        ("GITHUB_API_URL".to_string(), svc.api_url()),
-        ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
-        ("GITHUB_REF".to_string(), "refs/heads/main".to_string()),
-        (
-            "RUNWARDEN_KEY".to_string(),
-            "0123456789abcdef0123456789abcdef".to_string(),
-        ),
-    ];
-    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let cfg = format!(
-        "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    read-token-env: READ_TOKEN\n{extra}"
+        "version: 1
+surfaces:
+  - name: github
+    type: github-api
+    read-token-env: READ_TOKEN
+{extra}"
     );
-    run_config(dir, &cfg, &all, args)
+    let mut all = vec![("GITHUB_REF", "refs/heads/main")];
+    all.extend_from_slice(env);
+    super::run(dir, svc, &cfg, &all, args)
 }
 
 fn verdicts(p: &Probe) -> Vec<String> {
@@ -43,12 +38,6 @@ fn server() -> GitHubServer {
     svc.add_workflow(REPO, "probe.yml", "title");
     svc.add_dispatch_workflow(REPO);
     svc
-}
-
-fn permissive(svc: &GitHubServer) -> String {
-    let mut all = WRITE_ALL.to_vec();
-    all.push(("actions_variables", "write"));
-    svc.token(&all)
 }
 
 #[test]
