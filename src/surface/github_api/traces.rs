@@ -17,11 +17,14 @@
 //! is: the lines carry nothing masked.
 //!
 //! A look is current only once the run's jobs have ended (but run B's
-//! own) and a job's log shows the plant's witness: a plain line run A
-//! prints with it, `runwarden probe <probe id> <carrier> witness <tag>`
-//! (the tag a MAC over the carrier and the nonce, which it does not
-//! show). Without it nothing tells a closed carrier from a line that never
-//! reached the log (run A's stderr kept from it by a wrapper).
+//! own) and the route shows the plant's witness, `runwarden probe <probe
+//! id> <carrier> witness <tag>` (the tag a MAC over the carrier and the
+//! nonce, which it does not show): for `run-log` a plain line in a job's
+//! log, for `run-annotation` a second notice, printed after the nonce's,
+//! among the annotations. Without it nothing tells a closed carrier from
+//! a line that never reached the log (run A's stderr kept from it by a
+//! wrapper) or a notice the runner did not take (commands stopped, the
+//! step's 10 notices used up).
 //!
 //! Nothing is removed: the annotation and the log belong to the run
 //! (`DELETE …/runs/{id}/logs` needs `actions: write` and deletes every log
@@ -70,6 +73,23 @@ pub fn witness(ctx: &RunCtx<'_>, carrier: Gh, hex: &str) -> String {
         ctx.probe_id,
         carriers::entry_tag(ctx, carrier, hex)
     ))
+}
+
+/// The witness as run A prints it for `carrier`: for a log line, the bare
+/// line; for an annotation, a second notice, printed after the nonce's.
+/// Why a notice: only an annotation shows that the runner took the step's
+/// workflow commands (`::stop-commands::`, or a step's first 10 notices
+/// used up, drop the notice and keep the log line), and after the nonce's
+/// so that a cap which drops the nonce's drops the witness too.
+pub fn witness_line(ctx: &RunCtx<'_>, carrier: Gh, hex: &str) -> String {
+    match carrier {
+        Gh::RunAnnotation => format!(
+            "::notice title={}::{}",
+            property("runwarden probe witness"),
+            witness(ctx, carrier, hex)
+        ),
+        _ => witness(ctx, carrier, hex),
+    }
 }
 
 /// The line run A prints for `carrier`.
@@ -142,8 +162,8 @@ impl Instance {
         };
         created(entry(ctx, carrier, &job.nonce, Some(run)));
         let lines = [
-            witness(ctx, carrier, &job.nonce.hex()),
             line(ctx, carrier, &job.nonce),
+            witness_line(ctx, carrier, &job.nonce.hex()),
         ];
         let how = if self.s.control {
             let api = match self.api(false) {
@@ -275,16 +295,21 @@ impl Instance {
         } else {
             "the logs"
         };
+        let mut seen = false;
         if carrier == Gh::RunAnnotation {
+            // The annotations alone: the nonce, and the witness notice
+            // that shows the runner took the step's workflow commands (a
+            // log, which shows only that run A's output reached it, and
+            // its refusal, answer for another carrier).
             let mut denied: Vec<RecoverOutcome> = vec![];
             for j in &ended {
-                match self.annotations_hold(api, &rp, j, needle) {
-                    Ok(Some(detail)) => {
+                match self.annotations_hold(api, &rp, j, needle, witness) {
+                    Ok((Some(detail), _)) => {
                         return Look::Done(RecoverOutcome::Found {
                             detail: format!("run {run}: {detail}"),
                         });
                     }
-                    Ok(None) => {}
+                    Ok((None, w)) => seen |= w,
                     Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, source)),
                     Err(e) => return Look::Done(read_outcome(&e, source)),
                 }
@@ -301,30 +326,42 @@ impl Instance {
                     });
                 }
             }
-        }
-        // The logs: the nonce (run-log) and the witness (both).
-        let mut seen = false;
-        for j in &ended {
-            match self.log_holds(api, &rp, j, &[needle, witness]) {
-                Ok((true, _, detail)) if carrier == Gh::RunLog => {
-                    return Look::Done(RecoverOutcome::Found {
-                        detail: format!("run {run}: {detail}"),
-                    });
+            if !seen {
+                return Look::NotCurrent(format!(
+                    "no annotation of run {run} is the witness notice run A printed after the \
+                     plant (workflow commands stopped, or the step's 10 notices used up, drop \
+                     both)"
+                ));
+            }
+        } else {
+            // The logs: the nonce and the witness line.
+            for j in &ended {
+                match self.log_holds(api, &rp, j, &[needle, witness]) {
+                    Ok((true, _, detail)) => {
+                        return Look::Done(RecoverOutcome::Found {
+                            detail: format!("run {run}: {detail}"),
+                        });
+                    }
+                    Ok((_, w, _)) => seen |= w,
+                    Err(e) => return Look::Done(read_outcome(&e, source)),
                 }
-                Ok((_, w, _)) => seen |= w,
-                Err(e) => return Look::Done(read_outcome(&e, source)),
+            }
+            if !seen {
+                return Look::NotCurrent(format!(
+                    "no job log of run {run} shows the witness line run A printed with the \
+                     plant (its stderr may not reach the job log)"
+                ));
             }
         }
-        if !seen {
-            return Look::NotCurrent(format!(
-                "no job log of run {run} shows the witness line run A printed with the plant \
-                 (its stderr may not reach the job log)"
-            ));
-        }
+        let shown = if carrier == Gh::RunAnnotation {
+            "an annotation is run A's witness notice"
+        } else {
+            "a log shows run A's witness line"
+        };
         Look::Done(RecoverOutcome::NotFound {
             detail: format!(
-                "listed {} jobs of run {run} (all ended), read {what} of {} with {}, and a log \
-                 shows run A's witness line; none holds the nonce",
+                "listed {} jobs of run {run} (all ended), read {what} of {} with {}, and {shown}; \
+                 none holds the nonce",
                 jobs.len(),
                 ended.len(),
                 escape::bytes(source.as_bytes())
@@ -365,14 +402,16 @@ impl Instance {
         }
     }
 
-    /// Where the job's check run's annotations hold the nonce, if they do.
+    /// Where the job's check run's annotations hold the nonce, if they do,
+    /// and whether one holds the witness.
     fn annotations_hold(
         &self,
         api: &Api<'_>,
         rp: &str,
         job: &Value,
         needle: &str,
-    ) -> Result<Option<String>, ApiError> {
+        witness: &str,
+    ) -> Result<(Option<String>, bool), ApiError> {
         let check = job["check_run_url"]
             .as_str()
             .and_then(|u| u.rsplit('/').next())
@@ -382,11 +421,13 @@ impl Instance {
             })?;
         let path = format!("{rp}/check-runs/{check}/annotations");
         let mut found = None;
+        let mut seen = false;
         api.list(
             &path,
             None,
             &format!("listing check run {check}'s annotations"),
             &mut |a| {
+                seen |= carriers::field_holding(a, witness).is_some();
                 if found.is_none()
                     && let Some(f) = carriers::field_holding(a, needle)
                 {
@@ -396,7 +437,7 @@ impl Instance {
                 }
             },
         )?;
-        Ok(found)
+        Ok((found, seen))
     }
 
     /// Whether the job's log holds each of `needles`: the 302's

@@ -28,7 +28,15 @@ fn verdicts(p: &Probe) -> Vec<String> {
 /// Run A (`plant` in job `agent` of run 77), its stderr handed to the
 /// stand-in's job as the runner would; the job then ends.
 fn planted(svc: &GitHubServer, dir: &Path, token: &str, id: &str) -> Probe {
+    planted_after(svc, dir, token, id, 0)
+}
+
+/// `planted`, in a step that printed `notices` notices before.
+fn planted_after(svc: &GitHubServer, dir: &Path, token: &str, id: &str, notices: usize) -> Probe {
     let job = svc.add_job(REPO, RUN, "agent", "in_progress", SHA);
+    for i in 0..notices {
+        assert!(svc.runner_line(RUN, &format!("::notice::an earlier notice {i}")));
+    }
     let env = [
         ("GITHUB_TOKEN", token),
         ("READ_TOKEN", token),
@@ -210,4 +218,34 @@ fn a_job_still_running_is_no_look_unless_it_is_run_bs_own() {
         &["recover", "--probe-id", "gh-tr-3"],
     );
     assert_eq!(verdicts(&p), ["fail", "fail"], "{}", p.report);
+}
+
+/// A step that printed 9 notices before runwarden's keeps the nonce's
+/// notice and drops the witness; one that printed 10 drops both, while
+/// its log keeps the plain lines: either way the annotation is not
+/// current (ERROR), never PASS, and the log still FAILs.
+#[test]
+fn a_step_whose_notices_are_spent_is_no_look_for_the_annotation() {
+    for (spent, id) in [(10, "gh-tr-4"), (9, "gh-tr-5")] {
+        let svc = GitHubServer::start().unwrap();
+        let writer = svc.token(WRITE_ALL);
+        let dir = tempfile::tempdir().unwrap();
+        planted_after(&svc, dir.path(), &writer, id, spent);
+        let env = [
+            ("GITHUB_TOKEN", writer.as_str()),
+            ("READ_TOKEN", writer.as_str()),
+            ("GITHUB_RUN_ID", "78"),
+        ];
+        let cfg = config("    consistency-wait: 1\n");
+        let p = run(dir.path(), &svc, &cfg, &env, &["recover", "--probe-id", id]);
+        let want = if spent == 10 { "error" } else { "fail" };
+        assert_eq!(verdicts(&p), [want, "fail"], "{spent}: {}", p.report);
+        if spent == 10 {
+            let d = p.finding("github:run-annotation")["detail"].to_string();
+            assert!(
+                d.contains("not current") && d.contains("witness notice"),
+                "{d}"
+            );
+        }
+    }
 }
