@@ -65,6 +65,15 @@ pub enum ApiError {
 impl ApiError {
     /// For a detail: "HTTP 403 Resource not accessible by integration
     /// (GitHub wants issues=write; pull_requests=write)".
+    /// Whether this is GitHub refusing the token a permission: the
+    /// answer GitHub gives a token that lacks one ("Resource not
+    /// accessible by integration", or "… by personal access token"), not
+    /// a 403 of a feature that is off (code scanning without GitHub Code
+    /// Security), which closes nothing the token could open.
+    pub fn is_permission_refusal(&self) -> bool {
+        matches!(self, ApiError::Denied { message, .. } if message.contains("Resource not accessible by"))
+    }
+
     pub fn text(&self) -> String {
         match self {
             ApiError::Denied { message, wanted } => match wanted {

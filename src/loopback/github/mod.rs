@@ -102,6 +102,8 @@ pub struct State {
     pub dispatched_status: Option<String>,
     /// Repositories whose discussions are turned off (graphql.rs).
     pub discussions_off: std::collections::HashSet<String>,
+    /// Repositories whose code scanning is off (no GitHub Code Security).
+    pub scanning_off: std::collections::HashSet<String>,
     /// Every request: (method, url, Authorization header).
     pub log: Vec<(String, String, String)>,
     /// The signature every signed blob URL carries.
@@ -316,6 +318,11 @@ impl super::Service<State> {
     /// Turns `repo`'s discussions off.
     pub fn disable_discussions(&self, repo: &str) {
         self.lock().discussions_off.insert(repo.into());
+    }
+
+    /// Turns `repo`'s code scanning off.
+    pub fn disable_code_scanning(&self, repo: &str) {
+        self.lock().scanning_off.insert(repo.into());
     }
 
     /// Every job, in the order added.

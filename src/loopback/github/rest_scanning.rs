@@ -56,6 +56,16 @@ fn valid_ref(r: &str) -> bool {
 pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
     Some(match (c.method, c.p) {
         ("POST", ["code-scanning", "sarifs"]) => {
+            // GitHub's answer where code scanning is off (a private
+            // repository without GitHub Code Security): a 403 that is no
+            // permission's (docs: "Advanced Security must be enabled").
+            if st.scanning_off.contains(c.repo) {
+                return Some(message(
+                    403,
+                    "GitHub Code Security or GitHub Advanced Security must be enabled for this \
+                     repository to use code scanning.",
+                ));
+            }
             let body = c.body;
             if !is_sha(str_of(body, "commit_sha")) {
                 return Some(invalid(

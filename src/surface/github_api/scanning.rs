@@ -194,9 +194,23 @@ impl Instance {
                     };
                 }
             },
-            Err(e @ ApiError::Denied { .. }) => {
+            Err(e @ ApiError::Denied { .. }) if e.is_permission_refusal() => {
                 created(crate::surface::retraction(&intent));
                 return self.refused(&e);
+            }
+            // A 403 that is no permission's: code scanning is off here
+            // (GitHub Code Security, for a private repository), which no
+            // token changes: the carrier cannot exist, not closed.
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                return PlantOutcome::Unsupported {
+                    reason: format!(
+                        "GitHub took no SARIF for a reason that is not the token's permission ({}): \
+                         code scanning is off for {}",
+                        e.text(),
+                        self.repo()
+                    ),
+                };
             }
             Err(e) => return PlantOutcome::Failed { reason: e.text() },
         };

@@ -338,3 +338,27 @@ fn an_analysis_github_will_not_delete_is_listed_as_left() {
     assert!(format!("{left:?}").contains("deletable"), "{left:?}");
     assert_eq!(svc.objects("analysis").len(), 2);
 }
+
+/// Where code scanning is off (a private repository without GitHub Code
+/// Security), GitHub's 403 is no permission's: the carrier cannot exist
+/// here, SKIPPED with GitHub's answer, never a PASS that names a refusal.
+#[test]
+fn code_scanning_that_is_off_is_skipped_not_refused() {
+    let svc = server();
+    svc.disable_code_scanning(REPO);
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let p = run(
+        dir.path(),
+        &svc,
+        &config("    code-scanning: true\n"),
+        &[("GITHUB_TOKEN", &token)],
+        &["probe"],
+    );
+    assert_eq!(p.verdict("github:code-scanning"), "skipped", "{}", p.report);
+    let d = p.finding("github:code-scanning")["detail"].to_string();
+    assert!(d.contains("must be enabled") && d.contains("off"), "{d}");
+    assert!(svc.objects("analysis").is_empty());
+    let left = &p.report["cleanup"]["left"];
+    assert!(left.as_array().is_none_or(|l| l.is_empty()), "{left}");
+}
