@@ -88,6 +88,33 @@ pub fn runs_path(s: &Settings, event: &str, since: Option<&str>) -> String {
     }
 }
 
+/// Whether run `r` is one the dispatch of `name` (event `ev`, sent after
+/// `since`) made, so cleanup may delete it. Why this narrow: a title is
+/// any text a workflow's `run-name` makes, and a run another workflow
+/// made (a deploy whose title a sender made carry the name) is not the
+/// probe's. A `workflow_dispatch` run must be of the configured
+/// `dispatch-workflow` and its title hold the name; a
+/// `repository_dispatch` run's title must be the name itself (what
+/// `run-name: ${{ github.event.action }}`, which `repository-dispatch:
+/// true` says the repository has, shows); both made no earlier than
+/// `since` (GitHub's `created` filter, checked again here).
+pub fn made_by(s: &Settings, ev: &str, name: &str, since: Option<&str>, r: &Value) -> bool {
+    let title = r["display_title"].as_str().unwrap_or("");
+    let whose = match ev {
+        "workflow_dispatch" => {
+            let wf = s.dispatch_workflow.as_deref().unwrap_or("");
+            !wf.is_empty()
+                && r["path"].as_str() == Some(&format!(".github/workflows/{wf}"))
+                && title.contains(name)
+        }
+        "repository_dispatch" => title == name,
+        _ => false,
+    };
+    // RFC 3339 times in UTC order as text.
+    let late = since.is_none_or(|t| r["created_at"].as_str().is_some_and(|c| c >= t));
+    whose && late && r["event"] == ev && r["id"].is_u64()
+}
+
 /// The ref a workflow is dispatched on: a branch or a tag (a pull
 /// request's ref is none GitHub dispatches on).
 pub fn dispatch_ref(s: &Settings) -> Option<&str> {
@@ -197,9 +224,9 @@ impl Instance {
         }
     }
 
-    /// Cleanup: every run of the event since the plant whose title holds
-    /// the plant's name, cancelled when it still runs (and waited for,
-    /// within the consistency wait), then deleted; what stays is listed.
+    /// Cleanup: every run the plant's dispatch made, as [`made_by`] tells
+    /// them, cancelled when it still runs (and waited for, within the
+    /// consistency wait), then deleted; what stays is listed.
     pub(super) fn clean_dispatch(&self, e: &Value) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
@@ -219,8 +246,7 @@ impl Instance {
             Some("workflow_runs"),
             "listing the dispatched runs",
             &mut |r| {
-                let title = r["display_title"].as_str().unwrap_or("");
-                if r["event"] == ev && title.contains(name) && r["id"].is_u64() {
+                if made_by(&self.s, ev, name, e["since"].as_str(), r) {
                     runs.push(r.clone());
                 }
             },

@@ -179,3 +179,69 @@ fn across_jobs_a_reader_without_actions_is_refused() {
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(svc.objects("workflow-run").is_empty(), "{}", c.stdout);
 }
+
+/// Runs that show a plant's name but that its dispatch did not make
+/// (another workflow's, a title that only holds the name): cleanup leaves
+/// both.
+#[test]
+fn cleanup_takes_only_the_runs_the_dispatch_made() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+    ];
+    let args = ["plant", "--probe-id", "gh-dp-9"];
+    let a = run(dir.path(), &svc, CONFIGURED, &env, &args);
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    let title = |ev: &str| {
+        svc.objects("workflow-run")
+            .iter()
+            .find(|r| r["event"] == ev)
+            .unwrap()["display_title"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (wf, rd) = (title("workflow_dispatch"), title("repository_dispatch"));
+    let foreign = [
+        (
+            "workflow_dispatch",
+            "deploy.yml",
+            format!("deploy {wf}"),
+            "2099-01-01T00:00:00Z",
+        ),
+        (
+            "repository_dispatch",
+            "other.yml",
+            format!("note: {rd}"),
+            "2099-01-01T00:00:00Z",
+        ),
+    ];
+    for (ev, file, t, at) in &foreign {
+        svc.add(
+            "workflow-run",
+            REPO,
+            json!({ "display_title": t, "event": ev, "status": "completed",
+                    "path": format!(".github/workflows/{file}"), "created_at": at }),
+        );
+    }
+    let c = run(
+        dir.path(),
+        &svc,
+        CONFIGURED,
+        &env,
+        &["cleanup", "--probe-id", "gh-dp-9"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    let mut left: Vec<String> = svc
+        .objects("workflow-run")
+        .iter()
+        .map(|r| r["display_title"].as_str().unwrap_or("").to_string())
+        .collect();
+    left.sort();
+    let mut want: Vec<String> = foreign.iter().map(|f| f.2.clone()).collect();
+    want.sort();
+    assert_eq!(left, want, "{}", c.stdout);
+}
