@@ -4,7 +4,8 @@
 //! `discussion` carrier and the proof against `@octokit/graphql` send,
 //! recognised by their root field (`repository` with
 //! `discussionCategories` or `discussions`, `node`, `createDiscussion`,
-//! `deleteDiscussion`), and answers any other with a GraphQL error.
+//! `deleteDiscussion`, `viewer`), and answers any other with a GraphQL
+//! error.
 //! Answers carry every field of an object whatever the selection asks.
 //!
 //! Access follows the REST side's permission map: reading discussions
@@ -93,6 +94,14 @@ pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
         ("deleteDiscussion", true)
     } else if query.contains("node(") && query.contains("on Discussion") {
         ("node", false)
+    } else if query.contains("viewer") {
+        // Who the token is: no permission needed. GitHub names an
+        // installation token's bot `<app>[bot]` here and `<app>` as a
+        // discussion's author.
+        let me = token
+            .map(|t| super::rest::login_of(st, t))
+            .unwrap_or_default();
+        return Reply::json(200, json!({ "data": { "viewer": { "login": me } } }));
     } else if query.contains("repository(")
         && (query.contains("discussions(") || query.contains("discussionCategories("))
     {

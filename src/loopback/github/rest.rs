@@ -254,7 +254,7 @@ pub fn user(st: &State, auth: &str) -> Reply {
 }
 
 /// Who `token` writes as: its login, else `github-actions[bot]`.
-fn login_of(st: &State, token: &str) -> String {
+pub(super) fn login_of(st: &State, token: &str) -> String {
     st.logins
         .get(token)
         .map(|(l, _)| l.clone())

@@ -33,11 +33,12 @@ const MAX_PAGES: usize = 100_000;
 
 const CATEGORIES: &str = "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { id hasDiscussionsEnabled discussionCategories(first: 100) { nodes { id name slug } } } }";
 
-const LIST: &str = "query($owner: String!, $name: String!, $after: String) { repository(owner: $owner, name: $name) { hasDiscussionsEnabled discussions(first: 100, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id number title body } } } }";
+const LIST: &str = "query($owner: String!, $name: String!, $after: String) { repository(owner: $owner, name: $name) { hasDiscussionsEnabled discussions(first: 100, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id number title body author { login } } } } }";
 
-const CREATE: &str = "mutation($repositoryId: ID!, $categoryId: ID!, $title: String!, $body: String!) { createDiscussion(input: {repositoryId: $repositoryId, categoryId: $categoryId, title: $title, body: $body}) { discussion { id number title body } } }";
+const CREATE: &str = "mutation($repositoryId: ID!, $categoryId: ID!, $title: String!, $body: String!) { createDiscussion(input: {repositoryId: $repositoryId, categoryId: $categoryId, title: $title, body: $body}) { discussion { id number title body author { login } } } }";
 
-const NODE: &str = "query($id: ID!) { node(id: $id) { ... on Discussion { id title body } } }";
+const NODE: &str =
+    "query($id: ID!) { node(id: $id) { ... on Discussion { id title body author { login } } } }";
 
 const DELETE: &str =
     "mutation($id: ID!) { deleteDiscussion(input: {id: $id}) { discussion { id } } }";
@@ -45,7 +46,12 @@ const DELETE: &str =
 /// Every document runwarden sends, for the stand-in's proof against the
 /// real client: the categories, the listing, the mutation that plants,
 /// the read back, the delete.
-pub const DOCUMENTS: [&str; 5] = [CATEGORIES, LIST, CREATE, NODE, DELETE];
+/// Who the write token writes as (cleanup by probe id compares it with
+/// a discussion's author): `viewer` answers installation tokens too,
+/// where REST's `GET /user` refuses them.
+const VIEWER: &str = "query { viewer { login } }";
+
+pub const DOCUMENTS: [&str; 6] = [CATEGORIES, LIST, CREATE, NODE, DELETE, VIEWER];
 
 /// The GraphQL endpoint of a REST API base, as GitHub places it:
 /// `https://api.github.com` → `…/graphql`, a GHES `…/api/v3` →
@@ -62,16 +68,34 @@ fn body(ctx: &RunCtx<'_>, hex: &str) -> String {
     format!("runwarden probe {}\n\n{hex}", ctx.probe_id)
 }
 
-/// The entry of a plant of `nonce` (`id`: the node id, `None` for the
+/// The entry of a plant of `nonce` (`made`: the node id and its author's
+/// login, as GitHub's answer to the plant gave them; `None` for the
 /// intent).
-pub fn entry(ctx: &RunCtx<'_>, nonce: &Nonce, id: Option<&str>) -> Value {
+pub fn entry(ctx: &RunCtx<'_>, nonce: &Nonce, made: Option<(&str, &str)>) -> Value {
     json!({
         "carrier": Gh::Discussion.name(),
         "title": carriers::nonce_name(ctx, nonce),
         "body": body(ctx, &nonce.hex()),
-        "id": id,
+        "id": made.map(|m| m.0),
+        "author": made.map(|m| m.1),
         "tag": carriers::entry_tag(ctx, Gh::Discussion, &nonce.hex()),
     })
+}
+
+/// A login as one actor: GitHub's GraphQL names a bot `github-actions` as
+/// a discussion's author and `github-actions[bot]` as the viewer; no
+/// user's login holds `[`, so the two are one actor.
+fn same_actor(a: &str, b: &str) -> bool {
+    let base = |l: &str| l.strip_suffix("[bot]").unwrap_or(l).to_string();
+    !a.is_empty() && base(a) == base(b)
+}
+
+/// A login as GitHub spells one (a bot's ends `[bot]`).
+fn valid_login(l: &str) -> bool {
+    !l.is_empty()
+        && l.len() <= 64
+        && l.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'[' | b']'))
 }
 
 fn valid_id(id: &str) -> bool {
@@ -88,12 +112,14 @@ pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
     let not = Fault::invalid;
     let nonce = carriers::nonce_in_name(ctx, e["title"].as_str())
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let id = match &e["id"] {
-        Value::Null => None,
-        Value::String(id) if valid_id(id) => Some(id.as_str()),
-        _ => return Err(not("its id is not in GitHub's form")),
+    let made = match (&e["id"], &e["author"]) {
+        (Value::Null, Value::Null) => None,
+        (Value::String(id), Value::String(a)) if valid_id(id) && valid_login(a) => {
+            Some((id.as_str(), a.as_str()))
+        }
+        _ => return Err(not("its id or author is not in GitHub's form")),
     };
-    let want = entry(ctx, &nonce, id);
+    let want = entry(ctx, &nonce, made);
     carriers::same_entry(e, &want)
 }
 
@@ -232,11 +258,11 @@ impl Instance {
         let what = format!("creating a discussion in {}", self.repo());
         match graphql(&api, &url, CREATE, vars, &what) {
             Ok(d) => {
-                let id = d["createDiscussion"]["discussion"]["id"]
-                    .as_str()
-                    .filter(|i| valid_id(i));
-                if let Some(id) = id {
-                    created(entry(ctx, &job.nonce, Some(id)));
+                let made = &d["createDiscussion"]["discussion"];
+                let id = made["id"].as_str().filter(|i| valid_id(i));
+                let author = made["author"]["login"].as_str().filter(|l| valid_login(l));
+                if let (Some(id), Some(author)) = (id, author) {
+                    created(entry(ctx, &job.nonce, Some((id, author))));
                 }
                 PlantOutcome::Planted {
                     needle: json!({ "text": job.nonce.hex() }),
@@ -249,9 +275,23 @@ impl Instance {
                     ),
                 }
             }
-            Err(e @ ApiError::Denied { .. }) => {
+            Err(e @ ApiError::Denied { .. }) if e.is_permission_refusal() => {
                 created(crate::surface::retraction(&intent));
                 self.refused(&e)
+            }
+            // A FORBIDDEN that is no permission's (a category that takes
+            // no new discussions from the token): the carrier is untested
+            // here, not closed.
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                PlantOutcome::Failed {
+                    reason: format!(
+                        "GitHub took no discussion in the category {} for a reason that is not \
+                         the token's permission ({}): name another with `discussion-category`",
+                        escape::bytes(cat_name.as_bytes()),
+                        e.text()
+                    ),
+                }
             }
             Err(e) => PlantOutcome::Failed { reason: e.text() },
         }
@@ -406,9 +446,11 @@ impl Instance {
         }
     }
 
-    /// Cleanup: read back by its id (or, for an intent, found in the
-    /// listing by its title and body), deleted only when it holds what was
-    /// planted.
+    /// Cleanup: read back by the id GitHub gave the plant, deleted only
+    /// when it holds what was planted and is by the author GitHub named.
+    /// For an intent (no answer came) or a cleanup by probe id, those
+    /// holding the plant's text that the write token's actor wrote; a
+    /// copy by anyone else is listed, not removed.
     pub(super) fn clean_discussion(&self, e: &Value) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
@@ -418,6 +460,7 @@ impl Instance {
         let want = e["body"].as_str().unwrap_or("").to_string();
         let url = self.graphql_url();
         let mut ids: Vec<String> = vec![];
+        let mut left: Option<String> = None;
         match e["id"].as_str() {
             Some(id) => {
                 match graphql(
@@ -428,7 +471,14 @@ impl Instance {
                     "reading the discussion back",
                 ) {
                     Ok(d) if d["node"].is_null() => return CleanupOutcome::Gone,
-                    Ok(d) if d["node"]["title"] == title && d["node"]["body"] == want.as_str() => {
+                    Ok(d)
+                        if d["node"]["title"] == title
+                            && d["node"]["body"] == want.as_str()
+                            && same_actor(
+                                d["node"]["author"]["login"].as_str().unwrap_or(""),
+                                e["author"].as_str().unwrap_or(""),
+                            ) =>
+                    {
                         ids.push(id.to_string())
                     }
                     Ok(_) => {
@@ -440,18 +490,41 @@ impl Instance {
                 }
             }
             None => {
+                // No answer came (an intent, or cleanup by probe id): a
+                // discussion with the plant's text is the probe's only
+                // when the write token's own actor wrote it; one by
+                // anyone else is a copy, listed, not removed.
+                let me = match graphql(&api, &url, VIEWER, json!({}), "asking who writes") {
+                    Ok(d) => d["viewer"]["login"].as_str().unwrap_or("").to_string(),
+                    Err(err) => return CleanupOutcome::Left { reason: err.text() },
+                };
+                let mut copies: Vec<String> = vec![];
                 let r = self.discussions(&api, "finding the plant to delete", &mut |d| {
-                    if d["title"] == title
-                        && d["body"] == want.as_str()
-                        && let Some(id) = d["id"].as_str().filter(|i| valid_id(i))
-                    {
+                    let Some(id) = d["id"].as_str().filter(|i| valid_id(i)) else {
+                        return;
+                    };
+                    if d["title"] != title || d["body"] != want.as_str() {
+                        return;
+                    }
+                    if same_actor(d["author"]["login"].as_str().unwrap_or(""), &me) {
                         ids.push(id.to_string());
+                    } else {
+                        copies.push(id.to_string());
                     }
                 });
                 if let Err(err) = r {
                     return CleanupOutcome::Left { reason: err.text() };
                 }
-                if ids.is_empty() {
+                if !copies.is_empty() {
+                    left = Some(format!(
+                        "{} discussion(s) with the plant's text by another author than {}, \
+                         not removed ({})",
+                        copies.len(),
+                        escape::bytes(me.as_bytes()),
+                        copies.join(", ")
+                    ));
+                }
+                if ids.is_empty() && left.is_none() {
                     return CleanupOutcome::Gone;
                 }
             }
@@ -467,6 +540,9 @@ impl Instance {
                 return CleanupOutcome::Left { reason: err.text() };
             }
         }
-        CleanupOutcome::Removed
+        match left {
+            Some(reason) => CleanupOutcome::Left { reason },
+            None => CleanupOutcome::Removed,
+        }
     }
 }

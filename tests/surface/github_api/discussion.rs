@@ -158,3 +158,47 @@ fn a_discussion_is_refused_skipped_when_off_and_goes_in_the_category_named() {
     let d = p.finding("github:discussion")["detail"].to_string();
     assert!(d.contains("turned off"), "{d}");
 }
+
+/// Cleanup by probe id finds the plant by its text: a copy of it that
+/// someone else wrote is theirs, listed and left; the probe's own goes.
+#[test]
+fn cleanup_by_probe_id_leaves_a_copy_by_another_author() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("GITHUB_TOKEN", token.as_str())];
+    let p = run(
+        dir.path(),
+        &svc,
+        &config(""),
+        &env,
+        &["plant", "--probe-id", "gh-d-3"],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    let ours = svc.objects("discussion")[0].clone();
+    svc.add(
+        "discussion",
+        REPO,
+        json!({ "title": ours["title"], "body": ours["body"], "category": ours["category"],
+                "node_id": "D_copy", "author": "mallory" }),
+    );
+    let c = run(
+        dir.path(),
+        &svc,
+        &config(""),
+        &env,
+        &["cleanup", "--probe-id", "gh-d-3"],
+    );
+    assert_eq!(c.code, 1, "{}\n{}", c.stdout, c.stderr);
+    assert!(
+        c.stdout.contains("another author") && c.stdout.contains("D_copy"),
+        "{}",
+        c.stdout
+    );
+    let left: Vec<String> = svc
+        .objects("discussion")
+        .iter()
+        .map(|d| d["node_id"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(left, ["D_copy"]);
+}

@@ -24,7 +24,8 @@ pub fn server() -> GitHubServer {
     svc
 }
 
-/// A token that may write everything, repository variables too.
+/// A token like one given to an agent: everything GITHUB_TOKEN can
+/// have, and variables too (a PAT or an app token).
 pub fn permissive(svc: &GitHubServer) -> String {
     let mut all = WRITE_ALL.to_vec();
     all.push(("actions_variables", "write"));

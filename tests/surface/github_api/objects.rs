@@ -27,10 +27,6 @@ fn config(extra: &str) -> String {
     format!("version: 1\nsurfaces:\n  - name: github\n    type: github-api\n    issue: 42\n{extra}")
 }
 
-/// The server with the commit the runner checked out.
-/// A token like one given to an agent: everything GITHUB_TOKEN can have,
-/// and variables too (a PAT or an app token).
-
 fn verdicts(p: &Probe) -> Vec<String> {
     CARRIERS
         .iter()

@@ -220,10 +220,10 @@ fn a_job_still_running_is_no_look_unless_it_is_run_bs_own() {
     assert_eq!(verdicts(&p), ["fail", "fail"], "{}", p.report);
 }
 
-/// A step that printed 9 notices before runwarden's keeps the nonce's
-/// notice and drops the witness; one that printed 10 drops both, while
-/// its log keeps the plain lines: either way the annotation is not
-/// current (ERROR), never PASS, and the log still FAILs.
+/// A step that printed 10 notices before runwarden's drops both of its
+/// notices while its log keeps the lines: the annotation is not current
+/// (ERROR), never PASS, and the log still FAILs. One that printed 9
+/// keeps the nonce's notice (FAIL: the witness speaks only for a miss).
 #[test]
 fn a_step_whose_notices_are_spent_is_no_look_for_the_annotation() {
     for (spent, id) in [(10, "gh-tr-4"), (9, "gh-tr-5")] {

@@ -5,8 +5,9 @@
 //! id and categories, a discussion created, listed (paged by cursor, the
 //! client's own `after`), read back by id and deleted; GitHub's refusal
 //! (200 with an error of type `FORBIDDEN`) for a token without
-//! `discussions`, which the client throws as a GraphQL error; a document
-//! the stand-in does not take; discussions turned off.
+//! `discussions`, which the client throws as a GraphQL error; who the
+//! token is (`viewer`); a document the stand-in does not take;
+//! discussions turned off.
 
 use crate::common::strip_runner_env;
 use runwarden::loopback::github::{CONTENTS_READ, GitHubServer, WRITE_ALL};
@@ -68,7 +69,7 @@ fn the_graphql_url_is_where_github_puts_it() {
 
 #[test]
 fn discussions_created_listed_read_back_and_deleted() {
-    let [categories, listing, create, node, delete] = DOCS;
+    let [categories, listing, create, node, delete, viewer] = DOCS;
     let svc = GitHubServer::start().unwrap();
     let token = svc.token(WRITE_ALL);
     let mut ops = vec![json!({ "query": categories, "variables": repo() })];
@@ -112,6 +113,7 @@ fn discussions_created_listed_read_back_and_deleted() {
     assert_eq!(page2["nodes"].as_array().unwrap().len(), 2, "{}", r[1]);
     assert_eq!(page2["pageInfo"]["hasNextPage"], false);
     assert_eq!(r[2]["data"]["node"]["body"], "b101", "{}", r[2]);
+    assert_eq!(r[2]["data"]["node"]["author"]["login"], "github-actions");
     assert_eq!(
         r[3]["data"]["deleteDiscussion"]["discussion"]["id"],
         made["id"]
@@ -131,7 +133,8 @@ fn discussions_created_listed_read_back_and_deleted() {
             { "query": categories, "variables": repo() },
             { "query": listing, "variables": repo() },
             { "query": create, "variables": create_vars },
-            { "query": "query { viewer { login } }" },
+            { "query": "query { rateLimit { remaining } }" },
+            { "query": viewer },
         ]),
     );
     assert_eq!(
@@ -155,6 +158,12 @@ fn discussions_created_listed_read_back_and_deleted() {
         r[3]
     );
     assert!(r[3]["error"]["errors"][0]["type"].is_null(), "{}", r[3]);
+    // Who writes: no permission needed; the job's token is a bot.
+    assert_eq!(
+        r[4]["data"]["viewer"]["login"], "github-actions[bot]",
+        "{}",
+        r[4]
+    );
 
     svc.disable_discussions("octo/repo");
     v["after"] = Value::Null;
