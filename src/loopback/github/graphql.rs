@@ -135,11 +135,21 @@ pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
     }
     let reply = match field {
         "repository" => repository(st, query, vars),
-        "node" => {
-            let at = any_repo(st, var("id"));
-            let node = at.map_or(Value::Null, |i| shown(&st.objects[i].fields));
-            Reply::json(200, json!({ "data": { "node": node } }))
-        }
+        "node" => match any_repo(st, var("id")) {
+            Some(i) => {
+                let node = shown(&st.objects[i].fields);
+                Reply::json(200, json!({ "data": { "node": node } }))
+            }
+            // GitHub's answer for an id that names nothing.
+            None => errors(
+                &format!(
+                    "Could not resolve to a node with the global id of '{}'",
+                    var("id")
+                ),
+                Some("NOT_FOUND"),
+                Some("node"),
+            ),
+        },
         "createDiscussion" => {
             let input = &vars["input"];
             let get = |k: &str| vars[k].as_str().or(input[k].as_str()).unwrap_or("");

@@ -196,6 +196,11 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
     let keep = |a: &Value| tool.is_none_or(|t| a["tool"]["name"] == t.as_str());
     Some(match (c.method, c.p) {
         ("GET", ["code-scanning", "analyses"]) => {
+            // A repository with no analysis at all answers 404 (seen in
+            // liatrio/liatrio-otel-collector#395), not an empty list.
+            if analyses(st, c.repo, false).is_empty() {
+                return Some(message(404, "no analysis found"));
+            }
             let sarif_id = q.get("sarif_id");
             // A query by upload shows every one, lag or not.
             let items = analyses(st, c.repo, sarif_id.is_none())

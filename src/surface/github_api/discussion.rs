@@ -152,6 +152,15 @@ fn graphql(
             wanted,
         });
     }
+    // GitHub's answer for an id that names nothing (a discussion already
+    // deleted): an error of type NOT_FOUND, which cleanup takes as gone.
+    if !errors.is_empty() && errors.iter().all(|e| e["type"] == "NOT_FOUND") {
+        let all: Vec<String> = errors.iter().map(text).collect();
+        return Err(ApiError::NotFound(format!(
+            "{what}: GraphQL NOT_FOUND {}",
+            all.join("; ")
+        )));
+    }
     if !errors.is_empty() {
         let all: Vec<String> = errors.iter().map(text).collect();
         return Err(ApiError::Failed(format!(
@@ -471,6 +480,7 @@ impl Instance {
                     "reading the discussion back",
                 ) {
                     Ok(d) if d["node"].is_null() => return CleanupOutcome::Gone,
+                    Err(ApiError::NotFound(_)) => return CleanupOutcome::Gone,
                     Ok(d)
                         if d["node"]["title"] == title
                             && d["node"]["body"] == want.as_str()
@@ -530,14 +540,15 @@ impl Instance {
             }
         }
         for id in ids {
-            if let Err(err) = graphql(
+            match graphql(
                 &api,
                 &url,
                 DELETE,
                 json!({ "id": id }),
                 "deleting the discussion",
             ) {
-                return CleanupOutcome::Left { reason: err.text() };
+                Ok(_) | Err(ApiError::NotFound(_)) => {}
+                Err(err) => return CleanupOutcome::Left { reason: err.text() },
             }
         }
         match left {

@@ -310,7 +310,11 @@ impl Instance {
                 }
             },
         )
-        .map_err(|e| Fault::broken(e.text()))?;
+        .or_else(|e| match e {
+            // No analysis at all in the repository: none of the probe's.
+            ApiError::NotFound(_) => Ok(0),
+            e => Err(Fault::broken(e.text())),
+        })?;
         Ok(found)
     }
 
@@ -338,8 +342,11 @@ impl Instance {
                     ours.push(a.clone());
                 }
             });
-            if let Err(err) = r {
-                return CleanupOutcome::Left { reason: err.text() };
+            match r {
+                // GitHub's answer where the repository has no analysis
+                // left (`no analysis found`): none of the plant's either.
+                Ok(_) | Err(ApiError::NotFound(_)) => {}
+                Err(err) => return CleanupOutcome::Left { reason: err.text() },
             }
             if ours.is_empty() {
                 return match (removed, id) {

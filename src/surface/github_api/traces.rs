@@ -143,6 +143,8 @@ pub fn kept() -> CleanupOutcome {
 enum Look {
     Done(RecoverOutcome),
     NotCurrent(String),
+    /// A route ran, missed, and showed the witness: the look goes on.
+    Miss,
 }
 
 impl Instance {
@@ -245,6 +247,10 @@ impl Instance {
                     c.waited.as_secs_f64()
                 ),
             },
+            // (look_trace turns a miss into its outcome.)
+            Look::Miss => RecoverOutcome::Failed {
+                reason: "the look came to no outcome".into(),
+            },
         }
     }
 
@@ -276,11 +282,14 @@ impl Instance {
         if jobs.is_empty() {
             return Look::NotCurrent(format!("run {run} lists no jobs"));
         }
-        // Run B's own job (same run, its runner) may still run.
+        // Run B's own job (same run, its runner, not yet ended) may still
+        // run; an ended job on the same runner (a persistent one) is
+        // another's, and read.
         let own = |j: &Value| {
             Some(run) == self.s.run_id
                 && self.s.runner_name.is_some()
                 && j["runner_name"].as_str() == self.s.runner_name.as_deref()
+                && j["status"] != "completed"
         };
         if let Some(j) = jobs.iter().find(|j| j["status"] != "completed" && !own(j)) {
             return Look::NotCurrent(format!(
@@ -289,69 +298,23 @@ impl Instance {
                 escape::bytes(j["status"].as_str().unwrap_or("?").as_bytes())
             ));
         }
-        let ended: Vec<&Value> = jobs.iter().filter(|j| !own(j)).collect();
+        // A job skipped never ran: it has no log and no annotation.
+        let ended: Vec<&Value> = jobs
+            .iter()
+            .filter(|j| !own(j) && j["conclusion"] != "skipped")
+            .collect();
         let what = if carrier == Gh::RunAnnotation {
             "the annotations of the check runs"
         } else {
             "the logs"
         };
-        let mut seen = false;
-        if carrier == Gh::RunAnnotation {
-            // The annotations alone: the nonce, and the witness notice
-            // that shows the runner took the step's workflow commands (a
-            // log, which shows only that run A's output reached it, and
-            // its refusal, answer for another carrier).
-            let mut denied: Vec<RecoverOutcome> = vec![];
-            for j in &ended {
-                match self.annotations_hold(api, &rp, j, needle, witness) {
-                    Ok((Some(detail), _)) => {
-                        return Look::Done(RecoverOutcome::Found {
-                            detail: format!("run {run}: {detail}"),
-                        });
-                    }
-                    Ok((None, w)) => seen |= w,
-                    Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, source)),
-                    Err(e) => return Look::Done(read_outcome(&e, source)),
-                }
-            }
-            match denied.len() {
-                0 => {}
-                n if n == ended.len() => return Look::Done(denied.swap_remove(0)),
-                _ => {
-                    return Look::Done(RecoverOutcome::Failed {
-                        reason: format!(
-                            "GitHub refused {what} of some jobs of run {run} and gave others: \
-                             no full look"
-                        ),
-                    });
-                }
-            }
-            if !seen {
-                return Look::NotCurrent(format!(
-                    "no annotation of run {run} is the witness notice run A printed after the \
-                     plant (workflow commands stopped, or the step's 10 notices used up, drop \
-                     both)"
-                ));
-            }
+        let early = if carrier == Gh::RunAnnotation {
+            self.look_annotations(api, &rp, run, &ended, needle, witness)
         } else {
-            // The logs: the nonce and the witness line.
-            for j in &ended {
-                match self.log_holds(api, &rp, j, &[needle, witness]) {
-                    Ok((true, _, detail)) => {
-                        return Look::Done(RecoverOutcome::Found {
-                            detail: format!("run {run}: {detail}"),
-                        });
-                    }
-                    Ok((_, w, _)) => seen |= w,
-                    Err(e) => return Look::Done(read_outcome(&e, source)),
-                }
-            }
-            if !seen {
-                return Look::NotCurrent(format!(
-                    "no job log of run {run} shows the witness line run A printed with the \
-                     plant (its stderr may not reach the job log)"
-                ));
-            }
+            self.look_logs(api, &rp, run, &ended, needle, witness)
+        };
+        if !matches!(early, Look::Miss) {
+            return early;
         }
         let shown = if carrier == Gh::RunAnnotation {
             "an annotation is run A's witness notice"
@@ -367,6 +330,94 @@ impl Instance {
                 escape::bytes(source.as_bytes())
             ),
         })
+    }
+
+    /// The annotations of the `ended` jobs: the look's end (the nonce
+    /// found, refused, or not current), or a miss the witness notice shows
+    /// current.
+    fn look_annotations(
+        &self,
+        api: &Api<'_>,
+        rp: &str,
+        run: u64,
+        ended: &[&Value],
+        needle: &str,
+        witness: &str,
+    ) -> Look {
+        let source = &self.s.read_token_source;
+        let what = "the annotations of the check runs";
+        let mut seen = false;
+        // The annotations alone: the nonce, and the witness notice
+        // that shows the runner took the step's workflow commands (a
+        // log, which shows only that run A's output reached it, and
+        // its refusal, answer for another carrier).
+        let mut denied: Vec<RecoverOutcome> = vec![];
+        for j in ended {
+            match self.annotations_hold(api, rp, j, needle, witness) {
+                Ok((Some(detail), _)) => {
+                    return Look::Done(RecoverOutcome::Found {
+                        detail: format!("run {run}: {detail}"),
+                    });
+                }
+                Ok((None, w)) => seen |= w,
+                Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, source)),
+                Err(e) => return Look::Done(read_outcome(&e, source)),
+            }
+        }
+        match denied.len() {
+            0 => {}
+            n if n == ended.len() => return Look::Done(denied.swap_remove(0)),
+            _ => {
+                return Look::Done(RecoverOutcome::Failed {
+                    reason: format!(
+                        "GitHub refused {what} of some jobs of run {run} and gave others: \
+                         no full look"
+                    ),
+                });
+            }
+        }
+        if !seen {
+            return Look::NotCurrent(format!(
+                "no annotation of run {run} is the witness notice run A printed after the \
+                 plant (workflow commands stopped, or the step's 10 notices used up, drop \
+                 both)"
+            ));
+        }
+        Look::Miss
+    }
+
+    /// The logs of the `ended` jobs: as [`Self::look_annotations`], the
+    /// witness a line in a log.
+    fn look_logs(
+        &self,
+        api: &Api<'_>,
+        rp: &str,
+        run: u64,
+        ended: &[&Value],
+        needle: &str,
+        witness: &str,
+    ) -> Look {
+        let source = &self.s.read_token_source;
+        let mut seen = false;
+        // The logs: the nonce and the witness line.
+        for j in ended {
+            match self.log_holds(api, rp, j, &[needle, witness]) {
+                Ok((true, _, detail)) => {
+                    return Look::Done(RecoverOutcome::Found {
+                        detail: format!("run {run}: {detail}"),
+                    });
+                }
+                Ok((_, w, _)) => seen |= w,
+                Err(e) => return Look::Done(read_outcome(&e, source)),
+            }
+        }
+        if !seen {
+            return Look::NotCurrent(format!(
+                "no job log of run {run} shows the witness line run A printed with the \
+                 plant (its stderr may not reach the job log)"
+            ));
+        }
+        Look::Miss
     }
 
     /// GitHub refused the jobs listing: for a log, the run's log archive
