@@ -63,8 +63,6 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// For a detail: "HTTP 403 Resource not accessible by integration
-    /// (GitHub wants issues=write; pull_requests=write)".
     /// Whether this is GitHub refusing the token a permission: the
     /// answer GitHub gives a token that lacks one ("Resource not
     /// accessible by integration", or "… by personal access token"), not
@@ -74,6 +72,8 @@ impl ApiError {
         matches!(self, ApiError::Denied { message, .. } if message.contains("Resource not accessible by"))
     }
 
+    /// For a detail: "HTTP 403 Resource not accessible by integration
+    /// (GitHub wants issues=write; pull_requests=write)".
     pub fn text(&self) -> String {
         match self {
             ApiError::Denied { message, wanted } => match wanted {

@@ -154,7 +154,14 @@ fn graphql(
     }
     // GitHub's answer for an id that names nothing (a discussion already
     // deleted): an error of type NOT_FOUND, which cleanup takes as gone.
-    if !errors.is_empty() && errors.iter().all(|e| e["type"] == "NOT_FOUND") {
+    let gone = |e: &Value| {
+        e["type"] == "NOT_FOUND"
+            && e["path"].as_array().is_some_and(|p| p.len() == 1)
+            && e["path"][0]
+                .as_str()
+                .is_some_and(|f| a.json["data"][f].is_null())
+    };
+    if !errors.is_empty() && errors.iter().all(gone) {
         let all: Vec<String> = errors.iter().map(text).collect();
         return Err(ApiError::NotFound(format!(
             "{what}: GraphQL NOT_FOUND {}",
@@ -231,6 +238,12 @@ impl Instance {
                 .find(|c| c["slug"] == "general")
                 .or(cats.first()),
         };
+        // A category runwarden fell back to (no `general`, none named) may
+        // take no new discussions from anyone but maintainers, and GitHub's
+        // FORBIDDEN for that is not known to differ from a permission's:
+        // a refusal there proves nothing of the token.
+        let fallback = self.s.discussion_category.is_none()
+            && category.is_some_and(|c| c["slug"] != "general");
         let Some((cat_id, cat_name)) =
             category.and_then(|c| Some((c["id"].as_str()?, c["name"].as_str()?)))
         else {
@@ -284,13 +297,13 @@ impl Instance {
                     ),
                 }
             }
-            Err(e @ ApiError::Denied { .. }) if e.is_permission_refusal() => {
+            Err(e @ ApiError::Denied { .. }) if e.is_permission_refusal() && !fallback => {
                 created(crate::surface::retraction(&intent));
                 self.refused(&e)
             }
-            // A FORBIDDEN that is no permission's (a category that takes
-            // no new discussions from the token): the carrier is untested
-            // here, not closed.
+            // A FORBIDDEN that is no permission's, or in a category
+            // runwarden fell back to (one that may take no new discussions
+            // from the token): the carrier is untested here, not closed.
             Err(e @ ApiError::Denied { .. }) => {
                 created(crate::surface::retraction(&intent));
                 PlantOutcome::Failed {
@@ -303,6 +316,22 @@ impl Instance {
                 }
             }
             Err(e) => PlantOutcome::Failed { reason: e.text() },
+        }
+    }
+
+    /// A discussion GitHub names NOT_FOUND (`why`): gone when the
+    /// repository's categories still answer the write token (it sees the
+    /// repository, so it would see the discussion); else left, saying so.
+    fn gone_unless_hidden(&self, api: &Api<'_>, url: &str, why: &str) -> CleanupOutcome {
+        let what = format!("asking {} for its discussion categories", self.repo());
+        match graphql(api, url, CATEGORIES, self.owner_name(), &what) {
+            Ok(d) if d["repository"]["id"].is_string() => CleanupOutcome::Gone,
+            Ok(_) => CleanupOutcome::Left {
+                reason: format!("{why}, and the repository does not answer the write token"),
+            },
+            Err(e) => CleanupOutcome::Left {
+                reason: format!("{why}, and {}", e.text()),
+            },
         }
     }
 
@@ -480,7 +509,10 @@ impl Instance {
                     "reading the discussion back",
                 ) {
                     Ok(d) if d["node"].is_null() => return CleanupOutcome::Gone,
-                    Err(ApiError::NotFound(_)) => return CleanupOutcome::Gone,
+                    // GitHub says NOT_FOUND too for a node the token may
+                    // not see: gone only while the repository still
+                    // answers the token.
+                    Err(ApiError::NotFound(n)) => return self.gone_unless_hidden(&api, &url, &n),
                     Ok(d)
                         if d["node"]["title"] == title
                             && d["node"]["body"] == want.as_str()

@@ -240,6 +240,9 @@ impl Instance {
             };
         }
         let mut runs: Vec<Value> = vec![];
+        // Runs that show the name but that the dispatch did not make, as
+        // far as cleanup can tell: listed, never removed.
+        let mut near: Vec<String> = vec![];
         let list = runs_path(&self.s, ev, e["since"].as_str());
         let r = api.list(
             &list,
@@ -248,11 +251,28 @@ impl Instance {
             &mut |r| {
                 if made_by(&self.s, ev, name, e["since"].as_str(), r) {
                     runs.push(r.clone());
+                } else if r["display_title"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(name))
+                {
+                    near.push(r["id"].to_string());
                 }
             },
         );
         if let Err(err) = r {
             return CleanupOutcome::Left { reason: err.text() };
+        }
+        let near = (!near.is_empty()).then(|| {
+            format!(
+                "run(s) {} show the plant's name but are not of the configured workflow, or \
+                 not titled the name itself: not removed",
+                escape::bytes(near.join(", ").as_bytes())
+            )
+        });
+        if runs.is_empty()
+            && let Some(reason) = near
+        {
+            return CleanupOutcome::Left { reason };
         }
         if runs.is_empty() {
             // Found by probe id: nothing of it here. From the plant's
@@ -277,6 +297,7 @@ impl Instance {
                 left.push(format!("run {id}: {why}"));
             }
         }
+        left.extend(near);
         if left.is_empty() {
             CleanupOutcome::Removed
         } else {

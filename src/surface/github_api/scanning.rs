@@ -28,6 +28,10 @@ use serde_json::{Value, json};
 /// SARIF (`runwarden`) and every other tool's.
 pub const TOOL: &str = "runwarden-probe";
 
+/// GitHub's 404 message for a repository with no analysis (seen in
+/// liatrio/liatrio-otel-collector#395): the listing is empty, not broken.
+const NO_ANALYSIS: &str = "no analysis found";
+
 /// Rounds of "list, delete the deletable, list again" cleanup takes: a
 /// set's analyses are deletable one at a time, newest first.
 const ROUNDS: usize = 20;
@@ -198,10 +202,11 @@ impl Instance {
                 created(crate::surface::retraction(&intent));
                 return self.refused(&e);
             }
-            // A 403 that is no permission's: code scanning is off here
-            // (GitHub Code Security, for a private repository), which no
-            // token changes: the carrier cannot exist, not closed.
-            Err(e @ ApiError::Denied { .. }) => {
+            // GitHub's 403 where code scanning is off (GitHub Code
+            // Security, for a private repository: "… must be enabled"),
+            // which no token changes: the carrier cannot exist, not closed.
+            // Any other 403 (SAML, an IP allow list) is an error.
+            Err(e @ ApiError::Denied { .. }) if e.text().contains("must be enabled") => {
                 created(crate::surface::retraction(&intent));
                 return PlantOutcome::Unsupported {
                     reason: format!(
@@ -312,7 +317,7 @@ impl Instance {
         )
         .or_else(|e| match e {
             // No analysis at all in the repository: none of the probe's.
-            ApiError::NotFound(_) => Ok(0),
+            ApiError::NotFound(m) if m.contains(NO_ANALYSIS) => Ok(0),
             e => Err(Fault::broken(e.text())),
         })?;
         Ok(found)
@@ -345,7 +350,8 @@ impl Instance {
             match r {
                 // GitHub's answer where the repository has no analysis
                 // left (`no analysis found`): none of the plant's either.
-                Ok(_) | Err(ApiError::NotFound(_)) => {}
+                Ok(_) => {}
+                Err(ApiError::NotFound(m)) if m.contains(NO_ANALYSIS) => {}
                 Err(err) => return CleanupOutcome::Left { reason: err.text() },
             }
             if ours.is_empty() {

@@ -182,7 +182,7 @@ fn across_jobs_a_reader_without_actions_is_refused() {
 
 /// Runs that show a plant's name but that its dispatch did not make
 /// (another workflow's, a title that only holds the name): cleanup leaves
-/// both.
+/// both, and lists them.
 #[test]
 fn cleanup_takes_only_the_runs_the_dispatch_made() {
     let svc = server();
@@ -234,7 +234,9 @@ fn cleanup_takes_only_the_runs_the_dispatch_made() {
         &env,
         &["cleanup", "--probe-id", "gh-dp-9"],
     );
-    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    // Left, and listed: the run fails, naming them.
+    assert_eq!(c.code, 1, "{}\n{}", c.stdout, c.stderr);
+    assert!(c.stdout.contains("not removed"), "{}", c.stdout);
     let mut left: Vec<String> = svc
         .objects("workflow-run")
         .iter()
