@@ -225,51 +225,9 @@ impl Instance {
                 reason: format!("{what}: the answer holds no repository id or categories"),
             };
         };
-        let category = match self.s.discussion_category.as_deref() {
-            Some(want) => cats.iter().find(|c| {
-                c["slug"] == want
-                    || c["name"]
-                        .as_str()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(want))
-            }),
-            // `general` when there is one, else the first listed.
-            None => cats
-                .iter()
-                .find(|c| c["slug"] == "general")
-                .or(cats.first()),
-        };
-        // A category runwarden fell back to (no `general`, none named) may
-        // take no new discussions from anyone but maintainers, and GitHub's
-        // FORBIDDEN for that is not known to differ from a permission's:
-        // a refusal there proves nothing of the token.
-        let fallback = self.s.discussion_category.is_none()
-            && category.is_some_and(|c| c["slug"] != "general");
-        let Some((cat_id, cat_name)) =
-            category.and_then(|c| Some((c["id"].as_str()?, c["name"].as_str()?)))
-        else {
-            let names: Vec<String> = cats
-                .iter()
-                .filter_map(|c| c["name"].as_str())
-                .map(|n| escape::bytes(n.as_bytes()))
-                .collect();
-            return PlantOutcome::Failed {
-                reason: format!(
-                    "no discussion category {} in {}: it has {}",
-                    escape::bytes(
-                        self.s
-                            .discussion_category
-                            .as_deref()
-                            .unwrap_or("at all")
-                            .as_bytes()
-                    ),
-                    self.repo(),
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            };
+        let (cat_id, cat_name, fallback) = match self.category(cats) {
+            Ok(c) => c,
+            Err(reason) => return PlantOutcome::Failed { reason },
         };
         let intent = entry(ctx, &job.nonce, None);
         created(intent.clone());
@@ -317,6 +275,56 @@ impl Instance {
             }
             Err(e) => PlantOutcome::Failed { reason: e.text() },
         }
+    }
+
+    /// The category to plant in: the one `discussion-category` names,
+    /// else `general`, else the first listed; its id, its name, and
+    /// whether runwarden fell back to it (none named, no `general`). Why
+    /// the last: such a category may take no new discussions from anyone
+    /// but maintainers, and GitHub's FORBIDDEN for that is not known to
+    /// differ from a permission's, so a refusal there proves nothing of
+    /// the token.
+    fn category<'a>(&self, cats: &'a [Value]) -> Result<(&'a str, &'a str, bool), String> {
+        let category = match self.s.discussion_category.as_deref() {
+            Some(want) => cats.iter().find(|c| {
+                c["slug"] == want
+                    || c["name"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(want))
+            }),
+            None => cats
+                .iter()
+                .find(|c| c["slug"] == "general")
+                .or(cats.first()),
+        };
+        let fallback = self.s.discussion_category.is_none()
+            && category.is_some_and(|c| c["slug"] != "general");
+        if let Some((id, name)) =
+            category.and_then(|c| Some((c["id"].as_str()?, c["name"].as_str()?)))
+        {
+            return Ok((id, name, fallback));
+        }
+        let names: Vec<String> = cats
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .map(|n| escape::bytes(n.as_bytes()))
+            .collect();
+        Err(format!(
+            "no discussion category {} in {}: it has {}",
+            escape::bytes(
+                self.s
+                    .discussion_category
+                    .as_deref()
+                    .unwrap_or("at all")
+                    .as_bytes()
+            ),
+            self.repo(),
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        ))
     }
 
     /// A discussion GitHub names NOT_FOUND (`why`): gone when the
