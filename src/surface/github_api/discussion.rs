@@ -86,7 +86,9 @@ pub fn entry(ctx: &RunCtx<'_>, nonce: &Nonce, made: Option<(&str, &str)>) -> Val
 /// a discussion's author and `github-actions[bot]` as the viewer; no
 /// user's login holds `[`, so the two are one actor.
 fn same_actor(a: &str, b: &str) -> bool {
-    let base = |l: &str| l.strip_suffix("[bot]").unwrap_or(l).to_string();
+    fn base(l: &str) -> &str {
+        l.strip_suffix("[bot]").unwrap_or(l)
+    }
     !a.is_empty() && base(a) == base(b)
 }
 
@@ -161,19 +163,14 @@ fn graphql(
                 .as_str()
                 .is_some_and(|f| a.json["data"][f].is_null())
     };
-    if !errors.is_empty() && errors.iter().all(gone) {
-        let all: Vec<String> = errors.iter().map(text).collect();
-        return Err(ApiError::NotFound(format!(
-            "{what}: GraphQL NOT_FOUND {}",
-            all.join("; ")
-        )));
-    }
     if !errors.is_empty() {
-        let all: Vec<String> = errors.iter().map(text).collect();
-        return Err(ApiError::Failed(format!(
-            "{what}: GraphQL errors: {}",
-            all.join("; ")
-        )));
+        let all = errors.iter().map(text).collect::<Vec<_>>().join("; ");
+        if errors.iter().all(gone) {
+            return Err(ApiError::NotFound(format!(
+                "{what}: GraphQL NOT_FOUND {all}"
+            )));
+        }
+        return Err(ApiError::Failed(format!("{what}: GraphQL errors: {all}")));
     }
     match &a.json["data"] {
         Value::Null => Err(ApiError::Failed(format!(
@@ -255,23 +252,25 @@ impl Instance {
                     ),
                 }
             }
-            Err(e @ ApiError::Denied { .. }) if e.is_permission_refusal() && !fallback => {
-                created(crate::surface::retraction(&intent));
-                self.refused(&e)
-            }
-            // A FORBIDDEN that is no permission's, or in a category
-            // runwarden fell back to (one that may take no new discussions
-            // from the token): the carrier is untested here, not closed.
-            Err(e @ ApiError::Denied { .. }) => {
+            // A refusal in a category runwarden fell back to may be the
+            // category's rule (no new discussions but from maintainers),
+            // not the token's permission: untested here, not closed.
+            Err(e @ ApiError::Denied { .. }) if fallback => {
                 created(crate::surface::retraction(&intent));
                 PlantOutcome::Failed {
                     reason: format!(
-                        "GitHub took no discussion in the category {} for a reason that is not \
-                         the token's permission ({}): name another with `discussion-category`",
+                        "GitHub refused a discussion in the category {}, which runwarden fell \
+                         back to (no `general`, none named), and that may be the category's \
+                         rule, not the token's permission ({}): name one with \
+                         `discussion-category`",
                         escape::bytes(cat_name.as_bytes()),
                         e.text()
                     ),
                 }
+            }
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                self.refused(&e)
             }
             Err(e) => PlantOutcome::Failed { reason: e.text() },
         }

@@ -582,11 +582,12 @@ impl Surface for Instance {
     }
 }
 
-/// `ApiError` from run B as a recovery outcome: GitHub's refusal is a
-/// denial, and says what GitHub wanted.
+/// `ApiError` from run B as a recovery outcome: GitHub refusing the token
+/// a permission is a denial, and says what GitHub wanted; any other
+/// refusal proves nothing closed (as [`Instance::refused`] for a plant).
 fn read_outcome(e: &ApiError, source: &str) -> RecoverOutcome {
     match e {
-        ApiError::Denied { .. } => RecoverOutcome::Denied {
+        ApiError::Denied { .. } if e.is_permission_refusal() => RecoverOutcome::Denied {
             reason: format!(
                 "GitHub refused the read token ({}): {}",
                 escape::bytes(source.as_bytes()),

@@ -83,15 +83,26 @@ impl Instance {
 }
 
 impl Instance {
-    /// What a plant GitHub's access control refused says: the token, by
-    /// its source, and GitHub's answer (the permission it names).
+    /// A plant GitHub answered 403: refused (closed) only when it is
+    /// GitHub refusing the token a permission
+    /// ([`ApiError::is_permission_refusal`]), saying the token by its
+    /// source and GitHub's answer; any other 403 (SAML enforcement, an IP
+    /// allow list, a feature that is off) proves nothing closed: failed.
+    /// The one place every github-api carrier's plant decides this.
     pub(super) fn refused(&self, e: &ApiError) -> PlantOutcome {
-        PlantOutcome::Refused {
-            reason: format!(
-                "GitHub refused the write token ({}): {}",
-                escape::bytes(self.s.token_source.as_bytes()),
-                e.text()
-            ),
+        let token = escape::bytes(self.s.token_source.as_bytes());
+        if e.is_permission_refusal() {
+            PlantOutcome::Refused {
+                reason: format!("GitHub refused the write token ({token}): {}", e.text()),
+            }
+        } else {
+            PlantOutcome::Failed {
+                reason: format!(
+                    "GitHub answered the write token ({token}) with a refusal that names no \
+                     missing permission, which proves nothing closed: {}",
+                    e.text()
+                ),
+            }
         }
     }
 }

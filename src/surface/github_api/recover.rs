@@ -150,7 +150,9 @@ impl Instance {
                     });
                     match r {
                         Ok(n) => looked.push(format!("listed all {n} at {shown}")),
-                        Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, &source)),
+                        Err(e) if e.is_permission_refusal() => {
+                            denied.push(read_outcome(&e, &source))
+                        }
                         Err(e) => {
                             failed.get_or_insert(read_outcome(&e, &source));
                         }
@@ -186,7 +188,9 @@ impl Instance {
                         Err(ApiError::NotFound(_)) => {
                             looked.push(format!("asked for {shown}: not there"))
                         }
-                        Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, &source)),
+                        Err(e) if e.is_permission_refusal() => {
+                            denied.push(read_outcome(&e, &source))
+                        }
                         Err(e) => {
                             failed.get_or_insert(read_outcome(&e, &source));
                         }

@@ -32,6 +32,11 @@ pub const TOOL: &str = "runwarden-probe";
 /// liatrio/liatrio-otel-collector#395): the listing is empty, not broken.
 const NO_ANALYSIS: &str = "no analysis found";
 
+/// What GitHub's 403 says where code scanning is off for the repository
+/// ("GitHub Code Security or GitHub Advanced Security must be enabled for
+/// this repository to use code scanning.", in GitHub's docs).
+const SCANNING_OFF: &str = "must be enabled";
+
 /// Rounds of "list, delete the deletable, list again" cleanup takes: a
 /// set's analyses are deletable one at a time, newest first.
 const ROUNDS: usize = 20;
@@ -198,15 +203,10 @@ impl Instance {
                     };
                 }
             },
-            Err(e @ ApiError::Denied { .. }) if e.is_permission_refusal() => {
-                created(crate::surface::retraction(&intent));
-                return self.refused(&e);
-            }
             // GitHub's 403 where code scanning is off (GitHub Code
-            // Security, for a private repository: "… must be enabled"),
-            // which no token changes: the carrier cannot exist, not closed.
-            // Any other 403 (SAML, an IP allow list) is an error.
-            Err(e @ ApiError::Denied { .. }) if e.text().contains("must be enabled") => {
+            // Security, for a private repository), which no token changes:
+            // the carrier cannot exist, not closed.
+            Err(e @ ApiError::Denied { .. }) if e.text().contains(SCANNING_OFF) => {
                 created(crate::surface::retraction(&intent));
                 return PlantOutcome::Unsupported {
                     reason: format!(
@@ -216,6 +216,10 @@ impl Instance {
                         self.repo()
                     ),
                 };
+            }
+            Err(e @ ApiError::Denied { .. }) => {
+                created(crate::surface::retraction(&intent));
+                return self.refused(&e);
             }
             Err(e) => return PlantOutcome::Failed { reason: e.text() },
         };

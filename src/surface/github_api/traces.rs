@@ -143,8 +143,6 @@ pub fn kept() -> CleanupOutcome {
 enum Look {
     Done(RecoverOutcome),
     NotCurrent(String),
-    /// A route ran, missed, and showed the witness: the look goes on.
-    Miss,
 }
 
 impl Instance {
@@ -247,10 +245,6 @@ impl Instance {
                     c.waited.as_secs_f64()
                 ),
             },
-            // (look_trace turns a miss into its outcome.)
-            Look::Miss => RecoverOutcome::Failed {
-                reason: "the look came to no outcome".into(),
-            },
         }
     }
 
@@ -274,7 +268,7 @@ impl Instance {
         );
         match r {
             Ok(_) => {}
-            Err(e @ ApiError::Denied { .. }) => {
+            Err(e) if e.is_permission_refusal() => {
                 return Look::Done(self.jobs_refused(api, carrier, run, &e));
             }
             Err(e) => return Look::Done(read_outcome(&e, source)),
@@ -313,8 +307,8 @@ impl Instance {
         } else {
             self.look_logs(api, &rp, run, &ended, needle, witness)
         };
-        if !matches!(early, Look::Miss) {
-            return early;
+        if let Some(end) = early {
+            return end;
         }
         let shown = if carrier == Gh::RunAnnotation {
             "an annotation is run A's witness notice"
@@ -343,7 +337,7 @@ impl Instance {
         ended: &[&Value],
         needle: &str,
         witness: &str,
-    ) -> Look {
+    ) -> Option<Look> {
         let source = &self.s.read_token_source;
         let what = "the annotations of the check runs";
         let mut seen = false;
@@ -355,35 +349,35 @@ impl Instance {
         for j in ended {
             match self.annotations_hold(api, rp, j, needle, witness) {
                 Ok((Some(detail), _)) => {
-                    return Look::Done(RecoverOutcome::Found {
+                    return Some(Look::Done(RecoverOutcome::Found {
                         detail: format!("run {run}: {detail}"),
-                    });
+                    }));
                 }
                 Ok((None, w)) => seen |= w,
-                Err(e @ ApiError::Denied { .. }) => denied.push(read_outcome(&e, source)),
-                Err(e) => return Look::Done(read_outcome(&e, source)),
+                Err(e) if e.is_permission_refusal() => denied.push(read_outcome(&e, source)),
+                Err(e) => return Some(Look::Done(read_outcome(&e, source))),
             }
         }
         match denied.len() {
             0 => {}
-            n if n == ended.len() => return Look::Done(denied.swap_remove(0)),
+            n if n == ended.len() => return Some(Look::Done(denied.swap_remove(0))),
             _ => {
-                return Look::Done(RecoverOutcome::Failed {
+                return Some(Look::Done(RecoverOutcome::Failed {
                     reason: format!(
                         "GitHub refused {what} of some jobs of run {run} and gave others: \
                          no full look"
                     ),
-                });
+                }));
             }
         }
         if !seen {
-            return Look::NotCurrent(format!(
+            return Some(Look::NotCurrent(format!(
                 "no annotation of run {run} is the witness notice run A printed after the \
                  plant (workflow commands stopped, or the step's 10 notices used up, drop \
                  both)"
-            ));
+            )));
         }
-        Look::Miss
+        None
     }
 
     /// The logs of the `ended` jobs: as [`Self::look_annotations`], the
@@ -396,28 +390,28 @@ impl Instance {
         ended: &[&Value],
         needle: &str,
         witness: &str,
-    ) -> Look {
+    ) -> Option<Look> {
         let source = &self.s.read_token_source;
         let mut seen = false;
         // The logs: the nonce and the witness line.
         for j in ended {
             match self.log_holds(api, rp, j, &[needle, witness]) {
                 Ok((true, _, detail)) => {
-                    return Look::Done(RecoverOutcome::Found {
+                    return Some(Look::Done(RecoverOutcome::Found {
                         detail: format!("run {run}: {detail}"),
-                    });
+                    }));
                 }
                 Ok((_, w, _)) => seen |= w,
-                Err(e) => return Look::Done(read_outcome(&e, source)),
+                Err(e) => return Some(Look::Done(read_outcome(&e, source))),
             }
         }
         if !seen {
-            return Look::NotCurrent(format!(
+            return Some(Look::NotCurrent(format!(
                 "no job log of run {run} shows the witness line run A printed with the \
                  plant (its stderr may not reach the job log)"
-            ));
+            )));
         }
-        Look::Miss
+        None
     }
 
     /// GitHub refused the jobs listing: for a log, the run's log archive

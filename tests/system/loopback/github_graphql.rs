@@ -118,6 +118,9 @@ fn discussions_created_listed_read_back_and_deleted() {
         r[3]["data"]["deleteDiscussion"]["discussion"]["id"],
         made["id"]
     );
+    // Gone: the node is null, with GitHub's NOT_FOUND beside it.
+    assert!(r[4]["error"]["data"]["node"].is_null(), "{}", r[4]);
+    assert!(r[4]["error"]["data"].is_object(), "{}", r[4]);
     assert_eq!(r[4]["error"]["errors"][0]["type"], "NOT_FOUND", "{}", r[4]);
     assert_eq!(r[5]["error"]["errors"][0]["type"], "NOT_FOUND", "{}", r[5]);
 
