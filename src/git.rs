@@ -147,9 +147,6 @@ impl Git {
             // or `gc --auto` process after each fetch and push.
             ("maintenance.auto", "false"),
             ("gc.auto", "0"),
-            // fast-import keeps its pack: a few objects would otherwise be
-            // unpacked to loose ones by one more process.
-            ("fastimport.unpackLimit", "1"),
             // A fetch keeps its pack too: index-pack then finds it
             // self-contained (run A's plants are root commits) and git
             // skips the separate connectivity walk, one process fewer.

@@ -2,8 +2,9 @@
 //! the repository itself, reached with the token `actions/checkout` left.
 //!
 //! Runs A and B never touch the user's checkout: each works in an empty bare
-//! repository of its own, with the real `git` CLI ([`crate::git`]). Run A
-//! builds orphan objects with plumbing and creates every ref in one push,
+//! repository of its own, with the real `git` CLI ([`crate::git`]) for all
+//! that talks to the remote. Run A writes its orphan objects in-process
+//! ([`objects`]) and creates every ref in one push,
 //! each leased on "must not exist yet", then deletes the transient ref in a
 //! second push. Run B lists refs once (`ls-remote`), fetches the refs it
 //! needs in one fetch, and tries one fetch of an unreachable commit by id.
@@ -17,6 +18,7 @@
 
 mod cleanup;
 mod config;
+mod objects;
 mod owned;
 mod plant;
 mod recover;

@@ -1,9 +1,9 @@
-//! Run A: every carrier's objects in one fast-import, every ref in one
+//! Run A: every carrier's objects written in-process, every ref in one
 //! push (each journalled before it, taken back only when the remote
 //! rejected it), then the transient ref deleted again.
 
+use super::objects::Objects;
 use super::refs::{ref_for, ref_needle};
-use super::repo::{Planned, Stream};
 use super::{Built, IDENT_EMAIL, IDENT_NAME, Instance, Push, RefUpdate, Remote};
 use crate::escape;
 use crate::fault::Fault;
@@ -21,9 +21,10 @@ type Kinds = [Result<Remote, PlantOutcome>];
 type PushResults = Result<HashMap<String, (char, String)>, Fault>;
 
 impl Instance {
-    /// Builds every plant's objects in `dir` (one fast-import); returns the
-    /// refs to push and each job's needle (or why it could not be built).
-    /// `kinds` are the jobs' carriers. `Broken` when git fails.
+    /// Builds every plant's objects in `dir`, in-process (see
+    /// [`Objects`]); returns the refs to push and each job's needle (or why
+    /// it could not be built). `kinds` are the jobs' carriers. `Broken`
+    /// when an object cannot be written.
     pub(super) fn build(
         &self,
         dir: &Path,
@@ -31,10 +32,20 @@ impl Instance {
         jobs: &[PlantJob],
         kinds: &Kinds,
     ) -> Result<Built, Fault> {
-        let mut st = Stream::new();
+        self.build_objects(&Objects::new(dir), probe, jobs, kinds)
+            .map_err(|e| Fault::broken(format!("writing run A's objects: {e}")))
+    }
+
+    fn build_objects(
+        &self,
+        st: &Objects,
+        probe: &str,
+        jobs: &[PlantJob],
+        kinds: &Kinds,
+    ) -> std::io::Result<Built> {
         let innocuous = format!("runwarden probe {probe}");
         let ident = (IDENT_NAME.to_string(), IDENT_EMAIL.to_string());
-        let plain = st.commit(&ident, &innocuous, &[]);
+        let plain = st.commit(&ident, &innocuous, &[])?;
         // The deleted branch's commit carries the unreachable-object nonce
         // (that carrier's only appearance); without it, the innocuous one.
         let unreachable = jobs
@@ -42,82 +53,67 @@ impl Instance {
             .zip(kinds)
             .find(|(_, k)| matches!(k, Ok(Remote::UnreachableObject)));
         let doomed = match unreachable {
-            Some((u, _)) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[]),
-            None => plain,
+            Some((u, _)) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[])?,
+            None => plain.clone(),
         };
-        // Per job: its ref and the mark of the object the ref points at
-        // (both none for unreachable-object, which rides on the deleted
-        // branch).
-        let mut planned: Vec<Result<(Remote, Planned), PlantOutcome>> = Vec::new();
-        for (job, kind) in jobs.iter().zip(kinds) {
+        let mut pushes = Vec::new();
+        let mut needles = Vec::new();
+        for (i, (job, kind)) in jobs.iter().zip(kinds).enumerate() {
             let carrier = match kind {
                 Ok(c) => *c,
                 Err(o) => {
-                    planned.push(Err(o.clone()));
+                    needles.push(Err(o.clone()));
                     continue;
                 }
             };
             let hex = job.nonce.hex();
             let refname = ref_for(carrier, probe, &hex, job.scope.as_ref());
+            // The object the carrier's ref points at (none for
+            // unreachable-object, which rides on the deleted branch).
             let object = match carrier {
-                Remote::BranchName | Remote::TagName | Remote::CustomRef => Some(plain),
-                Remote::DeletedRef => Some(doomed),
+                Remote::BranchName | Remote::TagName | Remote::CustomRef => Some(plain.clone()),
+                Remote::DeletedRef => Some(doomed.clone()),
                 Remote::UnreachableObject => None,
                 Remote::AnnotatedTagMessage => {
                     let name = refname
                         .as_deref()
                         .unwrap_or_default()
                         .trim_start_matches("refs/tags/");
-                    Some(st.tag(name, plain, &hex))
+                    Some(st.tag(name, &plain, &hex)?)
                 }
                 Remote::CommitMessage => {
-                    Some(st.commit(&ident, &format!("{innocuous}\n\n{hex}"), &[]))
+                    Some(st.commit(&ident, &format!("{innocuous}\n\n{hex}"), &[])?)
                 }
                 Remote::AuthorName => {
-                    Some(st.commit(&(hex.clone(), IDENT_EMAIL.into()), &innocuous, &[]))
+                    Some(st.commit(&(hex.clone(), IDENT_EMAIL.into()), &innocuous, &[])?)
                 }
                 Remote::AuthorEmail => Some(st.commit(
                     &(IDENT_NAME.into(), format!("{hex}@runwarden.invalid")),
                     &innocuous,
                     &[],
-                )),
+                )?),
                 Remote::FileContent => {
-                    let b = st.blob(&format!("{hex}\n"));
-                    Some(st.commit(&ident, &innocuous, &[("notes.txt", b)]))
+                    let b = st.blob(&format!("{hex}\n"))?;
+                    Some(st.commit(&ident, &innocuous, &[("notes.txt", &b)])?)
                 }
                 Remote::FilePath => {
-                    let b = st.blob("runwarden probe\n");
-                    Some(st.commit(&ident, &innocuous, &[(&hex, b)]))
+                    let b = st.blob("runwarden probe\n")?;
+                    Some(st.commit(&ident, &innocuous, &[(&hex, &b)])?)
                 }
-                Remote::Notes => Some(st.note(plain, &format!("{hex}\n"))),
+                Remote::Notes => Some(st.note(&plain, &format!("{hex}\n"))?),
             };
-            planned.push(Ok((carrier, (refname, object))));
-        }
-        let marks = self.fast_import(dir, &st)?;
-        let sha = |m: u32| {
-            marks
-                .get(&m)
-                .cloned()
-                .ok_or_else(|| Fault::broken(format!("fast-import gave no object for mark :{m}")))
-        };
-        let doomed = sha(doomed)?;
-        let mut pushes = Vec::new();
-        let mut needles = Vec::new();
-        for (i, (job, plan)) in jobs.iter().zip(planned).enumerate() {
-            let hex = job.nonce.hex();
-            let needle = match plan {
-                Err(o) => Err(o),
-                Ok((carrier, (Some(r), Some(m)))) => {
+            needles.push(Ok(match (refname, object) {
+                (Some(r), Some(sha)) => {
+                    let needle = ref_needle(carrier, &hex, &r);
                     pushes.push(Push {
                         carrier: i,
-                        refname: r.clone(),
-                        sha: sha(m)?,
+                        refname: r,
+                        sha,
                     });
-                    Ok(ref_needle(carrier, &hex, &r))
+                    needle
                 }
-                Ok(_) => Ok(json!({ "text": hex, "sha": doomed })),
-            };
-            needles.push(needle);
+                _ => json!({ "text": hex, "sha": doomed }),
+            }));
         }
         Ok(Built { pushes, needles })
     }

@@ -1,6 +1,7 @@
-//! Run B: one ls-remote for the name carriers (their only route), one
-//! fetch of the agreed refs that exist together with the unreachable
-//! commit by id, and every fetched object read by one `cat-file
+//! Run B: one ls-remote for the name carriers (their only route) and, at
+//! the same time, one fetch of the agreed refs together with the
+//! unreachable commit by id (made again with only the listed refs when one
+//! is gone), and every fetched object read by one `cat-file
 //! --batch-all-objects --batch`, searched for every content carrier's
 //! nonce as it streams: three git processes. A fetch the remote refuses is
 //! split in two (the refs, the commit by id) to tell whose refusal it was.
@@ -140,26 +141,46 @@ impl Instance {
             .map(|(i, w)| (i, needle_text(w)))
             .collect();
         let agreed: HashSet<String> = wanted.iter().filter_map(needle_ref).collect();
-        let (present, listed) = match self.list_refs(dir, ctx, &names, &agreed, &mut found, notice)
-        {
-            Ok(x) => x,
-            Err(o) => return all(o),
-        };
-
-        // 2. One fetch: the agreed refs that exist, and the unreachable
-        // commit by its id.
-        let refspecs: Vec<String> = present
-            .iter()
-            .enumerate()
-            .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
-            .collect();
         let by_id = wanted
             .iter()
             .zip(&kinds)
             .find(|(_, k)| **k == Some(Remote::UnreachableObject))
             .and_then(|(w, _)| w.needle.get("sha").and_then(Value::as_str))
             .map(String::from);
-        let (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
+        let specs = |refs: &HashSet<String>| {
+            let mut refs: Vec<&String> = refs.iter().collect();
+            refs.sort();
+            refs.iter()
+                .enumerate()
+                .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
+                .collect::<Vec<String>>()
+        };
+        // 2. One fetch: the agreed refs and the unreachable commit by its
+        // id, started beside the listing rather than after it (two round
+        // trips at once). A fetch of a ref that is gone fails as a whole:
+        // then, and only then, it is made again with the refs the listing
+        // showed, as it would have been after the listing.
+        let mut refspecs = specs(&agreed);
+        let (listing, eager) = std::thread::scope(|scope| {
+            let eager = scope.spawn(|| self.fetch_agreed(dir, &refspecs, by_id.as_deref()));
+            let listing = self.list_refs(dir, ctx, &names, &agreed, &mut found, notice);
+            (listing, eager.join())
+        });
+        let (present, listed) = match listing {
+            Ok(x) => x,
+            Err(o) => return all(o),
+        };
+        let (mut fetch_error, mut by_id_error) = eager.unwrap_or_else(|_| {
+            let broken = "run B's fetch stopped without an answer".to_string();
+            (
+                Some(broken.clone()),
+                Some(RecoverOutcome::Failed { reason: broken }),
+            )
+        });
+        if present.len() < agreed.len() && (fetch_error.is_some() || by_id_error.is_some()) {
+            refspecs = specs(&present);
+            (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
+        }
 
         // 3. Every fetched object, read once, searched for every content
         // carrier's nonce. Failures are typed where they happen (a refusal

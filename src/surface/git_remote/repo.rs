@@ -1,109 +1,13 @@
 //! Git as the runs use it: a fresh scratch repository per run (never the
-//! user's checkout), every object of run A built by one `fast-import`,
-//! pushes with leases and their porcelain report, ls-remote streamed.
+//! user's checkout), pushes with leases and their porcelain report,
+//! ls-remote streamed.
 
-use super::{IDENT_EMAIL, IDENT_NAME, Instance, RefUpdate, TRUST_FILE};
+use super::{Instance, RefUpdate, TRUST_FILE};
 use crate::fault::Fault;
 use crate::git;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
-
-/// One job's ref and object mark, before fast-import gives ids.
-pub(super) type Planned = (Option<String>, Option<u32>);
-
-/// A `git fast-import` stream under construction: all of run A's objects
-/// are built by one git process instead of one per object.
-pub(super) struct Stream {
-    text: Vec<u8>,
-    next: u32,
-    time: u64,
-}
-
-impl Stream {
-    pub(super) fn new() -> Stream {
-        let time = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Stream {
-            text: Vec::new(),
-            next: 0,
-            time,
-        }
-    }
-
-    pub(super) fn mark(&mut self) -> u32 {
-        self.next += 1;
-        self.next
-    }
-
-    pub(super) fn line(&mut self, l: &str) {
-        self.text.extend_from_slice(l.as_bytes());
-        self.text.push(b'\n');
-    }
-
-    pub(super) fn data(&mut self, body: &str) {
-        self.line(&format!("data {}", body.len()));
-        self.line(body);
-    }
-
-    pub(super) fn blob(&mut self, content: &str) -> u32 {
-        let m = self.mark();
-        self.line("blob");
-        self.line(&format!("mark :{m}"));
-        self.data(content);
-        m
-    }
-
-    /// A root commit holding `files` (path, blob mark). Each commit goes on
-    /// a scratch ref of its own: a commit with no `from` on a new ref has
-    /// no parent.
-    pub(super) fn commit(
-        &mut self,
-        author: &(String, String),
-        message: &str,
-        files: &[(&str, u32)],
-    ) -> u32 {
-        let m = self.mark();
-        let t = self.time;
-        self.line(&format!("commit refs/runwarden-build/{m}"));
-        self.line(&format!("mark :{m}"));
-        self.line(&format!("author {} <{}> {t} +0000", author.0, author.1));
-        self.line(&format!("committer {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000"));
-        self.data(message);
-        for (path, blob) in files {
-            self.line(&format!("M 100644 :{blob} {path}"));
-        }
-        self.line("");
-        m
-    }
-
-    pub(super) fn tag(&mut self, name: &str, target: u32, message: &str) -> u32 {
-        let m = self.mark();
-        let t = self.time;
-        self.line(&format!("tag {name}"));
-        self.line(&format!("mark :{m}"));
-        self.line(&format!("from :{target}"));
-        self.line(&format!("tagger {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000"));
-        self.data(message);
-        m
-    }
-
-    /// A notes commit whose tree notes `target` with `note`.
-    pub(super) fn note(&mut self, target: u32, note: &str) -> u32 {
-        let m = self.mark();
-        let t = self.time;
-        self.line(&format!("commit refs/runwarden-build/notes-{m}"));
-        self.line(&format!("mark :{m}"));
-        self.line(&format!("committer {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000"));
-        self.data("Notes added by runwarden");
-        self.line(&format!("N inline :{target}"));
-        self.data(note);
-        self.line("");
-        m
-    }
-}
 
 /// A push's per-ref results from `--porcelain`: ref -> (flag, summary).
 pub(super) fn porcelain(stdout: &[u8]) -> HashMap<String, (char, String)> {
@@ -239,37 +143,6 @@ impl Instance {
 
     pub(super) fn init(&self, dir: &Path) -> Result<(), Fault> {
         bare_repository(dir).map_err(|e| Fault::broken(format!("scratch repository: {e}")))
-    }
-
-    /// Runs one `git fast-import` over `stream` and returns each mark's
-    /// object id; `Broken` when git fails.
-    pub(super) fn fast_import(
-        &self,
-        dir: &Path,
-        stream: &Stream,
-    ) -> Result<HashMap<u32, String>, Fault> {
-        let marks = dir.join("runwarden-marks");
-        let args = vec![
-            "fast-import".to_string(),
-            "--quiet".into(),
-            format!("--export-marks={}", marks.display()),
-        ];
-        let (out, _) = self.git.run(dir, &os(&args), &[], &stream.text);
-        if !out.success {
-            return Err(Fault::broken(format!(
-                "git fast-import failed: {}",
-                out.reason()
-            )));
-        }
-        let text = std::fs::read_to_string(&marks)
-            .map_err(|e| Fault::broken(format!("fast-import marks: {e}")))?;
-        Ok(text
-            .lines()
-            .filter_map(|l| {
-                let (m, sha) = l.strip_prefix(':')?.split_once(' ')?;
-                Some((m.parse().ok()?, sha.to_string()))
-            })
-            .collect())
     }
 
     /// One push; returns per-ref results, or the whole push's failure
