@@ -1,48 +1,50 @@
 #!/usr/bin/env python3
 """Benchmark: the same probe with this runwarden and with the reference
-tool (PyPI runwarden==0.1.0), printing the ratio of median wall times and of
-peak RSS.
+tool (PyPI runwarden==0.1.0), and a watch against the floor of the tools
+that read what it reads. Its markdown table is the README's.
 
-Usage: python3 bench/compare.py [--surface filesystem|git] [--transport local|http]
-                                [--runs N] [--sizes 0,400,10000]
+Usage: sudo python3 bench/compare.py [--surface all|filesystem|git|watch]
+                                     [--fs ext4,tmpfs] [--runs N]
+                                     [--sizes 0,400] [--transport local|http]
+                                     [--watch-entries 200000]
 
-`--surface filesystem` (default) probes a directory holding N foreign files;
-`--surface git` probes a bare remote holding N foreign refs (default 50) and
-also prints, per tool and probe:
-- round trips: the times it made git contact the remote (each starts a
-  git-upload-pack or git-receive-pack on the remote side), counted with
-  strace for a local remote, and as authenticated HTTP requests for
-  `--transport http`;
-- git processes: the `git` commands it started, counted by a `git` first on
-  PATH that logs each call and hands it to the real one.
-`--transport http` serves the remote over smart HTTP (`git http-backend` on
-loopback, behind basic auth), the shape CI uses.
+Every measurement runs on a file system made for it (root: it mounts):
+- `ext4`: a fresh image, `mkfs.ext4`, loop-mounted, per size (a fresh file
+  system has no history: on an old one the inode allocator slows every
+  create for ~30 s after many deletes, which would measure the disk's past);
+- `tmpfs`: a fresh tmpfs mount.
+The surface, both tools' TMPDIR and every scratch file live there; one
+unmeasured run of each tool warms the cache first. Then the tools run
+alternately, N times each (at least 7), and the medians are printed.
 
 It builds the binary the action ships (static, the flags of
-scripts/build-dist.sh, in target/dist), installs the reference into
-bench/.venv (once),
-and for each size makes a directory holding that many foreign files (one in
-ten with content), then probes it with both tools N times each, alternating.
-Wall time is of the tool started directly from this script (which adds
-the same ~0.6 ms process start to both tools; `/bin/true` is printed as
-that floor). Peak RSS is measured in a second run of each: the largest
-resident set of the probe's process tree as GNU
-time (`/usr/bin/time`, Debian package `time`) reports it: wait4(2) called
-from this Python process would count Python's own RSS, which a child keeps
-in its ru_maxrss across fork and exec. Nothing here asserts a speed: it
-prints figures.
+scripts/build-dist.sh, in target/dist) and installs the reference into
+bench/.venv (once). Wall time is of the tool started directly from this
+script (`/bin/true`'s time is printed as that floor); peak RSS is measured
+in a second run under GNU time (`/usr/bin/time`, Debian package `time`).
 
-Both tools run with the surface and their temp directories on tmpfs
-(/dev/shm) where it exists: on ext4, the inode allocator slows every create
-for ~30 s after many deletes (find_inode_bit/recently_deleted), which would
-measure the disk's recent history rather than either tool.
+- `filesystem`: a directory holding N foreign files (one in ten with
+  content). The reference lists at most 500 entries of a directory, so
+  rows from 500 up are marked.
+- `git`: a bare remote holding N foreign refs (default 50). Also printed,
+  per tool and probe: round trips (the times it made git contact the
+  remote: each starts a git-upload-pack or git-receive-pack, counted with
+  strace; for `--transport http`, authenticated HTTP requests), git
+  commands (what the tool itself started, counted by a `git` first on
+  PATH) and git processes (every git program that ran, git's own helpers
+  and the remote's side included, counted with strace).
+- `watch`: `runwarden watch -- true` over a generated tree (N entries:
+  directories of 999 files, one file in ten with content), two snapshots
+  and their diff, against the floor printed in the same run: `find
+  -printf` with sizes and times, `getfattr -R -d` (Debian package
+  `attr`), and reading every non-empty file, each timed alone. The tree is
+  a few seconds old when watched, as a real one is.
 
-The reference lists at most 500 entries of a directory (its MAX_ENTRIES cap),
-so from 500 entries up it does less work than runwarden, which lists every
-entry; those rows are marked.
+Nothing here asserts a speed: it prints figures.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -92,7 +94,6 @@ def build() -> Path:
 
 
 GNU_TIME = "/usr/bin/time"
-BASE = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def measure(argv, cwd) -> tuple[float, int, int]:
@@ -141,19 +142,28 @@ def git_remote(tmp: Path, n: int) -> Path:
     return remote
 
 
-def round_trips(argv, cwd) -> int | None:
-    """Times the run made git contact the remote, from strace's execve log."""
+def traced(argv, cwd) -> tuple[int, int] | None:
+    """(round trips, git processes) of one run, from strace's execve log:
+    each git-upload-pack or git-receive-pack started is a contact with the
+    remote; every program from git's exec path or named git is a git
+    process (the remote's side of a local remote included)."""
     if not shutil.which("strace"):
         return None
     log = Path(cwd) / ".strace"
     env = dict(os.environ, TMPDIR=str(cwd))
     subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(log), *argv],
                    cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    count = 0
+    trips = procs = 0
     for line in log.read_text(errors="replace").splitlines():
-        if "execve(" in line and "= 0" in line and re.search(r'execve\("[^"]*git-(upload|receive)-pack"', line):
-            count += 1
-    return count
+        m = re.search(r'execve\("([^"]*)"', line)
+        if not m or "= 0" not in line:
+            continue
+        prog = m.group(1).rsplit("/", 1)[-1]
+        if prog.startswith("git"):
+            procs += 1
+        if re.fullmatch(r"git-(upload|receive)-pack", prog):
+            trips += 1
+    return trips, procs
 
 
 def git_processes(argv, cwd) -> int:
@@ -267,111 +277,223 @@ def populate(d: Path, n: int) -> None:
             p.touch()
 
 
+def tree(root: Path, n: int) -> None:
+    """n entries: directories of 999 files each, one entry in ten a file
+    with content."""
+    root.mkdir()
+    made = 0
+    d = 0
+    while made < n:
+        sub = root / f"d{d:04d}"
+        sub.mkdir()
+        made += 1
+        for f in range(min(999, n - made)):
+            with open(sub / f"f{f:04d}", "w") as fh:
+                if made % 10 == 0:
+                    fh.write(f"content {made}\n" * 8)
+            made += 1
+        d += 1
+
+
+@contextlib.contextmanager
+def fresh_fs(kind: str, size_mib: int):
+    """A file system made for one measurement, mounted on a new
+    directory: a loop-mounted ext4 image, or a tmpfs."""
+    top = Path(tempfile.mkdtemp(prefix="rw-bench-", dir="/var/tmp"))
+    mnt = top / "mnt"
+    mnt.mkdir()
+    try:
+        if kind == "ext4":
+            img = top / "fs.img"
+            with open(img, "wb") as f:
+                f.truncate(size_mib << 20)
+            subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True)
+            subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True)
+        else:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mnt)],
+                           check=True)
+        try:
+            yield mnt
+        finally:
+            subprocess.run(["umount", str(mnt)], check=True)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def median_ms(xs) -> float:
+    return statistics.median(xs) * 1000
+
+
+def wall(argv, cwd, env=None) -> float:
+    os.sync()
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env or dict(os.environ, TMPDIR=str(cwd)),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+class Row:
+    """One measurement: what was probed, on which file system, and its
+    figures (for the printed line and the markdown table)."""
+
+    def __init__(self, what, fs, ours, ref=None, extra="", note=""):
+        self.what, self.fs, self.ours, self.ref, self.extra, self.note = what, fs, ours, ref, extra, note
+
+    def ratio(self) -> str:
+        return f"{self.ref / self.ours:.1f}x" if self.ref else ""
+
+    def line(self) -> str:
+        ref = f"{self.ref:8.1f}" if self.ref else f"{'n/a':>8}"
+        return f"{self.what:<34} {self.fs:<6} {self.ours:8.1f} {ref} {self.ratio():>8}  {self.extra}  {self.note}".rstrip()
+
+
+def probe_row(args, ours, ref, surface, n, fs, mnt) -> Row:
+    tmp = mnt
+    server = None
+    if surface == "filesystem":
+        target = tmp / "shared"
+        target.mkdir()
+        populate(target, n)
+        ours_surface = f"    type: filesystem\n    path: {json.dumps(str(target))}\n"
+        ref_surface = {"name": "shared", "type": "filesystem", "params": {"path": str(target)}}
+    else:
+        target = git_remote(tmp, n)
+        remote = str(target)
+        if args.transport == "http":
+            git("config", "http.receivepack", "true", cwd=target)
+            server = SmartHttp(tmp)
+            remote = server.url("remote.git")
+        ours_surface = f"    type: git-remote\n    remote: {json.dumps(remote)}\n"
+        ref_surface = {"name": "shared", "type": "git_remote", "params": {"remote": remote}}
+    (tmp / "ours.yml").write_text(f"version: 1\nsurfaces:\n  - name: shared\n{ours_surface}")
+    (tmp / "ref.json").write_text(json.dumps({"surfaces": [ref_surface], "declared": []}))
+    ours_argv = [str(ours), "probe", "--config", "ours.yml", "--report", "ours-report.json"]
+    ref_argv = [str(ref), "probe", "--config", "ref.json", "--report", "ref-report.json"]
+    # runwarden 0.1.0 probes local remotes only ("must be a local path").
+    ref_runs = not (surface == "git" and args.transport == "http")
+    wall(ours_argv, tmp)
+    if ref_runs:
+        wall(ref_argv, tmp)
+    o, r = [], []
+    for _ in range(args.runs):
+        o.append(measure(ours_argv, tmp))
+        if ref_runs:
+            r.append(measure(ref_argv, tmp))
+    for name, runs in (("runwarden", o), ("reference", r)):
+        codes = {c for _, _, c in runs}
+        if runs and codes != {1}:
+            print(f"warning: {name} exited {codes}, expected 1 (open channels)", file=sys.stderr)
+    ow = median_ms(w for w, _, _ in o)
+    rw = median_ms(w for w, _, _ in r) if r else None
+    orss = statistics.median(m for _, m, _ in o)
+    extra = f"RSS {orss / 1024:.1f} MiB"
+    if r:
+        extra += f" vs {statistics.median(m for _, m, _ in r) / 1024:.1f} MiB"
+    note = ""
+    what = f"{surface}, {n} {'entries' if surface == 'filesystem' else 'refs'}"
+    if surface == "git":
+        cmds = (git_processes(ours_argv, tmp), git_processes(ref_argv, tmp) if ref_runs else None)
+        if server is None:
+            t = (traced(ours_argv, tmp), traced(ref_argv, tmp))
+            if t[0] and t[1]:
+                extra += (f"; round trips {t[0][0]} vs {t[1][0]}; git commands {cmds[0]} vs {cmds[1]};"
+                          f" git processes {t[0][1]} vs {t[1][1]}")
+        else:
+            before = server.requests
+            wall(ours_argv, tmp)
+            extra += f"; HTTP requests {server.requests - before}; git commands {cmds[0]}"
+            server.close()
+            what += " over HTTP"
+        note = "ours: 12 carriers and its control; ref: 5 carriers"
+    elif n > 500:
+        note = "reference lists only 500 entries"
+    return Row(what, fs, ow, rw, extra, note)
+
+
+def watch_rows(args, ours, fs, mnt) -> list[Row]:
+    root = mnt / "tree"
+    tree(root, args.watch_entries)
+    (mnt / "rw.yml").write_text(
+        f"version: 1\nsurfaces:\n  - name: tree\n    type: filesystem\n    path: {json.dumps(str(root))}\n")
+    # As old as a real tree is by the time it is watched: an entry changed
+    # in the second before the first snapshot is read again (docs/watch.md).
+    time.sleep(3)
+    argv = [str(ours), "watch", "--config", "rw.yml", "--report", "watch.json", "--", "true"]
+    floor = {
+        "find -printf": ["sh", "-c", "find tree -printf '%s %T@ %C@ %p\\n' >/dev/null"],
+        "getfattr -R -d": ["sh", "-c", "getfattr -R -d tree >/dev/null 2>&1"],
+        "read non-empty files": ["sh", "-c", "find tree -type f -size +0 -print0 | xargs -0 cat >/dev/null"],
+    }
+    wall(argv, mnt)
+    times = {k: [] for k in floor}
+    w = []
+    for _ in range(args.runs):
+        w.append(wall(argv, mnt))
+        for k, cmd in floor.items():
+            times[k].append(wall(cmd, mnt))
+    with open(mnt / "watch.json") as f:
+        summary = json.load(f)["summary"]
+    if summary.get("error") or summary.get("fail"):
+        print(f"warning: the watch reported {summary}", file=sys.stderr)
+    parts = {k: median_ms(v) for k, v in times.items()}
+    total = sum(parts.values())
+    shown = ", ".join(f"{k} {v:.0f}" for k, v in parts.items())
+    return [Row(f"watch, {args.watch_entries} entries", fs, median_ms(w), None,
+                f"floor {total:.0f} ms ({shown})", "two snapshots and their diff")]
+
+
+def markdown(rows: list[Row]) -> str:
+    out = ["| measurement | fs | this tool | earlier tool | ratio | also |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ref = f"{r.ref:.1f} ms" if r.ref else ("(none: watch is new)" if r.what.startswith("watch") else "n/a")
+        out.append(f"| {r.what} | {r.fs} | {r.ours:.1f} ms | {ref} | {r.ratio()} | {r.extra} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--surface", choices=["filesystem", "git"], default="filesystem")
+    ap.add_argument("--surface", choices=["all", "filesystem", "git", "watch"], default="all")
+    ap.add_argument("--fs", default="ext4,tmpfs")
     ap.add_argument("--transport", choices=["local", "http"], default="local")
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--sizes", default=None)
+    ap.add_argument("--watch-entries", type=int, default=200_000)
     args = ap.parse_args()
-    sizes = args.sizes or ("0,400,10000" if args.surface == "filesystem" else "50")
+    if args.runs < 7:
+        print("--runs must be at least 7 (medians of fewer runs move too much)", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("needs root: each measurement mounts a file system of its own", file=sys.stderr)
+        return 2
     if not os.access(GNU_TIME, os.X_OK):
         print("needs GNU time: apt-get install time", file=sys.stderr)
+        return 2
+    surfaces = ["filesystem", "git", "watch"] if args.surface == "all" else [args.surface]
+    if "watch" in surfaces and not shutil.which("getfattr"):
+        print("the watch floor needs getfattr: apt-get install attr", file=sys.stderr)
         return 2
     ours = build()
     ref = ensure_reference()
     version = subprocess.run([str(ours), "--version"], capture_output=True, text=True).stdout.strip()
-    where = BASE or tempfile.gettempdir()
-    what = "entries" if args.surface == "filesystem" else "refs"
-    over = f" over {args.transport}" if args.surface == "git" else ""
-    print(f"{args.surface} surface{over}: {version} (static release build) vs reference {REFERENCE}; {args.runs} runs each, medians, in {where}")
-    floor = []
-    for _ in range(args.runs):
-        start = time.perf_counter()
-        subprocess.run(["/bin/true"])
-        floor.append(time.perf_counter() - start)
-    print(f"(starting a process from this script: /bin/true takes {statistics.median(floor) * 1000:.1f} ms, in both tools' times)")
-    header = f"{what:>8}  {'ours ms':>8}  {'ref ms':>8}  {'speed-up':>8}  {'ours RSS':>9}  {'ref RSS':>9}  {'RSS ratio':>9}"
-    if args.surface == "git":
-        header += "  round trips  git processes"
-    print(header + "  note")
-    for n in [int(x) for x in sizes.split(",")]:
-        with tempfile.TemporaryDirectory(prefix="rw-bench-", dir=BASE) as tmp:
-            tmp = Path(tmp)
-            if args.surface == "filesystem":
-                target = tmp / "shared"
-                target.mkdir()
-                populate(target, n)
-                ours_surface = f"    type: filesystem\n    path: {json.dumps(str(target))}\n"
-                ref_surface = {"name": "shared", "type": "filesystem", "params": {"path": str(target)}}
-            else:
-                target = git_remote(tmp, n)
-                server = None
-                remote = str(target)
-                if args.transport == "http":
-                    git("config", "http.receivepack", "true", cwd=target)
-                    server = SmartHttp(tmp)
-                    remote = server.url("remote.git")
-                ours_surface = f"    type: git-remote\n    remote: {json.dumps(remote)}\n"
-                ref_surface = {"name": "shared", "type": "git_remote", "params": {"remote": remote}}
-            (tmp / "ours.yml").write_text(f"version: 1\nsurfaces:\n  - name: shared\n{ours_surface}")
-            (tmp / "ref.json").write_text(json.dumps({"surfaces": [ref_surface], "declared": []}))
-            ours_argv = [str(ours), "probe", "--config", "ours.yml", "--report", "ours-report.json"]
-            ref_argv = [str(ref), "probe", "--config", "ref.json", "--report", "ref-report.json"]
-            # runwarden 0.1.0 probes local remotes only ("must be a local
-            # path"): over HTTP there is nothing to compare, so ours alone.
-            ref_runs = not (args.surface == "git" and args.transport == "http")
-            o, r = [], []
-            for _ in range(args.runs):
-                o.append(measure(ours_argv, tmp))
-                if ref_runs:
-                    r.append(measure(ref_argv, tmp))
-            if not ref_runs:
-                ow = statistics.median(w for w, _, _ in o) * 1000
-                orss = statistics.median(m for _, m, _ in o)
-                before = server.requests
-                subprocess.run(ours_argv, cwd=tmp, env=dict(os.environ, TMPDIR=str(tmp)),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                trips = server.requests - before
-                procs = git_processes(ours_argv, tmp)
-                print(f"{n:>8}  {ow:>8.1f}  {'n/a':>8}  {'n/a':>8}  {orss:>6} KiB  {'n/a':>9}  {'n/a':>9}"
-                      f"  {trips:>5}/n/a    {procs:>6}/n/a     HTTP requests (info/refs GETs and POSTs) of"
-                      " one probe; the reference probes local remotes only")
-                server.close()
+    floor = [wall(["/bin/true"], "/") for _ in range(args.runs)]
+    print(f"{version} (static release build) vs {REFERENCE}; {args.runs} runs each, alternating, medians;"
+          f" starting /bin/true from here takes {median_ms(floor):.1f} ms")
+    rows = []
+    for fs in args.fs.split(","):
+        for surface in surfaces:
+            if surface == "watch":
+                with fresh_fs(fs, 4096) as mnt:
+                    rows.extend(watch_rows(args, ours, fs, mnt))
+                print(rows[-1].line(), flush=True)
                 continue
-            for name, runs in (("runwarden", o), ("reference", r)):
-                codes = {c for _, _, c in runs}
-                if codes != {1}:
-                    print(f"warning: {name} exited {codes}, expected 1 (open channels)", file=sys.stderr)
-            ow = statistics.median(w for w, _, _ in o) * 1000
-            rw = statistics.median(w for w, _, _ in r) * 1000
-            orss = statistics.median(m for _, m, _ in o)
-            rrss = statistics.median(m for _, m, _ in r)
-            row = f"{n:>8}  {ow:>8.1f}  {rw:>8.1f}  {rw / ow:>7.1f}x  {orss:>6} KiB  {rrss:>6} KiB  {rrss / orss:>8.1f}x"
-            note = ""
-            if args.surface == "git":
-                if server is None:
-                    trips = (round_trips(ours_argv, tmp), round_trips(ref_argv, tmp))
-                else:
-                    trips = []
-                    for argv in (ours_argv, ref_argv):
-                        before = server.requests
-                        subprocess.run(argv, cwd=tmp, env=dict(os.environ, TMPDIR=str(tmp)),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                        trips.append(server.requests - before)
-                procs = (git_processes(ours_argv, tmp), git_processes(ref_argv, tmp))
-                row += f"  {trips[0]:>5}/{trips[1]:<5}  {procs[0]:>6}/{procs[1]:<6}"
-                note = "ours: 12 carriers and its control; ref: 5 carriers"
-                if server is not None:
-                    note += "; http round trips = requests, 401 challenges included"
-                    server.close()
-            elif n > 500:
-                note = "reference lists only 500 entries"
-            print(f"{row}  {note}")
-            if args.surface == "filesystem":
-                left = [p.name for p in target.iterdir() if not p.name.startswith("foreign-")]
-                if left:
-                    print(f"  left in the directory after the runs: {left[:5]}", file=sys.stderr)
+            sizes = args.sizes or ("0,400" if surface == "filesystem" else "50")
+            for n in [int(x) for x in sizes.split(",")]:
+                with fresh_fs(fs, 1024) as mnt:
+                    rows.append(probe_row(args, ours, ref, surface, n, fs, mnt))
+                print(rows[-1].line(), flush=True)
+    print()
+    print(markdown(rows))
     return 0
 
 

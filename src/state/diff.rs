@@ -2,10 +2,12 @@
 //! second is taken: the first is read back from disk in step, so memory
 //! holds the changes (what the watched command did), never the surface.
 
-use super::snapshot::{Entry, Reader, check_order, key_order};
+use super::snapshot::{Entry, Lookahead, Reader, check_order, key_order};
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::rc::Rc;
 
 /// What the first snapshot held that attribution needs besides the
 /// change itself: every object id (`oid`) it listed, so that a ref moved
@@ -64,7 +66,9 @@ impl Change {
 /// disk, noting what attribution needs of the first ([`Before`]) as it
 /// reads it: the first snapshot is read once.
 pub struct Differ {
-    before: Reader,
+    /// The first snapshot, shared with the second as it is taken
+    /// ([`crate::state::snapshot::WatchCtx::earlier`]).
+    before: Rc<RefCell<Lookahead>>,
     seen: Before,
     /// The next entry of the first snapshot, read but not yet compared.
     pending: Option<Entry>,
@@ -76,7 +80,7 @@ impl Differ {
     /// `since`: when the first snapshot began (Unix seconds).
     pub fn new(before: Reader, since: i64) -> Differ {
         Differ {
-            before,
+            before: Rc::new(RefCell::new(Lookahead::new(before))),
             seen: Before {
                 since,
                 ..Before::default()
@@ -87,12 +91,17 @@ impl Differ {
         }
     }
 
+    /// The first snapshot, for the second to consult as it is taken.
+    pub fn first(&self) -> Rc<RefCell<Lookahead>> {
+        Rc::clone(&self.before)
+    }
+
     /// The next entry of the first snapshot (the pending one first).
     fn next_before(&mut self) -> io::Result<Option<Entry>> {
         match self.pending.take() {
             Some(e) => Ok(Some(e)),
             None => {
-                let e = self.before.next().transpose()?;
+                let e = self.before.borrow_mut().take_next()?;
                 if let Some(e) = &e {
                     self.seen.see(e);
                 }
@@ -150,6 +159,10 @@ impl Differ {
             });
             return;
         }
+        // Most entries are as they were: one comparison, no allocation.
+        if b.attrs == now.attrs {
+            return;
+        }
         let changed = changed_attrs(&b, &now);
         if !changed.is_empty() {
             self.changes.push(Change {
@@ -197,7 +210,7 @@ impl Differ {
             _ => true,
         };
         let kept: Vec<bool> = changes.iter().map(keep).collect();
-        let digest = self.before.digest();
+        let digest = self.before.borrow().digest();
         let seen = self.seen;
         Ok((
             changes

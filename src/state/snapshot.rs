@@ -6,10 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::Path;
+use std::rc::Rc;
 
 /// One thing a surface holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,11 +135,97 @@ pub fn listed(key: Vec<String>, kind: &str, attrs: &[(&str, String)]) -> Entry {
     }
 }
 
-/// What a snapshot must leave out: runwarden's own work directory, when it
-/// lies inside a surface (its device and inode).
+/// What a snapshot must leave out (runwarden's own work directory, when it
+/// lies inside a surface: its device and inode) and, for the second
+/// snapshot, the first one to consult as it is taken.
 #[derive(Debug, Default, Clone)]
 pub struct WatchCtx {
     pub skip: Vec<(u64, u64)>,
+    /// The first snapshot, read in step with the second (`None` while the
+    /// first is taken).
+    pub first: Option<Rc<RefCell<Lookahead>>>,
+    /// When the first snapshot began (Unix seconds).
+    pub since: i64,
+}
+
+impl WatchCtx {
+    /// What `look` makes of the entry the first snapshot recorded under
+    /// `key`, if it holds `key`. Keys must be asked in [`key_order`], each before it is
+    /// streamed: what the first snapshot holds between two asks (entries
+    /// the second will not have) stays in memory until the diff takes it,
+    /// so memory holds the changes, never the surface. `None` too when the
+    /// first snapshot cannot be read (the diff then says so).
+    pub fn earlier<R>(&self, key: &[String], look: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let first = self.first.as_ref()?;
+        first.borrow_mut().find(key).map(look)
+    }
+}
+
+/// A snapshot read back with entries kept ahead of the diff: what lets the
+/// second snapshot ask the first about an entry before streaming it
+/// ([`WatchCtx::earlier`]), while the diff ([`super::diff::Differ`])
+/// takes every entry exactly once, in order, through the same reader (one
+/// read and one digest of the file).
+pub struct Lookahead {
+    reader: Reader,
+    ahead: VecDeque<Entry>,
+    /// A read that failed: kept for the diff to report.
+    failed: Option<io::Error>,
+}
+
+impl std::fmt::Debug for Lookahead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lookahead({} ahead)", self.ahead.len())
+    }
+}
+
+impl Lookahead {
+    pub fn new(reader: Reader) -> Lookahead {
+        Lookahead {
+            reader,
+            ahead: VecDeque::new(),
+            failed: None,
+        }
+    }
+
+    /// The next entry for the diff.
+    pub fn take_next(&mut self) -> io::Result<Option<Entry>> {
+        if let Some(e) = self.ahead.pop_front() {
+            return Ok(Some(e));
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.reader.next().transpose()
+    }
+
+    /// The entry under `key`, reading ahead up to the first key not before
+    /// it. A read error stops the look (the entry is then unknown) and
+    /// waits for the diff.
+    fn find(&mut self, key: &[String]) -> Option<&Entry> {
+        while self.failed.is_none()
+            && self
+                .ahead
+                .back()
+                .is_none_or(|b| key_order(&b.key, key) == Ordering::Less)
+        {
+            match self.reader.next() {
+                Some(Ok(e)) => self.ahead.push_back(e),
+                Some(Err(e)) => self.failed = Some(e),
+                None => break,
+            }
+        }
+        self.ahead
+            .iter()
+            .rev()
+            .take_while(|e| key_order(&e.key, key) != Ordering::Less)
+            .find(|e| e.key == key)
+    }
+
+    /// The SHA-256 of everything read so far.
+    pub fn digest(&self) -> String {
+        self.reader.digest()
+    }
 }
 
 /// A snapshot being written: entries checked to come in [`key_order`],
@@ -200,7 +288,19 @@ pub(super) fn check_order(last: &mut Option<Vec<String>>, key: &[String]) -> io:
             crate::escape::line(&prev.join("/"))
         )));
     }
-    *last = Some(key.to_vec());
+    // The last key's strings are reused: a clone per entry is a
+    // measurable part of a snapshot of a million.
+    match last {
+        Some(prev) => {
+            prev.truncate(key.len());
+            for (p, k) in prev.iter_mut().zip(key) {
+                p.clone_from(k);
+            }
+            let have = prev.len();
+            prev.extend(key[have..].iter().cloned());
+        }
+        None => *last = Some(key.to_vec()),
+    }
     Ok(())
 }
 

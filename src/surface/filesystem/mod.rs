@@ -14,6 +14,7 @@ mod cleanup;
 mod plant;
 mod recover;
 mod scan;
+mod snap;
 mod watch;
 
 use scan::{Agreed, Needle};

@@ -201,6 +201,7 @@ fn ctx_of(work: &Path) -> Result<WatchCtx, Fault> {
         .map_err(|e| Fault::broken(format!("the watch's work directory {}: {e}", shown(work))))?;
     Ok(WatchCtx {
         skip: vec![(meta.dev(), meta.ino())],
+        ..WatchCtx::default()
     })
 }
 
@@ -239,6 +240,11 @@ fn second(
 ) -> Result<Seen, SnapshotError> {
     let reader = Reader::open(&first.path).map_err(snapshot_error)?;
     let mut differ = Differ::new(reader, first.since);
+    let ctx = &WatchCtx {
+        skip: ctx.skip.clone(),
+        first: Some(differ.first()),
+        since: first.since,
+    };
     let mut unlisted = 0;
     let mut mounts: Vec<String> = Vec::new();
     let mut more_mounts = 0usize;
