@@ -147,14 +147,6 @@ impl Instance {
             .find(|(_, k)| **k == Some(Remote::UnreachableObject))
             .and_then(|(w, _)| w.needle.get("sha").and_then(Value::as_str))
             .map(String::from);
-        let specs = |refs: &HashSet<String>| {
-            let mut refs: Vec<&String> = refs.iter().collect();
-            refs.sort();
-            refs.iter()
-                .enumerate()
-                .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
-                .collect::<Vec<String>>()
-        };
         // 2. One fetch: the agreed refs and the unreachable commit by its
         // id, started beside the listing rather than after it (two round
         // trips at once). A fetch of a ref that is gone fails as a whole:
@@ -170,13 +162,7 @@ impl Instance {
             Ok(x) => x,
             Err(o) => return all(o),
         };
-        let (mut fetch_error, mut by_id_error) = eager.unwrap_or_else(|_| {
-            let broken = "run B's fetch stopped without an answer".to_string();
-            (
-                Some(broken.clone()),
-                Some(RecoverOutcome::Failed { reason: broken }),
-            )
-        });
+        let (mut fetch_error, mut by_id_error) = eager.unwrap_or_else(|_| stopped());
         if present.len() < agreed.len() && (fetch_error.is_some() || by_id_error.is_some()) {
             refspecs = specs(&present);
             (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
@@ -410,6 +396,25 @@ impl Instance {
             )),
         }
     }
+}
+
+/// The refspecs that fetch `refs` into run B's scratch repository.
+fn specs(refs: &HashSet<String>) -> Vec<String> {
+    let mut refs: Vec<&String> = refs.iter().collect();
+    refs.sort();
+    refs.iter()
+        .enumerate()
+        .map(|(i, r)| format!("+{r}:refs/runwarden-b/{i}"))
+        .collect()
+}
+
+/// The fetch's answer when its thread ended without one (it panicked).
+fn stopped() -> (Option<String>, Option<RecoverOutcome>) {
+    let broken = "run B's fetch stopped without an answer".to_string();
+    (
+        Some(broken.clone()),
+        Some(RecoverOutcome::Failed { reason: broken }),
+    )
 }
 
 /// Whether git's error says the remote will not serve an object no ref
