@@ -25,6 +25,7 @@
 //! one thread and freed on another.
 
 use super::{Instance, fill};
+use crate::nonce::to_hex;
 use crate::state::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
 use crate::sys::Stat;
 use crate::{escape, sys};
@@ -49,10 +50,6 @@ fn digest(parts: &[&[u8]]) -> Short {
     let mut out = [0u8; 16];
     out.copy_from_slice(&h.finalize()[..16]);
     out
-}
-
-fn hex(d: &Short) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn failed(what: &str, path: &[String], e: &io::Error) -> SnapshotError {
@@ -130,10 +127,10 @@ impl Trust {
 /// a moment after `since`, which even a clock of two-second steps shows
 /// as different. An entry changed in the same second as the first look,
 /// or just before, is read again.
-fn unchanged_since(e: &snapshot::Entry, st: &Stat, t: &Times, since: i64) -> bool {
+fn unchanged_since(e: &snapshot::Entry, st: &Stat, t: &Times, id: &str, since: i64) -> bool {
     st.ctime_sec.saturating_add(2) < since
         && e.kind == kind_of(st)
-        && e.id.as_deref() == Some(id_of(st).as_str())
+        && e.id.as_deref() == Some(id)
         && e.attrs.get("mtime") == Some(&t.mtime)
         && e.attrs.get("ctime") == Some(&t.ctime)
         && (st.file_type() != libc::S_IFREG || e.attrs.get("size") == Some(&st.size.to_string()))
@@ -153,12 +150,13 @@ fn id_of(st: &Stat) -> String {
     format!("{}:{}", st.dev, st.ino)
 }
 
-/// One entry of a run, ready to be read.
-struct Job<'a> {
+/// One entry, stat taken, before it is read.
+struct Job {
     key: Vec<String>,
     st: Stat,
-    name: &'a OsStr,
     times: Times,
+    /// Its identity (`dev:ino`), as the snapshot records it.
+    id: String,
     /// What the first snapshot read of it, when it is unchanged.
     kept: Option<Vec<(&'static str, String)>>,
 }
@@ -189,14 +187,12 @@ impl Instance {
         }
         drop(listing);
         names.sort_unstable();
-        let mut run: Vec<Job<'_>> = Vec::new();
         for (shown, name) in &names {
             let st = match sys::lstat_at(dir, name) {
                 Ok(st) => st,
                 // Gone between the listing and the look: not there now.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    self.emit_run(dir, &mut run, w)?;
                     key.push(shown.clone());
                     return Err(failed("cannot stat", key, &e));
                 }
@@ -204,16 +200,10 @@ impl Instance {
             if w.ctx.skip.contains(&(st.dev, st.ino)) {
                 continue;
             }
-            if st.file_type() != libc::S_IFDIR {
-                let mut k = key.clone();
-                k.push(shown.clone());
-                run.push(self.job(k, st, name, w));
-                continue;
-            }
-            self.emit_run(dir, &mut run, w)?;
             key.push(shown.clone());
             let mut attrs = BTreeMap::new();
-            if st.dev == w.dev {
+            let is_dir = st.file_type() == libc::S_IFDIR;
+            if is_dir && st.dev == w.dev {
                 match sys::open_dir_at(dir, name) {
                     Ok(sub) => match self.walk(&sub, key, w) {
                         Ok(()) => {}
@@ -234,12 +224,12 @@ impl Instance {
                     }
                     Err(e) => return Err(failed("cannot open", key, &e)),
                 }
-            } else {
+            } else if is_dir {
                 attrs.insert("mount-point".into(), "not entered".into());
             }
-            // (Asked of the first snapshot only now: its children come
-            // before it.)
-            let job = self.job(key.clone(), st, name, w);
+            // (Asked of the first snapshot only now: a directory's
+            // children come before it.)
+            let job = self.job(key.clone(), st, w);
             let extras = job
                 .kept
                 .is_none()
@@ -249,17 +239,18 @@ impl Instance {
                 .map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
             key.pop();
         }
-        self.emit_run(dir, &mut run, w)
+        Ok(())
     }
 
     /// An entry to read, with what the first snapshot read of it when it
     /// is unchanged since. Asked in key order.
-    fn job<'a>(&self, key: Vec<String>, st: Stat, name: &'a OsStr, w: &Walk<'_, '_>) -> Job<'a> {
+    fn job(&self, key: Vec<String>, st: Stat, w: &Walk<'_, '_>) -> Job {
         let t = times(&st);
+        let id = id_of(&st);
         let kept = if w.trust.ctime {
             w.ctx
                 .earlier(&key, |e| {
-                    unchanged_since(e, &st, &t, w.ctx.since).then(|| {
+                    unchanged_since(e, &st, &t, &id, w.ctx.since).then(|| {
                         READ_ATTRS
                             .iter()
                             .filter_map(|k| Some((*k, e.attrs.get(*k)?.clone())))
@@ -273,32 +264,10 @@ impl Instance {
         Job {
             key,
             st,
-            name,
             times: t,
+            id,
             kept,
         }
-    }
-
-    /// Reads and streams a run of entries of `dir` that are not
-    /// directories, in order; empties `run`. (A run is asked of the first
-    /// snapshot as a whole before any of it is read: the asks and the
-    /// reads stay apart.)
-    fn emit_run(
-        &self,
-        dir: &OwnedFd,
-        run: &mut Vec<Job<'_>>,
-        w: &mut Walk<'_, '_>,
-    ) -> Result<(), SnapshotError> {
-        for job in run.drain(..) {
-            let extras = job
-                .kept
-                .is_none()
-                .then(|| self.extras(dir, job.name, &job.st, &mut w.window));
-            let entry = entry_of(job, BTreeMap::new(), extras, &mut w.at)?;
-            (w.sink)(entry)
-                .map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
-        }
-        Ok(())
     }
 
     /// What the snapshot reads of an entry besides its stat.
@@ -374,7 +343,7 @@ impl Instance {
 /// The entry a snapshot records: its stat, and what was read of it now
 /// (`extras`) or kept from the first snapshot (`job.kept`).
 fn entry_of(
-    job: Job<'_>,
+    job: Job,
     mut attrs: BTreeMap<String, String>,
     extras: Option<Extras>,
     at: &mut (i64, String),
@@ -393,17 +362,17 @@ fn entry_of(
     }
     if let Some(x) = extras {
         if let Some(h) = x.head {
-            attrs.insert("head".into(), h.map_or_else(unread, |d| hex(&d)));
+            attrs.insert("head".into(), h.map_or_else(unread, |d| to_hex(&d)));
         }
         if let Some(t) = x.target {
             let t = t.map_err(|e| failed("cannot read link", &job.key, &e))?;
-            attrs.insert("target".into(), hex(&t));
+            attrs.insert("target".into(), to_hex(&t));
         }
         match x.xattrs {
             Xattrs::None => {}
             Xattrs::Some { names, all } => {
-                attrs.insert("xattr-names".into(), hex(&names));
-                attrs.insert("xattrs".into(), hex(&all));
+                attrs.insert("xattr-names".into(), to_hex(&names));
+                attrs.insert("xattrs".into(), to_hex(&all));
             }
             Xattrs::Unread(why) => {
                 attrs.insert("xattr-names".into(), unread(why));
@@ -414,7 +383,7 @@ fn entry_of(
         key: job.key,
         kind: kind.into(),
         attrs,
-        id: Some(id_of(st)),
+        id: Some(job.id),
         at: Some(at_of(at, st.mtime_sec)),
     })
 }

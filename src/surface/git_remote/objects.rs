@@ -41,7 +41,7 @@ impl Objects {
     fn write(&self, kind: &str, body: &[u8]) -> std::io::Result<String> {
         let mut raw = format!("{kind} {}\0", body.len()).into_bytes();
         raw.extend_from_slice(body);
-        let id = hex(&Sha1::digest(&raw));
+        let id = crate::nonce::to_hex(&Sha1::digest(&raw));
         let fan = self.dir.join(&id[..2]);
         match std::fs::create_dir(&fan) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
@@ -158,10 +158,6 @@ fn adler32(data: &[u8]) -> u32 {
         b %= 65_521;
     }
     (b << 16) | a
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(id: &str) -> Vec<u8> {
