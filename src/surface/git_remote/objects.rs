@@ -112,13 +112,7 @@ impl Objects {
     pub(super) fn note(&self, target: &str, note: &str) -> std::io::Result<String> {
         let blob = self.blob(note)?;
         let ident = (IDENT_NAME.to_string(), IDENT_EMAIL.to_string());
-        let tree = self.tree(&[(target, &blob)])?;
-        let t = self.time;
-        let body = format!(
-            "tree {tree}\nauthor {} <{}> {t} +0000\ncommitter {IDENT_NAME} <{IDENT_EMAIL}> {t} +0000\n\nNotes added by runwarden",
-            ident.0, ident.1
-        );
-        self.write("commit", body.as_bytes())
+        self.commit(&ident, "Notes added by runwarden", &[(target, &blob)])
     }
 }
 
