@@ -225,7 +225,7 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
         Ok(i) => i,
         Err(reason) => {
             for job in &t.plant {
-                let outcome = PlantOutcome::Failed {
+                let outcome = PlantOutcome::Error {
                     reason: reason.clone(),
                 };
                 emit(&Event::Planted {
@@ -235,7 +235,7 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
                 });
             }
             for w in &t.recover {
-                let outcome = RecoverOutcome::Failed {
+                let outcome = RecoverOutcome::Error {
                     reason: reason.clone(),
                 };
                 emit(&Event::Recovered {

@@ -11,7 +11,7 @@
 //!   over its JSON without the `mac` field) and [`Receipt::read`] refuses a
 //!   receipt whose MAC is missing or does not verify, whole;
 //! - with or without a key, the engine checks every entry against the
-//!   surface's own ownership rule ([`crate::surface::Surface::owns`]) before
+//!   surface's own ownership rule ([`crate::surface::Instance::owns`]) before
 //!   any removal, so an entry that does not have runwarden's own form for
 //!   this probe id is never touched.
 
@@ -167,7 +167,7 @@ impl Receipt {
         self.surfaces
             .iter()
             .flat_map(|s| &s.plants)
-            .filter(|p| matches!(p.outcome, PlantOutcome::Failed { .. }))
+            .filter(|p| matches!(p.outcome, PlantOutcome::Error { .. }))
             .count()
     }
 }

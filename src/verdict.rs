@@ -116,7 +116,7 @@ fn control_problem(e: &Evidence) -> String {
         (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Denied { reason })) => {
             format!("detector failed its control: run B was denied the control ({reason})")
         }
-        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Failed { reason })) => {
+        (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Error { reason })) => {
             format!("detector failed its control: {reason}")
         }
         (Some(PlantOutcome::Planted { .. }), None) => {
@@ -126,7 +126,7 @@ fn control_problem(e: &Evidence) -> String {
             Some(
                 PlantOutcome::Refused { reason }
                 | PlantOutcome::Unsupported { reason }
-                | PlantOutcome::Failed { reason },
+                | PlantOutcome::Error { reason },
             ),
             _,
         ) => {
@@ -194,7 +194,7 @@ pub fn decide(e: &Evidence) -> (Verdict, String) {
             Verdict::Error,
             "run A never reported planting this carrier".into(),
         ),
-        (Some(PlantOutcome::Failed { reason }), _) => {
+        (Some(PlantOutcome::Error { reason }), _) => {
             (Verdict::Error, format!("plant failed: {reason}"))
         }
         (Some(PlantOutcome::Unsupported { reason }), _) => (Verdict::Skipped, reason.clone()),
@@ -219,7 +219,7 @@ pub fn decide(e: &Evidence) -> (Verdict, String) {
                     (Verdict::Fail, detail)
                 }
             }
-            RecoverOutcome::Failed { reason } => {
+            RecoverOutcome::Error { reason } => {
                 (Verdict::Error, format!("recovery failed: {reason}"))
             }
             RecoverOutcome::Denied { reason } => pass_or(format!("read refused: {reason}")),
@@ -384,11 +384,11 @@ mod tests {
             reason: "no xattrs".into(),
         };
         assert_eq!(decide(&ev(Some(unsupported), None)).0, Verdict::Skipped);
-        let failed = PlantOutcome::Failed {
+        let failed = PlantOutcome::Error {
             reason: "ENOSPC".into(),
         };
         assert_eq!(decide(&ev(Some(failed), None)).0, Verdict::Error);
-        let rfailed = RecoverOutcome::Failed {
+        let rfailed = RecoverOutcome::Error {
             reason: "EIO".into(),
         };
         assert_eq!(
@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn declaring_never_hides_error_or_skip() {
-        let mut e = ev(Some(PlantOutcome::Failed { reason: "x".into() }), None);
+        let mut e = ev(Some(PlantOutcome::Error { reason: "x".into() }), None);
         e.declared = true;
         assert_eq!(decide(&e).0, Verdict::Error);
         e.plant = Some(PlantOutcome::Unsupported { reason: "x".into() });

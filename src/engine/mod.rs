@@ -25,7 +25,7 @@ use crate::marker::Key;
 use crate::nonce::Nonce;
 use crate::report::Runs;
 use crate::surface::{
-    self, CleanupOutcome, JobScope, Notice, PlantOutcome, RecoverOutcome, Surface,
+    self, CleanupOutcome, Instance, JobScope, Notice, PlantOutcome, RecoverOutcome,
 };
 use crate::verdict::Evidence;
 use serde_json::Value;
@@ -77,7 +77,7 @@ struct Inst {
     control: bool,
     type_name: &'static str,
     settings: Value,
-    opened: Option<Box<dyn Surface>>,
+    opened: Option<Box<dyn Instance>>,
 }
 
 impl Inst {
@@ -115,7 +115,7 @@ struct Slot {
     beacon: Option<String>,
     control_beacon: Option<String>,
     /// The instance's own persistence, when it knows better than the
-    /// carrier's default (see `Surface::persistence`).
+    /// carrier's default (see `Instance::persistence`).
     persistence: Option<surface::Persistence>,
     evidence: Evidence,
 }

@@ -65,10 +65,10 @@ pub fn plant(
                 carrier: s.carrier.name.into(),
                 scope: s.scope.clone(),
                 outcome: match (&s.evidence.broken, &s.evidence.skipped, &s.evidence.plant) {
-                    (Some(r), _, _) => PlantOutcome::Failed { reason: r.clone() },
+                    (Some(r), _, _) => PlantOutcome::Error { reason: r.clone() },
                     (_, Some(r), _) => PlantOutcome::Unsupported { reason: r.clone() },
                     (_, _, Some(o)) => o.clone(),
-                    (_, _, None) => PlantOutcome::Failed {
+                    (_, _, None) => PlantOutcome::Error {
                         reason: a
                             .problem
                             .clone()

@@ -193,7 +193,7 @@ struct OpenedSurface<'a> {
     /// The surface an earlier name already reaches, if any.
     same_as: Option<String>,
     /// The surface, if it opened.
-    real: Option<&'a dyn surface::Surface>,
+    real: Option<&'a dyn surface::Instance>,
     /// Why it (or its control) could not be set up.
     broken: &'a Option<String>,
 }

@@ -41,7 +41,7 @@ pub fn render_receipt(r: &Receipt) -> String {
                 PlantOutcome::Planted { detail, .. } => ("planted", detail),
                 PlantOutcome::Refused { reason } => ("refused", reason),
                 PlantOutcome::Unsupported { reason } => ("unsupported", reason),
-                PlantOutcome::Failed { reason } => ("failed", reason),
+                PlantOutcome::Error { reason } => ("failed", reason),
             };
             let channel = match &p.scope {
                 Some(sc) => {

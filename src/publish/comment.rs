@@ -12,7 +12,7 @@
 use super::{CommentMode, Options, Outcome, Target, refused};
 use crate::escape;
 use crate::github::{Api, ApiError};
-use crate::output::comment::{self, CommentContext, Earlier, Read, State};
+use crate::output::comment::{self, CommentContext, Earlier, State, Stored};
 use crate::report::Report;
 use ::http::Method;
 use serde_json::json;
@@ -57,7 +57,7 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
     // key, only if its state carries the key's signature. Anything else
     // with the marker is someone else's, and left alone: a signed state
     // copied into another author's comment makes it no more ours.
-    let mut ours: Option<(u64, Read)> = None;
+    let mut ours: Option<(u64, Stored)> = None;
     let mut foreign: Vec<(u64, String)> = vec![];
     let listed = api.list(
         &list,
@@ -73,14 +73,14 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
                 .as_str()
                 .is_some_and(|l| l.eq_ignore_ascii_case(&login));
             match comment::comment_state(body, &marker, key, &at) {
-                Read::Trusted(s) if mine => ours = Some((id, Read::Trusted(s))),
+                Stored::Trusted(s) if mine => ours = Some((id, Stored::Trusted(s))),
                 // Without a key, ours whatever its state (edited by hand):
                 // rewritten. With one, an unsigned state by this identity
                 // is another workflow's imitation, and left alone.
-                Read::Untrusted if mine && !key.is_configured() => {
-                    ours = Some((id, Read::Untrusted))
+                Stored::Untrusted if mine && !key.is_configured() => {
+                    ours = Some((id, Stored::Untrusted))
                 }
-                Read::Trusted(_) => {
+                Stored::Trusted(_) => {
                     let who = c["user"]["login"].as_str().unwrap_or("");
                     foreign.push((id, shown(who)));
                 }
@@ -100,8 +100,8 @@ pub(super) fn publish(api: &Api<'_>, target: &Target, report: &Report, opts: &Op
     };
     let (id, earlier) = match &ours {
         None => (None, Earlier::None),
-        Some((id, Read::Untrusted)) => (Some(*id), Earlier::Unreadable),
-        Some((id, Read::Trusted(s))) => (Some(*id), Earlier::State(s)),
+        Some((id, Stored::Untrusted)) => (Some(*id), Earlier::Unreadable),
+        Some((id, Stored::Trusted(s))) => (Some(*id), Earlier::State(s)),
     };
     let unchanged = matches!(&earlier, Earlier::State(s) if !s.differs(&now));
     let body = comment::comment(report, earlier, &cx);

@@ -15,7 +15,7 @@ use super::{Carrier, PlantJob, PlantOutcome, RecoverOutcome, RunCtx};
 use crate::fault::Fault;
 
 /// A surface type's carriers, as the enum [`carriers!`] makes.
-pub(crate) trait CarrierSet: Copy + Eq + 'static {
+pub trait CarrierSet: Copy + Eq + 'static {
     /// Every carrier, in the order of the surface's table.
     const ALL: &'static [Self];
 
@@ -33,7 +33,7 @@ pub(crate) trait CarrierSet: Copy + Eq + 'static {
     /// The carrier a job plants, or the outcome of a job whose carrier is
     /// none of this surface's.
     fn of_job(job: &PlantJob) -> Result<Self, PlantOutcome> {
-        Self::parse(&job.carrier).ok_or_else(|| PlantOutcome::Failed {
+        Self::parse(&job.carrier).ok_or_else(|| PlantOutcome::Error {
             reason: format!("unknown carrier {}", job.carrier),
         })
     }
@@ -63,8 +63,8 @@ pub(crate) trait CarrierSet: Copy + Eq + 'static {
 
 /// What recovery says of a wanted needle whose carrier is none of the
 /// surface's.
-pub(crate) fn not_a_carrier() -> RecoverOutcome {
-    RecoverOutcome::Failed {
+pub fn not_a_carrier() -> RecoverOutcome {
+    RecoverOutcome::Error {
         reason: "not a carrier of this surface".into(),
     }
 }
@@ -177,7 +177,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             Test::of_job(&job),
-            Err(PlantOutcome::Failed {
+            Err(PlantOutcome::Error {
                 reason: "unknown carrier file-size".into()
             })
         );

@@ -92,7 +92,7 @@ pub fn until_current<T, E>(
 /// The outcome of a carrier whose only route is a listing that never
 /// showed its witness: ERROR, with what it lacked.
 pub fn not_current<T>(witness: &str, c: &Current<T>) -> RecoverOutcome {
-    RecoverOutcome::Failed {
+    RecoverOutcome::Error {
         reason: format!(
             "the listing is not yet consistent: it does not show {witness}, which run A made through the same route ({} listings over {:.1} s): its silence proves nothing",
             c.tries,

@@ -4,14 +4,15 @@
 //! [`SurfaceType`] and is listed once in [`REGISTRY`]. A type turns its
 //! config keys into settings ([`SurfaceType::validate`]), makes a known-open
 //! control instance of itself ([`SurfaceType::control`]) and opens instances
-//! that plant, recover and clean up ([`Surface`]). Surfaces report outcomes;
+//! that plant, recover and clean up ([`Instance`]). Surfaces report outcomes;
 //! they never format output and never decide verdicts (`src/verdict.rs` does).
 
 pub mod actions_artifacts;
 pub mod actions_cache;
+mod adapter;
 mod auth;
 pub mod beacon;
-pub(crate) mod carrier;
+pub mod carrier;
 pub mod docker_daemon;
 pub mod filesystem;
 pub mod git_remote;
@@ -23,6 +24,7 @@ pub mod npm_registry;
 pub mod oci_registry;
 mod owned;
 pub mod pypi_index;
+mod typed;
 
 use crate::config::{ConfigError, Options};
 use crate::fault::Fault;
@@ -32,11 +34,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
+pub use adapter::Typed;
 pub use auth::{HttpAuth, env_name};
 pub use owned::{
     cleanup_owned, cleanup_unretracted, lower_hex, owned_name, plain_segment, retraction,
     tagged_carrier, tagged_name,
 };
+pub use typed::{About, Control, Job, Journal, Needle, Surface, Want, Watch, each};
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
 pub static REGISTRY: &[&dyn SurfaceType] = &[
@@ -46,7 +50,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &actions_artifacts::ActionsArtifacts,
     &github_api::GitHubApi,
     &http_cache::HttpCache,
-    &npm_registry::NpmRegistry,
+    &Typed::<npm_registry::NpmRegistry>::TYPE,
     &pypi_index::PypiIndex,
     &docker_daemon::DockerDaemon,
     &oci_registry::OciRegistry,
@@ -168,7 +172,7 @@ pub trait SurfaceType: Sync {
     /// Opens an instance from settings `validate` or `control` produced.
     /// `Invalid` for settings it cannot take (never `Unsupported`: watch
     /// mode would take that for a surface it may skip).
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault>;
+    fn open(&self, settings: &Value) -> Result<Box<dyn Instance>, Fault>;
     /// The needle a plant of `carrier` with `nonce` would report, computed
     /// without planting: what a `recover` in a later job looks for when it
     /// has no plant receipt. `Unsupported` for a carrier whose needle
@@ -187,53 +191,6 @@ pub trait SurfaceType: Sync {
     }
 }
 
-/// A control instance: its settings, and whatever must stay alive while
-/// the probe runs (a loopback service), dropped when the probe ends.
-pub struct Control {
-    pub settings: Value,
-    pub keep: Option<Box<dyn std::any::Any>>,
-    /// For a control whose listings can lag (a loopback service's): what
-    /// turns the lag on and off, for the conformance suite's lagging
-    /// listing.
-    pub lag: Option<Box<dyn Fn(bool) + Send + Sync>>,
-}
-
-impl Control {
-    /// A control served by `keep` (a loopback service) for as long as the
-    /// probe runs.
-    pub fn served(settings: impl Serialize, keep: impl std::any::Any) -> Control {
-        Control {
-            settings: serde_json::to_value(settings).expect("settings serialize"),
-            keep: Some(Box::new(keep)),
-            lag: None,
-        }
-    }
-
-    /// A control served by `service`, whose listings can be made to lag.
-    pub fn served_listing<S>(
-        settings: impl Serialize,
-        service: crate::loopback::Service<S>,
-    ) -> Control
-    where
-        S: crate::loopback::Listings + Send + 'static,
-    {
-        let lag = Some(service.lag_switch());
-        Control {
-            lag,
-            ..Control::served(settings, service)
-        }
-    }
-
-    /// A control that is only settings (a directory, a local repository).
-    pub fn settings(settings: Value) -> Control {
-        Control {
-            settings,
-            keep: None,
-            lag: None,
-        }
-    }
-}
-
 /// What every run knows: the probe id (in every planted name, so a killed
 /// probe's leftovers are identifiable) and the marker key (to verify the
 /// beacons recovery finds).
@@ -244,8 +201,8 @@ pub struct RunCtx<'a> {
 
 /// The outcome of a carrier run A did not start because a signal asked
 /// it to stop.
-pub fn interrupted(sig: &str) -> PlantOutcome {
-    PlantOutcome::Failed {
+pub fn interrupted<N>(sig: &str) -> PlantOutcome<N> {
+    PlantOutcome::Error {
         reason: format!("run A stopped on {sig} before planting this carrier"),
     }
 }
@@ -253,7 +210,7 @@ pub fn interrupted(sig: &str) -> PlantOutcome {
 /// The nonce a wanted needle is (the network surfaces plant the nonce
 /// itself: see [`SurfaceType::derive_needle`]).
 pub fn wanted_nonce(w: &Wanted) -> Result<Nonce, RecoverOutcome> {
-    serde_json::from_value(w.needle.clone()).map_err(|_| RecoverOutcome::Failed {
+    serde_json::from_value(w.needle.clone()).map_err(|_| RecoverOutcome::Error {
         reason: "the plant's needle is not a nonce".into(),
     })
 }
@@ -327,16 +284,17 @@ impl NoticeKind {
     }
 }
 
-/// What planting one carrier did.
+/// What planting one carrier did. `N` is the needle's type: a typed
+/// surface's own ([`Surface::Needle`]), JSON for the engine.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum PlantOutcome {
+pub enum PlantOutcome<N = Value> {
     /// Planted. `needle` is what recovery must look for (for most carriers
     /// the nonce itself; for numeric carriers the value the surface really
     /// stored). `persistence` overrides the carrier's default when the
     /// instance knows better (e.g. a directory on tmpfs).
     Planted {
-        needle: Value,
+        needle: N,
         persistence: Option<Persistence>,
         detail: String,
     },
@@ -344,8 +302,30 @@ pub enum PlantOutcome {
     Refused { reason: String },
     /// This carrier cannot exist here (e.g. no user xattrs on this fs).
     Unsupported { reason: String },
-    /// Something broke.
-    Failed { reason: String },
+    /// Something broke: the carrier's verdict is ERROR. (Not `Verdict::Fail`,
+    /// which is an open channel; `failed` on the wire, as 0.11.0 wrote it.)
+    #[serde(rename = "failed")]
+    Error { reason: String },
+}
+
+impl<N> PlantOutcome<N> {
+    /// The same outcome with its needle (if planted) made another type.
+    pub fn map_needle<M>(self, f: impl FnOnce(N) -> M) -> PlantOutcome<M> {
+        match self {
+            PlantOutcome::Planted {
+                needle,
+                persistence,
+                detail,
+            } => PlantOutcome::Planted {
+                needle: f(needle),
+                persistence,
+                detail,
+            },
+            PlantOutcome::Refused { reason } => PlantOutcome::Refused { reason },
+            PlantOutcome::Unsupported { reason } => PlantOutcome::Unsupported { reason },
+            PlantOutcome::Error { reason } => PlantOutcome::Error { reason },
+        }
+    }
 }
 
 /// What recovering one carrier found.
@@ -363,7 +343,10 @@ pub enum RecoverOutcome {
     Denied {
         reason: String,
     },
-    Failed {
+    /// Something broke: the carrier's verdict is ERROR (`failed` on the
+    /// wire, as 0.11.0 wrote it).
+    #[serde(rename = "failed")]
+    Error {
         reason: String,
     },
 }
@@ -457,7 +440,7 @@ pub enum CleanupOutcome {
     /// Listed, but it does not fail the run.
     Kept { reason: String },
     /// Not runwarden's: the entry does not have the form only this probe's
-    /// plant makes ([`Surface::owns`]), or what it names was not what the
+    /// plant makes ([`Instance::owns`]), or what it names was not what the
     /// plant made when read back. Left alone, never counted as removed;
     /// listed, and it fails the run (a journal that names something
     /// foreign was edited).
@@ -465,7 +448,7 @@ pub enum CleanupOutcome {
 }
 
 /// An open instance of a surface.
-pub trait Surface {
+pub trait Instance {
     /// `Some(reason)` when this instance's settings rule the carrier out
     /// (e.g. `content-reads: false`): it is not planted and is SKIPPED.
     fn unavailable(&self, carrier: &str) -> Option<String>;
@@ -521,7 +504,7 @@ pub trait Surface {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome>;
     /// Finds what a plant of `jobs` (nonces derived from the probe id and
-    /// key) left here, as journal entries [`Surface::cleanup_all`] takes:
+    /// key) left here, as journal entries [`Instance::cleanup_all`] takes:
     /// cleanup by probe id, for a plant whose receipt is lost (killed
     /// halfway, or another job's). Only entries that carry their job's
     /// derived name or nonce are returned. `Unsupported` for a type that
@@ -536,7 +519,7 @@ pub trait Surface {
     /// path that stays in the probed directory), so a journal entry
     /// someone wrote into a receipt names nothing foreign. `Invalid` for
     /// anything else (not provably ours). The engine asks this of every entry (and of what a
-    /// retraction takes back) before [`Surface::cleanup_all`] sees it
+    /// retraction takes back) before [`Instance::cleanup_all`] sees it
     /// ([`cleanup_owned`]); what a surface reads back before a removal
     /// (the marker, the planted content) it checks in `cleanup` itself.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault>;

@@ -3,7 +3,7 @@
 //! ([`owned_name`], [`plain_segment`]), and the engine's check of every
 //! journal entry before any removal ([`cleanup_owned`]).
 
-use super::{Carrier, CleanupOutcome, RunCtx, Surface};
+use super::{Carrier, CleanupOutcome, Instance, RunCtx};
 use crate::fault::Fault;
 use crate::nonce::Nonce;
 use serde_json::Value;
@@ -103,10 +103,10 @@ pub fn retraction(entry: &Value) -> Value {
     serde_json::json!({ "retract": entry })
 }
 
-/// [`Surface::cleanup_all`] for journals that may hold retractions: a
+/// [`Instance::cleanup_all`] for journals that may hold retractions: a
 /// retracted entry and its retraction need no request and are not counted
 /// ([`CleanupOutcome::Superseded`]); every other entry goes to
-/// [`Surface::cleanup`].
+/// [`Instance::cleanup`].
 pub fn cleanup_unretracted(
     entries: &[Value],
     mut cleanup: impl FnMut(&Value) -> CleanupOutcome,
@@ -124,13 +124,13 @@ pub fn cleanup_unretracted(
         .collect()
 }
 
-/// The engine's check before any removal: every entry [`Surface::owns`]
+/// The engine's check before any removal: every entry [`Instance::owns`]
 /// refuses is [`CleanupOutcome::Foreign`] and never reaches the surface;
-/// the rest go to [`Surface::cleanup_all`] as one journal. One outcome per
+/// the rest go to [`Instance::cleanup_all`] as one journal. One outcome per
 /// entry, in order. A retraction is checked by what it takes back (a
 /// foreign one could only keep an entry of ours from being removed).
 pub fn cleanup_owned(
-    inst: &dyn Surface,
+    inst: &dyn Instance,
     ctx: &RunCtx<'_>,
     entries: &[Value],
 ) -> Vec<CleanupOutcome> {

@@ -10,7 +10,7 @@
 use runwarden::marker::Key;
 use runwarden::nonce::Nonce;
 use runwarden::surface::{
-    self, CleanupOutcome, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Surface, SurfaceType,
+    self, CleanupOutcome, Instance, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, SurfaceType,
     Wanted,
 };
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ fn base_settings(ty: &dyn SurfaceType, dir: &Path) -> Value {
 /// does), and the signed beacon for runner-persistence.
 fn jobs(
     ty: &dyn SurfaceType,
-    inst: &dyn Surface,
+    inst: &dyn Instance,
     ctx: &RunCtx<'_>,
     derived: bool,
 ) -> Vec<PlantJob> {
@@ -55,7 +55,7 @@ fn jobs(
 }
 
 /// Plants `jobs`; the journal (creation order) and the wanted needles.
-fn plant(inst: &dyn Surface, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> (Vec<Value>, Vec<Wanted>) {
+fn plant(inst: &dyn Instance, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> (Vec<Value>, Vec<Wanted>) {
     let mut journal = Vec::new();
     let outcomes = inst.plant_all(ctx, jobs, &mut |e| journal.push(e));
     let mut wanted = Vec::new();
@@ -75,7 +75,7 @@ fn plant(inst: &dyn Surface, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> (Vec<Value>
 
 /// Which wanted carriers recovery finds (runner-persistence looks for
 /// other probes' beacons, not its own plant: left out).
-fn found(inst: &dyn Surface, ctx: &RunCtx<'_>, wanted: &[Wanted]) -> Vec<String> {
+fn found(inst: &dyn Instance, ctx: &RunCtx<'_>, wanted: &[Wanted]) -> Vec<String> {
     let wanted: Vec<Wanted> = wanted
         .iter()
         .filter(|w| w.carrier != surface::RUNNER_PERSISTENCE)
@@ -255,7 +255,7 @@ fn lagging(ty: &dyn SurfaceType, control: &surface::Control, key: &Key) {
         );
     }
     assert!(
-        outcomes.iter().any(|o| matches!(o, RecoverOutcome::Failed { reason } if reason.contains("not yet consistent"))),
+        outcomes.iter().any(|o| matches!(o, RecoverOutcome::Error { reason } if reason.contains("not yet consistent"))),
         "{name}: no carrier says the listing lags: {outcomes:?}"
     );
     let newest: Vec<Value> = journal.iter().rev().cloned().collect();
@@ -285,5 +285,46 @@ fn lagging(ty: &dyn SurfaceType, control: &surface::Control, key: &Key) {
 fn every_registered_surface_type_conforms() {
     for ty in surface::REGISTRY {
         conform(*ty);
+    }
+}
+
+/// A receipt written by 0.11.0 still cleans up: every journal line its
+/// plants made on each type's control (fixtures/journals/0.11.0.json,
+/// probe `journal-fixture`, this suite's key) is still its type's own, and
+/// cleaning it on a fresh control refuses none of it.
+#[test]
+fn journals_written_by_0_11_0_still_clean_up() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journals/0.11.0.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let key = Key::new(Some(b"conformance-suite-key".to_vec()));
+    let ctx = RunCtx {
+        probe_id: "journal-fixture",
+        key: &key,
+    };
+    for ty in surface::REGISTRY {
+        let name = ty.name();
+        let lines: Vec<Value> = ["journal", "found"]
+            .iter()
+            .flat_map(|k| fixture[name][k].as_array().cloned().unwrap_or_default())
+            .collect();
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("control");
+        let control = ty.control(&base_settings(*ty, &dir), &dir).unwrap();
+        let inst = ty.open(&control.settings).unwrap();
+        for line in &lines {
+            let entry = line.get("retract").unwrap_or(line);
+            if let Err(e) = inst.owns(&ctx, entry) {
+                panic!("{name}: a 0.11.0 journal line is no longer its own: {line} ({e})");
+            }
+        }
+        for (line, o) in lines
+            .iter()
+            .zip(surface::cleanup_owned(&*inst, &ctx, &lines))
+        {
+            assert!(
+                !matches!(o, CleanupOutcome::Foreign { .. }),
+                "{name}: a 0.11.0 journal line was refused: {line} -> {o:?}"
+            );
+        }
     }
 }

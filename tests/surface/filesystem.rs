@@ -477,11 +477,11 @@ mod cleanup {
     //! plant and cleanup the way a hostile neighbour could.
     use runwarden::marker::Key;
     use runwarden::nonce::Nonce;
-    use runwarden::surface::{self, CleanupOutcome, PlantJob, PlantOutcome, RunCtx, Surface};
+    use runwarden::surface::{self, CleanupOutcome, Instance, PlantJob, PlantOutcome, RunCtx};
     use serde_json::Value;
     use std::path::Path;
 
-    fn open(dir: &Path) -> Box<dyn Surface> {
+    fn open(dir: &Path) -> Box<dyn Instance> {
         let ty = surface::by_name("filesystem").unwrap();
         let settings = serde_json::json!({ "path": dir, "content-reads": true });
         ty.open(&settings).unwrap()
@@ -508,7 +508,7 @@ mod cleanup {
 
     /// Plants one carrier; returns the journalled entry (after its
     /// intent, journalled before the syscall).
-    fn plant(s: &dyn Surface, carrier: &str) -> Value {
+    fn plant(s: &dyn Instance, carrier: &str) -> Value {
         let mut entries = Vec::new();
         let outcome = s.plant(&ctx(), &job(carrier), &mut |e| entries.push(e));
         assert!(
@@ -650,7 +650,7 @@ mod cleanup {
         let mut entries = Vec::new();
         let outcome = s.plant(&ctx(), &job("file-content"), &mut |e| entries.push(e));
         assert!(
-            matches!(outcome, PlantOutcome::Failed { ref reason } if reason.contains("EEXIST")),
+            matches!(outcome, PlantOutcome::Error { ref reason } if reason.contains("EEXIST")),
             "{outcome:?}"
         );
         // The intent, then its retraction: nothing for cleanup to touch.

@@ -14,7 +14,7 @@
 
 mod state;
 
-pub use state::{Kept, Read, STATE_BUDGET, State, comment_state};
+pub use state::{Kept, STATE_BUDGET, State, Stored, comment_state};
 
 use super::github::docs_link;
 use super::groups::{Group, by_surface, first};

@@ -89,7 +89,7 @@ impl State {
 
 /// What became of the state of an earlier comment.
 #[derive(Debug, PartialEq)]
-pub enum Read {
+pub enum Stored {
     /// Well formed, and signed with the key when one is configured.
     Trusted(State),
     /// No state line, a malformed one, or (with a key) one without a
@@ -105,7 +105,7 @@ fn signature(key: &Key, marker: &str, payload: &str) -> Option<String> {
 /// `at` the repository and pull request it is read on (a state written for
 /// another is not this one's); with a configured `key` the state must
 /// carry its signature.
-pub fn comment_state(body: &str, marker: &str, key: &Key, at: &str) -> Read {
+pub fn comment_state(body: &str, marker: &str, key: &Key, at: &str) -> Stored {
     let parse = || -> Option<State> {
         let start = body.rfind(STATE_START)? + STATE_START.len();
         let len = body[start..].find(STATE_END)?;
@@ -165,8 +165,8 @@ pub fn comment_state(body: &str, marker: &str, key: &Key, at: &str) -> Read {
         })
     };
     match parse() {
-        Some(s) => Read::Trusted(s),
-        None => Read::Untrusted,
+        Some(s) => Stored::Trusted(s),
+        None => Stored::Untrusted,
     }
 }
 
@@ -217,12 +217,12 @@ mod tests {
         let line = state_line(&now, m, &none, at);
         assert_eq!(
             comment_state(&format!("text\n{line}"), m, &none, at),
-            Read::Trusted(now)
+            Stored::Trusted(now)
         );
         // Copied into another pull request's comment: not its state.
         assert_eq!(
             comment_state(&format!("text\n{line}"), m, &none, "octo/app#9"),
-            Read::Untrusted
+            Stored::Untrusted
         );
         // Hostile entries are dropped, a bad sha or exit is none.
         let hostile = serde_json::json!({ "at": at, "verdicts": { "<img>": "fail", "a:b": "owned", "c:d": "pass" }, "sha": "zz", "exit": 7 });
@@ -230,14 +230,14 @@ mod tests {
             "{STATE_START}{}{STATE_END}",
             base64::engine::general_purpose::STANDARD.encode(hostile.to_string())
         );
-        let Read::Trusted(s) = comment_state(&body, m, &none, at) else {
+        let Stored::Trusted(s) = comment_state(&body, m, &none, at) else {
             panic!()
         };
         assert_eq!(s.verdicts, v(&[("c:d", "pass")]));
         assert_eq!((s.sha, s.exit), (None, None));
         assert_eq!(
             comment_state("no state here", m, &none, at),
-            Read::Untrusted
+            Stored::Untrusted
         );
         // With a key: only a state it signed, for this marker.
         let key = Key::new(Some(b"k3y-for-the-comment-test".to_vec()));
@@ -251,17 +251,17 @@ mod tests {
         let signed = state_line(&state, m, &key, at);
         assert!(matches!(
             comment_state(&signed, m, &key, at),
-            Read::Trusted(_)
+            Stored::Trusted(_)
         ));
         let other = "<!-- runwarden-comment fedcba9876543210 -->";
-        assert_eq!(comment_state(&signed, other, &key, at), Read::Untrusted);
+        assert_eq!(comment_state(&signed, other, &key, at), Stored::Untrusted);
         assert_eq!(
             comment_state(&body, m, &key, at),
-            Read::Untrusted,
+            Stored::Untrusted,
             "unsigned"
         );
         let forged = signed.replacen("runwarden-state ", "runwarden-state e30=", 1);
-        assert_eq!(comment_state(&forged, m, &key, at), Read::Untrusted);
+        assert_eq!(comment_state(&forged, m, &key, at), Stored::Untrusted);
     }
 
     #[test]
@@ -284,7 +284,7 @@ mod tests {
         };
         let line = state_line(&big, m, &none, "o/r#1");
         assert!(line.len() <= STATE_BUDGET);
-        let Read::Trusted(back) = comment_state(&line, m, &none, "o/r#1") else {
+        let Stored::Trusted(back) = comment_state(&line, m, &none, "o/r#1") else {
             panic!()
         };
         assert_eq!(back.kept, Kept::NotPass);
@@ -297,7 +297,7 @@ mod tests {
             kept: Kept::All,
             digest: None,
         };
-        let Read::Trusted(back) =
+        let Stored::Trusted(back) =
             comment_state(&state_line(&huge, m, &none, "o/r#1"), m, &none, "o/r#1")
         else {
             panic!()
@@ -322,7 +322,7 @@ mod tests {
                 kept: Kept::All,
             }
         };
-        let Read::Trusted(back) = comment_state(
+        let Stored::Trusted(back) = comment_state(
             &state_line(&state(3000), m, &none, "o/r#1"),
             m,
             &none,

@@ -31,7 +31,7 @@ mod watch;
 use super::carrier::{CarrierSet, carriers};
 use super::{
     Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
-    Surface, SurfaceType, Wanted,
+    SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -192,7 +192,10 @@ impl SurfaceType for ActionsArtifacts {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_listing(
+            serde_json::to_value(s).expect("settings serialize"),
+            server,
+        ))
     }
 
     fn exposures(&self, _settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
@@ -227,7 +230,7 @@ impl SurfaceType for ActionsArtifacts {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad actions-artifacts settings"))?;
         let client = LazyClient::new(
@@ -348,7 +351,7 @@ impl Instance {
     }
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, _carrier: &str) -> Option<String> {
         self.s
             .no_token
@@ -445,7 +448,7 @@ fn outcome_of(e: &ApiError) -> RecoverOutcome {
         ApiError::Denied { .. } => RecoverOutcome::Denied {
             reason: format!("the API token may not read artifacts: {}", e.text()),
         },
-        _ => RecoverOutcome::Failed { reason: e.text() },
+        _ => RecoverOutcome::Error { reason: e.text() },
     }
 }
 

@@ -25,7 +25,7 @@ impl Instance {
             .as_deref()
             .and_then(crate::wire::jwt_backend_ids)
         else {
-            return PlantOutcome::Failed {
+            return PlantOutcome::Error {
                 reason: format!(
                     "the runtime token ({}) names no workflow run (its `scp` claim has no \
                      Actions.Results:<run>:<job> scope), so the results service cannot take an upload",
@@ -52,15 +52,15 @@ impl Instance {
                 created(crate::surface::retraction(&intent));
                 return PlantOutcome::Refused { reason };
             }
-            Err(TwirpError::Failed(reason)) => return PlantOutcome::Failed { reason },
+            Err(TwirpError::Failed(reason)) => return PlantOutcome::Error { reason },
             Err(TwirpError::NotFound) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("CreateArtifact for {shown}: HTTP 404 not_found"),
                 };
             }
             Ok(v) if v["ok"] != json!(true) => {
                 created(crate::surface::retraction(&intent));
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("CreateArtifact for {shown}: the service answered not ok"),
                 };
             }
@@ -70,7 +70,7 @@ impl Instance {
             {
                 Some(u) if !u.is_empty() => u.to_string(),
                 _ => {
-                    return PlantOutcome::Failed {
+                    return PlantOutcome::Error {
                         reason: format!(
                             "CreateArtifact for {shown} answered ok without an upload URL"
                         ),
@@ -88,14 +88,14 @@ impl Instance {
         body["hash"] = json!(hash);
         let id = match self.twirp("FinalizeArtifact", body) {
             Err(TwirpError::Denied(reason)) => return PlantOutcome::Refused { reason },
-            Err(TwirpError::Failed(reason)) => return PlantOutcome::Failed { reason },
+            Err(TwirpError::Failed(reason)) => return PlantOutcome::Error { reason },
             Err(TwirpError::NotFound) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("FinalizeArtifact for {shown}: HTTP 404 not_found"),
                 };
             }
             Ok(v) if v["ok"] != json!(true) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("FinalizeArtifact for {shown}: the service answered not ok"),
                 };
             }
@@ -137,7 +137,7 @@ impl Instance {
         let client = self
             .client
             .get()
-            .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
+            .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
         let hash = format!("sha256:{}", crate::nonce::to_hex(&Sha256::digest(&zip)));
         let size = zip.len();
         // One Put Blob: the service's blob store is Azure, where a block
@@ -149,10 +149,10 @@ impl Instance {
             .header("content-type", "application/zip")
             .bytes(zip);
         match client.send(&put) {
-            Err(f) => Err(PlantOutcome::Failed {
+            Err(f) => Err(PlantOutcome::Error {
                 reason: format!("uploading the zip of {shown}: {f}"),
             }),
-            Ok(r) if r.status != 201 => Err(PlantOutcome::Failed {
+            Ok(r) if r.status != 201 => Err(PlantOutcome::Error {
                 reason: format!("uploading the zip of {shown}: HTTP {}", r.status),
             }),
             Ok(_) => Ok((hash, size)),

@@ -175,7 +175,7 @@ impl Instance {
             Ok(a) => a,
             Err(why) => {
                 let reason = format!("run B has no route ({why})");
-                return vec![RecoverOutcome::Failed { reason }; wanted.len()];
+                return vec![RecoverOutcome::Error { reason }; wanted.len()];
             }
         };
         let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
@@ -268,7 +268,7 @@ impl Instance {
                     (Some(f), _) => f,
                     // Denied only when GitHub refused every route.
                     (None, Some(d)) if look.ran == 0 => d,
-                    (None, Some(_)) => RecoverOutcome::Failed {
+                    (None, Some(_)) => RecoverOutcome::Error {
                         reason: "GitHub refused one route and answered another: no full look"
                             .into(),
                     },
@@ -312,14 +312,14 @@ impl Instance {
     ) -> RecoverOutcome {
         let repo = self.repo();
         let Some(c) = listed else {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: "the listing did not run".into(),
             };
         };
         let n = c.value.n;
         if carrier == Artifact::Name {
             if witnesses.is_empty() {
-                return RecoverOutcome::Failed {
+                return RecoverOutcome::Error {
                     reason: "no artifact of this plant that run B knows by name was uploaded (artifact-content, artifact-file-path), so nothing shows the listing is current".into(),
                 };
             }
@@ -337,7 +337,7 @@ impl Instance {
         }
         if candidates == 0 {
             let (tries, waited) = by_name.unwrap_or_default();
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: format!(
                     "the listing is not yet consistent: neither it nor the query for the agreed name shows the artifact run A uploaded ({tries} queries over {:.1} s): its silence proves nothing",
                     waited.as_secs_f64()

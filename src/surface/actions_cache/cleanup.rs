@@ -137,7 +137,7 @@ impl Instance {
             match self.lookup(body, String::new()) {
                 Ok((matched, _)) => Ok(matched == key),
                 Err(RecoverOutcome::NotFound { .. }) => Ok(false),
-                Err(RecoverOutcome::Denied { reason } | RecoverOutcome::Failed { reason }) => {
+                Err(RecoverOutcome::Denied { reason } | RecoverOutcome::Error { reason }) => {
                     Err(reason)
                 }
                 Err(RecoverOutcome::Found { detail }) => Err(detail),

@@ -41,7 +41,7 @@ use crate::github::host_of;
 use super::carrier::{CarrierSet, carriers};
 use super::{
     Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    RunCtx, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -295,7 +295,10 @@ impl SurfaceType for ActionsCache {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_listing(
+            serde_json::to_value(s).expect("settings serialize"),
+            server,
+        ))
     }
 
     fn exposures(&self, _settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
@@ -341,7 +344,7 @@ impl SurfaceType for ActionsCache {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad actions-cache settings"))?;
         let client = LazyClient::new(
@@ -389,7 +392,7 @@ struct Listed {
     scope: String,
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, carrier: &str) -> Option<String> {
         if let Some(why) = &self.s.no_token {
             return Some(why.clone());

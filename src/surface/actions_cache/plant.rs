@@ -38,7 +38,7 @@ impl Instance {
             created(crate::surface::retraction(&entry));
         }
         let upload_url = match reserve {
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
             Ok(Twirp::Denied(m)) => {
                 return PlantOutcome::Refused {
                     reason: format!("the cache service refused the write: {m}"),
@@ -54,7 +54,7 @@ impl Instance {
                 };
             }
             Ok(Twirp::NotOk(m)) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!(
                         "CreateCacheEntry for {shown} was refused: {}",
                         escape::bytes(m.as_bytes())
@@ -63,7 +63,7 @@ impl Instance {
             }
             Ok(Twirp::Ok(v)) => match str_field(&v, "signed_upload_url", "signedUploadUrl") {
                 u if u.is_empty() => {
-                    return PlantOutcome::Failed {
+                    return PlantOutcome::Error {
                         reason: format!(
                             "CreateCacheEntry for {shown} answered ok without an upload URL"
                         ),
@@ -74,7 +74,7 @@ impl Instance {
         };
         let client = match self.client() {
             Ok(c) => c,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let size = archive.len();
         let put = Request::new(Method::PUT, &upload_url)
@@ -84,12 +84,12 @@ impl Instance {
             .bytes(archive);
         match client.send(&put) {
             Err(f) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("uploading the archive of {shown}: {f}"),
                 };
             }
             Ok(r) if r.status != 201 => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("uploading the archive of {shown}: HTTP {}", r.status),
                 };
             }
@@ -100,11 +100,11 @@ impl Instance {
             json!({ "key": key, "version": version, "size_bytes": size.to_string() }),
         );
         match finalize {
-            Err(f) => PlantOutcome::Failed { reason: f.into() },
+            Err(f) => PlantOutcome::Error { reason: f.into() },
             Ok(Twirp::Denied(m)) => PlantOutcome::Refused {
                 reason: format!("the cache service refused to finalize the entry: {m}"),
             },
-            Ok(Twirp::NotOk(m)) => PlantOutcome::Failed {
+            Ok(Twirp::NotOk(m)) => PlantOutcome::Error {
                 reason: format!(
                     "FinalizeCacheEntryUpload for {shown} was refused: {}",
                     escape::bytes(m.as_bytes())

@@ -30,7 +30,7 @@ impl Instance {
             // (`unavailable` skips these without an API token; a listing
             // that cannot run is no look.)
             let reason = format!("run B has no listing ({why})");
-            return vec![RecoverOutcome::Failed { reason }; wanted.len()];
+            return vec![RecoverOutcome::Error { reason }; wanted.len()];
         }
         let repo = self.s.repository.clone().unwrap_or_default();
         let prefix = probe_prefix(ctx.probe_id);
@@ -88,7 +88,7 @@ impl Instance {
                 return vec![RecoverOutcome::Denied { reason: m }; wanted.len()];
             }
             Err(ListError::Failed(m)) => {
-                return vec![RecoverOutcome::Failed { reason: m }; wanted.len()];
+                return vec![RecoverOutcome::Error { reason: m }; wanted.len()];
             }
         };
         let (n, hits, notices, shown) = &c.value;
@@ -106,7 +106,7 @@ impl Instance {
                 Some(detail) => RecoverOutcome::Found {
                     detail: detail.clone(),
                 },
-                None if witnesses.is_empty() => RecoverOutcome::Failed {
+                None if witnesses.is_empty() => RecoverOutcome::Error {
                     reason: "no entry of this plant that run B knows by name (cache-content's, restore-prefix's) was planted, so nothing shows the listing is current".into(),
                 },
                 None if !c.current => crate::surface::listing::not_current(
@@ -141,7 +141,7 @@ impl Instance {
             // The key ends in a tag, so another entry it matched as a
             // prefix is not the plant's; and, matched first, it hides the
             // plant from this lookup.
-            return Err(RecoverOutcome::Failed {
+            return Err(RecoverOutcome::Error {
                 reason: format!(
                     "the lookup of {shown} matched another entry, {}, which hides it",
                     escape::bytes(matched.as_bytes())
@@ -163,7 +163,7 @@ impl Instance {
         };
         let shown = escape::bytes(key.as_bytes());
         match self.archive_holds(&url, &nonce.hex()) {
-            Err(f) => RecoverOutcome::Failed { reason: f.into() },
+            Err(f) => RecoverOutcome::Error { reason: f.into() },
             Ok(true) => RecoverOutcome::Found {
                 detail: format!(
                     "restored {shown}{} and found the nonce in its archive",
@@ -173,7 +173,7 @@ impl Instance {
             // The plant's own key and version, restored, without the plant's
             // archive: whatever answered is not the plant, and says nothing
             // of whether it is there.
-            Ok(false) => RecoverOutcome::Failed {
+            Ok(false) => RecoverOutcome::Error {
                 reason: format!(
                     "restored {shown}, but its archive does not hold the nonce: not the plant's archive"
                 ),
@@ -189,7 +189,7 @@ impl Instance {
         missing: String,
     ) -> Result<(String, String), RecoverOutcome> {
         match self.twirp("GetCacheEntryDownloadURL", body) {
-            Err(f) => Err(RecoverOutcome::Failed { reason: f.into() }),
+            Err(f) => Err(RecoverOutcome::Error { reason: f.into() }),
             Ok(Twirp::Denied(m)) => Err(RecoverOutcome::Denied {
                 reason: format!("the cache service refused the lookup: {m}"),
             }),
@@ -200,7 +200,7 @@ impl Instance {
                 let matched = str_field(&v, "matched_key", "matchedKey");
                 let url = str_field(&v, "signed_download_url", "signedDownloadUrl");
                 if matched.is_empty() || url.is_empty() {
-                    return Err(RecoverOutcome::Failed {
+                    return Err(RecoverOutcome::Error {
                         reason: "the lookup answered ok without a matched key or a download URL"
                             .into(),
                     });
@@ -260,7 +260,7 @@ impl Instance {
                 beacon: None,
             });
         }
-        RecoverOutcome::Failed {
+        RecoverOutcome::Error {
             reason: format!(
                 "the restore key {shown_prefix} restored {shown}, which is not the plant's: \
                  a newer entry under the prefix hides it"

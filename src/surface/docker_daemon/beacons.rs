@@ -31,7 +31,7 @@ pub(super) fn outcome(
             };
         }
         Err(Failure::Fault(f)) => {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: f.to_string(),
             };
         }
@@ -53,7 +53,7 @@ pub(super) fn outcome(
     }
     // Beacons not read are beacons not ruled out.
     if c.value.beacons_beyond > 0 {
-        return RecoverOutcome::Failed {
+        return RecoverOutcome::Error {
             reason: format!(
                 "the volumes listing holds more than {MAX} beacon labels; {} more were not read, so no valid one among those read proves nothing",
                 c.value.beacons_beyond
@@ -70,7 +70,7 @@ pub(super) fn outcome(
                 escape::bytes(w.as_bytes())
             ),
         },
-        _ => RecoverOutcome::Failed {
+        _ => RecoverOutcome::Error {
             reason: "the volumes listing shows nothing of this probe's (its beacon, a witness), so nothing shows it is current: no beacon in it proves nothing".into(),
         },
     }

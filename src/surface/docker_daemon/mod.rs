@@ -33,7 +33,7 @@ mod watch;
 use super::carrier::{CarrierSet, carriers};
 use super::{
     Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RUNNER_PERSISTENCE,
-    RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    RecoverOutcome, RunCtx, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::fault::Fault;
@@ -183,7 +183,10 @@ impl SurfaceType for DockerDaemon {
             control: true,
             consistency_wait_ms: WAIT_MS,
         };
-        Ok(Control::served_listing(s, server.into_service()))
+        Ok(Control::served_listing(
+            serde_json::to_value(s).expect("settings serialize"),
+            server.into_service(),
+        ))
     }
 
     fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
@@ -234,7 +237,7 @@ impl SurfaceType for DockerDaemon {
         })
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad docker-daemon settings"))?;
         let api = Api::new(s.host.clone(), s.tls.as_ref())?;
@@ -258,7 +261,7 @@ impl Instance {
     }
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, _carrier: &str) -> Option<String> {
         None
     }

@@ -55,7 +55,7 @@ impl Instance {
                 (Dk::RunnerPersistence, _) => match &job.beacon {
                     Some(b) => Some((BEACON_LABEL, b.as_str())),
                     None => {
-                        return PlantOutcome::Failed {
+                        return PlantOutcome::Error {
                             reason: "no beacon to plant".into(),
                         };
                     }
@@ -92,20 +92,20 @@ impl Instance {
                 Ok(Made::Refused(why)) if e.kind == Kind::Image => match self.any_image() {
                     Ok(Some(id)) => image = Some(id),
                     Ok(None) => {
-                        return PlantOutcome::Failed {
+                        return PlantOutcome::Error {
                             reason: format!(
                                 "{why}, and the daemon holds no image to create the container from: the carrier was not tried"
                             ),
                         };
                     }
                     Err(f) => {
-                        return PlantOutcome::Failed {
+                        return PlantOutcome::Error {
                             reason: format!("{why}; listing the images: {}", f.fault()),
                         };
                     }
                 },
                 Ok(Made::Refused(why)) => {
-                    return PlantOutcome::Failed {
+                    return PlantOutcome::Error {
                         reason: format!(
                             "{why}: a step before the plant (or its witness), not the carrier itself"
                         ),
@@ -163,7 +163,7 @@ impl Instance {
                 Ok(r) => r.message(),
                 Err(f) => f.fault().to_string(),
             };
-            return Err(PlantOutcome::Failed {
+            return Err(PlantOutcome::Error {
                 reason: format!("removing {}: {reason}", m.shown()),
             });
         }
@@ -237,10 +237,10 @@ impl Instance {
             Kind::Volume => {
                 let v = reply
                     .json()
-                    .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
+                    .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
                 if v["Labels"][PLANT_LABEL].as_str() != Some(e.name.as_str()) {
                     created(crate::surface::retraction(&entry));
-                    return Err(PlantOutcome::Failed {
+                    return Err(PlantOutcome::Error {
                         reason: format!("{} exists already and is not this plant's", e.shown()),
                     });
                 }
@@ -281,7 +281,7 @@ impl Instance {
                 retract(created);
                 Err(PlantOutcome::Refused { reason })
             }
-            Err(Failure::Fault(f)) => Err(PlantOutcome::Failed {
+            Err(Failure::Fault(f)) => Err(PlantOutcome::Error {
                 reason: format!("{what}: {f}"),
             }),
             Ok(r) if r.status == 401 || r.status == 403 => {
@@ -295,11 +295,11 @@ impl Instance {
             // must never touch.)
             Ok(r) if (400..500).contains(&r.status) => {
                 retract(created);
-                Err(PlantOutcome::Failed {
+                Err(PlantOutcome::Error {
                     reason: format!("{what}: {}", r.message()),
                 })
             }
-            Ok(r) if !r.ok() => Err(PlantOutcome::Failed {
+            Ok(r) if !r.ok() => Err(PlantOutcome::Error {
                 reason: format!("{what}: {}", r.message()),
             }),
             Ok(r) => Ok(Answered {
@@ -329,7 +329,7 @@ impl Instance {
                 Ok(None) => {}
                 Ok(Some(_)) => {
                     created(crate::surface::retraction(&entry));
-                    return Err(PlantOutcome::Failed {
+                    return Err(PlantOutcome::Error {
                         reason: format!(
                             "an image tagged {} exists already",
                             crate::escape::bytes(r.as_bytes())
@@ -341,7 +341,7 @@ impl Instance {
                 // open): the import's own answer decides.
                 Err(Failure::Denied(_)) => break,
                 Err(Failure::Fault(f)) => {
-                    return Err(PlantOutcome::Failed {
+                    return Err(PlantOutcome::Error {
                         reason: format!(
                             "looking for an image tagged {} first: {f}",
                             crate::escape::bytes(r.as_bytes()),
@@ -369,7 +369,7 @@ impl Instance {
         let body = r.reply.expect("an answer that is no refusal").body;
         let (id, error) = progress(&body);
         if let Some(error) = error {
-            return Err(PlantOutcome::Failed {
+            return Err(PlantOutcome::Error {
                 reason: format!("{what}: {error}"),
             });
         }
@@ -395,12 +395,12 @@ impl Instance {
             match self.api.call("POST", &path, Body::None) {
                 Ok(t) if t.ok() => {}
                 Ok(t) => {
-                    return Err(PlantOutcome::Failed {
+                    return Err(PlantOutcome::Error {
                         reason: format!("{what}, then {tag_what}: {}", t.message()),
                     });
                 }
                 Err(f) => {
-                    return Err(PlantOutcome::Failed {
+                    return Err(PlantOutcome::Error {
                         reason: format!("{what}, then {tag_what}: {}", f.fault()),
                     });
                 }
@@ -418,7 +418,7 @@ impl Instance {
         let path = format!("/containers/{}/archive?path={}", q(container), q(MOUNT));
         match self.api.call("PUT", &path, Body::Tar(tar)) {
             Err(Failure::Denied(reason)) => Err(PlantOutcome::Refused { reason }),
-            Err(Failure::Fault(f)) => Err(PlantOutcome::Failed {
+            Err(Failure::Fault(f)) => Err(PlantOutcome::Error {
                 reason: format!("writing into the volume: {f}"),
             }),
             Ok(r) if r.status == 401 || r.status == 403 => Err(PlantOutcome::Refused {
@@ -427,7 +427,7 @@ impl Instance {
                     r.message()
                 ),
             }),
-            Ok(r) if !r.ok() => Err(PlantOutcome::Failed {
+            Ok(r) if !r.ok() => Err(PlantOutcome::Error {
                 reason: format!("writing into the volume: {}", r.message()),
             }),
             Ok(_) => Ok(()),

@@ -372,7 +372,7 @@ fn from_listing(l: &Listed, i: usize, w: &Want, what: &str) -> Route {
             c.value.count
         )),
         Some(_) => match not_current(&witness, c) {
-            RecoverOutcome::Failed { reason } => Route::Broken(format!("{what}: {reason}")),
+            RecoverOutcome::Error { reason } => Route::Broken(format!("{what}: {reason}")),
             _ => Route::Broken(format!("{what} does not show {witness}")),
         },
     }
@@ -410,11 +410,11 @@ fn verdict(routes: Vec<Route>) -> RecoverOutcome {
         }
     }
     if let Some(reason) = broken {
-        return RecoverOutcome::Failed { reason };
+        return RecoverOutcome::Error { reason };
     }
     // (No route at all is no look: never a pass.)
     if clean.is_empty() && denied.is_empty() {
-        return RecoverOutcome::Failed {
+        return RecoverOutcome::Error {
             reason: "run B had no route to this carrier here".into(),
         };
     }

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::fault::Fault;
 use crate::marker::Checked;
-use crate::surface::{CleanupOutcome, PlantJob, RunCtx, Surface};
+use crate::surface::{CleanupOutcome, Instance as _, PlantJob, RunCtx};
 use crate::sys::Stat;
 use crate::{escape, marker, sys};
 use serde_json::Value;
@@ -375,7 +375,7 @@ fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
     }
 }
 
-/// [`Surface::owns`] for the filesystem: an entry or an intent whose
+/// [`Instance::owns`] for the filesystem: an entry or an intent whose
 /// name, directly in the surface, is one this probe's plant makes with the
 /// type that plant gives it; `Invalid` for anything else.
 pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {

@@ -22,7 +22,7 @@ use scan::{Agreed, Needle};
 use super::carrier::carriers;
 use super::{
     Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
-    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Surface, SurfaceType, Wanted,
+    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -171,7 +171,7 @@ impl SurfaceType for Filesystem {
         e
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         Ok(Box::new(Instance {
             s: parse(settings)?,
         }))
@@ -397,7 +397,7 @@ fn persistence_of(dir: &OwnedFd) -> Option<Persistence> {
     }
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn persistence(&self) -> Option<Persistence> {
         self.open_surface().ok().as_ref().and_then(persistence_of)
     }

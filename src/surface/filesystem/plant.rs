@@ -26,7 +26,7 @@ pub(super) fn plant_error(what: &str, e: io::Error) -> PlantOutcome {
         Some(libc::EACCES | libc::EPERM | libc::EROFS) => PlantOutcome::Refused {
             reason: format!("{what} refused by the filesystem ({code}): {e}"),
         },
-        _ => PlantOutcome::Failed {
+        _ => PlantOutcome::Error {
             reason: format!("{what} failed ({code}): {e}"),
         },
     }
@@ -88,12 +88,12 @@ impl Instance {
         };
         // The entry exists from here on: whatever fails now is no refusal
         // of the plant (the intent stays journalled for cleanup).
-        let broke = |what: &str, e: io::Error| PlantOutcome::Failed {
+        let broke = |what: &str, e: io::Error| PlantOutcome::Error {
             reason: format!("{what} of the planted entry failed: {e}"),
         };
         let st = sys::lstat_at(dir, name).map_err(|e| broke("lstat", e))?;
         if Kind::of(&st) != Some(kind) {
-            return Err(PlantOutcome::Failed {
+            return Err(PlantOutcome::Error {
                 reason: "the planted entry has an unexpected type".into(),
             });
         }
@@ -112,7 +112,7 @@ impl Instance {
                 sys::chmod_at(dir, name, mode).map_err(|e| broke("chmod", e))?;
                 let st = sys::lstat_at(dir, name).map_err(|e| broke("lstat", e))?;
                 if st.mode & mode != mode || Kind::of(&st) != Some(kind) {
-                    return Err(PlantOutcome::Failed {
+                    return Err(PlantOutcome::Error {
                         reason: format!(
                             "the plant did not get its mode (asked {mode:04o}, has {:04o})",
                             st.mode & 0o7777
@@ -141,7 +141,7 @@ impl Instance {
         let dir = match self.open_surface() {
             Ok(d) => d,
             Err(e) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!(
                         "surface unreachable: run A cannot reach {}: {e}",
                         self.path_text()
@@ -152,7 +152,7 @@ impl Instance {
         let dir_st = match sys::fstat(&dir) {
             Ok(s) => s,
             Err(e) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!("fstat of surface: {e}"),
                 };
             }
@@ -389,7 +389,7 @@ impl Site<'_> {
         created: &mut dyn FnMut(Value),
     ) -> Result<PlantOutcome, PlantOutcome> {
         let Some(beacon) = &job.beacon else {
-            return Err(PlantOutcome::Failed {
+            return Err(PlantOutcome::Error {
                 reason: "no beacon to plant".into(),
             });
         };

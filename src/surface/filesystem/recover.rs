@@ -164,10 +164,10 @@ impl Instance {
             Some(libc::EACCES | libc::EPERM) => RecoverOutcome::Denied {
                 reason: format!("run B cannot {verb} {path}: {e}"),
             },
-            Some(libc::ENOENT | libc::ENOTDIR) => RecoverOutcome::Failed {
+            Some(libc::ENOENT | libc::ENOTDIR) => RecoverOutcome::Error {
                 reason: format!("surface unreachable: cannot {verb} {path}: {e}"),
             },
-            _ => RecoverOutcome::Failed {
+            _ => RecoverOutcome::Error {
                 reason: format!("cannot {verb} {path}: {e}"),
             },
         }
@@ -399,7 +399,7 @@ fn outcome(
         return RecoverOutcome::Found { detail: d };
     }
     if let Some(e) = t.first_error {
-        return RecoverOutcome::Failed {
+        return RecoverOutcome::Error {
             reason: format!("{} entries could not be examined, e.g. {e}", t.errors),
         };
     }
@@ -446,7 +446,7 @@ fn outcome(
             detail: format!("{looked_up}{why}"),
         },
         // Anything else stopped the listing: not a full look.
-        Some((false, why)) => RecoverOutcome::Failed {
+        Some((false, why)) => RecoverOutcome::Error {
             reason: format!("{why} after {} entries", listing.listed),
         },
         None => {

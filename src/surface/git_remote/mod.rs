@@ -29,7 +29,7 @@ mod watch;
 
 use super::{
     Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted, glob_match,
+    RunCtx, SurfaceType, Wanted, glob_match,
 };
 use config::{ClassifyName, check_remote, is_scp, move_userinfo, on_path, read_credentials};
 use refs::{namespace, ref_for, ref_needle};
@@ -308,7 +308,7 @@ impl SurfaceType for GitRemote {
             .unwrap_or_default()
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone()).map_err(|e| {
             Fault::invalid(format!("bad git-remote settings: {}", e.classify_name()))
         })?;
@@ -350,7 +350,7 @@ struct RefUpdate {
     expect: Option<String>,
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, _carrier: &str) -> Option<String> {
         (self.s.ssh && !on_path("ssh"))
             .then(|| "the remote is reached over ssh and no ssh client is on PATH".into())

@@ -130,14 +130,14 @@ impl Instance {
         }
         let work = match self.scratch() {
             Ok(w) => w,
-            Err(e) => return all(PlantOutcome::Failed { reason: e.into() }),
+            Err(e) => return all(PlantOutcome::Error { reason: e.into() }),
         };
         let dir = work.path();
         let kinds: Vec<Result<Remote, PlantOutcome>> =
             carriers.iter().map(Remote::of_job).collect();
         let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers, &kinds) {
             Ok(x) => x,
-            Err(e) => return all(PlantOutcome::Failed { reason: e.into() }),
+            Err(e) => return all(PlantOutcome::Error { reason: e.into() }),
         };
         // Journal every ref before the push that creates it.
         for p in &pushes {
@@ -191,7 +191,7 @@ impl Instance {
         if let (Some(u), Some(d)) = (unreachable, deleted) {
             status[u] = status[d].clone();
         } else if let Some(u) = unreachable {
-            status[u] = Err(PlantOutcome::Failed {
+            status[u] = Err(PlantOutcome::Error {
                 reason: "unreachable-object needs the deleted-ref carrier".into(),
             });
         }
@@ -281,13 +281,13 @@ impl Instance {
                         escape::bytes(p.refname.as_bytes())
                     ),
                 }),
-                Some((_, summary)) => Err(PlantOutcome::Failed {
+                Some((_, summary)) => Err(PlantOutcome::Error {
                     reason: format!(
                         "creating {} failed: {summary}",
                         escape::bytes(p.refname.as_bytes())
                     ),
                 }),
-                None => Err(PlantOutcome::Failed {
+                None => Err(PlantOutcome::Error {
                     reason: "the push reported nothing for this ref".into(),
                 }),
             },

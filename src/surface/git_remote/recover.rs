@@ -25,7 +25,7 @@ impl Instance {
                 reason: format!("the remote refused run B: {reason}"),
             }
         } else {
-            RecoverOutcome::Failed { reason }
+            RecoverOutcome::Error { reason }
         }
     }
 
@@ -124,7 +124,7 @@ impl Instance {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
         let work = match self.scratch() {
             Ok(w) => w,
-            Err(e) => return all(RecoverOutcome::Failed { reason: e.into() }),
+            Err(e) => return all(RecoverOutcome::Error { reason: e.into() }),
         };
         let dir = work.path();
         let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
@@ -294,7 +294,7 @@ impl Instance {
             } else {
                 "remote unreachable"
             };
-            RecoverOutcome::Failed {
+            RecoverOutcome::Error {
                 reason: format!("{what}: ls-remote {} failed: {reason}", self.s.shown),
             }
         })
@@ -354,7 +354,7 @@ impl Instance {
     ) -> Result<Option<String>, RecoverOutcome> {
         // Nothing to look for is no look: never a PASS.
         if needle_text(w).is_empty() {
-            return Err(RecoverOutcome::Failed {
+            return Err(RecoverOutcome::Error {
                 reason: "the plant's needle holds no text: nothing to look for".into(),
             });
         }
@@ -363,14 +363,14 @@ impl Instance {
             Ok(_) => Ok(None),
             // Local plumbing in run B's own scratch repository: the
             // remote had no say, so never a refusal.
-            Err(f) => Err(RecoverOutcome::Failed {
+            Err(f) => Err(RecoverOutcome::Error {
                 reason: f.reason().to_string(),
             }),
         };
         let c = &w.carrier;
         match (kind, needle_ref(w)) {
             (Some(Remote::UnreachableObject), _) => match (&f.by_id, &f.by_id_error) {
-                (None, _) => Err(RecoverOutcome::Failed {
+                (None, _) => Err(RecoverOutcome::Error {
                     reason: "no object id to fetch".into(),
                 }),
                 (_, Some(e)) => Err(e.clone()),
@@ -383,7 +383,7 @@ impl Instance {
             (Some(k), None) if is_name_carrier(k) => Ok(None),
             // A content carrier without its agreed ref was never read:
             // that is no PASS.
-            (_, None) => Err(RecoverOutcome::Failed {
+            (_, None) => Err(RecoverOutcome::Error {
                 reason: format!("no agreed ref to read {c} from"),
             }),
             (_, Some(r)) if !f.present.contains(&r) => Ok(None),
@@ -413,7 +413,7 @@ fn stopped() -> (Option<String>, Option<RecoverOutcome>) {
     let broken = "run B's fetch stopped without an answer".to_string();
     (
         Some(broken.clone()),
-        Some(RecoverOutcome::Failed { reason: broken }),
+        Some(RecoverOutcome::Error { reason: broken }),
     )
 }
 

@@ -101,7 +101,7 @@ impl Instance {
     /// A failure of the whole push, as the outcome it means.
     pub(super) fn push_failure(&self, reason: &str) -> PlantOutcome {
         if no_credential(&unquoted(reason)) {
-            PlantOutcome::Failed {
+            PlantOutcome::Error {
                 reason: format!(
                     "the remote asked for credentials and runwarden had none to give (no extraheader, credential helper or URL userinfo reached it): cannot tell whether the job could push ({reason})"
                 ),
@@ -111,13 +111,13 @@ impl Instance {
                 reason: format!("the remote refused the push: {reason}"),
             }
         } else if is_refusal(reason) {
-            PlantOutcome::Failed {
+            PlantOutcome::Error {
                 reason: format!(
                     "authentication failed and the only credential is a credential helper, which may work in the job but not here: cannot tell whether the job could push ({reason})"
                 ),
             }
         } else {
-            PlantOutcome::Failed {
+            PlantOutcome::Error {
                 reason: format!(
                     "remote unreachable: push to {} failed: {reason}",
                     self.s.shown

@@ -201,13 +201,13 @@ impl Instance {
     ) -> PlantOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let url = self.graphql_url();
         let what = format!("asking {} for its discussion categories", self.repo());
         let repo = match graphql(&api, &url, CATEGORIES, self.owner_name(), &what) {
             Ok(d) => d["repository"].clone(),
-            Err(e) => return PlantOutcome::Failed { reason: e.text() },
+            Err(e) => return PlantOutcome::Error { reason: e.text() },
         };
         if repo["hasDiscussionsEnabled"] == json!(false) {
             return PlantOutcome::Unsupported {
@@ -218,13 +218,13 @@ impl Instance {
             repo["id"].as_str(),
             repo["discussionCategories"]["nodes"].as_array(),
         ) else {
-            return PlantOutcome::Failed {
+            return PlantOutcome::Error {
                 reason: format!("{what}: the answer holds no repository id or categories"),
             };
         };
         let (cat_id, cat_name, fallback) = match self.category(cats) {
             Ok(c) => c,
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(reason) => return PlantOutcome::Error { reason },
         };
         let intent = entry(ctx, &job.nonce, None);
         created(intent.clone());
@@ -257,7 +257,7 @@ impl Instance {
             // not the token's permission: untested here, not closed.
             Err(e @ ApiError::Denied { .. }) if fallback => {
                 created(crate::surface::retraction(&intent));
-                PlantOutcome::Failed {
+                PlantOutcome::Error {
                     reason: format!(
                         "GitHub refused a discussion in the category {}, which runwarden fell \
                          back to (no `general`, none named), and that may be the category's \
@@ -272,7 +272,7 @@ impl Instance {
                 created(crate::surface::retraction(&intent));
                 self.refused(&e)
             }
-            Err(e) => PlantOutcome::Failed { reason: e.text() },
+            Err(e) => PlantOutcome::Error { reason: e.text() },
         }
     }
 
@@ -418,7 +418,7 @@ impl Instance {
                 Ok(a) => a,
                 Err(f) => {
                     return Ok::<_, std::convert::Infallible>((
-                        RecoverOutcome::Failed { reason: f.into() },
+                        RecoverOutcome::Error { reason: f.into() },
                         true,
                     ));
                 }
@@ -467,7 +467,7 @@ impl Instance {
                     false,
                 ),
                 Err(e) => (
-                    RecoverOutcome::Failed {
+                    RecoverOutcome::Error {
                         reason: format!(
                             "run B's listing missed, and nothing shows it current: {}",
                             e.text()

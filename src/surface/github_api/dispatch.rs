@@ -163,7 +163,7 @@ impl Instance {
     ) -> PlantOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -175,7 +175,7 @@ impl Instance {
             let wf = self.s.dispatch_workflow.as_deref().unwrap_or("");
             let input = self.s.dispatch_input.as_deref().unwrap_or("");
             let Ok(wf_seg) = crate::wire::percent_segment(wf) else {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: "`dispatch-workflow` is no file name".into(),
                 };
             };
@@ -213,14 +213,14 @@ impl Instance {
             // GitHub knows no such workflow: nothing was dispatched.
             Err(e @ ApiError::NotFound(_)) => {
                 created(crate::surface::retraction(&intent));
-                PlantOutcome::Failed {
+                PlantOutcome::Error {
                     reason: format!(
                         "{}: is `dispatch-workflow` a workflow of the repository?",
                         e.text()
                     ),
                 }
             }
-            Err(e) => PlantOutcome::Failed { reason: e.text() },
+            Err(e) => PlantOutcome::Error { reason: e.text() },
         }
     }
 

@@ -32,7 +32,7 @@ mod traces;
 
 use super::{
     Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
-    Surface, SurfaceType, Wanted,
+    SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -284,7 +284,7 @@ impl SurfaceType for GitHubApi {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_listing(json!(s), server))
     }
 
     fn exposures(&self, settings: &Value, carrier: &str, env: super::Env<'_>) -> Vec<String> {
@@ -342,7 +342,7 @@ impl SurfaceType for GitHubApi {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad github-api settings"))?;
         let client = LazyClient::new(
@@ -389,7 +389,7 @@ impl Instance {
     }
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, carrier: &str) -> Option<String> {
         if let Some(why) = &self.s.missing {
             return Some(why.clone());
@@ -460,7 +460,7 @@ impl Surface for Instance {
             }
             Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => self.plant_trace(ctx, c, job, created),
             Some(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            None => PlantOutcome::Failed {
+            None => PlantOutcome::Error {
                 reason: format!("{} is not a carrier of github-api", job.carrier),
             },
         }
@@ -594,6 +594,6 @@ fn read_outcome(e: &ApiError, source: &str) -> RecoverOutcome {
                 e.text()
             ),
         },
-        _ => RecoverOutcome::Failed { reason: e.text() },
+        _ => RecoverOutcome::Error { reason: e.text() },
     }
 }

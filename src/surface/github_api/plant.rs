@@ -19,11 +19,11 @@ impl Instance {
     ) -> PlantOutcome {
         let req = match carriers::plant_request(&self.s, ctx, carrier, &job.nonce) {
             Ok(r) => r,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let api = match self.api(false) {
             Ok(a) => a,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let what = format!("planting {carrier} in {}", self.repo());
         created(req.entry.clone());
@@ -48,7 +48,7 @@ impl Instance {
                 created(crate::surface::retraction(&req.entry));
                 self.refused(&e)
             }
-            Err(e) => PlantOutcome::Failed { reason: e.text() },
+            Err(e) => PlantOutcome::Error { reason: e.text() },
         }
     }
 
@@ -96,7 +96,7 @@ impl Instance {
                 reason: format!("GitHub refused the write token ({token}): {}", e.text()),
             }
         } else {
-            PlantOutcome::Failed {
+            PlantOutcome::Error {
                 reason: format!(
                     "GitHub answered the write token ({token}) with a refusal that names no \
                      missing permission, which proves nothing closed: {}",

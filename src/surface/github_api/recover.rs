@@ -46,7 +46,7 @@ impl Instance {
             (_, Some((_, Ok(None))))
                 if matches!(carrier, Some(Gh::WorkflowDispatch | Gh::RepositoryDispatch)) =>
             {
-                RecoverOutcome::Failed {
+                RecoverOutcome::Error {
                     reason: format!(
                         "no run shows the dispatch back, to run B's token or the writer's ({} \
                          listings over {:.1} s): does the workflow exist and show the input in \
@@ -60,7 +60,7 @@ impl Instance {
                 "the plant, which neither run B's token nor the writer's lists yet",
                 &c,
             ),
-            (_, Some((_, Err(why)))) => RecoverOutcome::Failed {
+            (_, Some((_, Err(why)))) => RecoverOutcome::Error {
                 reason: format!("run B's routes missed, and nothing shows they are current: {why}"),
             },
         }
@@ -112,7 +112,7 @@ impl Instance {
     fn look(&self, ctx: &RunCtx<'_>, carrier: Option<Gh>, w: &Wanted) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
-            Err(f) => return RecoverOutcome::Failed { reason: f.into() },
+            Err(f) => return RecoverOutcome::Error { reason: f.into() },
         };
         // The nonce: a plant's needle holds it as `text` (a needle derived
         // without a receipt may be the bare nonce).
@@ -127,7 +127,7 @@ impl Instance {
         let mut failed: Option<RecoverOutcome> = None;
         let routes = carrier.map_or_else(Vec::new, |c| routes(&self.s, ctx, c, &w.needle));
         if routes.is_empty() {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: format!(
                     "run B has no place to look for {}: no issue, commit or ref from the plant or this run",
                     w.carrier
@@ -168,7 +168,7 @@ impl Instance {
                                 .as_str()
                                 .is_some_and(|n| n.eq_ignore_ascii_case(&name)) =>
                         {
-                            failed.get_or_insert(RecoverOutcome::Failed {
+                            failed.get_or_insert(RecoverOutcome::Error {
                                 reason: format!(
                                     "{what}: the answer (HTTP {}) is not the object named so",
                                     a.status
@@ -202,7 +202,7 @@ impl Instance {
             (Some(detail), _) => RecoverOutcome::Found { detail },
             (None, Some(f)) => f,
             (None, None) if !denied.is_empty() && looked.is_empty() => denied.swap_remove(0),
-            (None, None) if !denied.is_empty() => RecoverOutcome::Failed {
+            (None, None) if !denied.is_empty() => RecoverOutcome::Error {
                 reason: format!(
                     "GitHub refused one route and answered another ({}): no full look",
                     looked.join("; ")
@@ -225,7 +225,7 @@ pub(super) fn needle_text(w: &Wanted) -> Result<&str, RecoverOutcome> {
     w.needle["text"]
         .as_str()
         .or(w.needle.as_str())
-        .ok_or_else(|| RecoverOutcome::Failed {
+        .ok_or_else(|| RecoverOutcome::Error {
             reason: "the plant's needle is not a nonce".into(),
         })
 }

@@ -173,11 +173,11 @@ impl Instance {
     ) -> PlantOutcome {
         let intent = match planned_entry(&self.s, ctx, &job.nonce) {
             Ok(e) => e,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let api = match self.api(false) {
             Ok(a) => a,
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let name = carriers::nonce_name(ctx, &job.nonce);
         let text = sarif(ctx, &name, &job.nonce.hex()).to_string();
@@ -198,7 +198,7 @@ impl Instance {
             Ok(a) => match a.json["id"].as_str().filter(|i| valid_id(i)) {
                 Some(id) => id.to_string(),
                 None => {
-                    return PlantOutcome::Failed {
+                    return PlantOutcome::Error {
                         reason: format!("{what}: GitHub's answer holds no usable id"),
                     };
                 }
@@ -221,12 +221,12 @@ impl Instance {
                 created(crate::surface::retraction(&intent));
                 return self.refused(&e);
             }
-            Err(e) => return PlantOutcome::Failed { reason: e.text() },
+            Err(e) => return PlantOutcome::Error { reason: e.text() },
         };
         created(entry(ctx, &job.nonce, &git_ref, &commit, Some(&id)));
         let processed = match self.processed(&api, &format!("{path}/{id}")) {
             Ok(p) => p,
-            Err(reason) => return PlantOutcome::Failed { reason },
+            Err(reason) => return PlantOutcome::Error { reason },
         };
         PlantOutcome::Planted {
             needle: json!({ "text": job.nonce.hex(), "ref": git_ref, "commit": commit }),

@@ -156,7 +156,7 @@ impl Instance {
         created: &mut dyn FnMut(Value),
     ) -> PlantOutcome {
         let Some(run) = self.s.run_id else {
-            return PlantOutcome::Failed {
+            return PlantOutcome::Error {
                 reason: "not in GitHub Actions: GITHUB_RUN_ID is unset".into(),
             };
         };
@@ -168,13 +168,13 @@ impl Instance {
         let how = if self.s.control {
             let api = match self.api(false) {
                 Ok(a) => a,
-                Err(f) => return PlantOutcome::Failed { reason: f.into() },
+                Err(f) => return PlantOutcome::Error { reason: f.into() },
             };
             let path = format!("/_runner/runs/{run}/lines");
             let what = "handing the line to the control's runner";
             for l in &lines {
                 if let Err(e) = api.call(Method::POST, &path, Some(&json!({ "line": l })), what) {
-                    return PlantOutcome::Failed { reason: e.text() };
+                    return PlantOutcome::Error { reason: e.text() };
                 }
             }
             "handed to the control's runner (the stand-in)".to_string()
@@ -211,7 +211,7 @@ impl Instance {
     ) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
-            Err(f) => return RecoverOutcome::Failed { reason: f.into() },
+            Err(f) => return RecoverOutcome::Error { reason: f.into() },
         };
         let needle = match needle_text(w) {
             Ok(n) => n,
@@ -220,7 +220,7 @@ impl Instance {
         // The run run A printed in, as its plant said; else this run
         // (a later job of the same run).
         let Some(run) = w.needle["run_id"].as_u64().or(self.s.run_id) else {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: "run B has no run to look in: no receipt, and GITHUB_RUN_ID is unset"
                     .into(),
             };
@@ -237,7 +237,7 @@ impl Instance {
         };
         match c.value {
             Look::Done(o) => o,
-            Look::NotCurrent(why) => RecoverOutcome::Failed {
+            Look::NotCurrent(why) => RecoverOutcome::Error {
                 reason: format!(
                     "not current: {why} after {} listings over {:.1} s (a job's log and \
                      annotations are complete only once it ended): its silence proves nothing",
@@ -362,7 +362,7 @@ impl Instance {
             0 => {}
             n if n == ended.len() => return Some(Look::Done(denied.swap_remove(0))),
             _ => {
-                return Some(Look::Done(RecoverOutcome::Failed {
+                return Some(Look::Done(RecoverOutcome::Error {
                     reason: format!(
                         "GitHub refused {what} of some jobs of run {run} and gave others: \
                          no full look"
@@ -421,7 +421,7 @@ impl Instance {
     fn jobs_refused(&self, api: &Api<'_>, carrier: Gh, run: u64, e: &ApiError) -> RecoverOutcome {
         let source = &self.s.read_token_source;
         if carrier == Gh::RunAnnotation {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: format!(
                     "GitHub refused run {run}'s jobs listing ({}), which run B needs to find the \
                      job's check run; a reader with checks: read may still reach the annotation \
@@ -436,7 +436,7 @@ impl Instance {
             "asking for the run's logs",
         ) {
             Err(e2 @ ApiError::Denied { .. }) => read_outcome(&e2, source),
-            Ok(_) => RecoverOutcome::Failed {
+            Ok(_) => RecoverOutcome::Error {
                 reason: format!(
                     "GitHub refused run {run}'s jobs listing ({}) but offered the run's log \
                      archive, which run B does not read: not tested",

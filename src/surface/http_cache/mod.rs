@@ -26,7 +26,7 @@ mod watch;
 use super::carrier::{CarrierSet, carriers};
 use super::{
     Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    RunCtx, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -160,7 +160,10 @@ impl SurfaceType for HttpCache {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_listing(
+            serde_json::to_value(s).expect("settings serialize"),
+            server,
+        ))
     }
 
     fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
@@ -187,7 +190,7 @@ impl SurfaceType for HttpCache {
         ]
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad http-cache settings"))?;
         let client = LazyClient::new(s.auth.secrets());
@@ -200,7 +203,7 @@ struct Instance {
     client: LazyClient,
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, _carrier: &str) -> Option<String> {
         self.s.auth.missing.clone()
     }

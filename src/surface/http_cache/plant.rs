@@ -36,7 +36,7 @@ impl Instance {
             created(entry.clone());
             let r = self
                 .call(method, url, headers, body)
-                .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
+                .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
             // A 4xx says nothing was made; a 5xx may come after the
             // write was done (a gateway's), so the entry stays journalled.
             write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
@@ -56,7 +56,7 @@ impl Instance {
                 Ok(()) => planted(format!("PUT {shown_name} under {}", self.shown())),
             },
             Http::NegativeLookup => match self.call("GET", &url, &[], vec![]) {
-                Err(f) => PlantOutcome::Failed { reason: f.into() },
+                Err(f) => PlantOutcome::Error { reason: f.into() },
                 Ok(r) if r.status == 404 || r.status == 410 => planted(format!(
                     "GET {shown_name} missed (HTTP {}{}); a cache that remembers misses keeps it for its negative TTL, and nothing can delete it",
                     r.status,
@@ -69,7 +69,7 @@ impl Instance {
                 Ok(r) if r.status == 401 || r.status == 403 => PlantOutcome::Refused {
                     reason: format!("the cache refused the lookup (HTTP {})", r.status),
                 },
-                Ok(r) => PlantOutcome::Failed {
+                Ok(r) => PlantOutcome::Error {
                     reason: format!("GET {shown_name} answered HTTP {}, not a miss", r.status),
                 },
             },
@@ -106,7 +106,7 @@ impl Instance {
                 &[("content-type", "application/xml")],
                 xml.into_bytes(),
             )
-            .map_err(|f| PlantOutcome::Failed { reason: f.into() })?;
+            .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
         write_outcome(r.status, "PROPPATCH", &self.shown())?;
         if r.status != 207 {
             return Ok(());
@@ -119,10 +119,10 @@ impl Instance {
             Some(code @ (401 | 403)) => Err(PlantOutcome::Refused {
                 reason: format!("the cache refused to set the property (HTTP {code} in its 207)"),
             }),
-            Some(code) => Err(PlantOutcome::Failed {
+            Some(code) => Err(PlantOutcome::Error {
                 reason: format!("the cache did not set the property (HTTP {code} in its 207)"),
             }),
-            None => Err(PlantOutcome::Failed {
+            None => Err(PlantOutcome::Error {
                 reason: "the cache's 207 to the PROPPATCH holds no status".into(),
             }),
         }

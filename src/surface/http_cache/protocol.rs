@@ -180,7 +180,7 @@ pub(super) fn write_outcome(status: u16, what: &str, shown: &str) -> Result<(), 
         405 | 501 if what != "PUT" => Err(PlantOutcome::Unsupported {
             reason: format!("the cache does not support {what} (HTTP {status})"),
         }),
-        s => Err(PlantOutcome::Failed {
+        s => Err(PlantOutcome::Error {
             reason: format!("{what} at {shown}: HTTP {s}"),
         }),
     }

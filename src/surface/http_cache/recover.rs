@@ -192,7 +192,7 @@ impl Instance {
                     if matches!(k, Some(Http::CacheKey | Http::CollectionName))
                         && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                     {
-                        *o = Some(RecoverOutcome::Failed {
+                        *o = Some(RecoverOutcome::Error {
                             reason: reason.clone(),
                         });
                     }
@@ -225,7 +225,7 @@ impl Instance {
                 detail: format!("{detail}: the cache keeps the miss, and lists it"),
             },
             (Ok(_), Some(detail)) => RecoverOutcome::Found { detail },
-            (Err(ListError::Failed(m)), _) => RecoverOutcome::Failed { reason: m.clone() },
+            (Err(ListError::Failed(m)), _) => RecoverOutcome::Error { reason: m.clone() },
             // negative-lookup has a second route: the lookup.
             (Ok(what), None) if negative => return (None, Some(missed(what))),
             (Err(ListError::Denied(m)), _) if negative => return (None, Some(m.clone())),
@@ -235,7 +235,7 @@ impl Instance {
             },
             (Err(ListError::Denied(m)), _) => RecoverOutcome::Denied { reason: m.clone() },
             // The listing is these carriers' only route.
-            (Err(ListError::Unavailable(m)), _) => RecoverOutcome::Failed { reason: m.clone() },
+            (Err(ListError::Unavailable(m)), _) => RecoverOutcome::Error { reason: m.clone() },
         };
         (Some(outcome), None)
     }
@@ -246,7 +246,7 @@ impl Instance {
     fn look_up_miss(&self, name: &str, listing_said: Option<&str>) -> RecoverOutcome {
         let shown_name = escape::bytes(name.as_bytes());
         match self.call("GET", &self.url_of(name), &[], vec![]) {
-            Err(f) => RecoverOutcome::Failed { reason: f.into() },
+            Err(f) => RecoverOutcome::Error { reason: f.into() },
             Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
                 reason: format!("the cache refused the lookup (HTTP {})", r.status),
             },
@@ -263,7 +263,7 @@ impl Instance {
                     ),
                 },
             },
-            Ok(r) => RecoverOutcome::Failed {
+            Ok(r) => RecoverOutcome::Error {
                 reason: format!(
                     "GET {shown_name} answered HTTP {}: someone created it",
                     r.status
@@ -285,7 +285,7 @@ impl Instance {
             &[("depth", "0"), ("content-type", "application/xml")],
             xml.into_bytes(),
         ) {
-            Err(f) => return RecoverOutcome::Failed { reason: f.into() },
+            Err(f) => return RecoverOutcome::Error { reason: f.into() },
             Ok(r) => r,
         };
         match r.status {
@@ -310,14 +310,14 @@ impl Instance {
                 Some(200..=299 | 404) => RecoverOutcome::NotFound {
                     detail: format!("PROPFIND of {shown_name} returns no such property"),
                 },
-                Some(code) => RecoverOutcome::Failed {
+                Some(code) => RecoverOutcome::Error {
                     reason: format!("PROPFIND of {shown_name}: HTTP {code} for the property"),
                 },
-                None => RecoverOutcome::Failed {
+                None => RecoverOutcome::Error {
                     reason: format!("PROPFIND of {shown_name}: a 207 with no status"),
                 },
             },
-            status => RecoverOutcome::Failed {
+            status => RecoverOutcome::Error {
                 reason: format!("PROPFIND of {shown_name}: HTTP {status}"),
             },
         }

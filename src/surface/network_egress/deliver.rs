@@ -270,7 +270,7 @@ impl Instance {
                 persistence: None,
                 detail: format!("run A's attempt: {d}"),
             },
-            Local(reason) => PlantOutcome::Failed { reason },
+            Local(reason) => PlantOutcome::Error { reason },
         }
     }
 

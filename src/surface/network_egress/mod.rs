@@ -20,7 +20,7 @@ mod deliver;
 use super::carrier::carriers;
 use super::{
     Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
-    Surface, SurfaceType, Wanted,
+    SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -227,7 +227,10 @@ impl SurfaceType for NetworkEgress {
             proxy: Some(proxy.url()),
             control: true,
         };
-        Ok(Control::served(s, (rv, proxy)))
+        Ok(Control::served(
+            serde_json::to_value(s).expect("settings serialize"),
+            (rv, proxy),
+        ))
     }
 
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
@@ -245,7 +248,7 @@ impl SurfaceType for NetworkEgress {
         f
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|e| Fault::invalid(format!("bad network-egress settings: {e}")))?;
         // The token and a proxy's credentials are secrets from here on.
@@ -280,7 +283,7 @@ impl Instance {
     /// `at_ms` (Unix milliseconds, this machine's clock) when the plant
     /// says. `carrier`: the nonce's (`None`: not one of this surface's).
     fn seen(&self, hex: &str, at_ms: Option<i64>, carrier: Option<Egress>) -> RecoverOutcome {
-        let failed = |reason: String| RecoverOutcome::Failed { reason };
+        let failed = |reason: String| RecoverOutcome::Error { reason };
         let token = match self.token() {
             Ok(t) => t,
             Err(e) => return failed(e.into_reason()),
@@ -422,7 +425,7 @@ fn unserved(
     }
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, carrier: &str) -> Option<String> {
         match Egress::parse(carrier)? {
             Egress::HttpsProxy if self.s.proxy.is_none() => {
@@ -446,7 +449,7 @@ impl Surface for Instance {
         let _ = ctx;
         match Egress::parse(&job.carrier) {
             Some(carrier) => self.deliver(carrier, job),
-            None => PlantOutcome::Failed {
+            None => PlantOutcome::Error {
                 reason: format!(
                     "not a carrier of network-egress: {}",
                     escape::line(&job.carrier)
@@ -472,7 +475,7 @@ impl Surface for Instance {
                 };
                 match serde_json::from_value::<crate::nonce::Nonce>(nonce) {
                     Ok(n) => self.seen(&n.hex(), at, Egress::parse(&w.carrier)),
-                    Err(_) => RecoverOutcome::Failed {
+                    Err(_) => RecoverOutcome::Error {
                         reason: "the plant's needle is not a nonce".into(),
                     },
                 }

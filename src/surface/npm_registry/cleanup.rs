@@ -3,28 +3,23 @@
 
 use super::plant::package_for;
 use super::protocol::path_of;
-use super::{Instance, Npm};
+use super::{Entry, Npm, NpmRegistry};
 use crate::fault::Fault;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
+use crate::surface::{CleanupOutcome, Job, RecoverOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
 
-impl Instance {
+impl NpmRegistry {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Npm>],
+    ) -> Result<Vec<Entry>, Fault> {
         // Every name but package-name's is derived without the nonce being
         // random; package-name's is found by search.
         let mut found = vec![];
-        let carriers: Vec<(&PlantJob, Npm)> = jobs
-            .iter()
-            .filter_map(|j| Some((j, Npm::parse(&j.carrier)?)))
-            .collect();
-        for (j, carrier) in &carriers {
-            let (name, version) = package_for(ctx, *carrier, &j.nonce);
+        for j in jobs {
+            let (name, version) = package_for(ctx, j.carrier, &j.nonce);
             match self.packument(&name) {
                 // The name's tag proves it is this probe's; a version of
                 // another form (someone published to it) makes cleanup
@@ -40,19 +35,20 @@ impl Instance {
                                 h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit())
                             })
                     };
-                    match versions.as_slice() {
-                        [v] if ours(v) => found.push(json!({ "name": name, "versions": [v] })),
-                        _ => found.push(json!({ "name": name, "versions": [version] })),
-                    }
+                    let versions = match versions.as_slice() {
+                        [v] if ours(v) => vec![v.to_string()],
+                        _ => vec![version],
+                    };
+                    found.push(Entry { name, versions });
                 }
                 Ok(None) => {}
-                Err(RecoverOutcome::Failed { reason }) => return Err(Fault::Broken(reason)),
+                Err(RecoverOutcome::Error { reason }) => return Err(Fault::Broken(reason)),
                 // The registry's access control: no look can be had here.
                 Err(RecoverOutcome::Denied { reason }) => return Err(Fault::Unsupported(reason)),
                 Err(_) => {}
             }
         }
-        if carriers.iter().any(|(_, c)| *c == Npm::PackageName) {
+        if jobs.iter().any(|j| j.carrier == Npm::PackageName) {
             let text = format!("runwarden-{}", ctx.probe_id);
             let mut names = vec![];
             self.search_names(&text, &mut |name| {
@@ -61,13 +57,16 @@ impl Instance {
                 }
             })
             .map_err(|o| match o {
-                RecoverOutcome::Failed { reason } => Fault::Broken(reason),
+                RecoverOutcome::Error { reason } => Fault::Broken(reason),
                 RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
                 _ => Fault::broken("the search could not be read"),
             })?;
             for name in names {
-                if !found.iter().any(|f| f["name"] == name.as_str()) {
-                    found.push(json!({ "name": name, "versions": ["0.0.0"] }));
+                if !found.iter().any(|f| f.name == name) {
+                    found.push(Entry {
+                        name,
+                        versions: vec!["0.0.0".into()],
+                    });
                 }
             }
         }
@@ -75,16 +74,16 @@ impl Instance {
     }
 }
 
-impl Instance {
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let name = entry["name"].as_str().unwrap_or("");
+impl NpmRegistry {
+    pub(super) fn clean_entry(&self, entry: &Entry) -> CleanupOutcome {
+        let name = entry.name.as_str();
         if !name.starts_with("runwarden-") {
             return CleanupOutcome::Left {
                 reason: "not a runwarden package; nothing is unpublished".into(),
             };
         }
         let left = |reason: String| CleanupOutcome::Left { reason };
-        let url = format!("{}{}?write=true", self.s.url, path_of(name));
+        let url = format!("{}{}?write=true", self.settings.url, path_of(name));
         let doc = match self.call(Method::GET, &url, None) {
             Err(f) => return left(f.into()),
             Ok(r) if r.status == 404 => return CleanupOutcome::Gone,
@@ -101,7 +100,7 @@ impl Instance {
             .as_object()
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default();
-        let mut want = crate::surface::string_array(&entry["versions"]);
+        let mut want = entry.versions.clone();
         have.sort();
         want.sort();
         if have != want {
@@ -112,7 +111,7 @@ impl Instance {
         let Some(rev) = doc["_rev"].as_str() else {
             return left("the registry gave no revision to unpublish".into());
         };
-        let url = format!("{}{}/-rev/{rev}", self.s.url, path_of(name));
+        let url = format!("{}{}/-rev/{rev}", self.settings.url, path_of(name));
         match self.call(Method::DELETE, &url, None) {
             Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
             Ok(r) if r.status == 404 => CleanupOutcome::Gone,

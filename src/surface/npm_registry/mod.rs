@@ -25,17 +25,15 @@ mod recover;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    About, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx, Want,
+    Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
+use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-pub struct NpmRegistry;
 
 /// Search results per page (the registry API's maximum).
 const PAGE: usize = 250;
@@ -45,7 +43,7 @@ const MAX_PAGES: usize = 4_000;
 
 carriers! {
     /// The npm registry's carriers: packages and what they hold.
-    enum Npm {
+    pub enum Npm {
         PackageName = "package-name", Durable, "the nonce in the name of a published package; run B finds it through /-/v1/search";
         Version = "version", Durable, "the nonce in the version string of a package both runs can name";
         Readme = "readme", Durable, "the nonce in the readme of a package both runs can name";
@@ -55,31 +53,50 @@ carriers! {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     /// The registry URL, ending in `/`.
     url: String,
     auth: HttpAuth,
     control: bool,
 }
 
-impl SurfaceType for NpmRegistry {
-    fn name(&self) -> &'static str {
-        "npm-registry"
-    }
+/// One package run A publishes, with the versions it publishes:
+/// journalled before the publish; cleanup unpublishes it only while it
+/// holds exactly those.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    name: String,
+    versions: Vec<String>,
+}
 
-    fn description(&self) -> &'static str {
-        "an npm registry or proxy at a URL (publish, search, dist-tags, tarballs; unpublish to clean up)"
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "package {}", escape::bytes(self.name.as_bytes()))
     }
+}
 
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
+/// An open npm registry.
+pub struct NpmRegistry {
+    settings: Settings,
+    client: LazyClient,
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &["url", "token-env", "username-env", "password-env"]
-    }
+impl super::Surface for NpmRegistry {
+    const NAME: &'static str = "npm-registry";
+    const DESCRIPTION: &'static str = "an npm registry or proxy at a URL (publish, search, dist-tags, tarballs; unpublish to clean up)";
+    const KEYS: &'static [&'static str] = &["url", "token-env", "username-env", "password-env"];
+    // Search needs a word: no route lists every package.
+    const WATCH: Watch<Npm> = Watch::No(
+        "an npm registry lists no packages without a search word: watch mode cannot list it",
+    );
+    type Carrier = Npm;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
 
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let Some((url, pos)) = opts.string("url")? else {
             return Err(opts.error(
                 opts.entry_pos(),
@@ -93,15 +110,38 @@ impl SurfaceType for NpmRegistry {
         } else {
             format!("{url}/")
         };
-        Ok(serde_json::to_value(Settings {
+        Ok(Settings {
             url,
             auth,
             control: false,
         })
-        .expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Npm> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.url.as_bytes())
+        };
+        let mut about = About::new(format!("on {place}")).fact("credentials", s.auth.describe());
+        if let Some(o) = crate::http::origin(&s.url) {
+            // GitHub Packages' npm registry with the job's own token.
+            let packages = o == "https://npm.pkg.github.com" && s.auth.secret_from("GITHUB_TOKEN");
+            about = about.exposure(format!("registry:{o}"));
+            if packages {
+                about = about.exposure("permission:packages");
+            }
+        }
+        match &s.auth.missing {
+            Some(why) => about.unavailable(why.clone()),
+            None => about,
+        }
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let server = crate::loopback::npm::NpmServer::start()?;
         let s = Settings {
             url: server.url(),
@@ -111,89 +151,42 @@ impl SurfaceType for NpmRegistry {
         Ok(Control::served(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        let Some(o) = crate::http::origin(&s.url) else {
-            return vec![];
-        };
-        let mut e = vec![format!("registry:{o}")];
-        // GitHub Packages' npm registry with the job's own token.
-        if o == "https://npm.pkg.github.com" && s.auth.secret_from("GITHUB_TOKEN") {
-            e.push("permission:packages".into());
-        }
-        e
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .map(|s| vec![("credentials", s.auth.describe())])
-            .unwrap_or_default()
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad npm-registry settings"))?;
-        let client = LazyClient::new(s.auth.secrets());
-        Ok(Box::new(Instance { s, client }))
-    }
-}
-
-struct Instance {
-    s: Settings,
-    client: LazyClient,
-}
-
-impl Surface for Instance {
-    fn unavailable(&self, _carrier: &str) -> Option<String> {
-        self.s.auth.missing.clone()
+    fn open(settings: Settings) -> Result<NpmRegistry, Fault> {
+        let client = LazyClient::new(settings.auth.secrets());
+        Ok(NpmRegistry { settings, client })
     }
 
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Npm::of_job(job) {
-            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            Err(o) => o,
-        }
+        jobs: &[Job<Npm>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        super::each(jobs, |job| self.plant_one(ctx, job, journal))
     }
 
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Npm, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Npm>]) -> Result<Vec<Entry>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        let name = entry["name"]
-            .as_str()
-            .ok_or_else(|| Fault::invalid("no name"))?;
-        let c = Npm::owned(ctx, name, "", &|c| c == Npm::PackageName)?;
-        let versions = entry["versions"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let ok = match versions {
-            [v] => {
-                let v = v.as_str().unwrap_or("");
-                match c {
-                    Npm::Version => v
-                        .strip_prefix("0.0.0-")
-                        .is_some_and(|h| super::lower_hex(h, 32)),
-                    _ => v == "0.0.0",
-                }
-            }
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        let c = Npm::owned(ctx, &entry.name, "", &|c| c == Npm::PackageName)?;
+        let ok = match entry.versions.as_slice() {
+            [v] => match c {
+                Npm::Version => v
+                    .strip_prefix("0.0.0-")
+                    .is_some_and(|h| super::lower_hex(h, 32)),
+                _ => v == "0.0.0",
+            },
             _ => false,
         };
         ok.then_some(()).ok_or_else(|| {
@@ -203,24 +196,7 @@ impl Surface for Instance {
         })
     }
 
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
-    }
-
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        // Search needs a word: no route lists every package.
-        Err("an npm registry lists no packages without a search word: watch mode cannot list it")
-    }
-
-    fn describe(&self, entry: &Value) -> String {
-        format!(
-            "package {} on {}",
-            escape::bytes(entry["name"].as_str().unwrap_or("?").as_bytes()),
-            if self.s.control {
-                "the control".to_string()
-            } else {
-                self.shown()
-            }
-        )
+    fn clean(&self, entries: &[Entry]) -> Vec<super::CleanupOutcome> {
+        entries.iter().map(|e| self.clean_entry(e)).collect()
     }
 }

@@ -2,11 +2,12 @@
 //! does, journalled before the request and taken back only when the
 //! registry refused it.
 
+use super::Entry;
 use super::protocol::{path_of, registrys_own};
-use super::{Instance, Npm};
+use super::{Npm, NpmRegistry};
 use crate::escape;
 use crate::nonce::Nonce;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -84,27 +85,30 @@ pub(super) fn publish_doc(
     })
 }
 
-impl Instance {
-    pub(super) fn plant_carrier(
+impl NpmRegistry {
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Npm,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Npm>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let carrier = job.carrier;
         let (name, version) = package_for(ctx, carrier, &job.nonce);
         let shown = escape::bytes(name.as_bytes());
         let doc = publish_doc(
-            &self.s.url,
+            &self.settings.url,
             ctx.probe_id,
             carrier,
             &name,
             &version,
             &job.nonce,
         );
-        let entry = json!({ "name": name, "versions": [version] });
-        created(entry.clone());
-        let url = format!("{}{}", self.s.url, path_of(&name));
+        let entry = Entry {
+            name: name.clone(),
+            versions: vec![version.clone()],
+        };
+        journal.record(&entry);
+        let url = format!("{}{}", self.settings.url, path_of(&name));
         let refused = |status: u16, what: &str| PlantOutcome::Refused {
             reason: format!("the registry refused the {what} (HTTP {status})"),
         };
@@ -115,10 +119,10 @@ impl Instance {
             .as_ref()
             .is_ok_and(|r| (400..500).contains(&r.status))
         {
-            created(crate::surface::retraction(&entry));
+            journal.retract(&entry);
         }
         match publish {
-            Err(f) => return PlantOutcome::Failed { reason: f.into() },
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
             // npm's registry answers a version that exists with 403: a
             // conflict, not the registry's access control.
             Ok(r)
@@ -129,7 +133,7 @@ impl Instance {
                 return refused(r.status, "publish");
             }
             Ok(r) if !(200..300).contains(&r.status) => {
-                return PlantOutcome::Failed {
+                return PlantOutcome::Error {
                     reason: format!(
                         "publishing {shown}: HTTP {} {}",
                         r.status,
@@ -141,14 +145,18 @@ impl Instance {
         }
         if carrier == Npm::DistTag {
             let tag = format!("n{}", job.nonce.hex());
-            let url = format!("{}-/package/{}/dist-tags/{tag}", self.s.url, path_of(&name));
+            let url = format!(
+                "{}-/package/{}/dist-tags/{tag}",
+                self.settings.url,
+                path_of(&name)
+            );
             match self.call(Method::PUT, &url, Some(&json!(version))) {
-                Err(f) => return PlantOutcome::Failed { reason: f.into() },
+                Err(f) => return PlantOutcome::Error { reason: f.into() },
                 Ok(r) if (r.status == 401 || r.status == 403) && registrys_own(&r.body) => {
                     return refused(r.status, "dist-tag");
                 }
                 Ok(r) if !(200..300).contains(&r.status) => {
-                    return PlantOutcome::Failed {
+                    return PlantOutcome::Error {
                         reason: format!("adding the dist-tag: HTTP {}", r.status),
                     };
                 }
@@ -156,7 +164,7 @@ impl Instance {
             }
         }
         PlantOutcome::Planted {
-            needle: Value::String(job.nonce.hex()),
+            needle: job.nonce,
             persistence: None,
             detail: format!(
                 "published {shown}@{} to {}",

@@ -3,13 +3,14 @@
 //! arrives, the search read page by page to its end, and what a
 //! document says of one carrier.
 
-use super::{Instance, MAX_PAGES, Npm, PAGE};
+use super::{MAX_PAGES, Npm, NpmRegistry, PAGE};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{Failure, Request};
+use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use ::http::Method;
 use serde_json::Value;
 
@@ -34,13 +35,13 @@ pub(super) fn path_of(name: &str) -> String {
     name.replace('/', "%2f")
 }
 
-impl Instance {
+impl NpmRegistry {
     pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
         self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
-        escape::bytes(self.s.url.as_bytes())
+        escape::bytes(self.settings.url.as_bytes())
     }
 
     /// One request; `Unreachable` or `Broken` when there was no answer.
@@ -51,7 +52,7 @@ impl Instance {
         body: Option<&Value>,
     ) -> Result<crate::http::Response, Fault> {
         let mut req = self
-            .s
+            .settings
             .auth
             .apply(Request::new(method.clone(), url))
             .header("accept", "application/json");
@@ -71,16 +72,16 @@ impl Instance {
     /// The packument of `name` (its `name` that name, its `versions` an
     /// object): `Ok(None)` when the registry says there is none.
     pub(super) fn packument(&self, name: &str) -> Result<Option<Value>, RecoverOutcome> {
-        let url = format!("{}{}", self.s.url, path_of(name));
+        let url = format!("{}{}", self.settings.url, path_of(name));
         let r = self
             .call(Method::GET, &url, None)
-            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+            .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
         let shown = escape::bytes(name.as_bytes());
         let doc = r.json().ok().filter(Value::is_object);
         match r.status {
             200 => match doc {
                 Some(d) if d["name"] == name && d["versions"].is_object() => Ok(Some(d)),
-                _ => Err(RecoverOutcome::Failed {
+                _ => Err(RecoverOutcome::Error {
                     reason: format!(
                         "the registry answered 200 for {shown} with something that is not its \
                          document (no such `name`, or no `versions`)"
@@ -90,7 +91,7 @@ impl Instance {
             // Registries answer a missing package with a JSON error; a
             // 404 page without one is a wrong URL or a proxy's.
             404 if doc.is_some() => Ok(None),
-            404 => Err(RecoverOutcome::Failed {
+            404 => Err(RecoverOutcome::Error {
                 reason: format!(
                     "reading {shown}: HTTP 404 without the registry's JSON error body \
                      (is `url` the registry?)"
@@ -103,10 +104,10 @@ impl Instance {
                     r.status
                 ),
             }),
-            401 | 403 => Err(RecoverOutcome::Failed {
+            401 | 403 => Err(RecoverOutcome::Error {
                 reason: not_the_registrys(r.status, &format!("reading {shown}")),
             }),
-            s => Err(RecoverOutcome::Failed {
+            s => Err(RecoverOutcome::Error {
                 reason: format!("reading {}: HTTP {s}", escape::bytes(name.as_bytes())),
             }),
         }
@@ -117,14 +118,14 @@ impl Instance {
     /// when it names another).
     pub(super) fn tarball_holds(&self, url: &str, needle: &str) -> Result<bool, Fault> {
         use crate::http::origin;
-        if origin(url).is_none() || origin(url) != origin(&self.s.url) {
+        if origin(url).is_none() || origin(url) != origin(&self.settings.url) {
             return Err(Fault::invalid(format!(
                 "the tarball is on another origin ({}); it is not fetched with the registry's credentials",
                 escape::bytes(url.as_bytes())
             )));
         }
         let mut needles = Needles::new(vec![needle.to_string()]);
-        let req = self.s.auth.apply(Request::new(Method::GET, url));
+        let req = self.settings.auth.apply(Request::new(Method::GET, url));
         let status = self
             .client()?
             .search(&req, &mut needles)
@@ -148,7 +149,7 @@ impl Instance {
         text: &str,
         each: &mut dyn FnMut(&str),
     ) -> Result<usize, RecoverOutcome> {
-        let failed = |why: String| RecoverOutcome::Failed {
+        let failed = |why: String| RecoverOutcome::Error {
             reason: format!("searching the registry for {text}: {why}"),
         };
         let mut names = std::collections::HashSet::new();
@@ -157,12 +158,12 @@ impl Instance {
         for _ in 0..MAX_PAGES {
             let url = format!(
                 "{}-/v1/search?text={}&size={PAGE}&from={from}",
-                self.s.url,
+                self.settings.url,
                 crate::wire::percent_encode(text)
             );
             let r = self
                 .call(Method::GET, &url, None)
-                .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+                .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
             if (r.status == 401 || r.status == 403) && registrys_own(&r.body) {
                 return Err(RecoverOutcome::Denied {
                     reason: format!("the registry refused the search (HTTP {})", r.status),
@@ -210,18 +211,19 @@ impl Instance {
     pub(super) fn search(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[&Wanted],
+        wanted: &[&Want<Npm, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> (Vec<RecoverOutcome>, std::collections::HashSet<String>) {
         let text = format!("runwarden-{}", ctx.probe_id);
         let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
         let mut ours = std::collections::HashSet::new();
+        let needles: Vec<String> = wanted.iter().map(|w| w.needle.hex()).collect();
         let result = self.search_names(&text, &mut |name| {
             if name.starts_with(&format!("{text}-")) {
                 ours.insert(name.to_string());
             }
-            for (j, w) in wanted.iter().enumerate() {
-                if hits[j].is_none() && w.needle.as_str().is_some_and(|n| name.contains(n)) {
+            for (j, n) in needles.iter().enumerate() {
+                if hits[j].is_none() && name.contains(n.as_str()) {
                     hits[j] = Some(format!(
                         "the search for {text} lists {}",
                         escape::bytes(name.as_bytes())
@@ -261,7 +263,7 @@ impl Instance {
         needle: &str,
     ) -> RecoverOutcome {
         let has = |v: &Value| v.as_str().is_some_and(|s| s.contains(needle));
-        let missing = |what: &str| RecoverOutcome::Failed {
+        let missing = |what: &str| RecoverOutcome::Error {
             reason: format!(
                 "the document of {shown} has no {what}, which this carrier is read from"
             ),
@@ -312,7 +314,7 @@ impl Instance {
             _ => match doc["versions"][version]["dist"]["tarball"].as_str() {
                 None => missing(&format!("tarball for {version}")),
                 Some(t) => match self.tarball_holds(t, needle) {
-                    Err(f) => RecoverOutcome::Failed { reason: f.into() },
+                    Err(f) => RecoverOutcome::Error { reason: f.into() },
                     Ok(true) => RecoverOutcome::Found {
                         detail: format!("the tarball of {shown}@{version} holds it"),
                     },

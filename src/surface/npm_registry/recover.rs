@@ -3,25 +3,21 @@
 //! search lists what B can read by name.
 
 use super::plant::package_for;
-use super::{Instance, Npm};
+use super::{Npm, NpmRegistry};
 use crate::escape;
-use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
+use crate::nonce::Nonce;
+use crate::surface::{Notice, RecoverOutcome, RunCtx, Want};
 
-impl Instance {
+impl NpmRegistry {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Npm, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        // Each wanted carrier, parsed once (`None`: not one of npm's, left
-        // to `all_outcomes`).
-        let kinds: Vec<Option<Npm>> = wanted.iter().map(|w| Npm::parse(&w.carrier)).collect();
-        let searched: Vec<&Wanted> = wanted
+        let searched: Vec<&Want<Npm, Nonce>> = wanted
             .iter()
-            .zip(&kinds)
-            .filter(|(_, k)| **k == Some(Npm::PackageName))
-            .map(|(w, _)| w)
+            .filter(|w| w.carrier == Npm::PackageName)
             .collect();
         let (by_search, listed) = if searched.is_empty() {
             (vec![], Default::default())
@@ -34,14 +30,7 @@ impl Instance {
         let mut readable: Vec<String> = vec![];
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
         for (i, w) in wanted.iter().enumerate() {
-            let Some(carrier) = kinds[i] else { continue };
-            let nonce = match crate::surface::wanted_nonce(w) {
-                Ok(n) => n,
-                Err(o) => {
-                    out[i] = Some(o);
-                    continue;
-                }
-            };
+            let (carrier, nonce) = (w.carrier, w.needle);
             if carrier == Npm::PackageName {
                 // Its only route: the search (the package's name is the
                 // message, so B cannot ask for its document).
@@ -73,11 +62,11 @@ impl Instance {
             "the search",
         );
         if let Some(reason) = why {
-            for (o, k) in out.iter_mut().zip(&kinds) {
-                if *k == Some(Npm::PackageName)
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if w.carrier == Npm::PackageName
                     && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                 {
-                    *o = Some(RecoverOutcome::Failed {
+                    *o = Some(RecoverOutcome::Error {
                         reason: reason.clone(),
                     });
                 }

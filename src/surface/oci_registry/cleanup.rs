@@ -368,7 +368,7 @@ impl Instance {
         let url = self.at(&format!("/v2/{repo}/blobs/{layer}"));
         let r = self
             .call(Method::GET, &url, "*/*", None)
-            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+            .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
         // A plant's layer is a few bytes; anything else is not one.
         if r.status != 200 || r.body.len() > 4096 {
             return Ok(vec![]);

@@ -31,7 +31,7 @@ mod recover;
 use super::carrier::{CarrierSet, carriers};
 use super::{
     Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    RunCtx, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -220,7 +220,10 @@ impl SurfaceType for OciRegistry {
                 server.api_token(true)?,
             )),
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_listing(
+            serde_json::to_value(s).expect("settings serialize"),
+            server,
+        ))
     }
 
     fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
@@ -247,7 +250,7 @@ impl SurfaceType for OciRegistry {
             .unwrap_or_default()
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad oci-registry settings"))?;
         let mut secrets = s.auth.secrets();
@@ -277,7 +280,7 @@ struct Instance {
     api_version: std::cell::RefCell<Option<String>>,
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, carrier: &str) -> Option<String> {
         if let Some(m) = &self.s.auth.missing {
             return Some(m.clone());

@@ -129,7 +129,7 @@ impl Instance {
         };
         let client = match self.client.get() {
             Ok(c) => c,
-            Err(f) => return Versions::Fails(RecoverOutcome::Failed { reason: f.into() }),
+            Err(f) => return Versions::Fails(RecoverOutcome::Error { reason: f.into() }),
         };
         let api = Api {
             client,
@@ -176,7 +176,7 @@ impl Instance {
             Err(e @ ApiError::Denied { .. }) => {
                 return Versions::Unread(format!("GitHub refused the API token: {}", e.text()));
             }
-            Err(e) => return Versions::Fails(RecoverOutcome::Failed { reason: e.text() }),
+            Err(e) => return Versions::Fails(RecoverOutcome::Error { reason: e.text() }),
         };
         match &c.value {
             (_, Some(t), _) => Versions::Found(format!(

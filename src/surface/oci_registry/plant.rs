@@ -188,7 +188,7 @@ impl Instance {
         let shown = escape::bytes(p.repository.as_bytes());
         // A probe id the grammar refuses makes names no registry takes.
         if !super::repository_name_ok(&p.repository) || p.tags.iter().any(|t| t.len() > 128) {
-            return PlantOutcome::Failed {
+            return PlantOutcome::Error {
                 reason: format!(
                     "{shown} is no repository name the registry API allows (is the probe id lowercase letters, digits and `-`, and short?)"
                 ),
@@ -221,7 +221,7 @@ impl Instance {
                 reason,
                 nonce: Placed::Written,
                 ..
-            }) => PlantOutcome::Failed {
+            }) => PlantOutcome::Error {
                 reason: format!(
                     "the nonce was written to {shown}, but then {reason}: the plant is incomplete (a witness or its route is missing), so the carrier is not shown closed"
                 ),
@@ -238,7 +238,7 @@ impl Instance {
                 if nothing {
                     created(crate::surface::retraction(&entry));
                 }
-                PlantOutcome::Failed { reason }
+                PlantOutcome::Error { reason }
             }
         }
     }

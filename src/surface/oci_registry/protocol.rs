@@ -177,11 +177,11 @@ impl Instance {
                 Some(why) => RecoverOutcome::Denied {
                     reason: format!("the registry refused {what} ({why})"),
                 },
-                None => RecoverOutcome::Failed {
+                None => RecoverOutcome::Error {
                     reason: format!("{what}: {}", Self::not_refused(r)),
                 },
             },
-            s => RecoverOutcome::Failed {
+            s => RecoverOutcome::Error {
                 reason: format!("{what}: HTTP {s}{}", error_code(r)),
             },
         }
@@ -294,11 +294,11 @@ impl Instance {
         let shown = escape::bytes(format!("{repo}:{reference}").as_bytes());
         let r = self
             .call(Method::GET, &url, ACCEPT, None)
-            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+            .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
         match r.status {
             200 => Ok(Some(r.body)),
             404 if registrys_own(&r) => Ok(None),
-            404 => Err(RecoverOutcome::Failed {
+            404 => Err(RecoverOutcome::Error {
                 reason: format!(
                     "reading {shown}: HTTP 404 without the registry's error body (is `registry` the registry?)"
                 ),
@@ -345,7 +345,7 @@ impl Instance {
         each: &mut dyn FnMut(&str),
     ) -> Result<Option<usize>, crate::surface::RecoverOutcome> {
         use crate::surface::RecoverOutcome;
-        let failed = |why: String| RecoverOutcome::Failed {
+        let failed = |why: String| RecoverOutcome::Error {
             reason: format!("listing {what}: {why}"),
         };
         use sha2::{Digest, Sha256};
@@ -356,7 +356,7 @@ impl Instance {
         for page in 0..MAX_PAGES {
             let r = self
                 .call(Method::GET, &url, "application/json", None)
-                .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+                .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
             if r.status == 404 && page == 0 && registrys_own(&r) {
                 return Ok(None);
             }
@@ -419,7 +419,7 @@ impl Instance {
     ) -> Result<bool, crate::surface::RecoverOutcome> {
         use crate::surface::RecoverOutcome;
         use sha2::{Digest, Sha256};
-        let failed = |f: Fault| RecoverOutcome::Failed {
+        let failed = |f: Fault| RecoverOutcome::Error {
             reason: f.context("pulling the blob").into_reason(),
         };
         let key = repo.to_string();
@@ -496,7 +496,7 @@ impl Instance {
 pub(super) fn outcome_reason(o: crate::surface::RecoverOutcome) -> String {
     use crate::surface::RecoverOutcome;
     match o {
-        RecoverOutcome::Denied { reason } | RecoverOutcome::Failed { reason } => reason,
+        RecoverOutcome::Denied { reason } | RecoverOutcome::Error { reason } => reason,
         RecoverOutcome::Found { detail } | RecoverOutcome::NotFound { detail } => detail,
     }
 }

@@ -78,7 +78,7 @@ impl Instance {
         };
         if matches!(
             reg,
-            RecoverOutcome::Found { .. } | RecoverOutcome::Failed { .. }
+            RecoverOutcome::Found { .. } | RecoverOutcome::Error { .. }
         ) {
             return reg;
         }
@@ -180,7 +180,7 @@ impl Instance {
                 return listing::not_current(&format!("the manifest {shown} (it answers 404)"), &c);
             }
             Some(b) if !c.current => {
-                return RecoverOutcome::Failed {
+                return RecoverOutcome::Error {
                     reason: format!(
                         "the manifest under {shown} is {}, not this plant's {} ({} reads over {:.1} s): re-tagged or not yet current, so it proves nothing",
                         digest_of(b),
@@ -195,7 +195,7 @@ impl Instance {
         readable.push(repo.to_string());
         let hex = hex.as_str();
         let Ok(doc) = serde_json::from_slice::<Value>(&body) else {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: format!("the manifest {shown} is not JSON"),
             };
         };
@@ -245,7 +245,7 @@ impl Instance {
             }
         }
         if pulled == 0 {
-            return RecoverOutcome::Failed {
+            return RecoverOutcome::Error {
                 reason: format!("no layer blob of {shown} was pulled: nothing was looked at"),
             };
         }
@@ -311,7 +311,7 @@ impl Instance {
                 (Some(name), _) => RecoverOutcome::Found {
                     detail: format!("the catalog lists {name}"),
                 },
-                (None, Some(reason)) => RecoverOutcome::Failed {
+                (None, Some(reason)) => RecoverOutcome::Error {
                     reason: format!(
                         "{reason} ({} listings over {:.1} s)",
                         c.tries,

@@ -17,7 +17,7 @@ impl Instance {
         jobs: &[PlantJob],
     ) -> Result<Vec<Value>, Fault> {
         let err = |o: RecoverOutcome| match o {
-            RecoverOutcome::Failed { reason } => Fault::Broken(reason),
+            RecoverOutcome::Error { reason } => Fault::Broken(reason),
             // The index's access control: no look can be had here.
             RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
             _ => Fault::broken("the simple index could not be read"),
@@ -70,7 +70,7 @@ impl Instance {
         let mut have: Vec<String> = match self.files(project) {
             Ok(None) => return CleanupOutcome::Gone,
             Ok(Some(f)) => f.into_iter().map(|(n, _)| n).collect(),
-            Err(RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason }) => {
+            Err(RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason }) => {
                 return left(reason);
             }
             Err(_) => return left("the project page could not be read".into()),

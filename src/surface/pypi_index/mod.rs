@@ -26,7 +26,7 @@ mod watch;
 use super::carrier::{CarrierSet, carriers};
 use super::{
     Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, Surface, SurfaceType, Wanted,
+    RunCtx, SurfaceType, Wanted,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -131,7 +131,10 @@ impl SurfaceType for PypiIndex {
             auth: HttpAuth::basic_for_control(user, password),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served(
+            serde_json::to_value(s).expect("settings serialize"),
+            server,
+        ))
     }
 
     fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
@@ -158,7 +161,7 @@ impl SurfaceType for PypiIndex {
         ]
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn Surface>, Fault> {
+    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
         let s: Settings = serde_json::from_value(settings.clone())
             .map_err(|_| Fault::invalid("bad pypi-index settings"))?;
         let client = LazyClient::new(s.auth.secrets());
@@ -193,14 +196,14 @@ struct Root {
 
 /// A carrier read from an agreed page: `Err` when that page is 404, which
 /// is "no such project" only if the index showed it is one.
-type Read = Result<RecoverOutcome, String>;
+type Looked = Result<RecoverOutcome, String>;
 
 struct Instance {
     s: Settings,
     client: LazyClient,
 }
 
-impl Surface for Instance {
+impl crate::surface::Instance for Instance {
     fn unavailable(&self, _carrier: &str) -> Option<String> {
         self.s.auth.missing.clone()
     }

@@ -86,7 +86,7 @@ impl Instance {
             created(crate::surface::retraction(&entry));
         }
         match upload {
-            Err(f) => PlantOutcome::Failed { reason: f.into() },
+            Err(f) => PlantOutcome::Error { reason: f.into() },
             // A 403 that says the file exists is a conflict, not the
             // index's access control.
             Ok(r)
@@ -109,7 +109,7 @@ impl Instance {
                     escape::bytes(self.s.upload_url.as_bytes())
                 ),
             },
-            Ok(r) => PlantOutcome::Failed {
+            Ok(r) => PlantOutcome::Error {
                 reason: format!("uploading {shown}: HTTP {} {}", r.status, excerpt(&r.body)),
             },
         }

@@ -3,7 +3,7 @@
 //! what makes a page one), distributions searched as they arrive, and
 //! the names and versions in file names.
 
-use super::{Instance, PageScan, Pypi, Read, Root, Upload};
+use super::{Instance, Looked, PageScan, Pypi, Root, Upload};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{Failure, Request};
@@ -124,7 +124,7 @@ impl Instance {
         self.same_origin(url)?;
         let client = self
             .client()
-            .map_err(|f| RecoverOutcome::Failed { reason: f.into() })?;
+            .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
         let req = self
             .s
             .auth
@@ -138,7 +138,7 @@ impl Instance {
                 hrefs.feed(chunk, href);
                 Ok(())
             })
-            .map_err(|f| RecoverOutcome::Failed {
+            .map_err(|f| RecoverOutcome::Error {
                 reason: self.failure(f).into_reason(),
             })?;
         let shown = escape::bytes(url.as_bytes());
@@ -150,7 +150,7 @@ impl Instance {
             401 | 403 => Err(RecoverOutcome::Denied {
                 reason: format!("the index refused {shown} (HTTP {status})"),
             }),
-            s => Err(RecoverOutcome::Failed {
+            s => Err(RecoverOutcome::Error {
                 reason: format!("reading {shown}: HTTP {s}"),
             }),
         }
@@ -163,7 +163,7 @@ impl Instance {
             || (o != crate::http::origin(&self.s.simple_url)
                 && o != crate::http::origin(&self.s.upload_url))
         {
-            return Err(RecoverOutcome::Failed {
+            return Err(RecoverOutcome::Error {
                 reason: format!(
                     "{} is on another origin; it is not fetched with the index's credentials",
                     escape::bytes(url.as_bytes())
@@ -229,7 +229,7 @@ impl Instance {
             }
         })?;
         let Some(s) = scanned else {
-            return Err(RecoverOutcome::Failed {
+            return Err(RecoverOutcome::Error {
                 reason: format!("the simple index {} is not there (404)", self.shown()),
             });
         };
@@ -256,18 +256,18 @@ impl Instance {
             Ok(r) if r.projects > 0 => RecoverOutcome::NotFound {
                 detail: format!("{what} (the index lists {} projects)", r.projects),
             },
-            Ok(_) => RecoverOutcome::Failed {
+            Ok(_) => RecoverOutcome::Error {
                 reason: format!(
                     "{what}, and the root of {} lists no project: nothing shows it is the index",
                     self.shown()
                 ),
             },
-            Err(o) => RecoverOutcome::Failed {
+            Err(o) => RecoverOutcome::Error {
                 reason: format!(
                     "{what}, and nothing shows {} is the index: {}",
                     self.shown(),
                     match o {
-                        RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => {
+                        RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason } => {
                             reason.as_str()
                         }
                         _ => "",
@@ -279,7 +279,7 @@ impl Instance {
 
     /// An agreed project's simple page, for a file name or version that
     /// carries `needle`.
-    pub(super) fn read_page(&self, project: &str, needle: &str) -> Read {
+    pub(super) fn read_page(&self, project: &str, needle: &str) -> Looked {
         let shown = escape::bytes(project.as_bytes());
         let (mut hit, mut dists) = (None, 0usize);
         let page = self.project_page(project);
@@ -305,7 +305,7 @@ impl Instance {
             (Ok(Some(s)), None) if s.found[0] => RecoverOutcome::Found {
                 detail: format!("the simple page of {shown} holds it"),
             },
-            (Ok(Some(_)), None) if dists == 0 => RecoverOutcome::Failed {
+            (Ok(Some(_)), None) if dists == 0 => RecoverOutcome::Error {
                 reason: format!(
                     "the page of {shown} (HTTP 200) links no distribution file: \
                      not a simple page (a login or error page?)"
@@ -320,7 +320,7 @@ impl Instance {
     /// `json-url`'s document for `url`: `Ok(None)` for 404.
     pub(super) fn fetch_json(&self, url: &str) -> Result<Option<Value>, RecoverOutcome> {
         self.same_origin(url)?;
-        let failed = |reason| RecoverOutcome::Failed { reason };
+        let failed = |reason| RecoverOutcome::Error { reason };
         let fault = |f: Fault| failed(f.into_reason());
         let req = self
             .s
@@ -350,7 +350,7 @@ impl Instance {
 
     /// description: `json-url`'s metadata, else the PKG-INFO of every
     /// file the project's page links.
-    pub(super) fn read_description(&self, project: &str, needle: &str) -> Read {
+    pub(super) fn read_description(&self, project: &str, needle: &str) -> Looked {
         let shown = escape::bytes(project.as_bytes());
         let needles = [needle.to_string()];
         if let Some(j) = &self.s.json_url {
@@ -365,7 +365,7 @@ impl Instance {
                             detail: format!("the metadata of {shown} holds it"),
                         }
                     } else if found.is_empty() {
-                        RecoverOutcome::Failed {
+                        RecoverOutcome::Error {
                             reason: format!(
                                 "the metadata of {shown} from json-url has no description: \
                                  not the project's metadata"
@@ -382,7 +382,7 @@ impl Instance {
                 Ok(None) => match self.files(project) {
                     Err(o) => o,
                     Ok(None) => return Err(format!("no project {shown}")),
-                    Ok(Some(_)) => RecoverOutcome::Failed {
+                    Ok(Some(_)) => RecoverOutcome::Error {
                         reason: format!(
                             "json-url answers 404 for {shown}, whose simple page is there: \
                              is `json-url` the index's?"
@@ -395,7 +395,7 @@ impl Instance {
             Err(o) => return Ok(o),
             Ok(None) => return Err(format!("no project {shown}")),
             Ok(Some(f)) if f.is_empty() => {
-                return Ok(RecoverOutcome::Failed {
+                return Ok(RecoverOutcome::Error {
                     reason: format!(
                         "the page of {shown} (HTTP 200) links no distribution file: \
                          not a simple page (a login or error page?)"
@@ -409,7 +409,7 @@ impl Instance {
             match self.scan(url, "application/octet-stream", &needles, &mut |_| {}) {
                 Err(o) => return Ok(o),
                 Ok(None) => {
-                    return Ok(RecoverOutcome::Failed {
+                    return Ok(RecoverOutcome::Error {
                         reason: format!(
                             "{file}, linked from the page of {shown}, is not there (404)"
                         ),

@@ -50,7 +50,7 @@ impl Instance {
                     Some(Err(e)) => e.clone(),
                     Some(Ok(r)) => match r.hits.get(named_at).cloned().flatten() {
                         Some(detail) => RecoverOutcome::Found { detail },
-                        None if r.projects == 0 => RecoverOutcome::Failed {
+                        None if r.projects == 0 => RecoverOutcome::Error {
                             reason: format!(
                                 "the simple index {} (HTTP 200) lists no project: \
                                  not a simple index (a login or error page?)",
@@ -64,7 +64,7 @@ impl Instance {
                             ),
                         },
                     },
-                    None => RecoverOutcome::Failed {
+                    None => RecoverOutcome::Error {
                         reason: "the simple index was not read".into(),
                     },
                 });
@@ -105,7 +105,7 @@ impl Instance {
                 for (o, k) in out.iter_mut().zip(&kinds) {
                     if *k == Some(Pypi::ProjectName) && matches!(o, RecoverOutcome::NotFound { .. })
                     {
-                        *o = RecoverOutcome::Failed {
+                        *o = RecoverOutcome::Error {
                             reason: reason.clone(),
                         };
                     }

@@ -19,7 +19,7 @@ impl crate::surface::Watchable for Instance {
                 }
             })
             .map_err(|o| match o {
-                RecoverOutcome::Failed { reason } | RecoverOutcome::Denied { reason } => {
+                RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason } => {
                     SnapshotError::Failed(reason)
                 }
                 RecoverOutcome::Found { detail } | RecoverOutcome::NotFound { detail } => {

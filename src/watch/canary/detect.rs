@@ -2,7 +2,7 @@
 //! events, and the check that a canary is still the one placed (one
 //! removed, replaced or changed may have been read unseen).
 
-use super::{Armed, Detector, REMOVED, REPLACED, Read, TOUCHED, UNREACHABLE, cpath};
+use super::{Access, Armed, Detector, REMOVED, REPLACED, TOUCHED, UNREACHABLE, cpath};
 use crate::fault::Fault;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -48,7 +48,7 @@ impl Armed {
 
     /// Every read of a canary so far. An overflow of the event queue is an
     /// error (`Broken`): a read may have been lost.
-    pub fn collect(&mut self) -> Result<Vec<Read>, Fault> {
+    pub fn collect(&mut self) -> Result<Vec<Access>, Fault> {
         match self.detector {
             Detector::Fanotify => self.drain_fanotify()?,
             Detector::Inotify => self.drain_inotify()?,
@@ -56,7 +56,7 @@ impl Armed {
                 for c in &self.canaries {
                     let read = std::fs::symlink_metadata(&c.path)
                         .is_ok_and(|m| (m.atime(), m.atime_nsec()) != c.atime);
-                    let seen = Read {
+                    let seen = Access {
                         path: c.path.clone(),
                         pid: None,
                         how: "atime",
@@ -83,7 +83,7 @@ impl Armed {
             if let Some(how) = how
                 && !self.reads.iter().any(|r| r.path == c.path && r.how == how)
             {
-                self.reads.push(Read {
+                self.reads.push(Access {
                     path: c.path.clone(),
                     pid: None,
                     how,
@@ -140,7 +140,7 @@ impl Armed {
                     } else {
                         "open"
                     };
-                    let r = Read {
+                    let r = Access {
                         path: c.path.clone(),
                         pid: Some(m.pid as u32),
                         how,
@@ -173,7 +173,7 @@ impl Armed {
                     } else {
                         "open"
                     };
-                    let r = Read {
+                    let r = Access {
                         path: self.canaries[i].path.clone(),
                         pid: None,
                         how,
@@ -191,7 +191,7 @@ impl Armed {
 
 /// Keeps one read per canary and process: an open then a read of it is
 /// one read (`access`).
-fn note(reads: &mut Vec<Read>, r: Read) {
+fn note(reads: &mut Vec<Access>, r: Access) {
     match reads
         .iter_mut()
         .find(|x| x.path == r.path && x.pid == r.pid)

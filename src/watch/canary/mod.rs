@@ -106,9 +106,10 @@ impl Detector {
     }
 }
 
-/// One read of a canary.
+/// One access of a canary, or what was done to it that hides whether
+/// there was one.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Read {
+pub struct Access {
     pub path: PathBuf,
     /// The process that read it (fanotify only).
     pub pid: Option<u32>,
@@ -129,7 +130,7 @@ pub const TOUCHED: &str = "touched";
 pub const UNREACHABLE: &str = "unreachable";
 
 /// What a read says, for people.
-pub fn describe(r: &Read) -> String {
+pub fn describe(r: &Access) -> String {
     match r.how {
         REMOVED | REPLACED | TOUCHED | UNREACHABLE => {
             format!("{} (a read cannot be ruled out)", r.how)
@@ -167,7 +168,7 @@ pub struct Armed {
     /// inotify watch descriptor -> canary index.
     wds: HashMap<i32, usize>,
     /// Reads seen so far (events are read as they are collected).
-    reads: Vec<Read>,
+    reads: Vec<Access>,
     overflowed: bool,
 }
 

@@ -28,7 +28,7 @@ use crate::plan::{Plan, SurfacePlan};
 use crate::report::{self, Cleanup, KeyKind, Mode, Report, Runs, Summary, Tool};
 use crate::state::diff::{Before, Change, Differ};
 use crate::state::snapshot::{Reader, SnapshotError, WatchCtx, Writer};
-use crate::surface::{self, Surface, Watchable};
+use crate::surface::{self, Instance, Watchable};
 use crate::timefmt;
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -70,7 +70,7 @@ struct First {
 
 /// One configured surface: opened, and its first snapshot.
 struct Inst {
-    surface: Result<Box<dyn Surface>, Fault>,
+    surface: Result<Box<dyn Instance>, Fault>,
     first: Result<First, SnapshotError>,
 }
 
@@ -97,7 +97,7 @@ fn snapshot_error(e: std::io::Error) -> SnapshotError {
 
 /// Opens a planned surface. Its settings were checked when the plan was
 /// built: one its type refuses now is its own fault (`Invalid`: ERROR).
-fn open_surface(sp: &SurfacePlan) -> Result<Box<dyn Surface>, Fault> {
+fn open_surface(sp: &SurfacePlan) -> Result<Box<dyn Instance>, Fault> {
     surface::by_name(sp.type_name)
         .ok_or_else(|| Fault::invalid(format!("unknown surface type {}", sp.type_name)))
         .and_then(|t| t.open(&sp.settings))

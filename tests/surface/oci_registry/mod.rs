@@ -301,7 +301,7 @@ fn outcomes(settings: &Value, probe_id: &str) -> BTreeMap<String, (String, Strin
             RecoverOutcome::Found { .. } => "found",
             RecoverOutcome::NotFound { .. } => "not-found",
             RecoverOutcome::Denied { .. } => "denied",
-            RecoverOutcome::Failed { reason } => panic!("{}: {reason}", w.carrier),
+            RecoverOutcome::Error { reason } => panic!("{}: {reason}", w.carrier),
         };
         out.insert(w.carrier.clone(), ("planted".to_string(), kind.to_string()));
     }

@@ -1,0 +1,415 @@
+//! The kernel's adapter: one implementation of the engine-facing traits
+//! ([`SurfaceType`], [`Instance`], [`Watchable`]) for every typed
+//! [`Surface`]. The engine, the child protocol and the receipt keep their
+//! JSON; this is where it becomes typed and back:
+//! - carriers arrive as names and are parsed once (a job whose carrier is
+//!   none of the type's is an ERROR, never planted);
+//! - settings, needles and journal entries are (de)serialised here, and
+//!   an entry that does not parse as the type's own is never its own:
+//!   [`Instance::owns`] refuses it before any removal;
+//! - a retraction and what it takes back need no cleanup and count as
+//!   nothing; the rest of the journal goes to [`Surface::clean`] at once;
+//! - an entry is described as the type shows it, then where it lives.
+
+use super::carrier::CarrierSet;
+use super::typed::{About, Job, Journal, Surface, Want, Watch};
+use super::{
+    Carrier, CleanupOutcome, Control, Instance, JobScope, Notice, Persistence, PlantJob,
+    PlantOutcome, RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, SurfaceType, Wanted, Watchable,
+};
+use crate::config::{ConfigError, Options};
+use crate::fault::Fault;
+use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
+use serde_json::Value;
+use std::marker::PhantomData;
+use std::path::Path;
+
+/// The engine's view of the surface type `S`: what [`super::REGISTRY`]
+/// lists (`&Typed::<S>::TYPE`).
+pub struct Typed<S>(PhantomData<fn() -> S>);
+
+impl<S> Typed<S> {
+    /// The registry's entry for `S`.
+    pub const TYPE: Typed<S> = Typed(PhantomData);
+}
+
+/// `S`'s settings from the engine's JSON; `Invalid` for anything
+/// `validate` or `control` did not make.
+fn settings_of<S: Surface>(settings: &Value) -> Result<S::Settings, Fault> {
+    serde_json::from_value(settings.clone())
+        .map_err(|e| Fault::invalid(format!("bad {} settings: {e}", S::NAME)))
+}
+
+/// A value the kernel made from a typed one: settings, a needle, an entry.
+fn json(v: &impl serde::Serialize) -> Value {
+    serde_json::to_value(v).expect("typed surface values serialize")
+}
+
+/// What `S`'s settings say about themselves (`None`: they do not parse,
+/// and say nothing).
+fn about<S: Surface>(settings: &Value) -> Option<About<S::Carrier>> {
+    settings_of::<S>(settings).ok().map(|s| S::about(&s))
+}
+
+impl<S: Surface> SurfaceType for Typed<S> {
+    fn name(&self) -> &'static str {
+        S::NAME
+    }
+
+    fn description(&self) -> &'static str {
+        S::DESCRIPTION
+    }
+
+    fn carriers(&self) -> &'static [Carrier] {
+        S::Carrier::TABLE
+    }
+
+    fn later_job_only(&self, carrier: &str) -> bool {
+        S::Carrier::parse(carrier).is_some_and(|c| S::LATER_JOB_ONLY.contains(&c))
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        S::KEYS
+    }
+
+    fn scope_keys(&self) -> &'static [&'static str] {
+        S::SCOPE_KEYS
+    }
+
+    fn check_scope(&self, carrier: &str, key: &str, value: &str) -> Result<(), Fault> {
+        match S::Carrier::parse(carrier) {
+            Some(c) => S::check_scope(c, key, value),
+            None => Err(Fault::invalid(format!(
+                "carrier {carrier} cannot be scoped by `{key}`"
+            ))),
+        }
+    }
+
+    fn validate(&self, opts: Options<'_>) -> Result<Value, ConfigError> {
+        S::validate(opts).map(|s| json(&s))
+    }
+
+    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, Fault> {
+        let like = serde_json::from_value::<S::Settings>(settings.clone()).ok();
+        let c = S::control(like.as_ref(), dir)?;
+        Ok(Control {
+            settings: json(&c.settings),
+            keep: c.keep,
+            lag: c.lag,
+        })
+    }
+
+    fn warnings(&self, settings: &Value) -> Vec<String> {
+        about::<S>(settings).map(|a| a.warnings).unwrap_or_default()
+    }
+
+    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
+        about::<S>(settings).map(|a| a.facts).unwrap_or_default()
+    }
+
+    fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
+        let Some(about) = about::<S>(settings) else {
+            return vec![];
+        };
+        let c = S::Carrier::parse(carrier);
+        let mut out: Vec<String> = about
+            .exposures
+            .into_iter()
+            .filter(|(of, _)| of.is_none() || *of == c)
+            .map(|(_, id)| id)
+            .collect();
+        // Every surface's beacons test whether the runner kept state.
+        if carrier == RUNNER_PERSISTENCE {
+            out.push("runner-persistence".into());
+        }
+        out
+    }
+
+    fn open(&self, settings: &Value) -> Result<Box<dyn Instance>, Fault> {
+        let s = settings_of::<S>(settings)?;
+        let about = S::about(&s);
+        Ok(Box::new(Open {
+            surface: S::open(s)?,
+            about,
+        }))
+    }
+
+    fn derive_needle(
+        &self,
+        carrier: &str,
+        probe_id: &str,
+        nonce: &Nonce,
+        scope: Option<&JobScope>,
+    ) -> Result<Value, Fault> {
+        let c = S::Carrier::parse(carrier)
+            .ok_or_else(|| Fault::invalid(format!("unknown carrier {carrier}")))?;
+        S::derive(c, probe_id, nonce, scope).map(|n| json(&n))
+    }
+}
+
+/// An open instance of `S`, with what its settings say.
+struct Open<S: Surface> {
+    surface: S,
+    about: About<S::Carrier>,
+}
+
+impl<S: Surface> Open<S> {
+    /// `entry` as `S`'s journal entry (what a retraction takes back, for a
+    /// retraction).
+    fn entry(entry: &Value) -> Result<S::Entry, Fault> {
+        let inner = entry.get("retract").unwrap_or(entry);
+        serde_json::from_value(inner.clone())
+            .map_err(|e| Fault::invalid(format!("not a {} journal entry ({e})", S::NAME)))
+    }
+}
+
+impl<S: Surface> Instance for Open<S> {
+    fn unavailable(&self, carrier: &str) -> Option<String> {
+        let c = S::Carrier::parse(carrier);
+        self.about
+            .unavailable
+            .iter()
+            .find(|(of, _)| of.is_none() || *of == c)
+            .map(|(_, why)| why.clone())
+    }
+
+    fn identity(&self) -> Option<String> {
+        self.about.identity.clone()
+    }
+
+    fn persistence(&self) -> Option<Persistence> {
+        self.about.persistence
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &PlantJob,
+        created: &mut dyn FnMut(Value),
+    ) -> PlantOutcome {
+        self.plant_all(ctx, std::slice::from_ref(job), created)
+            .remove(0)
+    }
+
+    fn plant_all(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+        created: &mut dyn FnMut(Value),
+    ) -> Vec<PlantOutcome> {
+        let mut out: Vec<Option<PlantOutcome>> = vec![None; jobs.len()];
+        let mut typed = Vec::new();
+        let mut at = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            match S::Carrier::parse(&j.carrier) {
+                Some(carrier) => {
+                    typed.push(Job {
+                        key: j.key.clone(),
+                        carrier,
+                        nonce: j.nonce,
+                        scope: j.scope.clone(),
+                        beacon: j.beacon.clone(),
+                    });
+                    at.push(i);
+                }
+                None => {
+                    out[i] = Some(PlantOutcome::Error {
+                        reason: format!("unknown carrier {}", j.carrier),
+                    })
+                }
+            }
+        }
+        let mut journal = Journal::new(created);
+        let planted = if typed.is_empty() {
+            vec![]
+        } else {
+            self.surface.plant(ctx, &typed, &mut journal)
+        };
+        for (i, o) in at.into_iter().zip(planted) {
+            out[i] = Some(o.map_needle(|n| json(&n)));
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or(PlantOutcome::Error {
+                    reason: "the surface reported no outcome for this carrier".into(),
+                })
+            })
+            .collect()
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        let mut typed = Vec::new();
+        let mut at = Vec::new();
+        for (i, w) in wanted.iter().enumerate() {
+            let Some(carrier) = S::Carrier::parse(&w.carrier) else {
+                out[i] = Some(super::carrier::not_a_carrier());
+                continue;
+            };
+            match serde_json::from_value(w.needle.clone()) {
+                Ok(needle) => {
+                    typed.push(Want {
+                        key: w.key.clone(),
+                        carrier,
+                        needle,
+                        scope: w.scope.clone(),
+                    });
+                    at.push(i);
+                }
+                Err(_) => {
+                    out[i] = Some(RecoverOutcome::Error {
+                        reason: format!(
+                            "the plant's needle is not one a {} plant reports",
+                            S::NAME
+                        ),
+                    })
+                }
+            }
+        }
+        let found = if typed.is_empty() {
+            vec![]
+        } else {
+            self.surface.recover(ctx, &typed, notice)
+        };
+        for (i, o) in at.into_iter().zip(found) {
+            out[i] = Some(o);
+        }
+        super::all_outcomes(out)
+    }
+
+    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+        let typed: Vec<Job<S::Carrier>> = jobs
+            .iter()
+            .filter_map(|j| {
+                Some(Job {
+                    key: j.key.clone(),
+                    carrier: S::Carrier::parse(&j.carrier)?,
+                    nonce: j.nonce,
+                    scope: j.scope.clone(),
+                    beacon: j.beacon.clone(),
+                })
+            })
+            .collect();
+        Ok(self.surface.find(ctx, &typed)?.iter().map(json).collect())
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+        self.surface.owns(ctx, &Self::entry(entry)?)
+    }
+
+    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
+        self.cleanup_all(std::slice::from_ref(entry)).remove(0)
+    }
+
+    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+        let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
+        let mut out: Vec<Option<CleanupOutcome>> = vec![None; entries.len()];
+        let mut live = Vec::new();
+        let mut at = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            if e.get("retract").is_some() || retracted.contains(&e) {
+                out[i] = Some(CleanupOutcome::Superseded);
+                continue;
+            }
+            match serde_json::from_value(e.clone()) {
+                Ok(typed) => {
+                    live.push(typed);
+                    at.push(i);
+                }
+                // (Never reached through [`super::cleanup_owned`], which
+                // asks `owns` first.)
+                Err(err) => {
+                    out[i] = Some(CleanupOutcome::Foreign {
+                        reason: format!("not runwarden's: not a {} journal entry ({err})", S::NAME),
+                    })
+                }
+            }
+        }
+        let cleaned = if live.is_empty() {
+            vec![]
+        } else {
+            self.surface.clean(&live)
+        };
+        for (i, o) in at.into_iter().zip(cleaned) {
+            out[i] = Some(o);
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or(CleanupOutcome::Left {
+                    reason: "cleanup never reported this entry".into(),
+                })
+            })
+            .collect()
+    }
+
+    fn describe(&self, entry: &Value) -> String {
+        match Self::entry(entry) {
+            Ok(e) => format!("{e} {}", self.about.place),
+            Err(_) => format!(
+                "{} (not a {} journal entry) {}",
+                crate::escape::line(&clip(&entry.to_string())),
+                S::NAME,
+                self.about.place
+            ),
+        }
+    }
+
+    fn watch(&self) -> Result<&dyn Watchable, &'static str> {
+        match S::WATCH {
+            Watch::Yes { .. } => Ok(self),
+            Watch::No(why) => Err(why),
+        }
+    }
+}
+
+/// At most 200 characters of `s`, with `…` where it was cut.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl<S: Surface> Watchable for Open<S> {
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.surface.snapshot(ctx, sink)
+    }
+
+    fn carriers_of(&self, change: &Change, before: &Before) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = S::changes(change, before)
+            .into_iter()
+            .map(CarrierSet::name)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
+        let Watch::Yes { unwatched } = S::WATCH else {
+            return None;
+        };
+        let c = S::Carrier::parse(carrier)?;
+        unwatched
+            .iter()
+            .find(|(of, _)| *of == c)
+            .map(|(_, why)| *why)
+    }
+
+    fn key_of(&self, path: &Path) -> Option<Vec<String>> {
+        use std::os::unix::ffi::OsStrExt;
+        let rest = path.strip_prefix(self.about.root.as_ref()?).ok()?;
+        Some(
+            rest.components()
+                .map(|c| crate::state::snapshot::component(c.as_os_str().as_bytes()))
+                .collect(),
+        )
+    }
+}
