@@ -44,7 +44,7 @@ pub use typed::{About, Control, Job, Journal, Needle, Surface, Want, Watch, each
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
 pub static REGISTRY: &[&dyn SurfaceType] = &[
-    &filesystem::Filesystem,
+    &Typed::<filesystem::Filesystem>::TYPE,
     &git_remote::GitRemote,
     &actions_cache::ActionsCache,
     &actions_artifacts::ActionsArtifacts,

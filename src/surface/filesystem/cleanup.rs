@@ -5,25 +5,24 @@
 
 use super::scan::mtime_matches;
 use super::{
-    CONTENT_WINDOW, Entry, Fs, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size,
-    marker_text, planted_name, read_small,
+    CONTENT_WINDOW, Entry, Filesystem, Fs, Intent, Kind, Line, XATTR_KEY, derived_mtime,
+    derived_size, marker_text, planted_name, read_small,
 };
 use crate::fault::Fault;
 use crate::marker::Checked;
-use crate::surface::{CleanupOutcome, Instance as _, PlantJob, RunCtx};
+use crate::surface::{CleanupOutcome, Job, RunCtx};
 use crate::sys::Stat;
 use crate::{escape, marker, sys};
-use serde_json::Value;
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
-impl Instance {
+impl Filesystem {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Fs>],
+    ) -> Result<Vec<Line>, Fault> {
         let dir = self
             .open_surface()
             .map_err(|e| Fault::broken(format!("cannot open {}: {e}", self.path_text())))?;
@@ -31,9 +30,7 @@ impl Instance {
             sys::fstat(&dir).map_err(|e| Fault::broken(format!("fstat of surface: {e}")))?;
         let mut found = Vec::new();
         for job in jobs {
-            let Some(carrier) = Fs::parse(&job.carrier) else {
-                continue;
-            };
+            let carrier = job.carrier;
             let (name, kind) = planted_name(carrier, ctx.probe_id, &job.nonce.hex());
             let st = match sys::lstat_at(&dir, &name) {
                 Ok(st) => st,
@@ -52,10 +49,10 @@ impl Instance {
                     .err()
                     .map(Fault::into_reason)
             };
-            found.push(
+            found.push(Line::Made(
                 Entry::of(&dir, &dir_st, &name, &st, kind, unverified)
                     .map_err(|e| Fault::broken(format!("statx: {e}")))?,
-            );
+            ));
         }
         Ok(found)
     }
@@ -63,36 +60,30 @@ impl Instance {
     /// The journal holds, per entry, its intent, then its full record (or
     /// a retraction of the intent when the syscall failed). An intent with
     /// neither is an entry whose creation may or may not have happened
-    /// when run A stopped: [`Instance::cleanup_intent`].
-    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+    /// when run A stopped: [`Filesystem::cleanup_intent`]. (Retractions
+    /// and the intents they took back are set aside by the kernel.)
+    pub(super) fn clean_all(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
         let recorded: std::collections::HashSet<&str> = entries
             .iter()
-            .filter(|e| e.get("ino").is_some())
-            .filter_map(|e| e.get("name")?.as_str())
+            .filter_map(|e| match e {
+                Line::Made(e) => Some(e.name.as_str()),
+                Line::Intent(_) => None,
+            })
             .collect();
-        crate::surface::cleanup_unretracted(entries, |e| match e.get("intent") {
-            Some(i) => {
-                let name = i.get("name").and_then(Value::as_str).unwrap_or("");
-                if recorded.contains(name) {
+        entries
+            .iter()
+            .map(|e| match e {
+                Line::Intent(i) if recorded.contains(i.intent.name.as_str()) => {
                     CleanupOutcome::Superseded
-                } else {
-                    self.cleanup_intent(i)
                 }
-            }
-            None => self.cleanup(e),
-        })
+                Line::Intent(i) => self.cleanup_intent(&i.intent),
+                Line::Made(e) => self.clean_entry(e),
+            })
+            .collect()
     }
 
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let e: Entry = match serde_json::from_value(entry.clone()) {
-            Ok(e) => e,
-            Err(err) => {
-                return CleanupOutcome::Left {
-                    reason: format!("unreadable journal entry: {err}"),
-                };
-            }
-        };
-        if let Some(why) = e.unverified {
+    pub(super) fn clean_entry(&self, e: &Entry) -> CleanupOutcome {
+        if let Some(why) = &e.unverified {
             return CleanupOutcome::Left {
                 reason: format!("{why}: not provably ours, left alone"),
             };
@@ -171,12 +162,8 @@ impl Instance {
     /// born (or, where the filesystem keeps no birth time, changed) no
     /// earlier than a second before the intent. Anything else with that
     /// name is someone else's.
-    pub(super) fn cleanup_intent(&self, intent: &Value) -> CleanupOutcome {
+    pub(super) fn cleanup_intent(&self, i: &Intent) -> CleanupOutcome {
         let left = |reason: String| CleanupOutcome::Left { reason };
-        let i: Intent = match serde_json::from_value(intent.clone()) {
-            Ok(i) => i,
-            Err(err) => return left(format!("unreadable journal entry: {err}")),
-        };
         if i.name.contains('/') || !i.name.starts_with(".runwarden-") {
             return left("not a runwarden entry name: left alone".into());
         }
@@ -234,7 +221,7 @@ impl Instance {
         name: &OsStr,
         st: &Stat,
         carrier: Fs,
-        job: &PlantJob,
+        job: &Job<Fs>,
     ) -> Result<(), Fault> {
         let proven = self.carrier_proves(ctx, dir, name, st, carrier, job);
         if proven.is_err() && st.uid == sys::euid() && self.unfinished(dir, name, st, carrier, job)
@@ -256,13 +243,13 @@ impl Instance {
         name: &OsStr,
         st: &Stat,
         carrier: Fs,
-        job: &PlantJob,
+        job: &Job<Fs>,
     ) -> bool {
         if !st.is_reg() {
             return false;
         }
         let no_xattrs = || {
-            xattr::list(self.s.path.join(name))
+            xattr::list(self.settings.path.join(name))
                 .map(|mut k| !k.any(|k| k.as_encoded_bytes().starts_with(b"user.")))
                 .unwrap_or(false)
         };
@@ -291,7 +278,7 @@ impl Instance {
         name: &OsStr,
         st: &Stat,
         carrier: Fs,
-        job: &PlantJob,
+        job: &Job<Fs>,
     ) -> Result<(), Fault> {
         let hex = job.nonce.hex();
         let no = |what: &str| {
@@ -311,7 +298,7 @@ impl Instance {
                 _ => no("its target is not the nonce"),
             },
             Fs::Xattr | Fs::XattrName => {
-                let path = self.s.path.join(name);
+                let path = self.settings.path.join(name);
                 let ok = if carrier == Fs::Xattr {
                     matches!(xattr::get(&path, XATTR_KEY), Ok(Some(v)) if v == hex.as_bytes())
                 } else {
@@ -375,23 +362,15 @@ fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
     }
 }
 
-/// [`Instance::owns`] for the filesystem: an entry or an intent whose
-/// name, directly in the surface, is one this probe's plant makes with the
-/// type that plant gives it; `Invalid` for anything else.
-pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-    let unreadable =
-        |e: serde_json::Error| Fault::invalid(format!("unreadable journal entry: {e}"));
-    let (name, kind) = match entry.get("intent") {
-        Some(i) => {
-            let i: Intent = serde_json::from_value(i.clone()).map_err(unreadable)?;
-            (i.name, i.kind)
-        }
-        None => {
-            let e: Entry = serde_json::from_value(entry.clone()).map_err(unreadable)?;
-            (e.name, e.kind)
-        }
+/// The filesystem's ownership rule: an entry or an intent whose name,
+/// directly in the surface, is one this probe's plant makes with the type
+/// that plant gives it; `Invalid` for anything else.
+pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Line) -> Result<(), Fault> {
+    let (name, kind) = match entry {
+        Line::Intent(i) => (&i.intent.name, i.intent.kind),
+        Line::Made(e) => (&e.name, e.kind),
     };
-    if planted_form(&name, kind, ctx.probe_id) {
+    if planted_form(name, kind, ctx.probe_id) {
         Ok(())
     } else {
         Err(Fault::invalid(format!(

@@ -17,21 +17,22 @@ mod scan;
 mod snap;
 mod watch;
 
-use scan::{Agreed, Needle};
+use scan::{Agreed, Look};
 
 use super::carrier::carriers;
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, Persistence, PlantJob, PlantOutcome,
-    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, SurfaceType, Wanted,
+    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, Persistence, PlantOutcome,
+    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::marker;
 use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use crate::sys::{self, Stat};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
@@ -47,11 +48,9 @@ pub const CONTENT_WINDOW: usize = 64 * 1024;
 /// The xattr that carries the nonce for the `xattr` carrier.
 const XATTR_KEY: &str = "user.runwarden";
 
-pub struct Filesystem;
-
 carriers! {
     /// The filesystem's carriers.
-    enum Fs {
+    pub enum Fs {
         FileContent = "file-content", Durable, "the nonce inside a regular file's content";
         FileName = "file-name", Durable, "the nonce in the name of an empty regular file";
         DirectoryName = "directory-name", Durable, "the nonce in the name of an empty directory";
@@ -74,110 +73,6 @@ pub struct Settings {
     pub content_reads: bool,
 }
 
-impl SurfaceType for Filesystem {
-    fn name(&self) -> &'static str {
-        "filesystem"
-    }
-
-    fn warnings(&self, settings: &Value) -> Vec<String> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        if s.path.exists() {
-            return vec![];
-        }
-        vec![format!(
-            "path {} does not exist here: valid, since it may exist where the probe runs (a runner), but a probe here gives ERROR",
-            crate::escape::bytes(s.path.as_os_str().as_encoded_bytes())
-        )]
-    }
-
-    fn description(&self) -> &'static str {
-        "a directory both runs can reach (runner work dir, /tmp, $HOME, caches, shared mounts)"
-    }
-
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &["path", "content-reads"]
-    }
-
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
-        let Some((path, pos)) = opts.string("path")? else {
-            return Err(opts.error(
-                opts.entry_pos(),
-                "a filesystem surface needs `path:` (the directory to probe)",
-            ));
-        };
-        if path.is_empty() {
-            return Err(opts.error(pos, "`path` is empty"));
-        }
-        let content_reads = opts.bool("content-reads")?.unwrap_or(true);
-        // Relative paths are relative to where runwarden runs (the
-        // workspace in CI), and are fixed now because runs A and B have
-        // working directories of their own.
-        let abs =
-            std::path::absolute(&path).map_err(|e| opts.error(pos, format!("`path`: {e}")))?;
-        Ok(serde_json::to_value(Settings {
-            path: abs,
-            content_reads,
-        })
-        .expect("settings serialize"))
-    }
-
-    fn control(&self, settings: &Value, dir: &Path) -> Result<Control, Fault> {
-        let s = parse(settings)?;
-        make_open_dir(dir)
-            .map_err(|e| Fault::broken(format!("cannot create control directory: {e}")))?;
-        let control = Settings {
-            path: dir.to_path_buf(),
-            content_reads: s.content_reads,
-        };
-        Ok(Control::settings(
-            serde_json::to_value(control).expect("settings serialize"),
-        ))
-    }
-
-    fn derive_needle(
-        &self,
-        carrier: &str,
-        _probe_id: &str,
-        nonce: &Nonce,
-        _scope: Option<&JobScope>,
-    ) -> Result<Value, Fault> {
-        Ok(match Fs::parse(carrier) {
-            // Without the receipt, the precision the plant's filesystem
-            // kept is unknown: a truncated mtime matches too.
-            Some(Fs::Mtime) => {
-                let (sec, nsec) = derived_mtime(nonce);
-                json!({ "mtime": [sec, nsec], "coarse": true })
-            }
-            Some(Fs::FileSize) => json!({ "size": derived_size(nonce) }),
-            Some(Fs::RunnerPersistence) => json!({ "beacons": true }),
-            _ => json!({ "text": nonce.hex() }),
-        })
-    }
-
-    fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        let mut e = vec![format!("path:{}", s.path.to_string_lossy())];
-        if carrier == super::RUNNER_PERSISTENCE {
-            e.push("runner-persistence".into());
-        }
-        e
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        Ok(Box::new(Instance {
-            s: parse(settings)?,
-        }))
-    }
-}
-
 /// Creates a directory anyone may list and read, whatever the umask: the
 /// control must be open to run B even when B runs as another user.
 fn make_open_dir(dir: &Path) -> io::Result<()> {
@@ -186,18 +81,13 @@ fn make_open_dir(dir: &Path) -> io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
 }
 
-/// `Invalid` for settings `validate` did not make.
-fn parse(settings: &Value) -> Result<Settings, Fault> {
-    serde_json::from_value(settings.clone())
-        .map_err(|e| Fault::invalid(format!("bad filesystem settings: {e}")))
-}
-
 /// An entry run A is about to create, journalled before the syscall: the
 /// name (derived from the probe id), the directory, who creates it and
 /// when. Cleanup removes an entry of that name only if it is of that type,
 /// owned by that uid and born no earlier.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Intent {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
     name: String,
     kind: Kind,
     dir_dev: u64,
@@ -221,7 +111,7 @@ struct Tally {
 /// One recovery pass: what to look for and what was seen, carrier by
 /// carrier (the vectors run in parallel with `wanted`).
 struct Scan {
-    needles: Vec<Needle>,
+    needles: Vec<Look>,
     tallies: Vec<Tally>,
     /// Each carrier's agreed name, where it has one.
     agreed: Vec<Option<OsString>>,
@@ -231,13 +121,15 @@ struct Scan {
     want_content: bool,
 }
 
-struct Instance {
-    s: Settings,
+/// An open filesystem surface: a directory.
+pub struct Filesystem {
+    settings: Settings,
 }
 
 /// One entry run A created, as journalled for cleanup.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Entry {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
     name: String,
     kind: Kind,
     dev: u64,
@@ -265,8 +157,8 @@ impl Entry {
         st: &Stat,
         kind: Kind,
         unverified: Option<String>,
-    ) -> io::Result<Value> {
-        let entry = Entry {
+    ) -> io::Result<Entry> {
+        Ok(Entry {
             name: name.to_string_lossy().into_owned(),
             kind,
             dev: st.dev,
@@ -275,14 +167,66 @@ impl Entry {
             dir_ino: dir_st.ino,
             btime: sys::birth_at(dir, name)?,
             unverified,
-        };
-        Ok(serde_json::to_value(entry).expect("entry serializes"))
+        })
     }
 }
 
+/// An intent, as journalled: `{"intent": {…}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntentLine {
+    intent: Intent,
+}
+
+/// One journal line: an entry's intent (before the syscall that creates
+/// it), or the entry as created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Line {
+    Intent(IntentLine),
+    Made(Entry),
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            Line::Intent(i) => &i.intent.name,
+            Line::Made(e) => &e.name,
+        };
+        f.write_str(&escape::bytes(name.as_bytes()))
+    }
+}
+
+/// What recovery looks for, as the plant reports it (and `recover`
+/// derives it without a receipt).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Needle {
+    /// The nonce's hex, in a name, content, link target or xattr.
+    Text {
+        text: String,
+    },
+    /// The mtime the filesystem stored; `coarse`: also a truncation of it
+    /// (a later job without the receipt does not know the precision).
+    Mtime {
+        mtime: (i64, i64),
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        coarse: bool,
+    },
+    Size {
+        size: u64,
+    },
+    /// runner-persistence: beacons of other probes, not this plant.
+    Beacons {
+        beacons: bool,
+    },
+}
+
+impl super::Needle for Needle {}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-enum Kind {
+pub enum Kind {
     File,
     Dir,
     Symlink,
@@ -364,13 +308,13 @@ fn marker_hex<'n>(name: &'n [u8], probe_id: &str) -> Option<&'n [u8]> {
     .then_some(rest)
 }
 
-impl Instance {
+impl Filesystem {
     fn open_surface(&self) -> io::Result<OwnedFd> {
-        sys::open_dir(&self.s.path)
+        sys::open_dir(&self.settings.path)
     }
 
     fn path_text(&self) -> String {
-        escape::bytes(self.s.path.as_os_str().as_bytes())
+        escape::bytes(self.settings.path.as_os_str().as_bytes())
     }
 }
 
@@ -397,72 +341,151 @@ fn persistence_of(dir: &OwnedFd) -> Option<Persistence> {
     }
 }
 
-impl crate::surface::Instance for Instance {
-    fn persistence(&self) -> Option<Persistence> {
-        self.open_surface().ok().as_ref().and_then(persistence_of)
+impl super::Surface for Filesystem {
+    const NAME: &'static str = "filesystem";
+    const DESCRIPTION: &'static str =
+        "a directory both runs can reach (runner work dir, /tmp, $HOME, caches, shared mounts)";
+    const KEYS: &'static [&'static str] = &["path", "content-reads"];
+    const WATCH: Watch<Fs> = Watch::Yes {
+        unwatched: &[(
+            Fs::RunnerPersistence,
+            "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
+        )],
+    };
+    type Carrier = Fs;
+    type Settings = Settings;
+    type Entry = Line;
+    type Needle = Needle;
+
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
+        let Some((path, pos)) = opts.string("path")? else {
+            return Err(opts.error(
+                opts.entry_pos(),
+                "a filesystem surface needs `path:` (the directory to probe)",
+            ));
+        };
+        if path.is_empty() {
+            return Err(opts.error(pos, "`path` is empty"));
+        }
+        let content_reads = opts.bool("content-reads")?.unwrap_or(true);
+        // Relative paths are relative to where runwarden runs (the
+        // workspace in CI), and are fixed now because runs A and B have
+        // working directories of their own.
+        let abs =
+            std::path::absolute(&path).map_err(|e| opts.error(pos, format!("`path`: {e}")))?;
+        Ok(Settings {
+            path: abs,
+            content_reads,
+        })
     }
 
-    fn unavailable(&self, carrier: &str) -> Option<String> {
-        (Fs::parse(carrier) == Some(Fs::FileContent) && !self.s.content_reads).then(|| {
-            "content-reads: false in the config: run B may not read file contents here".into()
-        })
+    fn about(s: &Settings) -> About<Fs> {
+        let shown = escape::bytes(s.path.as_os_str().as_bytes());
+        let mut about = About::new(format!("in {shown}"))
+            .exposure(format!("path:{}", s.path.to_string_lossy()))
+            // The same directory by the same way there (a symlinked path
+            // resolves to it) and the same settings. Not by device and
+            // inode alone: a read-only bind mount, or a path through a
+            // parent run B may not search, reaches the same directory with
+            // other access, and must be probed on its own (their plants
+            // then collide: ERROR, never a PASS that hides the open one).
+            .identity(std::fs::canonicalize(&s.path).ok().map(|real| {
+                format!(
+                    "filesystem {} content-reads={}",
+                    real.display(),
+                    s.content_reads
+                )
+            }))
+            .persistence(
+                sys::open_dir(&s.path)
+                    .ok()
+                    .as_ref()
+                    .and_then(persistence_of),
+            )
+            .root(s.path.clone());
+        if !s.path.exists() {
+            about = about.warning(format!(
+                "path {shown} does not exist here: valid, since it may exist where the probe runs (a runner), but a probe here gives ERROR"
+            ));
+        }
+        if !s.content_reads {
+            about = about.unavailable_of(
+                Fs::FileContent,
+                "content-reads: false in the config: run B may not read file contents here",
+            );
+        }
+        about
+    }
+
+    fn control(like: Option<&Settings>, dir: &Path) -> Result<Control<Settings>, Fault> {
+        make_open_dir(dir)
+            .map_err(|e| Fault::broken(format!("cannot create control directory: {e}")))?;
+        Ok(Control::settings(Settings {
+            path: dir.to_path_buf(),
+            content_reads: like.is_none_or(|s| s.content_reads),
+        }))
+    }
+
+    fn open(settings: Settings) -> Result<Filesystem, Fault> {
+        Ok(Filesystem { settings })
     }
 
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        self.plant_carrier(ctx, job, created)
+        jobs: &[Job<Fs>],
+        journal: &mut Journal<'_, Line>,
+    ) -> Vec<PlantOutcome<Needle>> {
+        super::each(jobs, |job| self.plant_one(ctx, job, journal))
     }
 
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Fs, Needle>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        self.clean_all(entries)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Line) -> Result<(), Fault> {
         cleanup::owns(ctx, entry)
     }
 
-    fn identity(&self) -> Option<String> {
-        // The same directory by the same way there (a symlinked path
-        // resolves to it) and the same settings. Not by device and inode
-        // alone: a read-only bind mount, or a path through a parent run B
-        // may not search, reaches the same directory with other access,
-        // and must be probed on its own (their plants then collide: ERROR,
-        // never a PASS that hides the open one).
-        let real = std::fs::canonicalize(&self.s.path).ok()?;
-        Some(format!(
-            "filesystem {} content-reads={}",
-            real.display(),
-            self.s.content_reads
-        ))
+    fn clean(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
     }
 
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Fs>]) -> Result<Vec<Line>, Fault> {
+        self.find_plants(ctx, jobs)
     }
 
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
+    fn derive(
+        carrier: Fs,
+        _probe_id: &str,
+        nonce: &Nonce,
+        _scope: Option<&JobScope>,
+    ) -> Result<Needle, Fault> {
+        Ok(match carrier {
+            // Without the receipt, the precision the plant's filesystem
+            // kept is unknown: a truncated mtime matches too.
+            Fs::Mtime => Needle::Mtime {
+                mtime: derived_mtime(nonce),
+                coarse: true,
+            },
+            Fs::FileSize => Needle::Size {
+                size: derived_size(nonce),
+            },
+            Fs::RunnerPersistence => Needle::Beacons { beacons: true },
+            _ => Needle::Text { text: nonce.hex() },
+        })
     }
 
-    fn describe(&self, entry: &Value) -> String {
-        let name = entry.get("name").and_then(Value::as_str).unwrap_or("?");
-        format!("{} in {}", escape::bytes(name.as_bytes()), self.path_text())
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_tree(ctx, sink)
+    }
+
+    fn changes(change: &Change, before: &Before) -> Vec<Fs> {
+        watch::carriers_of(change, before)
     }
 }

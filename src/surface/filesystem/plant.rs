@@ -4,23 +4,24 @@
 //! the carrier.
 
 use super::{
-    Entry, Fs, Instance, Intent, Kind, XATTR_KEY, derived_mtime, derived_size, marker_text,
-    persistence_of, planted_name,
+    Entry, Filesystem, Fs, Intent, IntentLine, Kind, Line, Needle, XATTR_KEY, derived_mtime,
+    derived_size, marker_text, persistence_of, planted_name,
 };
 use crate::nonce::Nonce;
-use crate::surface::carrier::CarrierSet;
-use crate::surface::{Persistence, PlantJob, PlantOutcome, RunCtx};
+use crate::surface::{Job, Journal, Persistence, PlantOutcome, RunCtx};
 use crate::sys::Stat;
 use crate::{escape, sys};
-use serde_json::{Value, json};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use xattr::FileExt as _;
 
+/// What planting one carrier did, with the filesystem's needle.
+type Outcome = PlantOutcome<Needle>;
+
 /// How a plant step failed, mapped onto the outcome it means.
-pub(super) fn plant_error(what: &str, e: io::Error) -> PlantOutcome {
+pub(super) fn plant_error(what: &str, e: io::Error) -> Outcome {
     let code = sys::errno_name(&e).unwrap_or("error");
     match e.raw_os_error() {
         Some(libc::EACCES | libc::EPERM | libc::EROFS) => PlantOutcome::Refused {
@@ -36,7 +37,7 @@ pub(super) fn plant_error(what: &str, e: io::Error) -> PlantOutcome {
 /// not support that kind of entry: the carrier cannot exist here (a
 /// security module's EPERM reads the same; either way nothing was
 /// planted), while EACCES is the directory's access control.
-pub(super) fn unsupported_on_eperm(kinds: &str, what: &str, e: io::Error) -> PlantOutcome {
+pub(super) fn unsupported_on_eperm(kinds: &str, what: &str, e: io::Error) -> Outcome {
     match e.raw_os_error() {
         Some(libc::EPERM) => PlantOutcome::Unsupported {
             reason: format!("the filesystem (or a security module) allows no {kinds} here: {e}"),
@@ -46,7 +47,7 @@ pub(super) fn unsupported_on_eperm(kinds: &str, what: &str, e: io::Error) -> Pla
 }
 
 impl Intent {
-    pub(super) fn journal(dir_st: &Stat, name: &OsStr, kind: Kind) -> Value {
+    pub(super) fn journal(dir_st: &Stat, name: &OsStr, kind: Kind) -> Line {
         let intent = Intent {
             name: name.to_string_lossy().into_owned(),
             kind,
@@ -55,11 +56,11 @@ impl Intent {
             uid: sys::euid(),
             after: sys::now_coarse(),
         };
-        json!({ "intent": intent })
+        Line::Intent(IntentLine { intent })
     }
 }
 
-impl Instance {
+impl Filesystem {
     /// Creates one entry, write-ahead: its intent is journalled before the
     /// syscall that creates it (so a run killed at any moment leaves
     /// nothing cleanup cannot find), taken back when the syscall fails
@@ -73,16 +74,16 @@ impl Instance {
         dir_st: &Stat,
         name: &OsStr,
         kind: Kind,
-        created: &mut dyn FnMut(Value),
+        journal: &mut Journal<'_, Line>,
         syscall: impl FnOnce() -> io::Result<T>,
-        refused: impl FnOnce(io::Error) -> PlantOutcome,
-    ) -> Result<T, PlantOutcome> {
+        refused: impl FnOnce(io::Error) -> Outcome,
+    ) -> Result<T, Outcome> {
         let intent = Intent::journal(dir_st, name, kind);
-        created(intent.clone());
+        journal.record(&intent);
         let made = match syscall() {
             Ok(made) => made,
             Err(e) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 return Err(refused(e));
             }
         };
@@ -93,7 +94,7 @@ impl Instance {
         };
         let st = sys::lstat_at(dir, name).map_err(|e| broke("lstat", e))?;
         if Kind::of(&st) != Some(kind) {
-            return Err(PlantOutcome::Error {
+            return Err(Outcome::Error {
                 reason: "the planted entry has an unexpected type".into(),
             });
         }
@@ -112,7 +113,7 @@ impl Instance {
                 sys::chmod_at(dir, name, mode).map_err(|e| broke("chmod", e))?;
                 let st = sys::lstat_at(dir, name).map_err(|e| broke("lstat", e))?;
                 if st.mode & mode != mode || Kind::of(&st) != Some(kind) {
-                    return Err(PlantOutcome::Error {
+                    return Err(Outcome::Error {
                         reason: format!(
                             "the plant did not get its mode (asked {mode:04o}, has {:04o})",
                             st.mode & 0o7777
@@ -124,16 +125,16 @@ impl Instance {
             _ => st,
         };
         let entry = Entry::of(dir, dir_st, name, &st, kind, None).map_err(|e| broke("statx", e))?;
-        created(entry);
+        journal.record(&Line::Made(entry));
         Ok(made)
     }
 
-    pub(super) fn plant_carrier(
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Fs>,
+        journal: &mut Journal<'_, Line>,
+    ) -> Outcome {
         // Reaching the directory is not planting: a refusal here (a parent
         // run A may not search) says nothing about the directory's own
         // access control, so it is no PASS. Each carrier's refusal is
@@ -141,7 +142,7 @@ impl Instance {
         let dir = match self.open_surface() {
             Ok(d) => d,
             Err(e) => {
-                return PlantOutcome::Error {
+                return Outcome::Error {
                     reason: format!(
                         "surface unreachable: run A cannot reach {}: {e}",
                         self.path_text()
@@ -152,15 +153,12 @@ impl Instance {
         let dir_st = match sys::fstat(&dir) {
             Ok(s) => s,
             Err(e) => {
-                return PlantOutcome::Error {
+                return Outcome::Error {
                     reason: format!("fstat of surface: {e}"),
                 };
             }
         };
-        let carrier = match Fs::of_job(job) {
-            Ok(c) => c,
-            Err(o) => return o,
-        };
+        let carrier = job.carrier;
         let hex = job.nonce.hex();
         let (name, _) = planted_name(carrier, ctx.probe_id, &hex);
         let site = Site {
@@ -171,14 +169,14 @@ impl Instance {
             name,
             hex,
         };
-        site.plant(carrier, job, created).unwrap_or_else(|o| o)
+        site.plant(carrier, job, journal).unwrap_or_else(|o| o)
     }
 }
 
 /// Where one plant goes: the probed directory (open, with its stat), the
 /// entry's derived name, the nonce, and the directory's persistence.
 struct Site<'a> {
-    inst: &'a Instance,
+    inst: &'a Filesystem,
     dir: OwnedFd,
     dir_st: Stat,
     name: OsString,
@@ -193,33 +191,35 @@ impl Site<'_> {
     fn plant(
         &self,
         carrier: Fs,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<PlantOutcome, PlantOutcome> {
-        let text_needle = json!({ "text": self.hex });
+        job: &Job<Fs>,
+        journal: &mut Journal<'_, Line>,
+    ) -> Result<Outcome, Outcome> {
+        let text_needle = || Needle::Text {
+            text: self.hex.clone(),
+        };
         match carrier {
             Fs::FileContent => {
-                let mut f = self.file(created)?;
+                let mut f = self.file(journal)?;
                 f.write_all(marker_text(&self.hex).as_bytes())
                     .map_err(|e| plant_error("writing file content", e))?;
                 Ok(self.planted(
-                    text_needle,
+                    text_needle(),
                     "a 56-byte file with the nonce on line 2".into(),
                 ))
             }
             Fs::FileName => {
-                self.file(created)?;
-                Ok(self.planted(text_needle, "an empty file named after the nonce".into()))
+                self.file(journal)?;
+                Ok(self.planted(text_needle(), "an empty file named after the nonce".into()))
             }
             Fs::DirectoryName => {
                 self.node(
                     Kind::Dir,
                     ("directories", "creating a directory"),
                     &|| sys::mkdir_at(&self.dir, &self.name, 0o755),
-                    created,
+                    journal,
                 )?;
                 Ok(self.planted(
-                    text_needle,
+                    text_needle(),
                     "an empty directory named after the nonce".into(),
                 ))
             }
@@ -228,31 +228,31 @@ impl Site<'_> {
                     Kind::Symlink,
                     ("symlinks", "creating a symlink"),
                     &|| sys::symlink_at(OsStr::new(&self.hex), &self.dir, &self.name),
-                    created,
+                    journal,
                 )?;
                 Ok(self.planted(
-                    text_needle,
+                    text_needle(),
                     "a dangling symlink whose target is the nonce".into(),
                 ))
             }
-            Fs::Xattr | Fs::XattrName => self.xattr(carrier == Fs::Xattr, created),
-            Fs::Mtime => self.mtime(&job.nonce, created),
-            Fs::FileSize => self.size(&job.nonce, created),
+            Fs::Xattr | Fs::XattrName => self.xattr(carrier == Fs::Xattr, journal),
+            Fs::Mtime => self.mtime(&job.nonce, journal),
+            Fs::FileSize => self.size(&job.nonce, journal),
             Fs::SpecialFileName => {
                 self.node(
                     Kind::Fifo,
                     ("FIFOs", "creating a FIFO"),
                     &|| sys::mkfifo_at(&self.dir, &self.name, 0o644),
-                    created,
+                    journal,
                 )?;
-                Ok(self.planted(text_needle, "a FIFO named after the nonce".into()))
+                Ok(self.planted(text_needle(), "a FIFO named after the nonce".into()))
             }
-            Fs::RunnerPersistence => self.beacon(job, created),
+            Fs::RunnerPersistence => self.beacon(job, journal),
         }
     }
 
     /// Planted, saying so when the directory is on tmpfs.
-    fn planted(&self, needle: Value, detail: String) -> PlantOutcome {
+    fn planted(&self, needle: Needle, detail: String) -> Outcome {
         let where_ = if self.persistence.is_some() {
             " (tmpfs: until reboot)"
         } else {
@@ -266,13 +266,13 @@ impl Site<'_> {
     }
 
     /// The entry, as a regular file.
-    fn file(&self, created: &mut dyn FnMut(Value)) -> Result<std::fs::File, PlantOutcome> {
+    fn file(&self, journal: &mut Journal<'_, Line>) -> Result<std::fs::File, Outcome> {
         self.inst.create(
             &self.dir,
             &self.dir_st,
             &self.name,
             Kind::File,
-            created,
+            journal,
             || sys::create_file_at(&self.dir, &self.name, 0o644),
             |e| plant_error("creating a file", e),
         )
@@ -285,14 +285,14 @@ impl Site<'_> {
         kind: Kind,
         (kinds, what): (&str, &str),
         make: &dyn Fn() -> io::Result<()>,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<(), PlantOutcome> {
+        journal: &mut Journal<'_, Line>,
+    ) -> Result<(), Outcome> {
         self.inst.create(
             &self.dir,
             &self.dir_st,
             &self.name,
             kind,
-            created,
+            journal,
             make,
             |e| unsupported_on_eperm(kinds, what, e),
         )
@@ -300,12 +300,8 @@ impl Site<'_> {
 
     /// `xattr` (`value`: the nonce is the value of [`XATTR_KEY`]) or
     /// `xattr-name` (the nonce names an xattr).
-    fn xattr(
-        &self,
-        value: bool,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<PlantOutcome, PlantOutcome> {
-        let f = self.file(created)?;
+    fn xattr(&self, value: bool, journal: &mut Journal<'_, Line>) -> Result<Outcome, Outcome> {
+        let f = self.file(journal)?;
         let hex = &self.hex;
         let (key, bytes) = if value {
             (XATTR_KEY.to_string(), hex.as_bytes())
@@ -314,7 +310,7 @@ impl Site<'_> {
         };
         match f.set_xattr(&key, bytes) {
             Ok(()) => Ok(self.planted(
-                json!({ "text": hex }),
+                Needle::Text { text: hex.clone() },
                 if value {
                     format!("{XATTR_KEY} holds the nonce")
                 } else {
@@ -322,7 +318,7 @@ impl Site<'_> {
                 },
             )),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTSUP)) => {
-                Err(PlantOutcome::Unsupported {
+                Err(Outcome::Unsupported {
                     reason: format!(
                         "the filesystem does not support user.* extended attributes: {e}"
                     ),
@@ -334,12 +330,8 @@ impl Site<'_> {
 
     /// `mtime`: the nonce-derived time, and the needle of what the
     /// filesystem really stored.
-    fn mtime(
-        &self,
-        nonce: &Nonce,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<PlantOutcome, PlantOutcome> {
-        let f = self.file(created)?;
+    fn mtime(&self, nonce: &Nonce, journal: &mut Journal<'_, Line>) -> Result<Outcome, Outcome> {
+        let f = self.file(journal)?;
         let (sec, nsec) = derived_mtime(nonce);
         sys::set_mtime(&f, sec, nsec).map_err(|e| plant_error("setting mtime", e))?;
         let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
@@ -351,7 +343,10 @@ impl Site<'_> {
             "coarse"
         };
         Ok(self.planted(
-            json!({ "mtime": [st.mtime_sec, st.mtime_nsec] }),
+            Needle::Mtime {
+                mtime: (st.mtime_sec, st.mtime_nsec),
+                coarse: false,
+            },
             format!(
                 "mtime {}.{:09} ({precision} precision stored)",
                 st.mtime_sec, st.mtime_nsec
@@ -360,16 +355,12 @@ impl Site<'_> {
     }
 
     /// `file-size`: a sparse file of the nonce-derived size.
-    fn size(
-        &self,
-        nonce: &Nonce,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<PlantOutcome, PlantOutcome> {
-        let f = self.file(created)?;
+    fn size(&self, nonce: &Nonce, journal: &mut Journal<'_, Line>) -> Result<Outcome, Outcome> {
+        let f = self.file(journal)?;
         match f.set_len(derived_size(nonce)) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EFBIG) => {
-                return Err(PlantOutcome::Unsupported {
+                return Err(Outcome::Unsupported {
                     reason: format!("the filesystem refuses a sparse 4-8 GiB file: {e}"),
                 });
             }
@@ -377,27 +368,23 @@ impl Site<'_> {
         }
         let st = sys::file_stat(&f).map_err(|e| plant_error("stat", e))?;
         Ok(self.planted(
-            json!({ "size": st.size }),
+            Needle::Size { size: st.size },
             format!("a sparse file of {} bytes", st.size),
         ))
     }
 
     /// `runner-persistence`: the job's signed beacon.
-    fn beacon(
-        &self,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> Result<PlantOutcome, PlantOutcome> {
+    fn beacon(&self, job: &Job<Fs>, journal: &mut Journal<'_, Line>) -> Result<Outcome, Outcome> {
         let Some(beacon) = &job.beacon else {
-            return Err(PlantOutcome::Error {
+            return Err(Outcome::Error {
                 reason: "no beacon to plant".into(),
             });
         };
-        let mut f = self.file(created)?;
+        let mut f = self.file(journal)?;
         f.write_all(beacon.as_bytes())
             .map_err(|e| plant_error("writing the beacon", e))?;
         Ok(self.planted(
-            json!({ "beacons": true }),
+            Needle::Beacons { beacons: true },
             format!(
                 "a signed beacon {}; recovery looks for beacons of other probes",
                 escape::bytes(self.name.as_bytes())

@@ -4,10 +4,10 @@
 //! means for each carrier.
 
 use super::scan::{
-    Agreed, Needle, Route, is_content, is_link_target, is_xattr, mtime_matches, needs_stat,
+    Agreed, Look, Route, is_content, is_link_target, is_xattr, mtime_matches, needs_stat,
 };
-use super::{CONTENT_WINDOW, Instance, Scan, Tally, fill, marker_hex, read_small};
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use super::{CONTENT_WINDOW, Filesystem, Fs, Needle, Scan, Tally, fill, marker_hex, read_small};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use crate::sys::Stat;
 use crate::{escape, marker, sys};
 use std::ffi::OsStr;
@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
-impl Instance {
+impl Filesystem {
     /// Looks at one entry as far as a wanted carrier needs: its name (when
     /// listed), its `lstat`, its link target, its xattrs, and the first
     /// window of a regular file. `st` is its lstat when the caller has it.
@@ -38,7 +38,7 @@ impl Instance {
         };
         if route == Route::Listed {
             scan.hit(
-                |n| matches!(n, Needle::Name(f) if f.find(nb).is_some()),
+                |n| matches!(n, Look::Name(f) if f.find(nb).is_some()),
                 || {
                     format!(
                         "run B listed entry {} whose name carries the nonce",
@@ -64,11 +64,11 @@ impl Instance {
         let is_link = st.map(|s| s.is_symlink()).unwrap_or(dtype == libc::DT_LNK);
         if let Some(s) = st {
             scan.hit(
-                |n| matches!(n, Needle::Mtime(sec, nsec, coarse) if mtime_matches((s.mtime_sec, s.mtime_nsec), (*sec, *nsec), *coarse)),
+                |n| matches!(n, Look::Mtime(sec, nsec, coarse) if mtime_matches((s.mtime_sec, s.mtime_nsec), (*sec, *nsec), *coarse)),
                 || format!("run B saw the nonce-derived mtime on entry {}{via}", shown()),
             );
             scan.hit(
-                |n| matches!(n, Needle::Size(size) if s.is_reg() && s.size == *size),
+                |n| matches!(n, Look::Size(size) if s.is_reg() && s.size == *size),
                 || format!("run B saw the nonce-derived size on entry {}{via}", shown()),
             );
             if scan.want_content && s.is_reg() && s.size > 0 {
@@ -78,7 +78,7 @@ impl Instance {
         if scan.want_link && is_link {
             match sys::readlink_at(dir, name) {
                 Ok(target) => scan.hit(
-                    |n| matches!(n, Needle::LinkTarget(f) if f.find(&target).is_some()),
+                    |n| matches!(n, Look::LinkTarget(f) if f.find(&target).is_some()),
                     || {
                         format!(
                             "run B read symlink {} whose target carries the nonce{via}",
@@ -112,7 +112,7 @@ impl Instance {
         scan: &mut Scan,
         notice: &mut dyn FnMut(Notice),
     ) {
-        let beacons = |n: &Needle| matches!(n, Needle::Beacons);
+        let beacons = |n: &Look| matches!(n, Look::Beacons);
         let shown = escape::bytes(name.as_bytes());
         let not_a_file = |what: &str| Notice {
             kind: NoticeKind::MalformedBeacon,
@@ -200,7 +200,7 @@ impl Instance {
         };
         let data = &window[..filled];
         scan.hit(
-            |n| matches!(n, Needle::Content(f) if f.find(data).is_some()),
+            |n| matches!(n, Look::Content(f) if f.find(data).is_some()),
             || {
                 format!(
                     "run B read the nonce in the content of {}{via}",
@@ -214,21 +214,21 @@ impl Instance {
     /// l* calls the xattr crate uses never follow a symlink and never open
     /// the entry, so FIFOs and sockets are safe here.
     pub(super) fn scan_xattrs(&self, name: &OsStr, scan: &mut Scan, via: &str) {
-        let path = self.s.path.join(name);
+        let path = self.settings.path.join(name);
         let shown = || escape::bytes(name.as_bytes());
         let keys = match xattr::list(&path) {
             Ok(k) => k,
             Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return,
             Err(e) => return scan.trouble(is_xattr, "listxattr of", name, &e),
         };
-        let want_values = scan.wants(|n| matches!(n, Needle::XattrValue(_)));
+        let want_values = scan.wants(|n| matches!(n, Look::XattrValue(_)));
         for key in keys {
             let kb = key.as_bytes();
             if !kb.starts_with(b"user.") {
                 continue;
             }
             scan.hit(
-                |n| matches!(n, Needle::XattrName(f) if f.find(kb).is_some()),
+                |n| matches!(n, Look::XattrName(f) if f.find(kb).is_some()),
                 || {
                     format!(
                         "run B listed an xattr whose name carries the nonce on {}{via}",
@@ -241,12 +241,12 @@ impl Instance {
             }
             match xattr::get(&path, &key) {
                 Ok(Some(v)) => scan.hit(
-                    |n| matches!(n, Needle::XattrValue(f) if f.find(&v).is_some()),
+                    |n| matches!(n, Look::XattrValue(f) if f.find(&v).is_some()),
                     || format!("run B read the nonce in an xattr of {}{via}", shown()),
                 ),
                 Ok(None) => {}
                 Err(e) => scan.trouble(
-                    |n| matches!(n, Needle::XattrValue(_)),
+                    |n| matches!(n, Look::XattrValue(_)),
                     "getxattr of",
                     name,
                     &e,
@@ -256,11 +256,11 @@ impl Instance {
     }
 }
 
-impl Instance {
+impl Filesystem {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Fs, Needle>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
@@ -324,7 +324,7 @@ impl Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> Listing {
         let ours = scan.name_markers();
-        let want_beacons = scan.wants(|n| matches!(n, Needle::Beacons));
+        let want_beacons = scan.wants(|n| matches!(n, Look::Beacons));
         let mut l = Listing::default();
         // Entries named as this probe's plants (its markers and beacon):
         // said apart, so that "listed 11 entries" of a directory that was
@@ -390,7 +390,7 @@ struct Listing {
 /// and the listing.
 fn outcome(
     t: Tally,
-    n: &Needle,
+    n: &Look,
     agreed_name: Option<&std::ffi::OsStr>,
     listing: &Listing,
     path: &str,
@@ -450,7 +450,7 @@ fn outcome(
             reason: format!("{why} after {} entries", listing.listed),
         },
         None => {
-            let what = if matches!(n, Needle::Beacons) {
+            let what = if matches!(n, Look::Beacons) {
                 "no valid beacon of another probe among them"
             } else {
                 "none carried the nonce"

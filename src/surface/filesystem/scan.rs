@@ -1,11 +1,11 @@
 //! What run B looks for and what it saw, carrier by carrier: the needles,
 //! the tallies, the agreed names, and how a look at one entry is charged.
 
+use super::Needle;
 use super::{Fs, Scan, Tally, planted_name};
 use crate::escape;
-use crate::surface::Wanted;
+use crate::surface::Want;
 use memchr::memmem::Finder;
-use serde_json::Value;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -26,7 +26,7 @@ pub(super) fn mtime_matches(stored: (i64, i64), want: (i64, i64), coarse: bool) 
 }
 
 /// What recovery looks for, per wanted carrier.
-pub(super) enum Needle {
+pub(super) enum Look {
     Name(Finder<'static>),
     Content(Finder<'static>),
     LinkTarget(Finder<'static>),
@@ -40,40 +40,23 @@ pub(super) enum Needle {
     Invalid(String),
 }
 
-/// What to look for of `w`, whose carrier is `carrier` (`None`: not one of
-/// the filesystem's).
-pub(super) fn needle_of(w: &Wanted, carrier: Option<Fs>) -> Needle {
-    let text = || {
-        w.needle
-            .get("text")
-            .and_then(Value::as_str)
-            .map(|s| Finder::new(s.as_bytes()).into_owned())
-    };
-    let Some(carrier) = carrier else {
-        return Needle::Invalid(format!("bad needle for carrier {}", w.carrier));
-    };
-    let n = match carrier {
-        Fs::FileName | Fs::DirectoryName | Fs::SpecialFileName => text().map(Needle::Name),
-        Fs::FileContent => text().map(Needle::Content),
-        Fs::SymlinkTarget => text().map(Needle::LinkTarget),
-        Fs::Xattr => text().map(Needle::XattrValue),
-        Fs::XattrName => text().map(Needle::XattrName),
-        Fs::Mtime => w.needle.get("mtime").and_then(|m| {
-            let coarse = w.needle.get("coarse").and_then(Value::as_bool) == Some(true);
-            Some(Needle::Mtime(
-                m.get(0)?.as_i64()?,
-                m.get(1)?.as_i64()?,
-                coarse,
-            ))
-        }),
-        Fs::RunnerPersistence => Some(Needle::Beacons),
-        Fs::FileSize => w
-            .needle
-            .get("size")
-            .and_then(Value::as_u64)
-            .map(Needle::Size),
-    };
-    n.unwrap_or_else(|| Needle::Invalid(format!("bad needle for carrier {}", w.carrier)))
+/// What to look for of `w` (a needle of another carrier's form is no
+/// look: an error).
+pub(super) fn look_of(w: &Want<Fs, Needle>) -> Look {
+    let text = |s: &str| Finder::new(s.as_bytes()).into_owned();
+    match (w.carrier, &w.needle) {
+        (Fs::FileName | Fs::DirectoryName | Fs::SpecialFileName, Needle::Text { text: s }) => {
+            Look::Name(text(s))
+        }
+        (Fs::FileContent, Needle::Text { text: s }) => Look::Content(text(s)),
+        (Fs::SymlinkTarget, Needle::Text { text: s }) => Look::LinkTarget(text(s)),
+        (Fs::Xattr, Needle::Text { text: s }) => Look::XattrValue(text(s)),
+        (Fs::XattrName, Needle::Text { text: s }) => Look::XattrName(text(s)),
+        (Fs::Mtime, Needle::Mtime { mtime, coarse }) => Look::Mtime(mtime.0, mtime.1, *coarse),
+        (Fs::RunnerPersistence, _) => Look::Beacons,
+        (Fs::FileSize, Needle::Size { size }) => Look::Size(*size),
+        (c, _) => Look::Invalid(format!("bad needle for carrier {c}")),
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -107,17 +90,12 @@ pub(super) fn by_agreed_name(carrier: Fs) -> bool {
 }
 
 impl Scan {
-    pub(super) fn new(wanted: &[Wanted], probe_id: &str) -> Scan {
-        let carriers: Vec<Option<Fs>> = wanted.iter().map(|w| Fs::parse(&w.carrier)).collect();
-        let needles: Vec<Needle> = wanted
-            .iter()
-            .zip(&carriers)
-            .map(|(w, c)| needle_of(w, *c))
-            .collect();
+    pub(super) fn new(wanted: &[Want<Fs, Needle>], probe_id: &str) -> Scan {
+        let needles: Vec<Look> = wanted.iter().map(look_of).collect();
         let tallies = needles
             .iter()
             .map(|n| match n {
-                Needle::Invalid(m) => Tally {
+                Look::Invalid(m) => Tally {
                     errors: 1,
                     first_error: Some(m.clone()),
                     ..Tally::default()
@@ -125,14 +103,11 @@ impl Scan {
                 _ => Tally::default(),
             })
             .collect();
-        let agreed = carriers
+        let agreed = wanted
             .iter()
-            .map(|c| {
-                c.filter(|c| by_agreed_name(*c))
-                    .map(|c| planted_name(c, probe_id, "").0)
-            })
+            .map(|w| by_agreed_name(w.carrier).then(|| planted_name(w.carrier, probe_id, "").0))
             .collect();
-        let any = |f: fn(&Needle) -> bool| needles.iter().any(f);
+        let any = |f: fn(&Look) -> bool| needles.iter().any(f);
         Scan {
             want_stat: any(needs_stat),
             want_link: any(is_link_target),
@@ -170,13 +145,13 @@ impl Scan {
         }
     }
 
-    pub(super) fn wants(&self, f: impl Fn(&Needle) -> bool) -> bool {
+    pub(super) fn wants(&self, f: impl Fn(&Look) -> bool) -> bool {
         self.needles.iter().any(f)
     }
 
     /// Records a hit, with its detail, for every needle `seen` says is
     /// present; the first hit of a carrier is the one reported.
-    pub(super) fn hit(&mut self, seen: impl Fn(&Needle) -> bool, detail: impl Fn() -> String) {
+    pub(super) fn hit(&mut self, seen: impl Fn(&Look) -> bool, detail: impl Fn() -> String) {
         for (n, t) in self.needles.iter().zip(self.tallies.iter_mut()) {
             if t.found.is_none() && seen(n) {
                 t.found = Some(detail());
@@ -188,7 +163,7 @@ impl Scan {
     /// that look.
     pub(super) fn trouble(
         &mut self,
-        needed: impl Fn(&Needle) -> bool,
+        needed: impl Fn(&Look) -> bool,
         what: &str,
         name: &OsStr,
         e: &io::Error,
@@ -217,20 +192,20 @@ impl Scan {
     }
 }
 
-pub(super) fn is_content(n: &Needle) -> bool {
-    matches!(n, Needle::Content(_))
+pub(super) fn is_content(n: &Look) -> bool {
+    matches!(n, Look::Content(_))
 }
 
-pub(super) fn is_link_target(n: &Needle) -> bool {
-    matches!(n, Needle::LinkTarget(_))
+pub(super) fn is_link_target(n: &Look) -> bool {
+    matches!(n, Look::LinkTarget(_))
 }
 
-pub(super) fn is_xattr(n: &Needle) -> bool {
-    matches!(n, Needle::XattrName(_) | Needle::XattrValue(_))
+pub(super) fn is_xattr(n: &Look) -> bool {
+    matches!(n, Look::XattrName(_) | Look::XattrValue(_))
 }
 
-pub(super) fn needs_stat(n: &Needle) -> bool {
-    matches!(n, Needle::Mtime(..) | Needle::Size(_) | Needle::Content(_))
+pub(super) fn needs_stat(n: &Look) -> bool {
+    matches!(n, Look::Mtime(..) | Look::Size(_) | Look::Content(_))
 }
 
 impl Scan {
@@ -241,7 +216,7 @@ impl Scan {
         self.needles
             .iter()
             .filter_map(|n| match n {
-                Needle::Name(f) => Some(f.needle().to_vec()),
+                Look::Name(f) => Some(f.needle().to_vec()),
                 _ => None,
             })
             .collect()

@@ -24,7 +24,7 @@
 //! directory and the same `/proc/self/fd` link, and the entries built on
 //! one thread and freed on another.
 
-use super::{Instance, fill};
+use super::{Filesystem, fill};
 use crate::nonce::to_hex;
 use crate::state::snapshot::{self, Sink, SnapshotError, WatchCtx, component};
 use crate::sys::Stat;
@@ -172,7 +172,7 @@ pub(super) struct Walk<'w, 's> {
     pub(super) at: (i64, String),
 }
 
-impl Instance {
+impl Filesystem {
     pub(super) fn walk(
         &self,
         dir: &OwnedFd,
@@ -273,7 +273,7 @@ impl Instance {
     /// What the snapshot reads of an entry besides its stat.
     fn extras(&self, dir: &OwnedFd, name: &OsStr, st: &Stat, window: &mut [u8]) -> Extras {
         let kind = kind_of(st);
-        let head = (kind == "file" && self.s.content_reads && st.size > 0)
+        let head = (kind == "file" && self.settings.content_reads && st.size > 0)
             .then(|| self.head(dir, name, st, window));
         let target =
             (kind == "symlink").then(|| sys::readlink_at(dir, name).map(|t| digest(&[&t])));
