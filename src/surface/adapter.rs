@@ -39,7 +39,18 @@ impl<S> Typed<S> {
 /// `validate` or `control` did not make.
 fn settings_of<S: Surface>(settings: &Value) -> Result<S::Settings, Fault> {
     serde_json::from_value(settings.clone())
-        .map_err(|e| Fault::invalid(format!("bad {} settings: {e}", S::NAME)))
+        .map_err(|e| Fault::invalid(format!("bad {} settings ({})", S::NAME, category(&e))))
+}
+
+/// A serde error's category only: its text could quote a setting
+/// (settings hold credentials) or a hostile journal entry.
+fn category(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "io",
+        serde_json::error::Category::Syntax => "syntax",
+        serde_json::error::Category::Data => "data",
+        serde_json::error::Category::Eof => "eof",
+    }
 }
 
 /// A value the kernel made from a typed one: settings, a needle, an entry.
@@ -74,14 +85,17 @@ impl<S: Surface> SurfaceType for Typed<S> {
         S::KEYS
     }
 
-    fn scope_keys(&self) -> &'static [&'static str] {
-        S::SCOPE_KEYS
+    fn scope_keys(&self) -> Vec<&'static str> {
+        S::SCOPES.iter().map(|s| s.key).collect()
     }
 
     fn check_scope(&self, carrier: &str, key: &str, value: &str) -> Result<(), Fault> {
-        match S::Carrier::parse(carrier) {
-            Some(c) => S::check_scope(c, key, value),
-            None => Err(Fault::invalid(format!(
+        match (
+            S::Carrier::parse(carrier),
+            S::SCOPES.iter().find(|s| s.key == key),
+        ) {
+            (Some(c), Some(scope)) => (scope.check)(c, value),
+            _ => Err(Fault::invalid(format!(
                 "carrier {carrier} cannot be scoped by `{key}`"
             ))),
         }
@@ -145,6 +159,11 @@ impl<S: Surface> SurfaceType for Typed<S> {
     ) -> Result<Value, Fault> {
         let c = S::Carrier::parse(carrier)
             .ok_or_else(|| Fault::invalid(format!("unknown carrier {carrier}")))?;
+        // runner-persistence looks for beacons of other probes, never for
+        // this plant: whatever the type, its needle says only that.
+        if carrier == RUNNER_PERSISTENCE {
+            return Ok(serde_json::json!({ "beacons": true }));
+        }
         S::derive(c, probe_id, nonce, scope).map(|n| json(&n))
     }
 }
@@ -160,8 +179,13 @@ impl<S: Surface> Open<S> {
     /// retraction).
     fn entry(entry: &Value) -> Result<S::Entry, Fault> {
         let inner = entry.get("retract").unwrap_or(entry);
-        serde_json::from_value(inner.clone())
-            .map_err(|e| Fault::invalid(format!("not a {} journal entry ({e})", S::NAME)))
+        serde_json::from_value(inner.clone()).map_err(|e| {
+            Fault::invalid(format!(
+                "not a {} journal entry ({})",
+                S::NAME,
+                category(&e)
+            ))
+        })
     }
 }
 
@@ -327,7 +351,11 @@ impl<S: Surface> Instance for Open<S> {
                 // asks `owns` first.)
                 Err(err) => {
                     out[i] = Some(CleanupOutcome::Foreign {
-                        reason: format!("not runwarden's: not a {} journal entry ({err})", S::NAME),
+                        reason: format!(
+                            "not runwarden's: not a {} journal entry ({})",
+                            S::NAME,
+                            category(&err)
+                        ),
                     })
                 }
             }

@@ -40,19 +40,19 @@ pub use owned::{
     cleanup_owned, cleanup_unretracted, lower_hex, owned_name, plain_segment, retraction,
     tagged_carrier, tagged_name,
 };
-pub use typed::{About, Control, Job, Journal, Needle, Surface, Want, Watch, each};
+pub use typed::{About, Control, Job, Journal, Needle, Scope, Surface, Want, Watch, each};
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
 pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<filesystem::Filesystem>::TYPE,
-    &git_remote::GitRemote,
+    &Typed::<git_remote::GitRemote>::TYPE,
     &actions_cache::ActionsCache,
     &actions_artifacts::ActionsArtifacts,
     &github_api::GitHubApi,
     &http_cache::HttpCache,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
     &pypi_index::PypiIndex,
-    &docker_daemon::DockerDaemon,
+    &Typed::<docker_daemon::DockerDaemon>::TYPE,
     &oci_registry::OciRegistry,
     &network_egress::NetworkEgress,
 ];
@@ -124,8 +124,8 @@ pub trait SurfaceType: Sync {
     fn keys(&self) -> &'static [&'static str];
     /// Keys a declaration of this type's channels may use to scope it
     /// (none by default).
-    fn scope_keys(&self) -> &'static [&'static str] {
-        &[]
+    fn scope_keys(&self) -> Vec<&'static str> {
+        vec![]
     }
     /// Checks a declaration's scope for one carrier: that the carrier can
     /// be planted both inside and outside it. `Invalid` for a scope the

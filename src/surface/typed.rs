@@ -33,9 +33,9 @@ pub trait Surface: Sized + 'static {
     /// The config keys this type takes (besides `name` and `type`); any
     /// other key is an error before [`Surface::validate`] runs.
     const KEYS: &'static [&'static str];
-    /// Keys a declaration of this type's channels may use to scope it
-    /// ([`Surface::check_scope`] checks their values).
-    const SCOPE_KEYS: &'static [&'static str] = &[];
+    /// Keys a declaration of this type's channels may use to scope it,
+    /// each with the check of its values.
+    const SCOPES: &'static [Scope<Self::Carrier>] = &[];
     /// Carriers only a run B in a later job than run A's can read (a trace
     /// the job leaves in its own run): an in-job probe SKIPS them with
     /// [`super::LATER_JOB_ONLY`].
@@ -141,7 +141,10 @@ pub trait Surface: Sized + 'static {
     /// without planting: what a `recover` in a later job looks for when it
     /// has no plant receipt. By default the nonce itself, where the needle
     /// type can be one ([`Needle::of_nonce`]); `Unsupported` for a carrier
-    /// whose needle depends on what the plant really stored.
+    /// whose needle depends on what the plant really stored. (Never asked
+    /// for [`super::RUNNER_PERSISTENCE`], which looks for other probes'
+    /// beacons: its needle is `{"beacons": true}` for every type, which a
+    /// type offering it must parse.)
     fn derive(
         _carrier: Self::Carrier,
         _probe_id: &str,
@@ -150,16 +153,6 @@ pub trait Surface: Sized + 'static {
     ) -> Result<Self::Needle, Fault> {
         Self::Needle::of_nonce(nonce)
             .ok_or_else(|| Fault::unsupported("the needle depends on what the plant stored"))
-    }
-
-    /// Checks a declaration's scope (`key`, one of [`Surface::SCOPE_KEYS`])
-    /// for one carrier: that the carrier can be planted both inside and
-    /// outside it.
-    fn check_scope(carrier: Self::Carrier, key: &str, _value: &str) -> Result<(), Fault> {
-        Err(Fault::invalid(format!(
-            "carrier {} cannot be scoped by `{key}`",
-            carrier.name()
-        )))
     }
 
     /// Watch mode: streams everything run B's listing would see here, in
@@ -176,6 +169,15 @@ pub trait Surface: Sized + 'static {
     fn changes(_change: &Change, _before: &Before) -> Vec<Self::Carrier> {
         vec![]
     }
+}
+
+/// A key a declaration may scope a type's channels by (`refs:`,
+/// `keys:`), and the check of a value for one carrier: that the carrier
+/// can be planted both inside and outside it (`Invalid` otherwise, saying
+/// why).
+pub struct Scope<C: 'static> {
+    pub key: &'static str,
+    pub check: fn(C, &str) -> Result<(), Fault>,
 }
 
 /// Whether watch mode can list a surface type.

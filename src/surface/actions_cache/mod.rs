@@ -211,8 +211,8 @@ impl SurfaceType for ActionsCache {
         ]
     }
 
-    fn scope_keys(&self) -> &'static [&'static str] {
-        &["keys"]
+    fn scope_keys(&self) -> Vec<&'static str> {
+        vec!["keys"]
     }
 
     /// A key pattern with one `*` (like gh-aw's `memory-*`): every carrier

@@ -7,23 +7,20 @@
 use super::api::{Body, Failure, q};
 use super::list::{self, Item};
 use super::names::{self, Entry, Kind};
-use super::{BEACON_LABEL, Dk, Instance, PLANT_LABEL};
+use super::{BEACON_LABEL, Dk, DockerDaemon, PLANT_LABEL};
 use crate::fault::Fault;
 use crate::marker::Checked;
-use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
-use serde_json::Value;
+use crate::surface::{CleanupOutcome, Job, RunCtx};
 
-impl Instance {
+impl DockerDaemon {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Dk>],
+    ) -> Result<Vec<Entry>, Fault> {
         let mut found = vec![];
         for j in jobs {
-            let Some(carrier) = Dk::parse(&j.carrier) else {
-                continue;
-            };
+            let carrier = j.carrier;
             let mut objects = names::objects(ctx, carrier, &j.nonce);
             if carrier == Dk::EventHistory {
                 // (Removed when planted; a plant killed halfway may have
@@ -49,7 +46,7 @@ impl Instance {
                     };
                     if let Some(i) = item.filter(|i| ours(i, &e) && proven(i)) {
                         let id = (e.kind != Kind::Volume && !i.id.is_empty()).then_some(i.id);
-                        found.push(Entry { id, ..e }.value());
+                        found.push(Entry { id, ..e });
                         break;
                     }
                 }
@@ -63,33 +60,23 @@ impl Instance {
 
     /// The journal, with each object's first entry (journalled before
     /// its create) superseded by the one with the id the daemon gave it.
-    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        let recorded: Vec<(Kind, String)> = entries
+    /// (Retractions and what they took back are set aside by the kernel.)
+    pub(super) fn clean_all(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        let recorded: Vec<(Kind, &str)> = entries
             .iter()
-            .filter_map(|e| serde_json::from_value::<Entry>(e.clone()).ok())
             .filter(|e| e.id.is_some())
-            .map(|e| (e.kind, e.name))
+            .map(|e| (e.kind, e.name.as_str()))
             .collect();
-        crate::surface::cleanup_unretracted(entries, |e| {
-            match serde_json::from_value::<Entry>(e.clone()) {
-                Ok(p) if p.id.is_none() && recorded.contains(&(p.kind, p.name.clone())) => {
+        entries
+            .iter()
+            .map(|e| match e.kind {
+                _ if e.id.is_none() && recorded.contains(&(e.kind, e.name.as_str())) => {
                     CleanupOutcome::Superseded
                 }
-                _ => self.clean_entry(e),
-            }
-        })
-    }
-
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let Ok(e) = serde_json::from_value::<Entry>(entry.clone()) else {
-            return CleanupOutcome::Left {
-                reason: "not a docker-daemon object; nothing is removed".into(),
-            };
-        };
-        match e.kind {
-            Kind::Image => self.untag(&e),
-            _ => self.remove(&e),
-        }
+                Kind::Image => self.untag(e),
+                _ => self.remove(e),
+            })
+            .collect()
     }
 
     /// A volume, container or network: read back, checked, removed by id.

@@ -30,23 +30,23 @@ mod recover;
 mod tls;
 mod watch;
 
-use super::carrier::{CarrierSet, carriers};
+use super::carrier::carriers;
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RUNNER_PERSISTENCE,
-    RecoverOutcome, RunCtx, SurfaceType, Wanted,
+    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RUNNER_PERSISTENCE,
+    RecoverOutcome, RunCtx, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::fault::Fault;
 use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use api::{Api, Host};
+use names::Entry;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-pub struct DockerDaemon;
 
 carriers! {
     /// The daemon's carriers: its objects' names, labels and contents.
-    enum Dk {
+    pub enum Dk {
         ImageTag = "image-tag", Durable, "the nonce in a tag of a local image (imported, never pulled); run B lists the daemon's images";
         ImageLabel = "image-label", Durable, "the nonce in a label of an image with an agreed tag; run B inspects the tag and lists images";
         VolumeName = "volume-name", Durable, "the nonce in the name of a volume; run B lists the daemon's volumes";
@@ -82,7 +82,8 @@ const NOTE_FILE: &str = "note.txt";
 const WAIT_MS: u64 = 1_000;
 
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     host: Host,
     #[serde(default)]
     tls: Option<tls::Tls>,
@@ -95,24 +96,40 @@ fn wait_ms() -> u64 {
     WAIT_MS
 }
 
-impl SurfaceType for DockerDaemon {
-    fn name(&self) -> &'static str {
-        "docker-daemon"
-    }
+/// What recovery looks for: the nonce's hex, or (runner-persistence)
+/// beacons of other probes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Needle {
+    Nonce(Nonce),
+    Beacons { beacons: bool },
+}
 
-    fn description(&self) -> &'static str {
-        "a Docker daemon over its socket (image tags and labels, volumes, created containers, networks; removed by id to clean up)"
+impl super::Needle for Needle {
+    fn of_nonce(nonce: &Nonce) -> Option<Needle> {
+        Some(Needle::Nonce(*nonce))
     }
+}
 
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
+/// An open Docker daemon: its API client.
+pub struct DockerDaemon {
+    settings: Settings,
+    api: Api,
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &["host", "cert-path"]
-    }
+impl super::Surface for DockerDaemon {
+    const NAME: &'static str = "docker-daemon";
+    const DESCRIPTION: &'static str = "a Docker daemon over its socket (image tags and labels, volumes, created containers, networks; removed by id to clean up)";
+    const KEYS: &'static [&'static str] = &["host", "cert-path"];
+    const WATCH: Watch<Dk> = Watch::Yes {
+        unwatched: watch::UNWATCHED,
+    };
+    type Carrier = Dk;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Needle;
 
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         // Why resolved here: DOCKER_HOST, DOCKER_TLS_VERIFY and
         // DOCKER_CERT_PATH live in the caller's whole environment, and
         // runs A and B get a cut one.
@@ -149,33 +166,66 @@ impl SurfaceType for DockerDaemon {
             }
             None => None,
         };
-        Ok(serde_json::to_value(Settings {
+        Ok(Settings {
             host,
             tls: cert_path.map(|cert_path| tls::Tls { cert_path }),
             control: false,
             consistency_wait_ms: WAIT_MS,
         })
-        .expect("settings serialize"))
     }
 
-    fn warnings(&self, settings: &Value) -> Vec<String> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
+    fn about(s: &Settings) -> About<Dk> {
+        let shown = if s.control {
+            "the control".to_string()
+        } else {
+            s.host.shown()
         };
-        let Some(t) = s.tls else { return vec![] };
-        ["ca.pem", "cert.pem", "key.pem"]
-            .iter()
-            .filter(|f| !t.cert_path.join(f).exists())
-            .map(|f| {
-                format!(
-                    "{} has no {f}: TLS to the daemon needs ca.pem, cert.pem and key.pem there",
-                    crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
-                )
-            })
-            .collect()
+        let tls = s.tls.as_ref().map(|t| {
+            format!(
+                " (TLS, certificates from {})",
+                crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
+            )
+        });
+        // The address as `DOCKER_HOST` spells it (discovery names the
+        // exposure so); outputs escape it.
+        let host = match &s.host {
+            Host::Unix(p) => format!("unix://{}", p.to_string_lossy()),
+            Host::Tcp(a) => format!("tcp://{a}"),
+        };
+        let mut about = About::new(format!("on {shown}"))
+            .fact(
+                "daemon",
+                format!("{}{}", s.host.shown(), tls.unwrap_or_default()),
+            )
+            .exposure(format!("docker-socket:{host}"))
+            // One daemon by two spellings (/var/run is /run on most
+            // systems).
+            .identity(Some(match &s.host {
+                Host::Unix(p) => format!(
+                    "unix://{}",
+                    std::fs::canonicalize(p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                ),
+                Host::Tcp(a) => format!("tcp://{a}"),
+            }));
+        if let Some(t) = &s.tls {
+            for f in ["ca.pem", "cert.pem", "key.pem"] {
+                if !t.cert_path.join(f).exists() {
+                    about = about.warning(format!(
+                        "{} has no {f}: TLS to the daemon needs ca.pem, cert.pem and key.pem there",
+                        crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
+                    ));
+                }
+            }
+        }
+        about
     }
 
-    fn control(&self, _settings: &Value, dir: &std::path::Path) -> Result<Control, Fault> {
+    fn control(
+        _like: Option<&Settings>,
+        dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let server = crate::loopback::docker::DockerServer::start(dir)?;
         let s = Settings {
             host: Host::Unix(server.socket().to_path_buf()),
@@ -183,129 +233,29 @@ impl SurfaceType for DockerDaemon {
             control: true,
             consistency_wait_ms: WAIT_MS,
         };
-        Ok(Control::served_listing(
-            serde_json::to_value(s).expect("settings serialize"),
-            server.into_service(),
-        ))
+        Ok(Control::served_listing(s, server.into_service()))
     }
 
-    fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        // The address as `DOCKER_HOST` spells it (discovery names the
-        // exposure so); outputs escape it.
-        let host = match &s.host {
-            api::Host::Unix(p) => format!("unix://{}", p.to_string_lossy()),
-            api::Host::Tcp(a) => format!("tcp://{a}"),
-        };
-        let mut e = vec![format!("docker-socket:{host}")];
-        if carrier == super::RUNNER_PERSISTENCE {
-            e.push("runner-persistence".into());
-        }
-        e
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .map(|s| {
-                let tls = s.tls.map(|t| {
-                    format!(
-                        " (TLS, certificates from {})",
-                        crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
-                    )
-                });
-                vec![(
-                    "daemon",
-                    format!("{}{}", s.host.shown(), tls.unwrap_or_default()),
-                )]
-            })
-            .unwrap_or_default()
-    }
-
-    fn derive_needle(
-        &self,
-        carrier: &str,
-        _probe_id: &str,
-        nonce: &Nonce,
-        _scope: Option<&JobScope>,
-    ) -> Result<Value, Fault> {
-        // runner-persistence looks for other probes' beacons: no needle.
-        Ok(match Dk::parse(carrier) {
-            Some(Dk::RunnerPersistence) => serde_json::json!({ "beacons": true }),
-            _ => Value::String(nonce.hex()),
-        })
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad docker-daemon settings"))?;
-        let api = Api::new(s.host.clone(), s.tls.as_ref())?;
-        Ok(Box::new(Instance { s, api }))
-    }
-}
-
-struct Instance {
-    s: Settings,
-    api: Api,
-}
-
-impl Instance {
-    /// The daemon for people: "the control", or its address.
-    fn shown(&self) -> String {
-        if self.s.control {
-            "the control".into()
-        } else {
-            self.s.host.shown()
-        }
-    }
-}
-
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, _carrier: &str) -> Option<String> {
-        None
-    }
-
-    fn identity(&self) -> Option<String> {
-        // One daemon by two spellings (/var/run is /run on most systems).
-        Some(match &self.s.host {
-            Host::Unix(p) => format!(
-                "unix://{}",
-                std::fs::canonicalize(p)
-                    .unwrap_or_else(|_| p.clone())
-                    .display()
-            ),
-            Host::Tcp(a) => format!("tcp://{a}"),
-        })
+    fn open(settings: Settings) -> Result<DockerDaemon, Fault> {
+        let api = Api::new(settings.host.clone(), settings.tls.as_ref())?;
+        Ok(DockerDaemon { settings, api })
     }
 
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Dk::of_job(job) {
-            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            Err(o) => o,
-        }
-    }
-
-    fn plant_all(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-        created: &mut dyn FnMut(Value),
-    ) -> Vec<PlantOutcome> {
+        jobs: &[Job<Dk>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Needle>> {
         // event-history last: its witness then closes the stretch of the
         // history run B reads, after every other plant's events.
         let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by_key(|&i| Dk::parse(&jobs[i].carrier) == Some(Dk::EventHistory));
+        order.sort_by_key(|&i| jobs[i].carrier == Dk::EventHistory);
         let mut out = vec![None; jobs.len()];
         for i in order {
             out[i] = Some(match crate::signals::received() {
                 Some(sig) => super::interrupted(sig),
-                None => self.plant(ctx, &jobs[i], created),
+                None => self.plant_one(ctx, &jobs[i], journal),
             });
         }
         out.into_iter()
@@ -316,36 +266,40 @@ impl crate::surface::Instance for Instance {
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Dk, Needle>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
         names::owns(ctx, entry)
     }
 
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
         self.clean_all(entries)
     }
 
-    fn describe(&self, entry: &Value) -> String {
-        match serde_json::from_value::<names::Entry>(entry.clone()) {
-            Ok(e) => format!("{} on {}", e.shown(), self.shown()),
-            Err(_) => "an entry that is not a docker-daemon object".into(),
-        }
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Dk>]) -> Result<Vec<Entry>, Fault> {
+        self.find_plants(ctx, jobs)
     }
 
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_objects(sink)
+    }
+
+    fn changes(change: &Change, before: &Before) -> Vec<Dk> {
+        watch::carriers_of(change, before)
+    }
+}
+
+impl DockerDaemon {
+    /// The daemon for people: "the control", or its address.
+    fn shown(&self) -> String {
+        if self.settings.control {
+            "the control".into()
+        } else {
+            self.settings.host.shown()
+        }
     }
 }

@@ -14,12 +14,11 @@ use crate::nonce::Nonce;
 use crate::surface::RunCtx;
 use crate::surface::carrier::CarrierSet;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The kinds of object the daemon lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(super) enum Kind {
+pub enum Kind {
     Image,
     Volume,
     Container,
@@ -42,7 +41,7 @@ impl Kind {
 /// `tags`: an image's tags; empty for the other kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Entry {
+pub struct Entry {
     pub kind: Kind,
     pub name: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -55,11 +54,13 @@ pub(super) struct Entry {
     pub id: Option<String>,
 }
 
-impl Entry {
-    pub fn value(&self) -> Value {
-        serde_json::to_value(self).expect("entries serialize")
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
     }
+}
 
+impl Entry {
     /// The object for people (already escaped).
     pub fn shown(&self) -> String {
         let name = crate::escape::bytes(self.name.as_bytes());
@@ -218,9 +219,7 @@ pub(super) fn beacon_name(probe_id: &str) -> String {
 /// else, whose name is the tagged name a plant of its carrier gives an
 /// object of its kind, with the tags only that plant sets. `Invalid`
 /// otherwise.
-pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-    let e: Entry = serde_json::from_value(entry.clone())
-        .map_err(|_| Fault::invalid("not a docker-daemon object"))?;
+pub(super) fn owns(ctx: &RunCtx<'_>, e: &Entry) -> Result<(), Fault> {
     if e.name == beacon_name(ctx.probe_id) {
         return (e.kind == Kind::Volume && e.tags.is_empty() && e.id.is_none())
             .then_some(())
@@ -296,11 +295,11 @@ mod tests {
         let nonce = Nonce::generate().unwrap();
         for c in Dk::ALL {
             for (e, _) in objects(&ours, *c, &nonce) {
-                assert_eq!(owns(&ours, &e.value()), Ok(()), "{c}: {e:?}");
-                assert!(owns(&theirs, &e.value()).is_err(), "{c}: {e:?}");
+                assert_eq!(owns(&ours, &e), Ok(()), "{c}: {e:?}");
+                assert!(owns(&theirs, &e).is_err(), "{c}: {e:?}");
                 let mut other = e.clone();
                 other.tags.push("v1".into());
-                assert!(owns(&ours, &other.value()).is_err(), "{c}: {other:?}");
+                assert!(owns(&ours, &other).is_err(), "{c}: {other:?}");
             }
         }
         let (e, _) = objects(&ours, Dk::VolumeName, &nonce).remove(0);
@@ -308,6 +307,6 @@ mod tests {
             kind: Kind::Network,
             ..e
         };
-        assert!(owns(&ours, &as_network.value()).is_err());
+        assert!(owns(&ours, &as_network).is_err());
     }
 }

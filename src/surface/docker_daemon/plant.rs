@@ -13,12 +13,15 @@
 
 use super::api::{Body, Failure, Reply, q};
 use super::names::{self, Entry, Kind, Role};
-use super::{BEACON_LABEL, Dk, Instance, MOUNT, NOTE_FILE, NOTE_LABEL, PLANT_LABEL};
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use super::{BEACON_LABEL, Dk, DockerDaemon, MOUNT, NOTE_FILE, NOTE_LABEL, Needle, PLANT_LABEL};
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 
+/// What planting one carrier did, with the daemon's needle.
+type Outcome = PlantOutcome<Needle>;
+
 /// Why a plant stopped: its outcome.
-type Stop = PlantOutcome;
+type Stop = Outcome;
 
 /// What the daemon answered a create with.
 enum Made {
@@ -28,14 +31,14 @@ enum Made {
     Refused(String),
 }
 
-impl Instance {
-    pub(super) fn plant_carrier(
+impl DockerDaemon {
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Dk,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Dk>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> Outcome {
+        let carrier = job.carrier;
         let mut objects = names::objects(ctx, carrier, &job.nonce);
         // event-history's objects can be of any kind: networks where
         // volumes are refused.
@@ -55,7 +58,7 @@ impl Instance {
                 (Dk::RunnerPersistence, _) => match &job.beacon {
                     Some(b) => Some((BEACON_LABEL, b.as_str())),
                     None => {
-                        return PlantOutcome::Error {
+                        return Outcome::Error {
                             reason: "no beacon to plant".into(),
                         };
                     }
@@ -66,7 +69,7 @@ impl Instance {
                 .iter()
                 .find(|m| m.kind == Kind::Volume)
                 .map(|m| m.name.clone());
-            match self.create(&e, note, image.as_deref(), volume.as_deref(), created) {
+            match self.create(&e, note, image.as_deref(), volume.as_deref(), journal) {
                 Err(stop) => return stop,
                 Ok(Made::Yes(id)) => {
                     if e.kind == Kind::Image {
@@ -87,25 +90,25 @@ impl Instance {
                         Some(first) => format!("{first}; {why}"),
                         None => why,
                     };
-                    return PlantOutcome::Refused { reason };
+                    return Outcome::Refused { reason };
                 }
                 Ok(Made::Refused(why)) if e.kind == Kind::Image => match self.any_image() {
                     Ok(Some(id)) => image = Some(id),
                     Ok(None) => {
-                        return PlantOutcome::Error {
+                        return Outcome::Error {
                             reason: format!(
                                 "{why}, and the daemon holds no image to create the container from: the carrier was not tried"
                             ),
                         };
                     }
                     Err(f) => {
-                        return PlantOutcome::Error {
+                        return Outcome::Error {
                             reason: format!("{why}; listing the images: {}", f.fault()),
                         };
                     }
                 },
                 Ok(Made::Refused(why)) => {
-                    return PlantOutcome::Error {
+                    return Outcome::Error {
                         reason: format!(
                             "{why}: a step before the plant (or its witness), not the carrier itself"
                         ),
@@ -121,16 +124,16 @@ impl Instance {
             }
         }
         if carrier == Dk::EventHistory
-            && let Err(stop) = self.remove_now(&made, created)
+            && let Err(stop) = self.remove_now(&made, journal)
         {
             return stop;
         }
         let shown: Vec<String> = made.iter().map(Entry::shown).collect();
         let needle = match carrier {
-            Dk::RunnerPersistence => json!({ "beacons": true }),
-            _ => Value::String(hex),
+            Dk::RunnerPersistence => Needle::Beacons { beacons: true },
+            _ => Needle::Nonce(job.nonce),
         };
-        PlantOutcome::Planted {
+        Outcome::Planted {
             needle,
             persistence: None,
             detail: format!(
@@ -149,7 +152,7 @@ impl Instance {
     /// event-history's objects, removed at once (the nonce's first): what
     /// stays is the history. Taken back out of the journal once removed:
     /// cleanup has nothing to do.
-    fn remove_now(&self, made: &[Entry], created: &mut dyn FnMut(Value)) -> Result<(), Stop> {
+    fn remove_now(&self, made: &[Entry], journal: &mut Journal<'_, Entry>) -> Result<(), Stop> {
         for m in made {
             let path = match m.kind {
                 Kind::Network => format!("/networks/{}", q(m.id.as_deref().unwrap_or(&m.name))),
@@ -157,13 +160,13 @@ impl Instance {
             };
             let reason = match self.api.call("DELETE", &path, Body::None) {
                 Ok(r) if r.ok() || r.status == 404 => {
-                    created(crate::surface::retraction(&m.value()));
+                    journal.retract(m);
                     continue;
                 }
                 Ok(r) => r.message(),
                 Err(f) => f.fault().to_string(),
             };
-            return Err(PlantOutcome::Error {
+            return Err(Outcome::Error {
                 reason: format!("removing {}: {reason}", m.shown()),
             });
         }
@@ -190,17 +193,16 @@ impl Instance {
         note: Option<(&str, &str)>,
         image: Option<&str>,
         volume: Option<&str>,
-        created: &mut dyn FnMut(Value),
+        journal: &mut Journal<'_, Entry>,
     ) -> Result<Made, Stop> {
         let mut labels = json!({ PLANT_LABEL: e.name });
         if let Some((k, v)) = note {
             labels[k] = json!(v);
         }
-        let entry = e.value();
-        created(entry.clone());
+        journal.record(e);
         let what = format!("creating {}", e.shown());
         let answer = match e.kind {
-            Kind::Image => return self.import(e, &labels, created),
+            Kind::Image => return self.import(e, &labels, journal),
             Kind::Volume => self.api.call(
                 "POST",
                 "/volumes/create",
@@ -225,7 +227,7 @@ impl Instance {
                 Body::Json(&json!({ "Name": e.name, "Labels": labels, "Internal": true, "CheckDuplicate": true })),
             ),
         };
-        let r = self.answered(answer, &what, &entry, created)?;
+        let r = self.answered(answer, &what, e, journal)?;
         if let Some(why) = r.refusal {
             return Ok(Made::Refused(why));
         }
@@ -237,10 +239,10 @@ impl Instance {
             Kind::Volume => {
                 let v = reply
                     .json()
-                    .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
+                    .map_err(|f| Outcome::Error { reason: f.into() })?;
                 if v["Labels"][PLANT_LABEL].as_str() != Some(e.name.as_str()) {
-                    created(crate::surface::retraction(&entry));
-                    return Err(PlantOutcome::Error {
+                    journal.retract(e);
+                    return Err(Outcome::Error {
                         reason: format!("{} exists already and is not this plant's", e.shown()),
                     });
                 }
@@ -252,13 +254,10 @@ impl Instance {
                 .and_then(|v| v["Id"].as_str().map(str::to_string)),
         };
         if id.is_some() {
-            created(
-                Entry {
-                    id: id.clone(),
-                    ..e.clone()
-                }
-                .value(),
-            );
+            journal.record(&Entry {
+                id: id.clone(),
+                ..e.clone()
+            });
         }
         Ok(Made::Yes(id))
     }
@@ -271,21 +270,21 @@ impl Instance {
         &self,
         answer: Result<Reply, Failure>,
         what: &str,
-        entry: &Value,
-        created: &mut dyn FnMut(Value),
+        entry: &Entry,
+        journal: &mut Journal<'_, Entry>,
     ) -> Result<Answered, Stop> {
-        let retract = |created: &mut dyn FnMut(Value)| created(crate::surface::retraction(entry));
+        let mut retract = || journal.retract(entry);
         match answer {
             // The socket refuses every request alike, the carrier's too.
             Err(Failure::Denied(reason)) => {
-                retract(created);
-                Err(PlantOutcome::Refused { reason })
+                retract();
+                Err(Outcome::Refused { reason })
             }
-            Err(Failure::Fault(f)) => Err(PlantOutcome::Error {
+            Err(Failure::Fault(f)) => Err(Outcome::Error {
                 reason: format!("{what}: {f}"),
             }),
             Ok(r) if r.status == 401 || r.status == 403 => {
-                retract(created);
+                retract();
                 Ok(Answered {
                     refusal: Some(format!("the daemon refused {what} ({})", r.message())),
                     reply: None,
@@ -294,12 +293,12 @@ impl Instance {
             // (A 409: the name is someone else's object, which cleanup
             // must never touch.)
             Ok(r) if (400..500).contains(&r.status) => {
-                retract(created);
-                Err(PlantOutcome::Error {
+                retract();
+                Err(Outcome::Error {
                     reason: format!("{what}: {}", r.message()),
                 })
             }
-            Ok(r) if !r.ok() => Err(PlantOutcome::Error {
+            Ok(r) if !r.ok() => Err(Outcome::Error {
                 reason: format!("{what}: {}", r.message()),
             }),
             Ok(r) => Ok(Answered {
@@ -316,9 +315,8 @@ impl Instance {
         &self,
         e: &Entry,
         labels: &Value,
-        created: &mut dyn FnMut(Value),
+        journal: &mut Journal<'_, Entry>,
     ) -> Result<Made, Stop> {
-        let entry = e.value();
         let what = format!("importing {}", e.shown());
         let first = e.tags.first().map(String::as_str).unwrap_or("latest");
         // An import moves a tag that exists onto the new image: a tag of
@@ -328,8 +326,8 @@ impl Instance {
             match super::list::inspect(&self.api, Kind::Image, &r) {
                 Ok(None) => {}
                 Ok(Some(_)) => {
-                    created(crate::surface::retraction(&entry));
-                    return Err(PlantOutcome::Error {
+                    journal.retract(e);
+                    return Err(Outcome::Error {
                         reason: format!(
                             "an image tagged {} exists already",
                             crate::escape::bytes(r.as_bytes())
@@ -341,7 +339,7 @@ impl Instance {
                 // open): the import's own answer decides.
                 Err(Failure::Denied(_)) => break,
                 Err(Failure::Fault(f)) => {
-                    return Err(PlantOutcome::Error {
+                    return Err(Outcome::Error {
                         reason: format!(
                             "looking for an image tagged {} first: {f}",
                             crate::escape::bytes(r.as_bytes()),
@@ -362,25 +360,22 @@ impl Instance {
         let answer = self
             .api
             .call("POST", &path, Body::Tar(crate::archive::tar(&[])));
-        let r = self.answered(answer, &what, &entry, created)?;
+        let r = self.answered(answer, &what, e, journal)?;
         if let Some(why) = r.refusal {
             return Ok(Made::Refused(why));
         }
         let body = r.reply.expect("an answer that is no refusal").body;
         let (id, error) = progress(&body);
         if let Some(error) = error {
-            return Err(PlantOutcome::Error {
+            return Err(Outcome::Error {
                 reason: format!("{what}: {error}"),
             });
         }
         if id.is_some() {
-            created(
-                Entry {
-                    id: id.clone(),
-                    ..e.clone()
-                }
-                .value(),
-            );
+            journal.record(&Entry {
+                id: id.clone(),
+                ..e.clone()
+            });
         }
         // The image exists from here on: a tag refused or failed leaves it
         // journalled, for cleanup.
@@ -395,12 +390,12 @@ impl Instance {
             match self.api.call("POST", &path, Body::None) {
                 Ok(t) if t.ok() => {}
                 Ok(t) => {
-                    return Err(PlantOutcome::Error {
+                    return Err(Outcome::Error {
                         reason: format!("{what}, then {tag_what}: {}", t.message()),
                     });
                 }
                 Err(f) => {
-                    return Err(PlantOutcome::Error {
+                    return Err(Outcome::Error {
                         reason: format!("{what}, then {tag_what}: {}", f.fault()),
                     });
                 }
@@ -417,17 +412,17 @@ impl Instance {
         let tar = crate::archive::tar(&[(NOTE_FILE, body.as_bytes())]);
         let path = format!("/containers/{}/archive?path={}", q(container), q(MOUNT));
         match self.api.call("PUT", &path, Body::Tar(tar)) {
-            Err(Failure::Denied(reason)) => Err(PlantOutcome::Refused { reason }),
-            Err(Failure::Fault(f)) => Err(PlantOutcome::Error {
+            Err(Failure::Denied(reason)) => Err(Outcome::Refused { reason }),
+            Err(Failure::Fault(f)) => Err(Outcome::Error {
                 reason: format!("writing into the volume: {f}"),
             }),
-            Ok(r) if r.status == 401 || r.status == 403 => Err(PlantOutcome::Refused {
+            Ok(r) if r.status == 401 || r.status == 403 => Err(Outcome::Refused {
                 reason: format!(
                     "the daemon refused writing into the volume ({})",
                     r.message()
                 ),
             }),
-            Ok(r) if !r.ok() => Err(PlantOutcome::Error {
+            Ok(r) if !r.ok() => Err(Outcome::Error {
                 reason: format!("writing into the volume: {}", r.message()),
             }),
             Ok(_) => Ok(()),

@@ -11,13 +11,14 @@
 //! carrier's listings count only when they show the witness its plant
 //! made after the nonce-named object ([`crate::surface::listing`]).
 
+use super::Needle;
 use super::api::{Body, Failure, q};
 use super::list::{self, Item};
 use super::names::{self, Kind};
-use super::{Dk, Instance, MOUNT, NOTE_FILE};
+use super::{Dk, DockerDaemon, MOUNT, NOTE_FILE};
 use crate::escape;
 use crate::surface::listing::{Current, not_current, until_current};
-use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{Notice, RecoverOutcome, RunCtx};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -66,11 +67,11 @@ struct Want {
 
 pub(super) type Listed = Result<Current<Shown>, Failure>;
 
-impl Instance {
+impl DockerDaemon {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[crate::surface::Want<Dk, Needle>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
@@ -100,7 +101,7 @@ impl Instance {
             })
             .map(|w| (names::carrier_kind(w.carrier), w.agreed.clone()))
             .collect();
-        let wait = Duration::from_millis(self.s.consistency_wait_ms);
+        let wait = Duration::from_millis(self.settings.consistency_wait_ms);
         let kinds: Vec<Kind> = wants
             .iter()
             .map(|w| names::carrier_kind(w.carrier))
@@ -309,12 +310,14 @@ impl Instance {
 
 /// This surface's wanted carriers, each with its needle and its agreed
 /// object; a needle that is no nonce is its outcome at once.
-fn wants_of(ctx: &RunCtx<'_>, wanted: &[Wanted], out: &mut [Option<RecoverOutcome>]) -> Vec<Want> {
+fn wants_of(
+    ctx: &RunCtx<'_>,
+    wanted: &[crate::surface::Want<Dk, Needle>],
+    out: &mut [Option<RecoverOutcome>],
+) -> Vec<Want> {
     let mut wants = vec![];
     for (at, w) in wanted.iter().enumerate() {
-        let Some(carrier) = Dk::parse(&w.carrier) else {
-            continue;
-        };
+        let carrier = w.carrier;
         if carrier == Dk::RunnerPersistence {
             // (No needle: it looks for other probes' beacons.)
             wants.push(Want {
@@ -325,8 +328,8 @@ fn wants_of(ctx: &RunCtx<'_>, wanted: &[Wanted], out: &mut [Option<RecoverOutcom
             });
             continue;
         }
-        match crate::surface::wanted_nonce(w) {
-            Ok(n) => {
+        match w.needle {
+            Needle::Nonce(n) => {
                 let kind = names::carrier_kind(carrier);
                 let name = names::name(ctx, carrier, kind, None);
                 let agreed = if kind == Kind::Image {
@@ -341,7 +344,11 @@ fn wants_of(ctx: &RunCtx<'_>, wanted: &[Wanted], out: &mut [Option<RecoverOutcom
                     agreed,
                 });
             }
-            Err(o) => out[at] = Some(o),
+            Needle::Beacons { .. } => {
+                out[at] = Some(RecoverOutcome::Error {
+                    reason: "the plant's needle is not a nonce".into(),
+                })
+            }
         }
     }
     wants

@@ -4,11 +4,9 @@
 //! a new, removed or changed one would carry.
 
 use super::names::Kind;
-use super::{Dk, Instance};
+use super::{Dk, DockerDaemon};
 use crate::state::diff::{Before, Change, ChangeKind};
-use crate::state::snapshot::{
-    Entry, Sink, SnapshotError, WatchCtx, component, emit_sorted, listed,
-};
+use crate::state::snapshot::{Entry, Sink, SnapshotError, component, emit_sorted, listed};
 use sha2::{Digest, Sha256};
 
 /// The attribute an entry's labels are compared by (a digest: a label may
@@ -20,8 +18,25 @@ fn no_labels() -> String {
     crate::state::snapshot::hex(Sha256::new_with_prefix(b"{}"))
 }
 
-impl crate::surface::Watchable for Instance {
-    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+/// The carriers watch mode cannot see, and why.
+pub(super) const UNWATCHED: &[(Dk, &str)] = &[
+    (
+        Dk::VolumeContent,
+        "a volume's files are not in the daemon's listings, which watch mode compares",
+    ),
+    (
+        Dk::EventHistory,
+        "watch mode compares the daemon's listings, not its event history",
+    ),
+    (
+        Dk::RunnerPersistence,
+        "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
+    ),
+];
+
+impl DockerDaemon {
+    /// Every object of every listing, sorted and streamed to `sink`.
+    pub(super) fn snapshot_objects(&self, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
         let mut all: Vec<Entry> = Vec::new();
         for kind in [Kind::Image, Kind::Volume, Kind::Container, Kind::Network] {
             super::list::list(&self.api, kind, &mut |item| {
@@ -51,53 +66,37 @@ impl crate::surface::Watchable for Instance {
         }
         emit_sorted(all, sink)
     }
+}
 
-    /// A new or removed object carries its name (an image's, its tag) and,
-    /// with labels, its labels; a change of labels the label carrier; an
-    /// image tag moved to another image the tag carrier.
-    fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
-        let e = c.entry();
-        let (name, label) = match e.key.first().map(String::as_str) {
-            Some("image") => (Dk::ImageTag, Dk::ImageLabel),
-            Some("volume") => (Dk::VolumeName, Dk::VolumeLabel),
-            Some("container") => (Dk::ContainerName, Dk::ContainerLabel),
-            Some("network") => (Dk::NetworkName, Dk::NetworkName),
-            _ => return vec![],
-        };
-        let labelled = e.attrs.get(LABELS).is_some_and(|l| *l != no_labels());
-        let mut out = vec![];
-        match &c.kind {
-            ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => {
+/// A new or removed object carries its name (an image's, its tag) and,
+/// with labels, its labels; a change of labels the label carrier; an
+/// image tag moved to another image the tag carrier.
+pub(super) fn carriers_of(c: &Change, _before: &Before) -> Vec<Dk> {
+    let e = c.entry();
+    let (name, label) = match e.key.first().map(String::as_str) {
+        Some("image") => (Dk::ImageTag, Dk::ImageLabel),
+        Some("volume") => (Dk::VolumeName, Dk::VolumeLabel),
+        Some("container") => (Dk::ContainerName, Dk::ContainerLabel),
+        Some("network") => (Dk::NetworkName, Dk::NetworkName),
+        _ => return vec![],
+    };
+    let labelled = e.attrs.get(LABELS).is_some_and(|l| *l != no_labels());
+    let mut out = vec![];
+    match &c.kind {
+        ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => {
+            out.push(name);
+            if labelled {
+                out.push(label);
+            }
+        }
+        ChangeKind::Changed(attrs) => {
+            if attrs.iter().any(|a| a == "id") {
                 out.push(name);
-                if labelled {
-                    out.push(label);
-                }
             }
-            ChangeKind::Changed(attrs) => {
-                if attrs.iter().any(|a| a == "id") {
-                    out.push(name);
-                }
-                if attrs.iter().any(|a| a == LABELS) {
-                    out.push(label);
-                }
+            if attrs.iter().any(|a| a == LABELS) {
+                out.push(label);
             }
         }
-        out.dedup();
-        out.into_iter().map(Dk::name).collect()
     }
-
-    fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        match Dk::parse(carrier)? {
-            Dk::VolumeContent => {
-                Some("a volume's files are not in the daemon's listings, which watch mode compares")
-            }
-            Dk::EventHistory => {
-                Some("watch mode compares the daemon's listings, not its event history")
-            }
-            Dk::RunnerPersistence => Some(
-                "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
-            ),
-            _ => None,
-        }
-    }
+    out
 }

@@ -476,7 +476,6 @@ impl super::Surface for Filesystem {
             Fs::FileSize => Needle::Size {
                 size: derived_size(nonce),
             },
-            Fs::RunnerPersistence => Needle::Beacons { beacons: true },
             _ => Needle::Text { text: nonce.hex() },
         })
     }

@@ -3,13 +3,12 @@
 //! only when their objects are runwarden's (read back first).
 
 use super::refs::ref_for;
-use super::{Instance, RefUpdate, Remote};
+use super::{GitRemote, Line, RefEntry, RefUpdate, Remote};
 use crate::fault::Fault;
-use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
-use serde_json::{Value, json};
+use crate::surface::{CleanupOutcome, Job, RunCtx};
 use std::collections::{HashMap, HashSet};
 
-impl Instance {
+impl GitRemote {
     /// One ls-remote; every ref a plant of `jobs` would have made that
     /// exists, leased on what it points at now. The deleted ref is included
     /// (a plant killed before deleting it leaves it behind). `Broken` when
@@ -17,51 +16,40 @@ impl Instance {
     pub(super) fn find_refs(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Remote>],
+    ) -> Result<Vec<Line>, Fault> {
         let expected: HashSet<String> = jobs
             .iter()
-            .filter_map(|j| {
-                let carrier = Remote::parse(&j.carrier)?;
-                ref_for(carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref())
-            })
+            .filter_map(|j| ref_for(j.carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref()))
             .collect();
         let work = self.scratch()?;
         let refs = self.ls_refs(work.path(), |name| expected.contains(name))?;
         // A name alone proves nothing: only refs whose object is one
         // runwarden's plant writes are taken, and tagged as read.
         let ours = self.runwarden_objects(work.path(), &refs)?;
-        let found: Vec<Value> = refs
+        let found: Vec<Line> = refs
             .into_iter()
             .filter(|(_, sha)| ours.contains(sha))
-            .map(|(name, sha)| {
-                let tag = super::owned::tag(ctx, &name, &sha);
-                json!({ "ref": name, "sha": sha, "tag": tag })
+            .map(|(refname, sha)| {
+                let tag = Some(super::owned::tag(ctx, &refname, &sha));
+                Line::Ref(RefEntry { refname, sha, tag })
             })
             .collect();
         Ok(found)
     }
 
-    pub(super) fn clean_refs(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        let retracted: HashSet<&str> = entries
-            .iter()
-            .filter_map(|e| e.get("retract").and_then(Value::as_str))
-            .collect();
+    /// Deletes every live ref in one push. (Retractions and the refs they
+    /// took back are set aside by the kernel; a ref name alone is what a
+    /// 0.11.0 retraction took back, and needs nothing.)
+    pub(super) fn clean_refs(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
         let live: Vec<(usize, String, String)> = entries
             .iter()
             .enumerate()
-            .filter_map(|(i, e)| {
-                // (A retraction is never a live ref, whatever else it says.)
-                if e.get("retract").is_some() {
-                    return None;
-                }
-                let r = e.get("ref")?.as_str()?;
-                let sha = e.get("sha")?.as_str()?;
-                (!retracted.contains(r)).then(|| (i, r.to_string(), sha.to_string()))
+            .filter_map(|(i, e)| match e {
+                Line::Ref(e) => Some((i, e.refname.clone(), e.sha.clone())),
+                Line::Name(_) => None,
             })
             .collect();
-        // Retractions and the refs they took back (refused, or deleted by
-        // run A itself) need nothing and count as nothing.
         let mut outcomes: Vec<CleanupOutcome> =
             entries.iter().map(|_| CleanupOutcome::Superseded).collect();
         if live.is_empty() {

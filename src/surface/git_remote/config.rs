@@ -83,23 +83,6 @@ pub(super) fn on_path(program: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// A serde error's category only: its text could quote a setting, and
-/// settings hold credentials.
-pub(super) trait ClassifyName {
-    fn classify_name(&self) -> &'static str;
-}
-
-impl ClassifyName for serde_json::Error {
-    fn classify_name(&self) -> &'static str {
-        match self.classify() {
-            serde_json::error::Category::Io => "io",
-            serde_json::error::Category::Syntax => "syntax",
-            serde_json::error::Category::Data => "data",
-            serde_json::error::Category::Eof => "eof",
-        }
-    }
-}
-
 /// The checkout's `http.*` (extraheader, CA settings, proxies) and
 /// `credential.*` settings, with includes followed (actions/checkout v6 puts
 /// its token in a file pulled in with `includeIf`).

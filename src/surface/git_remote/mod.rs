@@ -28,10 +28,10 @@ mod repo;
 mod watch;
 
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, SurfaceType, Wanted, glob_match,
+    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Scope, Want, Watch, glob_match,
 };
-use config::{ClassifyName, check_remote, is_scp, move_userinfo, on_path, read_credentials};
+use config::{check_remote, is_scp, move_userinfo, on_path, read_credentials};
 use refs::{namespace, ref_for, ref_needle};
 use repo::bare_repository;
 
@@ -42,8 +42,9 @@ use crate::escape;
 use crate::fault::Fault;
 use crate::git::Git;
 use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -62,11 +63,9 @@ const IDENT_NAME: &str = "runwarden";
 
 const IDENT_EMAIL: &str = "probe@runwarden.invalid";
 
-pub struct GitRemote;
-
 carriers! {
     /// The git remote's carriers.
-    enum Remote {
+    pub enum Remote {
         BranchName = "branch-name", Durable, "the nonce in a branch name (refs/heads/...), read back with ls-remote alone";
         TagName = "tag-name", Durable, "the nonce in a lightweight tag name (refs/tags/...)";
         AnnotatedTagMessage = "annotated-tag-message", Durable, "the nonce in the message of an annotated tag";
@@ -103,76 +102,138 @@ pub struct Settings {
     pub control: bool,
 }
 
-impl SurfaceType for GitRemote {
-    fn name(&self) -> &'static str {
-        "git-remote"
+/// A declared `refs:` scope: a ref pattern with one `*` in the carrier's
+/// namespace that does not cover runwarden's own name for it.
+fn check_refs_scope(carrier: Remote, pattern: &str) -> Result<(), Fault> {
+    if matches!(carrier, Remote::DeletedRef | Remote::UnreachableObject) {
+        return Err(Fault::invalid(format!(
+            "{carrier} cannot be scoped: it has no ref of its own to place"
+        )));
     }
-
-    fn description(&self) -> &'static str {
-        "a git remote both runs can reach (in CI: the repository, with the checkout's token)"
+    if !pattern.starts_with("refs/") || pattern.matches('*').count() != 1 {
+        return Err(Fault::invalid(format!(
+            "`{pattern}` must start with `refs/` and hold exactly one `*` (like `refs/heads/memory/*`)"
+        )));
     }
-
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
+    let bad = |c: char| c.is_ascii_control() || " ~^:?[\\".contains(c);
+    if pattern.contains(bad) || pattern.contains("..") || pattern.contains("@{") {
+        return Err(Fault::invalid(format!(
+            "`{pattern}` is not a valid ref pattern"
+        )));
     }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &["remote", "repo"]
+    if let Some(ns) = namespace(carrier)
+        && !pattern.starts_with(ns)
+    {
+        return Err(Fault::invalid(format!(
+            "{carrier} lives under {ns}, so its scope must too"
+        )));
     }
-
-    fn scope_keys(&self) -> &'static [&'static str] {
-        &["refs"]
+    if carrier == Remote::CustomRef
+        && (pattern.starts_with("refs/heads/") || pattern.starts_with("refs/tags/"))
+    {
+        return Err(Fault::invalid(
+            "custom-ref is a ref outside heads and tags, so its scope must be too",
+        ));
     }
-
-    fn check_scope(&self, carrier: &str, key: &str, pattern: &str) -> Result<(), Fault> {
-        let Some(carrier) = Remote::parse(carrier) else {
-            return Err(Fault::invalid(format!(
-                "carrier {carrier} cannot be scoped by `{key}`"
-            )));
-        };
-        if matches!(carrier, Remote::DeletedRef | Remote::UnreachableObject) {
-            return Err(Fault::invalid(format!(
-                "{carrier} cannot be scoped: it has no ref of its own to place"
-            )));
-        }
-        if !pattern.starts_with("refs/") || pattern.matches('*').count() != 1 {
-            return Err(Fault::invalid(format!(
-                "`{pattern}` must start with `refs/` and hold exactly one `*` (like `refs/heads/memory/*`)"
-            )));
-        }
-        let bad = |c: char| c.is_ascii_control() || " ~^:?[\\".contains(c);
-        if pattern.contains(bad) || pattern.contains("..") || pattern.contains("@{") {
-            return Err(Fault::invalid(format!(
-                "`{pattern}` is not a valid ref pattern"
-            )));
-        }
-        if let Some(ns) = namespace(carrier)
-            && !pattern.starts_with(ns)
-        {
-            return Err(Fault::invalid(format!(
-                "{carrier} lives under {ns}, so its scope must too"
-            )));
-        }
-        if carrier == Remote::CustomRef
-            && (pattern.starts_with("refs/heads/") || pattern.starts_with("refs/tags/"))
-        {
-            return Err(Fault::invalid(
-                "custom-ref is a ref outside heads and tags, so its scope must be too",
-            ));
-        }
-        // Outside the scope means runwarden's own default name: it must
-        // not fall inside the pattern.
-        let sample = "0".repeat(32);
-        let outside = ref_for(carrier, "000000000000", &sample, None).unwrap_or_default();
-        if glob_match(pattern, &outside) {
-            return Err(Fault::invalid(format!(
-                "`{pattern}` also covers runwarden's own refs (like {outside}): nothing would be planted outside it"
-            )));
-        }
-        Ok(())
+    // Outside the scope means runwarden's own default name: it must
+    // not fall inside the pattern.
+    let sample = "0".repeat(32);
+    let outside = ref_for(carrier, "000000000000", &sample, None).unwrap_or_default();
+    if glob_match(pattern, &outside) {
+        return Err(Fault::invalid(format!(
+            "`{pattern}` also covers runwarden's own refs (like {outside}): nothing would be planted outside it"
+        )));
     }
+    Ok(())
+}
 
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+/// An open git remote, with the git runner its runs use.
+pub struct GitRemote {
+    settings: Settings,
+    git: Git,
+}
+
+/// One journal line: a ref run A pushes (journalled before the push),
+/// leased on the object it points at and tagged under the run's key; or,
+/// as 0.11.0 retracted a ref, the ref name alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Line {
+    Ref(RefEntry),
+    Name(String),
+}
+
+/// A ref and the object run A pushed to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefEntry {
+    #[serde(rename = "ref")]
+    refname: String,
+    sha: String,
+    /// A MAC under the run's key over the ref and the object (none in a
+    /// 0.7.0 journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tag: Option<String>,
+}
+
+impl Line {
+    /// The ref the line names.
+    fn refname(&self) -> &str {
+        match self {
+            Line::Ref(e) => &e.refname,
+            Line::Name(r) => r,
+        }
+    }
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&escape::bytes(self.refname().as_bytes()))
+    }
+}
+
+/// What recovery looks for: the nonce, where a content carrier it is
+/// agreed to be under, and for unreachable-object the commit to fetch by
+/// id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Needle {
+    text: String,
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    refname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha: Option<String>,
+}
+
+impl super::Needle for Needle {}
+
+impl super::Surface for GitRemote {
+    const NAME: &'static str = "git-remote";
+    const DESCRIPTION: &'static str =
+        "a git remote both runs can reach (in CI: the repository, with the checkout's token)";
+    const KEYS: &'static [&'static str] = &["remote", "repo"];
+    const SCOPES: &'static [Scope<Remote>] = &[Scope {
+        key: "refs",
+        check: check_refs_scope,
+    }];
+    const WATCH: Watch<Remote> = Watch::Yes {
+        unwatched: &[
+            (
+                Remote::DeletedRef,
+                "a ref made and deleted between the two snapshots is in neither listing",
+            ),
+            (
+                Remote::UnreachableObject,
+                "a commit no ref names is in no listing (run B fetches it by an id it was told)",
+            ),
+        ],
+    };
+    type Carrier = Remote;
+    type Settings = Settings;
+    type Entry = Line;
+    type Needle = Needle;
+
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let Some((remote, pos)) = opts.string("remote")? else {
             return Err(opts.error(
                 opts.entry_pos(),
@@ -251,10 +312,20 @@ impl SurfaceType for GitRemote {
             ssh,
             control: false,
         };
-        Ok(serde_json::to_value(settings).expect("settings serialize"))
+        Ok(settings)
     }
 
-    fn control(&self, _settings: &Value, dir: &Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Remote> {
+        let about = About::new(format!("on {}", escape::bytes(s.shown.as_bytes())))
+            .exposure(format!("git-remote:{}", s.shown));
+        if s.ssh && !on_path("ssh") {
+            about.unavailable("the remote is reached over ssh and no ssh client is on PATH")
+        } else {
+            about
+        }
+    }
+
+    fn control(_like: Option<&Settings>, dir: &Path) -> Result<Control<Settings>, Fault> {
         bare_repository(dir)
             .and_then(|()| {
                 // The control is probed once and removed: no automatic gc
@@ -277,21 +348,55 @@ impl SurfaceType for GitRemote {
             ssh: false,
             control: true,
         };
-        Ok(Control::settings(
-            serde_json::to_value(control).expect("settings serialize"),
-        ))
+        Ok(Control::settings(control))
     }
 
-    fn derive_needle(
+    fn open(settings: Settings) -> Result<GitRemote, Fault> {
+        let git = Git::new(
+            settings.credentials.clone(),
+            settings.credential_home.clone(),
+            GIT_TIMEOUT,
+            &settings.url,
+        );
+        Ok(GitRemote { settings, git })
+    }
+
+    fn plant(
         &self,
-        carrier: &str,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Remote>],
+        journal: &mut Journal<'_, Line>,
+    ) -> Vec<PlantOutcome<Needle>> {
+        self.plant_refs(ctx, jobs, journal)
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Want<Remote, Needle>],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_refs(ctx, wanted, notice)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Line) -> Result<(), Fault> {
+        owned::owns(ctx, entry)
+    }
+
+    fn clean(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
+        self.clean_refs(entries)
+    }
+
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Remote>]) -> Result<Vec<Line>, Fault> {
+        self.find_refs(ctx, jobs)
+    }
+
+    fn derive(
+        carrier: Remote,
         probe_id: &str,
         nonce: &Nonce,
         scope: Option<&JobScope>,
-    ) -> Result<Value, Fault> {
-        let Some(carrier) = Remote::parse(carrier) else {
-            return Err(Fault::invalid(format!("unknown carrier {carrier}")));
-        };
+    ) -> Result<Needle, Fault> {
         let hex = nonce.hex();
         match ref_for(carrier, probe_id, &hex, scope) {
             Some(r) => Ok(ref_needle(carrier, &hex, &r)),
@@ -302,29 +407,13 @@ impl SurfaceType for GitRemote {
         }
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .map(|s| vec![format!("git-remote:{}", s.shown)])
-            .unwrap_or_default()
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_refs(sink)
     }
 
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone()).map_err(|e| {
-            Fault::invalid(format!("bad git-remote settings: {}", e.classify_name()))
-        })?;
-        let git = Git::new(
-            s.credentials.clone(),
-            s.credential_home.clone(),
-            GIT_TIMEOUT,
-            &s.url,
-        );
-        Ok(Box::new(Instance { s, git }))
+    fn changes(change: &Change, before: &Before) -> Vec<Remote> {
+        watch::carriers_of(change, before)
     }
-}
-
-struct Instance {
-    s: Settings,
-    git: Git,
 }
 
 /// One ref run A creates.
@@ -338,7 +427,7 @@ struct Push {
 /// it could not be built).
 struct Built {
     pushes: Vec<Push>,
-    needles: Vec<Result<Value, PlantOutcome>>,
+    needles: Vec<Result<Needle, PlantOutcome<Needle>>>,
 }
 
 /// One ref a push changes, leased: `expect` `None` means the ref must not
@@ -348,72 +437,4 @@ struct RefUpdate {
     src: String,
     dst: String,
     expect: Option<String>,
-}
-
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, _carrier: &str) -> Option<String> {
-        (self.s.ssh && !on_path("ssh"))
-            .then(|| "the remote is reached over ssh and no ssh client is on PATH".into())
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        self.plant_all(ctx, std::slice::from_ref(job), created)
-            .remove(0)
-    }
-
-    fn plant_all(
-        &self,
-        ctx: &RunCtx<'_>,
-        carriers: &[PlantJob],
-        created: &mut dyn FnMut(Value),
-    ) -> Vec<PlantOutcome> {
-        self.plant_refs(ctx, carriers, created)
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_refs(ctx, wanted, notice)
-    }
-
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        self.find_refs(ctx, jobs)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        owned::owns(ctx, entry)
-    }
-
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.cleanup_all(std::slice::from_ref(entry)).remove(0)
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        self.clean_refs(entries)
-    }
-
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
-    }
-
-    fn describe(&self, entry: &Value) -> String {
-        let r = entry
-            .get("ref")
-            .or_else(|| entry.get("retract"))
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        format!(
-            "{} on {}",
-            escape::bytes(r.as_bytes()),
-            escape::bytes(self.s.shown.as_bytes())
-        )
-    }
 }

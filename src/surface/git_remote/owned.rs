@@ -11,11 +11,10 @@
 //! [`ref_for`]: super::refs::ref_for
 
 use super::repo::os;
-use super::{IDENT_EMAIL, IDENT_NAME, Instance, Remote};
+use super::{GitRemote, IDENT_EMAIL, IDENT_NAME, Line, Remote};
 use crate::escape;
 use crate::fault::Fault;
 use crate::surface::{RunCtx, lower_hex};
-use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -80,27 +79,21 @@ pub(super) fn tag(ctx: &RunCtx<'_>, refname: &str, sha: &str) -> String {
         .name_tag(ctx.probe_id, &format!("git-remote|{refname}|{sha}"))
 }
 
-/// [`Surface::owns`] for git-remote: an entry `{ref, sha, tag}`, or the
-/// ref a retraction names. Without a configured key the tag is public (a
+/// Ownership for git-remote: an entry `{ref, sha, tag}`, or the ref a
+/// 0.11.0 retraction names. Without a configured key the tag is public (a
 /// 0.7.0 journal has none): then the form alone decides. `Invalid` for
 /// anything else.
-///
-/// [`Surface::owns`]: crate::surface::Surface::owns
-pub(super) fn owns(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
-    let r = e
-        .as_str()
-        .or_else(|| e["ref"].as_str())
-        .ok_or_else(|| Fault::invalid("names no ref"))?;
+pub(super) fn owns(ctx: &RunCtx<'_>, line: &Line) -> Result<(), Fault> {
+    let r = line.refname();
     let shown = escape::bytes(r.as_bytes());
-    if !e.is_string() {
-        let sha = e["sha"]
-            .as_str()
-            .ok_or_else(|| Fault::invalid("names no object"))?;
+    if let Line::Ref(e) = line {
+        let sha = &e.sha;
         if !(lower_hex(sha, 40) || lower_hex(sha, 64)) {
             return Err(Fault::invalid(format!("{shown} is leased on no object id")));
         }
-        let tagged = e["tag"]
-            .as_str()
+        let tagged = e
+            .tag
+            .as_ref()
             .is_some_and(|t| crate::marker::same(t.as_bytes(), tag(ctx, r, sha).as_bytes()));
         if ctx.key.is_configured() && !tagged {
             return Err(Fault::invalid(format!(
@@ -143,7 +136,7 @@ fn runwarden_object(kind: &str, body: &[u8]) -> bool {
     }
 }
 
-impl Instance {
+impl GitRemote {
     /// Of the refs `now` lists (name to the object it points at), the
     /// objects that are runwarden's: the refs fetched into `dir` in one
     /// fetch, their objects read by one `cat-file --batch`. `Broken` when
@@ -161,7 +154,7 @@ impl Instance {
             "--no-tags".into(),
             "--no-write-fetch-head".into(),
             "-q".into(),
-            self.s.url.clone(),
+            self.settings.url.clone(),
         ];
         for (i, r) in now.keys().enumerate() {
             args.push(format!("+{r}:refs/runwarden-check/{i}"));

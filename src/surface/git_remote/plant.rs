@@ -4,35 +4,32 @@
 
 use super::objects::Objects;
 use super::refs::{ref_for, ref_needle};
-use super::{Built, IDENT_EMAIL, IDENT_NAME, Instance, Push, RefUpdate, Remote};
+use super::{
+    Built, GitRemote, IDENT_EMAIL, IDENT_NAME, Line, Needle, Push, RefEntry, RefUpdate, Remote,
+};
 use crate::escape;
 use crate::fault::Fault;
-use crate::surface::carrier::CarrierSet;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
-use serde_json::{Value, json};
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Each job's carrier, parsed once (or the outcome of a job whose carrier
-/// is none of git-remote's).
-type Kinds = [Result<Remote, PlantOutcome>];
+/// What planting one carrier did, with git-remote's needle.
+type Outcome = PlantOutcome<Needle>;
 
-/// One push's per-ref results (see [`Instance::push`]), or its failure.
+/// One push's per-ref results (see [`GitRemote::push`]), or its failure.
 type PushResults = Result<HashMap<String, (char, String)>, Fault>;
 
-impl Instance {
+impl GitRemote {
     /// Builds every plant's objects in `dir`, in-process (see
     /// [`Objects`]); returns the refs to push and each job's needle (or why
-    /// it could not be built). `kinds` are the jobs' carriers. `Broken`
-    /// when an object cannot be written.
+    /// it could not be built). `Broken` when an object cannot be written.
     pub(super) fn build(
         &self,
         dir: &Path,
         probe: &str,
-        jobs: &[PlantJob],
-        kinds: &Kinds,
+        jobs: &[Job<Remote>],
     ) -> Result<Built, Fault> {
-        self.build_objects(&Objects::new(dir), probe, jobs, kinds)
+        self.build_objects(&Objects::new(dir), probe, jobs)
             .map_err(|e| Fault::broken(format!("writing run A's objects: {e}")))
     }
 
@@ -40,32 +37,22 @@ impl Instance {
         &self,
         st: &Objects,
         probe: &str,
-        jobs: &[PlantJob],
-        kinds: &Kinds,
+        jobs: &[Job<Remote>],
     ) -> std::io::Result<Built> {
         let innocuous = format!("runwarden probe {probe}");
         let ident = (IDENT_NAME.to_string(), IDENT_EMAIL.to_string());
         let plain = st.commit(&ident, &innocuous, &[])?;
         // The deleted branch's commit carries the unreachable-object nonce
         // (that carrier's only appearance); without it, the innocuous one.
-        let unreachable = jobs
-            .iter()
-            .zip(kinds)
-            .find(|(_, k)| matches!(k, Ok(Remote::UnreachableObject)));
+        let unreachable = jobs.iter().find(|j| j.carrier == Remote::UnreachableObject);
         let doomed = match unreachable {
-            Some((u, _)) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[])?,
+            Some(u) => st.commit(&ident, &format!("{innocuous}\n\n{}", u.nonce.hex()), &[])?,
             None => plain.clone(),
         };
         let mut pushes = Vec::new();
         let mut needles = Vec::new();
-        for (i, (job, kind)) in jobs.iter().zip(kinds).enumerate() {
-            let carrier = match kind {
-                Ok(c) => *c,
-                Err(o) => {
-                    needles.push(Err(o.clone()));
-                    continue;
-                }
-            };
+        for (i, job) in jobs.iter().enumerate() {
+            let carrier = job.carrier;
             let hex = job.nonce.hex();
             let refname = ref_for(carrier, probe, &hex, job.scope.as_ref());
             // The object the carrier's ref points at (none for
@@ -112,7 +99,11 @@ impl Instance {
                     });
                     needle
                 }
-                _ => json!({ "text": hex, "sha": doomed }),
+                _ => Needle {
+                    text: hex,
+                    refname: None,
+                    sha: Some(doomed.clone()),
+                },
             }));
         }
         Ok(Built { pushes, needles })
@@ -121,35 +112,30 @@ impl Instance {
     pub(super) fn plant_refs(
         &self,
         ctx: &RunCtx<'_>,
-        carriers: &[PlantJob],
-        created: &mut dyn FnMut(Value),
-    ) -> Vec<PlantOutcome> {
-        let all = |o: PlantOutcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
+        carriers: &[Job<Remote>],
+        journal: &mut Journal<'_, Line>,
+    ) -> Vec<Outcome> {
+        let all = |o: Outcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
         if let Some(sig) = crate::signals::received() {
             return all(crate::surface::interrupted(sig));
         }
         let work = match self.scratch() {
             Ok(w) => w,
-            Err(e) => return all(PlantOutcome::Error { reason: e.into() }),
+            Err(e) => return all(Outcome::Error { reason: e.into() }),
         };
         let dir = work.path();
-        let kinds: Vec<Result<Remote, PlantOutcome>> =
-            carriers.iter().map(Remote::of_job).collect();
-        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers, &kinds) {
+        let kinds: Vec<Remote> = carriers.iter().map(|j| j.carrier).collect();
+        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers) {
             Ok(x) => x,
-            Err(e) => return all(PlantOutcome::Error { reason: e.into() }),
+            Err(e) => return all(Outcome::Error { reason: e.into() }),
         };
         // Journal every ref before the push that creates it.
         for p in &pushes {
-            created(json!({
-                "ref": p.refname,
-                "sha": p.sha,
-                "tag": super::owned::tag(ctx, &p.refname, &p.sha),
-            }));
+            journal.record(&p.entry(ctx));
         }
         let results = self.push_creates(dir, &pushes);
         // Per carrier: Ok(()) when its ref was created (or it has none).
-        let mut status: Vec<Result<(), PlantOutcome>> = carriers.iter().map(|_| Ok(())).collect();
+        let mut status: Vec<Result<(), Outcome>> = carriers.iter().map(|_| Ok(())).collect();
         for p in &pushes {
             let outcome = self.created_ref(p, &results);
             // Taken back only when the remote said this ref was not made (a
@@ -163,17 +149,15 @@ impl Instance {
                 Err(f) => self.refused(f.reason()),
             };
             if outcome.is_err() && rejected {
-                created(json!({ "retract": p.refname }));
+                journal.retract(&p.entry(ctx));
             }
             status[p.carrier] = outcome;
         }
         // The transient ref: delete it again (second push), leased on the
         // commit just pushed.
-        let deleted = kinds
-            .iter()
-            .position(|k| matches!(k, Ok(Remote::DeletedRef)));
+        let deleted = kinds.iter().position(|k| *k == Remote::DeletedRef);
         let mut transient_detail = String::new();
-        if self.s.control {
+        if self.settings.control {
             transient_detail = "kept visible on the control remote".into();
         } else if let (Some(d), Some(sig)) = (deleted, crate::signals::received()) {
             // Stopped: the ref stays journalled, and cleanup deletes it.
@@ -182,16 +166,14 @@ impl Instance {
             && status[d].is_ok()
             && let Some(p) = pushes.iter().find(|p| p.carrier == d)
         {
-            transient_detail = self.delete_transient(dir, p, created);
+            transient_detail = self.delete_transient(ctx, dir, p, journal);
         }
         // unreachable-object rides on the deleted branch's push.
-        let unreachable = kinds
-            .iter()
-            .position(|k| matches!(k, Ok(Remote::UnreachableObject)));
+        let unreachable = kinds.iter().position(|k| *k == Remote::UnreachableObject);
         if let (Some(u), Some(d)) = (unreachable, deleted) {
             status[u] = status[d].clone();
         } else if let Some(u) = unreachable {
-            status[u] = Err(PlantOutcome::Error {
+            status[u] = Err(Outcome::Error {
                 reason: "unreachable-object needs the deleted-ref carrier".into(),
             });
         }
@@ -208,17 +190,17 @@ impl Instance {
                         .map(|p| p.refname.as_str())
                         .unwrap_or("");
                     let detail = match kind {
-                        Ok(Remote::DeletedRef) => transient_detail.clone(),
-                        Ok(Remote::UnreachableObject) => {
+                        Remote::DeletedRef => transient_detail.clone(),
+                        Remote::UnreachableObject => {
                             "a commit reachable only from the deleted branch".into()
                         }
                         _ => format!(
                             "pushed {} to {}",
                             escape::bytes(pushed.as_bytes()),
-                            self.s.shown
+                            self.settings.shown
                         ),
                     };
-                    PlantOutcome::Planted {
+                    Outcome::Planted {
                         needle,
                         persistence: None,
                         detail,
@@ -270,24 +252,24 @@ impl Instance {
     }
 
     /// Whether the push created `p`'s ref: `Err` is the carrier's outcome.
-    fn created_ref(&self, p: &Push, results: &PushResults) -> Result<(), PlantOutcome> {
+    fn created_ref(&self, p: &Push, results: &PushResults) -> Result<(), Outcome> {
         match results {
             Err(f) => Err(self.push_failure(f.reason())),
             Ok(r) => match r.get(&p.refname) {
                 Some(('*', _)) => Ok(()),
-                Some((_, summary)) if self.refused(summary) => Err(PlantOutcome::Refused {
+                Some((_, summary)) if self.refused(summary) => Err(Outcome::Refused {
                     reason: format!(
                         "the remote refused {}: {summary}",
                         escape::bytes(p.refname.as_bytes())
                     ),
                 }),
-                Some((_, summary)) => Err(PlantOutcome::Error {
+                Some((_, summary)) => Err(Outcome::Error {
                     reason: format!(
                         "creating {} failed: {summary}",
                         escape::bytes(p.refname.as_bytes())
                     ),
                 }),
-                None => Err(PlantOutcome::Error {
+                None => Err(Outcome::Error {
                     reason: "the push reported nothing for this ref".into(),
                 }),
             },
@@ -297,7 +279,13 @@ impl Instance {
     /// Deletes the transient ref `p` again (a second push, leased on the
     /// commit just pushed), retracting it once deleted; what the deleted-ref
     /// carrier's plant then says.
-    fn delete_transient(&self, dir: &Path, p: &Push, created: &mut dyn FnMut(Value)) -> String {
+    fn delete_transient(
+        &self,
+        ctx: &RunCtx<'_>,
+        dir: &Path,
+        p: &Push,
+        journal: &mut Journal<'_, Line>,
+    ) -> String {
         let delete = RefUpdate {
             src: String::new(),
             dst: p.refname.clone(),
@@ -305,7 +293,7 @@ impl Instance {
         };
         match self.push(dir, &[delete]) {
             Ok(r) if matches!(r.get(&p.refname), Some(('-', _))) => {
-                created(json!({ "retract": p.refname }));
+                journal.retract(&p.entry(ctx));
                 "created, then deleted again: a visible-state check should not see it".into()
             }
             Ok(r) => format!(
@@ -316,5 +304,17 @@ impl Instance {
             ),
             Err(e) => format!("created, but deleting it failed ({e}): it is still visible"),
         }
+    }
+}
+
+impl Push {
+    /// Its journal line: the ref, the object, their tag under the run's
+    /// key.
+    fn entry(&self, ctx: &RunCtx<'_>) -> Line {
+        Line::Ref(RefEntry {
+            refname: self.refname.clone(),
+            sha: self.sha.clone(),
+            tag: Some(super::owned::tag(ctx, &self.refname, &self.sha)),
+        })
     }
 }

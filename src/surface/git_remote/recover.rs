@@ -9,15 +9,14 @@
 use super::refs::{is_name_carrier, marker_hex};
 use super::refusal::{is_refusal, no_credential, unquoted};
 use super::repo::os;
-use super::{Instance, Remote};
+use super::{GitRemote, Needle, Remote};
 use crate::escape;
 use crate::fault::Fault;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
-use serde_json::Value;
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use std::collections::HashSet;
 use std::path::Path;
 
-impl Instance {
+impl GitRemote {
     /// A failure of run B's git, as the outcome it means.
     pub(super) fn failure(&self, reason: String) -> RecoverOutcome {
         if self.refused(&reason) {
@@ -37,7 +36,7 @@ impl Instance {
             "fetch".into(),
             "--no-tags".into(),
             "-q".into(),
-            self.s.url.clone(),
+            self.settings.url.clone(),
         ];
         args.extend(refspecs.iter().cloned());
         args.extend(by_id.map(String::from));
@@ -51,7 +50,7 @@ impl Instance {
 
     /// The unreachable commit's fetch, failed: the server declining to
     /// serve an unadvertised object is its own policy (the channel is
-    /// closed); anything else is what [`Instance::failure`] says.
+    /// closed); anything else is what [`GitRemote::failure`] says.
     fn by_id_failure(&self, reason: String) -> RecoverOutcome {
         if unadvertised(&reason) {
             RecoverOutcome::Denied {
@@ -86,21 +85,17 @@ impl Instance {
     }
 }
 
+/// One carrier to recover, with git-remote's needle.
+type Wanted = Want<Remote, Needle>;
+
 /// The nonce a wanted needle holds (empty when it holds none).
 fn needle_text(w: &Wanted) -> String {
-    w.needle
-        .get("text")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
+    w.needle.text.clone()
 }
 
 /// The ref a content carrier's needle is agreed to be under.
 fn needle_ref(w: &Wanted) -> Option<String> {
-    w.needle
-        .get("ref")
-        .and_then(Value::as_str)
-        .map(String::from)
+    w.needle.refname.clone()
 }
 
 /// What run B's one fetch brought: which agreed refs exist (from the
@@ -114,7 +109,7 @@ struct Fetched {
     seen: Result<Vec<bool>, Fault>,
 }
 
-impl Instance {
+impl GitRemote {
     pub(super) fn recover_refs(
         &self,
         ctx: &RunCtx<'_>,
@@ -128,25 +123,21 @@ impl Instance {
         };
         let dir = work.path();
         let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
-        // Each wanted carrier, parsed once (`None`: not one of git-remote's,
-        // looked for as a content carrier is).
-        let kinds: Vec<Option<Remote>> = wanted.iter().map(|w| Remote::parse(&w.carrier)).collect();
+        let kinds: Vec<Remote> = wanted.iter().map(|w| w.carrier).collect();
 
         // 1. One ls-remote: ref names carry the name carriers; it also
         // tells which agreed refs exist.
         let names: Vec<(usize, String)> = wanted
             .iter()
             .enumerate()
-            .filter(|(i, _)| kinds[*i].is_some_and(is_name_carrier))
+            .filter(|(i, _)| is_name_carrier(kinds[*i]))
             .map(|(i, w)| (i, needle_text(w)))
             .collect();
         let agreed: HashSet<String> = wanted.iter().filter_map(needle_ref).collect();
         let by_id = wanted
             .iter()
-            .zip(&kinds)
-            .find(|(_, k)| **k == Some(Remote::UnreachableObject))
-            .and_then(|(w, _)| w.needle.get("sha").and_then(Value::as_str))
-            .map(String::from);
+            .find(|w| w.carrier == Remote::UnreachableObject)
+            .and_then(|w| w.needle.sha.clone());
         // 2. One fetch: the agreed refs and the unreachable commit by its
         // id, started beside the listing rather than after it (two round
         // trips at once). A fetch of a ref that is gone fails as a whole:
@@ -218,7 +209,7 @@ impl Instance {
                     RecoverOutcome::NotFound {
                         detail: format!(
                             "run B listed {listed} refs of {} and read what it could; no nonce",
-                            self.s.shown
+                            self.settings.shown
                         ),
                     }
                 }
@@ -247,7 +238,7 @@ impl Instance {
         // plant with this key made.
         let tag = format!("runwarden-{}-", ctx.probe_id);
         let ours: HashSet<&str> = names.iter().map(|(_, t)| t.as_str()).collect();
-        let ls = self.remote_stream(dir, &["ls-remote".into(), self.s.url.clone()], |line| {
+        let ls = self.remote_stream(dir, &["ls-remote".into(), self.settings.url.clone()], |line| {
             listed += 1;
             let Some(tab) = line.iter().position(|b| *b == b'\t') else {
                 return;
@@ -295,7 +286,7 @@ impl Instance {
                 "remote unreachable"
             };
             RecoverOutcome::Error {
-                reason: format!("{what}: ls-remote {} failed: {reason}", self.s.shown),
+                reason: format!("{what}: ls-remote {} failed: {reason}", self.settings.shown),
             }
         })
     }
@@ -341,14 +332,14 @@ impl Instance {
         }
     }
 
-    /// What the fetch says of wanted carrier `i` (`kind`; `None`: not one
-    /// of git-remote's) that the listing did not find: `Ok(Some(detail))`
+    /// What the fetch says of wanted carrier `i` (`kind`) that the listing
+    /// did not find: `Ok(Some(detail))`
     /// when its nonce was read back, `Ok(None)` when it was looked for and
     /// is not there, `Err` when it could not be looked for.
     fn read_back(
         &self,
         w: &Wanted,
-        kind: Option<Remote>,
+        kind: Remote,
         i: usize,
         f: &Fetched,
     ) -> Result<Option<String>, RecoverOutcome> {
@@ -369,7 +360,7 @@ impl Instance {
         };
         let c = &w.carrier;
         match (kind, needle_ref(w)) {
-            (Some(Remote::UnreachableObject), _) => match (&f.by_id, &f.by_id_error) {
+            (Remote::UnreachableObject, _) => match (&f.by_id, &f.by_id_error) {
                 (None, _) => Err(RecoverOutcome::Error {
                     reason: "no object id to fetch".into(),
                 }),
@@ -380,7 +371,7 @@ impl Instance {
                 )),
             },
             // Name carriers were looked for in the listing.
-            (Some(k), None) if is_name_carrier(k) => Ok(None),
+            (k, None) if is_name_carrier(k) => Ok(None),
             // A content carrier without its agreed ref was never read:
             // that is no PASS.
             (_, None) => Err(RecoverOutcome::Error {

@@ -2,9 +2,8 @@
 //! a declared scope places some inside it), the needles recovery looks
 //! for, and the marker form a forged ref is recognised by.
 
-use super::Remote;
+use super::{Needle, Remote};
 use crate::surface::JobScope;
-use serde_json::{Value, json};
 
 /// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
 pub(super) fn is_name_carrier(carrier: Remote) -> bool {
@@ -75,11 +74,11 @@ pub(super) fn marker_hex<'n>(name: &'n [u8], probe: &str, tag: &str) -> Option<&
 
 /// What recovery looks for in a carrier that lives in a ref: the nonce,
 /// and for content carriers the ref it is agreed to be under.
-pub(super) fn ref_needle(carrier: Remote, hex: &str, refname: &str) -> Value {
-    if is_name_carrier(carrier) {
-        json!({ "text": hex })
-    } else {
-        json!({ "text": hex, "ref": refname })
+pub(super) fn ref_needle(carrier: Remote, hex: &str, refname: &str) -> Needle {
+    Needle {
+        text: hex.to_string(),
+        refname: (!is_name_carrier(carrier)).then(|| refname.to_string()),
+        sha: None,
     }
 }
 

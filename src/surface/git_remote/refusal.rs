@@ -2,7 +2,7 @@
 //! its words, never what it quotes), git having had no credential to
 //! offer, and how a failed push reads as an outcome.
 
-use super::Instance;
+use super::GitRemote;
 use crate::surface::PlantOutcome;
 
 /// Git's message without what it quotes (`'https://host/read-only-repo/'`,
@@ -76,7 +76,7 @@ pub(super) fn is_auth_failure(text: &str) -> bool {
         .any(|p| t.contains(p))
 }
 
-impl Instance {
+impl GitRemote {
     /// Whether a failure shows the remote's own access control refusing.
     /// An authentication failure is not proof when a credential helper is
     /// the only credential: the helper may work in the job and not in
@@ -88,18 +88,18 @@ impl Instance {
 
     pub(super) fn helper_only(&self) -> bool {
         let has = |f: &dyn Fn(&str) -> bool| {
-            self.s
+            self.settings
                 .credentials
                 .iter()
                 .any(|(k, v)| f(k) && !v.is_empty())
         };
         has(&|k| k.starts_with("credential.") && k.ends_with("helper"))
             && !has(&|k| k.ends_with("extraheader"))
-            && crate::redact::url_userinfo(&self.s.url).is_none()
+            && crate::redact::url_userinfo(&self.settings.url).is_none()
     }
 
     /// A failure of the whole push, as the outcome it means.
-    pub(super) fn push_failure(&self, reason: &str) -> PlantOutcome {
+    pub(super) fn push_failure<N>(&self, reason: &str) -> PlantOutcome<N> {
         if no_credential(&unquoted(reason)) {
             PlantOutcome::Error {
                 reason: format!(
@@ -120,7 +120,7 @@ impl Instance {
             PlantOutcome::Error {
                 reason: format!(
                     "remote unreachable: push to {} failed: {reason}",
-                    self.s.shown
+                    self.settings.shown
                 ),
             }
         }

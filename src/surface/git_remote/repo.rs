@@ -2,7 +2,7 @@
 //! user's checkout), pushes with leases and their porcelain report,
 //! ls-remote streamed.
 
-use super::{Instance, RefUpdate, TRUST_FILE};
+use super::{GitRemote, RefUpdate, TRUST_FILE};
 use crate::fault::Fault;
 use crate::git;
 use std::collections::HashMap;
@@ -54,7 +54,7 @@ pub(super) fn os(args: &[String]) -> Vec<&OsStr> {
     args.iter().map(OsStr::new).collect()
 }
 
-impl Instance {
+impl GitRemote {
     /// A fresh, empty bare repository in the run's TMPDIR (removed on
     /// drop): runs never touch the user's checkout. `Broken` when it
     /// cannot be made.
@@ -83,7 +83,7 @@ impl Instance {
 
     /// The repository path of a remote on this machine (a path or file://).
     pub(super) fn local_path(&self) -> Option<&str> {
-        let url = self.s.url.as_str();
+        let url = self.settings.url.as_str();
         url.strip_prefix("file://")
             .or_else(|| url.starts_with('/').then_some(url))
     }
@@ -112,14 +112,18 @@ impl Instance {
         keep: impl Fn(&str) -> bool,
     ) -> Result<HashMap<String, String>, Fault> {
         let mut refs = HashMap::new();
-        let ls = self.remote_stream(dir, &["ls-remote".into(), self.s.url.clone()], |line| {
-            let l = String::from_utf8_lossy(line);
-            if let Some((sha, name)) = l.split_once('\t')
-                && keep(name)
-            {
-                refs.insert(name.to_string(), sha.to_string());
-            }
-        });
+        let ls = self.remote_stream(
+            dir,
+            &["ls-remote".into(), self.settings.url.clone()],
+            |line| {
+                let l = String::from_utf8_lossy(line);
+                if let Some((sha, name)) = l.split_once('\t')
+                    && keep(name)
+                {
+                    refs.insert(name.to_string(), sha.to_string());
+                }
+            },
+        );
         if ls.success {
             Ok(refs)
         } else {
@@ -161,7 +165,7 @@ impl Instance {
                 u.expect.as_deref().unwrap_or("")
             ));
         }
-        args.push(self.s.url.clone());
+        args.push(self.settings.url.clone());
         for u in updates {
             args.push(format!("{}:{}", u.src, u.dst));
         }
