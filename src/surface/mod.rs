@@ -49,7 +49,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &actions_cache::ActionsCache,
     &actions_artifacts::ActionsArtifacts,
     &github_api::GitHubApi,
-    &http_cache::HttpCache,
+    &Typed::<http_cache::HttpCache>::TYPE,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
     &pypi_index::PypiIndex,
     &docker_daemon::DockerDaemon,
