@@ -51,7 +51,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &github_api::GitHubApi,
     &Typed::<http_cache::HttpCache>::TYPE,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
-    &pypi_index::PypiIndex,
+    &Typed::<pypi_index::PypiIndex>::TYPE,
     &docker_daemon::DockerDaemon,
     &oci_registry::OciRegistry,
     &network_egress::NetworkEgress,
