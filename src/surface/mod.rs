@@ -53,7 +53,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<npm_registry::NpmRegistry>::TYPE,
     &Typed::<pypi_index::PypiIndex>::TYPE,
     &docker_daemon::DockerDaemon,
-    &oci_registry::OciRegistry,
+    &Typed::<oci_registry::OciRegistry>::TYPE,
     &network_egress::NetworkEgress,
 ];
 
