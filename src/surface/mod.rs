@@ -54,7 +54,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<pypi_index::PypiIndex>::TYPE,
     &docker_daemon::DockerDaemon,
     &Typed::<oci_registry::OciRegistry>::TYPE,
-    &network_egress::NetworkEgress,
+    &Typed::<network_egress::NetworkEgress>::TYPE,
 ];
 
 /// Why an in-job probe skips a [`SurfaceType::later_job_only`] carrier.
