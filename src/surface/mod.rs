@@ -49,12 +49,12 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &actions_cache::ActionsCache,
     &actions_artifacts::ActionsArtifacts,
     &github_api::GitHubApi,
-    &http_cache::HttpCache,
+    &Typed::<http_cache::HttpCache>::TYPE,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
-    &pypi_index::PypiIndex,
+    &Typed::<pypi_index::PypiIndex>::TYPE,
     &Typed::<docker_daemon::DockerDaemon>::TYPE,
-    &oci_registry::OciRegistry,
-    &network_egress::NetworkEgress,
+    &Typed::<oci_registry::OciRegistry>::TYPE,
+    &Typed::<network_egress::NetworkEgress>::TYPE,
 ];
 
 /// Why an in-job probe skips a [`SurfaceType::later_job_only`] carrier.

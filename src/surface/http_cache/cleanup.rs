@@ -2,29 +2,25 @@
 //! after checking a file's content and that a collection is empty.
 
 use super::protocol::{ListError, last_segment};
-use super::{Http, Instance, innocuous, sha256_hex};
+use super::{Entry, Http, HttpCache, Kind, innocuous, sha256_hex};
 use crate::fault::Fault;
 use crate::scan::Marked;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{CleanupOutcome, PlantJob, RunCtx};
-use serde_json::{Value, json};
+use crate::surface::{CleanupOutcome, Job, RunCtx};
 
-impl Instance {
+impl HttpCache {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
-        if self.s.index_url.is_some() {
+        jobs: &[Job<Http>],
+    ) -> Result<Vec<Entry>, Fault> {
+        if self.settings.index_url.is_some() {
             return Err(Fault::unsupported(
                 "the cache is listed through an index, which may not name what to delete; use the receipt",
             ));
         }
         let body = innocuous(ctx.probe_id);
-        let carriers: Vec<Http> = jobs
-            .iter()
-            .filter_map(|j| Http::parse(&j.carrier))
-            .collect();
+        let carriers: Vec<Http> = jobs.iter().map(|j| j.carrier).collect();
         let mut found = vec![];
         self.list(
             &mut |href| {
@@ -34,9 +30,9 @@ impl Instance {
                     && c != Http::NegativeLookup
                 {
                     found.push(if href.ends_with('/') {
-                        json!({ "name": seg, "kind": "collection" })
+                        Entry::collection(seg)
                     } else {
-                        json!({ "name": seg, "kind": "file", "sha256": sha256_hex(&body) })
+                        Entry::file(seg, &body)
                     });
                 }
             },
@@ -52,9 +48,9 @@ impl Instance {
     }
 }
 
-impl Instance {
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let name = entry["name"].as_str().unwrap_or("");
+impl HttpCache {
+    pub(super) fn clean_entry(&self, entry: &Entry) -> CleanupOutcome {
+        let name = entry.name.as_str();
         if !name.starts_with("runwarden-") || name.contains('/') || name.contains("..") {
             return CleanupOutcome::Left {
                 reason: "not a runwarden name; nothing is deleted".into(),
@@ -64,7 +60,7 @@ impl Instance {
         let left = |reason: String| CleanupOutcome::Left { reason };
         // Checked before removal: a file holds exactly what was put, a
         // collection holds nothing.
-        if entry["kind"] == "collection" {
+        if entry.kind == Kind::Collection {
             let r = match self.call("PROPFIND", &format!("{url}/"), &[("depth", "1")], vec![]) {
                 Ok(r) => r,
                 Err(f) => return left(f.into()),
@@ -97,7 +93,7 @@ impl Instance {
         match r.status {
             404 | 410 => return CleanupOutcome::Gone,
             200 => {
-                if Some(sha256_hex(&r.body).as_str()) != entry["sha256"].as_str() {
+                if Some(sha256_hex(&r.body).as_str()) != entry.sha256.as_deref() {
                     return left("its content changed since it was planted".into());
                 }
             }

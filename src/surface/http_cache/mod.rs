@@ -25,26 +25,25 @@ mod watch;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, SurfaceType, Wanted,
+    About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-pub struct HttpCache;
 
 /// The dead property the `property` carrier sets.
 const PROP_NS: &str = "urn:runwarden:1";
 
 carriers! {
     /// The HTTP cache's carriers.
-    enum Http {
+    pub enum Http {
         CacheKey = "cache-key", UntilEvicted, "the nonce in the path of a PUT; run B finds it in the cache's listing";
         NegativeLookup = "negative-lookup", UntilEvicted, "a GET miss on a path carrying the nonce, which a cache that remembers misses answers from its memory later";
         CollectionName = "collection-name", UntilEvicted, "the nonce in the name of a WebDAV collection (MKCOL), found in the listing";
@@ -53,7 +52,8 @@ carriers! {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     /// The cache's base URL, ending in `/`.
     url: String,
     auth: HttpAuth,
@@ -64,6 +64,57 @@ struct Settings {
     #[serde(default = "super::listing::default_wait_ms")]
     consistency_wait_ms: u64,
     control: bool,
+}
+
+/// What a journal entry names: a file (PUT) or a collection (MKCOL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    File,
+    Collection,
+}
+
+/// One path run A creates under the base URL: journalled before its
+/// write; cleanup deletes a file only while it holds what was put
+/// (`sha256`, files only), a collection only while it is empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    name: String,
+    kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
+}
+
+impl Entry {
+    /// A file holding `body`.
+    fn file(name: &str, body: &[u8]) -> Entry {
+        Entry {
+            name: name.to_string(),
+            kind: Kind::File,
+            sha256: Some(sha256_hex(body)),
+        }
+    }
+
+    /// A collection.
+    fn collection(name: &str) -> Entry {
+        Entry {
+            name: name.to_string(),
+            kind: Kind::Collection,
+            sha256: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slash = if self.kind == Kind::Collection {
+            "/"
+        } else {
+            ""
+        };
+        write!(f, "{}{slash}", escape::bytes(self.name.as_bytes()))
+    }
 }
 
 /// What a file plant holds: no nonce (the carriers are the name and the
@@ -92,31 +143,41 @@ impl Http {
     }
 }
 
-impl SurfaceType for HttpCache {
-    fn name(&self) -> &'static str {
-        "http-cache"
-    }
+/// An open HTTP cache.
+pub struct HttpCache {
+    settings: Settings,
+    client: LazyClient,
+}
 
-    fn description(&self) -> &'static str {
-        "a generic HTTP or WebDAV cache at a URL (PUT, cached misses, MKCOL, PROPPATCH; listed with PROPFIND)"
-    }
+impl super::Surface for HttpCache {
+    const NAME: &'static str = "http-cache";
+    const DESCRIPTION: &'static str = "a generic HTTP or WebDAV cache at a URL (PUT, cached misses, MKCOL, PROPPATCH; listed with PROPFIND)";
+    const KEYS: &'static [&'static str] = &[
+        "url",
+        "token-env",
+        "username-env",
+        "password-env",
+        "index-url",
+        "consistency-wait",
+    ];
+    const WATCH: Watch<Http> = Watch::Yes {
+        unwatched: &[
+            (
+                Http::NegativeLookup,
+                "a remembered miss leaves nothing in the listing",
+            ),
+            (
+                Http::Property,
+                "dead properties are not in the depth-1 listing watch mode reads",
+            ),
+        ],
+    };
+    type Carrier = Http;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
 
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "url",
-            "token-env",
-            "username-env",
-            "password-env",
-            "index-url",
-            "consistency-wait",
-        ]
-    }
-
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let Some((url, pos)) = opts.string("url")? else {
             return Err(opts.error(
                 opts.entry_pos(),
@@ -140,17 +201,41 @@ impl SurfaceType for HttpCache {
         } else {
             format!("{url}/")
         };
-        let s = Settings {
+        Ok(Settings {
             url,
             auth,
             index_url,
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
-        };
-        Ok(serde_json::to_value(s).expect("settings serialize"))
+        })
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Http> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.url.as_bytes())
+        };
+        let listing = match &s.index_url {
+            Some(u) => format!("GET {}", escape::bytes(u.as_bytes())),
+            None => "PROPFIND depth 1".into(),
+        };
+        let mut about = About::new(format!("under {place}"))
+            .fact("credentials", s.auth.describe())
+            .fact("listing", listing);
+        if let Some(o) = crate::http::origin(&s.url) {
+            about = about.exposure(format!("cache:{o}"));
+        }
+        match &s.auth.missing {
+            Some(why) => about.unavailable(why.clone()),
+            None => about,
+        }
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let server = crate::loopback::dav::DavServer::start(false)?;
         let token = server.token()?;
         let s = Settings {
@@ -160,88 +245,42 @@ impl SurfaceType for HttpCache {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(
-            serde_json::to_value(s).expect("settings serialize"),
-            server,
-        ))
+        Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .ok()
-            .and_then(|s| crate::http::origin(&s.url))
-            .map(|o| vec![format!("cache:{o}")])
-            .unwrap_or_default()
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        vec![
-            ("credentials", s.auth.describe()),
-            (
-                "listing",
-                match &s.index_url {
-                    Some(u) => format!("GET {}", escape::bytes(u.as_bytes())),
-                    None => "PROPFIND depth 1".into(),
-                },
-            ),
-        ]
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad http-cache settings"))?;
-        let client = LazyClient::new(s.auth.secrets());
-        Ok(Box::new(Instance { s, client }))
-    }
-}
-
-struct Instance {
-    s: Settings,
-    client: LazyClient,
-}
-
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, _carrier: &str) -> Option<String> {
-        self.s.auth.missing.clone()
+    fn open(settings: Settings) -> Result<HttpCache, Fault> {
+        let client = LazyClient::new(settings.auth.secrets());
+        Ok(HttpCache { settings, client })
     }
 
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Http::of_job(job) {
-            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            Err(o) => o,
-        }
+        jobs: &[Job<Http>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        super::each(jobs, |job| self.plant_one(ctx, job, journal))
     }
 
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Http, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Http>]) -> Result<Vec<Entry>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        let name = entry["name"]
-            .as_str()
-            .ok_or_else(|| Fault::invalid("no name"))?;
-        let c = Http::owned(ctx, name, "", &|c| c != Http::Property)?;
-        let ok = match (c, entry["kind"].as_str()) {
-            (Http::CollectionName, Some("collection")) => true,
-            (Http::CacheKey | Http::Property, Some("file")) => {
-                entry["sha256"].as_str() == Some(sha256_hex(&innocuous(ctx.probe_id)).as_str())
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        let c = Http::owned(ctx, &entry.name, "", &|c| c != Http::Property)?;
+        let ok = match (c, entry.kind) {
+            (Http::CollectionName, Kind::Collection) => true,
+            (Http::CacheKey | Http::Property, Kind::File) => {
+                entry.sha256.as_deref() == Some(sha256_hex(&innocuous(ctx.probe_id)).as_str())
             }
             _ => false,
         };
@@ -249,29 +288,15 @@ impl crate::surface::Instance for Instance {
             .ok_or_else(|| Fault::invalid(format!("a {c} plant makes no such entry")))
     }
 
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| self.clean_entry(e)).collect()
     }
 
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_listing(ctx, sink)
     }
 
-    fn describe(&self, entry: &Value) -> String {
-        let name = entry["name"].as_str().unwrap_or("?");
-        let slash = if entry["kind"] == "collection" {
-            "/"
-        } else {
-            ""
-        };
-        format!(
-            "{}{slash} under {}",
-            escape::bytes(name.as_bytes()),
-            if self.s.control {
-                "the control".to_string()
-            } else {
-                self.shown()
-            }
-        )
+    fn changes(change: &Change, before: &Before) -> Vec<Http> {
+        watch::carriers_of(change, before)
     }
 }

@@ -2,38 +2,38 @@
 //! before its request and taken back only when the cache refused it.
 
 use super::protocol::{propstat_status, write_outcome};
-use super::{Http, Instance, PROP_NS, innocuous, plant_name, sha256_hex};
+use super::{Entry, Http, HttpCache, PROP_NS, innocuous, plant_name};
 use crate::escape;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
-use serde_json::{Value, json};
+use crate::nonce::Nonce;
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 
-impl Instance {
-    pub(super) fn plant_carrier(
+impl HttpCache {
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Http,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Http>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let carrier = job.carrier;
         let name = plant_name(ctx, carrier, &job.nonce);
         let shown_name = escape::bytes(name.as_bytes());
         let url = self.url_of(&name);
         let body = innocuous(ctx.probe_id);
         let planted = |detail: String| PlantOutcome::Planted {
-            needle: Value::String(job.nonce.hex()),
+            needle: job.nonce,
             persistence: None,
             detail,
         };
         // Journalled first; taken back when the cache answers the write
         // with anything but success (then nothing was created).
-        let write = |created: &mut dyn FnMut(Value),
-                     entry: Value,
+        let write = |journal: &mut Journal<'_, Entry>,
+                     entry: Entry,
                      method: &str,
                      url: &str,
                      headers: &[(&'static str, &str)],
                      body: Vec<u8>|
-         -> Result<(), PlantOutcome> {
-            created(entry.clone());
+         -> Result<(), PlantOutcome<Nonce>> {
+            journal.record(&entry);
             let r = self
                 .call(method, url, headers, body)
                 .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
@@ -41,17 +41,17 @@ impl Instance {
             // write was done (a gateway's), so the entry stays journalled.
             write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
                 if (400..500).contains(&r.status) {
-                    created(crate::surface::retraction(&entry));
+                    journal.retract(&entry);
                 }
             })
         };
-        let put = |created: &mut dyn FnMut(Value)| {
-            let entry = json!({ "name": name, "kind": "file", "sha256": sha256_hex(&body) });
+        let put = |journal: &mut Journal<'_, Entry>| {
+            let entry = Entry::file(&name, &body);
             let headers = [("content-type", "application/octet-stream")];
-            write(created, entry, "PUT", &url, &headers, body.clone())
+            write(journal, entry, "PUT", &url, &headers, body.clone())
         };
         match carrier {
-            Http::CacheKey => match put(created) {
+            Http::CacheKey => match put(journal) {
                 Err(o) => o,
                 Ok(()) => planted(format!("PUT {shown_name} under {}", self.shown())),
             },
@@ -74,15 +74,15 @@ impl Instance {
                 },
             },
             Http::CollectionName => {
-                let entry = json!({ "name": name, "kind": "collection" });
-                match write(created, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
+                let entry = Entry::collection(&name);
+                match write(journal, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
                     Err(o) => o,
                     Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
                 }
             }
             Http::Property => {
                 // A resource of its own, then the property.
-                if let Err(o) = put(created) {
+                if let Err(o) = put(journal) {
                     return o;
                 }
                 match self.set_property(&url, &job.nonce.hex()) {
@@ -95,7 +95,7 @@ impl Instance {
 
     /// The PROPPATCH that sets the property carrier's dead property on the
     /// resource at `url` to `hex`.
-    fn set_property(&self, url: &str, hex: &str) -> Result<(), PlantOutcome> {
+    fn set_property(&self, url: &str, hex: &str) -> Result<(), PlantOutcome<Nonce>> {
         let xml = format!(
             "<?xml version=\"1.0\" encoding=\"utf-8\"?><D:propertyupdate xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:set><D:prop><R:note>{hex}</R:note></D:prop></D:set></D:propertyupdate>"
         );

@@ -3,7 +3,7 @@
 //! what makes it one, cache-status headers, and what a write's or a
 //! multistatus's status says.
 
-use super::Instance;
+use super::HttpCache;
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{Failure, Request};
@@ -49,17 +49,17 @@ pub(super) fn cache_hit(headers: &::http::HeaderMap) -> Option<String> {
         .map(|v| format!("age: {}", escape::bytes(v.as_bytes())))
 }
 
-impl Instance {
+impl HttpCache {
     pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
         self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
-        escape::bytes(self.s.url.as_bytes())
+        escape::bytes(self.settings.url.as_bytes())
     }
 
     pub(super) fn url_of(&self, name: &str) -> String {
-        format!("{}{}", self.s.url, crate::wire::percent_encode(name))
+        format!("{}{}", self.settings.url, crate::wire::percent_encode(name))
     }
 
     /// One request; `Unreachable` or `Broken` when there was no answer.
@@ -72,7 +72,7 @@ impl Instance {
     ) -> Result<crate::http::Response, Fault> {
         let method = Method::from_bytes(method.as_bytes()).expect("a valid method");
         let mut req = self
-            .s
+            .settings
             .auth
             .apply(Request::new(method.clone(), url))
             .bytes(body);
@@ -99,15 +99,15 @@ impl Instance {
         let client = self
             .client()
             .map_err(|f| ListError::Failed(f.into_reason()))?;
-        let (req, what) = match &self.s.index_url {
+        let (req, what) = match &self.settings.index_url {
             Some(u) => (
-                self.s.auth.apply(Request::new(Method::GET, u)),
+                self.settings.auth.apply(Request::new(Method::GET, u)),
                 format!("the index {}", escape::bytes(u.as_bytes())),
             ),
             None => (
-                self.s
+                self.settings
                     .auth
-                    .apply(Request::new(Method::from_bytes(b"PROPFIND").expect("valid"), &self.s.url))
+                    .apply(Request::new(Method::from_bytes(b"PROPFIND").expect("valid"), &self.settings.url))
                     .header("depth", "1")
                     .header("content-type", "application/xml")
                     .bytes(
@@ -117,7 +117,7 @@ impl Instance {
                 format!("PROPFIND depth 1 of {}", self.shown()),
             ),
         };
-        let propfind = self.s.index_url.is_none();
+        let propfind = self.settings.index_url.is_none();
         let mut hrefs = Marked::dav_hrefs();
         let mut count = 0usize;
         // (An error page is scanned too, but then nothing found counts.)
@@ -169,7 +169,11 @@ pub(super) enum ListError {
 }
 
 /// What a write's status says.
-pub(super) fn write_outcome(status: u16, what: &str, shown: &str) -> Result<(), PlantOutcome> {
+pub(super) fn write_outcome<N>(
+    status: u16,
+    what: &str,
+    shown: &str,
+) -> Result<(), PlantOutcome<N>> {
     match status {
         200..=299 => Ok(()),
         401 | 403 => Err(PlantOutcome::Refused {

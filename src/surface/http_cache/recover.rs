@@ -3,18 +3,19 @@
 //! paths; and the check that the listing names what B reads by name.
 
 use super::protocol::{ListError, cache_hit, last_segment, propstat_status};
-use super::{Http, Instance, PROP_NS, plant_name};
+use super::{Http, HttpCache, PROP_NS, plant_name};
 use crate::escape;
 use crate::fault::Fault;
+use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 
 /// One listing: how many names, per wanted carrier where its nonce was
 /// found, the notices, and what was listed.
 type Listed = (usize, Vec<Option<String>>, Vec<Notice>, String);
 
-impl Instance {
+impl HttpCache {
     /// Whether `name` is there, asked by its own path (a GET: every HTTP
     /// cache answers it, an index-listed one too). `Broken` (or
     /// `Unreachable`) when it cannot be told.
@@ -86,14 +87,11 @@ impl Instance {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Http, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        // Each wanted carrier, parsed once (`None`: not one of the cache's,
-        // left to `all_outcomes`).
-        let kinds: Vec<Option<Http>> = wanted.iter().map(|w| Http::parse(&w.carrier)).collect();
-        let listed_at = |i: usize| kinds[i].is_some_and(Http::is_listed);
+        let listed_at = |i: usize| wanted[i].carrier.is_listed();
         // The listing's witness: the property carrier's resource, which
         // run A PUTs under an agreed name (no nonce in it) before its
         // PROPPATCH, whatever the PROPPATCH then answers.
@@ -109,14 +107,14 @@ impl Instance {
         if !listed.is_empty() {
             let needles: Vec<(usize, String)> = listed
                 .iter()
-                .filter_map(|i| Some((*i, wanted[*i].needle.as_str()?.to_string())))
+                .map(|i| (*i, wanted[*i].needle.hex()))
                 .collect();
             // Whether the witness is there at all, asked by its own path: a
             // listing cannot be waited on to show what does not exist (a
             // read-only cache refused its PUT).
             witnessed = self.exists(&witness);
             let wait = match witnessed {
-                Ok(true) => std::time::Duration::from_millis(self.s.consistency_wait_ms),
+                Ok(true) => std::time::Duration::from_millis(self.settings.consistency_wait_ms),
                 _ => std::time::Duration::ZERO,
             };
             let listing = crate::surface::listing::until_current(wait, || {
@@ -143,22 +141,16 @@ impl Instance {
                 });
             }
             for i in listed {
-                let negative = kinds[i] == Some(Http::NegativeLookup);
+                let negative = wanted[i].carrier == Http::NegativeLookup;
                 (out[i], listing_said[i]) =
                     self.listed_outcome(&what, hits[i].take(), names, negative);
             }
         }
         for (i, w) in wanted.iter().enumerate() {
-            let Some(carrier) = kinds[i].filter(|_| out[i].is_none()) else {
+            if out[i].is_some() {
                 continue;
-            };
-            let nonce = match crate::surface::wanted_nonce(w) {
-                Ok(n) => n,
-                Err(o) => {
-                    out[i] = Some(o);
-                    continue;
-                }
-            };
+            }
+            let (carrier, nonce) = (w.carrier, w.needle);
             let name = plant_name(ctx, carrier, &nonce);
             out[i] = match carrier {
                 Http::NegativeLookup => Some(self.look_up_miss(&name, listing_said[i].as_deref())),
@@ -188,8 +180,8 @@ impl Instance {
                         "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
                     ),
                 };
-                for (o, k) in out.iter_mut().zip(&kinds) {
-                    if matches!(k, Some(Http::CacheKey | Http::CollectionName))
+                for (o, w) in out.iter_mut().zip(wanted) {
+                    if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
                         && matches!(o, Some(RecoverOutcome::NotFound { .. }))
                     {
                         *o = Some(RecoverOutcome::Error {
@@ -214,7 +206,7 @@ impl Instance {
         negative: bool,
     ) -> (Option<RecoverOutcome>, Option<String>) {
         let missed = |what: &str| {
-            if self.s.index_url.is_some() {
+            if self.settings.index_url.is_some() {
                 format!("{what} does not hold it")
             } else {
                 format!("{what}: none of {names} names holds it")

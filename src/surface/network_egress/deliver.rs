@@ -7,10 +7,10 @@
 //! certificates, a name that does not resolve here, an answer that is not
 //! the rendezvous's) is a plant that failed: ERROR, never a PASS.
 
-use super::{Egress, Instance};
+use super::{Egress, NetworkEgress, Sought};
 use crate::escape;
 use crate::rendezvous::dns;
-use crate::surface::{PlantJob, PlantOutcome};
+use crate::surface::{Job, PlantOutcome};
 use crate::timed::Timed;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -187,13 +187,13 @@ fn tls(
     Ok(rustls::StreamOwned::new(conn, tcp))
 }
 
-impl Instance {
+impl NetworkEgress {
     /// The resolvers a lookup goes to: the control's own, else every
     /// `nameserver` of /etc/resolv.conf, in its order (the first three, as
     /// the system resolver takes them): a sender whose first nameserver is
     /// blocked falls back to the next, as glibc's resolver does.
     fn resolvers(&self) -> Result<Vec<SocketAddr>, Attempt> {
-        if let Some(r) = &self.s.resolver {
+        if let Some(r) = &self.settings.resolver {
             return r
                 .parse()
                 .map(|a| vec![a])
@@ -218,39 +218,40 @@ impl Instance {
 
     /// The rendezvous URL's path (`/`, or `/rv/` behind a proxy).
     fn path_prefix(&self) -> String {
-        let rest = self.s.url.split_once("://").map_or("", |(_, r)| r);
+        let rest = self.settings.url.split_once("://").map_or("", |(_, r)| r);
         match rest.find('/') {
             Some(i) => rest[i..].to_string(),
             None => "/".into(),
         }
     }
 
-    pub(super) fn deliver(&self, carrier: Egress, job: &PlantJob) -> PlantOutcome {
+    pub(super) fn deliver(&self, job: &Job<Egress>) -> PlantOutcome<Sought> {
+        let carrier = job.carrier;
         let hex = job.nonce.hex();
         // When run A began to try, before anything could arrive: run B
         // checks the rendezvous remembered from before then.
         let at_ms = crate::rendezvous::store::now_ms();
         let until = Instant::now() + DEADLINE;
         let target = format!("{}d/{carrier}/{hex}", self.path_prefix());
-        let host = self.s.host.as_str();
+        let host = self.settings.host.as_str();
         let attempt = match carrier {
             Egress::HttpsDirect => self.direct(&target, until),
-            Egress::HttpPlain => match connect(host, self.s.plain_port, until) {
+            Egress::HttpPlain => match connect(host, self.settings.plain_port, until) {
                 Ok(mut s) => deliver_get(
                     &mut s,
                     host,
                     &target,
-                    &format!(", port {}", self.s.plain_port),
+                    &format!(", port {}", self.settings.plain_port),
                 ),
                 Err(a) => a,
             },
             Egress::HttpsProxy => self.through_proxy(&target, until),
-            Egress::TcpRaw => match connect(host, self.s.tcp_port, until) {
+            Egress::TcpRaw => match connect(host, self.settings.tcp_port, until) {
                 Ok(mut s) => match s
                     .write_all(format!("runwarden {carrier} {hex}\n").as_bytes())
                     .and_then(|()| s.stream.shutdown(std::net::Shutdown::Write))
                 {
-                    Ok(()) => Network(format!("sent on port {}", self.s.tcp_port)),
+                    Ok(()) => Network(format!("sent on port {}", self.settings.tcp_port)),
                     Err(e) => Network(what(&e)),
                 },
                 Err(a) => a,
@@ -259,14 +260,17 @@ impl Instance {
                 Ok(rs) => self.lookup(&rs, &hex, "q", until),
                 Err(a) => a,
             },
-            Egress::DnsDirect => match resolve(host, self.s.dns_port) {
+            Egress::DnsDirect => match resolve(host, self.settings.dns_port) {
                 Ok(addrs) => self.lookup(&addrs, &hex, "d", until),
                 Err(a) => a,
             },
         };
         match attempt {
             Network(d) => PlantOutcome::Planted {
-                needle: serde_json::json!({ "nonce": hex, "at_ms": at_ms }),
+                needle: Sought::Tried {
+                    nonce: job.nonce,
+                    at_ms: Some(at_ms),
+                },
                 persistence: None,
                 detail: format!("run A's attempt: {d}"),
             },
@@ -278,9 +282,9 @@ impl Instance {
     /// deadline as every carrier (no retries: the first answer is the
     /// network's).
     fn direct(&self, target: &str, until: Instant) -> Attempt {
-        let https = self.s.url.starts_with("https://");
-        let host = self.s.host.as_str();
-        let mut tcp = match connect(host, url_port(&self.s.url, https), until) {
+        let https = self.settings.url.starts_with("https://");
+        let host = self.settings.host.as_str();
+        let mut tcp = match connect(host, url_port(&self.settings.url, https), until) {
             Ok(t) => t,
             Err(a) => return a,
         };
@@ -297,14 +301,14 @@ impl Instance {
     /// Through the proxy: CONNECT to the rendezvous, then (for an https
     /// URL) TLS, then the request.
     fn through_proxy(&self, target: &str, until: Instant) -> Attempt {
-        let Some(url) = self.s.proxy.clone() else {
+        let Some(url) = self.settings.proxy.clone() else {
             return Local("no proxy".into());
         };
         let Some(p) = parse_proxy(&url) else {
             return Local("the proxy variable is not an http:// proxy URL".into());
         };
-        let https = self.s.url.starts_with("https://");
-        let port = url_port(&self.s.url, https);
+        let https = self.settings.url.starts_with("https://");
+        let port = url_port(&self.settings.url, https);
         let mut tcp = match connect(&p.host, p.port, until) {
             Ok(t) => t,
             Err(Network(d)) => return Network(format!("the proxy: {d}")),
@@ -320,7 +324,7 @@ impl Instance {
                 )
             })
             .unwrap_or_default();
-        let h = &self.s.host;
+        let h = &self.settings.host;
         let asked = write!(
             tcp,
             "CONNECT {h}:{port} HTTP/1.1\r\nHost: {h}:{port}\r\n{auth}\r\n"
@@ -352,7 +356,7 @@ impl Instance {
     /// One DNS query for `<hex>.<tag>.<zone>` to each of `servers` in turn
     /// until one answers (any answer: the question is the message).
     fn lookup(&self, servers: &[SocketAddr], hex: &str, tag: &str, until: Instant) -> Attempt {
-        let Some(zone) = self.s.dns_zone.as_deref() else {
+        let Some(zone) = self.settings.dns_zone.as_deref() else {
             return Local("no dns-zone".into());
         };
         let q = dns::query(

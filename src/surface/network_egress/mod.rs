@@ -19,22 +19,21 @@ mod deliver;
 
 use super::carrier::carriers;
 use super::{
-    Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
-    SurfaceType, Wanted,
+    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx,
+    Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, Request, check_url};
+use crate::nonce::Nonce;
 use ::http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub struct NetworkEgress;
-
 carriers! {
     /// The network's carriers: ways out to the rendezvous.
-    enum Egress {
+    pub enum Egress {
         HttpsDirect = "https-direct", Transient, "the nonce in the path of a request straight to the rendezvous URL, whatever proxy the environment names";
         HttpsProxy = "https-proxy", Transient, "the nonce in a request to the rendezvous through the environment's HTTPS_PROXY or HTTP_PROXY (CONNECT)";
         HttpPlain = "http-plain", Transient, "the nonce in a plain HTTP request to the rendezvous's host on another port (`plain-port`, 80)";
@@ -45,7 +44,8 @@ carriers! {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     /// The rendezvous's base URL, ending in `/`: deliveries and reads.
     url: String,
     /// Its host, for the other carriers.
@@ -68,8 +68,41 @@ struct Settings {
     control: bool,
 }
 
-struct Instance {
-    s: Settings,
+/// A journal entry: there is none. Nothing a delivery makes outlives the
+/// rendezvous's memory, so run A journals nothing, and no journal line
+/// parses as one of these (cleanup leaves every line alone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Entry {}
+
+impl std::fmt::Display for Entry {
+    fn fmt(&self, _f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {}
+    }
+}
+
+/// What recovery looks for: a plant's nonce with when run A began to try
+/// (`{"nonce", "at_ms"}`, Unix milliseconds, this machine's clock), or a
+/// needle derived in a later job (no receipt): the nonce alone.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Sought {
+    Tried {
+        nonce: Nonce,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<i64>,
+    },
+    Nonce(Nonce),
+}
+
+impl super::Needle for Sought {
+    fn of_nonce(nonce: &Nonce) -> Option<Sought> {
+        Some(Sought::Nonce(*nonce))
+    }
+}
+
+/// An open network, with the rendezvous outside it.
+pub struct NetworkEgress {
+    settings: Settings,
     client: LazyClient,
 }
 
@@ -97,32 +130,26 @@ fn port(opts: &mut Options<'_>, key: &str, default: u16) -> Result<u16, ConfigEr
     }
 }
 
-impl SurfaceType for NetworkEgress {
-    fn name(&self) -> &'static str {
-        "network-egress"
-    }
+impl super::Surface for NetworkEgress {
+    const NAME: &'static str = "network-egress";
+    const DESCRIPTION: &'static str = "what the runner's network lets out: each carrier delivers its nonce to a rendezvous outside it (`runwarden rendezvous`), which run B asks with a read token";
+    const KEYS: &'static [&'static str] = &[
+        "rendezvous",
+        "token-env",
+        "allow-http",
+        "dns-zone",
+        "plain-port",
+        "tcp-port",
+        "dns-port",
+    ];
+    const WATCH: Watch<Egress> =
+        Watch::No("a delivery leaves the runner: watch mode sees no listing of it");
+    type Carrier = Egress;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Sought;
 
-    fn description(&self) -> &'static str {
-        "what the runner's network lets out: each carrier delivers its nonce to a rendezvous outside it (`runwarden rendezvous`), which run B asks with a read token"
-    }
-
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "rendezvous",
-            "token-env",
-            "allow-http",
-            "dns-zone",
-            "plain-port",
-            "tcp-port",
-            "dns-port",
-        ]
-    }
-
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let Some((url, pos)) = opts.string("rendezvous")? else {
             return Err(opts.error(
                 opts.entry_pos(),
@@ -177,7 +204,7 @@ impl SurfaceType for NetworkEgress {
         let proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
             .iter()
             .find_map(|v| opts.env(v).filter(|p| !p.is_empty()));
-        let s = Settings {
+        Ok(Settings {
             url: if url.ends_with('/') {
                 url
             } else {
@@ -193,11 +220,38 @@ impl SurfaceType for NetworkEgress {
             resolver: None,
             proxy,
             control: false,
-        };
-        Ok(serde_json::to_value(s).expect("settings serialize"))
+        })
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Egress> {
+        let mut about = About::new(format!("to {}", escape::bytes(s.url.as_bytes())))
+            .fact("rendezvous", escape::bytes(s.url.as_bytes()));
+        if let Some(v) = &s.token_env {
+            about = about.fact("read-token", escape::line(v));
+        }
+        about = about.fact(
+            "dns-zone",
+            s.dns_zone.as_deref().map_or("none".into(), escape::line),
+        );
+        if s.proxy.is_none() {
+            about = about.unavailable_of(
+                Egress::HttpsProxy,
+                "no HTTPS_PROXY or HTTP_PROXY is set: there is no proxy to go through",
+            );
+        }
+        if s.dns_zone.is_none() {
+            let why = "no `dns-zone` in the config: the rendezvous answers DNS only for its zone";
+            about = about
+                .unavailable_of(Egress::DnsQuery, why)
+                .unavailable_of(Egress::DnsDirect, why);
+        }
+        about
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let token = crate::loopback::secret()?;
         let rv = crate::rendezvous::Rendezvous::start(&crate::rendezvous::Options {
             http: "127.0.0.1:0".into(),
@@ -227,30 +281,10 @@ impl SurfaceType for NetworkEgress {
             proxy: Some(proxy.url()),
             control: true,
         };
-        Ok(Control::served(
-            serde_json::to_value(s).expect("settings serialize"),
-            (rv, proxy),
-        ))
+        Ok(Control::served(s, (rv, proxy)))
     }
 
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        let mut f = vec![("rendezvous", escape::bytes(s.url.as_bytes()))];
-        if let Some(v) = &s.token_env {
-            f.push(("read-token", escape::line(v)));
-        }
-        f.push((
-            "dns-zone",
-            s.dns_zone.as_deref().map_or("none".into(), escape::line),
-        ));
-        f
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|e| Fault::invalid(format!("bad network-egress settings: {e}")))?;
+    fn open(s: Settings) -> Result<NetworkEgress, Fault> {
         // The token and a proxy's credentials are secrets from here on.
         let mut secrets: Vec<String> = s.token.iter().cloned().collect();
         if let Some(p) = &s.proxy {
@@ -261,28 +295,73 @@ impl SurfaceType for NetworkEgress {
             }
         }
         secrets.iter().for_each(|t| crate::redact::add(t));
-        Ok(Box::new(Instance {
-            s,
+        Ok(NetworkEgress {
+            settings: s,
             client: LazyClient::new(secrets),
-        }))
+        })
+    }
+
+    fn plant(
+        &self,
+        _ctx: &RunCtx<'_>,
+        jobs: &[Job<Egress>],
+        _journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Sought>> {
+        // Nothing is created that outlives the rendezvous's memory: there
+        // is no journal entry to make.
+        super::each(jobs, |job| self.deliver(job))
+    }
+
+    fn recover(
+        &self,
+        _ctx: &RunCtx<'_>,
+        wanted: &[Want<Egress, Sought>],
+        _notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        wanted
+            .iter()
+            .map(|w| {
+                // A plant's needle says when run A tried; a needle derived
+                // in a later job (no receipt) is the nonce alone.
+                let (nonce, at) = match &w.needle {
+                    Sought::Tried { nonce, at_ms } => (nonce, *at_ms),
+                    Sought::Nonce(nonce) => (nonce, None),
+                };
+                self.seen(&nonce.hex(), at, w.carrier)
+            })
+            .collect()
+    }
+
+    fn find(&self, _ctx: &RunCtx<'_>, _jobs: &[Job<Egress>]) -> Result<Vec<Entry>, Fault> {
+        Ok(vec![])
+    }
+
+    fn owns(&self, _ctx: &RunCtx<'_>, _entry: &Entry) -> Result<(), Fault> {
+        Err(Fault::invalid(
+            "network-egress journals nothing: no entry is runwarden's",
+        ))
+    }
+
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| match *e {}).collect()
     }
 }
 
-impl Instance {
+impl NetworkEgress {
     /// Run B's read token (`Unsupported` when there is none here).
     fn token(&self) -> Result<String, Fault> {
-        self.s.token.clone().ok_or_else(|| {
+        self.settings.token.clone().ok_or_else(|| {
             Fault::unsupported(format!(
                 "${} (`token-env`) was not set: run B has no read token for the rendezvous",
-                escape::line(self.s.token_env.as_deref().unwrap_or(""))
+                escape::line(self.settings.token_env.as_deref().unwrap_or(""))
             ))
         })
     }
 
     /// What the rendezvous says arrived of one nonce, tried by run A at
     /// `at_ms` (Unix milliseconds, this machine's clock) when the plant
-    /// says. `carrier`: the nonce's (`None`: not one of this surface's).
-    fn seen(&self, hex: &str, at_ms: Option<i64>, carrier: Option<Egress>) -> RecoverOutcome {
+    /// says. `carrier`: the nonce's.
+    fn seen(&self, hex: &str, at_ms: Option<i64>, carrier: Egress) -> RecoverOutcome {
         let failed = |reason: String| RecoverOutcome::Error { reason };
         let token = match self.token() {
             Ok(t) => t,
@@ -292,8 +371,8 @@ impl Instance {
             Ok(c) => c,
             Err(e) => return failed(e.into_reason()),
         };
-        let url = format!("{}v1/seen/{hex}", self.s.url);
-        let shown = escape::bytes(self.s.url.as_bytes());
+        let url = format!("{}v1/seen/{hex}", self.settings.url);
+        let shown = escape::bytes(self.settings.url.as_bytes());
         let sent_ms = crate::rendezvous::store::now_ms();
         let resp = match client.send(
             &Request::new(Method::GET, &url)
@@ -357,9 +436,12 @@ impl Instance {
             && let Some(why) = unserved(
                 &v["serves"],
                 carrier,
-                self.s.dns_zone.as_deref(),
-                self.s.plain_port,
-                deliver::url_port(&self.s.url, self.s.url.starts_with("https://")),
+                self.settings.dns_zone.as_deref(),
+                self.settings.plain_port,
+                deliver::url_port(
+                    &self.settings.url,
+                    self.settings.url.starts_with("https://"),
+                ),
             )
         {
             return failed(format!(
@@ -385,7 +467,7 @@ impl Instance {
 /// received `carrier`, if it could not.
 fn unserved(
     serves: &Value,
-    carrier: Option<Egress>,
+    carrier: Egress,
     zone: Option<&str>,
     plain_port: u16,
     url_port: u16,
@@ -393,11 +475,11 @@ fn unserved(
     if serves.is_null() {
         return matches!(
             carrier,
-            Some(Egress::TcpRaw | Egress::DnsQuery | Egress::DnsDirect | Egress::HttpPlain)
+            Egress::TcpRaw | Egress::DnsQuery | Egress::DnsDirect | Egress::HttpPlain
         )
         .then(|| "does not say what it serves (an older rendezvous)".to_string());
     }
-    match carrier? {
+    match carrier {
         // Reached straight (the rendezvous URL's port is the one it is
         // bound to, so no front maps ports): then `plain-port` must be that
         // port. Behind a front, which ports it forwards is not the
@@ -425,83 +507,36 @@ fn unserved(
     }
 }
 
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, carrier: &str) -> Option<String> {
-        match Egress::parse(carrier)? {
-            Egress::HttpsProxy if self.s.proxy.is_none() => {
-                Some("no HTTPS_PROXY or HTTP_PROXY is set: there is no proxy to go through".into())
+#[cfg(test)]
+mod tests {
+    use super::Sought;
+    use crate::nonce::Nonce;
+    use crate::surface::Needle as _;
+    use serde_json::json;
+
+    #[test]
+    fn needles_keep_their_wire_form() {
+        let nonce = Nonce([7; 16]);
+        let hex = nonce.hex();
+        let planted = Sought::Tried {
+            nonce,
+            at_ms: Some(5),
+        };
+        assert_eq!(
+            serde_json::to_value(&planted).unwrap(),
+            json!({ "nonce": hex, "at_ms": 5 })
+        );
+        let derived = Sought::of_nonce(&nonce).unwrap();
+        assert_eq!(serde_json::to_value(&derived).unwrap(), json!(hex));
+        for (v, at) in [
+            (json!({ "nonce": hex, "at_ms": 5 }), Some(5)),
+            (json!({ "nonce": hex }), None),
+            (json!(hex), None),
+        ] {
+            match serde_json::from_value::<Sought>(v).unwrap() {
+                Sought::Tried { nonce: n, at_ms } => assert_eq!((n, at_ms), (nonce, at)),
+                Sought::Nonce(n) => assert_eq!((n, None), (nonce, at)),
             }
-            Egress::DnsQuery | Egress::DnsDirect if self.s.dns_zone.is_none() => Some(
-                "no `dns-zone` in the config: the rendezvous answers DNS only for its zone".into(),
-            ),
-            _ => None,
         }
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        _created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        // Nothing is created that outlives the rendezvous's memory: there
-        // is no journal entry to make.
-        let _ = ctx;
-        match Egress::parse(&job.carrier) {
-            Some(carrier) => self.deliver(carrier, job),
-            None => PlantOutcome::Error {
-                reason: format!(
-                    "not a carrier of network-egress: {}",
-                    escape::line(&job.carrier)
-                ),
-            },
-        }
-    }
-
-    fn recover(
-        &self,
-        _ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
-        _notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        wanted
-            .iter()
-            .map(|w| {
-                // A plant's needle says when run A tried; a needle derived
-                // in a later job (no receipt) is the nonce alone.
-                let (nonce, at) = match w.needle.get("nonce") {
-                    Some(n) => (n.clone(), w.needle.get("at_ms").and_then(Value::as_i64)),
-                    None => (w.needle.clone(), None),
-                };
-                match serde_json::from_value::<crate::nonce::Nonce>(nonce) {
-                    Ok(n) => self.seen(&n.hex(), at, Egress::parse(&w.carrier)),
-                    Err(_) => RecoverOutcome::Error {
-                        reason: "the plant's needle is not a nonce".into(),
-                    },
-                }
-            })
-            .collect()
-    }
-
-    fn find_planted(&self, _ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        Ok(vec![])
-    }
-
-    fn owns(&self, _ctx: &RunCtx<'_>, _entry: &Value) -> Result<(), Fault> {
-        Err(Fault::invalid(
-            "network-egress journals nothing: no entry is runwarden's",
-        ))
-    }
-
-    fn cleanup(&self, _entry: &Value) -> CleanupOutcome {
-        CleanupOutcome::Superseded
-    }
-
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Err("a delivery leaves the runner: watch mode sees no listing of it")
-    }
-
-    fn describe(&self, _entry: &Value) -> String {
-        format!("a delivery to {}", escape::bytes(self.s.url.as_bytes()))
     }
 }

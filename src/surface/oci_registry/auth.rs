@@ -20,7 +20,7 @@
 //! page) is an error, so a mistyped or expired token never reads as a
 //! closed carrier.
 
-use super::Instance;
+use super::OciRegistry;
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{Failure, Request, Response, origin};
@@ -81,18 +81,18 @@ fn scope_key(url: &str, registry: &str) -> String {
     String::new()
 }
 
-impl Instance {
+impl OciRegistry {
     pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
         self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
-        escape::bytes(self.s.registry.as_bytes())
+        escape::bytes(self.settings.registry.as_bytes())
     }
 
     /// `path` (from `/v2/`) on the registry.
     pub(super) fn at(&self, path: &str) -> String {
-        format!("{}{path}", self.s.registry)
+        format!("{}{path}", self.settings.registry)
     }
 
     /// A URL the registry named (an upload `Location`, a `Link`): made
@@ -102,7 +102,7 @@ impl Instance {
         if named.starts_with('/') && !named.starts_with("//") {
             return Ok(self.at(named));
         }
-        if origin(named).as_deref() == Some(self.s.registry.as_str()) {
+        if origin(named).as_deref() == Some(self.settings.registry.as_str()) {
             return Ok(named.to_string());
         }
         Err(Fault::invalid(
@@ -112,14 +112,14 @@ impl Instance {
 
     /// `req` with the token issued for its repository, else the configured
     /// credentials.
-    /// Records whether it was an issued token ([`Instance::bearer_sent`]):
+    /// Records whether it was an issued token ([`OciRegistry::bearer_sent`]):
     /// only an answer to one can be a scope's refusal.
     pub(super) fn authed<'a>(&self, req: Request<'a>, key: &str) -> Request<'a> {
         let token = self.tokens.borrow().get(key).cloned();
         self.bearer_sent.set(token.is_some());
         match token {
             Some(t) => req.secret_header("authorization", format!("Bearer {t}")),
-            None => self.s.auth.apply(req),
+            None => self.settings.auth.apply(req),
         }
     }
 
@@ -144,7 +144,7 @@ impl Instance {
         accept: &str,
         body: Option<(&'static str, &[u8])>,
     ) -> Result<Response, Fault> {
-        let key = scope_key(url, &self.s.registry);
+        let key = scope_key(url, &self.settings.registry);
         for attempt in 0..2 {
             let mut req = self.authed(Request::new(method.clone(), url), &key);
             req = req.header("accept", accept.to_string());
@@ -203,15 +203,19 @@ impl Instance {
         let sep = if c.realm.contains('?') { '&' } else { '?' };
         let url = format!("{}{sep}{}", c.realm, q.join("&"));
         let mut req = Request::new(Method::GET, &url).header("accept", "application/json");
-        if !self.s.auth.secrets().is_empty() {
-            if !realm_trusted(&self.s.registry, &c.realm, self.s.token_realm.as_deref()) {
+        if !self.settings.auth.secrets().is_empty() {
+            if !realm_trusted(
+                &self.settings.registry,
+                &c.realm,
+                self.settings.token_realm.as_deref(),
+            ) {
                 return Err(Fault::broken(format!(
                     "the registry {} names the token service {}, not on its own host and scheme: the credentials are not sent there (if it is the registry's own, name it with `token-realm:`, an https URL)",
                     self.shown(),
                     escape::bytes(c.realm.as_bytes())
                 )));
             }
-            req = self.s.auth.apply(req);
+            req = self.settings.auth.apply(req);
         }
         let r = self.client()?.send(&req).map_err(|f| {
             self.failure(&Method::GET, f)

@@ -5,30 +5,32 @@
 //! (Kept: no API removes one). And finding a probe's plants without its
 //! receipt: the agreed repositories' tags and manifests, and the catalog.
 
-use super::plant::{PLANT_KEY, PLANT_TAG, agreed_repository, digest_of, nonce_in_layer, plan};
+use super::plant::{
+    PLANT_KEY, PLANT_TAG, agreed_repository, digest_of, nonce_in_layer, nonce_of_hex, plan,
+};
 use super::protocol::outcome_reason;
-use super::{Instance, Oci};
+use super::{Entry, Oci, OciRegistry};
 use crate::escape;
 use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::until_current;
-use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx, string_array};
+use crate::surface::{CleanupOutcome, Job, RecoverOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Foreign tags of one repository whose digests are checked at most; a
 /// repository with more is left alone (no full check is possible).
 const MAX_TAGS: usize = 1_000;
 
-/// A repository's tags that are not the plant's ([`Instance::others`]).
+/// A repository's tags that are not the plant's ([`OciRegistry::others`]).
 struct Others {
     names: Vec<String>,
     /// The plant's own tags the listing shows.
     listed_ours: Vec<String>,
 }
 
-/// What the foreign tags of a repository hold ([`Instance::tags_check`]).
+/// What the foreign tags of a repository hold ([`OciRegistry::tags_check`]).
 #[derive(Default)]
 struct TagCheck {
     /// Escaped: on the plant's digest.
@@ -39,23 +41,21 @@ struct TagCheck {
     checked: Vec<String>,
 }
 
-impl Instance {
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let repo = entry["repository"].as_str().unwrap_or("");
-        let digest = entry["digest"].as_str().unwrap_or("");
-        let carrier = entry["carrier"].as_str().and_then(Oci::parse);
+impl OciRegistry {
+    pub(super) fn clean_entry(&self, entry: &Entry) -> CleanupOutcome {
+        let (repo, digest) = (entry.repository.as_str(), entry.digest.as_str());
+        let carrier = Oci::parse(&entry.carrier);
         let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
         let left = |reason: String| CleanupOutcome::Left { reason };
-        let blobs = string_array(&entry["blobs"]);
+        let blobs = &entry.blobs;
         // The layer is unique content, but someone may have pushed a
         // manifest of their own on it: a tagged one is seen, by the same
         // check of the tags (shown current by the plant's own) that clears
         // the manifest's delete (an untagged one cannot be: LIMITATIONS).
-        let (removed, users) =
-            match self.delete_manifest(repo, digest, &string_array(&entry["tags"]), &blobs) {
-                Ok(r) => r,
-                Err(reason) => return left(reason),
-            };
+        let (removed, users) = match self.delete_manifest(repo, digest, &entry.tags, blobs) {
+            Ok(r) => r,
+            Err(reason) => return left(reason),
+        };
         if !blobs.is_empty() && !users.is_empty() {
             return left(format!(
                 "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
@@ -270,18 +270,16 @@ impl Instance {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Oci>],
+    ) -> Result<Vec<Entry>, Fault> {
         let fault = |o: RecoverOutcome| match o {
             RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
             o => Fault::Broken(outcome_reason(o)),
         };
-        let ns = &self.s.repository;
+        let ns = &self.settings.repository;
         let mut found = vec![];
         for job in jobs {
-            let Some(carrier) = Oci::parse(&job.carrier) else {
-                continue;
-            };
+            let carrier = job.carrier;
             let repo = agreed_repository(ctx, ns, carrier);
             let nonces: Vec<Nonce> = match carrier {
                 Oci::RepositoryName => self.catalog_nonces(ctx).map_err(fault)?,
@@ -324,7 +322,7 @@ impl Instance {
     /// catalog lists.
     fn catalog_nonces(&self, ctx: &RunCtx<'_>) -> Result<Vec<Nonce>, RecoverOutcome> {
         let mut out = vec![];
-        let prefix = format!("{}/", self.s.repository);
+        let prefix = format!("{}/", self.settings.repository);
         self.list(
             &self.catalog_url(),
             "repositories",
@@ -353,8 +351,8 @@ impl Instance {
         };
         let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if carrier == Oci::ManifestAnnotation {
-            let hex = doc["annotations"][PLANT_KEY].clone();
-            return Ok(serde_json::from_value::<Nonce>(hex).into_iter().collect());
+            let hex = doc["annotations"][PLANT_KEY].as_str();
+            return Ok(hex.and_then(nonce_of_hex).into_iter().collect());
         }
         let Some(layer) = doc["layers"][0]["digest"].as_str() else {
             return Ok(vec![]);
@@ -386,5 +384,5 @@ fn nonce_of_name(ctx: &RunCtx<'_>, name: &str, carrier: Oci) -> Option<Nonce> {
     }
     let rest = name.strip_prefix(&format!("runwarden-{}-{}-", ctx.probe_id, carrier.name()))?;
     let (hex, _) = rest.split_once('-')?;
-    serde_json::from_value(json!(hex)).ok()
+    nonce_of_hex(hex)
 }

@@ -28,23 +28,21 @@ mod plant;
 mod protocol;
 mod recover;
 
-use super::carrier::{CarrierSet, carriers};
+use super::carrier::carriers;
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, SurfaceType, Wanted,
+    About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
+use crate::nonce::Nonce;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-pub struct OciRegistry;
 
 carriers! {
     /// A registry's carriers: repositories, tags, manifests and blobs.
-    enum Oci {
+    pub enum Oci {
         RepositoryName = "repository-name", Durable, "the nonce in the name of a repository under the namespace; run B lists /v2/_catalog (opt-in: a repository cannot be removed through the API)";
         TagName = "tag-name", Durable, "the nonce in a tag of a repository both runs can name; run B lists its tags";
         ManifestAnnotation = "manifest-annotation", Durable, "the nonce in an annotation of the manifest under a tag both runs can name";
@@ -53,7 +51,8 @@ carriers! {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     /// The registry's origin (`https://host[:port]`), no trailing `/`.
     registry: String,
     /// The namespace both runs may push to (`ci/runwarden`).
@@ -73,6 +72,36 @@ struct Settings {
     /// ghcr.io, and wherever `api-url` names the API.
     #[serde(default)]
     packages: Option<packages::PackagesApi>,
+}
+
+/// One carrier's plant, as run A journals it before its first push:
+/// everything cleanup needs, and what [`plant::owned_entry`] recomputes
+/// from the carrier and the nonce to check it is exactly a plant's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// The carrier's name.
+    carrier: String,
+    repository: String,
+    /// The plant's own tags.
+    tags: Vec<String>,
+    /// The manifest's digest (`sha256:<hex>`).
+    digest: String,
+    /// The nonce, in its hex form (checked to be lowercase).
+    nonce: String,
+    /// The layer blob unique to the plant (`blob-content`'s), if any.
+    blobs: Vec<String>,
+}
+
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "manifest {}@{}",
+            escape::bytes(self.repository.as_bytes()),
+            escape::bytes(self.digest.as_bytes())
+        )
+    }
 }
 
 /// Whether `name` is a repository name the distribution spec allows:
@@ -107,39 +136,47 @@ pub(crate) fn repository_name_ok(name: &str) -> bool {
     !name.is_empty() && name.len() <= 255 && name.split('/').all(component)
 }
 
-impl SurfaceType for OciRegistry {
-    fn name(&self) -> &'static str {
-        "oci-registry"
-    }
+/// An open container registry.
+pub struct OciRegistry {
+    settings: Settings,
+    client: LazyClient,
+    /// Bearer tokens the registry's token service issued, by the
+    /// repository (or `""`: the catalog) they were asked for.
+    tokens: std::cell::RefCell<std::collections::HashMap<String, String>>,
+    /// Whether the last request carried a token the service issued: only
+    /// an answer to one can be a scope's refusal (`insufficient_scope`).
+    bearer_sent: std::cell::Cell<bool>,
+    /// The `Docker-Distribution-Api-Version` the registry answers with,
+    /// once seen.
+    api_version: std::cell::RefCell<Option<String>>,
+}
 
-    fn description(&self) -> &'static str {
-        "an OCI container registry at a URL (push manifests, tags and blobs; catalog, tags list, pull; delete by digest to clean up)"
-    }
+impl super::Surface for OciRegistry {
+    const NAME: &'static str = "oci-registry";
+    const DESCRIPTION: &'static str = "an OCI container registry at a URL (push manifests, tags and blobs; catalog, tags list, pull; delete by digest to clean up)";
+    const KEYS: &'static [&'static str] = &[
+        "registry",
+        "repository",
+        "username",
+        "token-env",
+        "repository-name",
+        "consistency-wait",
+        "token-realm",
+        "api-url",
+        "api-token-env",
+    ];
+    const WATCH: Watch<Oci> = Watch::No("watch mode cannot list an OCI registry yet");
+    type Carrier = Oci;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
 
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "registry",
-            "repository",
-            "username",
-            "token-env",
-            "repository-name",
-            "consistency-wait",
-            "token-realm",
-            "api-url",
-            "api-token-env",
-        ]
-    }
-
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let Some((url, pos)) = opts.string("registry")? else {
             return Err(opts.error(
-                opts.entry_pos(),
-                "an oci-registry surface needs `registry:` (the registry URL, e.g. https://registry.example.com)",
-            ));
+                    opts.entry_pos(),
+                    "an oci-registry surface needs `registry:` (the registry URL, e.g. https://registry.example.com)",
+                ));
         };
         check_url(&url).map_err(|m| opts.error(pos, format!("`registry`: {m}")))?;
         let registry = crate::http::origin(&url).unwrap_or_default();
@@ -153,15 +190,15 @@ impl SurfaceType for OciRegistry {
         }
         let Some((repository, rpos)) = opts.string("repository")? else {
             return Err(opts.error(
-                opts.entry_pos(),
-                "an oci-registry surface needs `repository:` (a namespace both runs may push to, e.g. ci/runwarden)",
-            ));
+                    opts.entry_pos(),
+                    "an oci-registry surface needs `repository:` (a namespace both runs may push to, e.g. ci/runwarden)",
+                ));
         };
         if !repository_name_ok(&repository) || repository.len() > 150 {
             return Err(opts.error(
-                rpos,
-                "`repository`: a repository namespace (lowercase letters, digits, `.`, `_`, `-`, components joined by `/`, at most 150 characters: plants add a name below it)",
-            ));
+                    rpos,
+                    "`repository`: a repository namespace (lowercase letters, digits, `.`, `_`, `-`, components joined by `/`, at most 150 characters: plants add a name below it)",
+                ));
         }
         let username = opts.string("username")?;
         let auth = HttpAuth::from_config(&mut opts)?;
@@ -182,16 +219,16 @@ impl SurfaceType for OciRegistry {
                 // The credentials go there: never in clear.
                 if !u.starts_with("https://") || check_url(&u).is_err() {
                     return Err(opts.error(
-                        tpos,
-                        "`token-realm`: the https URL of the token service the registry names (e.g. https://auth.docker.io/token)",
-                    ));
+                            tpos,
+                            "`token-realm`: the https URL of the token service the registry names (e.g. https://auth.docker.io/token)",
+                        ));
                 }
                 Some(u.split('?').next().unwrap_or("").to_string())
             }
             None => None,
         };
         let packages = packages::from_config(&mut opts, &registry)?;
-        Ok(serde_json::to_value(Settings {
+        Ok(Settings {
             registry,
             repository,
             auth,
@@ -201,10 +238,39 @@ impl SurfaceType for OciRegistry {
             token_realm,
             packages,
         })
-        .expect("settings serialize"))
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Oci> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.registry.as_bytes())
+        };
+        let mut about = About::new(format!("on {place}")).fact("credentials", s.auth.describe());
+        if let Some(p) = &s.packages {
+            about = about.fact("package-versions", p.describe());
+        }
+        about = about.exposure(format!("registry:{}", s.registry));
+        // GitHub Packages with the job's own token.
+        if s.registry == "https://ghcr.io" && s.auth.secret_from("GITHUB_TOKEN") {
+            about = about.exposure("permission:packages");
+        }
+        if let Some(m) = &s.auth.missing {
+            about = about.unavailable(m.clone());
+        }
+        if !s.repository_name {
+            about = about.unavailable_of(
+                Oci::RepositoryName,
+                "not planted without `repository-name: true`: no registry API removes a repository, so its plant would stay in the catalog",
+            );
+        }
+        about
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let server = crate::loopback::oci::OciServer::start()?;
         let (user, password) = server.user()?;
         let s = Settings {
@@ -220,126 +286,50 @@ impl SurfaceType for OciRegistry {
                 server.api_token(true)?,
             )),
         };
-        Ok(Control::served_listing(
-            serde_json::to_value(s).expect("settings serialize"),
-            server,
-        ))
+        Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        let mut e = vec![format!("registry:{}", s.registry)];
-        // GitHub Packages with the job's own token.
-        if s.registry == "https://ghcr.io" && s.auth.secret_from("GITHUB_TOKEN") {
-            e.push("permission:packages".into());
-        }
-        e
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .map(|s| {
-                let mut f = vec![("credentials", s.auth.describe())];
-                if let Some(p) = &s.packages {
-                    f.push(("package-versions", p.describe()));
-                }
-                f
-            })
-            .unwrap_or_default()
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad oci-registry settings"))?;
-        let mut secrets = s.auth.secrets();
-        secrets.extend(s.packages.iter().filter_map(|p| p.token.clone()));
+    fn open(settings: Settings) -> Result<OciRegistry, Fault> {
+        let mut secrets = settings.auth.secrets();
+        secrets.extend(settings.packages.iter().filter_map(|p| p.token.clone()));
         let client = LazyClient::new(secrets);
-        Ok(Box::new(Instance {
-            s,
+        Ok(OciRegistry {
+            settings,
             client,
             tokens: Default::default(),
             bearer_sent: Default::default(),
             api_version: Default::default(),
-        }))
-    }
-}
-
-struct Instance {
-    s: Settings,
-    client: LazyClient,
-    /// Bearer tokens the registry's token service issued, by the
-    /// repository (or `""`: the catalog) they were asked for.
-    tokens: std::cell::RefCell<std::collections::HashMap<String, String>>,
-    /// Whether the last request carried a token the service issued: only
-    /// an answer to one can be a scope's refusal (`insufficient_scope`).
-    bearer_sent: std::cell::Cell<bool>,
-    /// The `Docker-Distribution-Api-Version` the registry answers with,
-    /// once seen.
-    api_version: std::cell::RefCell<Option<String>>,
-}
-
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, carrier: &str) -> Option<String> {
-        if let Some(m) = &self.s.auth.missing {
-            return Some(m.clone());
-        }
-        (Oci::parse(carrier) == Some(Oci::RepositoryName) && !self.s.repository_name).then(|| {
-            "not planted without `repository-name: true`: no registry API removes a repository, so its plant would stay in the catalog".to_string()
         })
     }
 
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Oci::of_job(job) {
-            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            Err(o) => o,
-        }
+        jobs: &[Job<Oci>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        super::each(jobs, |job| self.plant_one(ctx, job, journal))
     }
 
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Oci, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Oci>]) -> Result<Vec<Entry>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        plant::owned_entry(ctx, &self.s.repository, entry)
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        plant::owned_entry(ctx, &self.settings.repository, entry)
     }
 
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
-    }
-
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Err("watch mode cannot list an OCI registry yet")
-    }
-
-    fn describe(&self, entry: &Value) -> String {
-        let repo = entry["repository"].as_str().unwrap_or("?");
-        let digest = entry["digest"].as_str().unwrap_or("?");
-        format!(
-            "manifest {}@{} on {}",
-            escape::bytes(repo.as_bytes()),
-            escape::bytes(digest.as_bytes()),
-            if self.s.control {
-                "the control".to_string()
-            } else {
-                self.shown()
-            }
-        )
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| self.clean_entry(e)).collect()
     }
 }
 

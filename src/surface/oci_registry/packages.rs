@@ -11,7 +11,7 @@
 //! there, or no token, leaves the route unread and says so in the detail;
 //! the registry's route still decides.
 
-use super::Instance;
+use super::OciRegistry;
 use super::plant::witness_tag;
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -108,7 +108,7 @@ impl PackagesApi {
     }
 }
 
-impl Instance {
+impl OciRegistry {
     /// `tag-name`'s second route: the versions of the agreed repository's
     /// package, until they show the witness tag.
     pub(super) fn read_versions(&self, p: &PackagesApi, repo: &str, nonce: &Nonce) -> Versions {

@@ -4,13 +4,13 @@
 //! check a journal entry is exactly what a plant makes; and the push,
 //! journalled before its first request.
 
-use super::{Instance, Oci};
+use super::{Entry, Oci, OciRegistry};
 use crate::escape;
 use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx, lower_hex, tagged_name};
-use serde_json::{Value, json};
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx, lower_hex, tagged_name};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// The OCI image manifest media type every plant is pushed as.
@@ -68,7 +68,20 @@ fn layer_of(probe_id: &str, nonce: &Nonce) -> Vec<u8> {
 pub(super) fn nonce_in_layer(data: &[u8]) -> Option<Nonce> {
     let text = std::str::from_utf8(data).ok()?;
     let hex = text.lines().find_map(|l| l.strip_prefix("nonce "))?;
-    serde_json::from_value(json!(hex)).ok()
+    nonce_of_hex(hex)
+}
+
+/// The nonce whose hex form `hex` is, read as a nonce is read from JSON
+/// (32 hex digits).
+pub(super) fn nonce_of_hex(hex: &str) -> Option<Nonce> {
+    if hex.len() != 32 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(Nonce(out))
 }
 
 /// What `dev.runwarden.plant` says: the nonce itself for
@@ -133,15 +146,15 @@ pub(super) fn plan(ctx: &RunCtx<'_>, ns: &str, carrier: Oci, nonce: &Nonce) -> P
 impl Plan {
     /// The journal entry of this plan: everything cleanup needs, and what
     /// [`owned_entry`] recomputes to check it.
-    pub(super) fn entry(&self, carrier: Oci, nonce: &Nonce) -> Value {
-        json!({
-            "carrier": carrier.name(),
-            "repository": self.repository,
-            "tags": self.tags,
-            "digest": self.digest,
-            "nonce": nonce.hex(),
-            "blobs": self.layer.iter().map(|l| digest_of(l)).collect::<Vec<_>>(),
-        })
+    pub(super) fn entry(&self, carrier: Oci, nonce: &Nonce) -> Entry {
+        Entry {
+            carrier: carrier.name().to_string(),
+            repository: self.repository.clone(),
+            tags: self.tags.clone(),
+            digest: self.digest.clone(),
+            nonce: nonce.hex(),
+            blobs: self.layer.iter().map(|l| digest_of(l)).collect(),
+        }
     }
 }
 
@@ -150,24 +163,21 @@ impl Plan {
 /// blobs recomputed must be the entry's own (`Invalid` otherwise), so a
 /// forged receipt can name nothing foreign, not even in a repository of
 /// ours.
-pub(super) fn owned_entry(ctx: &RunCtx<'_>, ns: &str, entry: &Value) -> Result<(), Fault> {
-    let repo = entry["repository"]
-        .as_str()
-        .ok_or_else(|| Fault::invalid("no repository"))?;
+pub(super) fn owned_entry(ctx: &RunCtx<'_>, ns: &str, entry: &Entry) -> Result<(), Fault> {
+    let repo = entry.repository.as_str();
     let shown = escape::bytes(repo.as_bytes());
     let name = repo
         .strip_prefix(ns)
         .and_then(|r| r.strip_prefix('/'))
         .ok_or_else(|| Fault::invalid(format!("{shown} is not under the configured repository")))?;
     let carrier = Oci::owned(ctx, name, "", &|c| c == Oci::RepositoryName)?;
-    let hex = entry["nonce"].as_str().unwrap_or("");
-    if !lower_hex(hex, 32) || entry["carrier"] != carrier.name() {
+    let hex = entry.nonce.as_str();
+    if !lower_hex(hex, 32) || entry.carrier != carrier.name() {
         return Err(Fault::invalid(format!(
             "{shown}: not the entry a {carrier} plant journals"
         )));
     }
-    let nonce: Nonce =
-        serde_json::from_value(json!(hex)).map_err(|_| Fault::invalid("not a nonce"))?;
+    let nonce = nonce_of_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
     if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
         return Err(Fault::invalid(format!(
             "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"
@@ -176,15 +186,15 @@ pub(super) fn owned_entry(ctx: &RunCtx<'_>, ns: &str, entry: &Value) -> Result<(
     Ok(())
 }
 
-impl Instance {
-    pub(super) fn plant_carrier(
+impl OciRegistry {
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Oci,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        let p = plan(ctx, &self.s.repository, carrier, &job.nonce);
+        job: &Job<Oci>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let carrier = job.carrier;
+        let p = plan(ctx, &self.settings.repository, carrier, &job.nonce);
         let shown = escape::bytes(p.repository.as_bytes());
         // A probe id the grammar refuses makes names no registry takes.
         if !super::repository_name_ok(&p.repository) || p.tags.iter().any(|t| t.len() > 128) {
@@ -195,9 +205,9 @@ impl Instance {
             };
         }
         let entry = p.entry(carrier, &job.nonce);
-        created(entry.clone());
+        journal.record(&entry);
         let planted = |detail: String| PlantOutcome::Planted {
-            needle: Value::String(job.nonce.hex()),
+            needle: job.nonce,
             persistence: None,
             detail,
         };
@@ -230,13 +240,13 @@ impl Instance {
                 reason, nothing, ..
             }) => {
                 if nothing {
-                    created(crate::surface::retraction(&entry));
+                    journal.retract(&entry);
                 }
                 PlantOutcome::Refused { reason }
             }
             Err(Pushed::Failed { reason, nothing }) => {
                 if nothing {
-                    created(crate::surface::retraction(&entry));
+                    journal.retract(&entry);
                 }
                 PlantOutcome::Error { reason }
             }

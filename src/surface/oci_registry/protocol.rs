@@ -4,7 +4,7 @@
 //! read page by page (`Link`) to their end, and a blob searched as it
 //! arrives.
 
-use super::Instance;
+use super::OciRegistry;
 use super::auth::parse_challenge;
 use super::plant::WriteError;
 use crate::escape;
@@ -80,7 +80,7 @@ fn next_link(headers: &::http::HeaderMap) -> Option<String> {
     })
 }
 
-impl Instance {
+impl OciRegistry {
     /// Why a 401 or 403 is the registry's own access control refusing the
     /// request, or `None` when it is not (then it is an error): a 403 with
     /// its JSON error body (`DENIED`, …); or, to a request that carried a
@@ -101,7 +101,7 @@ impl Instance {
         }
     }
 
-    /// Why a 401 or 403 that is no refusal ([`Instance::refused`]) is an
+    /// Why a 401 or 403 that is no refusal ([`OciRegistry::refused`]) is an
     /// error, for people.
     fn not_refused(r: &Response) -> String {
         if registrys_own(r) {
@@ -139,7 +139,7 @@ impl Instance {
     }
 
     /// Why the registry did not take a write (`what`, for people): its
-    /// access control ([`Instance::refused`], or read-only mode's 405),
+    /// access control ([`OciRegistry::refused`], or read-only mode's 405),
     /// or a failure.
     pub(super) fn write_error(&self, what: &str, method: &Method, r: &Response) -> WriteError {
         match r.status {
@@ -169,7 +169,7 @@ impl Instance {
     }
 
     /// Why a read did not answer 200: the registry's access control
-    /// (Denied, [`Instance::refused`]) or a failure.
+    /// (Denied, [`OciRegistry::refused`]) or a failure.
     pub(super) fn read_error(&self, what: &str, r: &Response) -> crate::surface::RecoverOutcome {
         use crate::surface::RecoverOutcome;
         match r.status {

@@ -6,41 +6,33 @@
 //! name.
 
 use super::plant::{EMPTY, PLANT_TAG, agreed_repository, digest_of, plan, witness_tag};
-use super::{Instance, Oci};
+use super::{Oci, OciRegistry};
 use crate::escape;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::{self, until_current};
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use serde_json::Value;
 use std::time::Duration;
 
 /// Layers of one manifest pulled at most (a plant has one).
 const MAX_LAYERS: usize = 16;
 
-impl Instance {
+impl OciRegistry {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Oci, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let kinds: Vec<Option<Oci>> = wanted.iter().map(|w| Oci::parse(&w.carrier)).collect();
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
         // The agreed repositories B read by name: the catalog's witnesses.
         let mut readable: Vec<String> = vec![];
         let mut catalog: Vec<(usize, String)> = vec![];
         for (i, w) in wanted.iter().enumerate() {
-            let Some(carrier) = kinds[i] else { continue };
-            let nonce = match crate::surface::wanted_nonce(w) {
-                Ok(n) => n,
-                Err(o) => {
-                    out[i] = Some(o);
-                    continue;
-                }
-            };
+            let (carrier, nonce) = (w.carrier, w.needle);
             let hex = nonce.hex();
-            let repo = agreed_repository(ctx, &self.s.repository, carrier);
+            let repo = agreed_repository(ctx, &self.settings.repository, carrier);
             out[i] = Some(match carrier {
                 Oci::RepositoryName => {
                     catalog.push((i, hex));
@@ -62,7 +54,7 @@ impl Instance {
     }
 
     pub(super) fn wait(&self) -> Duration {
-        Duration::from_millis(self.s.consistency_wait_ms)
+        Duration::from_millis(self.settings.consistency_wait_ms)
     }
 
     /// `tag-name`'s routes: the registry's tags list, then, where it is
@@ -73,7 +65,7 @@ impl Instance {
     fn tag_routes(&self, repo: &str, nonce: &Nonce, readable: &mut Vec<String>) -> RecoverOutcome {
         use super::packages::Versions;
         let reg = self.read_tags(repo, nonce, readable);
-        let Some(p) = &self.s.packages else {
+        let Some(p) = &self.settings.packages else {
             return reg;
         };
         if matches!(
@@ -161,7 +153,7 @@ impl Instance {
         nonce: &Nonce,
         readable: &mut Vec<String>,
     ) -> RecoverOutcome {
-        let p = plan(ctx, &self.s.repository, carrier, nonce);
+        let p = plan(ctx, &self.settings.repository, carrier, nonce);
         let (repo, hex) = (p.repository.as_str(), nonce.hex());
         let shown = escape::bytes(format!("{repo}:{PLANT_TAG}").as_bytes());
         let read = until_current(self.wait(), || {
@@ -263,7 +255,7 @@ impl Instance {
         readable: &[String],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let prefix = format!("{}/runwarden-{}-", self.s.repository, ctx.probe_id);
+        let prefix = format!("{}/runwarden-{}-", self.settings.repository, ctx.probe_id);
         let url = self.catalog_url();
         let listed = until_current(self.wait(), || {
             let mut hits: Vec<Option<String>> = vec![None; wanted.len()];
@@ -292,7 +284,7 @@ impl Instance {
         };
         let (n, hits, ours, unlisted) = &c.value;
         for name in ours {
-            let rest = &name[self.s.repository.len() + 1..];
+            let rest = &name[self.settings.repository.len() + 1..];
             if Oci::tagged(ctx, rest, "").is_none() {
                 notice(Notice {
                     kind: NoticeKind::ForgedMarker,

@@ -2,20 +2,19 @@
 //! uploaded after checking the project holds exactly A's files.
 
 use super::protocol::{excerpt, project_of, version_of};
-use super::{Instance, Pypi};
+use super::{Entry, Pypi, PypiIndex};
 use crate::fault::Fault;
 use crate::http::Request;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{CleanupOutcome, PlantJob, RecoverOutcome, RunCtx};
+use crate::surface::{CleanupOutcome, Job, RecoverOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
 
-impl Instance {
+impl PypiIndex {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Pypi>],
+    ) -> Result<Vec<Entry>, Fault> {
         let err = |o: RecoverOutcome| match o {
             RecoverOutcome::Error { reason } => Fault::Broken(reason),
             // The index's access control: no look can be had here.
@@ -23,12 +22,9 @@ impl Instance {
             _ => Fault::broken("the simple index could not be read"),
         };
         // Only names whose tag verifies are kept while the root streams.
-        let carriers: Vec<Pypi> = jobs
-            .iter()
-            .filter_map(|j| Pypi::parse(&j.carrier))
-            .collect();
+        let carriers: Vec<Pypi> = jobs.iter().map(|j| j.carrier).collect();
         let mut ours: Vec<String> = vec![];
-        self.scan(&self.s.simple_url, "text/html", &[], &mut |h| {
+        self.scan(&self.settings.simple_url, "text/html", &[], &mut |h| {
             let Some(name) = project_of(h) else { return };
             if Pypi::tagged(ctx, name, "").is_some_and(|c| carriers.contains(&c)) {
                 ours.push(name.to_string());
@@ -44,22 +40,25 @@ impl Instance {
                 files.iter().filter_map(|(f, _)| version_of(f)).collect();
             versions.dedup();
             for v in versions {
-                let fs: Vec<&String> = files
+                let fs: Vec<String> = files
                     .iter()
                     .filter(|(f, _)| version_of(f).as_deref() == Some(v.as_str()))
-                    .map(|(f, _)| f)
+                    .map(|(f, _)| f.clone())
                     .collect();
-                found.push(json!({ "project": name, "version": v, "files": fs }));
+                found.push(Entry {
+                    project: name.to_string(),
+                    version: v,
+                    files: fs,
+                });
             }
         }
         Ok(found)
     }
 }
 
-impl Instance {
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let project = entry["project"].as_str().unwrap_or("");
-        let version = entry["version"].as_str().unwrap_or("");
+impl PypiIndex {
+    pub(super) fn clean_entry(&self, entry: &Entry) -> CleanupOutcome {
+        let (project, version) = (entry.project.as_str(), entry.version.as_str());
         if !project.starts_with("runwarden-") || project.contains('/') || version.contains('/') {
             return CleanupOutcome::Left {
                 reason: "not a runwarden project; nothing is deleted".into(),
@@ -75,7 +74,7 @@ impl Instance {
             }
             Err(_) => return left("the project page could not be read".into()),
         };
-        let mut want = crate::surface::string_array(&entry["files"]);
+        let mut want = entry.files.clone();
         have.sort();
         want.sort();
         if have.is_empty() {
@@ -86,8 +85,8 @@ impl Instance {
                 "the project holds files A did not upload: someone else uploaded to it".into(),
             );
         }
-        let url = format!("{}{project}/{version}", self.s.upload_url);
-        let req = self.s.auth.apply(Request::new(Method::DELETE, &url));
+        let url = format!("{}{project}/{version}", self.settings.upload_url);
+        let req = self.settings.auth.apply(Request::new(Method::DELETE, &url));
         match self
             .client()
             .and_then(|c| c.send(&req).map_err(|f| self.failure(f)))

@@ -25,21 +25,21 @@ mod watch;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, HttpAuth, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, SurfaceType, Wanted,
+    About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
+use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-pub struct PypiIndex;
 
 carriers! {
     /// The package index's carriers: projects and what they hold.
-    enum Pypi {
+    pub enum Pypi {
         ProjectName = "project-name", Durable, "the nonce in the name of an uploaded project, found in the simple index's listing";
         Version = "version", Durable, "the nonce in the version of a project both runs can name (a local version, 0.0.0+<nonce>)";
         Description = "description", Durable, "the nonce in the description (long_description) of a project both runs can name";
@@ -48,7 +48,8 @@ carriers! {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     upload_url: String,
     /// The simple index root, ending in `/`.
     simple_url: String,
@@ -58,114 +59,25 @@ struct Settings {
     control: bool,
 }
 
-impl SurfaceType for PypiIndex {
-    fn name(&self) -> &'static str {
-        "pypi-index"
-    }
+/// One version of a project run A uploads, with its files: journalled
+/// before the upload; cleanup deletes it only while the project holds
+/// exactly those files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    project: String,
+    version: String,
+    files: Vec<String>,
+}
 
-    fn description(&self) -> &'static str {
-        "a PyPI-compatible index with an upload endpoint (twine's upload API; the simple index to read)"
-    }
-
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "upload-url",
-            "simple-url",
-            "json-url",
-            "token-env",
-            "username-env",
-            "password-env",
-        ]
-    }
-
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
-        let url = |opts: &mut Options<'_>,
-                   key: &str,
-                   required: bool|
-         -> Result<Option<String>, ConfigError> {
-            match opts.string(key)? {
-                Some((u, pos)) => {
-                    check_url(&u.replace("{project}", "p"))
-                        .map_err(|m| opts.error(pos, format!("`{key}`: {m}")))?;
-                    Ok(Some(u))
-                }
-                None if required => Err(opts.error(
-                    opts.entry_pos(),
-                    format!("a pypi-index surface needs `{key}:` (both `upload-url` and `simple-url` are required)"),
-                )),
-                None => Ok(None),
-            }
-        };
-        let slash = |u: String| if u.ends_with('/') { u } else { format!("{u}/") };
-        let upload_url = slash(url(&mut opts, "upload-url", true)?.unwrap_or_default());
-        let simple_url = slash(url(&mut opts, "simple-url", true)?.unwrap_or_default());
-        let json_url = url(&mut opts, "json-url", false)?;
-        if let Some(j) = &json_url
-            && !j.contains("{project}")
-        {
-            return Err(opts.error(opts.entry_pos(), "`json-url` must contain `{project}`"));
-        }
-        // twine's convention: a token is the password of `__token__`.
-        let auth = HttpAuth::from_config(&mut opts)?.bearer_as_basic("__token__");
-        Ok(serde_json::to_value(Settings {
-            upload_url,
-            simple_url,
-            json_url,
-            auth,
-            control: false,
-        })
-        .expect("settings serialize"))
-    }
-
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
-        let server = crate::loopback::pypi::PypiServer::start()?;
-        let (user, password) = server.user()?;
-        let s = Settings {
-            upload_url: server.upload_url(),
-            simple_url: server.simple_url(),
-            json_url: Some(server.json_url()),
-            auth: HttpAuth::basic_for_control(user, password),
-            control: true,
-        };
-        Ok(Control::served(
-            serde_json::to_value(s).expect("settings serialize"),
-            server,
-        ))
-    }
-
-    fn exposures(&self, settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        serde_json::from_value::<Settings>(settings.clone())
-            .ok()
-            .and_then(|s| crate::http::origin(&s.simple_url))
-            .map(|o| vec![format!("registry:{o}")])
-            .unwrap_or_default()
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        vec![
-            ("credentials", s.auth.describe()),
-            (
-                "description-read-from",
-                match &s.json_url {
-                    Some(u) => escape::bytes(u.as_bytes()),
-                    None => "the distribution's PKG-INFO".into(),
-                },
-            ),
-        ]
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad pypi-index settings"))?;
-        let client = LazyClient::new(s.auth.secrets());
-        Ok(Box::new(Instance { s, client }))
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}",
+            escape::bytes(self.project.as_bytes()),
+            escape::bytes(self.version.as_bytes())
+        )
     }
 }
 
@@ -198,48 +110,140 @@ struct Root {
 /// is "no such project" only if the index showed it is one.
 type Looked = Result<RecoverOutcome, String>;
 
-struct Instance {
-    s: Settings,
+/// An open package index.
+pub struct PypiIndex {
+    settings: Settings,
     client: LazyClient,
 }
 
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, _carrier: &str) -> Option<String> {
-        self.s.auth.missing.clone()
+impl super::Surface for PypiIndex {
+    const NAME: &'static str = "pypi-index";
+    const DESCRIPTION: &'static str = "a PyPI-compatible index with an upload endpoint (twine's upload API; the simple index to read)";
+    const KEYS: &'static [&'static str] = &[
+        "upload-url",
+        "simple-url",
+        "json-url",
+        "token-env",
+        "username-env",
+        "password-env",
+    ];
+    const WATCH: Watch<Pypi> = Watch::Yes {
+        unwatched: &[
+            (Pypi::Version, watch::ON_PROJECT_PAGES),
+            (Pypi::Description, watch::ON_PROJECT_PAGES),
+            (Pypi::FileName, watch::ON_PROJECT_PAGES),
+        ],
+    };
+    type Carrier = Pypi;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
+
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
+        let url = |opts: &mut Options<'_>,
+                   key: &str,
+                   required: bool|
+         -> Result<Option<String>, ConfigError> {
+            match opts.string(key)? {
+                Some((u, pos)) => {
+                    check_url(&u.replace("{project}", "p"))
+                        .map_err(|m| opts.error(pos, format!("`{key}`: {m}")))?;
+                    Ok(Some(u))
+                }
+                None if required => Err(opts.error(
+                    opts.entry_pos(),
+                    format!("a pypi-index surface needs `{key}:` (both `upload-url` and `simple-url` are required)"),
+                )),
+                None => Ok(None),
+            }
+        };
+        let slash = |u: String| if u.ends_with('/') { u } else { format!("{u}/") };
+        let upload_url = slash(url(&mut opts, "upload-url", true)?.unwrap_or_default());
+        let simple_url = slash(url(&mut opts, "simple-url", true)?.unwrap_or_default());
+        let json_url = url(&mut opts, "json-url", false)?;
+        if let Some(j) = &json_url
+            && !j.contains("{project}")
+        {
+            return Err(opts.error(opts.entry_pos(), "`json-url` must contain `{project}`"));
+        }
+        // twine's convention: a token is the password of `__token__`.
+        let auth = HttpAuth::from_config(&mut opts)?.bearer_as_basic("__token__");
+        Ok(Settings {
+            upload_url,
+            simple_url,
+            json_url,
+            auth,
+            control: false,
+        })
+    }
+
+    fn about(s: &Settings) -> About<Pypi> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.simple_url.as_bytes())
+        };
+        let description_from = match &s.json_url {
+            Some(u) => escape::bytes(u.as_bytes()),
+            None => "the distribution's PKG-INFO".into(),
+        };
+        let mut about = About::new(format!("on {place}"))
+            .fact("credentials", s.auth.describe())
+            .fact("description-read-from", description_from);
+        if let Some(o) = crate::http::origin(&s.simple_url) {
+            about = about.exposure(format!("registry:{o}"));
+        }
+        match &s.auth.missing {
+            Some(why) => about.unavailable(why.clone()),
+            None => about,
+        }
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
+        let server = crate::loopback::pypi::PypiServer::start()?;
+        let (user, password) = server.user()?;
+        let s = Settings {
+            upload_url: server.upload_url(),
+            simple_url: server.simple_url(),
+            json_url: Some(server.json_url()),
+            auth: HttpAuth::basic_for_control(user, password),
+            control: true,
+        };
+        Ok(Control::served(s, server))
+    }
+
+    fn open(settings: Settings) -> Result<PypiIndex, Fault> {
+        let client = LazyClient::new(settings.auth.secrets());
+        Ok(PypiIndex { settings, client })
     }
 
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Pypi::of_job(job) {
-            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            Err(o) => o,
-        }
+        jobs: &[Job<Pypi>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        super::each(jobs, |job| self.plant_one(ctx, job, journal))
     }
 
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Pypi, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         self.recover_carriers(ctx, wanted, notice)
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Pypi>]) -> Result<Vec<Entry>, Fault> {
         self.find_plants(ctx, jobs)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        let project = entry["project"]
-            .as_str()
-            .ok_or_else(|| Fault::invalid("no project"))?;
-        let version = entry["version"]
-            .as_str()
-            .ok_or_else(|| Fault::invalid("no version"))?;
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        let (project, version) = (entry.project.as_str(), entry.version.as_str());
         let c = Pypi::owned(ctx, project, "", &|c| c == Pypi::ProjectName)?;
         let version_ok = match c {
             Pypi::Version => version
@@ -248,8 +252,7 @@ impl crate::surface::Instance for Instance {
             _ => version == "0.0.0",
         };
         let dist = project.replace('-', "_");
-        let files = super::string_array(&entry["files"]);
-        let files_ok = match (c, files.as_slice()) {
+        let files_ok = match (c, entry.files.as_slice()) {
             (Pypi::FileName, [f]) => f
                 .strip_prefix(&format!("{dist}-{version}-1"))
                 .and_then(|r| r.strip_suffix("-py3-none-any.whl"))
@@ -264,24 +267,16 @@ impl crate::surface::Instance for Instance {
         })
     }
 
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| self.clean_entry(e)).collect()
     }
 
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_root(ctx, sink)
     }
 
-    fn describe(&self, entry: &Value) -> String {
-        format!(
-            "{} {} on {}",
-            escape::bytes(entry["project"].as_str().unwrap_or("?").as_bytes()),
-            escape::bytes(entry["version"].as_str().unwrap_or("?").as_bytes()),
-            if self.s.control {
-                "the control".to_string()
-            } else {
-                self.shown()
-            }
-        )
+    /// A project listed or gone carries its name.
+    fn changes(_change: &Change, _before: &Before) -> Vec<Pypi> {
+        vec![Pypi::ProjectName]
     }
 }

@@ -3,11 +3,10 @@
 //! refused it.
 
 use super::protocol::excerpt;
-use super::{Instance, Pypi, Upload};
+use super::{Entry, Pypi, PypiIndex, Upload};
 use crate::escape;
 use crate::nonce::Nonce;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
-use serde_json::{Value, json};
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 
 pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: Pypi, nonce: &Nonce) -> Upload {
     let project = crate::surface::tagged_name(
@@ -64,17 +63,20 @@ pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: Pypi, nonce: &Nonce) -> Uplo
     }
 }
 
-impl Instance {
-    pub(super) fn plant_carrier(
+impl PypiIndex {
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Pypi,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        let u = upload_for(ctx, carrier, &job.nonce);
-        let entry = json!({ "project": u.project, "version": u.version, "files": [u.file] });
-        created(entry.clone());
+        job: &Job<Pypi>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let u = upload_for(ctx, job.carrier, &job.nonce);
+        let entry = Entry {
+            project: u.project.clone(),
+            version: u.version.clone(),
+            files: vec![u.file.clone()],
+        };
+        journal.record(&entry);
         let shown = escape::bytes(u.file.as_bytes());
         let upload = self.upload(&u);
         // A 4xx says nothing was uploaded; a 5xx may come after it was
@@ -83,7 +85,7 @@ impl Instance {
             .as_ref()
             .is_ok_and(|r| (400..500).contains(&r.status))
         {
-            created(crate::surface::retraction(&entry));
+            journal.retract(&entry);
         }
         match upload {
             Err(f) => PlantOutcome::Error { reason: f.into() },
@@ -102,11 +104,11 @@ impl Instance {
                 }
             }
             Ok(r) if (200..300).contains(&r.status) => PlantOutcome::Planted {
-                needle: Value::String(job.nonce.hex()),
+                needle: job.nonce,
                 persistence: None,
                 detail: format!(
                     "uploaded {shown} to {}",
-                    escape::bytes(self.s.upload_url.as_bytes())
+                    escape::bytes(self.settings.upload_url.as_bytes())
                 ),
             },
             Ok(r) => PlantOutcome::Error {

@@ -3,7 +3,7 @@
 //! what makes a page one), distributions searched as they arrive, and
 //! the names and versions in file names.
 
-use super::{Instance, Looked, PageScan, Pypi, Root, Upload};
+use super::{Looked, PageScan, Pypi, PypiIndex, Root, Upload};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{Failure, Request};
@@ -91,13 +91,13 @@ pub(super) fn resolve(page: &str, href: &str) -> String {
     format!("{}{}", &page[..origin_end], segs.join("/"))
 }
 
-impl Instance {
+impl PypiIndex {
     pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
         self.client.get()
     }
 
     pub(super) fn shown(&self) -> String {
-        escape::bytes(self.s.simple_url.as_bytes())
+        escape::bytes(self.settings.simple_url.as_bytes())
     }
 
     /// A call that got no answer, said of this index (its kind kept).
@@ -126,7 +126,7 @@ impl Instance {
             .client()
             .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
         let req = self
-            .s
+            .settings
             .auth
             .apply(Request::new(Method::GET, url))
             .header("accept", accept);
@@ -160,8 +160,8 @@ impl Instance {
     pub(super) fn same_origin(&self, url: &str) -> Result<(), RecoverOutcome> {
         let o = crate::http::origin(url);
         if o.is_none()
-            || (o != crate::http::origin(&self.s.simple_url)
-                && o != crate::http::origin(&self.s.upload_url))
+            || (o != crate::http::origin(&self.settings.simple_url)
+                && o != crate::http::origin(&self.settings.upload_url))
         {
             return Err(RecoverOutcome::Error {
                 reason: format!(
@@ -174,7 +174,7 @@ impl Instance {
     }
 
     pub(super) fn project_page(&self, project: &str) -> String {
-        format!("{}{project}/", self.s.simple_url)
+        format!("{}{project}/", self.settings.simple_url)
     }
 
     /// The distribution files a project's simple page links: (file name,
@@ -206,7 +206,7 @@ impl Instance {
         let prefix = format!("runwarden-{}-", ctx.probe_id);
         let (mut projects, mut hits) = (0usize, vec![None; needles.len()]);
         let mut ours = std::collections::HashSet::new();
-        let scanned = self.scan(&self.s.simple_url, "text/html", needles, &mut |h| {
+        let scanned = self.scan(&self.settings.simple_url, "text/html", needles, &mut |h| {
             let Some(name) = project_of(h) else { return };
             projects += 1;
             if name.starts_with(&prefix) {
@@ -323,7 +323,7 @@ impl Instance {
         let failed = |reason| RecoverOutcome::Error { reason };
         let fault = |f: Fault| failed(f.into_reason());
         let req = self
-            .s
+            .settings
             .auth
             .apply(Request::new(Method::GET, url))
             .header("accept", "application/json");
@@ -353,7 +353,7 @@ impl Instance {
     pub(super) fn read_description(&self, project: &str, needle: &str) -> Looked {
         let shown = escape::bytes(project.as_bytes());
         let needles = [needle.to_string()];
-        if let Some(j) = &self.s.json_url {
+        if let Some(j) = &self.settings.json_url {
             let url = j.replace("{project}", project);
             return Ok(match self.fetch_json(&url) {
                 Err(o) => o,
@@ -466,9 +466,9 @@ impl Instance {
         body.extend_from_slice(&u.data);
         body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
         let req = self
-            .s
+            .settings
             .auth
-            .apply(Request::new(Method::POST, &self.s.upload_url))
+            .apply(Request::new(Method::POST, &self.settings.upload_url))
             .header(
                 "content-type",
                 format!("multipart/form-data; boundary={boundary}"),

@@ -3,24 +3,21 @@
 //! the root lists what B reads by name.
 
 use super::plant::upload_for;
-use super::{Instance, Pypi};
-use crate::surface::carrier::not_a_carrier;
-use crate::surface::{Notice, RecoverOutcome, RunCtx, Wanted};
+use super::{Pypi, PypiIndex};
+use crate::nonce::Nonce;
+use crate::surface::{Notice, RecoverOutcome, RunCtx, Want};
 
-impl Instance {
+impl PypiIndex {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Pypi, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        // Each wanted carrier, parsed once (`None`: not one of the index's).
-        let kinds: Vec<Option<Pypi>> = wanted.iter().map(|w| Pypi::parse(&w.carrier)).collect();
         let named: Vec<String> = wanted
             .iter()
-            .zip(&kinds)
-            .filter(|(_, k)| **k == Some(Pypi::ProjectName))
-            .map(|(w, _)| w.needle.as_str().unwrap_or("").to_string())
+            .filter(|w| w.carrier == Pypi::ProjectName)
+            .map(|w| w.needle.hex())
             .collect();
         // The root is project-name's route, and what shows that a 404 of
         // an agreed page is the index's: read once, when first needed.
@@ -28,21 +25,11 @@ impl Instance {
         let mut named_seen = 0;
         let mut out = vec![];
         let mut readable: Vec<String> = vec![];
-        for (w, kind) in wanted.iter().zip(&kinds) {
-            let Some(carrier) = *kind else {
-                out.push(not_a_carrier());
-                continue;
-            };
+        for w in wanted {
+            let (carrier, nonce) = (w.carrier, w.needle);
             // This carrier's place among `named` (and the root's hits).
             let named_at = named_seen;
             named_seen += usize::from(carrier == Pypi::ProjectName);
-            let nonce = match crate::surface::wanted_nonce(w) {
-                Ok(n) => n,
-                Err(o) => {
-                    out.push(o);
-                    continue;
-                }
-            };
             if carrier == Pypi::ProjectName {
                 // Its only route: the root's listing (the project's name is
                 // the message, so B cannot ask for its page).
@@ -102,8 +89,9 @@ impl Instance {
                 "the simple index",
             );
             if let Some(reason) = why {
-                for (o, k) in out.iter_mut().zip(&kinds) {
-                    if *k == Some(Pypi::ProjectName) && matches!(o, RecoverOutcome::NotFound { .. })
+                for (o, w) in out.iter_mut().zip(wanted) {
+                    if w.carrier == Pypi::ProjectName
+                        && matches!(o, RecoverOutcome::NotFound { .. })
                     {
                         *o = RecoverOutcome::Error {
                             reason: reason.clone(),
