@@ -66,7 +66,8 @@ fn first(query: &str) -> usize {
         .clamp(1, 100)
 }
 
-/// `POST /api/graphql`.
+/// `POST /api/graphql`: the token, the document's root field, the
+/// permission that field needs, then the field's own answer.
 pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
     let token = auth
         .strip_prefix("Bearer ")
@@ -75,10 +76,6 @@ pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
         return super::rest::message(401, "This endpoint requires you to be authenticated.");
     };
     let level = perms.get("discussions").map(String::as_str);
-    let login = token
-        .and_then(|t| st.logins.get(t))
-        .map(|(l, _)| l.clone())
-        .unwrap_or_else(|| "github-actions".into());
     let req: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let (Some(query), vars) = (req["query"].as_str(), &req["variables"]) else {
         return errors(
@@ -87,14 +84,14 @@ pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
             None,
         );
     };
-    let var = |k: &str| vars[k].as_str().unwrap_or("");
-    let (field, write) = if query.contains("createDiscussion(") {
-        ("createDiscussion", true)
-    } else if query.contains("deleteDiscussion(") {
-        ("deleteDiscussion", true)
-    } else if query.contains("node(") && query.contains("on Discussion") {
-        ("node", false)
-    } else if query.contains("viewer") {
+    let Some((field, write)) = root_field(query) else {
+        return errors(
+            "the loopback GitHub takes only the discussion documents runwarden sends",
+            None,
+            None,
+        );
+    };
+    if field == "viewer" {
         // Who the token is: no permission needed. GitHub names an
         // installation token's bot `<app>[bot]` here and `<app>` as a
         // discussion's author.
@@ -102,17 +99,7 @@ pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
             .map(|t| super::rest::login_of(st, t))
             .unwrap_or_default();
         return Reply::json(200, json!({ "data": { "viewer": { "login": me } } }));
-    } else if query.contains("repository(")
-        && (query.contains("discussions(") || query.contains("discussionCategories("))
-    {
-        ("repository", false)
-    } else {
-        return errors(
-            "the loopback GitHub takes only the discussion documents runwarden sends",
-            None,
-            None,
-        );
-    };
+    }
     let listing = field == "repository" && query.contains("discussions(");
     let may = match (write, level) {
         (_, Some("write")) => true,
@@ -135,97 +122,135 @@ pub(super) fn serve(st: &mut State, auth: &str, body: &[u8]) -> Reply {
     }
     let reply = match field {
         "repository" => repository(st, query, vars),
-        "node" => match any_repo(st, var("id")) {
-            Some(i) => {
-                let node = shown(&st.objects[i].fields);
-                Reply::json(200, json!({ "data": { "node": node } }))
-            }
-            // GitHub's answer for an id that names nothing.
-            None => errors(
-                &format!(
-                    "Could not resolve to a node with the global id of '{}'",
-                    var("id")
-                ),
-                Some("NOT_FOUND"),
-                Some("node"),
-            ),
-        },
+        "node" => node(st, vars["id"].as_str().unwrap_or("")),
         "createDiscussion" => {
-            let input = &vars["input"];
-            let get = |k: &str| vars[k].as_str().or(input[k].as_str()).unwrap_or("");
-            let Some(repo) = get("repositoryId").strip_prefix(REPO_ID).map(String::from) else {
-                return errors(
-                    "Could not resolve to a node with the global id of the repository",
-                    Some("NOT_FOUND"),
-                    Some(field),
-                );
-            };
-            if st.discussions_off.contains(&repo) {
-                return errors(
-                    "Discussions are disabled for this repository",
-                    Some("UNPROCESSABLE"),
-                    Some(field),
-                );
-            }
-            if !CATEGORIES.iter().any(|c| c.0 == get("categoryId")) {
-                return errors(
-                    "Could not resolve to a node with the global id of the category",
-                    Some("NOT_FOUND"),
-                    Some(field),
-                );
-            }
-            if get("title").is_empty() || get("body").is_empty() {
-                return errors(
-                    "Title and body can't be blank",
-                    Some("UNPROCESSABLE"),
-                    Some(field),
-                );
-            }
-            let n = st.objects.iter().filter(|o| o.kind == "discussion").count() + 1;
-            let mut f = create(
-                st,
-                "discussion",
-                &repo,
-                json!({ "title": get("title"), "body": get("body"), "category": get("categoryId"),
-                        "number": n, "author": login,
-                        "url": format!("https://github.com/{repo}/discussions/{n}") }),
-            );
-            let id = f["id"].clone();
-            f["node_id"] = json!(format!("D_kwDOstandin{id}"));
-            if let Some(o) = st
-                .objects
-                .iter_mut()
-                .find(|o| o.kind == "discussion" && o.fields["id"] == id)
-            {
-                o.fields["node_id"] = f["node_id"].clone();
-            }
-            Reply::json(
-                200,
-                json!({ "data": { "createDiscussion": { "discussion": shown(&f) } } }),
-            )
+            let login = token
+                .and_then(|t| st.logins.get(t))
+                .map(|(l, _)| l.clone())
+                .unwrap_or_else(|| "github-actions".into());
+            create_discussion(st, vars, &login)
         }
-        _ => {
-            let id = vars["id"]
-                .as_str()
-                .or(vars["input"]["id"].as_str())
-                .unwrap_or("");
-            match any_repo(st, id) {
-                Some(i) => {
-                    let f = st.objects.remove(i).fields;
-                    Reply::json(
-                        200,
-                        json!({ "data": { "deleteDiscussion": { "discussion": shown(&f) } } }),
-                    )
-                }
-                None => errors(
-                    &format!("Could not resolve to a node with the global id of '{id}'"),
-                    Some("NOT_FOUND"),
-                    Some(field),
-                ),
-            }
-        }
+        _ => delete_discussion(st, vars),
     };
     reply.with("X-Accepted-GitHub-Permissions", wanted)
+}
+
+/// The root field a document runwarden sends asks for, and whether it is
+/// a mutation; `None` for any other document.
+fn root_field(query: &str) -> Option<(&'static str, bool)> {
+    Some(if query.contains("createDiscussion(") {
+        ("createDiscussion", true)
+    } else if query.contains("deleteDiscussion(") {
+        ("deleteDiscussion", true)
+    } else if query.contains("node(") && query.contains("on Discussion") {
+        ("node", false)
+    } else if query.contains("viewer") {
+        ("viewer", false)
+    } else if query.contains("repository(")
+        && (query.contains("discussions(") || query.contains("discussionCategories("))
+    {
+        ("repository", false)
+    } else {
+        return None;
+    })
+}
+
+/// `node(id:)`: the discussion of that node id, or GitHub's answer for an
+/// id that names nothing.
+fn node(st: &State, id: &str) -> Reply {
+    match any_repo(st, id) {
+        Some(i) => {
+            let node = shown(&st.objects[i].fields);
+            Reply::json(200, json!({ "data": { "node": node } }))
+        }
+        None => errors(
+            &format!("Could not resolve to a node with the global id of '{id}'"),
+            Some("NOT_FOUND"),
+            Some("node"),
+        ),
+    }
+}
+
+/// `createDiscussion(input:)`, by `login`: GitHub's checks (the
+/// repository, discussions on, the category, a title and a body), then
+/// the discussion with its node id.
+fn create_discussion(st: &mut State, vars: &Value, login: &str) -> Reply {
+    let field = "createDiscussion";
+    let input = &vars["input"];
+    let get = |k: &str| vars[k].as_str().or(input[k].as_str()).unwrap_or("");
+    let Some(repo) = get("repositoryId").strip_prefix(REPO_ID).map(String::from) else {
+        return errors(
+            "Could not resolve to a node with the global id of the repository",
+            Some("NOT_FOUND"),
+            Some(field),
+        );
+    };
+    if st.discussions_off.contains(&repo) {
+        return errors(
+            "Discussions are disabled for this repository",
+            Some("UNPROCESSABLE"),
+            Some(field),
+        );
+    }
+    if !CATEGORIES.iter().any(|c| c.0 == get("categoryId")) {
+        return errors(
+            "Could not resolve to a node with the global id of the category",
+            Some("NOT_FOUND"),
+            Some(field),
+        );
+    }
+    if get("title").is_empty() || get("body").is_empty() {
+        return errors(
+            "Title and body can't be blank",
+            Some("UNPROCESSABLE"),
+            Some(field),
+        );
+    }
+    let n = st.objects.iter().filter(|o| o.kind == "discussion").count() + 1;
+    let mut f = create(
+        st,
+        "discussion",
+        &repo,
+        json!({ "title": get("title"), "body": get("body"), "category": get("categoryId"),
+                "number": n, "author": login,
+                "url": format!("https://github.com/{repo}/discussions/{n}") }),
+    );
+    let id = f["id"].clone();
+    f["node_id"] = json!(format!("D_kwDOstandin{id}"));
+    if let Some(o) = st
+        .objects
+        .iter_mut()
+        .find(|o| o.kind == "discussion" && o.fields["id"] == id)
+    {
+        o.fields["node_id"] = f["node_id"].clone();
+    }
+    Reply::json(
+        200,
+        json!({ "data": { "createDiscussion": { "discussion": shown(&f) } } }),
+    )
+}
+
+/// `deleteDiscussion(input:)`: the discussion removed, or GitHub's answer
+/// for an id that names nothing.
+fn delete_discussion(st: &mut State, vars: &Value) -> Reply {
+    let id = vars["id"]
+        .as_str()
+        .or(vars["input"]["id"].as_str())
+        .unwrap_or("");
+    match any_repo(st, id) {
+        Some(i) => {
+            let f = st.objects.remove(i).fields;
+            Reply::json(
+                200,
+                json!({ "data": { "deleteDiscussion": { "discussion": shown(&f) } } }),
+            )
+        }
+        None => errors(
+            &format!("Could not resolve to a node with the global id of '{id}'"),
+            Some("NOT_FOUND"),
+            Some("deleteDiscussion"),
+        ),
+    }
 }
 
 /// The index of the discussion whose node id is `id`, in any repository.
