@@ -27,6 +27,20 @@ impl Nonce {
         to_hex(&self.0)
     }
 
+    /// The nonce whose hex form is `hex` (32 hex digits, either case);
+    /// `None` for anything else.
+    pub fn from_hex(hex: &str) -> Option<Nonce> {
+        // (ASCII first: a slice of a multi-byte character would panic.)
+        if hex.len() != 32 || !hex.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Nonce(out))
+    }
+
     /// Bytes `i..i+4` as a little-endian u32, for carriers that hold a
     /// number (timestamps, sizes) derived from the nonce.
     pub fn word(&self, i: usize) -> u32 {
@@ -53,14 +67,9 @@ mod hex16 {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 16], D::Error> {
         let s = String::deserialize(d)?;
-        let mut out = [0u8; 16];
-        if s.len() != 32 {
-            return Err(D::Error::custom("nonce must be 32 hex digits"));
-        }
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(D::Error::custom)?;
-        }
-        Ok(out)
+        super::Nonce::from_hex(&s)
+            .map(|n| n.0)
+            .ok_or_else(|| D::Error::custom("nonce must be 32 hex digits"))
     }
 }
 
@@ -76,5 +85,14 @@ mod tests {
         assert_eq!(a.hex().len(), 32);
         let json = serde_json::to_string(&a).unwrap();
         assert_eq!(serde_json::from_str::<Nonce>(&json).unwrap(), a);
+        assert_eq!(Nonce::from_hex(&a.hex()), Some(a));
+    }
+
+    #[test]
+    fn a_hostile_hex_form_is_no_nonce_and_no_panic() {
+        for bad in ["", "00", &"g".repeat(32), &"é".repeat(16), &"0".repeat(33)] {
+            assert_eq!(Nonce::from_hex(bad), None, "{bad}");
+            assert!(serde_json::from_value::<Nonce>(serde_json::json!(bad)).is_err());
+        }
     }
 }

@@ -14,6 +14,11 @@
 //! credential headers are marked sensitive. Errors never quote a URL (a
 //! signed URL is a credential) or a header: they say what broke in words
 //! taken from the error chain, passed through [`crate::redact`].
+//!
+//! What an answer means (made, refused by the server's access control, a
+//! conflict, not the server's own answer, failed) is [`answer`]'s to say.
+
+pub mod answer;
 
 use crate::fault::Fault;
 use http_body_util::BodyExt;

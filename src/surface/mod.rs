@@ -223,17 +223,6 @@ pub fn all_outcomes(out: Vec<Option<RecoverOutcome>>) -> Vec<RecoverOutcome> {
         .collect()
 }
 
-/// Whether a registry's refusal of a write says the thing written exists
-/// already (npm's "cannot publish over the previously published
-/// versions", an index's "File already exists"): a conflict, not access
-/// control, even when the registry answers it with 403.
-pub fn says_exists(body: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).to_ascii_lowercase();
-    ["previously published", "already exist", "already present"]
-        .iter()
-        .any(|w| text.contains(w))
-}
-
 pub use crate::wire::string_array;
 
 /// The carrier every surface type may offer whose plant is a signed beacon

@@ -16,6 +16,7 @@
 //! volume's archive is searched as it arrives.
 
 use crate::fault::Fault;
+use crate::http::answer::{self, Answer, Class, Server};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use serde::{Deserialize, Serialize};
@@ -120,6 +121,25 @@ impl Failure {
             Failure::Fault(f) => f,
         }
     }
+}
+
+/// How the daemon answers ([`crate::http::answer`]): its access control
+/// (an authorization plugin; a socket proxy that filters the API, which
+/// stands in for it) refuses with 401 or 403. Every answer counts as the
+/// daemon's own: on its socket nothing else answers, and a socket proxy's
+/// refusal is the access control this runner has. No answer of its is a
+/// conflict that closes nothing (a name taken is someone else's object:
+/// an error).
+const DAEMON: Server<'static> = Server {
+    refusals: &[401, 403],
+    own: &answer::any,
+    refuses: &answer::any,
+    exists: &answer::none,
+};
+
+/// What the daemon's status `status` means.
+pub(super) fn class(status: u16) -> Class {
+    answer::classify(&Answer::status(status), &DAEMON)
 }
 
 /// An answer read whole.

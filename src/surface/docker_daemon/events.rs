@@ -17,6 +17,7 @@
 
 use super::api::{Api, Body, Failure};
 use crate::fault::Fault;
+use crate::http::answer::Class;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -50,7 +51,7 @@ pub(super) fn read(api: &Api, needles: &[&str], witness: &[String]) -> Result<Hi
     let s = api.stream_for("GET", "/events?since=0", Body::None, WITHIN)?;
     match s.status {
         200 => {}
-        401 | 403 => {
+        st if super::api::class(st) == Class::Refused => {
             return Err(Failure::Denied(format!(
                 "the daemon refused its event history (HTTP {})",
                 s.status

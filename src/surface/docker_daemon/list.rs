@@ -8,6 +8,7 @@
 use super::api::{Api, Body, Failure, q};
 use super::names::Kind;
 use crate::fault::Fault;
+use crate::http::answer::Class;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
@@ -85,10 +86,10 @@ impl Raw {
 /// Why a look got nothing.
 pub(super) type Look<T> = Result<T, Failure>;
 
-/// The daemon's answer to a look as a failure: 401 and 403 are its access
-/// control refusing it.
+/// The daemon's answer to a look as a failure: a refusal of its access
+/// control ([`super::api::class`]), or an error.
 fn refused(what: &str, status: u16, message: String) -> Failure {
-    if status == 401 || status == 403 {
+    if super::api::class(status) == Class::Refused {
         Failure::Denied(format!("the daemon refused {what} ({message})"))
     } else {
         Failure::Fault(Fault::broken(format!("{what}: {message}")))

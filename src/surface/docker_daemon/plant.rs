@@ -11,9 +11,10 @@
 //! with every means would. `event-history` tries networks where volumes
 //! are refused.
 
-use super::api::{Body, Failure, Reply, q};
+use super::api::{Body, Failure, Reply, class, q};
 use super::names::{self, Entry, Kind, Role};
 use super::{BEACON_LABEL, Dk, DockerDaemon, MOUNT, NOTE_FILE, NOTE_LABEL, Needle, PLANT_LABEL};
+use crate::http::answer::Class;
 use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use serde_json::{Value, json};
 
@@ -283,7 +284,7 @@ impl DockerDaemon {
             Err(Failure::Fault(f)) => Err(Outcome::Error {
                 reason: format!("{what}: {f}"),
             }),
-            Ok(r) if r.status == 401 || r.status == 403 => {
+            Ok(r) if class(r.status) == Class::Refused => {
                 retract();
                 Ok(Answered {
                     refusal: Some(format!("the daemon refused {what} ({})", r.message())),
@@ -416,7 +417,7 @@ impl DockerDaemon {
             Err(Failure::Fault(f)) => Err(Outcome::Error {
                 reason: format!("writing into the volume: {f}"),
             }),
-            Ok(r) if r.status == 401 || r.status == 403 => Err(Outcome::Refused {
+            Ok(r) if class(r.status) == Class::Refused => Err(Outcome::Refused {
                 reason: format!(
                     "the daemon refused writing into the volume ({})",
                     r.message()

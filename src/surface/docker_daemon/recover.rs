@@ -17,6 +17,7 @@ use super::list::{self, Item};
 use super::names::{self, Kind};
 use super::{Dk, DockerDaemon, MOUNT, NOTE_FILE};
 use crate::escape;
+use crate::http::answer::Class;
 use crate::surface::listing::{Current, not_current, until_current};
 use crate::surface::{Notice, RecoverOutcome, RunCtx};
 use std::collections::BTreeMap;
@@ -277,7 +278,7 @@ impl DockerDaemon {
             200 => {}
             // Why not a refusal: a volume is also read by running a
             // container that mounts it, which runwarden cannot test.
-            401 | 403 => {
+            st if super::api::class(st) == Class::Refused => {
                 return Route::Broken(format!(
                     "the daemon refused reading the volume through an archive (HTTP {}); a running container, its other route, cannot be tested here",
                     s.status

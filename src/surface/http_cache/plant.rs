@@ -1,9 +1,10 @@
 //! Run A: a PUT, a GET miss, a MKCOL and a PROPPATCH, each journalled
 //! before its request and taken back only when the cache refused it.
 
-use super::protocol::{propstat_status, write_outcome};
+use super::protocol::{class, propstat_status, write_outcome};
 use super::{Entry, Http, HttpCache, PROP_NS, innocuous, plant_name};
 use crate::escape;
+use crate::http::answer::Class;
 use crate::nonce::Nonce;
 use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 
@@ -66,7 +67,7 @@ impl HttpCache {
                         .map(|v| format!(", x-cache: {}", escape::bytes(v.as_bytes())))
                         .unwrap_or_default()
                 )),
-                Ok(r) if r.status == 401 || r.status == 403 => PlantOutcome::Refused {
+                Ok(r) if class(r.status) == Class::Refused => PlantOutcome::Refused {
                     reason: format!("the cache refused the lookup (HTTP {})", r.status),
                 },
                 Ok(r) => PlantOutcome::Error {
@@ -116,7 +117,7 @@ impl HttpCache {
         // reason.
         match propstat_status(&r.body) {
             Some(200..=299) => Ok(()),
-            Some(code @ (401 | 403)) => Err(PlantOutcome::Refused {
+            Some(code) if class(code) == Class::Refused => Err(PlantOutcome::Refused {
                 reason: format!("the cache refused to set the property (HTTP {code} in its 207)"),
             }),
             Some(code) => Err(PlantOutcome::Error {

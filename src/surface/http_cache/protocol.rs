@@ -6,10 +6,30 @@
 use super::HttpCache;
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::{self, Answer, Class, Server};
 use crate::http::{Failure, Request};
 use crate::scan::Marked;
 use crate::surface::PlantOutcome;
 use ::http::Method;
+
+/// How an HTTP cache answers ([`crate::http::answer`]): its access control
+/// refuses with 401 or 403. Every answer counts as the cache's own: caches
+/// and WebDAV servers answer errors with pages of their own making
+/// (nginx's 403 is an HTML page with no error body), and no format tells
+/// them from a proxy's. No answer says a path exists already: a PUT
+/// replaces.
+pub(super) const CACHE: Server<'static> = Server {
+    refusals: &[401, 403],
+    own: &answer::any,
+    refuses: &answer::any,
+    exists: &answer::none,
+};
+
+/// What a status from the cache (an answer's, or a property's in a 207)
+/// means.
+pub(super) fn class(status: u16) -> Class {
+    answer::classify(&Answer::status(status), &CACHE)
+}
 
 /// The status of a multistatus answer's (first) propstat:
 /// `<D:status>HTTP/1.1 403 Forbidden</D:status>`, any namespace prefix,
@@ -147,7 +167,7 @@ impl HttpCache {
             200 => Err(ListError::Failed(format!(
                 "{what} answered HTTP 200, not a WebDAV multistatus (207): no listing"
             ))),
-            401 | 403 => Err(ListError::Denied(format!(
+            s if class(s) == Class::Refused => Err(ListError::Denied(format!(
                 "the cache refused the listing ({what}): HTTP {status}"
             ))),
             405 | 501 if propfind => Err(ListError::Unavailable(format!(
@@ -176,7 +196,7 @@ pub(super) fn write_outcome<N>(
 ) -> Result<(), PlantOutcome<N>> {
     match status {
         200..=299 => Ok(()),
-        401 | 403 => Err(PlantOutcome::Refused {
+        s if class(s) == Class::Refused => Err(PlantOutcome::Refused {
             reason: format!("the cache refused the {what} (HTTP {status}) at {shown}"),
         }),
         // A cache that takes no PUT at all is no cache run A can write;

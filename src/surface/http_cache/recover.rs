@@ -2,10 +2,11 @@
 //! miss before B's own lookup would be remembered too), then the agreed
 //! paths; and the check that the listing names what B reads by name.
 
-use super::protocol::{ListError, cache_hit, last_segment, propstat_status};
+use super::protocol::{ListError, cache_hit, class, last_segment, propstat_status};
 use super::{Http, HttpCache, PROP_NS, plant_name};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::Class;
 use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
@@ -239,7 +240,7 @@ impl HttpCache {
         let shown_name = escape::bytes(name.as_bytes());
         match self.call("GET", &self.url_of(name), &[], vec![]) {
             Err(f) => RecoverOutcome::Error { reason: f.into() },
-            Ok(r) if r.status == 401 || r.status == 403 => RecoverOutcome::Denied {
+            Ok(r) if class(r.status) == Class::Refused => RecoverOutcome::Denied {
                 reason: format!("the cache refused the lookup (HTTP {})", r.status),
             },
             Ok(r) if r.status == 404 || r.status == 410 => match cache_hit(&r.headers) {
@@ -281,7 +282,7 @@ impl HttpCache {
             Ok(r) => r,
         };
         match r.status {
-            401 | 403 => RecoverOutcome::Denied {
+            s if class(s) == Class::Refused => RecoverOutcome::Denied {
                 reason: format!("the cache refused the PROPFIND (HTTP {})", r.status),
             },
             404 => RecoverOutcome::NotFound {
@@ -296,7 +297,7 @@ impl HttpCache {
             // is a miss, a refusal is the cache's access control, anything
             // else is no answer.
             207 => match propstat_status(&r.body) {
-                Some(401 | 403) => RecoverOutcome::Denied {
+                Some(code) if class(code) == Class::Refused => RecoverOutcome::Denied {
                     reason: format!("the cache refused to show the property of {shown_name}"),
                 },
                 Some(200..=299 | 404) => RecoverOutcome::NotFound {

@@ -2,9 +2,10 @@
 //! unpublishing each after checking it holds exactly A's versions.
 
 use super::plant::package_for;
-use super::protocol::path_of;
+use super::protocol::{class, path_of};
 use super::{Entry, Npm, NpmRegistry};
 use crate::fault::Fault;
+use crate::http::answer::Class;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, Job, RecoverOutcome, RunCtx};
 use ::http::Method;
@@ -115,7 +116,7 @@ impl NpmRegistry {
         match self.call(Method::DELETE, &url, None) {
             Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
             Ok(r) if r.status == 404 => CleanupOutcome::Gone,
-            Ok(r) if r.status == 401 || r.status == 403 => left(format!(
+            Ok(r) if matches!(class(&r), Class::Refused | Class::NotTheServer) => left(format!(
                 "the registry refused to unpublish it (HTTP {}); it stays until someone with unpublish rights removes it",
                 r.status
             )),

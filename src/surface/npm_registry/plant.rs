@@ -3,9 +3,10 @@
 //! registry refused it.
 
 use super::Entry;
-use super::protocol::{path_of, registrys_own};
+use super::protocol::{class, path_of};
 use super::{Npm, NpmRegistry};
 use crate::escape;
+use crate::http::answer::Class;
 use crate::nonce::Nonce;
 use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
@@ -123,15 +124,8 @@ impl NpmRegistry {
         }
         match publish {
             Err(f) => return PlantOutcome::Error { reason: f.into() },
-            // npm's registry answers a version that exists with 403: a
-            // conflict, not the registry's access control.
-            Ok(r)
-                if (r.status == 401 || r.status == 403)
-                    && registrys_own(&r.body)
-                    && !crate::surface::says_exists(&r.body) =>
-            {
-                return refused(r.status, "publish");
-            }
+            // (A version that exists is a conflict: protocol::REGISTRY.)
+            Ok(r) if class(&r) == Class::Refused => return refused(r.status, "publish"),
             Ok(r) if !(200..300).contains(&r.status) => {
                 return PlantOutcome::Error {
                     reason: format!(
@@ -152,9 +146,7 @@ impl NpmRegistry {
             );
             match self.call(Method::PUT, &url, Some(&json!(version))) {
                 Err(f) => return PlantOutcome::Error { reason: f.into() },
-                Ok(r) if (r.status == 401 || r.status == 403) && registrys_own(&r.body) => {
-                    return refused(r.status, "dist-tag");
-                }
+                Ok(r) if class(&r) == Class::Refused => return refused(r.status, "dist-tag"),
                 Ok(r) if !(200..300).contains(&r.status) => {
                     return PlantOutcome::Error {
                         reason: format!("adding the dist-tag: HTTP {}", r.status),

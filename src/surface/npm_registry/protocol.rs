@@ -6,6 +6,7 @@
 use super::{MAX_PAGES, Npm, NpmRegistry, PAGE};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::{self, Class, Server};
 use crate::http::{Failure, Request};
 use crate::nonce::Nonce;
 use crate::scan::Needles;
@@ -14,15 +15,27 @@ use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use ::http::Method;
 use serde_json::Value;
 
-/// Whether an answer's body is the registry's own: npm registries answer
-/// errors, refusals included, with a JSON object (`{"error": …}`); an
-/// HTML 401/403 comes from something in front of it (a proxy, an SSO
-/// gate, a firewall), which says nothing of the registry's access control.
-pub(super) fn registrys_own(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body).is_ok_and(|v| v.is_object())
+/// How an npm registry answers ([`crate::http::answer`]):
+/// - its access control refuses with 401 or 403;
+/// - every error of its own, refusals included, is a JSON object
+///   (`{"error": …}`): an HTML 401/403 comes from something in front of it
+///   (a proxy, an SSO gate, a firewall), which says nothing of the
+///   registry's access control, and a 404 without one is a wrong URL;
+/// - it answers a version that exists with 403 ("cannot publish over the
+///   previously published versions"): a conflict, not access control.
+pub(super) const REGISTRY: Server<'static> = Server {
+    refusals: &[401, 403],
+    own: &answer::json_object,
+    refuses: &answer::any,
+    exists: &answer::says_exists,
+};
+
+/// What the registry's answer `r` means.
+pub(super) fn class(r: &crate::http::Response) -> Class {
+    answer::classify(&r.into(), &REGISTRY)
 }
 
-/// Why a 401/403 without the registry's JSON body is no refusal.
+/// Why a refusal status without the registry's JSON body is no refusal.
 pub(super) fn not_the_registrys(status: u16, what: &str) -> String {
     format!(
         "{what}: HTTP {status} without the registry's JSON body: something in front of it (a proxy, an SSO gate) answered, not the registry"
@@ -77,9 +90,8 @@ impl NpmRegistry {
             .call(Method::GET, &url, None)
             .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
         let shown = escape::bytes(name.as_bytes());
-        let doc = r.json().ok().filter(Value::is_object);
-        match r.status {
-            200 => match doc {
+        if r.status == 200 {
+            return match r.json().ok().filter(Value::is_object) {
                 Some(d) if d["name"] == name && d["versions"].is_object() => Ok(Some(d)),
                 _ => Err(RecoverOutcome::Error {
                     reason: format!(
@@ -87,28 +99,24 @@ impl NpmRegistry {
                          document (no such `name`, or no `versions`)"
                     ),
                 }),
-            },
-            // Registries answer a missing package with a JSON error; a
-            // 404 page without one is a wrong URL or a proxy's.
-            404 if doc.is_some() => Ok(None),
-            404 => Err(RecoverOutcome::Error {
+            };
+        }
+        match class(&r) {
+            Class::Absent => Ok(None),
+            Class::NotTheServer if r.status == 404 => Err(RecoverOutcome::Error {
                 reason: format!(
                     "reading {shown}: HTTP 404 without the registry's JSON error body \
                      (is `url` the registry?)"
                 ),
             }),
-            401 | 403 if doc.is_some() => Err(RecoverOutcome::Denied {
-                reason: format!(
-                    "the registry refused to show {} (HTTP {})",
-                    escape::bytes(name.as_bytes()),
-                    r.status
-                ),
+            Class::Refused => Err(RecoverOutcome::Denied {
+                reason: format!("the registry refused to show {shown} (HTTP {})", r.status),
             }),
-            401 | 403 => Err(RecoverOutcome::Error {
+            Class::NotTheServer => Err(RecoverOutcome::Error {
                 reason: not_the_registrys(r.status, &format!("reading {shown}")),
             }),
-            s => Err(RecoverOutcome::Error {
-                reason: format!("reading {}: HTTP {s}", escape::bytes(name.as_bytes())),
+            _ => Err(RecoverOutcome::Error {
+                reason: format!("reading {shown}: HTTP {}", r.status),
             }),
         }
     }
@@ -164,7 +172,7 @@ impl NpmRegistry {
             let r = self
                 .call(Method::GET, &url, None)
                 .map_err(|f| RecoverOutcome::Error { reason: f.into() })?;
-            if (r.status == 401 || r.status == 403) && registrys_own(&r.body) {
+            if class(&r) == Class::Refused {
                 return Err(RecoverOutcome::Denied {
                     reason: format!("the registry refused the search (HTTP {})", r.status),
                 });

@@ -5,10 +5,8 @@
 //! (Kept: no API removes one). And finding a probe's plants without its
 //! receipt: the agreed repositories' tags and manifests, and the catalog.
 
-use super::plant::{
-    PLANT_KEY, PLANT_TAG, agreed_repository, digest_of, nonce_in_layer, nonce_of_hex, plan,
-};
-use super::protocol::outcome_reason;
+use super::plant::{PLANT_KEY, PLANT_TAG, agreed_repository, digest_of, nonce_in_layer, plan};
+use super::protocol::{AUTH, outcome_reason};
 use super::{Entry, Oci, OciRegistry};
 use crate::escape;
 use crate::fault::Fault;
@@ -153,7 +151,8 @@ impl OciRegistry {
         match r.status {
             200..=299 => Ok((true, check.users)),
             404 => Ok((false, check.users)),
-            401 | 403 => Err(format!(
+            // (Refused or credentials not accepted: either way it stays.)
+            s if AUTH.contains(&s) => Err(format!(
                 "the registry refused to delete {shown} (HTTP {}); it stays, with its tags {tags}, until someone with delete rights removes it",
                 r.status
             )),
@@ -352,7 +351,7 @@ impl OciRegistry {
         let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if carrier == Oci::ManifestAnnotation {
             let hex = doc["annotations"][PLANT_KEY].as_str();
-            return Ok(hex.and_then(nonce_of_hex).into_iter().collect());
+            return Ok(hex.and_then(Nonce::from_hex).into_iter().collect());
         }
         let Some(layer) = doc["layers"][0]["digest"].as_str() else {
             return Ok(vec![]);
@@ -384,5 +383,5 @@ fn nonce_of_name(ctx: &RunCtx<'_>, name: &str, carrier: Oci) -> Option<Nonce> {
     }
     let rest = name.strip_prefix(&format!("runwarden-{}-{}-", ctx.probe_id, carrier.name()))?;
     let (hex, _) = rest.split_once('-')?;
-    nonce_of_hex(hex)
+    Nonce::from_hex(hex)
 }

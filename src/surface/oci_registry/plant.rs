@@ -68,20 +68,7 @@ fn layer_of(probe_id: &str, nonce: &Nonce) -> Vec<u8> {
 pub(super) fn nonce_in_layer(data: &[u8]) -> Option<Nonce> {
     let text = std::str::from_utf8(data).ok()?;
     let hex = text.lines().find_map(|l| l.strip_prefix("nonce "))?;
-    nonce_of_hex(hex)
-}
-
-/// The nonce whose hex form `hex` is, read as a nonce is read from JSON
-/// (32 hex digits).
-pub(super) fn nonce_of_hex(hex: &str) -> Option<Nonce> {
-    if hex.len() != 32 || !hex.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(Nonce(out))
+    Nonce::from_hex(hex)
 }
 
 /// What `dev.runwarden.plant` says: the nonce itself for
@@ -177,7 +164,7 @@ pub(super) fn owned_entry(ctx: &RunCtx<'_>, ns: &str, entry: &Entry) -> Result<(
             "{shown}: not the entry a {carrier} plant journals"
         )));
     }
-    let nonce = nonce_of_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
+    let nonce = Nonce::from_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
     if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
         return Err(Fault::invalid(format!(
             "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"

@@ -9,6 +9,7 @@ use super::auth::parse_challenge;
 use super::plant::WriteError;
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::{self, Answer, Class, Server};
 use crate::http::{Request, Response};
 use crate::scan::Needles;
 use ::http::Method;
@@ -38,8 +39,23 @@ pub(super) const ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, app
 /// (`{"errors": [...]}`). A page without one comes from something in
 /// front of it (a proxy, an SSO gate, a WAF).
 pub(super) fn registrys_own(r: &Response) -> bool {
-    serde_json::from_slice::<Value>(&r.body).is_ok_and(|v| v["errors"].is_array())
+    own_body(&r.into())
 }
+
+/// Whether an answer's body is the registry's error body (`{"errors":
+/// [...]}`).
+fn own_body(a: &Answer<'_>) -> bool {
+    a.json().is_some_and(|v| v["errors"].is_array())
+}
+
+/// The statuses a registry's access control refuses with: 403, a 401 whose
+/// challenge says the token's scope does not cover the request, and
+/// distribution's read-only 405.
+const REFUSALS: &[u16] = &[401, 403, 405];
+
+/// The statuses that answer who may do what (a refusal, or credentials not
+/// accepted): an answer with one is told apart by [`OciRegistry::class`].
+pub(super) const AUTH: [u16; 2] = [401, 403];
 
 /// Whether a `WWW-Authenticate: Bearer` challenge says
 /// `error="insufficient_scope"`.
@@ -81,28 +97,59 @@ fn next_link(headers: &::http::HeaderMap) -> Option<String> {
 }
 
 impl OciRegistry {
-    /// Why a 401 or 403 is the registry's own access control refusing the
-    /// request, or `None` when it is not (then it is an error): a 403 with
-    /// its JSON error body (`DENIED`, …); or, to a request that carried a
-    /// token the service issued, a 401 whose Bearer challenge says
-    /// `insufficient_scope`. Any other 401 is the credentials not accepted
-    /// (a mistyped or expired token; ghcr.io answers a token it does not
-    /// take with `DENIED` "invalid token"), and a bare
-    /// `WWW-Authenticate: Basic` with a page is a front (nginx's
-    /// `auth_basic`): neither is a refusal of the carrier.
-    pub(super) fn refused(&self, r: &Response) -> Option<String> {
-        let own = registrys_own(r);
+    /// What the registry's answer `r` to `method` means
+    /// ([`crate::http::answer`]). Its access control refuses with:
+    /// - a 403 with its JSON error body (`DENIED`, …);
+    /// - to a request that carried a token the service issued, a 401 whose
+    ///   Bearer challenge says `insufficient_scope` (the challenge is the
+    ///   registry's own, whatever the body);
+    /// - to a write, distribution's read-only 405 ([`OciRegistry::read_only`]).
+    ///
+    /// Any other 401 is the credentials not accepted (a mistyped or expired
+    /// token; ghcr.io answers a token it does not take with `DENIED`
+    /// "invalid token"), and a bare `WWW-Authenticate: Basic` with a page
+    /// is a front (nginx's `auth_basic`): neither is a refusal of the
+    /// carrier. No answer says a manifest or blob exists: a push of one
+    /// that exists succeeds.
+    pub(super) fn class(&self, r: &Response, method: Option<&Method>) -> Class {
+        let scoped = |a: &Answer<'_>| a.status == 401 && a.headers.is_some_and(insufficient_scope);
+        let read_only =
+            |a: &Answer<'_>| a.status == 405 && method.is_some_and(|m| self.read_only(m, r));
+        let own = |a: &Answer<'_>| own_body(a) || scoped(a) || read_only(a);
+        let refuses = |a: &Answer<'_>| match a.status {
+            401 => self.bearer_sent.get() && scoped(a),
+            405 => read_only(a),
+            _ => true,
+        };
+        let server = Server {
+            refusals: REFUSALS,
+            own: &own,
+            refuses: &refuses,
+            exists: &answer::none,
+        };
+        answer::classify(&r.into(), &server)
+    }
+
+    /// Why the registry refused `r` (a [`Class::Refused`] answer), for
+    /// people.
+    fn why_refused(r: &Response) -> String {
         match r.status {
-            403 if own => Some(format!("HTTP 403{}", error_code(r))),
-            401 if self.bearer_sent.get() && insufficient_scope(&r.headers) => {
-                Some("HTTP 401, insufficient_scope: the token does not cover it".to_string())
-            }
-            _ => None,
+            401 => "HTTP 401, insufficient_scope: the token does not cover it".to_string(),
+            405 => format!(
+                "HTTP 405: it allows only {}; read-only",
+                escape::bytes(
+                    r.headers
+                        .get("allow")
+                        .map(|v| v.as_bytes())
+                        .unwrap_or_default()
+                )
+            ),
+            s => format!("HTTP {s}{}", error_code(r)),
         }
     }
 
-    /// Why a 401 or 403 that is no refusal ([`OciRegistry::refused`]) is an
-    /// error, for people.
+    /// Why a refusal status that is no refusal ([`OciRegistry::class`]) is
+    /// an error, for people.
     fn not_refused(r: &Response) -> String {
         if registrys_own(r) {
             format!(
@@ -139,50 +186,37 @@ impl OciRegistry {
     }
 
     /// Why the registry did not take a write (`what`, for people): its
-    /// access control ([`OciRegistry::refused`], or read-only mode's 405),
-    /// or a failure.
+    /// access control ([`OciRegistry::class`]), or a failure.
     pub(super) fn write_error(&self, what: &str, method: &Method, r: &Response) -> WriteError {
-        match r.status {
-            401 | 403 => match self.refused(r) {
-                Some(why) => {
-                    WriteError::Refused(format!("the registry refused the {what} ({why})"))
-                }
-                None => WriteError::Failed {
-                    reason: format!("{what}: {}", Self::not_refused(r)),
-                    client: true,
-                },
-            },
-            405 if self.read_only(method, r) => WriteError::Refused(format!(
-                "the registry refused the {what} (HTTP 405: it allows only {}; read-only)",
-                escape::bytes(
-                    r.headers
-                        .get("allow")
-                        .map(|v| v.as_bytes())
-                        .unwrap_or_default()
-                )
+        match self.class(r, Some(method)) {
+            Class::Refused => WriteError::Refused(format!(
+                "the registry refused the {what} ({})",
+                Self::why_refused(r)
             )),
-            s => WriteError::Failed {
-                reason: format!("{what}: HTTP {s}{}", error_code(r)),
-                client: (400..500).contains(&s),
+            _ if AUTH.contains(&r.status) => WriteError::Failed {
+                reason: format!("{what}: {}", Self::not_refused(r)),
+                client: true,
+            },
+            _ => WriteError::Failed {
+                reason: format!("{what}: HTTP {}{}", r.status, error_code(r)),
+                client: (400..500).contains(&r.status),
             },
         }
     }
 
     /// Why a read did not answer 200: the registry's access control
-    /// (Denied, [`OciRegistry::refused`]) or a failure.
+    /// (Denied, [`OciRegistry::class`]) or a failure.
     pub(super) fn read_error(&self, what: &str, r: &Response) -> crate::surface::RecoverOutcome {
         use crate::surface::RecoverOutcome;
-        match r.status {
-            401 | 403 => match self.refused(r) {
-                Some(why) => RecoverOutcome::Denied {
-                    reason: format!("the registry refused {what} ({why})"),
-                },
-                None => RecoverOutcome::Error {
-                    reason: format!("{what}: {}", Self::not_refused(r)),
-                },
+        match self.class(r, None) {
+            Class::Refused => RecoverOutcome::Denied {
+                reason: format!("the registry refused {what} ({})", Self::why_refused(r)),
             },
-            s => RecoverOutcome::Error {
-                reason: format!("{what}: HTTP {s}{}", error_code(r)),
+            _ if AUTH.contains(&r.status) => RecoverOutcome::Error {
+                reason: format!("{what}: {}", Self::not_refused(r)),
+            },
+            _ => RecoverOutcome::Error {
+                reason: format!("{what}: HTTP {}{}", r.status, error_code(r)),
             },
         }
     }
@@ -203,11 +237,12 @@ impl OciRegistry {
         let digest = super::plant::digest_of(data);
         let url = self.at(&format!("/v2/{repo}/blobs/{digest}"));
         let head = self.call(Method::HEAD, &url, "*/*", None).map_err(failed)?;
-        // The check is a read (pull scope): a 401 or 403 to it says
-        // nothing about the write, which its own answer judges.
+        // The check is a read (pull scope): whatever its access control
+        // says of it says nothing about the write, which its own answer
+        // judges.
         match head.status {
             200 => return Ok(false),
-            404 | 401 | 403 => {}
+            s if s == 404 || AUTH.contains(&s) => {}
             s => {
                 return Err(WriteError::Failed {
                     reason: format!("push (its blob check): HTTP {s}{}", error_code(&head)),
@@ -478,7 +513,7 @@ impl OciRegistry {
                 }
                 // Only the registry's own answer can refuse: a storage
                 // backend's 403 (an expired signed URL) is an error.
-                401 | 403 if ours => return Err(self.read_error("the blob", &answer)),
+                s if ours && AUTH.contains(&s) => return Err(self.read_error("the blob", &answer)),
                 404 if ours && registrys_own(&answer) => {
                     return Err(failed(Fault::broken(format!(
                         "the registry has no blob {digest}{}, which the manifest names",

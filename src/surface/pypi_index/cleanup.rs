@@ -1,10 +1,11 @@
 //! Cleanup: finding a probe's projects, and deleting each version A
 //! uploaded after checking the project holds exactly A's files.
 
-use super::protocol::{excerpt, project_of, version_of};
+use super::protocol::{INDEX, excerpt, project_of, version_of};
 use super::{Entry, Pypi, PypiIndex};
 use crate::fault::Fault;
 use crate::http::Request;
+use crate::http::answer::{self, Class};
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, Job, RecoverOutcome, RunCtx};
 use ::http::Method;
@@ -92,7 +93,7 @@ impl PypiIndex {
             .and_then(|c| c.send(&req).map_err(|f| self.failure(f)))
         {
             Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
-            Ok(r) if r.status == 401 || r.status == 403 => left(format!(
+            Ok(r) if answer::classify(&(&r).into(), &INDEX) == Class::Refused => left(format!(
                 "the index refused to delete it (HTTP {}: {}); it stays until someone with the right removes it",
                 r.status,
                 excerpt(&r.body)

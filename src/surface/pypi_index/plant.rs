@@ -2,9 +2,10 @@
 //! journalled before the request and taken back only when the index
 //! refused it.
 
-use super::protocol::excerpt;
+use super::protocol::{INDEX, excerpt};
 use super::{Entry, Pypi, PypiIndex, Upload};
 use crate::escape;
+use crate::http::answer::{self, Class};
 use crate::nonce::Nonce;
 use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 
@@ -89,12 +90,8 @@ impl PypiIndex {
         }
         match upload {
             Err(f) => PlantOutcome::Error { reason: f.into() },
-            // A 403 that says the file exists is a conflict, not the
-            // index's access control.
-            Ok(r)
-                if (r.status == 401 || r.status == 403)
-                    && !crate::surface::says_exists(&r.body) =>
-            {
+            // (A file that exists is a conflict: protocol::INDEX.)
+            Ok(r) if answer::classify(&(&r).into(), &INDEX) == Class::Refused => {
                 PlantOutcome::Refused {
                     reason: format!(
                         "the index refused the upload (HTTP {}: {})",

@@ -6,6 +6,7 @@
 use super::{Looked, PageScan, Pypi, PypiIndex, Root, Upload};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::{self, Answer, Class, Server};
 use crate::http::{Failure, Request};
 use crate::scan::{Marked, Needles};
 use crate::surface::carrier::CarrierSet;
@@ -91,6 +92,20 @@ pub(super) fn resolve(page: &str, href: &str) -> String {
     format!("{}{}", &page[..origin_end], segs.join("/"))
 }
 
+/// How a package index answers ([`crate::http::answer`]): its access
+/// control refuses with 401 or 403, and an upload of a file that exists
+/// with a refusal status that says so ("File already exists"): a
+/// conflict. Every answer counts as the index's own: indexes answer
+/// errors as text or HTML of their own making (PyPI's plain text, devpi's
+/// and pypiserver's pages), and the simple API (PEP 503, 691) defines no
+/// error body that would tell an index's refusal from a proxy's.
+pub(super) const INDEX: Server<'static> = Server {
+    refusals: &[401, 403],
+    own: &answer::any,
+    refuses: &answer::any,
+    exists: &answer::says_exists,
+};
+
 impl PypiIndex {
     pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
         self.client.get()
@@ -142,16 +157,18 @@ impl PypiIndex {
                 reason: self.failure(f).into_reason(),
             })?;
         let shown = escape::bytes(url.as_bytes());
-        match status {
-            200 => Ok(Some(PageScan {
+        if status == 200 {
+            return Ok(Some(PageScan {
                 found: (0..needles.len()).map(|i| raw.found(i)).collect(),
-            })),
-            404 => Ok(None),
-            401 | 403 => Err(RecoverOutcome::Denied {
+            }));
+        }
+        match answer::classify(&Answer::status(status), &INDEX) {
+            Class::Absent => Ok(None),
+            Class::Refused => Err(RecoverOutcome::Denied {
                 reason: format!("the index refused {shown} (HTTP {status})"),
             }),
-            s => Err(RecoverOutcome::Error {
-                reason: format!("reading {shown}: HTTP {s}"),
+            _ => Err(RecoverOutcome::Error {
+                reason: format!("reading {shown}: HTTP {status}"),
             }),
         }
     }
@@ -333,18 +350,20 @@ impl PypiIndex {
             .send(&req)
             .map_err(|f| fault(self.failure(f)))?;
         let shown = escape::bytes(url.as_bytes());
-        match r.status {
-            200 => match r.json().ok().filter(Value::is_object) {
+        if r.status == 200 {
+            return match r.json().ok().filter(Value::is_object) {
                 Some(v) => Ok(Some(v)),
                 None => Err(failed(format!(
                     "{shown} answered 200 with something that is not a JSON object"
                 ))),
-            },
-            404 => Ok(None),
-            401 | 403 => Err(RecoverOutcome::Denied {
+            };
+        }
+        match answer::classify(&(&r).into(), &INDEX) {
+            Class::Absent => Ok(None),
+            Class::Refused => Err(RecoverOutcome::Denied {
                 reason: format!("the index refused {shown} (HTTP {})", r.status),
             }),
-            s => Err(failed(format!("reading {shown}: HTTP {s}"))),
+            _ => Err(failed(format!("reading {shown}: HTTP {}", r.status))),
         }
     }
 
