@@ -5,8 +5,13 @@
 //! [`config`] parses YAML with locations, [`plan`] validates it into a typed
 //! plan, [`engine`] runs A and B as separate child processes ([`child`] is
 //! their side), [`verdict`] holds every verdict rule, [`report`] is the
-//! versioned result, and [`output`] renders it. Surfaces live in [`surface`],
-//! one file per type behind one trait and one registry.
+//! versioned result, and [`output`] renders it. Surfaces live in [`surface`]:
+//! one folder per type, each implementing one typed trait
+//! ([`surface::Surface`]), listed once in one registry; a kernel adapter
+//! gives the engine its JSON view of every type. [`http`] speaks HTTP, and
+//! its [`http::answer`] alone decides what an HTTP answer means (a refusal,
+//! a conflict, not the server's own). docs/contributing.md says how to add
+//! a surface type.
 
 pub mod archive;
 pub mod child;

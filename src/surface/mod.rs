@@ -1,11 +1,25 @@
 //! Surfaces: the shared things two runs can both reach.
 //!
-//! Every surface type is one file in this folder implementing
-//! [`SurfaceType`] and is listed once in [`REGISTRY`]. A type turns its
-//! config keys into settings ([`SurfaceType::validate`]), makes a known-open
-//! control instance of itself ([`SurfaceType::control`]) and opens instances
-//! that plant, recover and clean up ([`Instance`]). Surfaces report outcomes;
-//! they never format output and never decide verdicts (`src/verdict.rs` does).
+//! Every surface type is one folder here (`src/surface/<type>/`) whose
+//! instance type implements the one typed trait [`Surface`], and one line
+//! of [`REGISTRY`] (`&Typed::<folder::Type>::TYPE`). The trait is small:
+//! what the type is (consts: its name, keys, scopes, watch support; its
+//! carrier enum from [`carrier::carriers`], its settings, journal entry and
+//! needle types), how its config becomes settings, what those settings
+//! say ([`About`]), its known-open control, and its plant, recovery,
+//! ownership rule and cleanup; cleanup by probe id, a needle derived
+//! without a receipt and watch mode where the type has them.
+//!
+//! The kernel does the rest, the same for every type: the adapter
+//! ([`Typed`]) implements the engine's JSON view of a type ([`SurfaceType`],
+//! [`Instance`], [`Watchable`]), parses carriers and needles, refuses a
+//! journal line that does not parse as the type's entry before any removal
+//! ([`cleanup_owned`]), sets aside retractions, words descriptions and
+//! stops run A between carriers on a signal; and the conformance suite
+//! (tests/surface/conformance.rs) runs every registered type against its
+//! control, with hostile journals made from its own entries. Surfaces
+//! report outcomes; they never format output and never decide verdicts
+//! (`src/verdict.rs` does). docs/contributing.md walks through adding one.
 
 pub mod actions_artifacts;
 pub mod actions_cache;
