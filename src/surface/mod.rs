@@ -46,7 +46,7 @@ pub use typed::{About, Control, Job, Journal, Needle, Scope, Surface, Want, Watc
 pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<filesystem::Filesystem>::TYPE,
     &Typed::<git_remote::GitRemote>::TYPE,
-    &actions_cache::ActionsCache,
+    &Typed::<actions_cache::ActionsCache>::TYPE,
     &actions_artifacts::ActionsArtifacts,
     &github_api::GitHubApi,
     &Typed::<http_cache::HttpCache>::TYPE,
