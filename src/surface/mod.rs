@@ -47,7 +47,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<filesystem::Filesystem>::TYPE,
     &Typed::<git_remote::GitRemote>::TYPE,
     &Typed::<actions_cache::ActionsCache>::TYPE,
-    &actions_artifacts::ActionsArtifacts,
+    &Typed::<actions_artifacts::ActionsArtifacts>::TYPE,
     &github_api::GitHubApi,
     &Typed::<http_cache::HttpCache>::TYPE,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
