@@ -48,7 +48,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<git_remote::GitRemote>::TYPE,
     &Typed::<actions_cache::ActionsCache>::TYPE,
     &Typed::<actions_artifacts::ActionsArtifacts>::TYPE,
-    &github_api::GitHubApi,
+    &Typed::<github_api::GitHubApi>::TYPE,
     &Typed::<http_cache::HttpCache>::TYPE,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
     &Typed::<pypi_index::PypiIndex>::TYPE,
