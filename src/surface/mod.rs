@@ -60,9 +60,9 @@ pub use typed::{About, Control, Job, Journal, Needle, Scope, Surface, Want, Watc
 pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<filesystem::Filesystem>::TYPE,
     &Typed::<git_remote::GitRemote>::TYPE,
-    &actions_cache::ActionsCache,
-    &actions_artifacts::ActionsArtifacts,
-    &github_api::GitHubApi,
+    &Typed::<actions_cache::ActionsCache>::TYPE,
+    &Typed::<actions_artifacts::ActionsArtifacts>::TYPE,
+    &Typed::<github_api::GitHubApi>::TYPE,
     &Typed::<http_cache::HttpCache>::TYPE,
     &Typed::<npm_registry::NpmRegistry>::TYPE,
     &Typed::<pypi_index::PypiIndex>::TYPE,

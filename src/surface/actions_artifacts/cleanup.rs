@@ -4,24 +4,20 @@
 //! neither may delete it. Cleanup by probe id finds the plants in the
 //! listing by their verified tag.
 
-use super::{Instance, TwirpError, planted_carrier};
+use super::{ActionsArtifacts, Entry, Item, Named, TwirpError, planted_carrier};
 use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::surface::{CleanupOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
-impl Instance {
+impl ActionsArtifacts {
     /// The REST route first (it works from any run), then the results
     /// service (only the uploading run's token may delete there).
-    pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
-        let Some(name) = e["name"].as_str() else {
-            return CleanupOutcome::Left {
-                reason: "the journal entry names no artifact".into(),
-            };
-        };
+    fn clean(&self, e: &Entry) -> CleanupOutcome {
+        let name = e.name.as_str();
         let rest = match self.api() {
-            Ok(api) => self.delete_rest(&api, name, e["id"].as_u64()),
+            Ok(api) => self.delete_rest(&api, name, e.id),
             Err(why) => Err(why.into_reason()),
         };
         let why_rest = match rest {
@@ -110,24 +106,24 @@ impl Instance {
     }
 
     /// `DeleteArtifact` with the runtime token of the run that uploaded.
-    fn delete_twirp(&self, e: &Value, name: &str) -> Result<CleanupOutcome, String> {
-        let (Some(run), Some(job)) = (e["run"].as_str(), e["job"].as_str()) else {
+    fn delete_twirp(&self, e: &Entry, name: &str) -> Result<CleanupOutcome, String> {
+        let (Some(run), Some(job)) = (e.run.as_deref(), e.job.as_deref()) else {
             return Err("the journal entry names no run".into());
         };
         let mine = self
-            .s
+            .settings
             .token
             .as_deref()
             .and_then(crate::wire::jwt_backend_ids);
         if mine.as_ref().map(|m| m.0.as_str()) != Some(run) {
             return Err("this run's runtime token is not the uploading run's".into());
         }
-        let body = json!({
-            "workflow_run_backend_id": run,
-            "workflow_job_run_backend_id": job,
-            "name": name,
-        });
-        match self.twirp("DeleteArtifact", body) {
+        let body = Named {
+            workflow_run_backend_id: run,
+            workflow_job_run_backend_id: job,
+            name,
+        };
+        match self.twirp("DeleteArtifact", &body) {
             Ok(v) if v["ok"] == json!(true) => Ok(CleanupOutcome::Removed),
             Ok(_) => Err("DeleteArtifact answered not ok".into()),
             Err(TwirpError::NotFound) => Ok(CleanupOutcome::Gone),
@@ -138,7 +134,7 @@ impl Instance {
     /// Every artifact of the repository whose name is a verified plant
     /// name of this probe, as journal entries. `Broken` when the listing
     /// fails.
-    pub(super) fn find_plants(&self, ctx: &RunCtx<'_>) -> Result<Vec<Value>, Fault> {
+    pub(super) fn find_plants(&self, ctx: &RunCtx<'_>) -> Result<Vec<Entry>, Fault> {
         let api = self.api()?;
         let mut found = vec![];
         api.list(
@@ -146,10 +142,15 @@ impl Instance {
             Some("artifacts"),
             "listing artifacts to find the plants",
             &mut |a| {
-                if let (Some(id), Some(name)) = (a["id"].as_u64(), a["name"].as_str())
-                    && planted_carrier(ctx, name).is_some()
+                if let Some(Item { id, name }) = Item::of(a)
+                    && planted_carrier(ctx, &name).is_some()
                 {
-                    found.push(json!({ "name": name, "id": id }));
+                    found.push(Entry {
+                        name,
+                        id: Some(id),
+                        run: None,
+                        job: None,
+                    });
                 }
             },
         )
@@ -159,20 +160,19 @@ impl Instance {
 
     /// Journals hold an intent before each upload and the entry with its
     /// id after: one artifact, cleaned once (by the fullest entry).
-    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        crate::surface::cleanup_unretracted(entries, |e| {
-            let name = &e["name"];
-            let fuller = entries.iter().any(|o| {
-                o["name"] == *name
-                    && o.get("retract").is_none()
-                    && o["id"].is_u64()
-                    && !e["id"].is_u64()
-            });
-            if fuller {
-                CleanupOutcome::Superseded
-            } else {
-                self.clean(e)
-            }
-        })
+    /// (Retractions and what they took back are set aside by the kernel.)
+    pub(super) fn clean_all(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries
+            .iter()
+            .map(|e| {
+                let fuller =
+                    e.id.is_none() && entries.iter().any(|o| o.name == e.name && o.id.is_some());
+                if fuller {
+                    CleanupOutcome::Superseded
+                } else {
+                    self.clean(e)
+                }
+            })
+            .collect()
     }
 }

@@ -30,19 +30,20 @@ mod watch;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, Notice, PlantJob, PlantOutcome, RecoverOutcome, RunCtx,
-    SurfaceType, Wanted,
+    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx,
+    Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
-use crate::github::{Api, ApiError};
+use crate::github::{Api, ApiError, host_of};
 use crate::http::{Failure, LazyClient, Request};
+use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use ::http::Method;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
-pub struct ActionsArtifacts;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 
 const TWIRP: &str = "twirp/github.actions.results.api.v1.ArtifactService";
 
@@ -50,7 +51,7 @@ carriers! {
     /// The artifacts' carriers. Artifacts last until their retention
     /// period ends (90 days by default, up to 400 on private
     /// repositories), or until deleted.
-    enum Artifact {
+    pub enum Artifact {
         Name = "artifact-name", UntilEvicted, "the nonce in an artifact's name; run B finds it by listing every artifact of the repository (REST API), without knowing it";
         Content = "artifact-content", UntilEvicted, "the nonce in a file of an artifact with an agreed name; run B downloads it (REST API) and reads it";
         FilePath = "artifact-file-path", UntilEvicted, "the nonce in the path of a file inside an artifact with an agreed name; run B downloads it and reads the zip's entry names";
@@ -58,9 +59,11 @@ carriers! {
 }
 
 /// What every step gets. Holds credentials: never printed, never in a
-/// report (only [`SurfaceType::facts`] describes them, by source).
+/// report (only the facts of [`ActionsArtifacts`]'s `about` describe them,
+/// by source).
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     /// The results service base URL, ending in `/`.
     results_url: Option<String>,
     token: Option<String>,
@@ -83,7 +86,7 @@ struct Settings {
 
 /// The name of a carrier's artifact: the nonce in it for artifact-name,
 /// an agreed name (derived from the probe id and key) otherwise.
-fn artifact_name(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &crate::nonce::Nonce) -> String {
+fn artifact_name(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &Nonce) -> String {
     let in_name = carrier == Artifact::Name;
     super::tagged_name(ctx, carrier.name(), in_name.then_some(nonce), "artifact")
 }
@@ -96,7 +99,7 @@ fn planted_carrier(ctx: &RunCtx<'_>, name: &str) -> Option<Artifact> {
 
 /// The zip a carrier uploads: one small text file, whose path or content
 /// holds the nonce for the two content carriers.
-fn archive(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &crate::nonce::Nonce) -> Vec<u8> {
+fn archive(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &Nonce) -> Vec<u8> {
     let text = match carrier {
         Artifact::Content => format!(
             "runwarden actions-artifacts plant, probe {}\n{}\n",
@@ -115,31 +118,117 @@ fn archive(ctx: &RunCtx<'_>, carrier: Artifact, nonce: &crate::nonce::Nonce) -> 
     crate::archive::zip_stored(&[(&path, text.as_bytes())])
 }
 
-impl SurfaceType for ActionsArtifacts {
-    fn name(&self) -> &'static str {
-        "actions-artifacts"
-    }
+/// One journal line: an artifact run A uploads, by name, with the run
+/// that made it (its backend ids, which the results service needs to
+/// delete it): journalled before the upload without `id`, and again with
+/// the id the service gave it (the first is then superseded). Cleanup by
+/// probe id finds it by name and id alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    name: String,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    id: Option<u64>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    run: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    job: Option<String>,
+}
 
-    fn description(&self) -> &'static str {
-        "the workflow artifacts of a repository (artifact v4 results service to upload; REST API to list, download and delete)"
-    }
+/// An optional field that, when there, holds its value. Why: a journal
+/// line with `"id": null` (or a null run) was never a plant's, and 0.11.0
+/// did not take it for one; serde's `Option` alone would read it as absent.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
 
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
+impl Entry {
+    /// The entry of one upload by the run `run`; `id` once the service
+    /// gave one.
+    fn upload(name: &str, run: &(String, String), id: Option<u64>) -> Entry {
+        Entry {
+            name: name.to_string(),
+            id,
+            run: Some(run.0.clone()),
+            job: Some(run.1.clone()),
+        }
     }
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "results-url",
-            "token-env",
-            "api-url",
-            "repository",
-            "api-token-env",
-            "consistency-wait",
-        ]
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = escape::bytes(self.name.as_bytes());
+        match self.id {
+            Some(id) => write!(f, "artifact {name} (id {id})"),
+            None => write!(f, "artifact {name}"),
+        }
     }
+}
 
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+/// The facts the report shows: the runtime token by source and whether
+/// it names its run, the service, the API token by source, the
+/// repository.
+fn facts(s: &Settings, about: About<Artifact>) -> About<Artifact> {
+    let mut about = about.fact(
+        "runtime-token",
+        s.token_source.clone().unwrap_or_else(|| "none".into()),
+    );
+    if let Some(t) = &s.token {
+        let run = match crate::wire::jwt_backend_ids(t) {
+            Some(_) => "it names its workflow run (an Actions.Results scope)",
+            None => "it names no workflow run (no Actions.Results scope): uploads cannot work",
+        };
+        about = about.fact("run", run);
+    }
+    if let Some(u) = &s.results_url {
+        about = about.fact("service", host_of(u));
+    }
+    about = about.fact(
+        "api-token",
+        s.api_token_source.clone().unwrap_or_else(|| "none".into()),
+    );
+    if let Some(r) = &s.repository {
+        about = about.fact("repository", escape::bytes(r.as_bytes()));
+    }
+    about
+}
+
+/// The workflow artifacts of a repository, open.
+pub struct ActionsArtifacts {
+    settings: Settings,
+    client: LazyClient,
+}
+
+impl super::Surface for ActionsArtifacts {
+    const NAME: &'static str = "actions-artifacts";
+    const DESCRIPTION: &'static str = "the workflow artifacts of a repository (artifact v4 results service to upload; REST API to list, download and delete)";
+    const KEYS: &'static [&'static str] = &[
+        "results-url",
+        "token-env",
+        "api-url",
+        "repository",
+        "api-token-env",
+        "consistency-wait",
+    ];
+    const WATCH: Watch<Artifact> = Watch::Yes { unwatched: &[] };
+    type Carrier = Artifact;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
+
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let token_env = super::env_name(&mut opts, "token-env")?;
         let api_token_env = super::env_name(&mut opts, "api-token-env")?;
         let rt = crate::github::runtime(&mut opts, token_env, "results service")?;
@@ -160,7 +249,7 @@ impl SurfaceType for ActionsArtifacts {
         };
         let (api_token_source, api_token) = api.unzip();
         let (token_source, token) = token.unzip();
-        let s = Settings {
+        Ok(Settings {
             results_url,
             token_source,
             token,
@@ -172,11 +261,28 @@ impl SurfaceType for ActionsArtifacts {
             no_listing,
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
-        };
-        Ok(serde_json::to_value(s).expect("settings serialize"))
+        })
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Artifact> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.repository.as_deref().unwrap_or("?").as_bytes())
+        };
+        let mut about = facts(s, About::new(format!("of {place}"))).exposure("actions-artifacts");
+        // Run A needs the runtime token, run B the listing: without either,
+        // every carrier is skipped (no token said first).
+        for why in [&s.no_token, &s.no_listing].into_iter().flatten() {
+            about = about.unavailable(why.clone());
+        }
+        about
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let server = crate::loopback::github::GitHubServer::start()?;
         let repo = "runwarden/control";
         let s = Settings {
@@ -192,63 +298,80 @@ impl SurfaceType for ActionsArtifacts {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(
-            serde_json::to_value(s).expect("settings serialize"),
-            server,
-        ))
+        Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, _settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        vec!["actions-artifacts".into()]
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        let mut f = vec![(
-            "runtime-token",
-            s.token_source.clone().unwrap_or_else(|| "none".into()),
-        )];
-        if let Some(t) = &s.token {
-            let run = match crate::wire::jwt_backend_ids(t) {
-                Some(_) => "it names its workflow run (an Actions.Results scope)",
-                None => "it names no workflow run (no Actions.Results scope): uploads cannot work",
-            };
-            f.push(("run", run.to_string()));
-        }
-        if let Some(u) = &s.results_url {
-            f.push(("service", host_of(u)));
-        }
-        f.push((
-            "api-token",
-            s.api_token_source.clone().unwrap_or_else(|| "none".into()),
-        ));
-        if let Some(r) = &s.repository {
-            f.push(("repository", escape::bytes(r.as_bytes())));
-        }
-        f
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad actions-artifacts settings"))?;
+    fn open(settings: Settings) -> Result<ActionsArtifacts, Fault> {
         let client = LazyClient::new(
-            [&s.token, &s.api_token]
+            [&settings.token, &settings.api_token]
                 .into_iter()
                 .flatten()
                 .cloned()
                 .collect(),
         );
-        Ok(Box::new(Instance { s, client }))
+        Ok(ActionsArtifacts { settings, client })
+    }
+
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Artifact>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        super::each(jobs, |job| self.upload(ctx, job, journal))
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Want<Artifact, Nonce>],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_all(ctx, wanted, notice)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        Artifact::owned(ctx, &entry.name, "artifact", &|c| c == Artifact::Name).map(|_| ())
+    }
+
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
+    }
+
+    fn find(&self, ctx: &RunCtx<'_>, _jobs: &[Job<Artifact>]) -> Result<Vec<Entry>, Fault> {
+        self.find_plants(ctx)
+    }
+
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_listing(ctx, sink)
+    }
+
+    fn changes(change: &Change, before: &Before) -> Vec<Artifact> {
+        watch::carriers_of(change, before)
     }
 }
 
-use crate::github::host_of;
+/// The artifact a results-service request names: the run's backend ids
+/// (from the runtime token) and its name.
+#[derive(Serialize)]
+struct Named<'a> {
+    workflow_run_backend_id: &'a str,
+    workflow_job_run_backend_id: &'a str,
+    name: &'a str,
+}
 
-struct Instance {
-    s: Settings,
-    client: LazyClient,
+/// An artifact of a REST listing: its id and name (an item without
+/// either is no full look).
+#[derive(Deserialize)]
+struct Item {
+    id: u64,
+    name: String,
+}
+
+impl Item {
+    fn of(v: &Value) -> Option<Item> {
+        Item::deserialize(v).ok()
+    }
 }
 
 /// A Twirp answer that is not a success.
@@ -262,20 +385,30 @@ enum TwirpError {
     Failed(String),
 }
 
-impl Instance {
+impl ActionsArtifacts {
     fn repo(&self) -> String {
-        escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
+        escape::bytes(
+            self.settings
+                .repository
+                .as_deref()
+                .unwrap_or("?")
+                .as_bytes(),
+        )
     }
 
     /// The REST API with run B's token, or why there is none
     /// (`Unsupported` without the token or the repository).
     fn api(&self) -> Result<Api<'_>, Fault> {
-        match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
+        match (
+            &self.settings.api_token,
+            &self.settings.repository,
+            &self.settings.no_listing,
+        ) {
             (Some(token), Some(_), None) => Ok(Api {
                 client: self.client.get()?,
-                base: &self.s.api_url,
+                base: &self.settings.api_url,
                 token,
-                source: self.s.api_token_source.as_deref().unwrap_or("?"),
+                source: self.settings.api_token_source.as_deref().unwrap_or("?"),
             }),
             (_, _, why) => Err(Fault::unsupported(why.clone().unwrap_or_default())),
         }
@@ -283,21 +416,24 @@ impl Instance {
 
     /// `/repos/{owner}/{repo}`.
     fn repo_path(&self) -> String {
-        format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""))
+        format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        )
     }
 
     /// One call of the results service with the runtime token: the
     /// answer's JSON object on HTTP 200.
-    fn twirp(&self, method: &str, body: Value) -> Result<Value, TwirpError> {
-        let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
+    fn twirp(&self, method: &str, body: &impl Serialize) -> Result<Value, TwirpError> {
+        let (Some(base), Some(token)) = (&self.settings.results_url, &self.settings.token) else {
             return Err(TwirpError::Failed(
-                self.s.no_token.clone().unwrap_or_default(),
+                self.settings.no_token.clone().unwrap_or_default(),
             ));
         };
         let service = host_of(base);
         let url = crate::github::twirp_url(base, TWIRP, method);
         let req = Request::new(Method::POST, &url)
-            .json(&body)
+            .json(&serde_json::to_value(body).expect("requests serialize"))
             .header("accept", "application/json")
             .secret_header("authorization", format!("Bearer {token}"));
         let client = self
@@ -335,7 +471,7 @@ impl Instance {
             ))),
             (401, _) => Err(TwirpError::Failed(format!(
                 "the results service did not accept the runtime token ({}): HTTP 401 {msg}",
-                self.s.token_source.as_deref().unwrap_or("?")
+                self.settings.token_source.as_deref().unwrap_or("?")
             ))),
             (s, v) => {
                 let code = v
@@ -351,97 +487,6 @@ impl Instance {
     }
 }
 
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, _carrier: &str) -> Option<String> {
-        self.s
-            .no_token
-            .clone()
-            .or_else(|| self.s.no_listing.clone())
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Artifact::of_job(job) {
-            Ok(carrier) => self.upload(ctx, carrier, job, created),
-            Err(o) => o,
-        }
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_all(ctx, wanted, notice)
-    }
-
-    fn find_planted(&self, ctx: &RunCtx<'_>, _jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        self.find_plants(ctx)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        let name = entry["name"]
-            .as_str()
-            .ok_or_else(|| Fault::invalid("names no artifact"))?;
-        let c = Artifact::owned(ctx, name, "artifact", &|c| c == Artifact::Name)?;
-        let fields = entry
-            .as_object()
-            .ok_or_else(|| Fault::invalid("not an entry"))?;
-        if let Some(k) = fields
-            .keys()
-            .find(|k| !["name", "id", "run", "job"].contains(&k.as_str()))
-        {
-            return Err(Fault::invalid(format!(
-                "a {c} entry has no field {}",
-                escape::bytes(k.as_bytes())
-            )));
-        }
-        if fields.contains_key("id") && !entry["id"].is_u64() {
-            return Err(Fault::invalid("its id is not a number"));
-        }
-        if ["run", "job"]
-            .iter()
-            .any(|k| fields.contains_key(*k) && !entry[*k].is_string())
-        {
-            return Err(Fault::invalid("its run is not a backend id"));
-        }
-        Ok(())
-    }
-
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean(entry)
-    }
-
-    fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        self.clean_all(entries)
-    }
-
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
-    }
-
-    fn describe(&self, entry: &Value) -> String {
-        let name = entry["name"].as_str().unwrap_or("?");
-        let of = if self.s.control {
-            "the control".to_string()
-        } else {
-            self.repo()
-        };
-        match entry["id"].as_u64() {
-            Some(id) => format!(
-                "artifact {} (id {id}) of {of}",
-                escape::bytes(name.as_bytes())
-            ),
-            None => format!("artifact {} of {of}", escape::bytes(name.as_bytes())),
-        }
-    }
-}
-
 /// `ApiError` as a recovery outcome: GitHub's refusal is a denial.
 fn outcome_of(e: &ApiError) -> RecoverOutcome {
     match e {
@@ -450,15 +495,4 @@ fn outcome_of(e: &ApiError) -> RecoverOutcome {
         },
         _ => RecoverOutcome::Error { reason: e.text() },
     }
-}
-
-/// The journal entry of one upload: its name and the run that made it
-/// (the run's backend id, which the results service needs to delete it);
-/// `id` once the service gave one.
-fn entry(name: &str, run: &(String, String), id: Option<u64>) -> Value {
-    let mut e = json!({ "name": name, "run": run.0, "job": run.1 });
-    if let Some(id) = id {
-        e["id"] = json!(id);
-    }
-    e
 }

@@ -2,25 +2,47 @@
 //! `@actions/artifact` does, journalled before the first request and taken
 //! back only when the service refused it.
 
-use super::{Artifact, Instance, TwirpError, archive, artifact_name, entry};
+use super::{ActionsArtifacts, Artifact, Entry, Named, TwirpError, archive, artifact_name};
 use crate::escape;
 use crate::github::host_of;
 use crate::http::Request;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use crate::nonce::Nonce;
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-impl Instance {
+/// `CreateArtifact`'s request: the artifact, the upload's version (7: a
+/// zip uploaded whole) and its type.
+#[derive(Serialize)]
+struct Create<'a> {
+    #[serde(flatten)]
+    of: &'a Named<'a>,
+    version: u32,
+    mime_type: &'static str,
+}
+
+/// `FinalizeArtifact`'s request: the artifact, its size (proto3 JSON: an
+/// int64 is a string) and its zip's hash.
+#[derive(Serialize)]
+struct Finalize<'a> {
+    #[serde(flatten)]
+    of: &'a Named<'a>,
+    size: String,
+    hash: String,
+}
+
+impl ActionsArtifacts {
     pub(super) fn upload(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Artifact,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Artifact>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let carrier = job.carrier;
         let Some(run) = self
-            .s
+            .settings
             .token
             .as_deref()
             .and_then(crate::wire::jwt_backend_ids)
@@ -29,27 +51,29 @@ impl Instance {
                 reason: format!(
                     "the runtime token ({}) names no workflow run (its `scp` claim has no \
                      Actions.Results:<run>:<job> scope), so the results service cannot take an upload",
-                    self.s.token_source.as_deref().unwrap_or("?")
+                    self.settings.token_source.as_deref().unwrap_or("?")
                 ),
             };
         };
         let name = artifact_name(ctx, carrier, &job.nonce);
         let shown = escape::bytes(name.as_bytes());
         let zip = archive(ctx, carrier, &job.nonce);
-        let intent = entry(&name, &run, None);
+        let intent = Entry::upload(&name, &run, None);
         // Journalled before the request that creates the artifact.
-        created(intent.clone());
-        let ids = json!({
-            "workflow_run_backend_id": run.0,
-            "workflow_job_run_backend_id": run.1,
-        });
-        let mut body = ids.clone();
-        body["name"] = json!(name);
-        body["version"] = json!(7);
-        body["mime_type"] = json!("application/zip");
-        let upload_url = match self.twirp("CreateArtifact", body) {
+        journal.record(&intent);
+        let of = Named {
+            workflow_run_backend_id: &run.0,
+            workflow_job_run_backend_id: &run.1,
+            name: &name,
+        };
+        let body = Create {
+            of: &of,
+            version: 7,
+            mime_type: "application/zip",
+        };
+        let upload_url = match self.twirp("CreateArtifact", &body) {
             Err(TwirpError::Denied(reason)) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 return PlantOutcome::Refused { reason };
             }
             Err(TwirpError::Failed(reason)) => return PlantOutcome::Error { reason },
@@ -59,7 +83,7 @@ impl Instance {
                 };
             }
             Ok(v) if v["ok"] != json!(true) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 return PlantOutcome::Error {
                     reason: format!("CreateArtifact for {shown}: the service answered not ok"),
                 };
@@ -82,11 +106,12 @@ impl Instance {
             Ok(x) => x,
             Err(o) => return o,
         };
-        let mut body = ids;
-        body["name"] = json!(name);
-        body["size"] = json!(size.to_string());
-        body["hash"] = json!(hash);
-        let id = match self.twirp("FinalizeArtifact", body) {
+        let body = Finalize {
+            of: &of,
+            size: size.to_string(),
+            hash,
+        };
+        let id = match self.twirp("FinalizeArtifact", &body) {
             Err(TwirpError::Denied(reason)) => return PlantOutcome::Refused { reason },
             Err(TwirpError::Failed(reason)) => return PlantOutcome::Error { reason },
             Err(TwirpError::NotFound) => {
@@ -107,17 +132,17 @@ impl Instance {
             }
         };
         if let Some(id) = id {
-            created(entry(&name, &run, Some(id)));
+            journal.record(&Entry::upload(&name, &run, Some(id)));
         }
         let id = id.map(|i| format!(" (id {i})")).unwrap_or_default();
         PlantOutcome::Planted {
-            needle: Value::String(job.nonce.hex()),
+            needle: job.nonce,
             persistence: None,
             detail: format!(
                 "artifact {shown}{id} uploaded to {} of {}; any later run with actions: read \
                  lists and downloads it until its retention ends",
-                host_of(self.s.results_url.as_deref().unwrap_or("")),
-                if self.s.control {
+                host_of(self.settings.results_url.as_deref().unwrap_or("")),
+                if self.settings.control {
                     "the control".to_string()
                 } else {
                     self.repo()
@@ -133,7 +158,7 @@ impl Instance {
         upload_url: &str,
         zip: Vec<u8>,
         shown: &str,
-    ) -> Result<(String, usize), PlantOutcome> {
+    ) -> Result<(String, usize), PlantOutcome<Nonce>> {
         let client = self
             .client
             .get()

@@ -5,14 +5,13 @@
 //! searched as it arrives. A carrier is closed only when every route ran
 //! and missed.
 
-use super::{Artifact, Instance, artifact_name, outcome_of, planted_carrier};
+use super::{ActionsArtifacts, Artifact, Item, artifact_name, outcome_of, planted_carrier};
 use crate::escape;
 use crate::github::{Api, ApiError};
 use crate::http::Request;
 use crate::nonce::Nonce;
 use crate::scan::Needles;
-use crate::surface::carrier::not_a_carrier;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use ::http::Method;
 
 /// What the routes of one carrier came to.
@@ -63,17 +62,17 @@ fn malformed(what: &str) -> ApiError {
     ))
 }
 
-impl Instance {
+impl ActionsArtifacts {
     /// One whole listing (the only route to a nonce in a name), and
     /// whether it shows every agreed-name artifact of this plant that
     /// `agreed` names (its witnesses) or found every nonce it could.
-    /// `kinds` are the wanted carriers (`None`: not one of this surface's).
+    /// `kinds` are the wanted carriers, `hex` their nonces.
     fn list_once(
         &self,
         api: &Api<'_>,
         ctx: &RunCtx<'_>,
-        kinds: &[Option<Artifact>],
-        hex: &[Option<String>],
+        kinds: &[Artifact],
+        hex: &[String],
         agreed: &[Option<String>],
     ) -> Result<(Listed, bool), ApiError> {
         let what = format!("listing the artifacts of {}", self.repo());
@@ -89,15 +88,13 @@ impl Instance {
             Some("artifacts"),
             &what,
             &mut |a| {
-                let (Some(id), Some(name)) = (a["id"].as_u64(), a["name"].as_str()) else {
+                let Some(Item { id, name }) = Item::of(a) else {
                     bad = true;
                     return;
                 };
+                let name = name.as_str();
                 for (j, kind) in kinds.iter().enumerate() {
-                    if *kind == Some(Artifact::Name)
-                        && l.found[j].is_none()
-                        && hex[j].as_deref().is_some_and(|h| name.contains(h))
-                    {
+                    if *kind == Artifact::Name && l.found[j].is_none() && name.contains(&hex[j]) {
                         l.found[j] = Some(format!(
                             "listed artifact {} (id {id}) has the nonce in its name",
                             escape::bytes(name.as_bytes())
@@ -130,7 +127,7 @@ impl Instance {
         let all_found = kinds
             .iter()
             .zip(&l.found)
-            .all(|(k, f)| *k != Some(Artifact::Name) || f.is_some());
+            .all(|(k, f)| *k != Artifact::Name || f.is_some());
         Ok((l, witnessed || all_found))
     }
 
@@ -147,17 +144,19 @@ impl Instance {
             escape::bytes(name.as_bytes())
         );
         let (mut ids, mut bad) = (vec![], false);
-        api.list(&path, Some("artifacts"), &asking, &mut |a| match (
-            a["id"].as_u64(),
-            a["name"].as_str(),
-        ) {
-            (Some(id), Some(n)) => {
-                if n == name && !ids.contains(&id) {
-                    ids.push(id);
+        api.list(
+            &path,
+            Some("artifacts"),
+            &asking,
+            &mut |a| match Item::of(a) {
+                Some(Item { id, name: n }) => {
+                    if n == name && !ids.contains(&id) {
+                        ids.push(id);
+                    }
                 }
-            }
-            _ => bad = true,
-        })?;
+                None => bad = true,
+            },
+        )?;
         if bad {
             return Err(malformed(&asking));
         }
@@ -168,7 +167,7 @@ impl Instance {
     pub(super) fn recover_all(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
+        wanted: &[Want<Artifact, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let api = match self.api() {
@@ -178,35 +177,16 @@ impl Instance {
                 return vec![RecoverOutcome::Error { reason }; wanted.len()];
             }
         };
-        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
         let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
-        // Each carrier, parsed once, and its nonce: a carrier that is none
-        // of this surface's, or a needle that is none, is that carrier's
-        // error before any route runs (never a needle that matches
-        // anything).
-        let kinds: Vec<Option<Artifact>> =
-            wanted.iter().map(|w| Artifact::parse(&w.carrier)).collect();
-        let nonces: Vec<Result<(Artifact, Nonce), RecoverOutcome>> = wanted
-            .iter()
-            .zip(&kinds)
-            .map(|(w, k)| {
-                Ok((
-                    k.ok_or_else(not_a_carrier)?,
-                    crate::surface::wanted_nonce(w)?,
-                ))
-            })
-            .collect();
-        let hex: Vec<Option<String>> = nonces
-            .iter()
-            .map(|n| n.as_ref().ok().map(|(_, n)| n.hex()))
-            .collect();
+        let kinds: Vec<Artifact> = wanted.iter().map(|w| w.carrier).collect();
+        let hex: Vec<String> = wanted.iter().map(|w| w.needle.hex()).collect();
         // The agreed name of each content carrier (none for artifact-name,
         // whose name only run A knows): the listing's witnesses.
-        let agreed: Vec<Option<String>> = nonces
+        let agreed: Vec<Option<String>> = wanted
             .iter()
-            .map(|n| {
-                let (k, n) = n.as_ref().ok()?;
-                (*k != Artifact::Name).then(|| artifact_name(ctx, *k, n))
+            .map(|w| {
+                (w.carrier != Artifact::Name).then(|| artifact_name(ctx, w.carrier, &w.needle))
             })
             .collect();
         // Route 1: the listing, until it shows its witnesses.
@@ -228,9 +208,7 @@ impl Instance {
         };
         let mut by_name_waits = vec![None; wanted.len()];
         for j in 0..wanted.len() {
-            let Some(needle) = hex[j].clone() else {
-                continue;
-            };
+            let needle = &hex[j];
             looks[j].route(listing.as_ref().map(|_| ()).map_err(Clone::clone));
             // Route 2: the agreed name, asked for, until it names one.
             let Some(name) = &agreed[j] else { continue };
@@ -245,12 +223,12 @@ impl Instance {
             }
             looks[j].route(asked.map(|_| ()));
             // Then every candidate's zip.
-            let place = if kinds[j] == Some(Artifact::FilePath) {
+            let place = if kinds[j] == Artifact::FilePath {
                 "a file's path"
             } else {
                 "a file"
             };
-            self.search_zips(&api, &mut looks[j], name, &needle, place);
+            self.search_zips(&api, &mut looks[j], name, needle, place);
         }
         let witnesses: Vec<String> = agreed
             .iter()
@@ -259,12 +237,11 @@ impl Instance {
             .collect();
         looks
             .into_iter()
-            .zip(nonces)
+            .zip(kinds)
             .zip(by_name_waits)
-            .map(|((look, nonce), waited)| match (look.found, nonce) {
-                (Some(detail), _) => RecoverOutcome::Found { detail },
-                (None, Err(o)) => o,
-                (None, Ok((carrier, _))) => match (look.failed, look.denied) {
+            .map(|((look, carrier), waited)| match look.found {
+                Some(detail) => RecoverOutcome::Found { detail },
+                None => match (look.failed, look.denied) {
                     (Some(f), _) => f,
                     // Denied only when GitHub refused every route.
                     (None, Some(d)) if look.ran == 0 => d,

@@ -2,12 +2,16 @@
 //! B starts from, and which carriers a new or removed artifact would
 //! carry. An artifact is its name and id (names repeat across runs).
 
-use super::{Artifact, Instance};
+use super::{ActionsArtifacts, Artifact, Item};
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 
-impl crate::surface::Watchable for Instance {
-    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+impl ActionsArtifacts {
+    pub(super) fn snapshot_listing(
+        &self,
+        _ctx: &WatchCtx,
+        sink: &mut Sink<'_>,
+    ) -> Result<(), SnapshotError> {
         let api = self
             .api()
             .map_err(|why| SnapshotError::Failed(format!("no listing of the artifacts ({why})")))?;
@@ -17,13 +21,13 @@ impl crate::surface::Watchable for Instance {
             &format!("{}/actions/artifacts", self.repo_path()),
             Some("artifacts"),
             &format!("listing the artifacts of {}", self.repo()),
-            &mut |a| match (a["id"].as_u64(), a["name"].as_str()) {
-                (Some(id), Some(name)) => all.push(listed(
+            &mut |a| match Item::of(a) {
+                Some(Item { id, name }) => all.push(listed(
                     vec![component(name.as_bytes()), id.to_string()],
                     "artifact",
                     &[("size", a["size_in_bytes"].to_string())],
                 )),
-                _ => malformed = true,
+                None => malformed = true,
             },
         )
         .map_err(|e| SnapshotError::Failed(e.text()))?;
@@ -34,17 +38,14 @@ impl crate::surface::Watchable for Instance {
         }
         emit_sorted(all, sink)
     }
+}
 
-    /// A new artifact carries its name, its files' paths and their content;
-    /// a removed one its name.
-    fn carriers_of(&self, c: &Change, _before: &Before) -> Vec<&'static str> {
-        match c.kind {
-            ChangeKind::Created => vec![Artifact::Content, Artifact::FilePath, Artifact::Name],
-            ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Artifact::Name],
-            ChangeKind::Changed(_) => vec![Artifact::Content],
-        }
-        .into_iter()
-        .map(Artifact::name)
-        .collect()
+/// A new artifact carries its name, its files' paths and their content;
+/// a removed one its name.
+pub(super) fn carriers_of(c: &Change, _before: &Before) -> Vec<Artifact> {
+    match c.kind {
+        ChangeKind::Created => vec![Artifact::Content, Artifact::FilePath, Artifact::Name],
+        ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Artifact::Name],
+        ChangeKind::Changed(_) => vec![Artifact::Content],
     }
 }

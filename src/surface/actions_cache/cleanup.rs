@@ -1,20 +1,20 @@
 //! Cleanup: finding a probe's entries in the listing, and deleting each
 //! by id after checking its key, version and scope.
 
-use super::{Cache, Instance, ListError, fixed_version, planted_carrier, probe_prefix};
+use super::protocol::Lookup;
+use super::{ActionsCache, Cache, Entry, ListError, fixed_version, planted_carrier, probe_prefix};
 use crate::escape;
 use crate::fault::Fault;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{CleanupOutcome, JobScope, PlantJob, RecoverOutcome, RunCtx};
+use crate::surface::{CleanupOutcome, Job, JobScope, RecoverOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
 
-impl Instance {
+impl ActionsCache {
     pub(super) fn find_plants(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[PlantJob],
-    ) -> Result<Vec<Value>, Fault> {
+        jobs: &[Job<Cache>],
+    ) -> Result<Vec<Entry>, Fault> {
         self.rest()?;
         // By tag, not by derived nonce: the plants of an in-job probe had
         // random nonces, and their tags still verify.
@@ -25,10 +25,7 @@ impl Instance {
             .iter()
             .filter_map(|j| j.scope.as_ref().filter(|s| s.inside))
             .collect();
-        let carriers: Vec<Cache> = jobs
-            .iter()
-            .filter_map(|j| Cache::parse(&j.carrier))
-            .collect();
+        let carriers: Vec<Cache> = jobs.iter().map(|j| j.carrier).collect();
         let prefix = probe_prefix(ctx.probe_id);
         let filter = scopes.is_empty().then_some(prefix.as_str());
         self.list(filter, &mut |e| {
@@ -36,7 +33,11 @@ impl Instance {
                 .chain(scopes.iter().filter_map(|s| s.unplace(&e.key)))
                 .find_map(|k| planted_carrier(ctx, k, &e.version));
             if carrier.is_some_and(|c| carriers.contains(&c)) {
-                found.push(json!({ "key": e.key, "version": e.version, "scope": e.scope }));
+                found.push(Entry {
+                    key: e.key.clone(),
+                    version: e.version.clone(),
+                    scope: Some(e.scope.clone()),
+                });
             }
         })
         .map_err(|e| match e {
@@ -48,11 +49,10 @@ impl Instance {
     }
 }
 
-impl Instance {
-    pub(super) fn clean_entry(&self, entry: &Value) -> CleanupOutcome {
-        let key = entry["key"].as_str().unwrap_or("");
-        let version = entry["version"].as_str().unwrap_or("");
-        let scope = entry["scope"].as_str();
+impl ActionsCache {
+    pub(super) fn clean_entry(&self, entry: &Entry) -> CleanupOutcome {
+        let (key, version) = (entry.key.as_str(), entry.version.as_str());
+        let scope = entry.scope.as_deref();
         let evicted = "it is evicted after 7 days unused";
         // (Inside a declared scope the key has the pattern around it.)
         if !key.contains("runwarden-") {
@@ -91,14 +91,14 @@ impl Instance {
             Err(m) => return CleanupOutcome::Left { reason: m.into() },
         };
         for id in ids {
-            let url = format!("{}/repos/{repo}/actions/caches/{id}", self.s.api_url);
+            let url = format!("{}/repos/{repo}/actions/caches/{id}", self.settings.api_url);
             match client.send(&self.rest_request(Method::DELETE, &url, token)) {
                 Ok(r) if r.status == 204 || r.status == 200 || r.status == 404 => {}
                 Ok(r) if r.status == 403 => {
                     return CleanupOutcome::Left {
                         reason: format!(
                             "the API token ({}) may not delete caches (needs actions: write); {evicted}",
-                            self.s.api_token_source.as_deref().unwrap_or("?")
+                            self.settings.api_token_source.as_deref().unwrap_or("?")
                         ),
                     };
                 }
@@ -118,7 +118,7 @@ impl Instance {
     }
 }
 
-impl Instance {
+impl ActionsCache {
     /// An entry the listing does not show: gone when the exact lookup
     /// restores nothing; when it still restores it (the listing lags), a
     /// key that carries the nonce is deleted by key in its ref and looked
@@ -133,8 +133,12 @@ impl Instance {
     ) -> CleanupOutcome {
         let evicted = "it is evicted after 7 days unused";
         let lookup = || {
-            let body = json!({ "key": key, "restore_keys": [], "version": version });
-            match self.lookup(body, String::new()) {
+            let body = Lookup {
+                key,
+                restore_keys: &[],
+                version,
+            };
+            match self.lookup(&body, String::new()) {
                 Ok((matched, _)) => Ok(matched == key),
                 Err(RecoverOutcome::NotFound { .. }) => Ok(false),
                 Err(RecoverOutcome::Denied { reason } | RecoverOutcome::Error { reason }) => {
@@ -193,7 +197,7 @@ impl Instance {
         // plant's nonce and tag, so all of them are the plant.
         let url = format!(
             "{}/repos/{repo}/actions/caches?key={}&ref={}",
-            self.s.api_url,
+            self.settings.api_url,
             crate::wire::percent_encode(key),
             crate::wire::percent_encode(r)
         );
@@ -228,18 +232,9 @@ impl Instance {
 /// [`super::tagged_name`] of this probe bound to its version (inside a
 /// declared `keys:` pattern, the pattern's text around it), and the version
 /// is the one that carrier's plant writes. `Invalid` for anything else.
-pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-    let key = entry["key"]
-        .as_str()
-        .ok_or_else(|| Fault::invalid("no key"))?;
-    let version = entry["version"]
-        .as_str()
-        .ok_or_else(|| Fault::invalid("no version"))?;
-    if !(entry["scope"].is_null()
-        || entry["scope"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("refs/")))
-    {
+pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+    let (key, version) = (entry.key.as_str(), entry.version.as_str());
+    if !entry.scope.as_ref().is_none_or(|s| s.starts_with("refs/")) {
         return Err(Fault::invalid("its scope is not a ref"));
     }
     let fixed = fixed_version();

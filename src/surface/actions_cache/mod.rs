@@ -40,19 +40,19 @@ use crate::github::host_of;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
-    Carrier, CleanupOutcome, Control, JobScope, Notice, PlantJob, PlantOutcome, RecoverOutcome,
-    RunCtx, SurfaceType, Wanted,
+    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Scope, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::LazyClient;
 use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-pub struct ActionsCache;
 
 /// REST pages are 100 entries; a listing that has not ended after this
 /// many pages (1,000,000 entries, far past the 10 GB a repository may
@@ -66,7 +66,7 @@ const TWIRP: &str = "twirp/github.actions.results.api.v1.CacheService";
 carriers! {
     /// The actions cache's carriers. Entries last until evicted (7 days
     /// unused, or least recently used past 10 GB per repository).
-    enum Cache {
+    pub enum Cache {
         Key = "cache-key", UntilEvicted, "the nonce in an entry's key; run B finds it by listing every key (REST API), without knowing it";
         Version = "cache-version", UntilEvicted, "the nonce in the opaque version string of an entry whose key says nothing; run B finds it by listing (REST API)";
         Content = "cache-content", UntilEvicted, "the nonce in the archive of an entry with an agreed, innocuous key; run B restores it with the runtime token";
@@ -75,9 +75,11 @@ carriers! {
 }
 
 /// What every step gets. Holds credentials: never printed, never in a
-/// report (only [`SurfaceType::facts`] describes them, by source).
+/// report (only the facts of [`ActionsCache`]'s `about` describe them, by
+/// source).
 #[derive(Clone, Serialize, Deserialize)]
-struct Settings {
+#[serde(deny_unknown_fields)]
+pub struct Settings {
     /// The results service base URL, ending in `/`.
     results_url: Option<String>,
     token: Option<String>,
@@ -187,61 +189,131 @@ fn scopes_of(token: &str) -> Option<Vec<(String, u8)>> {
     crate::wire::jwt_scopes(token)
 }
 
-impl SurfaceType for ActionsCache {
-    fn name(&self) -> &'static str {
-        "actions-cache"
+/// A declared `keys:` scope: a key pattern with one `*` (like gh-aw's
+/// `memory-*`). Every carrier has a key of its own to place inside it.
+/// `Invalid` otherwise.
+fn check_keys_scope(_carrier: Cache, pattern: &str) -> Result<(), Fault> {
+    if pattern.matches('*').count() != 1 {
+        return Err(Fault::invalid(format!(
+            "`{pattern}` must hold exactly one `*` (like `memory-*`)"
+        )));
     }
-
-    fn description(&self) -> &'static str {
-        "the GitHub Actions cache of a repository (cache service v2; REST API to list and delete)"
+    // The cache service refuses keys with a comma and keys over 512
+    // characters; runwarden's own key takes up to 150 of them.
+    if pattern.contains(',') || pattern.chars().any(char::is_control) || pattern.len() > 300 {
+        return Err(Fault::invalid(format!(
+            "`{pattern}` is not a valid cache key pattern (no commas or control characters, at most 300 characters)"
+        )));
     }
-
-    fn carriers(&self) -> &'static [Carrier] {
-        CARRIERS
+    // Outside the scope means runwarden's own key: the pattern must not
+    // cover it.
+    let outside = "runwarden-000000000000-cache-content-0000000000000000";
+    if super::glob_match(pattern, outside) {
+        return Err(Fault::invalid(format!(
+            "`{pattern}` also covers runwarden's own keys (like {outside}): nothing would be planted outside it"
+        )));
     }
+    Ok(())
+}
 
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "results-url",
-            "token-env",
-            "api-url",
-            "repository",
-            "api-token-env",
-            "consistency-wait",
-        ]
+/// One journal line: the entry run A reserves (journalled before the
+/// request), by key and version, in the scope (ref) the service writes
+/// to: the runtime token's first writable scope, `null` when it claims
+/// none. Cleanup deletes only an entry with exactly this key and version,
+/// in that scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    key: String,
+    version: String,
+    scope: Option<String>,
+}
+
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cache entry {} (scope {})",
+            escape::bytes(self.key.as_bytes()),
+            escape::bytes(self.scope.as_deref().unwrap_or("?").as_bytes())
+        )
     }
+}
 
-    fn scope_keys(&self) -> Vec<&'static str> {
-        vec!["keys"]
-    }
-
-    /// A key pattern with one `*` (like gh-aw's `memory-*`): every carrier
-    /// has a key of its own to place inside it. `Invalid` otherwise.
-    fn check_scope(&self, _carrier: &str, _key: &str, pattern: &str) -> Result<(), Fault> {
-        if pattern.matches('*').count() != 1 {
-            return Err(Fault::invalid(format!(
-                "`{pattern}` must hold exactly one `*` (like `memory-*`)"
-            )));
+/// The facts the report shows: the runtime token by source and the scopes
+/// it claims, the service, the API token by source, the repository, and
+/// the cache mode the runner set.
+fn facts(s: &Settings, mut about: About<Cache>) -> About<Cache> {
+    match (&s.token_source, &s.token) {
+        (Some(src), Some(t)) => {
+            let scopes = match scopes_of(t) {
+                Some(sc) if sc.is_empty() => "none".to_string(),
+                Some(sc) => sc.iter().map(describe_scope).collect::<Vec<_>>().join(", "),
+                None => "unknown (not a JWT with an `ac` claim)".to_string(),
+            };
+            about = about
+                .fact("runtime-token", src.clone())
+                .fact("scopes", scopes);
         }
-        // The cache service refuses keys with a comma and keys over 512
-        // characters; runwarden's own key takes up to 150 of them.
-        if pattern.contains(',') || pattern.chars().any(char::is_control) || pattern.len() > 300 {
-            return Err(Fault::invalid(format!(
-                "`{pattern}` is not a valid cache key pattern (no commas or control characters, at most 300 characters)"
-            )));
-        }
-        // Outside the scope means runwarden's own key: the pattern must not
-        // cover it.
-        let outside = "runwarden-000000000000-cache-content-0000000000000000";
-        if super::glob_match(pattern, outside) {
-            return Err(Fault::invalid(format!(
-                "`{pattern}` also covers runwarden's own keys (like {outside}): nothing would be planted outside it"
-            )));
-        }
-        Ok(())
+        _ => about = about.fact("runtime-token", "none"),
     }
+    if let Some(u) = &s.results_url {
+        about = about.fact("service", host_of(u));
+    }
+    about = about.fact(
+        "api-token",
+        s.api_token_source.clone().unwrap_or_else(|| "none".into()),
+    );
+    if let Some(r) = &s.repository {
+        about = about.fact("repository", escape::bytes(r.as_bytes()));
+    }
+    if let Some(m) = &s.cache_mode {
+        about = about.fact(
+            "cache-mode",
+            format!(
+                "{} (ACTIONS_CACHE_MODE binds cache clients, not the service: the probe asked the service directly)",
+                escape::bytes(m.as_bytes())
+            ),
+        );
+    }
+    about
+}
 
-    fn validate(&self, mut opts: Options<'_>) -> Result<Value, ConfigError> {
+/// An open actions cache.
+pub struct ActionsCache {
+    settings: Settings,
+    /// Made on first use: the orchestrator opens instances it never calls.
+    client: LazyClient,
+}
+
+impl super::Surface for ActionsCache {
+    const NAME: &'static str = "actions-cache";
+    const DESCRIPTION: &'static str =
+        "the GitHub Actions cache of a repository (cache service v2; REST API to list and delete)";
+    const KEYS: &'static [&'static str] = &[
+        "results-url",
+        "token-env",
+        "api-url",
+        "repository",
+        "api-token-env",
+        "consistency-wait",
+    ];
+    const SCOPES: &'static [Scope<Cache>] = &[Scope {
+        key: "keys",
+        check: check_keys_scope,
+    }];
+    const WATCH: Watch<Cache> = Watch::Yes {
+        unwatched: &[(
+            Cache::RestorePrefix,
+            "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
+        )],
+    };
+    type Carrier = Cache;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
+
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let token_env = super::env_name(&mut opts, "token-env")?;
         let api_token_env = super::env_name(&mut opts, "api-token-env")?;
         let rt = crate::github::runtime(&mut opts, token_env, "cache service")?;
@@ -262,7 +334,7 @@ impl SurfaceType for ActionsCache {
         };
         let (token_source, token) = found.unzip();
         let (api_token_source, api_token) = api.unzip();
-        let s = Settings {
+        Ok(Settings {
             results_url,
             token,
             token_source,
@@ -275,11 +347,32 @@ impl SurfaceType for ActionsCache {
             cache_mode: opts.env("ACTIONS_CACHE_MODE"),
             consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
             control: false,
-        };
-        Ok(serde_json::to_value(s).expect("settings serialize"))
+        })
     }
 
-    fn control(&self, _settings: &Value, _dir: &std::path::Path) -> Result<Control, Fault> {
+    fn about(s: &Settings) -> About<Cache> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.repository.as_deref().unwrap_or("?").as_bytes())
+        };
+        let mut about = facts(s, About::new(format!("of {place}"))).exposure("actions-cache");
+        if let Some(why) = &s.no_token {
+            about = about.unavailable(why.clone());
+        }
+        // The listing is the only route to a nonce in a key or version.
+        if let Some(why) = &s.no_listing {
+            for c in Cache::ALL.iter().filter(|c| c.listed()) {
+                about = about.unavailable_of(*c, why.clone());
+            }
+        }
+        about
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
         let server = crate::loopback::actions_cache::CacheServer::start()?;
         let s = Settings {
             results_url: Some(server.results_url()),
@@ -295,73 +388,57 @@ impl SurfaceType for ActionsCache {
             consistency_wait_ms: super::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(
-            serde_json::to_value(s).expect("settings serialize"),
-            server,
-        ))
+        Ok(Control::served_listing(s, server))
     }
 
-    fn exposures(&self, _settings: &Value, _carrier: &str, _env: super::Env<'_>) -> Vec<String> {
-        vec!["actions-cache".into()]
-    }
-
-    fn facts(&self, settings: &Value) -> Vec<(&'static str, String)> {
-        let Ok(s) = serde_json::from_value::<Settings>(settings.clone()) else {
-            return vec![];
-        };
-        let mut f = vec![];
-        match (&s.token_source, &s.token) {
-            (Some(src), Some(t)) => {
-                f.push(("runtime-token", src.clone()));
-                let scopes = match scopes_of(t) {
-                    Some(sc) if sc.is_empty() => "none".to_string(),
-                    Some(sc) => sc.iter().map(describe_scope).collect::<Vec<_>>().join(", "),
-                    None => "unknown (not a JWT with an `ac` claim)".to_string(),
-                };
-                f.push(("scopes", scopes));
-            }
-            _ => f.push(("runtime-token", "none".into())),
-        }
-        if let Some(u) = &s.results_url {
-            f.push(("service", host_of(u)));
-        }
-        f.push((
-            "api-token",
-            s.api_token_source.clone().unwrap_or_else(|| "none".into()),
-        ));
-        if let Some(r) = &s.repository {
-            f.push(("repository", escape::bytes(r.as_bytes())));
-        }
-        if let Some(m) = &s.cache_mode {
-            f.push((
-                "cache-mode",
-                format!(
-                    "{} (ACTIONS_CACHE_MODE binds cache clients, not the service: the probe asked the service directly)",
-                    escape::bytes(m.as_bytes())
-                ),
-            ));
-        }
-        f
-    }
-
-    fn open(&self, settings: &Value) -> Result<Box<dyn crate::surface::Instance>, Fault> {
-        let s: Settings = serde_json::from_value(settings.clone())
-            .map_err(|_| Fault::invalid("bad actions-cache settings"))?;
+    fn open(settings: Settings) -> Result<ActionsCache, Fault> {
         let client = LazyClient::new(
-            [&s.token, &s.api_token]
+            [&settings.token, &settings.api_token]
                 .into_iter()
                 .flatten()
                 .cloned()
                 .collect(),
         );
-        Ok(Box::new(Instance { s, client }))
+        Ok(ActionsCache { settings, client })
     }
-}
 
-struct Instance {
-    s: Settings,
-    /// Made on first use: the orchestrator opens instances it never calls.
-    client: LazyClient,
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Cache>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        super::each(jobs, |job| self.plant_one(ctx, job, journal))
+    }
+
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Want<Cache, Nonce>],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        self.recover_carriers(ctx, wanted, notice)
+    }
+
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        cleanup::owned_entry(ctx, entry)
+    }
+
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| self.clean_entry(e)).collect()
+    }
+
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Cache>]) -> Result<Vec<Entry>, Fault> {
+        self.find_plants(ctx, jobs)
+    }
+
+    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        self.snapshot_listing(ctx, sink)
+    }
+
+    fn changes(change: &Change, before: &Before) -> Vec<Cache> {
+        watch::carriers_of(change, before)
+    }
 }
 
 /// A Twirp answer.
@@ -385,74 +462,12 @@ enum ListError {
 }
 
 /// One entry of a REST listing.
+#[derive(Deserialize)]
 struct Listed {
     id: u64,
     key: String,
     version: String,
+    /// The ref it was written from.
+    #[serde(rename = "ref")]
     scope: String,
-}
-
-impl crate::surface::Instance for Instance {
-    fn unavailable(&self, carrier: &str) -> Option<String> {
-        if let Some(why) = &self.s.no_token {
-            return Some(why.clone());
-        }
-        // The listing is the only route to a nonce in a key or version.
-        if Cache::parse(carrier).is_some_and(Cache::listed) {
-            return self.s.no_listing.clone();
-        }
-        None
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        match Cache::of_job(job) {
-            Ok(carrier) => self.plant_carrier(ctx, carrier, job, created),
-            Err(o) => o,
-        }
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
-    }
-
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        cleanup::owned_entry(ctx, entry)
-    }
-
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.clean_entry(entry)
-    }
-
-    fn watch(&self) -> Result<&dyn super::Watchable, &'static str> {
-        Ok(self)
-    }
-
-    fn describe(&self, entry: &Value) -> String {
-        let key = entry["key"].as_str().unwrap_or("?");
-        let scope = entry["scope"].as_str().unwrap_or("?");
-        format!(
-            "cache entry {} (scope {}) of {}",
-            escape::bytes(key.as_bytes()),
-            escape::bytes(scope.as_bytes()),
-            if self.s.control {
-                "the control".to_string()
-            } else {
-                escape::bytes(self.s.repository.as_deref().unwrap_or("?").as_bytes())
-            }
-        )
-    }
 }

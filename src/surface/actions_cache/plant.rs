@@ -2,23 +2,22 @@
 //! `@actions/cache` does, journalled before the first request and taken
 //! back only when the service refused it.
 
-use super::protocol::str_field;
-use super::{Cache, Instance, Twirp, entry_for};
+use super::protocol::{Finalize, Reserve, str_field};
+use super::{ActionsCache, Cache, Entry, Twirp, entry_for};
 use crate::escape;
 use crate::http::Request;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use crate::nonce::Nonce;
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
 
-impl Instance {
-    pub(super) fn plant_carrier(
+impl ActionsCache {
+    pub(super) fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Cache,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        let (key, version, archive) = entry_for(ctx, carrier, &job.nonce, job.scope.as_ref());
+        job: &Job<Cache>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let (key, version, archive) = entry_for(ctx, job.carrier, &job.nonce, job.scope.as_ref());
         let shown = escape::bytes(key.as_bytes());
         // The service writes to the token's first writable scope.
         let scope = self
@@ -28,14 +27,21 @@ impl Instance {
             .map(|(s, _)| s);
         // Journalled before the request that reserves the key, and taken
         // back only when the service's own answer says nothing was made.
-        let entry = json!({ "key": key, "version": version, "scope": scope });
-        created(entry.clone());
+        let entry = Entry {
+            key: key.clone(),
+            version: version.clone(),
+            scope: scope.clone(),
+        };
+        journal.record(&entry);
         let reserve = self.twirp(
             "CreateCacheEntry",
-            json!({ "key": key, "version": version }),
+            &Reserve {
+                key: &key,
+                version: &version,
+            },
         );
         if matches!(reserve, Ok(Twirp::Denied(_) | Twirp::NotOk(_))) {
-            created(crate::surface::retraction(&entry));
+            journal.retract(&entry);
         }
         let upload_url = match reserve {
             Err(f) => return PlantOutcome::Error { reason: f.into() },
@@ -72,32 +78,17 @@ impl Instance {
                 u => u,
             },
         };
-        let client = match self.client() {
-            Ok(c) => c,
-            Err(f) => return PlantOutcome::Error { reason: f.into() },
-        };
         let size = archive.len();
-        let put = Request::new(Method::PUT, &upload_url)
-            .header("x-ms-blob-type", "BlockBlob")
-            .header("x-ms-version", "2025-01-05")
-            .header("content-type", "application/octet-stream")
-            .bytes(archive);
-        match client.send(&put) {
-            Err(f) => {
-                return PlantOutcome::Error {
-                    reason: format!("uploading the archive of {shown}: {f}"),
-                };
-            }
-            Ok(r) if r.status != 201 => {
-                return PlantOutcome::Error {
-                    reason: format!("uploading the archive of {shown}: HTTP {}", r.status),
-                };
-            }
-            Ok(_) => {}
+        if let Err(o) = self.upload(&upload_url, archive, &shown) {
+            return o;
         }
         let finalize = self.twirp(
             "FinalizeCacheEntryUpload",
-            json!({ "key": key, "version": version, "size_bytes": size.to_string() }),
+            &Finalize {
+                key: &key,
+                size_bytes: size.to_string(),
+                version: &version,
+            },
         );
         match finalize {
             Err(f) => PlantOutcome::Error { reason: f.into() },
@@ -115,7 +106,7 @@ impl Instance {
                     .map(|s| escape::bytes(s.as_bytes()))
                     .unwrap_or_else(|| "the token's first writable scope".into());
                 PlantOutcome::Planted {
-                    needle: Value::String(job.nonce.hex()),
+                    needle: job.nonce,
                     persistence: None,
                     detail: format!(
                         "entry {shown} written to scope {scope} of {}; entries on the default \
@@ -124,6 +115,27 @@ impl Instance {
                     ),
                 }
             }
+        }
+    }
+
+    /// The archive's one Azure `Put Blob` to the signed URL (no token: the
+    /// URL is the credential); the plant's outcome when the blob was not
+    /// made.
+    fn upload(&self, url: &str, archive: Vec<u8>, shown: &str) -> Result<(), PlantOutcome<Nonce>> {
+        let failed = |reason: String| PlantOutcome::Error { reason };
+        let client = self.client().map_err(|f| failed(f.into()))?;
+        let put = Request::new(Method::PUT, url)
+            .header("x-ms-blob-type", "BlockBlob")
+            .header("x-ms-version", "2025-01-05")
+            .header("content-type", "application/octet-stream")
+            .bytes(archive);
+        match client.send(&put) {
+            Err(f) => Err(failed(format!("uploading the archive of {shown}: {f}"))),
+            Ok(r) if r.status != 201 => Err(failed(format!(
+                "uploading the archive of {shown}: HTTP {}",
+                r.status
+            ))),
+            Ok(_) => Ok(()),
         }
     }
 }

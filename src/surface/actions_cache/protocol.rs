@@ -3,24 +3,58 @@
 //! `permission_denied` a refusal), the REST listing read to its
 //! `total_count`, a key's lookup, an archive searched as it arrives.
 
-use super::{Instance, ListError, Listed, MAX_PAGES, PER_PAGE, TWIRP, Twirp, scopes_of};
+use super::{ActionsCache, ListError, Listed, MAX_PAGES, PER_PAGE, TWIRP, Twirp, scopes_of};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{Failure, Request};
 use crate::scan::Needles;
 use ::http::Method;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+/// One page of the REST listing (its entries read one by one: one that
+/// lacks a field is an error of its own).
+#[derive(Deserialize)]
+struct Page {
+    actions_caches: Vec<Value>,
+    total_count: u64,
+}
+
+/// `CreateCacheEntry`'s request.
+#[derive(Serialize)]
+pub(super) struct Reserve<'a> {
+    pub key: &'a str,
+    pub version: &'a str,
+}
+
+/// `FinalizeCacheEntryUpload`'s request (proto3 JSON: an int64 is a
+/// string).
+#[derive(Serialize)]
+pub(super) struct Finalize<'a> {
+    pub key: &'a str,
+    pub size_bytes: String,
+    pub version: &'a str,
+}
+
+/// `GetCacheEntryDownloadURL`'s request: a key, the prefixes to fall back
+/// on, the version.
+#[derive(Serialize)]
+pub(super) struct Lookup<'a> {
+    pub key: &'a str,
+    pub restore_keys: &'a [&'a str],
+    pub version: &'a str,
+}
 
 /// A service URL's origin, for people (escaped; never userinfo).
 pub(super) use crate::github::host_of;
 
-impl Instance {
+impl ActionsCache {
     pub(super) fn client(&self) -> Result<&crate::http::Client, Fault> {
         self.client.get()
     }
 
     pub(super) fn service(&self) -> String {
-        self.s
+        self.settings
             .results_url
             .as_deref()
             .map(host_of)
@@ -29,7 +63,7 @@ impl Instance {
 
     /// The scopes the runtime token claims, for details.
     pub(super) fn token_scopes(&self) -> Vec<(String, u8)> {
-        self.s
+        self.settings
             .token
             .as_deref()
             .and_then(scopes_of)
@@ -53,15 +87,15 @@ impl Instance {
     /// One Twirp call: the service's answer, or why there is none
     /// (`Unsupported` without a runtime token, `Unreachable`, `Broken` for
     /// an answer that is not the service's word).
-    pub(super) fn twirp(&self, method: &str, body: Value) -> Result<Twirp, Fault> {
-        let (Some(base), Some(token)) = (&self.s.results_url, &self.s.token) else {
+    pub(super) fn twirp(&self, method: &str, body: &impl Serialize) -> Result<Twirp, Fault> {
+        let (Some(base), Some(token)) = (&self.settings.results_url, &self.settings.token) else {
             return Err(Fault::unsupported(
-                self.s.no_token.clone().unwrap_or_default(),
+                self.settings.no_token.clone().unwrap_or_default(),
             ));
         };
         let url = crate::github::twirp_url(base, TWIRP, method);
         let req = Request::new(Method::POST, &url)
-            .json(&body)
+            .json(&serde_json::to_value(body).expect("requests serialize"))
             .header("accept", "application/json")
             .secret_header("authorization", format!("Bearer {token}"));
         let resp = self.client()?.send(&req).map_err(|f| match f {
@@ -104,7 +138,7 @@ impl Instance {
             ))),
             (401, _) => Err(Fault::broken(format!(
                 "the cache service did not accept the runtime token ({}): HTTP 401 {msg}",
-                self.s.token_source.as_deref().unwrap_or("?"),
+                self.settings.token_source.as_deref().unwrap_or("?"),
             ))),
             (s, _) => Err(Fault::broken(format!("{method}: HTTP {s} {msg}"))),
         }
@@ -113,7 +147,11 @@ impl Instance {
     /// The API token and repository the listing needs; `Unsupported`
     /// (why not) without them.
     pub(super) fn rest(&self) -> Result<(&str, &str), Fault> {
-        match (&self.s.api_token, &self.s.repository, &self.s.no_listing) {
+        match (
+            &self.settings.api_token,
+            &self.settings.repository,
+            &self.settings.no_listing,
+        ) {
             (Some(t), Some(r), None) => Ok((t, r)),
             (_, _, why) => Err(Fault::unsupported(why.clone().unwrap_or_default())),
         }
@@ -132,7 +170,7 @@ impl Instance {
     }
 
     pub(super) fn api_host(&self) -> String {
-        host_of(&self.s.api_url)
+        host_of(&self.settings.api_url)
     }
 
     /// A REST 403: GitHub's access control only with its JSON error body
@@ -159,7 +197,7 @@ impl Instance {
             )),
             Some(_) => ListError::Denied(format!(
                 "the API token ({}) may not list the caches of {repo}: HTTP 403 {shown}",
-                self.s.api_token_source.as_deref().unwrap_or("?")
+                self.settings.api_token_source.as_deref().unwrap_or("?")
             )),
             None => ListError::Failed(format!(
                 "listing the caches of {repo} at {host}: HTTP 403 without GitHub's error body \
@@ -190,7 +228,7 @@ impl Instance {
             // made moments ago, is on the first pages.
             let mut url = format!(
                 "{}/repos/{repo}/actions/caches?per_page={PER_PAGE}&page={page}&sort=created_at&direction=desc",
-                self.s.api_url
+                self.settings.api_url
             );
             if let Some(p) = prefix {
                 url.push_str("&key=");
@@ -217,35 +255,26 @@ impl Instance {
                     return Err(failed(format!("HTTP {s} {msg}")));
                 }
             }
-            let (Some(list), Some(total)) = (
-                v.as_ref().and_then(|v| v["actions_caches"].as_array()),
-                v.as_ref().and_then(|v| v["total_count"].as_u64()),
-            ) else {
+            let Some(Page {
+                actions_caches: list,
+                total_count,
+            }) = v.as_ref().and_then(|v| Page::deserialize(v).ok())
+            else {
                 return Err(failed(
                     "the answer (HTTP 200) has no `actions_caches` or no `total_count`".into(),
                 ));
             };
-            let counted = *counted.get_or_insert(total);
-            for e in list {
-                let (Some(id), Some(key), Some(version), Some(scope)) = (
-                    e["id"].as_u64(),
-                    e["key"].as_str(),
-                    e["version"].as_str(),
-                    e["ref"].as_str(),
-                ) else {
+            let counted = *counted.get_or_insert(total_count);
+            for e in &list {
+                let Ok(entry) = Listed::deserialize(e) else {
                     return Err(failed(
                         "an entry of the listing lacks its id, key, version or ref".into(),
                     ));
                 };
                 // Entries made while the listing runs push older ones a
                 // page down: the same entry again, handed over once.
-                if ids.insert(id) {
-                    each(&Listed {
-                        id,
-                        key: key.to_string(),
-                        version: version.to_string(),
-                        scope: scope.to_string(),
-                    });
+                if ids.insert(entry.id) {
+                    each(&entry);
                 }
             }
             if list.len() < PER_PAGE {

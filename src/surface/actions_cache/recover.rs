@@ -2,17 +2,19 @@
 //! version (their only route), the agreed key for `cache-content`, the
 //! generic prefix for `restore-prefix`.
 
-use super::protocol::str_field;
+use super::protocol::{Lookup, str_field};
 use super::{
-    Cache, Instance, ListError, Twirp, entry_for, fixed_version, planted_carrier, probe_prefix,
+    ActionsCache, Cache, ListError, Twirp, entry_for, fixed_version, planted_carrier, probe_prefix,
     restore_prefix,
 };
 use crate::escape;
 use crate::nonce::Nonce;
-use crate::surface::{JobScope, Notice, NoticeKind, RecoverOutcome, RunCtx, Wanted};
-use serde_json::{Value, json};
+use crate::surface::{JobScope, Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 
-impl Instance {
+/// One carrier run B looks for, with the nonce its plant reported.
+type Wanted = Want<Cache, Nonce>;
+
+impl ActionsCache {
     /// cache-key and cache-version by the listing (their only route: the
     /// nonce is in the key or version, so B cannot look them up): one
     /// outcome per wanted carrier, in order. The listing counts only when
@@ -22,7 +24,7 @@ impl Instance {
     pub(super) fn recover_listed(
         &self,
         ctx: &RunCtx<'_>,
-        wanted: &[(&Wanted, Cache)],
+        wanted: &[&Wanted],
         witnesses: &[String],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
@@ -32,9 +34,9 @@ impl Instance {
             let reason = format!("run B has no listing ({why})");
             return vec![RecoverOutcome::Error { reason }; wanted.len()];
         }
-        let repo = self.s.repository.clone().unwrap_or_default();
+        let repo = self.settings.repository.clone().unwrap_or_default();
         let prefix = probe_prefix(ctx.probe_id);
-        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
         // One whole listing: what it found, the notices it had, and whether
         // it showed every witness.
         let once = || {
@@ -42,14 +44,14 @@ impl Instance {
             let mut notices = Vec::new();
             let mut shown = vec![false; witnesses.len()];
             let n = self.list(None, &mut |e| {
-                for (j, (w, carrier)) in wanted.iter().enumerate() {
-                    let Some(n) = w.needle.as_str() else { continue };
-                    let (field, what) = if *carrier == Cache::Key {
+                for (j, w) in wanted.iter().enumerate() {
+                    let n = w.needle.hex();
+                    let (field, what) = if w.carrier == Cache::Key {
                         (&e.key, "key")
                     } else {
                         (&e.version, "version")
                     };
-                    if hits[j].is_none() && field.contains(n) {
+                    if hits[j].is_none() && field.contains(&n) {
                         hits[j] = Some(format!(
                             "listed entry {} has the nonce in its {what} (scope {})",
                             escape::bytes(e.key.as_bytes()),
@@ -135,8 +137,12 @@ impl Instance {
     ) -> Result<(String, String), RecoverOutcome> {
         let (key, version, _) = entry_for(ctx, carrier, nonce, scope);
         let shown = escape::bytes(key.as_bytes());
-        let body = json!({ "key": key, "restore_keys": [], "version": version });
-        let (matched, url) = self.lookup(body, format!("no entry {shown} is restorable"))?;
+        let body = Lookup {
+            key: &key,
+            restore_keys: &[],
+            version: &version,
+        };
+        let (matched, url) = self.lookup(&body, format!("no entry {shown} is restorable"))?;
         if matched != key {
             // The key ends in a tag, so another entry it matched as a
             // prefix is not the plant's; and, matched first, it hides the
@@ -153,10 +159,7 @@ impl Instance {
 
     /// cache-content: restore the agreed key and look in the archive.
     pub(super) fn recover_content(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
-        let nonce = match crate::surface::wanted_nonce(w) {
-            Ok(n) => n,
-            Err(o) => return o,
-        };
+        let nonce = w.needle;
         let (key, url) = match self.restore_exact(ctx, Cache::Content, &nonce, w.scope.as_ref()) {
             Ok(r) => r,
             Err(o) => return o,
@@ -185,7 +188,7 @@ impl Instance {
     /// the outcome when there is none (`missing` says what was sought).
     pub(super) fn lookup(
         &self,
-        body: Value,
+        body: &Lookup<'_>,
         missing: String,
     ) -> Result<(String, String), RecoverOutcome> {
         match self.twirp("GetCacheEntryDownloadURL", body) {
@@ -227,19 +230,20 @@ impl Instance {
         let shown_prefix = escape::bytes(prefix.as_bytes());
         // A key nobody wrote, then the prefix as a restore key: exactly
         // how a workflow's `restore-keys` reaches an entry.
-        let body = json!({
-            "key": format!("{prefix}none"),
-            "restore_keys": [prefix],
-            "version": fixed_version(),
-        });
-        let needle = w.needle.as_str().unwrap_or("");
+        let (none, version) = (format!("{prefix}none"), fixed_version());
+        let body = Lookup {
+            key: &none,
+            restore_keys: &[&prefix],
+            version: &version,
+        };
+        let needle = w.needle.hex();
         let missing = format!("the restore key {shown_prefix} matched no entry restorable");
-        let (matched, _) = match self.lookup(body, missing) {
+        let (matched, _) = match self.lookup(&body, missing) {
             Ok(m) => m,
             Err(o) => return o,
         };
         let shown = escape::bytes(matched.as_bytes());
-        if !needle.is_empty() && matched.contains(needle) {
+        if matched.contains(&needle) {
             return RecoverOutcome::Found {
                 detail: format!(
                     "the restore key {shown_prefix} restored {shown}{}",
@@ -276,29 +280,19 @@ impl Instance {
     }
 }
 
-impl Instance {
+impl ActionsCache {
     pub(super) fn recover_carriers(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        // Each wanted carrier, parsed once (`None`: not one of the cache's).
-        let kinds: Vec<Option<Cache>> = wanted.iter().map(|w| Cache::parse(&w.carrier)).collect();
-        let to_list: Vec<(&Wanted, Cache)> = wanted
-            .iter()
-            .zip(&kinds)
-            .filter_map(|(w, k)| k.filter(|k| k.listed()).map(|k| (w, k)))
-            .collect();
+        let to_list: Vec<&Wanted> = wanted.iter().filter(|w| w.carrier.listed()).collect();
         // The witnesses: the keys of this plant run B knows by name.
         let witnesses: Vec<String> = wanted
             .iter()
-            .zip(&kinds)
-            .filter_map(|(w, k)| {
-                let k = k.filter(|k| matches!(k, Cache::Content | Cache::RestorePrefix))?;
-                let n = crate::surface::wanted_nonce(w).ok()?;
-                Some(entry_for(ctx, k, &n, w.scope.as_ref()).0)
-            })
+            .filter(|w| matches!(w.carrier, Cache::Content | Cache::RestorePrefix))
+            .map(|w| entry_for(ctx, w.carrier, &w.needle, w.scope.as_ref()).0)
             .collect();
         let mut by_listing = if to_list.is_empty() {
             vec![]
@@ -306,15 +300,16 @@ impl Instance {
             self.recover_listed(ctx, &to_list, &witnesses, notice)
         }
         .into_iter();
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        for (i, (w, k)) in wanted.iter().zip(&kinds).enumerate() {
-            out[i] = match k {
-                Some(k) if k.listed() => by_listing.next(),
-                Some(Cache::Content) => Some(self.recover_content(ctx, w)),
-                Some(Cache::RestorePrefix) => Some(self.recover_prefix(ctx, w, notice)),
-                _ => None,
-            };
-        }
-        crate::surface::all_outcomes(out)
+        wanted
+            .iter()
+            .map(|w| match w.carrier {
+                // (recover_listed answers one outcome per listed carrier.)
+                Cache::Key | Cache::Version => by_listing
+                    .next()
+                    .expect("one listed outcome per listed carrier"),
+                Cache::Content => self.recover_content(ctx, w),
+                Cache::RestorePrefix => self.recover_prefix(ctx, w, notice),
+            })
+            .collect()
     }
 }

@@ -4,15 +4,17 @@
 //! disagree about a carrier.
 
 use super::Settings;
+use super::entry::{Entry, Needle, Object, Permanent, Planted, Ref};
 use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::RunCtx;
 use crate::surface::carrier::carriers;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 carriers! {
     /// GitHub's carriers: objects of the repository.
-    pub(super) enum Gh {
+    pub enum Gh {
         LabelName = "label-name", Durable, "the nonce in a label's name; run B lists the repository's labels";
         LabelDescription = "label-description", Durable, "the nonce in the description of a label with an agreed name; run B lists the labels and asks for that name";
         IssueComment = "issue-comment", Durable, "the nonce in a comment on the configured issue or pull request; run B lists its comments";
@@ -64,15 +66,26 @@ pub fn nonce_in_name(ctx: &RunCtx<'_>, name: Option<&str>) -> Option<Nonce> {
     let hex = name?
         .strip_prefix(&format!("rw-{}-", probe_part(ctx.probe_id)))
         .filter(|h| crate::surface::lower_hex(h, 32))?;
-    serde_json::from_value(json!(hex)).ok()
+    nonce_of_hex(hex)
+}
+
+/// The nonce whose hex form `hex` is, read as a nonce is read from JSON
+/// (32 hex digits; and ASCII, so that no digit pair splits a character).
+pub fn nonce_of_hex(hex: &str) -> Option<Nonce> {
+    if hex.len() != 32 || !hex.is_ascii() {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(Nonce(bytes))
 }
 
 /// `Ok` when journal entry `e` is `want`, the very entry the plant
 /// journals (its tag compared in constant time); else `Invalid`.
-pub fn same_entry(e: &Value, want: &Value) -> Result<(), Fault> {
-    let tagged = e["tag"].as_str().is_some_and(|t| {
-        crate::marker::same(t.as_bytes(), want["tag"].as_str().unwrap_or("").as_bytes())
-    });
+pub fn same_entry(e: &Entry, want: &Entry) -> Result<(), Fault> {
+    let tagged = crate::marker::same(e.tag().as_bytes(), want.tag().as_bytes());
     (tagged && e == want)
         .then_some(())
         .ok_or_else(|| Fault::invalid("not the entry this probe's plant journals"))
@@ -107,26 +120,41 @@ pub fn entry_tag(ctx: &RunCtx<'_>, carrier: Gh, hex: &str) -> String {
 pub struct PlantRequest {
     pub path: String,
     pub body: Value,
-    pub entry: Value,
+    pub entry: Entry,
+}
+
+/// The fields that identify an object, as a journal entry's `match`.
+fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// The journal entry of an object: where to list it (`list`, `items`),
 /// the fields that identify it (`match`), the path to read and delete it
 /// with `{}` for its `key` field (`object`), that field's value when
-/// known (`ref`), and whether a deployment must be made inactive first.
+/// known (`ref`); not yet tagged, nor said to be made inactive first.
 fn entry(
     carrier: Gh,
     list: &str,
     items: Option<&str>,
-    matches: Value,
-    object: Option<String>,
+    matches: BTreeMap<String, String>,
+    object: String,
     key: &str,
-    known: Option<Value>,
-) -> Value {
-    json!({
-        "carrier": carrier.name(), "list": list, "items": items, "match": matches,
-        "object": object, "key": key, "ref": known,
-    })
+    known: Option<&str>,
+) -> Object {
+    Object {
+        carrier: carrier.name().to_string(),
+        list: list.to_string(),
+        items: items.map(String::from),
+        matches,
+        object: Some(object),
+        key: key.to_string(),
+        id: known.map(|n| Ref::Name(n.to_string())),
+        tag: String::new(),
+        deactivate: None,
+    }
 }
 
 /// The plant of `carrier` with `nonce` (`Unsupported`: this instance
@@ -144,12 +172,12 @@ pub fn plant_request(
     let mut req = match carrier {
         Gh::LabelName => {
             let name = nonce_name(ctx, nonce);
-            label(&rp, carrier, &name, SHORT, json!({ "name": name }))
+            label(&rp, carrier, &name, SHORT, fields(&[("name", &name)]))
         }
         Gh::LabelDescription => {
             let name = agreed_name(ctx, carrier);
             let description = format!("{SHORT} {hex}");
-            let m = json!({ "name": name, "description": description });
+            let m = fields(&[("name", &name), ("description", &description)]);
             label(&rp, carrier, &name, &description, m)
         }
         Gh::IssueComment => {
@@ -158,15 +186,15 @@ pub fn plant_request(
             PlantRequest {
                 path: format!("{rp}/issues/{n}/comments"),
                 body: json!({ "body": body }),
-                entry: entry(
+                entry: Entry::Object(entry(
                     carrier,
                     &format!("{rp}/issues/{n}/comments"),
                     None,
-                    json!({ "body": body }),
-                    Some(format!("{rp}/issues/comments/{{}}")),
+                    fields(&[("body", &body)]),
+                    format!("{rp}/issues/comments/{{}}"),
                     "id",
                     None,
-                ),
+                )),
             }
         }
         Gh::MilestoneTitle => {
@@ -174,15 +202,15 @@ pub fn plant_request(
             PlantRequest {
                 path: format!("{rp}/milestones"),
                 body: json!({ "title": title, "state": "closed", "description": note }),
-                entry: entry(
+                entry: Entry::Object(entry(
                     carrier,
                     &format!("{rp}/milestones?state=all"),
                     None,
-                    json!({ "title": title }),
-                    Some(format!("{rp}/milestones/{{}}")),
+                    fields(&[("title", &title)]),
+                    format!("{rp}/milestones/{{}}"),
                     "number",
                     None,
-                ),
+                )),
             }
         }
         Gh::ReleaseDraft => {
@@ -191,15 +219,15 @@ pub fn plant_request(
             PlantRequest {
                 path: format!("{rp}/releases"),
                 body: json!({ "tag_name": tag, "name": name, "body": format!("{note}\n{hex}"), "draft": true }),
-                entry: entry(
+                entry: Entry::Object(entry(
                     carrier,
                     &format!("{rp}/releases"),
                     None,
-                    json!({ "name": name, "tag_name": tag }),
-                    Some(format!("{rp}/releases/{{}}")),
+                    fields(&[("name", &name), ("tag_name", &tag)]),
+                    format!("{rp}/releases/{{}}"),
                     "id",
                     None,
-                ),
+                )),
             }
         }
         Gh::Deployment => deployment(&rp, s.commit.as_deref().ok_or_else(no_commit)?, &hex),
@@ -208,15 +236,15 @@ pub fn plant_request(
             PlantRequest {
                 path: format!("{rp}/actions/variables"),
                 body: json!({ "name": name, "value": hex }),
-                entry: entry(
+                entry: Entry::Object(entry(
                     carrier,
                     &format!("{rp}/actions/variables"),
                     Some("variables"),
-                    json!({ "name": name, "value": hex }),
-                    Some(format!("{rp}/actions/variables/{{}}")),
+                    fields(&[("name", &name), ("value", &hex)]),
+                    format!("{rp}/actions/variables/{{}}"),
                     "name",
-                    Some(json!(name)),
-                ),
+                    Some(&name),
+                )),
             }
         }
         Gh::CommitStatus | Gh::CheckRun => {
@@ -237,25 +265,31 @@ pub fn plant_request(
     // probe id (a label's name has room for no more): the journal entry
     // binds the whole of it, with a tag over the carrier and the nonce,
     // so an entry of another probe is never taken for this one's.
-    req.entry["tag"] = json!(entry_tag(ctx, carrier, &hex));
+    req.entry.set_tag(entry_tag(ctx, carrier, &hex));
     Ok(req)
 }
 
 /// The plant of a label named `name`, described by `description`; `m` is
 /// what cleanup must find in it.
-fn label(rp: &str, carrier: Gh, name: &str, description: &str, m: Value) -> PlantRequest {
+fn label(
+    rp: &str,
+    carrier: Gh,
+    name: &str,
+    description: &str,
+    m: BTreeMap<String, String>,
+) -> PlantRequest {
     PlantRequest {
         path: format!("{rp}/labels"),
         body: json!({ "name": name, "color": "ededed", "description": description }),
-        entry: entry(
+        entry: Entry::Object(entry(
             carrier,
             &format!("{rp}/labels"),
             None,
             m,
-            Some(format!("{rp}/labels/{{}}")),
+            format!("{rp}/labels/{{}}"),
             "name",
-            Some(json!(name)),
-        ),
+            Some(name),
+        )),
     }
 }
 
@@ -263,16 +297,18 @@ fn label(rp: &str, carrier: Gh, name: &str, description: &str, m: Value) -> Plan
 /// hold the nonce.
 fn deployment(rp: &str, sha: &str, hex: &str) -> PlantRequest {
     let description = format!("{SHORT} {hex}");
-    let mut e = entry(
-        Gh::Deployment,
-        &format!("{rp}/deployments"),
-        None,
-        json!({ "description": description }),
-        Some(format!("{rp}/deployments/{{}}")),
-        "id",
-        None,
-    );
-    e["deactivate"] = json!(true);
+    let e = Object {
+        deactivate: Some(true),
+        ..entry(
+            Gh::Deployment,
+            &format!("{rp}/deployments"),
+            None,
+            fields(&[("description", &description)]),
+            format!("{rp}/deployments/{{}}"),
+            "id",
+            None,
+        )
+    };
     PlantRequest {
         path: format!("{rp}/deployments"),
         body: json!({
@@ -280,7 +316,7 @@ fn deployment(rp: &str, sha: &str, hex: &str) -> PlantRequest {
             "description": description, "auto_merge": false, "required_contexts": [],
             "transient_environment": true, "production_environment": false,
         }),
-        entry: e,
+        entry: Entry::Object(e),
     }
 }
 
@@ -288,12 +324,19 @@ fn deployment(rp: &str, sha: &str, hex: &str) -> PlantRequest {
 /// `name` (which holds the nonce): GitHub cannot delete either, so its
 /// journal entry says what stays.
 fn permanent(rp: &str, carrier: Gh, sha: &str, name: &str, note: &str, hex: &str) -> PlantRequest {
-    let c = carrier.name();
+    let stays = |what: &str| {
+        Entry::Permanent(Permanent {
+            carrier: carrier.name().to_string(),
+            permanent: format!("{what} {name} on {sha}"),
+            // (Tagged by `plant_request`, as every table entry.)
+            tag: String::new(),
+        })
+    };
     if carrier == Gh::CommitStatus {
         PlantRequest {
             path: format!("{rp}/statuses/{sha}"),
             body: json!({ "state": "success", "context": name, "description": note }),
-            entry: json!({ "carrier": c, "permanent": format!("commit status {name} on {sha}") }),
+            entry: stays("commit status"),
         }
     } else {
         PlantRequest {
@@ -302,7 +345,7 @@ fn permanent(rp: &str, carrier: Gh, sha: &str, name: &str, note: &str, hex: &str
                 "name": name, "head_sha": sha, "status": "completed", "conclusion": "neutral",
                 "output": { "title": note, "summary": hex },
             }),
-            entry: json!({ "carrier": c, "permanent": format!("check run {name} on {sha}") }),
+            entry: stays("check run"),
         }
     }
 }
@@ -321,27 +364,27 @@ pub enum Route {
 /// The needle a plant reports: the nonce, and where run A put it when run
 /// B cannot know that from its own run (the issue it commented on, the
 /// commit it marked: a later run's event and `GITHUB_SHA` are its own).
-pub fn needle(s: &Settings, carrier: Gh, nonce: &Nonce) -> Value {
-    let mut n = json!({ "text": nonce.hex() });
+pub fn needle(s: &Settings, carrier: Gh, nonce: &Nonce) -> Needle {
+    let mut n = Planted::of(nonce);
     match carrier {
-        Gh::IssueComment => n["issue"] = json!(s.issue),
-        Gh::CommitStatus | Gh::CheckRun => n["commit"] = json!(s.commit),
+        Gh::IssueComment => n.issue = s.issue,
+        Gh::CommitStatus | Gh::CheckRun => n.commit.clone_from(&s.commit),
         _ => {}
     }
-    n
+    Needle::Planted(n)
 }
 
 /// Every route run B has to a carrier; none when it has no place to look
 /// (no issue or commit, from the plant or its own run).
-pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Value) -> Vec<Route> {
+pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Needle) -> Vec<Route> {
     let rp = format!("/repos/{}", s.repository.as_deref().unwrap_or(""));
     let list = |p: String, items| Route::List { path: p, items };
+    let said = needle.planted();
     // Where run A wrote, as its plant said; without a receipt, this run's
     // own issue and commit.
-    let issue = needle["issue"].as_u64().or(s.issue);
-    let sha = needle["commit"]
-        .as_str()
-        .map(String::from)
+    let issue = said.and_then(|n| n.issue).or(s.issue);
+    let sha = said
+        .and_then(|n| n.commit.clone())
         .or_else(|| s.commit.clone());
     match carrier {
         Gh::LabelName => vec![list(format!("{rp}/labels"), None)],
@@ -381,14 +424,13 @@ pub fn routes(s: &Settings, ctx: &RunCtx<'_>, carrier: Gh, needle: &Value) -> Ve
             super::dispatch::runs_path(
                 s,
                 super::dispatch::event(carrier),
-                needle["since"].as_str(),
+                said.and_then(|n| n.since.as_deref()),
             ),
             Some("workflow_runs"),
         )],
         // The ref run A uploaded for, as its plant said; else this run's.
-        Gh::CodeScanning => needle["ref"]
-            .as_str()
-            .map(String::from)
+        Gh::CodeScanning => said
+            .and_then(|n| n.git_ref.clone())
             .or_else(|| s.git_ref.clone())
             .filter(|r| super::scanning::valid_ref(r))
             .map(|r| {

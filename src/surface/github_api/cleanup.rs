@@ -2,25 +2,30 @@
 //! it still holds what the plant wrote (a deployment made inactive first,
 //! as GitHub requires); objects GitHub cannot delete are listed as left.
 
-use super::{Gh, Instance, Settings, carriers};
+use super::entry::{Entry, Object, Permanent, Ref};
+use super::{Gh, GitHubApi, Settings, carriers};
 use crate::fault::Fault;
 use crate::github::ApiError;
 use crate::surface::{CleanupOutcome, RunCtx};
 use ::http::Method;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Whether `o` holds every field of `m` as the plant wrote it (an empty
 /// `m` holds nothing: it would match every object).
-fn holds(o: &Value, m: &Value) -> bool {
-    m.as_object()
-        .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| o[k.as_str()] == *v))
+fn holds(o: &Value, m: &BTreeMap<String, String>) -> bool {
+    !m.is_empty() && m.iter().all(|(k, v)| o[k.as_str()] == *v)
 }
 
 /// The nonce (hex) a journal entry's `match` carries in the form its
 /// carrier's plant writes it.
-fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e str> {
+fn match_nonce<'e>(
+    ctx: &RunCtx<'_>,
+    carrier: Gh,
+    m: &'e BTreeMap<String, String>,
+) -> Option<&'e str> {
     let named = format!("rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
-    let field = |k: &str| m[k].as_str();
+    let field = |k: &str| m.get(k).map(String::as_str);
     match carrier {
         Gh::LabelName | Gh::ReleaseDraft => field("name")?.strip_prefix(&named),
         Gh::MilestoneTitle => field("title")?.strip_prefix(&named),
@@ -39,141 +44,170 @@ fn match_nonce<'e>(ctx: &RunCtx<'_>, carrier: Gh, m: &'e Value) -> Option<&'e st
     }
 }
 
-/// Whether a journal entry is this probe's plant: rebuilt from the
-/// configured repository, the carrier and the nonce its `match` holds, it
+/// Whether a journal entry is this probe's plant: rebuilt from what it
+/// names (its carrier, the nonce it holds, the configured repository), it
 /// is the very entry the plant journals (so its paths, listing and key
-/// fields are runwarden's own, never a path a receipt made up); `ref`, an
-/// id GitHub gave, is a number or the plant's own name. `Invalid` for
-/// anything else.
-pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
-    let not = Fault::invalid;
-    // `None`: not a carrier of github-api, whose entry holds nothing of
-    // a plant's.
-    let carrier = Gh::parse(
-        e["carrier"]
-            .as_str()
-            .ok_or_else(|| not("names no carrier"))?,
-    );
-    match carrier {
-        Some(Gh::CodeScanning) => return super::scanning::owned(ctx, e),
-        Some(Gh::Discussion) => return super::discussion::owned(ctx, e),
-        Some(c @ (Gh::WorkflowDispatch | Gh::RepositoryDispatch)) => {
-            return super::dispatch::owned(ctx, c, e);
+/// fields are runwarden's own, never a path a receipt made up); an
+/// object's `ref`, an id GitHub gave, is a number or the plant's own
+/// name. `Invalid` for anything else.
+pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Entry) -> Result<(), Fault> {
+    // Each shape is its carriers' only: a dispatch's line with another
+    // carrier's name is no plant's.
+    let carrier = |name: &str, of: &[Gh]| {
+        Gh::parse(name)
+            .filter(|c| of.contains(c))
+            .ok_or_else(|| Fault::invalid("holds no nonce in runwarden's form"))
+    };
+    let want = match e {
+        Entry::Object(o) => return owned_object(s, ctx, Gh::parse(&o.carrier), o),
+        Entry::Permanent(p) => return owned_permanent(ctx, Gh::parse(&p.carrier), p),
+        Entry::Scanning(x) => super::scanning::wanted(ctx, x)?,
+        Entry::Discussion(x) => super::discussion::wanted(ctx, x)?,
+        Entry::Dispatch(x) => {
+            let c = carrier(&x.carrier, &[Gh::WorkflowDispatch, Gh::RepositoryDispatch])?;
+            super::dispatch::wanted(ctx, c, x)?
         }
-        Some(c @ (Gh::RunAnnotation | Gh::RunLog)) => return super::traces::owned(ctx, c, e),
-        _ => {}
-    }
-    if let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) {
-        // Never removed (GitHub has no delete), only listed as kept: its
-        // text names the plant's nonce name, and its tag binds the probe.
-        let what = if carrier == Gh::CommitStatus {
-            "commit status"
-        } else {
-            "check run"
-        };
-        let named = format!("{what} rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
-        let hex = e["permanent"]
-            .as_str()
-            .and_then(|t| t.strip_prefix(&named))
-            .and_then(|t| t.get(..32))
-            .filter(|h| crate::surface::lower_hex(h, 32))
-            .ok_or_else(|| not("not a permanent plant's entry"))?;
-        let tagged = e["tag"].as_str().is_some_and(|t| {
-            crate::marker::same(
-                t.as_bytes(),
-                carriers::entry_tag(ctx, carrier, hex).as_bytes(),
-            )
-        });
-        let form = e.as_object().is_some_and(|o| o.len() == 3);
-        return (tagged && form)
-            .then_some(())
-            .ok_or_else(|| not("not this probe's permanent plant"));
-    }
+        Entry::Trace(x) => {
+            let c = carrier(&x.carrier, &[Gh::RunAnnotation, Gh::RunLog])?;
+            super::traces::wanted(ctx, c, x)?
+        }
+    };
+    carriers::same_entry(e, &want)
+}
+
+/// A commit status's or a check run's entry: never removed (GitHub has
+/// no delete), only listed as kept. Its text names the plant's nonce name,
+/// and its tag binds the probe.
+fn owned_permanent(ctx: &RunCtx<'_>, carrier: Option<Gh>, e: &Permanent) -> Result<(), Fault> {
+    let not = Fault::invalid;
+    let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) else {
+        return Err(not("not a permanent plant's entry"));
+    };
+    let what = if carrier == Gh::CommitStatus {
+        "commit status"
+    } else {
+        "check run"
+    };
+    let named = format!("{what} rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    let hex = e
+        .permanent
+        .strip_prefix(&named)
+        .and_then(|t| t.get(..32))
+        .filter(|h| crate::surface::lower_hex(h, 32))
+        .ok_or_else(|| not("not a permanent plant's entry"))?;
+    let tagged = crate::marker::same(
+        e.tag.as_bytes(),
+        carriers::entry_tag(ctx, carrier, hex).as_bytes(),
+    );
+    tagged
+        .then_some(())
+        .ok_or_else(|| not("not this probe's permanent plant"))
+}
+
+/// A table object's entry: rebuilt from the nonce its `match` holds.
+fn owned_object(
+    s: &Settings,
+    ctx: &RunCtx<'_>,
+    carrier: Option<Gh>,
+    e: &Object,
+) -> Result<(), Fault> {
+    let not = Fault::invalid;
     let (carrier, hex) = carrier
-        .and_then(|c| Some((c, match_nonce(ctx, c, &e["match"])?)))
+        .and_then(|c| Some((c, match_nonce(ctx, c, &e.matches)?)))
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let nonce: crate::nonce::Nonce = serde_json::from_value(json!(hex))
-        .map_err(|_| not("holds no nonce in runwarden's form"))?;
+    let nonce =
+        carriers::nonce_of_hex(hex).ok_or_else(|| not("holds no nonce in runwarden's form"))?;
     // The issue and commit are this job's; the entry's own issue is only
     // taken when it is a number (a comment lives where it was made).
     let mut s = s.clone();
     if carrier == Gh::IssueComment {
         let rp = format!("/repos/{}/issues/", s.repository.as_deref().unwrap_or(""));
-        s.issue = e["list"]
-            .as_str()
-            .and_then(|l| l.strip_prefix(&rp)?.strip_suffix("/comments")?.parse().ok());
+        s.issue = e
+            .list
+            .strip_prefix(&rp)
+            .and_then(|l| l.strip_suffix("/comments")?.parse().ok());
     }
     s.commit.get_or_insert_with(|| "0".repeat(40));
     // (What this job cannot plant, the entry does not name: not ours.)
     let want = carriers::plant_request(&s, ctx, carrier, &nonce)
         .map_err(|f| Fault::Invalid(f.into_reason()))?
         .entry;
-    let mut got = e.clone();
-    if want["ref"].is_null() {
-        if !(e["ref"].is_null() || e["ref"].is_u64()) {
+    let mut got = Entry::Object(e.clone());
+    if let (Entry::Object(w), Entry::Object(g)) = (&want, &mut got)
+        && w.id.is_none()
+    {
+        if matches!(g.id, Some(Ref::Name(_))) {
             return Err(not("its id is not a number"));
         }
-        got["ref"] = Value::Null;
+        g.id = None;
     }
     (got == want)
         .then_some(())
         .ok_or_else(|| not("not the entry this probe's plant journals"))
 }
 
-impl Instance {
-    pub(super) fn clean(&self, e: &Value) -> CleanupOutcome {
-        match Gh::parse(e["carrier"].as_str().unwrap_or("")) {
-            Some(Gh::CodeScanning) => return self.clean_scanning(e),
-            Some(Gh::Discussion) => return self.clean_discussion(e),
-            Some(Gh::WorkflowDispatch | Gh::RepositoryDispatch) => return self.clean_dispatch(e),
-            Some(Gh::RunAnnotation | Gh::RunLog) => return super::traces::kept(),
-            _ => {}
-        }
-        if e["permanent"].is_string() {
-            return CleanupOutcome::Kept {
+impl GitHubApi {
+    /// One entry: each kind of plant as it is removed (or kept).
+    fn clean(&self, e: &Entry) -> CleanupOutcome {
+        match e {
+            Entry::Scanning(x) => self.clean_scanning(x),
+            Entry::Discussion(x) => self.clean_discussion(x),
+            Entry::Dispatch(x) => self.clean_dispatch(x),
+            Entry::Trace(_) => super::traces::kept(),
+            Entry::Permanent(_) => CleanupOutcome::Kept {
                 reason: "GitHub offers no way to delete it: it stays (planted because \
                          `permanent: true`)"
                     .into(),
-            };
+            },
+            Entry::Object(o) => self.clean_object(o),
         }
+    }
+
+    /// An object: read back (found by what it holds, when GitHub's id was
+    /// never journalled), deleted only while it holds what was planted.
+    fn clean_object(&self, e: &Object) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return CleanupOutcome::Left { reason: f.into() },
         };
-        let (Some(object), Some(key)) = (e["object"].as_str(), e["key"].as_str()) else {
+        let Some(object) = e.object.as_deref() else {
             return CleanupOutcome::Left {
                 reason: "the journal entry says nothing to delete".into(),
             };
         };
-        let m = &e["match"];
+        let key = e.key.as_str();
+        let m = &e.matches;
         let mut refs: Vec<Value> = vec![];
-        if e["ref"].is_null() {
-            // Killed before GitHub answered: find it by what it holds.
-            let list = e["list"].as_str().unwrap_or("");
-            let mut no_key = false;
-            let r = api.list(
-                list,
-                e["items"].as_str(),
-                "finding the plant to delete",
-                &mut |o| {
-                    if holds(o, m) {
-                        match &o[key] {
-                            Value::Null => no_key = true,
-                            k => refs.push(k.clone()),
+        match &e.id {
+            None => {
+                // Killed before GitHub answered: find it by what it holds.
+                let mut no_key = false;
+                let r = api.list(
+                    &e.list,
+                    e.items.as_deref(),
+                    "finding the plant to delete",
+                    &mut |o| {
+                        if holds(o, m) {
+                            match &o[key] {
+                                Value::Null => no_key = true,
+                                k => refs.push(k.clone()),
+                            }
                         }
-                    }
-                },
-            );
-            if let Err(err) = r {
-                return CleanupOutcome::Left { reason: err.text() };
+                    },
+                );
+                if let Err(err) = r {
+                    return CleanupOutcome::Left { reason: err.text() };
+                }
+                if no_key {
+                    return CleanupOutcome::Left {
+                        reason: format!(
+                            "the listing shows the plant without its `{key}`: not removed"
+                        ),
+                    };
+                }
             }
-            if no_key {
-                return CleanupOutcome::Left {
-                    reason: format!("the listing shows the plant without its `{key}`: not removed"),
-                };
-            }
-        } else {
-            refs.push(e["ref"].clone());
+            Some(Ref::Id(n)) => refs.push(json!(n)),
+            Some(Ref::Name(n)) => refs.push(json!(n)),
         }
         let mut removed = false;
         for r in refs {
@@ -207,7 +241,7 @@ impl Instance {
                 }
                 Ok(_) => {}
             }
-            if e["deactivate"] == json!(true) {
+            if e.deactivate == Some(true) {
                 let inactive = json!({ "state": "inactive" });
                 if let Err(err) = api.call(
                     Method::POST,
@@ -232,27 +266,40 @@ impl Instance {
     }
 
     /// An intent and the entry with its id are one object, cleaned once
-    /// (by the fuller entry).
-    pub(super) fn clean_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        crate::surface::cleanup_unretracted(entries, |e| {
-            // (code-scanning's: the same category, and the upload's id.)
-            let (id, same) = match Gh::parse(e["carrier"].as_str().unwrap_or("")) {
-                Some(Gh::CodeScanning) => ("sarif_id", "category"),
-                Some(Gh::Discussion) => ("id", "title"),
-                _ => ("ref", "match"),
-            };
-            let fuller = e[id].is_null()
-                && entries.iter().any(|o| {
-                    o.get("retract").is_none()
-                        && o["carrier"] == e["carrier"]
-                        && o[same] == e[same]
-                        && !o[id].is_null()
-                });
-            if fuller {
-                CleanupOutcome::Superseded
-            } else {
-                self.clean(e)
-            }
-        })
+    /// (by the fuller entry). (Retractions and what they took back are set
+    /// aside by the kernel.)
+    pub(super) fn clean_all(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries
+            .iter()
+            .map(|e| {
+                if entries.iter().any(|o| fuller(o, e)) {
+                    CleanupOutcome::Superseded
+                } else {
+                    self.clean(e)
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether `o` is the fuller entry of what intent `e` names: the same
+/// carrier and object (code-scanning's: the same category; a
+/// discussion's: the same title; an object's: the same fields), with the
+/// id GitHub gave, which `e` has not.
+fn fuller(o: &Entry, e: &Entry) -> bool {
+    match (o, e) {
+        (Entry::Object(o), Entry::Object(e)) => {
+            e.id.is_none() && o.carrier == e.carrier && o.matches == e.matches && o.id.is_some()
+        }
+        (Entry::Scanning(o), Entry::Scanning(e)) => {
+            e.sarif_id.is_none()
+                && o.carrier == e.carrier
+                && o.category == e.category
+                && o.sarif_id.is_some()
+        }
+        (Entry::Discussion(o), Entry::Discussion(e)) => {
+            e.id.is_none() && o.carrier == e.carrier && o.title == e.title && o.id.is_some()
+        }
+        _ => false,
     }
 }

@@ -8,60 +8,31 @@
 //! and deletes it (`deleteDiscussion`) only when it still holds what was
 //! planted.
 //!
-//! GraphQL answers 200 with `errors`: an error of type `FORBIDDEN` in an
-//! answer of GitHub's (its request id) is the refusal, and the detail
-//! names it with the permission GitHub said it wanted; every other error
-//! is an error. Discussions turned off (`hasDiscussionsEnabled: false`)
-//! are SKIPPED with that reason.
+//! GraphQL's refusal is its own ([`super::graphql`]), and the detail names
+//! it with the permission GitHub said it wanted. Discussions turned off
+//! (`hasDiscussionsEnabled: false`) are SKIPPED with that reason.
 //!
-//! An entry is `{carrier, title, body, id, tag}`: `id` the discussion's
-//! node id GitHub gave (null in the intent journalled before the
+//! An entry is `{carrier, title, body, id, author, tag}`
+//! ([`entry::Discussion`]): `id` the discussion's node id GitHub gave and
+//! `author` its author's login (null in the intent journalled before the
 //! mutation).
 
-use super::recover::needle_text;
-use super::{Gh, Instance, carriers, read_outcome};
+use super::answers::node;
+use super::entry::{self, Entry, Needle, Planted};
+use super::graphql::{
+    self, CATEGORIES, CREATE, Category, DELETE, LIST, NODE, Repository, VIEWER, graphql,
+};
+use super::recover::Wanted;
+use super::{Gh, GitHubApi, carriers, read_outcome};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::nonce::Nonce;
-use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Wanted};
-use ::http::Method;
+use crate::surface::{CleanupOutcome, Job, Journal, PlantOutcome, RecoverOutcome, RunCtx};
 use serde_json::{Value, json};
 
 /// Pages a discussions listing may take before it is an error.
 const MAX_PAGES: usize = 100_000;
-
-const CATEGORIES: &str = "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { id hasDiscussionsEnabled discussionCategories(first: 100) { nodes { id name slug } } } }";
-
-const LIST: &str = "query($owner: String!, $name: String!, $after: String) { repository(owner: $owner, name: $name) { hasDiscussionsEnabled discussions(first: 100, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id number title body author { login } } } } }";
-
-const CREATE: &str = "mutation($repositoryId: ID!, $categoryId: ID!, $title: String!, $body: String!) { createDiscussion(input: {repositoryId: $repositoryId, categoryId: $categoryId, title: $title, body: $body}) { discussion { id number title body author { login } } } }";
-
-const NODE: &str =
-    "query($id: ID!) { node(id: $id) { ... on Discussion { id title body author { login } } } }";
-
-const DELETE: &str =
-    "mutation($id: ID!) { deleteDiscussion(input: {id: $id}) { discussion { id } } }";
-
-/// Every document runwarden sends, for the stand-in's proof against the
-/// real client: the categories, the listing, the mutation that plants,
-/// the read back, the delete.
-/// Who the write token writes as (cleanup by probe id compares it with
-/// a discussion's author): `viewer` answers installation tokens too,
-/// where REST's `GET /user` refuses them.
-const VIEWER: &str = "query { viewer { login } }";
-
-pub const DOCUMENTS: [&str; 6] = [CATEGORIES, LIST, CREATE, NODE, DELETE, VIEWER];
-
-/// The GraphQL endpoint of a REST API base, as GitHub places it:
-/// `https://api.github.com` → `…/graphql`, a GHES `…/api/v3` →
-/// `…/api/graphql`.
-pub fn graphql_url(api_url: &str) -> String {
-    match api_url.strip_suffix("/api/v3") {
-        Some(host) => format!("{host}/api/graphql"),
-        None => format!("{api_url}/graphql"),
-    }
-}
 
 /// The body run A writes.
 fn body(ctx: &RunCtx<'_>, hex: &str) -> String {
@@ -71,14 +42,14 @@ fn body(ctx: &RunCtx<'_>, hex: &str) -> String {
 /// The entry of a plant of `nonce` (`made`: the node id and its author's
 /// login, as GitHub's answer to the plant gave them; `None` for the
 /// intent).
-pub fn entry(ctx: &RunCtx<'_>, nonce: &Nonce, made: Option<(&str, &str)>) -> Value {
-    json!({
-        "carrier": Gh::Discussion.name(),
-        "title": carriers::nonce_name(ctx, nonce),
-        "body": body(ctx, &nonce.hex()),
-        "id": made.map(|m| m.0),
-        "author": made.map(|m| m.1),
-        "tag": carriers::entry_tag(ctx, Gh::Discussion, &nonce.hex()),
+pub fn entry(ctx: &RunCtx<'_>, nonce: &Nonce, made: Option<(&str, &str)>) -> Entry {
+    Entry::Discussion(entry::Discussion {
+        carrier: Gh::Discussion.name().to_string(),
+        title: carriers::nonce_name(ctx, nonce),
+        body: body(ctx, &nonce.hex()),
+        id: made.map(|m| m.0.to_string()),
+        author: made.map(|m| m.1.to_string()),
+        tag: carriers::entry_tag(ctx, Gh::Discussion, &nonce.hex()),
     })
 }
 
@@ -108,85 +79,29 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'=' | b':'))
 }
 
-/// Whether `e` is this probe's discussion entry: rebuilt from the nonce
-/// its title carries and its node id (in GitHub's form), tag and all.
-pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
+/// The entry this probe's plant journals for what discussion entry `e`
+/// names: rebuilt from the nonce its title carries and its node id (in
+/// GitHub's form), tag and all (the caller compares the two); `Invalid`
+/// when it names no such plant.
+pub fn wanted(ctx: &RunCtx<'_>, e: &entry::Discussion) -> Result<Entry, Fault> {
     let not = Fault::invalid;
-    let nonce = carriers::nonce_in_name(ctx, e["title"].as_str())
+    let nonce = carriers::nonce_in_name(ctx, Some(&e.title))
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let made = match (&e["id"], &e["author"]) {
-        (Value::Null, Value::Null) => None,
-        (Value::String(id), Value::String(a)) if valid_id(id) && valid_login(a) => {
-            Some((id.as_str(), a.as_str()))
-        }
+    let made = match (e.id.as_deref(), e.author.as_deref()) {
+        (None, None) => None,
+        (Some(id), Some(a)) if valid_id(id) && valid_login(a) => Some((id, a)),
         _ => return Err(not("its id or author is not in GitHub's form")),
     };
-    let want = entry(ctx, &nonce, made);
-    carriers::same_entry(e, &want)
+    Ok(entry(ctx, &nonce, made))
 }
 
-/// One GraphQL call: its `data`, GitHub's refusal (`FORBIDDEN`, in an
-/// answer that carries GitHub's request id), or an error.
-fn graphql(
-    api: &Api<'_>,
-    url: &str,
-    query: &str,
-    vars: Value,
-    what: &str,
-) -> Result<Value, ApiError> {
-    let req = json!({ "query": query, "variables": vars });
-    let a = api.call_url(Method::POST, url, Some(&req), what)?;
-    let errors = a.json["errors"].as_array().cloned().unwrap_or_default();
-    let text = |e: &Value| escape::bytes(e["message"].as_str().unwrap_or("").as_bytes());
-    if let Some(e) = errors.iter().find(|e| e["type"] == "FORBIDDEN") {
-        if !a.headers.contains_key("x-github-request-id") {
-            return Err(ApiError::Failed(format!(
-                "{what}: a FORBIDDEN error without GitHub's request id, so not GitHub's answer"
-            )));
-        }
-        let wanted = a
-            .headers
-            .get("x-accepted-github-permissions")
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_string);
-        return Err(ApiError::Denied {
-            message: format!("GraphQL FORBIDDEN {}", text(e)),
-            wanted,
-        });
-    }
-    // GitHub's answer for an id that names nothing (a discussion already
-    // deleted): an error of type NOT_FOUND, which cleanup takes as gone.
-    let gone = |e: &Value| {
-        e["type"] == "NOT_FOUND"
-            && e["path"].as_array().is_some_and(|p| p.len() == 1)
-            && e["path"][0]
-                .as_str()
-                .is_some_and(|f| a.json["data"][f].is_null())
-    };
-    if !errors.is_empty() {
-        let all = errors.iter().map(text).collect::<Vec<_>>().join("; ");
-        if errors.iter().all(gone) {
-            return Err(ApiError::NotFound(format!(
-                "{what}: GraphQL NOT_FOUND {all}"
-            )));
-        }
-        return Err(ApiError::Failed(format!("{what}: GraphQL errors: {all}")));
-    }
-    match &a.json["data"] {
-        Value::Null => Err(ApiError::Failed(format!(
-            "{what}: the answer holds no data"
-        ))),
-        d => Ok(d.clone()),
-    }
-}
-
-impl Instance {
+impl GitHubApi {
     fn graphql_url(&self) -> String {
-        graphql_url(&self.s.api_url)
+        super::graphql_url(&self.settings.api_url)
     }
 
     fn owner_name(&self) -> Value {
-        let r = self.s.repository.as_deref().unwrap_or("/");
+        let r = self.settings.repository.as_deref().unwrap_or("/");
         let (o, n) = r.split_once('/').unwrap_or((r, ""));
         json!({ "owner": o, "name": n })
     }
@@ -196,9 +111,9 @@ impl Instance {
     pub(super) fn plant_discussion(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Gh>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Needle> {
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return PlantOutcome::Error { reason: f.into() },
@@ -206,28 +121,27 @@ impl Instance {
         let url = self.graphql_url();
         let what = format!("asking {} for its discussion categories", self.repo());
         let repo = match graphql(&api, &url, CATEGORIES, self.owner_name(), &what) {
-            Ok(d) => d["repository"].clone(),
+            Ok(d) => Repository::of(&d),
             Err(e) => return PlantOutcome::Error { reason: e.text() },
         };
-        if repo["hasDiscussionsEnabled"] == json!(false) {
+        if repo.has_discussions_enabled == Some(false) {
             return PlantOutcome::Unsupported {
                 reason: format!("Discussions are turned off for {}", self.repo()),
             };
         }
-        let (Some(repo_id), Some(cats)) = (
-            repo["id"].as_str(),
-            repo["discussionCategories"]["nodes"].as_array(),
-        ) else {
+        let cats = repo.discussion_categories.and_then(|c| c.nodes);
+        let (Some(repo_id), Some(cats)) = (repo.id.as_deref(), cats) else {
             return PlantOutcome::Error {
                 reason: format!("{what}: the answer holds no repository id or categories"),
             };
         };
-        let (cat_id, cat_name, fallback) = match self.category(cats) {
+        let cats: Vec<Category> = cats.iter().map(node).collect();
+        let (cat_id, cat_name, fallback) = match self.category(&cats) {
             Ok(c) => c,
             Err(reason) => return PlantOutcome::Error { reason },
         };
         let intent = entry(ctx, &job.nonce, None);
-        created(intent.clone());
+        journal.record(&intent);
         let vars = json!({
             "repositoryId": repo_id, "categoryId": cat_id,
             "title": carriers::nonce_name(ctx, &job.nonce), "body": body(ctx, &job.nonce.hex()),
@@ -235,20 +149,20 @@ impl Instance {
         let what = format!("creating a discussion in {}", self.repo());
         match graphql(&api, &url, CREATE, vars, &what) {
             Ok(d) => {
-                let made = &d["createDiscussion"]["discussion"];
-                let id = made["id"].as_str().filter(|i| valid_id(i));
-                let author = made["author"]["login"].as_str().filter(|l| valid_login(l));
+                let made: graphql::Discussion = node(&d["createDiscussion"]["discussion"]);
+                let id = made.id.as_deref().filter(|i| valid_id(i));
+                let author = Some(made.login()).filter(|l| valid_login(l));
                 if let (Some(id), Some(author)) = (id, author) {
-                    created(entry(ctx, &job.nonce, Some((id, author))));
+                    journal.record(&entry(ctx, &job.nonce, Some((id, author))));
                 }
                 PlantOutcome::Planted {
-                    needle: json!({ "text": job.nonce.hex() }),
+                    needle: Needle::Planted(Planted::of(&job.nonce)),
                     persistence: None,
                     detail: format!(
                         "a discussion in the category {} of {}, written with {} through GraphQL",
                         escape::bytes(cat_name.as_bytes()),
                         self.repo(),
-                        escape::bytes(self.s.token_source.as_bytes())
+                        escape::bytes(self.settings.token_source.as_bytes())
                     ),
                 }
             }
@@ -256,7 +170,7 @@ impl Instance {
             // category's rule (no new discussions but from maintainers),
             // not the token's permission: untested here, not closed.
             Err(e @ ApiError::Denied { .. }) if fallback => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 PlantOutcome::Error {
                     reason: format!(
                         "GitHub refused a discussion in the category {}, which runwarden fell \
@@ -269,7 +183,7 @@ impl Instance {
                 }
             }
             Err(e @ ApiError::Denied { .. }) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 self.refused(&e)
             }
             Err(e) => PlantOutcome::Error { reason: e.text() },
@@ -283,35 +197,33 @@ impl Instance {
     /// but maintainers, and GitHub's FORBIDDEN for that is not known to
     /// differ from a permission's, so a refusal there proves nothing of
     /// the token.
-    fn category<'a>(&self, cats: &'a [Value]) -> Result<(&'a str, &'a str, bool), String> {
-        let category = match self.s.discussion_category.as_deref() {
+    fn category<'a>(&self, cats: &'a [Category]) -> Result<(&'a str, &'a str, bool), String> {
+        let slug = |c: &Category, s: &str| c.slug.as_deref() == Some(s);
+        let category = match self.settings.discussion_category.as_deref() {
             Some(want) => cats.iter().find(|c| {
-                c["slug"] == want
-                    || c["name"]
-                        .as_str()
+                slug(c, want)
+                    || c.name
+                        .as_deref()
                         .is_some_and(|n| n.eq_ignore_ascii_case(want))
             }),
-            None => cats
-                .iter()
-                .find(|c| c["slug"] == "general")
-                .or(cats.first()),
+            None => cats.iter().find(|c| slug(c, "general")).or(cats.first()),
         };
-        let fallback = self.s.discussion_category.is_none()
-            && category.is_some_and(|c| c["slug"] != "general");
+        let fallback = self.settings.discussion_category.is_none()
+            && category.is_some_and(|c| !slug(c, "general"));
         if let Some((id, name)) =
-            category.and_then(|c| Some((c["id"].as_str()?, c["name"].as_str()?)))
+            category.and_then(|c| Some((c.id.as_deref()?, c.name.as_deref()?)))
         {
             return Ok((id, name, fallback));
         }
         let names: Vec<String> = cats
             .iter()
-            .filter_map(|c| c["name"].as_str())
+            .filter_map(|c| c.name.as_deref())
             .map(|n| escape::bytes(n.as_bytes()))
             .collect();
         Err(format!(
             "no discussion category {} in {}: it has {}",
             escape::bytes(
-                self.s
+                self.settings
                     .discussion_category
                     .as_deref()
                     .unwrap_or("at all")
@@ -332,7 +244,7 @@ impl Instance {
     fn gone_unless_hidden(&self, api: &Api<'_>, url: &str, why: &str) -> CleanupOutcome {
         let what = format!("asking {} for its discussion categories", self.repo());
         match graphql(api, url, CATEGORIES, self.owner_name(), &what) {
-            Ok(d) if d["repository"]["id"].is_string() => CleanupOutcome::Gone,
+            Ok(d) if Repository::of(&d).id.is_some() => CleanupOutcome::Gone,
             Ok(_) => CleanupOutcome::Left {
                 reason: format!("{why}, and the repository does not answer the write token"),
             },
@@ -347,38 +259,36 @@ impl Instance {
         &self,
         api: &Api<'_>,
         what: &str,
-        each: &mut dyn FnMut(&Value),
+        each: &mut dyn FnMut(&graphql::Discussion),
     ) -> Result<usize, ApiError> {
         let url = self.graphql_url();
-        let mut after = Value::Null;
+        let mut after: Option<String> = None;
         let mut n = 0usize;
         let mut counted = None;
         for _ in 0..MAX_PAGES {
             let mut vars = self.owner_name();
-            vars["after"] = after.clone();
-            let d = graphql(api, &url, LIST, vars, what)?;
-            let page = &d["repository"]["discussions"];
-            if d["repository"]["hasDiscussionsEnabled"] == json!(false) {
+            vars["after"] = json!(after);
+            let repo = Repository::of(&graphql(api, &url, LIST, vars, what)?);
+            if repo.has_discussions_enabled == Some(false) {
                 return Err(ApiError::Failed(format!(
                     "{what}: Discussions are turned off now"
                 )));
             }
-            let Some(nodes) = page["nodes"].as_array() else {
+            let page = repo.discussions.unwrap_or_default();
+            let Some(nodes) = page.nodes else {
                 return Err(ApiError::Failed(format!(
                     "{what}: the answer holds no discussions"
                 )));
             };
-            counted = counted.or(page["totalCount"].as_u64());
-            for d in nodes {
-                each(d);
+            counted = counted.or(page.total_count);
+            for d in &nodes {
+                each(&node(d));
                 n += 1;
             }
-            match (
-                &page["pageInfo"]["hasNextPage"],
-                &page["pageInfo"]["endCursor"],
-            ) {
-                (Value::Bool(true), c @ Value::String(_)) if *c != after => after = c.clone(),
-                (Value::Bool(true), _) => {
+            let info = page.page_info.unwrap_or_default();
+            match (info.has_next_page, info.end_cursor) {
+                (Some(true), Some(c)) if after.as_ref() != Some(&c) => after = Some(c),
+                (Some(true), _) => {
                     return Err(ApiError::Failed(format!(
                         "{what}: a next page without a new cursor"
                     )));
@@ -402,17 +312,16 @@ impl Instance {
     /// writer's token lists the plant (hidden from run B), until one of
     /// them shows it or the wait ends.
     pub(super) fn recover_discussion(&self, w: &Wanted) -> RecoverOutcome {
-        let needle = match needle_text(w) {
-            Ok(n) => n,
-            Err(o) => return o,
+        let needle = w.needle.nonce().hex();
+        let needle = needle.as_str();
+        let holds = |d: &graphql::Discussion| {
+            [("title", &d.title), ("body", &d.body)]
+                .into_iter()
+                .find(|(_, t)| t.as_deref().is_some_and(|t| t.contains(needle)))
+                .map(|(k, _)| k)
         };
-        let holds = |d: &Value| {
-            ["title", "body"]
-                .iter()
-                .find(|k| d[**k].as_str().is_some_and(|t| t.contains(needle)))
-        };
-        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
-        let source = self.s.read_token_source.clone();
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
+        let source = self.settings.read_token_source.clone();
         let c = crate::surface::listing::until_current(wait, || {
             let api = match self.api(true) {
                 Ok(a) => a,
@@ -496,17 +405,23 @@ impl Instance {
     /// For an intent (no answer came) or a cleanup by probe id, those
     /// holding the plant's text that the write token's actor wrote; a
     /// copy by anyone else is listed, not removed.
-    pub(super) fn clean_discussion(&self, e: &Value) -> CleanupOutcome {
+    pub(super) fn clean_discussion(&self, e: &entry::Discussion) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return CleanupOutcome::Left { reason: f.into() },
         };
-        let title = e["title"].as_str().unwrap_or("");
-        let want = e["body"].as_str().unwrap_or("").to_string();
+        let title = e.title.as_str();
+        let want = e.body.clone();
         let url = self.graphql_url();
         let mut ids: Vec<String> = vec![];
         let mut left: Option<String> = None;
-        match e["id"].as_str() {
+        // What was planted, by the author GitHub named.
+        let same = |d: &graphql::Discussion| {
+            d.title.as_deref() == Some(title)
+                && d.body.as_deref() == Some(want.as_str())
+                && same_actor(d.login(), e.author.as_deref().unwrap_or(""))
+        };
+        match e.id.as_deref() {
             Some(id) => {
                 match graphql(
                     &api,
@@ -516,20 +431,11 @@ impl Instance {
                     "reading the discussion back",
                 ) {
                     Ok(d) if d["node"].is_null() => return CleanupOutcome::Gone,
+                    Ok(d) if same(&node(&d["node"])) => ids.push(id.to_string()),
                     // GitHub says NOT_FOUND too for a node the token may
                     // not see: gone only while the repository still
                     // answers the token.
                     Err(ApiError::NotFound(n)) => return self.gone_unless_hidden(&api, &url, &n),
-                    Ok(d)
-                        if d["node"]["title"] == title
-                            && d["node"]["body"] == want.as_str()
-                            && same_actor(
-                                d["node"]["author"]["login"].as_str().unwrap_or(""),
-                                e["author"].as_str().unwrap_or(""),
-                            ) =>
-                    {
-                        ids.push(id.to_string())
-                    }
                     Ok(_) => {
                         return CleanupOutcome::Left {
                             reason: "changed since it was planted: not removed".into(),
@@ -544,18 +450,21 @@ impl Instance {
                 // when the write token's own actor wrote it; one by
                 // anyone else is a copy, listed, not removed.
                 let me = match graphql(&api, &url, VIEWER, json!({}), "asking who writes") {
-                    Ok(d) => d["viewer"]["login"].as_str().unwrap_or("").to_string(),
+                    Ok(d) => node::<graphql::Author>(&d["viewer"])
+                        .login
+                        .unwrap_or_default(),
                     Err(err) => return CleanupOutcome::Left { reason: err.text() },
                 };
                 let mut copies: Vec<String> = vec![];
                 let r = self.discussions(&api, "finding the plant to delete", &mut |d| {
-                    let Some(id) = d["id"].as_str().filter(|i| valid_id(i)) else {
+                    let Some(id) = d.id.as_deref().filter(|i| valid_id(i)) else {
                         return;
                     };
-                    if d["title"] != title || d["body"] != want.as_str() {
+                    if d.title.as_deref() != Some(title) || d.body.as_deref() != Some(want.as_str())
+                    {
                         return;
                     }
-                    if same_actor(d["author"]["login"].as_str().unwrap_or(""), &me) {
+                    if same_actor(d.login(), &me) {
                         ids.push(id.to_string());
                     } else {
                         copies.push(id.to_string());

@@ -15,17 +15,20 @@
 //! listing ([`super::recover`]). Cleanup cancels a run of the plant still
 //! going, then deletes it (`actions: write`).
 //!
-//! An entry is `{carrier, name, event, since, tag}`: `since` the time
-//! the listing starts from (null when found by probe id).
+//! An entry is `{carrier, name, event, since, tag}` ([`entry::Dispatch`]):
+//! `since` the time the listing starts from (null when found by probe
+//! id).
 
-use super::{Gh, Instance, Settings, carriers};
+use super::answers::{Run, node};
+use super::entry::{self, Entry, Needle, Planted};
+use super::{Gh, GitHubApi, Settings, carriers};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::nonce::Nonce;
-use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RunCtx};
+use crate::surface::{CleanupOutcome, Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// How far before the plant the listing starts: the runner's clock and
 /// GitHub's may differ.
@@ -54,29 +57,29 @@ fn valid_time(s: &str) -> bool {
 }
 
 /// The entry of a dispatch of `nonce` (`since`: where the listing starts).
-pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, since: Option<&str>) -> Value {
-    json!({
-        "carrier": carrier.name(),
-        "name": carriers::nonce_name(ctx, nonce),
-        "event": event(carrier),
-        "since": since,
-        "tag": carriers::entry_tag(ctx, carrier, &nonce.hex()),
+pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, since: Option<&str>) -> Entry {
+    Entry::Dispatch(entry::Dispatch {
+        carrier: carrier.name().to_string(),
+        name: carriers::nonce_name(ctx, nonce),
+        event: event(carrier).to_string(),
+        since: since.map(String::from),
+        tag: carriers::entry_tag(ctx, carrier, &nonce.hex()),
     })
 }
 
-/// Whether `e` is this probe's dispatch entry (rebuilt from its nonce
-/// name and its time, tag and all).
-pub fn owned(ctx: &RunCtx<'_>, carrier: Gh, e: &Value) -> Result<(), Fault> {
+/// The entry this probe's plant journals for what dispatch entry `e`
+/// names (rebuilt from its nonce name and its time, tag and all: the
+/// caller compares the two); `Invalid` when it names no such plant.
+pub fn wanted(ctx: &RunCtx<'_>, carrier: Gh, e: &entry::Dispatch) -> Result<Entry, Fault> {
     let not = Fault::invalid;
-    let nonce = carriers::nonce_in_name(ctx, e["name"].as_str())
+    let nonce = carriers::nonce_in_name(ctx, Some(&e.name))
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let since = match &e["since"] {
-        Value::Null => None,
-        Value::String(t) if valid_time(t) => Some(t.as_str()),
-        _ => return Err(not("its time is not in runwarden's form")),
+    let since = match e.since.as_deref() {
+        None => None,
+        Some(t) if valid_time(t) => Some(t),
+        Some(_) => return Err(not("its time is not in runwarden's form")),
     };
-    let want = entry(ctx, carrier, &nonce, since);
-    carriers::same_entry(e, &want)
+    Ok(entry(ctx, carrier, &nonce, since))
 }
 
 /// The runs listing of `event` since `since`.
@@ -98,21 +101,21 @@ pub fn runs_path(s: &Settings, event: &str, since: Option<&str>) -> String {
 /// `run-name: ${{ github.event.action }}`, which `repository-dispatch:
 /// true` says the repository has, shows); both made no earlier than
 /// `since` (GitHub's `created` filter, checked again here).
-pub fn made_by(s: &Settings, ev: &str, name: &str, since: Option<&str>, r: &Value) -> bool {
-    let title = r["display_title"].as_str().unwrap_or("");
+pub fn made_by(s: &Settings, ev: &str, name: &str, since: Option<&str>, r: &Run) -> bool {
+    let title = r.display_title.as_deref().unwrap_or("");
     let whose = match ev {
         "workflow_dispatch" => {
             let wf = s.dispatch_workflow.as_deref().unwrap_or("");
             !wf.is_empty()
-                && r["path"].as_str() == Some(&format!(".github/workflows/{wf}"))
+                && r.path.as_deref() == Some(&format!(".github/workflows/{wf}"))
                 && title.contains(name)
         }
         "repository_dispatch" => title == name,
         _ => false,
     };
     // RFC 3339 times in UTC order as text.
-    let late = since.is_none_or(|t| r["created_at"].as_str().is_some_and(|c| c >= t));
-    whose && late && r["event"] == ev && r["id"].is_u64()
+    let late = since.is_none_or(|t| r.created_at.as_deref().is_some_and(|c| c >= t));
+    whose && late && r.event.as_deref() == Some(ev) && r.id.is_some()
 }
 
 /// The ref a workflow is dispatched on: a branch or a tag (a pull
@@ -152,15 +155,15 @@ pub fn unavailable(s: &Settings, carrier: Gh) -> Option<String> {
     None
 }
 
-impl Instance {
+impl GitHubApi {
     /// Run A: the intent, then the dispatch.
     pub(super) fn plant_dispatch(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Gh,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
+        job: &Job<Gh>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Needle> {
+        let carrier = job.carrier;
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return PlantOutcome::Error { reason: f.into() },
@@ -170,10 +173,13 @@ impl Instance {
             .map_or(0, |d| d.as_secs() as i64);
         let since = crate::timefmt::rfc3339(now - SKEW_SECS);
         let name = carriers::nonce_name(ctx, &job.nonce);
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
         let (path, body, what) = if carrier == Gh::WorkflowDispatch {
-            let wf = self.s.dispatch_workflow.as_deref().unwrap_or("");
-            let input = self.s.dispatch_input.as_deref().unwrap_or("");
+            let wf = self.settings.dispatch_workflow.as_deref().unwrap_or("");
+            let input = self.settings.dispatch_input.as_deref().unwrap_or("");
             let Ok(wf_seg) = crate::wire::percent_segment(wf) else {
                 return PlantOutcome::Error {
                     reason: "`dispatch-workflow` is no file name".into(),
@@ -181,7 +187,7 @@ impl Instance {
             };
             (
                 format!("{rp}/actions/workflows/{wf_seg}/dispatches"),
-                json!({ "ref": dispatch_ref(&self.s).unwrap_or(""), "inputs": { input: name } }),
+                json!({ "ref": dispatch_ref(&self.settings).unwrap_or(""), "inputs": { input: name } }),
                 format!(
                     "dispatching {} of {}",
                     escape::bytes(wf.as_bytes()),
@@ -196,23 +202,27 @@ impl Instance {
             )
         };
         let intent = entry(ctx, carrier, &job.nonce, Some(&since));
-        created(intent.clone());
+        journal.record(&intent);
         match api.call(Method::POST, &path, Some(&body), &what) {
             Ok(_) => PlantOutcome::Planted {
-                needle: json!({ "text": job.nonce.hex(), "event": event(carrier), "since": since }),
+                needle: Needle::Planted(Planted {
+                    event: Some(event(carrier).to_string()),
+                    since: Some(since),
+                    ..Planted::of(&job.nonce)
+                }),
                 persistence: None,
                 detail: format!(
                     "{what} with {name} (written with {}): a real workflow run, deleted by cleanup",
-                    escape::bytes(self.s.token_source.as_bytes())
+                    escape::bytes(self.settings.token_source.as_bytes())
                 ),
             },
             Err(e @ ApiError::Denied { .. }) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 self.refused(&e)
             }
             // GitHub knows no such workflow: nothing was dispatched.
             Err(e @ ApiError::NotFound(_)) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 PlantOutcome::Error {
                     reason: format!(
                         "{}: is `dispatch-workflow` a workflow of the repository?",
@@ -227,35 +237,33 @@ impl Instance {
     /// Cleanup: every run the plant's dispatch made, as [`made_by`] tells
     /// them, cancelled when it still runs (and waited for, within the
     /// consistency wait), then deleted; what stays is listed.
-    pub(super) fn clean_dispatch(&self, e: &Value) -> CleanupOutcome {
+    pub(super) fn clean_dispatch(&self, e: &entry::Dispatch) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return CleanupOutcome::Left { reason: f.into() },
         };
-        let name = e["name"].as_str().unwrap_or("");
-        let ev = e["event"].as_str().unwrap_or("");
+        let (name, ev, since) = (e.name.as_str(), e.event.as_str(), e.since.as_deref());
         if name.is_empty() {
             return CleanupOutcome::Left {
                 reason: "the entry names no dispatch".into(),
             };
         }
-        let mut runs: Vec<Value> = vec![];
+        let mut runs: Vec<Run> = vec![];
         // Runs that show the name but that the dispatch did not make, as
         // far as cleanup can tell: listed, never removed.
         let mut near: Vec<String> = vec![];
-        let list = runs_path(&self.s, ev, e["since"].as_str());
+        let list = runs_path(&self.settings, ev, since);
         let r = api.list(
             &list,
             Some("workflow_runs"),
             "listing the dispatched runs",
-            &mut |r| {
-                if made_by(&self.s, ev, name, e["since"].as_str(), r) {
-                    runs.push(r.clone());
-                } else if r["display_title"]
-                    .as_str()
-                    .is_some_and(|t| t.contains(name))
-                {
-                    near.push(r["id"].to_string());
+            &mut |v| {
+                let r: Run = node(v);
+                if made_by(&self.settings, ev, name, since, &r) {
+                    runs.push(r);
+                } else if r.display_title.as_deref().is_some_and(|t| t.contains(name)) {
+                    // (The id as GitHub wrote it, whatever its type.)
+                    near.push(v["id"].to_string());
                 }
             },
         );
@@ -278,7 +286,7 @@ impl Instance {
             // Found by probe id: nothing of it here. From the plant's
             // journal: the dispatch went out, so a run may yet show (the
             // listing lags), unless no workflow takes it.
-            return if e["since"].is_null() {
+            return if since.is_none() {
                 CleanupOutcome::Gone
             } else {
                 CleanupOutcome::Left {
@@ -289,11 +297,15 @@ impl Instance {
                 }
             };
         }
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
         let mut left = vec![];
         for r in &runs {
-            let id = r["id"].as_u64().unwrap_or(0);
-            if let Err(why) = self.delete_run(&api, &rp, id, r["status"] != "completed") {
+            let id = r.id.unwrap_or(0);
+            let running = r.status.as_deref() != Some("completed");
+            if let Err(why) = self.delete_run(&api, &rp, id, running) {
                 left.push(format!("run {id}: {why}"));
             }
         }
@@ -316,10 +328,11 @@ impl Instance {
             if let Err(e) = api.call(Method::POST, &cancel, None, "cancelling the dispatched run") {
                 return Err(e.text());
             }
-            let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+            let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
             let ended = crate::surface::listing::until_current(wait, || {
                 let a = api.call(Method::GET, &path, None, "reading the cancelled run")?;
-                Ok::<_, ApiError>(((), a.json["status"] == "completed"))
+                let run: Run = node(&a.json);
+                Ok::<_, ApiError>(((), run.status.as_deref() == Some("completed")))
             });
             match ended {
                 Ok(c) if c.current => {}

@@ -2,22 +2,23 @@
 //! before the request and again with its id once GitHub gave one; taken
 //! back only when GitHub refused the write.
 
-use super::{Gh, Instance, carriers};
+use super::entry::{Entry, Needle, Ref};
+use super::{Gh, GitHubApi, carriers};
 use crate::escape;
 use crate::github::ApiError;
-use crate::surface::{PlantJob, PlantOutcome, RunCtx};
+use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
 use serde_json::Value;
 
-impl Instance {
+impl GitHubApi {
     pub(super) fn plant_carrier(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Gh,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        let req = match carriers::plant_request(&self.s, ctx, carrier, &job.nonce) {
+        job: &Job<Gh>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Needle> {
+        let carrier = job.carrier;
+        let req = match carriers::plant_request(&self.settings, ctx, carrier, &job.nonce) {
             Ok(r) => r,
             Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
@@ -26,26 +27,26 @@ impl Instance {
             Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
         let what = format!("planting {carrier} in {}", self.repo());
-        created(req.entry.clone());
+        journal.record(&req.entry);
         match api.call(Method::POST, &req.path, Some(&req.body), &what) {
             Ok(a) => {
                 // The id GitHub gave, so cleanup reads back this object.
-                if let Some(key) = req.entry["key"].as_str()
-                    && req.entry["ref"].is_null()
-                    && !a.json[key].is_null()
+                if let Entry::Object(e) = &req.entry
+                    && e.id.is_none()
+                    && let Some(id) = ref_of(&a.json[e.key.as_str()])
                 {
-                    let mut full = req.entry.clone();
-                    full["ref"] = a.json[key].clone();
-                    created(full);
+                    let mut full = e.clone();
+                    full.id = Some(id);
+                    journal.record(&Entry::Object(full));
                 }
                 PlantOutcome::Planted {
-                    needle: carriers::needle(&self.s, carrier, &job.nonce),
+                    needle: carriers::needle(&self.settings, carrier, &job.nonce),
                     persistence: None,
                     detail: self.planted_detail(carrier),
                 }
             }
             Err(e @ ApiError::Denied { .. }) => {
-                created(crate::surface::retraction(&req.entry));
+                journal.retract(&req.entry);
                 self.refused(&e)
             }
             Err(e) => PlantOutcome::Error { reason: e.text() },
@@ -53,14 +54,14 @@ impl Instance {
     }
 
     fn planted_detail(&self, carrier: Gh) -> String {
-        let source = escape::bytes(self.s.token_source.as_bytes());
+        let source = escape::bytes(self.settings.token_source.as_bytes());
         let repo = self.repo();
-        let commit = self.s.commit.as_deref().unwrap_or("?");
+        let commit = self.settings.commit.as_deref().unwrap_or("?");
         match carrier {
             Gh::IssueComment => format!(
                 "a comment on #{} of {repo} (issue from {}), written with {source}",
-                self.s.issue.unwrap_or(0),
-                self.s.issue_source
+                self.settings.issue.unwrap_or(0),
+                self.settings.issue_source
             ),
             Gh::Deployment => format!(
                 "a deployment of {commit} to the environment {} of {repo}, written with \
@@ -82,15 +83,26 @@ impl Instance {
     }
 }
 
-impl Instance {
+/// What GitHub answered for an object's key field, as a journal line
+/// holds it: its id (a number) or a name. Anything else, or nothing, is
+/// not journalled (cleanup then finds the object by what it holds).
+fn ref_of(v: &Value) -> Option<Ref> {
+    match v {
+        Value::Number(n) => n.as_u64().map(Ref::Id),
+        Value::String(s) => Some(Ref::Name(s.clone())),
+        _ => None,
+    }
+}
+
+impl GitHubApi {
     /// A plant GitHub answered 403: refused (closed) only when it is
     /// GitHub refusing the token a permission
     /// ([`ApiError::is_permission_refusal`]), saying the token by its
     /// source and GitHub's answer; any other 403 (SAML enforcement, an IP
     /// allow list, a feature that is off) proves nothing closed: failed.
     /// The one place every github-api carrier's plant decides this.
-    pub(super) fn refused(&self, e: &ApiError) -> PlantOutcome {
-        let token = escape::bytes(self.s.token_source.as_bytes());
+    pub(super) fn refused(&self, e: &ApiError) -> PlantOutcome<Needle> {
+        let token = escape::bytes(self.settings.token_source.as_bytes());
         if e.is_permission_refusal() {
             PlantOutcome::Refused {
                 reason: format!("GitHub refused the write token ({token}): {}", e.text()),

@@ -6,22 +6,25 @@
 //! the routes are taken again; denied only when GitHub refused every
 //! route.
 
-use super::{Gh, Instance, read_outcome};
+use super::entry::Needle;
+use super::{Gh, GitHubApi, read_outcome};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::ApiError;
-use crate::surface::{RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{RecoverOutcome, RunCtx, Want};
 use ::http::Method;
 
 use super::carriers::{Route, field_holding, routes};
 
-impl Instance {
+/// One carrier run B looks for, with what its plant said.
+pub(super) type Wanted = Want<Gh, Needle>;
+
+impl GitHubApi {
     /// Every route, then, when they all missed, whether the writer's
     /// token lists the plant: until one of them shows it or the wait ends.
     pub(super) fn recover_carrier(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
-        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
-        // `None`: not a carrier of github-api (no route to it).
-        let carrier = Gh::parse(&w.carrier);
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
+        let carrier = w.carrier;
         let looked = crate::surface::listing::until_current(wait, || {
             let o = self.look(ctx, carrier, w);
             let RecoverOutcome::NotFound { detail } = &o else {
@@ -44,7 +47,7 @@ impl Instance {
                 ),
             },
             (_, Some((_, Ok(None))))
-                if matches!(carrier, Some(Gh::WorkflowDispatch | Gh::RepositoryDispatch)) =>
+                if matches!(carrier, Gh::WorkflowDispatch | Gh::RepositoryDispatch) =>
             {
                 RecoverOutcome::Error {
                     reason: format!(
@@ -72,21 +75,19 @@ impl Instance {
     fn writer_lists(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Option<Gh>,
+        carrier: Gh,
         w: &Wanted,
     ) -> Result<Option<String>, Fault> {
-        if self.s.token.is_none() {
+        if self.settings.token.is_none() {
             return Err(Fault::unsupported(format!(
                 "no writer's token ({} is unset) to tell a listing's lag from a plant hidden from run B",
-                escape::bytes(self.s.token_source.as_bytes())
+                escape::bytes(self.settings.token_source.as_bytes())
             )));
         }
         let api = self.api(false)?;
-        let needle = w.needle["text"]
-            .as_str()
-            .or(w.needle.as_str())
-            .unwrap_or("");
-        let routes = carrier.map_or_else(Vec::new, |c| routes(&self.s, ctx, c, &w.needle));
+        let needle = w.needle.nonce().hex();
+        let needle = needle.as_str();
+        let routes = routes(&self.settings, ctx, carrier, &w.needle);
         for route in routes {
             let Route::List { path, items } = route else {
                 continue;
@@ -109,23 +110,21 @@ impl Instance {
         Ok(None)
     }
 
-    fn look(&self, ctx: &RunCtx<'_>, carrier: Option<Gh>, w: &Wanted) -> RecoverOutcome {
+    fn look(&self, ctx: &RunCtx<'_>, carrier: Gh, w: &Wanted) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
             Err(f) => return RecoverOutcome::Error { reason: f.into() },
         };
         // The nonce: a plant's needle holds it as `text` (a needle derived
-        // without a receipt may be the bare nonce).
-        let needle = match needle_text(w) {
-            Ok(n) => n,
-            Err(o) => return o,
-        };
-        let source = self.s.read_token_source.clone();
+        // without a receipt is the bare nonce).
+        let needle = w.needle.nonce().hex();
+        let needle = needle.as_str();
+        let source = self.settings.read_token_source.clone();
         let mut found: Option<String> = None;
         let mut looked: Vec<String> = vec![];
         let mut denied: Vec<RecoverOutcome> = vec![];
         let mut failed: Option<RecoverOutcome> = None;
-        let routes = carrier.map_or_else(Vec::new, |c| routes(&self.s, ctx, c, &w.needle));
+        let routes = routes(&self.settings, ctx, carrier, &w.needle);
         if routes.is_empty() {
             return RecoverOutcome::Error {
                 reason: format!(
@@ -217,15 +216,4 @@ impl Instance {
             },
         }
     }
-}
-
-/// The nonce a plant's needle holds, as `text` (a needle derived without
-/// a receipt may be the bare nonce); a needle that holds none fails.
-pub(super) fn needle_text(w: &Wanted) -> Result<&str, RecoverOutcome> {
-    w.needle["text"]
-        .as_str()
-        .or(w.needle.as_str())
-        .ok_or_else(|| RecoverOutcome::Error {
-            reason: "the plant's needle is not a nonce".into(),
-        })
 }

@@ -9,16 +9,19 @@
 //! deletes the analyses of this upload, where GitHub calls them
 //! `deletable`.
 //!
-//! An entry is `{carrier, git_ref, commit, category, sarif_id, tag}`:
+//! An entry is `{carrier, git_ref, commit, category, sarif_id, tag}`
+//! ([`entry::Scanning`]):
 //! `category` is the nonce name, `sarif_id` the upload's id GitHub gave
 //! (null in the intent journalled before the request).
 
-use super::{Gh, Instance, Settings, carriers};
+use super::answers::{Analysis, Upload, node};
+use super::entry::{self, Entry, Needle, Planted};
+use super::{Gh, GitHubApi, Settings, carriers};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::nonce::Nonce;
-use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RunCtx};
+use crate::surface::{CleanupOutcome, Job, Journal, PlantOutcome, RunCtx};
 use ::http::Method;
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -86,19 +89,23 @@ pub fn entry(
     git_ref: &str,
     commit: &str,
     sarif_id: Option<&str>,
-) -> Value {
-    json!({
-        "carrier": Gh::CodeScanning.name(),
-        "git_ref": git_ref,
-        "commit": commit,
-        "category": carriers::nonce_name(ctx, nonce),
-        "sarif_id": sarif_id,
-        "tag": carriers::entry_tag(ctx, Gh::CodeScanning, &nonce.hex()),
-    })
+) -> entry::Scanning {
+    entry::Scanning {
+        carrier: Gh::CodeScanning.name().to_string(),
+        git_ref: git_ref.to_string(),
+        commit: commit.to_string(),
+        category: carriers::nonce_name(ctx, nonce),
+        sarif_id: sarif_id.map(String::from),
+        tag: carriers::entry_tag(ctx, Gh::CodeScanning, &nonce.hex()),
+    }
 }
 
 /// The entry of this instance's plant (its configured ref and commit).
-pub fn planned_entry(s: &Settings, ctx: &RunCtx<'_>, nonce: &Nonce) -> Result<Value, Fault> {
+pub fn planned_entry(
+    s: &Settings,
+    ctx: &RunCtx<'_>,
+    nonce: &Nonce,
+) -> Result<entry::Scanning, Fault> {
     let git_ref = s
         .git_ref
         .as_deref()
@@ -116,38 +123,36 @@ fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-/// Whether `e` is this probe's code-scanning entry: rebuilt from its
-/// nonce (in the category), its ref and commit (the plant's, in their
-/// forms) and its upload id (in GitHub's form), it is the very entry the
-/// plant journals, tag and all.
-pub fn owned(ctx: &RunCtx<'_>, e: &Value) -> Result<(), Fault> {
+/// The entry this probe's plant journals for what code-scanning entry `e`
+/// names: rebuilt from its nonce (in the category), its ref and commit
+/// (the plant's, in their forms) and its upload id (in GitHub's form), tag
+/// and all (the caller compares the two); `Invalid` when it names no such
+/// plant.
+pub fn wanted(ctx: &RunCtx<'_>, e: &entry::Scanning) -> Result<Entry, Fault> {
     let not = Fault::invalid;
-    let nonce = carriers::nonce_in_name(ctx, e["category"].as_str())
+    let nonce = carriers::nonce_in_name(ctx, Some(&e.category))
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let git_ref = e["git_ref"]
-        .as_str()
-        .filter(|r| valid_ref(r))
-        .ok_or_else(|| not("names no ref code scanning takes"))?;
-    let commit = e["commit"]
-        .as_str()
-        .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit()))
-        .ok_or_else(|| not("names no commit"))?;
-    let id = match &e["sarif_id"] {
-        Value::Null => None,
-        Value::String(id) if valid_id(id) => Some(id.as_str()),
-        _ => return Err(not("its upload id is not in GitHub's form")),
+    if !valid_ref(&e.git_ref) {
+        return Err(not("names no ref code scanning takes"));
+    }
+    if !(e.commit.len() == 40 && e.commit.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return Err(not("names no commit"));
+    }
+    let id = match e.sarif_id.as_deref() {
+        None => None,
+        Some(id) if valid_id(id) => Some(id),
+        Some(_) => return Err(not("its upload id is not in GitHub's form")),
     };
-    let want = entry(ctx, &nonce, git_ref, commit, id);
-    carriers::same_entry(e, &want)
+    Ok(Entry::Scanning(entry(
+        ctx, &nonce, &e.git_ref, &e.commit, id,
+    )))
 }
 
 /// Whether `category` (as GitHub lists it) is the plant's `name`
 /// (codeql-action adds a trailing `/` to a category; how GitHub derives
 /// the listed one from `automationDetails.id` is unconfirmed, so either).
-fn is_category(category: &Value, name: &str) -> bool {
-    category
-        .as_str()
-        .is_some_and(|c| c == name || c.strip_suffix('/') == Some(name))
+fn is_category(category: Option<&str>, name: &str) -> bool {
+    category.is_some_and(|c| c == name || c.strip_suffix('/') == Some(name))
 }
 
 /// `…/code-scanning/analyses?ref=…[&sarif_id=…]` of `git_ref`.
@@ -162,16 +167,16 @@ pub fn analyses_path(rp: &str, git_ref: &str, sarif_id: Option<&str>) -> String 
     p
 }
 
-impl Instance {
+impl GitHubApi {
     /// Run A: the intent, the upload, the entry with the upload's id, then
     /// the processing status until code scanning says.
     pub(super) fn plant_scanning(
         &self,
         ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        let intent = match planned_entry(&self.s, ctx, &job.nonce) {
+        job: &Job<Gh>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Needle> {
+        let intent = match planned_entry(&self.settings, ctx, &job.nonce) {
             Ok(e) => e,
             Err(f) => return PlantOutcome::Error { reason: f.into() },
         };
@@ -182,21 +187,24 @@ impl Instance {
         let name = carriers::nonce_name(ctx, &job.nonce);
         let text = sarif(ctx, &name, &job.nonce.hex()).to_string();
         let gzip = crate::archive::gzip_stored(text.as_bytes());
-        let git_ref = intent["git_ref"].as_str().unwrap_or("").to_string();
-        let commit = intent["commit"].as_str().unwrap_or("").to_string();
+        let (git_ref, commit) = (intent.git_ref.clone(), intent.commit.clone());
+        let intent = Entry::Scanning(intent);
         let body = json!({
             "commit_sha": commit,
             "ref": git_ref,
             "sarif": base64::engine::general_purpose::STANDARD.encode(&gzip),
             "tool_name": TOOL,
         });
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
         let path = format!("{rp}/code-scanning/sarifs");
-        created(intent.clone());
+        journal.record(&intent);
         let what = format!("uploading code-scanning's SARIF to {}", self.repo());
         let id = match api.call(Method::POST, &path, Some(&body), &what) {
-            Ok(a) => match a.json["id"].as_str().filter(|i| valid_id(i)) {
-                Some(id) => id.to_string(),
+            Ok(a) => match node::<Upload>(&a.json).id.filter(|i| valid_id(i)) {
+                Some(id) => id,
                 None => {
                     return PlantOutcome::Error {
                         reason: format!("{what}: GitHub's answer holds no usable id"),
@@ -207,7 +215,7 @@ impl Instance {
             // Security, for a private repository), which no token changes:
             // the carrier cannot exist, not closed.
             Err(e @ ApiError::Denied { .. }) if e.text().contains(SCANNING_OFF) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 return PlantOutcome::Unsupported {
                     reason: format!(
                         "GitHub took no SARIF for a reason that is not the token's permission ({}): \
@@ -218,25 +226,35 @@ impl Instance {
                 };
             }
             Err(e @ ApiError::Denied { .. }) => {
-                created(crate::surface::retraction(&intent));
+                journal.retract(&intent);
                 return self.refused(&e);
             }
             Err(e) => return PlantOutcome::Error { reason: e.text() },
         };
-        created(entry(ctx, &job.nonce, &git_ref, &commit, Some(&id)));
+        journal.record(&Entry::Scanning(entry(
+            ctx,
+            &job.nonce,
+            &git_ref,
+            &commit,
+            Some(&id),
+        )));
         let processed = match self.processed(&api, &format!("{path}/{id}")) {
             Ok(p) => p,
             Err(reason) => return PlantOutcome::Error { reason },
         };
         PlantOutcome::Planted {
-            needle: json!({ "text": job.nonce.hex(), "ref": git_ref, "commit": commit }),
+            needle: Needle::Planted(Planted {
+                git_ref: Some(git_ref.clone()),
+                commit: Some(commit.clone()),
+                ..Planted::of(&job.nonce)
+            }),
             persistence: None,
             detail: format!(
                 "a SARIF uploaded to {} (upload {id}, category {name}, tool {TOOL}) for {} at \
                  {commit}, written with {}; {processed}",
                 self.repo(),
                 escape::bytes(git_ref.as_bytes()),
-                escape::bytes(self.s.token_source.as_bytes()),
+                escape::bytes(self.settings.token_source.as_bytes()),
             ),
         }
     }
@@ -245,14 +263,12 @@ impl Instance {
     /// the consistency wait is over: what to say of it, or (`Err`) why the
     /// plant failed (code scanning could not process it).
     fn processed(&self, api: &Api<'_>, status: &str) -> Result<String, String> {
-        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
         let what = "reading the upload's processing status";
         let c = crate::surface::listing::until_current(wait, || {
             let a = api.call(Method::GET, status, None, what)?;
-            let done = matches!(
-                a.json["processing_status"].as_str(),
-                Some("complete" | "failed")
-            );
+            let status = node::<Upload>(&a.json).processing_status;
+            let done = matches!(status.as_deref(), Some("complete" | "failed"));
             Ok::<_, ApiError>((a.json, done))
         });
         let c = match c {
@@ -265,7 +281,7 @@ impl Instance {
                 ));
             }
         };
-        match c.value["processing_status"].as_str() {
+        match node::<Upload>(&c.value).processing_status.as_deref() {
             Some("complete") => Ok("code scanning processed it".into()),
             Some("failed") => {
                 let errors: Vec<String> = crate::wire::string_array(&c.value["errors"])
@@ -296,25 +312,25 @@ impl Instance {
         &self,
         ctx: &RunCtx<'_>,
         nonce: &Nonce,
-    ) -> Result<Vec<Value>, Fault> {
+    ) -> Result<Vec<Entry>, Fault> {
         let api = self.api(false)?;
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
         let name = carriers::nonce_name(ctx, nonce);
-        let mut found: Vec<Value> = vec![];
+        let mut found: Vec<Entry> = vec![];
         api.list(
             &format!("{rp}/code-scanning/analyses?tool_name={TOOL}"),
             None,
             "listing the probe's analyses",
             &mut |a| {
-                let (Some(r), Some(c), Some(id)) = (
-                    a["ref"].as_str(),
-                    a["commit_sha"].as_str(),
-                    a["sarif_id"].as_str(),
-                ) else {
+                let a: Analysis = node(a);
+                let (Some(r), Some(c), Some(id)) = (&a.git_ref, &a.commit_sha, &a.sarif_id) else {
                     return;
                 };
-                let e = entry(ctx, nonce, r, c, Some(id));
-                if is_category(&a["category"], &name) && !found.contains(&e) {
+                let e = Entry::Scanning(entry(ctx, nonce, r, c, Some(id)));
+                if is_category(a.category.as_deref(), &name) && !found.contains(&e) {
                     found.push(e);
                 }
             },
@@ -332,23 +348,28 @@ impl Instance {
     /// GitHub says `deletable`, with `confirm_delete` (the set, its ref,
     /// tool and category, is the plant's own: the alert history it ends is
     /// the probe's); what stays is listed.
-    pub(super) fn clean_scanning(&self, e: &Value) -> CleanupOutcome {
+    pub(super) fn clean_scanning(&self, e: &entry::Scanning) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return CleanupOutcome::Left { reason: f.into() },
         };
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
-        let name = e["category"].as_str().unwrap_or("");
-        let git_ref = e["git_ref"].as_str().unwrap_or("");
-        let id = e["sarif_id"].as_str();
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
+        let (name, git_ref) = (e.category.as_str(), e.git_ref.as_str());
+        let id = e.sarif_id.as_deref();
         let list = analyses_path(&rp, git_ref, id);
         let mut removed = false;
         for _ in 0..ROUNDS {
-            let mut ours: Vec<Value> = vec![];
-            let r = api.list(&list, None, "listing the plant's analyses", &mut |a| {
-                let upload = id.is_none_or(|id| a["sarif_id"].as_str() == Some(id));
-                if upload && is_category(&a["category"], name) && a["tool"]["name"] == TOOL {
-                    ours.push(a.clone());
+            // Each with its id as GitHub wrote it, whatever its type.
+            let mut ours: Vec<(Analysis, String)> = vec![];
+            let r = api.list(&list, None, "listing the plant's analyses", &mut |v| {
+                let a: Analysis = node(v);
+                let upload = id.is_none_or(|id| a.sarif_id.as_deref() == Some(id));
+                let tool = a.tool.as_ref().and_then(|t| t.name.as_deref());
+                if upload && is_category(a.category.as_deref(), name) && tool == Some(TOOL) {
+                    ours.push((a, v["id"].to_string()));
                 }
             });
             match r {
@@ -367,11 +388,11 @@ impl Instance {
             }
             let deletable: Vec<u64> = ours
                 .iter()
-                .filter(|a| a["deletable"] == json!(true))
-                .filter_map(|a| a["id"].as_u64())
+                .filter(|(a, _)| a.deletable == Some(true))
+                .filter_map(|(a, _)| a.id)
                 .collect();
             if deletable.is_empty() {
-                let ids: Vec<String> = ours.iter().map(|a| a["id"].to_string()).collect();
+                let ids: Vec<&str> = ours.iter().map(|(_, id)| id.as_str()).collect();
                 return CleanupOutcome::Left {
                     reason: format!(
                         "GitHub calls none of the plant's analyses deletable ({}): a newer \
@@ -401,11 +422,13 @@ impl Instance {
     fn unlisted(&self, api: &Api<'_>, rp: &str, id: &str) -> CleanupOutcome {
         let path = format!("{rp}/code-scanning/sarifs/{id}");
         match api.call(Method::GET, &path, None, "reading the upload's status") {
-            Ok(a) if a.json["processing_status"] == "pending" => CleanupOutcome::Left {
-                reason: format!(
-                    "code scanning is still processing upload {id}: its analysis may yet appear"
-                ),
-            },
+            Ok(a) if node::<Upload>(&a.json).processing_status.as_deref() == Some("pending") => {
+                CleanupOutcome::Left {
+                    reason: format!(
+                        "code scanning is still processing upload {id}: its analysis may yet appear"
+                    ),
+                }
+            }
             Ok(_) | Err(ApiError::NotFound(_)) => CleanupOutcome::Gone,
             Err(err) => CleanupOutcome::Left { reason: err.text() },
         }

@@ -31,17 +31,19 @@
 //! of the run), so the journal lists the plant as kept, for the log
 //! retention.
 
-use super::recover::needle_text;
-use super::{Gh, Instance, carriers, read_outcome};
+use super::answers::{self, node};
+use super::entry::{self, Entry, Needle, Planted};
+use super::recover::Wanted;
+use super::{Gh, GitHubApi, carriers, read_outcome};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::http::Request;
 use crate::nonce::Nonce;
 use crate::scan::Needles;
-use crate::surface::{CleanupOutcome, PlantJob, PlantOutcome, RecoverOutcome, RunCtx, Wanted};
+use crate::surface::{CleanupOutcome, Job, Journal, PlantOutcome, RecoverOutcome, RunCtx};
 use ::http::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The most of one job's log run B reads: past it, the log is not fully
 /// searched, which is an error (GitHub documents no limit on a log).
@@ -108,27 +110,22 @@ pub fn line(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce) -> String {
 /// The journal entry of a trace: what it is and in which run (`None`:
 /// found by probe id, in a run this job does not know), to be listed as
 /// kept.
-pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, run_id: Option<u64>) -> Value {
-    json!({
-        "carrier": carrier.name(),
-        "name": carriers::nonce_name(ctx, nonce),
-        "run_id": run_id,
-        "tag": carriers::entry_tag(ctx, carrier, &nonce.hex()),
+pub fn entry(ctx: &RunCtx<'_>, carrier: Gh, nonce: &Nonce, run_id: Option<u64>) -> Entry {
+    Entry::Trace(entry::Trace {
+        carrier: carrier.name().to_string(),
+        name: carriers::nonce_name(ctx, nonce),
+        run_id,
+        tag: carriers::entry_tag(ctx, carrier, &nonce.hex()),
     })
 }
 
-/// Whether `e` is this probe's trace entry (rebuilt from its nonce name
-/// and run, tag and all).
-pub fn owned(ctx: &RunCtx<'_>, carrier: Gh, e: &Value) -> Result<(), Fault> {
-    let not = Fault::invalid;
-    let nonce = carriers::nonce_in_name(ctx, e["name"].as_str())
-        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let run = match &e["run_id"] {
-        Value::Null => None,
-        r => Some(r.as_u64().ok_or_else(|| not("names no run"))?),
-    };
-    let want = entry(ctx, carrier, &nonce, run);
-    carriers::same_entry(e, &want)
+/// The entry this probe's plant journals for what trace entry `e` names
+/// (rebuilt from its nonce name and run, tag and all: the caller compares
+/// the two); `Invalid` when it names no such plant.
+pub fn wanted(ctx: &RunCtx<'_>, carrier: Gh, e: &entry::Trace) -> Result<Entry, Fault> {
+    let nonce = carriers::nonce_in_name(ctx, Some(&e.name))
+        .ok_or_else(|| Fault::invalid("holds no nonce in runwarden's form"))?;
+    Ok(entry(ctx, carrier, &nonce, e.run_id))
 }
 
 /// What cleanup says of a trace.
@@ -145,27 +142,27 @@ enum Look {
     NotCurrent(String),
 }
 
-impl Instance {
+impl GitHubApi {
     /// Run A: the line printed to the job log (the control: handed to the
     /// stand-in's runner), the entry journalled first.
     pub(super) fn plant_trace(
         &self,
         ctx: &RunCtx<'_>,
-        carrier: Gh,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        let Some(run) = self.s.run_id else {
+        job: &Job<Gh>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Needle> {
+        let carrier = job.carrier;
+        let Some(run) = self.settings.run_id else {
             return PlantOutcome::Error {
                 reason: "not in GitHub Actions: GITHUB_RUN_ID is unset".into(),
             };
         };
-        created(entry(ctx, carrier, &job.nonce, Some(run)));
+        journal.record(&entry(ctx, carrier, &job.nonce, Some(run)));
         let lines = [
             line(ctx, carrier, &job.nonce),
             witness_line(ctx, carrier, &job.nonce.hex()),
         ];
-        let how = if self.s.control {
+        let how = if self.settings.control {
             let api = match self.api(false) {
                 Ok(a) => a,
                 Err(f) => return PlantOutcome::Error { reason: f.into() },
@@ -183,14 +180,18 @@ impl Instance {
             "printed on stderr, which the runner reads for the job log and workflow commands"
                 .to_string()
         };
-        let attempt = self.s.run_attempt.unwrap_or(1);
+        let attempt = self.settings.run_attempt.unwrap_or(1);
         let what = if carrier == Gh::RunAnnotation {
             format!("a notice titled {}", carriers::nonce_name(ctx, &job.nonce))
         } else {
             "a log line".into()
         };
         PlantOutcome::Planted {
-            needle: json!({ "text": job.nonce.hex(), "run_id": run, "run_attempt": attempt }),
+            needle: Needle::Planted(Planted {
+                run_id: Some(run),
+                run_attempt: Some(attempt),
+                ..Planted::of(&job.nonce)
+            }),
             persistence: None,
             detail: format!(
                 "{what} of run {run} (attempt {attempt}) of {}, {how}; no write permission \
@@ -203,29 +204,24 @@ impl Instance {
     /// Run B: the run's jobs until they are all completed (but run B's
     /// own), within the consistency wait; then each job's annotations or
     /// log.
-    pub(super) fn recover_trace(
-        &self,
-        ctx: &RunCtx<'_>,
-        carrier: Gh,
-        w: &Wanted,
-    ) -> RecoverOutcome {
+    pub(super) fn recover_trace(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
+        let carrier = w.carrier;
         let api = match self.api(true) {
             Ok(a) => a,
             Err(f) => return RecoverOutcome::Error { reason: f.into() },
         };
-        let needle = match needle_text(w) {
-            Ok(n) => n,
-            Err(o) => return o,
-        };
+        let needle = w.needle.nonce().hex();
+        let needle = needle.as_str();
         // The run run A printed in, as its plant said; else this run
         // (a later job of the same run).
-        let Some(run) = w.needle["run_id"].as_u64().or(self.s.run_id) else {
+        let said = w.needle.planted().and_then(|n| n.run_id);
+        let Some(run) = said.or(self.settings.run_id) else {
             return RecoverOutcome::Error {
                 reason: "run B has no run to look in: no receipt, and GITHUB_RUN_ID is unset"
                     .into(),
             };
         };
-        let wait = std::time::Duration::from_millis(self.s.consistency_wait_ms);
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
         let c = crate::surface::listing::until_current(wait, || {
             let l = self.look_trace(&api, carrier, run, needle, &witness(ctx, carrier, needle));
             let current = matches!(l, Look::Done(_));
@@ -256,15 +252,18 @@ impl Instance {
         needle: &str,
         witness: &str,
     ) -> Look {
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
-        let source = &self.s.read_token_source;
-        let mut jobs: Vec<Value> = vec![];
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
+        let source = &self.settings.read_token_source;
+        let mut jobs: Vec<answers::Job> = vec![];
         let listing = format!("{rp}/actions/runs/{run}/jobs?filter=all");
         let r = api.list(
             &listing,
             Some("jobs"),
             &format!("listing run {run}'s jobs"),
-            &mut |j| jobs.push(j.clone()),
+            &mut |j| jobs.push(node(j)),
         );
         match r {
             Ok(_) => {}
@@ -279,23 +278,24 @@ impl Instance {
         // Run B's own job (same run, its runner, not yet ended) may still
         // run; an ended job on the same runner (a persistent one) is
         // another's, and read.
-        let own = |j: &Value| {
-            Some(run) == self.s.run_id
-                && self.s.runner_name.is_some()
-                && j["runner_name"].as_str() == self.s.runner_name.as_deref()
-                && j["status"] != "completed"
+        let ended_ = |j: &answers::Job| j.status.as_deref() == Some("completed");
+        let own = |j: &answers::Job| {
+            Some(run) == self.settings.run_id
+                && self.settings.runner_name.is_some()
+                && j.runner_name == self.settings.runner_name
+                && !ended_(j)
         };
-        if let Some(j) = jobs.iter().find(|j| j["status"] != "completed" && !own(j)) {
+        if let Some(j) = jobs.iter().find(|j| !ended_(j) && !own(j)) {
             return Look::NotCurrent(format!(
                 "job {} of run {run} is {}",
-                escape::bytes(j["name"].as_str().unwrap_or("?").as_bytes()),
-                escape::bytes(j["status"].as_str().unwrap_or("?").as_bytes())
+                escape::bytes(j.name.as_deref().unwrap_or("?").as_bytes()),
+                escape::bytes(j.status.as_deref().unwrap_or("?").as_bytes())
             ));
         }
         // A job skipped never ran: it has no log and no annotation.
-        let ended: Vec<&Value> = jobs
+        let ended: Vec<&answers::Job> = jobs
             .iter()
-            .filter(|j| !own(j) && j["conclusion"] != "skipped")
+            .filter(|j| !own(j) && j.conclusion.as_deref() != Some("skipped"))
             .collect();
         let what = if carrier == Gh::RunAnnotation {
             "the annotations of the check runs"
@@ -334,11 +334,11 @@ impl Instance {
         api: &Api<'_>,
         rp: &str,
         run: u64,
-        ended: &[&Value],
+        ended: &[&answers::Job],
         needle: &str,
         witness: &str,
     ) -> Option<Look> {
-        let source = &self.s.read_token_source;
+        let source = &self.settings.read_token_source;
         let what = "the annotations of the check runs";
         let mut seen = false;
         // The annotations alone: the nonce, and the witness notice
@@ -387,11 +387,11 @@ impl Instance {
         api: &Api<'_>,
         rp: &str,
         run: u64,
-        ended: &[&Value],
+        ended: &[&answers::Job],
         needle: &str,
         witness: &str,
     ) -> Option<Look> {
-        let source = &self.s.read_token_source;
+        let source = &self.settings.read_token_source;
         let mut seen = false;
         // The logs: the nonce and the witness line.
         for j in ended {
@@ -419,7 +419,7 @@ impl Instance {
     /// count; an annotation is reachable through the commit's check runs
     /// with `checks: read`, which this does not try: not tested.
     fn jobs_refused(&self, api: &Api<'_>, carrier: Gh, run: u64, e: &ApiError) -> RecoverOutcome {
-        let source = &self.s.read_token_source;
+        let source = &self.settings.read_token_source;
         if carrier == Gh::RunAnnotation {
             return RecoverOutcome::Error {
                 reason: format!(
@@ -430,7 +430,10 @@ impl Instance {
                 ),
             };
         }
-        let rp = format!("/repos/{}", self.s.repository.as_deref().unwrap_or(""));
+        let rp = format!(
+            "/repos/{}",
+            self.settings.repository.as_deref().unwrap_or("")
+        );
         match api.redirect(
             &format!("{rp}/actions/runs/{run}/logs"),
             "asking for the run's logs",
@@ -453,12 +456,13 @@ impl Instance {
         &self,
         api: &Api<'_>,
         rp: &str,
-        job: &Value,
+        job: &answers::Job,
         needle: &str,
         witness: &str,
     ) -> Result<(Option<String>, bool), ApiError> {
-        let check = job["check_run_url"]
-            .as_str()
+        let check = job
+            .check_run_url
+            .as_deref()
             .and_then(|u| u.rsplit('/').next())
             .and_then(|id| id.parse::<u64>().ok())
             .ok_or_else(|| {
@@ -492,11 +496,11 @@ impl Instance {
         &self,
         api: &Api<'_>,
         rp: &str,
-        job: &Value,
+        job: &answers::Job,
         needles: &[&str; 2],
     ) -> Result<(bool, bool, String), ApiError> {
-        let id = job["id"]
-            .as_u64()
+        let id = job
+            .id
             .ok_or_else(|| ApiError::Failed("a job of the listing has no id".into()))?;
         let what = format!("downloading job {id}'s log");
         let location = api.redirect(&format!("{rp}/actions/jobs/{id}/logs"), &what)?;
@@ -505,7 +509,8 @@ impl Instance {
                 .iter()
                 .any(|p| u.starts_with(p))
         };
-        if !(location.starts_with("https://") || (loopback(&location) && loopback(&self.s.api_url)))
+        if !(location.starts_with("https://")
+            || (loopback(&location) && loopback(&self.settings.api_url)))
         {
             return Err(ApiError::Failed(format!(
                 "{what}: GitHub redirected to a URL that is not https: not followed"
