@@ -51,8 +51,8 @@ use std::path::Path;
 pub use adapter::Typed;
 pub use auth::{HttpAuth, env_name};
 pub use owned::{
-    cleanup_owned, cleanup_unretracted, lower_hex, owned_name, plain_segment, retraction,
-    tagged_carrier, tagged_name,
+    cleanup_owned, cleanup_unretracted, lower_hex, owned_name, plain_ref, plain_segment,
+    retraction, tagged_carrier, tagged_name,
 };
 pub use typed::{About, Control, Job, Journal, Needle, Scope, Surface, Want, Watch, each};
 

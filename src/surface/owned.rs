@@ -59,6 +59,19 @@ pub fn plain_segment(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// Whether `r` is a ref name git would take and no path trick: under
+/// `refs/`, no `..`, `@{`, `//`, control or special character.
+pub fn plain_ref(r: &str) -> bool {
+    let bad = |b: u8| b.is_ascii_control() || b" ~^:?*[\\".contains(&b) || !b.is_ascii();
+    r.starts_with("refs/")
+        && !r.contains("..")
+        && !r.contains("@{")
+        && !r.contains("//")
+        && !r.ends_with('/')
+        && !r.ends_with(".lock")
+        && !r.bytes().any(bad)
+}
+
 /// Whether `s` is exactly `n` lowercase hex digits.
 pub fn lower_hex(s: &str, n: usize) -> bool {
     s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))

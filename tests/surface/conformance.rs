@@ -89,40 +89,141 @@ fn found(inst: &dyn Instance, ctx: &RunCtx<'_>, wanted: &[Wanted]) -> Vec<String
         .collect()
 }
 
-/// Journal entries in no plant's form, one for each field shape a
-/// surface journals: foreign names and objects, path and URL escapes,
-/// names of runwarden's form without a tag, an empty match.
-fn hostile(probe: &str) -> Vec<Value> {
-    let sha = "0123456789abcdef0123456789abcdef01234567";
-    let hex = "0123456789abcdef0123456789abcdef";
-    let rw = format!("runwarden-{probe}");
-    vec![
-        json!({ "ref": "refs/heads/main", "sha": sha }),
-        json!({ "ref": "refs/tags/v1.0", "sha": sha }),
-        json!({ "ref": format!("refs/heads/runwarden/{probe}/../../main"), "sha": sha }),
-        json!({ "retract": "refs/heads/main" }),
-        json!({ "name": ".runwarden-notes", "kind": "file", "dev": 1, "ino": 1, "dir_dev": 1, "dir_ino": 1 }),
-        json!({ "name": ".runwarden-beacon-other", "kind": "file", "dev": 1, "ino": 1, "dir_dev": 1, "dir_ino": 1 }),
-        json!({ "name": format!(".runwarden-{probe}-../x"), "kind": "file", "dev": 1, "ino": 1, "dir_dev": 1, "dir_ino": 1 }),
-        json!({ "intent": { "name": ".runwarden-notes", "kind": "file", "dir_dev": 1, "dir_ino": 1, "uid": 0, "after": [0, 0] } }),
-        json!({ "name": format!(".runwarden-{probe}-symlink-target"), "kind": "dir", "dev": 1, "ino": 1, "dir_dev": 1, "dir_ino": 1 }),
-        json!({ "carrier": "label-name", "list": "/repos/o/r/labels", "items": null, "match": {}, "object": "/repos/o/r/labels/{}", "key": "name", "ref": "bug" }),
-        json!({ "carrier": "milestone-title", "list": "/repos/o/r/milestones?state=all", "items": null, "match": {}, "object": "/repos/o/r/milestones/{}", "key": "number", "ref": null }),
-        json!({ "carrier": "label-name", "list": "@evil.example/x", "items": null, "match": { "name": format!("rw-{probe}-{hex}") }, "object": "@evil.example/x/{}", "key": "name", "ref": "x" }),
-        json!({ "name": "left-pad", "versions": ["1.3.0"] }),
-        json!({ "name": format!("{rw}-x/../left-pad"), "versions": ["0.0.0"] }),
-        json!({ "name": format!("{rw}-package-name-{hex}"), "versions": ["0.0.0"] }),
-        json!({ "project": format!("{rw}-version-0123456789abcdef"), "version": "..", "files": [] }),
-        json!({ "project": "requests", "version": "2.0.0", "files": ["requests-2.0.0.tar.gz"] }),
-        json!({ "key": format!("npm-linux-{rw}"), "version": "0", "scope": null }),
-        json!({ "key": format!("{rw}-cache-key-{hex}"), "version": "0", "scope": "refs/heads/main" }),
-        json!({ "name": format!("{rw}-artifact-name") }),
-        json!({ "name": "build-output", "id": 7 }),
-        json!({ "name": format!("{rw}-cache-key-{hex}-0123456789abcdef"), "kind": "file", "sha256": "00" }),
-        json!({ "name": "runwarden-x/../../index", "kind": "collection" }),
-        json!({}),
-        json!("refs/heads/main"),
-    ]
+/// Journal lines in no plant's form, made from the lines `ours` (probe
+/// `probe`) of the type under test, whatever its entry type: junk, each
+/// line with a field it does not have, each field of another type, each
+/// name that carries the probe id as another name (a foreign one, a path
+/// or URL escape, the name without its tag, another probe's), each path
+/// or URL made to climb out or name another host; and every line 0.11.0's
+/// plants of the other types journalled (fixtures/journals/0.11.0.json,
+/// another probe). None is the type's own.
+///
+/// Second, each line with a text field set to what the same field holds in
+/// another of its lines, and (for a type whose names a declared scope's
+/// pattern may wrap in any text: `wraps`) each name with text around it:
+/// some of those are still the type's own (an intent of one plant with
+/// another's time; a name a pattern `*/../x` placed), so all that is asked
+/// of them is that they remove nothing of another probe's.
+fn hostile(ty: &str, ours: &[Value], probe: &str, wraps: bool) -> (Vec<Value>, Vec<Value>) {
+    let mut spliced = vec![];
+    let mut out = vec![json!({}), json!("refs/heads/main"), json!([]), json!(7)];
+    let lines: Vec<&Value> = ours.iter().map(|l| l.get("retract").unwrap_or(l)).collect();
+    for line in &lines {
+        if let Some(o) = line.as_object() {
+            let mut extra = o.clone();
+            extra.insert("runwarden-extra".into(), json!(1));
+            out.push(Value::Object(extra));
+            out.push(json!({ "retract": *line, "runwarden-extra": 1 }));
+        }
+        for (path, leaf) in leaves(line) {
+            let mut variants: Vec<Value> = match leaf {
+                Value::String(s) if s.contains(probe) => {
+                    // (Without its tag: only a name whose last part is one.)
+                    let untagged = match s.rsplit_once('-') {
+                        Some((a, tag)) if surface::lower_hex(tag, 16) => a,
+                        _ => "main",
+                    };
+                    let wrapped = [
+                        format!("{s}/../x"),
+                        format!("../{s}"),
+                        format!("@evil.example/{s}"),
+                    ];
+                    if wraps {
+                        spliced.extend(wrapped.iter().map(|w| {
+                            let mut m = (*line).clone();
+                            set(&mut m, &path, json!(w));
+                            m
+                        }));
+                    }
+                    let mut v = vec![
+                        "main".to_string(),
+                        untagged.to_string(),
+                        s.replace(probe, "conf-theirs"),
+                    ];
+                    if !wraps {
+                        v.extend(wrapped);
+                    }
+                    v.into_iter().map(Value::String).collect()
+                }
+                Value::String(s) if s.contains('/') => vec![
+                    json!(format!("@evil.example/{s}")),
+                    json!(format!("{s}/../../x")),
+                ],
+                _ => vec![],
+            };
+            variants.push(match leaf {
+                Value::String(_) => json!(7),
+                _ => json!("x"),
+            });
+            let others = lines
+                .iter()
+                .filter_map(|l| at(l, &path))
+                .filter(|v| v.is_string() && leaf.is_string());
+            for (v, strict) in variants
+                .into_iter()
+                .map(|v| (v, true))
+                .chain(others.map(|v| (v.clone(), false)))
+                .filter(|(v, _)| v != leaf && !leaf.is_null())
+            {
+                let mut m = (*line).clone();
+                set(&mut m, &path, v);
+                if strict { &mut out } else { &mut spliced }.push(m);
+            }
+        }
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journals/0.11.0.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for (other, journals) in fixture.as_object().unwrap() {
+        if other != ty {
+            out.extend(journals["journal"].as_array().unwrap().iter().cloned());
+        }
+    }
+    out.retain(|h| !lines.contains(&h) && !ours.contains(h));
+    out.dedup();
+    (out, spliced)
+}
+
+/// Every leaf of `v` (not an object or an array), with its path.
+fn leaves(v: &Value) -> Vec<(Vec<String>, &Value)> {
+    let mut out = vec![];
+    let mut todo = vec![(vec![], v)];
+    while let Some((path, v)) = todo.pop() {
+        match v {
+            Value::Object(m) => todo.extend(m.iter().map(|(k, v)| {
+                let mut p = path.clone();
+                p.push(k.clone());
+                (p, v)
+            })),
+            Value::Array(a) => todo.extend(a.iter().enumerate().map(|(i, v)| {
+                let mut p = path.clone();
+                p.push(i.to_string());
+                (p, v)
+            })),
+            _ if !path.is_empty() => out.push((path, v)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What `v` holds at `path`.
+fn at<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
+    path.iter().try_fold(v, |v, k| match v {
+        Value::Array(a) => a.get(k.parse::<usize>().ok()?),
+        _ => v.get(k),
+    })
+}
+
+/// `v` with `path` set to `to`.
+fn set(v: &mut Value, path: &[String], to: Value) {
+    let mut here = v;
+    for k in path {
+        here = match here {
+            Value::Array(a) => &mut a[k.parse::<usize>().unwrap()],
+            _ => &mut here[k.as_str()],
+        };
+    }
+    *here = to;
 }
 
 /// The suite for one type: plant, recover, a hostile journal that
@@ -161,8 +262,15 @@ fn conform(ty: &dyn SurfaceType) {
 
     // A journal of foreign entries and of the other probe's plants: the
     // kernel refuses every one, and nothing of theirs goes.
-    let mut forged = hostile(ours.probe_id);
+    let wraps = !ty.scope_keys().is_empty();
+    let (mut forged, spliced) = hostile(name, &journal, ours.probe_id, wraps);
     forged.extend(their_journal.iter().cloned());
+    let _ = surface::cleanup_owned(&*inst, &ours, &spliced);
+    assert_eq!(
+        found(&*inst, &theirs, &their_wanted),
+        their_open,
+        "{name}: a journal of one plant's fields in another's removed another probe's plants"
+    );
     for (e, o) in forged
         .iter()
         .zip(surface::cleanup_owned(&*inst, &ours, &forged))

@@ -234,7 +234,7 @@ impl ActionsCache {
 /// is the one that carrier's plant writes. `Invalid` for anything else.
 pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
     let (key, version) = (entry.key.as_str(), entry.version.as_str());
-    if !entry.scope.as_ref().is_none_or(|s| s.starts_with("refs/")) {
+    if !entry.scope.as_deref().is_none_or(crate::surface::plain_ref) {
         return Err(Fault::invalid("its scope is not a ref"));
     }
     let fixed = fixed_version();
@@ -252,7 +252,9 @@ pub(super) fn owned_entry(ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> 
             };
             let version_ok = match carrier {
                 Cache::Version => {
-                    crate::surface::lower_hex(&version[..version.len().min(32)], 32)
+                    version
+                        .get(..32)
+                        .is_some_and(|h| crate::surface::lower_hex(h, 32))
                         && version.get(32..) == fixed.get(32..)
                 }
                 _ => version == fixed,

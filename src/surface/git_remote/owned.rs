@@ -29,19 +29,6 @@ const CONTENT: [Remote; 7] = [
     Remote::Notes,
 ];
 
-/// Whether `r` is a ref name git would take and no path trick: under
-/// `refs/`, no `..`, `@{`, `//`, control or special character.
-fn well_formed(r: &str) -> bool {
-    let bad = |b: u8| b.is_ascii_control() || b" ~^:?*[\\".contains(&b) || !b.is_ascii();
-    r.starts_with("refs/")
-        && !r.contains("..")
-        && !r.contains("@{")
-        && !r.contains("//")
-        && !r.ends_with('/')
-        && !r.ends_with(".lock")
-        && !r.bytes().any(bad)
-}
-
 /// The leaf of a ref this probe's plant makes, if `r` is one.
 fn planted_leaf(r: &str, probe: &str) -> bool {
     let heads = format!("refs/heads/runwarden/{probe}/");
@@ -101,7 +88,7 @@ pub(super) fn owns(ctx: &RunCtx<'_>, line: &Line) -> Result<(), Fault> {
             )));
         }
     }
-    if well_formed(r) && planted_leaf(r, ctx.probe_id) {
+    if crate::surface::plain_ref(r) && planted_leaf(r, ctx.probe_id) {
         Ok(())
     } else {
         Err(Fault::invalid(format!(

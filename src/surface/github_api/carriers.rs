@@ -66,20 +66,7 @@ pub fn nonce_in_name(ctx: &RunCtx<'_>, name: Option<&str>) -> Option<Nonce> {
     let hex = name?
         .strip_prefix(&format!("rw-{}-", probe_part(ctx.probe_id)))
         .filter(|h| crate::surface::lower_hex(h, 32))?;
-    nonce_of_hex(hex)
-}
-
-/// The nonce whose hex form `hex` is, read as a nonce is read from JSON
-/// (32 hex digits; and ASCII, so that no digit pair splits a character).
-pub fn nonce_of_hex(hex: &str) -> Option<Nonce> {
-    if hex.len() != 32 || !hex.is_ascii() {
-        return None;
-    }
-    let mut bytes = [0u8; 16];
-    for (i, b) in bytes.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(Nonce(bytes))
+    Nonce::from_hex(hex)
 }
 
 /// `Ok` when journal entry `e` is `want`, the very entry the plant

@@ -89,11 +89,16 @@ fn owned_permanent(ctx: &RunCtx<'_>, carrier: Option<Gh>, e: &Permanent) -> Resu
         "check run"
     };
     let named = format!("{what} rw-{}-", &ctx.probe_id[..ctx.probe_id.len().min(12)]);
+    // `<what> rw-<probe>-<32 hex> on <commit>`, and nothing else.
     let hex = e
         .permanent
         .strip_prefix(&named)
-        .and_then(|t| t.get(..32))
-        .filter(|h| crate::surface::lower_hex(h, 32))
+        .and_then(|t| t.split_once(" on "))
+        .filter(|(h, c)| {
+            crate::surface::lower_hex(h, 32)
+                && (crate::surface::lower_hex(c, 40) || crate::surface::lower_hex(c, 64))
+        })
+        .map(|(h, _)| h)
         .ok_or_else(|| not("not a permanent plant's entry"))?;
     let tagged = crate::marker::same(
         e.tag.as_bytes(),
@@ -115,8 +120,8 @@ fn owned_object(
     let (carrier, hex) = carrier
         .and_then(|c| Some((c, match_nonce(ctx, c, &e.matches)?)))
         .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
-    let nonce =
-        carriers::nonce_of_hex(hex).ok_or_else(|| not("holds no nonce in runwarden's form"))?;
+    let nonce = crate::nonce::Nonce::from_hex(hex)
+        .ok_or_else(|| not("holds no nonce in runwarden's form"))?;
     // The issue and commit are this job's; the entry's own issue is only
     // taken when it is a number (a comment lives where it was made).
     let mut s = s.clone();

@@ -50,7 +50,10 @@ pub fn valid_ref(r: &str) -> bool {
     let tail = ["refs/heads/", "refs/tags/", "refs/pull/"]
         .iter()
         .find_map(|p| r.strip_prefix(p));
-    tail.is_some_and(|t| !t.is_empty()) && r.len() <= 255 && r.bytes().all(|b| b.is_ascii_graphic())
+    tail.is_some_and(|t| !t.is_empty())
+        && r.len() <= 255
+        && r.bytes().all(|b| b.is_ascii_graphic())
+        && crate::surface::plain_ref(r)
 }
 
 /// The SARIF run A uploads: one run, one rule, one result.
