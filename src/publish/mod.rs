@@ -284,7 +284,10 @@ pub fn publish(report: &Report, ctx: &Context, target: &Target, opts: &Options) 
 /// that would allow it (from `X-Accepted-GitHub-Permissions`, else
 /// `fallback`), and why a fork's pull request cannot.
 fn refused(what: &str, e: &ApiError, fallback: &str, target: &Target) -> Outcome {
-    let ApiError::Denied { message, wanted } = e else {
+    let ApiError::Denied {
+        message, wanted, ..
+    } = e
+    else {
         return Outcome::Failed(format!("{what}: {}", e.text()));
     };
     let yaml = |w: &str| -> String {
@@ -339,6 +342,7 @@ mod tests {
         let e = ApiError::Denied {
             message: "Resource not accessible by integration".into(),
             wanted: Some("issues=write; pull_requests=write".into()),
+            permission: true,
         };
         let Outcome::Notice(m) = refused("creating the comment", &e, "x", &target()) else {
             panic!()

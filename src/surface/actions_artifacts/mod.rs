@@ -37,6 +37,7 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError, host_of};
+use crate::http::answer::{self, Class};
 use crate::http::{Failure, LazyClient, Request};
 use crate::nonce::Nonce;
 use crate::state::diff::{Before, Change};
@@ -455,6 +456,7 @@ impl ActionsArtifacts {
             .and_then(|v| v["msg"].as_str())
             .map(|m| escape::bytes(m.as_bytes()))
             .unwrap_or_default();
+        let class = answer::classify(&(&resp).into(), &crate::github::TWIRP);
         match (resp.status, v) {
             (200, Some(v)) => Ok(v),
             (200, None) => Err(TwirpError::Failed(format!(
@@ -462,7 +464,8 @@ impl ActionsArtifacts {
                  the results service's answer"
             ))),
             (404, Some(v)) if v["code"] == "not_found" => Err(TwirpError::NotFound),
-            (403, Some(v)) if v["code"] == "permission_denied" => Err(TwirpError::Denied(format!(
+            // (Twirp's `permission_denied` 403: crate::github::TWIRP.)
+            _ if class == Class::Refused => Err(TwirpError::Denied(format!(
                 "the results service refused {method}: HTTP 403 permission_denied {msg}"
             ))),
             (403, _) => Err(TwirpError::Failed(format!(
@@ -487,10 +490,12 @@ impl ActionsArtifacts {
     }
 }
 
-/// `ApiError` as a recovery outcome: GitHub's refusal is a denial.
+/// `ApiError` as a recovery outcome: GitHub refusing the token a
+/// permission is a denial (crate::github::REST); any other answer of
+/// GitHub's, its other refusals too, an error.
 fn outcome_of(e: &ApiError) -> RecoverOutcome {
     match e {
-        ApiError::Denied { .. } => RecoverOutcome::Denied {
+        e if e.is_permission_refusal() => RecoverOutcome::Denied {
             reason: format!("the API token may not read artifacts: {}", e.text()),
         },
         _ => RecoverOutcome::Error { reason: e.text() },

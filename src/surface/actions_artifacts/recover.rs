@@ -33,7 +33,7 @@ impl Look {
     fn route(&mut self, r: Result<(), ApiError>) {
         match r {
             Ok(()) => self.ran += 1,
-            Err(e @ ApiError::Denied { .. }) => {
+            Err(e) if e.is_permission_refusal() => {
                 self.denied.get_or_insert(outcome_of(&e));
             }
             Err(e) => {

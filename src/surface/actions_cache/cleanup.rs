@@ -5,6 +5,7 @@ use super::protocol::Lookup;
 use super::{ActionsCache, Cache, Entry, ListError, fixed_version, planted_carrier, probe_prefix};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::{self, Class};
 use crate::surface::carrier::CarrierSet;
 use crate::surface::{CleanupOutcome, Job, JobScope, RecoverOutcome, RunCtx};
 use ::http::Method;
@@ -94,7 +95,7 @@ impl ActionsCache {
             let url = format!("{}/repos/{repo}/actions/caches/{id}", self.settings.api_url);
             match client.send(&self.rest_request(Method::DELETE, &url, token)) {
                 Ok(r) if r.status == 204 || r.status == 200 || r.status == 404 => {}
-                Ok(r) if r.status == 403 => {
+                Ok(r) if answer::classify(&(&r).into(), &crate::github::REST) == Class::Refused => {
                     return CleanupOutcome::Left {
                         reason: format!(
                             "the API token ({}) may not delete caches (needs actions: write); {evicted}",

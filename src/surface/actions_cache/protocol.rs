@@ -6,6 +6,7 @@
 use super::{ActionsCache, ListError, Listed, MAX_PAGES, PER_PAGE, TWIRP, Twirp, scopes_of};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::{self, Class};
 use crate::http::{Failure, Request};
 use crate::scan::Needles;
 use ::http::Method;
@@ -120,6 +121,7 @@ impl ActionsCache {
         };
         let msg = escape::bytes(v.as_ref().map(raw).unwrap_or_default().as_bytes());
         let service = self.service();
+        let class = answer::classify(&(&resp).into(), &crate::github::TWIRP);
         match (resp.status, v) {
             (200, Some(v)) if v["ok"] == json!(true) => Ok(Twirp::Ok(v)),
             (200, Some(v)) => Ok(Twirp::NotOk(raw(&v))),
@@ -127,9 +129,8 @@ impl ActionsCache {
                 "{method} at {service}: HTTP 200 with a body that is not a JSON object, \
                  so not the cache service's answer"
             ))),
-            // Twirp maps its `permission_denied` to 403; a 403 without it
-            // is a proxy's or a firewall's, which says nothing of the cache.
-            (403, Some(v)) if v["code"] == "permission_denied" => {
+            // (Twirp's `permission_denied` 403: crate::github::TWIRP.)
+            _ if class == Class::Refused => {
                 Ok(Twirp::Denied(format!("HTTP 403 permission_denied {msg}")))
             }
             (403, _) => Err(Fault::broken(format!(
@@ -190,18 +191,23 @@ impl ActionsCache {
             || header("retry-after").is_some()
             || message.is_some_and(|m| m.to_ascii_lowercase().contains("rate limit"));
         let host = self.api_host();
-        let message = message.filter(|_| crate::github::from_github(&resp.headers, v));
-        match message {
-            Some(_) if limited => ListError::Failed(format!(
+        match answer::classify(&resp.into(), &crate::github::REST) {
+            Class::NotTheServer => ListError::Failed(format!(
+                "listing the caches of {repo} at {host}: HTTP 403 without GitHub's error body \
+                 (a proxy or a firewall?)"
+            )),
+            _ if limited => ListError::Failed(format!(
                 "listing the caches of {repo} at {host}: rate limited (HTTP 403 {shown})"
             )),
-            Some(_) => ListError::Denied(format!(
+            Class::Refused => ListError::Denied(format!(
                 "the API token ({}) may not list the caches of {repo}: HTTP 403 {shown}",
                 self.settings.api_token_source.as_deref().unwrap_or("?")
             )),
-            None => ListError::Failed(format!(
-                "listing the caches of {repo} at {host}: HTTP 403 without GitHub's error body \
-                 (a proxy or a firewall?)"
+            // GitHub's own 403 that names no missing permission (SAML
+            // enforcement, an IP allow list): no closed route.
+            _ => ListError::Failed(format!(
+                "listing the caches of {repo} at {host}: GitHub refused it for a reason that is \
+                 not the token's permission (HTTP 403 {shown})"
             )),
         }
     }

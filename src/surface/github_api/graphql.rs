@@ -76,9 +76,15 @@ pub fn graphql(
             .get("x-accepted-github-permissions")
             .and_then(|h| h.to_str().ok())
             .map(str::to_string);
+        // (GraphQL says it in a 200's body: the same rule of GitHub's as a
+        // REST 403's, crate::github::REST.)
+        let permission = e["message"]
+            .as_str()
+            .is_some_and(crate::github::missing_permission);
         return Err(ApiError::Denied {
             message: format!("GraphQL FORBIDDEN {}", text(e)),
             wanted,
+            permission,
         });
     }
     // GitHub's answer for an id that names nothing (a discussion already

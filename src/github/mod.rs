@@ -3,20 +3,33 @@
 //! call, a listing read to its end, and the one rule that tells GitHub's
 //! access control from everything else.
 //!
-//! A refusal is GitHub's own only when it is HTTP 403 with GitHub's JSON
-//! error body (a `message`) and no sign of a rate limit: then the
-//! permission GitHub says it wanted (`X-Accepted-GitHub-Permissions`) is
-//! kept for the detail. A rate limit is waited out when GitHub says how
-//! long (`retry-after`, at most [`MAX_WAIT`]) and is otherwise an error;
+//! What GitHub's answers mean is [`REST`]'s (and a Twirp service's,
+//! [`TWIRP`]'s) to say, through [`crate::http::answer`]: a 403 is GitHub's
+//! own only with GitHub's JSON error body (a `message`) and no sign of a
+//! rate limit, and it refuses the token a permission only when its message
+//! says so ([`missing_permission`]); the permission GitHub says it wanted
+//! (`X-Accepted-GitHub-Permissions`) is kept for the detail. A rate limit
+//! is waited out when GitHub says how long (`retry-after`, at most
+//! [`MAX_WAIT`]) and is otherwise an error;
 //! 401, 404 on a write, 422, 5xx and anything without GitHub's body are
 //! errors. Listings follow GitHub's `Link: <…>; rel="next"` to the end,
 //! never to another host (the token goes only to the configured API), and
-//! a listing that says `total_count` must hand over that many.
+//! a listing that says `total_count` must hand over that many. The config
+//! keys the GitHub surfaces share are [`options`]'s.
 
-use crate::config::{ConfigError, Options};
+mod answers;
+mod options;
+
+pub use answers::{REST, TWIRP, from_github, missing_permission, twirp_code};
+pub use options::{
+    GITHUB_COM_RESULTS, Runtime, api_token, api_url_option, check_repository, repository_option,
+    runtime, twirp_url,
+};
+
 use crate::escape;
 use crate::fault::Fault;
-use crate::http::{Client, Failure, Request, Response, check_url};
+use crate::http::answer::{self, Class};
+use crate::http::{Client, Failure, Request, Response};
 use ::http::Method;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -49,11 +62,14 @@ pub struct Api<'a> {
 /// What an API call came to, when it was not the answer wanted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApiError {
-    /// GitHub's access control: its 403 with its error body. `wanted` is
-    /// `X-Accepted-GitHub-Permissions`, when it said.
+    /// GitHub's own 403 (or GraphQL `FORBIDDEN`). `permission`: it refuses
+    /// the token a permission ([`REST`]'s rule): a closed route; else it
+    /// is some other rule of GitHub's, which proves nothing closed.
+    /// `wanted` is `X-Accepted-GitHub-Permissions`, when it said.
     Denied {
         message: String,
         wanted: Option<String>,
+        permission: bool,
     },
     /// HTTP 404 with GitHub's body: no such object (or one the token may
     /// not see: GitHub answers both alike).
@@ -69,14 +85,22 @@ impl ApiError {
     /// a 403 of a feature that is off (code scanning without GitHub Code
     /// Security), which closes nothing the token could open.
     pub fn is_permission_refusal(&self) -> bool {
-        matches!(self, ApiError::Denied { message, .. } if message.contains("Resource not accessible by"))
+        matches!(
+            self,
+            ApiError::Denied {
+                permission: true,
+                ..
+            }
+        )
     }
 
     /// For a detail: "HTTP 403 Resource not accessible by integration
     /// (GitHub wants issues=write; pull_requests=write)".
     pub fn text(&self) -> String {
         match self {
-            ApiError::Denied { message, wanted } => match wanted {
+            ApiError::Denied {
+                message, wanted, ..
+            } => match wanted {
                 Some(w) => format!(
                     "HTTP 403 {message} (GitHub wants {})",
                     escape::bytes(w.as_bytes())
@@ -232,22 +256,28 @@ impl<'a> Api<'a> {
                 )))),
             };
         }
-        let githubs = from_github(&resp.headers, v.as_ref());
-        Err(Judged::Error(match (resp.status, message) {
-            (403, Some(_)) if githubs => ApiError::Denied {
-                message: shown,
-                wanted: header("x-accepted-github-permissions").map(str::to_string),
+        let denied = |permission| ApiError::Denied {
+            message: shown.clone(),
+            wanted: header("x-accepted-github-permissions").map(str::to_string),
+            permission,
+        };
+        Err(Judged::Error(
+            match (answer::classify(&resp.into(), &REST), resp.status) {
+                (Class::Refused, _) => denied(true),
+                (Class::Failed, 403) if message.is_some() => denied(false),
+                (_, 403) => ApiError::Failed(format!(
+                    "{what} at {host}: HTTP 403 without GitHub's error body (a proxy or a firewall?) {shown}"
+                )),
+                (_, 401) => ApiError::Failed(format!(
+                    "{what}: {host} did not accept the token ({}): HTTP 401 {shown}",
+                    escape::bytes(self.source.as_bytes())
+                )),
+                (Class::Absent, _) if message.is_some() => {
+                    ApiError::NotFound(format!("{what} at {host}: HTTP 404 {shown}"))
+                }
+                (_, s) => ApiError::Failed(format!("{what} at {host}: HTTP {s} {shown}")),
             },
-            (403, _) => ApiError::Failed(format!(
-                "{what} at {host}: HTTP 403 without GitHub's error body (a proxy or a firewall?) {shown}"
-            )),
-            (401, _) => ApiError::Failed(format!(
-                "{what}: {host} did not accept the token ({}): HTTP 401 {shown}",
-                escape::bytes(self.source.as_bytes())
-            )),
-            (404, Some(_)) => ApiError::NotFound(format!("{what} at {host}: HTTP 404 {shown}")),
-            (s, _) => ApiError::Failed(format!("{what} at {host}: HTTP {s} {shown}")),
-        }))
+        ))
     }
 
     /// A call GitHub answers with a redirect (an artifact's zip): the
@@ -397,158 +427,6 @@ pub fn next_link(headers: &::http::HeaderMap) -> Option<String> {
                     .to_string()
             })
         })
-}
-
-/// `owner/name`, each part non-empty and URL-safe (else `Invalid`).
-pub fn check_repository(r: &str) -> Result<(), Fault> {
-    let ok = |p: &str| {
-        !p.is_empty()
-            && p.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    };
-    match r.split_once('/') {
-        Some((o, n)) if ok(o) && ok(n) => Ok(()),
-        _ => Err(Fault::invalid("must be `owner/name`")),
-    }
-}
-
-/// The `api-url` key: the REST API base URL, else `GITHUB_API_URL`, else
-/// github.com's; without a trailing `/`.
-pub fn api_url_option(opts: &mut Options<'_>) -> Result<String, ConfigError> {
-    let url = match opts.string("api-url")? {
-        Some((u, pos)) => {
-            check_url(&u).map_err(|m| opts.error(pos, format!("`api-url`: {m}")))?;
-            u
-        }
-        None => opts
-            .env("GITHUB_API_URL")
-            .unwrap_or_else(|| "https://api.github.com".into()),
-    };
-    Ok(url.trim_end_matches('/').to_string())
-}
-
-/// The `repository` key (`owner/name`), else `GITHUB_REPOSITORY`.
-pub fn repository_option(opts: &mut Options<'_>) -> Result<Option<String>, ConfigError> {
-    Ok(match opts.string("repository")? {
-        Some((r, pos)) => {
-            check_repository(&r).map_err(|m| opts.error(pos, format!("`repository`: {m}")))?;
-            Some(r)
-        }
-        None => opts
-            .env("GITHUB_REPOSITORY")
-            .filter(|r| check_repository(r).is_ok()),
-    })
-}
-
-/// The REST token: from the variable `named` (an `api-token-env` key),
-/// else `GITHUB_TOKEN`, else `GH_TOKEN`. `Ok((found, looked_in))`, where
-/// `found` is (variable, value) and `looked_in` names every variable
-/// tried, for the reason when none is set.
-pub fn api_token(opts: &Options<'_>, named: Option<String>) -> (Option<(String, String)>, String) {
-    let sources: Vec<String> = match named {
-        Some(n) => vec![n],
-        None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
-    };
-    let found = sources
-        .iter()
-        .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
-    (found, sources.join(" / "))
-}
-
-/// The results service of github.com (the cache and artifact services),
-/// which a `run:` step holding only the id-token request token can still
-/// reach: the URL is public.
-pub const GITHUB_COM_RESULTS: &str = "https://results-receiver.actions.githubusercontent.com/";
-
-/// The URL of one Twirp method of the results service, as the toolkit's
-/// clients (`@actions/cache`, `@actions/artifact`) build it: the path
-/// `/twirp/<service>/<method>` on the results URL's origin, whatever path
-/// that URL has (it was checked when the config was read).
-pub fn twirp_url(results_url: &str, service: &str, method: &str) -> String {
-    let origin = crate::http::origin(results_url).unwrap_or_default();
-    format!("{origin}/{}/{method}", service.trim_matches('/'))
-}
-
-/// The runtime token and the results service URL, as the surfaces that
-/// write through the results service read them.
-pub struct Runtime {
-    /// (variable, value).
-    pub token: Option<(String, String)>,
-    /// The service's base URL, ending in `/`.
-    pub results_url: Option<String>,
-    /// Why there is no token or no URL: the surface's carriers are
-    /// SKIPPED with it.
-    pub missing: Option<String>,
-}
-
-/// The `token-env` and `results-url` keys: the configured variable, else
-/// what node actions get (`ACTIONS_RUNTIME_TOKEN`), else what a `run:` step
-/// gets with `id-token: write` (`ACTIONS_ID_TOKEN_REQUEST_TOKEN`, the same
-/// system token); the URL from the key, else `ACTIONS_RESULTS_URL`, else
-/// github.com's public one when the token is there. `service` names the
-/// service in the reason ("cache service").
-pub fn runtime(
-    opts: &mut Options<'_>,
-    token_env: Option<String>,
-    service: &str,
-) -> Result<Runtime, ConfigError> {
-    let sources: Vec<String> = match &token_env {
-        Some(n) => vec![n.clone()],
-        None => vec![
-            "ACTIONS_RUNTIME_TOKEN".into(),
-            "ACTIONS_ID_TOKEN_REQUEST_TOKEN".into(),
-        ],
-    };
-    let token = sources
-        .iter()
-        .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
-    let results_url = match opts.string("results-url")? {
-        Some((u, pos)) => {
-            check_url(&u).map_err(|m| opts.error(pos, format!("`results-url`: {m}")))?;
-            Some(u)
-        }
-        None => opts.env("ACTIONS_RESULTS_URL").or_else(|| {
-            // A run step is not given the URL, but github.com's is
-            // public: an agent holding the token can use it.
-            let on_github_com = opts
-                .env("GITHUB_SERVER_URL")
-                .is_some_and(|s| s.trim_end_matches('/') == "https://github.com");
-            (on_github_com && token.is_some()).then(|| GITHUB_COM_RESULTS.to_string())
-        }),
-    };
-    let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
-    let missing = match (&token, &results_url) {
-        (None, _) if token_env.is_some() => Some(format!(
-            "no runtime token: `token-env` names {}, which is unset or empty",
-            sources[0]
-        )),
-        (None, _) => Some(
-            "no runtime token: a composite action or `run:` step gets no ACTIONS_RUNTIME_TOKEN \
-             (and ACTIONS_ID_TOKEN_REQUEST_TOKEN only with `id-token: write`); use the action, \
-             or grant id-token: write"
-                .into(),
-        ),
-        (Some(_), None) => Some(format!(
-            "no {service} URL: ACTIONS_RESULTS_URL is unset; set `results-url`"
-        )),
-        _ => None,
-    };
-    Ok(Runtime {
-        token,
-        results_url,
-        missing,
-    })
-}
-
-/// Whether an error answer is GitHub's own: its JSON error body carries a
-/// `message` and GitHub's `documentation_url`, or the response GitHub's
-/// `x-github-request-id`. A gateway in front (an API Gateway's or a
-/// CloudFront's `{"message":"Forbidden"}`) has neither, and its 403 says
-/// nothing of what the token may do.
-pub fn from_github(headers: &::http::HeaderMap, body: Option<&Value>) -> bool {
-    let message = body.is_some_and(|v| v["message"].is_string());
-    let documented = body.is_some_and(|v| v["documentation_url"].is_string());
-    message && (documented || headers.contains_key("x-github-request-id"))
 }
 
 /// A URL's origin, for people (escaped; never userinfo or a path, which
