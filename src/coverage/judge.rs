@@ -44,7 +44,7 @@ pub(super) fn tested_by(
         let Some(ty) = crate::surface::by_name(sp.type_name) else {
             continue;
         };
-        for e in ty.exposures(&sp.settings, &f.carrier, var) {
+        for e in ty.exposures(&sp.settings, &f.carrier) {
             let mut claim = |id: String, open_only: bool| {
                 out.push(Claim {
                     id,
@@ -82,12 +82,7 @@ fn own_repository(e: &str, var: &dyn Fn(&str) -> Option<String>) -> bool {
 /// Whether a github-api plant with the job's own token wrote through a
 /// carrier that needs exactly the permission `id` (its channel FAILed or
 /// was AUTHORIZED: run B read what the write made).
-pub(super) fn api_showed_write(
-    report: &Report,
-    plan: &Plan,
-    id: &str,
-    var: &dyn Fn(&str) -> Option<String>,
-) -> bool {
+pub(super) fn api_showed_write(report: &Report, plan: &Plan, id: &str) -> bool {
     report.findings.iter().any(|f| {
         let Some(sp) = plan.surfaces.iter().find(|s| s.name == f.surface) else {
             return false;
@@ -96,7 +91,7 @@ pub(super) fn api_showed_write(
         // on the job's own repository.)
         let only = sp.type_name == "github-api"
             && crate::surface::by_name(sp.type_name)
-                .map(|ty| ty.exposures(&sp.settings, &f.carrier, var))
+                .map(|ty| ty.exposures(&sp.settings, &f.carrier))
                 .is_some_and(|e| e.len() == 1 && e[0] == id);
         only && matches!(f.verdict, Verdict::Fail | Verdict::Authorized)
     })

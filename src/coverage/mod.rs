@@ -48,7 +48,7 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
             let id = format!("permission:{key}");
             // An answer of GitHub's showed the write: a plant with the
             // job's token went through.
-            let shown = *level == "unknown" && api_showed_write(report, plan, &id, &var);
+            let shown = *level == "unknown" && api_showed_write(report, plan, &id);
             let (level, from) = if shown {
                 ("write", "api")
             } else {

@@ -16,7 +16,7 @@ use serde_json::Value;
 ///   says so ([`missing_permission`]): SAML enforcement, an IP allow list
 ///   or a feature that is off (code scanning without GitHub Code Security)
 ///   close nothing the token could open. (Rate limits are told apart
-///   before: [`Api::call_url`].)
+///   before: `Api::call_url`.)
 pub const REST: Server<'static> = Server {
     refusals: &[403],
     own: &githubs_answer,

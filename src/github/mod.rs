@@ -15,7 +15,7 @@
 //! errors. Listings follow GitHub's `Link: <…>; rel="next"` to the end,
 //! never to another host (the token goes only to the configured API), and
 //! a listing that says `total_count` must hand over that many. The config
-//! keys the GitHub surfaces share are [`options`]'s.
+//! keys the GitHub surfaces share are `options.rs`'s.
 
 mod answers;
 mod options;

@@ -123,7 +123,7 @@ impl<S: Surface> SurfaceType for Typed<S> {
         about::<S>(settings).map(|a| a.facts).unwrap_or_default()
     }
 
-    fn exposures(&self, settings: &Value, carrier: &str, _env: super::Env<'_>) -> Vec<String> {
+    fn exposures(&self, settings: &Value, carrier: &str) -> Vec<String> {
         let Some(about) = about::<S>(settings) else {
             return vec![];
         };
@@ -205,16 +205,6 @@ impl<S: Surface> Instance for Open<S> {
 
     fn persistence(&self) -> Option<Persistence> {
         self.about.persistence
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &PlantJob,
-        created: &mut dyn FnMut(Value),
-    ) -> PlantOutcome {
-        self.plant_all(ctx, std::slice::from_ref(job), created)
-            .remove(0)
     }
 
     fn plant_all(
@@ -326,10 +316,6 @@ impl<S: Surface> Instance for Open<S> {
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
         self.surface.owns(ctx, &Self::entry(entry)?)
-    }
-
-    fn cleanup(&self, entry: &Value) -> CleanupOutcome {
-        self.cleanup_all(std::slice::from_ref(entry)).remove(0)
     }
 
     fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {

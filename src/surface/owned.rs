@@ -116,27 +116,6 @@ pub fn retraction(entry: &Value) -> Value {
     serde_json::json!({ "retract": entry })
 }
 
-/// [`Instance::cleanup_all`] for journals that may hold retractions: a
-/// retracted entry and its retraction need no request and are not counted
-/// ([`CleanupOutcome::Superseded`]); every other entry goes to
-/// [`Instance::cleanup`].
-pub fn cleanup_unretracted(
-    entries: &[Value],
-    mut cleanup: impl FnMut(&Value) -> CleanupOutcome,
-) -> Vec<CleanupOutcome> {
-    let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
-    entries
-        .iter()
-        .map(|e| {
-            if e.get("retract").is_some() || retracted.contains(&e) {
-                CleanupOutcome::Superseded
-            } else {
-                cleanup(e)
-            }
-        })
-        .collect()
-}
-
 /// The engine's check before any removal: every entry [`Instance::owns`]
 /// refuses is [`CleanupOutcome::Foreign`] and never reaches the surface;
 /// the rest go to [`Instance::cleanup_all`] as one journal. One outcome per

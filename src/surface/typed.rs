@@ -45,7 +45,7 @@ pub trait Surface: Sized + 'static {
     /// watch mode with the reason).
     const WATCH: Watch<Self::Carrier> = Watch::No("watch mode cannot list this surface type yet");
 
-    /// The carriers, declared with [`super::carrier::carriers`].
+    /// The carriers, declared with `carriers!` (`carrier.rs`).
     type Carrier: CarrierSet;
     /// What [`Surface::validate`] makes of the config, and what runs A
     /// and B receive (serialized on their standard input: it may hold
@@ -55,7 +55,7 @@ pub trait Surface: Sized + 'static {
     /// the write, or what it made. Declared with `deny_unknown_fields`: a
     /// line that does not parse is never this surface's own, and cleanup
     /// leaves it alone. Shown to people with `Display` (escaped), followed
-    /// by [`About::place`].
+    /// by its place (`About::new`).
     type Entry: Serialize + DeserializeOwned + Clone + PartialEq + std::fmt::Display;
     /// What recovery looks for, as the plant reports it.
     type Needle: Needle;
