@@ -88,16 +88,31 @@ pub trait Surface: Sized + 'static {
     /// Plants every job, each carrier with its own nonce; one outcome per
     /// job, in order. Every entry is journalled before the write that
     /// creates it, so cleanup finds it even if the process dies right
-    /// after; a write that provably made nothing is retracted.
-    /// [`each`] plants one job at a time and stops between jobs on a
-    /// signal; a surface whose write is a round trip (a push) plants them
-    /// all at once.
+    /// after; a write that provably made nothing is retracted. By default
+    /// one job at a time ([`Surface::plant_one`]), stopping between jobs
+    /// on a signal ([`each`]); a type whose write is a round trip (a push)
+    /// plants them all at once here instead.
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[Job<Self::Carrier>],
         journal: &mut Journal<'_, Self::Entry>,
-    ) -> Vec<PlantOutcome<Self::Needle>>;
+    ) -> Vec<PlantOutcome<Self::Needle>> {
+        each(jobs, |job| self.plant_one(ctx, job, journal))
+    }
+
+    /// Plants one job: what a type that plants one carrier at a time
+    /// writes (the other writes [`Surface::plant`]).
+    fn plant_one(
+        &self,
+        _ctx: &RunCtx<'_>,
+        _job: &Job<Self::Carrier>,
+        _journal: &mut Journal<'_, Self::Entry>,
+    ) -> PlantOutcome<Self::Needle> {
+        PlantOutcome::Error {
+            reason: format!("{} plants its carriers all at once", Self::NAME),
+        }
+    }
 
     /// Looks for every wanted needle; one outcome per wanted carrier, in
     /// order. Markers that do not verify and beacons of other probes go to
@@ -120,8 +135,21 @@ pub trait Surface: Sized + 'static {
 
     /// Removes what `entries` name (newest first, each provably ours,
     /// retractions and what they took back already set aside), each after
-    /// checking it is still what was planted; one outcome per entry.
-    fn clean(&self, entries: &[Self::Entry]) -> Vec<CleanupOutcome>;
+    /// checking it is still what was planted; one outcome per entry. By
+    /// default one entry at a time ([`Surface::clean_one`]); a type whose
+    /// journal holds an intent and then the fuller entry, or that removes
+    /// everything in one request, cleans the journal whole here instead.
+    fn clean(&self, entries: &[Self::Entry]) -> Vec<CleanupOutcome> {
+        entries.iter().map(|e| self.clean_one(e)).collect()
+    }
+
+    /// Removes what one entry names: what a type that cleans one entry at
+    /// a time writes (the other writes [`Surface::clean`]).
+    fn clean_one(&self, _entry: &Self::Entry) -> CleanupOutcome {
+        CleanupOutcome::Left {
+            reason: format!("{} cleans its journal whole", Self::NAME),
+        }
+    }
 
     /// Finds what a plant of `jobs` (nonces derived from the probe id and
     /// key) left here, as journal entries: cleanup by probe id, for a plant
