@@ -30,8 +30,9 @@ impl Nonce {
     /// The nonce whose hex form is `hex` (32 hex digits, either case);
     /// `None` for anything else.
     pub fn from_hex(hex: &str) -> Option<Nonce> {
-        // (ASCII first: a slice of a multi-byte character would panic.)
-        if hex.len() != 32 || !hex.is_ascii() {
+        // (Hex digits first: a slice of a multi-byte character would
+        // panic, and `from_str_radix` takes a sign.)
+        if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
         let mut out = [0u8; 16];
@@ -90,7 +91,14 @@ mod tests {
 
     #[test]
     fn a_hostile_hex_form_is_no_nonce_and_no_panic() {
-        for bad in ["", "00", &"g".repeat(32), &"é".repeat(16), &"0".repeat(33)] {
+        for bad in [
+            "",
+            "00",
+            &"g".repeat(32),
+            &"é".repeat(16),
+            &"0".repeat(33),
+            &"+f".repeat(16),
+        ] {
             assert_eq!(Nonce::from_hex(bad), None, "{bad}");
             assert!(serde_json::from_value::<Nonce>(serde_json::json!(bad)).is_err());
         }
