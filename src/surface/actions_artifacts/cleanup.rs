@@ -1,7 +1,6 @@
-//! Cleanup: each artifact whose name is exactly what the plant wrote,
-//! deleted by id through the REST API (`actions: write`), else through the
-//! results service in the run that uploaded it; left and listed when
-//! neither may delete it.
+//! Cleanup's two routes to delete an artifact: by id through the REST API
+//! (`actions: write`), and through the results service in the run that
+//! uploaded it.
 
 use super::{ActionsArtifacts, Entry, Named, TwirpError};
 use crate::github::{Api, ApiError};
@@ -10,32 +9,9 @@ use ::http::Method;
 use serde_json::json;
 
 impl ActionsArtifacts {
-    /// The REST route first (it works from any run), then the results
-    /// service (only the uploading run's token may delete there).
-    pub(super) fn delete(&self, e: &Entry) -> CleanupOutcome {
-        let name = e.name.as_str();
-        let rest = match self.api() {
-            Ok(api) => self.delete_rest(&api, name, e.id),
-            Err(why) => Err(why.into_reason()),
-        };
-        let why_rest = match rest {
-            Ok(done) => return done,
-            Err(why) => why,
-        };
-        match self.delete_twirp(e, name) {
-            Ok(done) => done,
-            Err(why) => CleanupOutcome::Left {
-                reason: format!(
-                    "not deleted, left until its retention ends: {why_rest}; and the results \
-                     service: {why}"
-                ),
-            },
-        }
-    }
-
     /// Deletes every artifact named `name` (only `id` when the journal
     /// has it): `Err` when the API would not.
-    fn delete_rest(
+    pub(super) fn delete_rest(
         &self,
         api: &Api<'_>,
         name: &str,
@@ -104,7 +80,7 @@ impl ActionsArtifacts {
     }
 
     /// `DeleteArtifact` with the runtime token of the run that uploaded.
-    fn delete_twirp(&self, e: &Entry, name: &str) -> Result<CleanupOutcome, String> {
+    pub(super) fn delete_twirp(&self, e: &Entry, name: &str) -> Result<CleanupOutcome, String> {
         let (Some(run), Some(job)) = (e.run.as_deref(), e.job.as_deref()) else {
             return Err("the journal entry names no run".into());
         };

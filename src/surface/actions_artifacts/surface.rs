@@ -361,10 +361,37 @@ impl crate::surface::Surface for ActionsArtifacts {
                 if fuller {
                     CleanupOutcome::Superseded
                 } else {
-                    self.delete(e)
+                    self.clean_one(e)
                 }
             })
             .collect()
+    }
+
+    /// Cleanup: an artifact whose name is exactly what the plant wrote,
+    /// deleted by id through the REST API (`actions: write`), else through
+    /// the results service in the run that uploaded it; left and listed
+    /// when neither may delete it. The REST route first (it works from any
+    /// run), then the results service (only the uploading run's token may
+    /// delete there).
+    fn clean_one(&self, e: &Entry) -> CleanupOutcome {
+        let name = e.name.as_str();
+        let rest = match self.api() {
+            Ok(api) => self.delete_rest(&api, name, e.id),
+            Err(why) => Err(why.into_reason()),
+        };
+        let why_rest = match rest {
+            Ok(done) => return done,
+            Err(why) => why,
+        };
+        match self.delete_twirp(e, name) {
+            Ok(done) => done,
+            Err(why) => CleanupOutcome::Left {
+                reason: format!(
+                    "not deleted, left until its retention ends: {why_rest}; and the results \
+                     service: {why}"
+                ),
+            },
+        }
     }
 
     /// Every artifact of the repository whose name is a verified plant
