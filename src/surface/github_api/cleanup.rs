@@ -36,7 +36,7 @@ fn match_nonce<'e>(
             field("body")?.strip_prefix(&format!("<!-- runwarden probe {} -->\n", ctx.probe_id))
         }
         Gh::ActionsVariable => field("value"),
-        // Permanent plants: their entries hold no `match` ([`owned_entry`]
+        // Permanent plants: their entries hold no `match` (`owns`
         // checks them by their text).
         Gh::CommitStatus | Gh::CheckRun => None,
         // Their own entry forms (scanning.rs, traces.rs).
