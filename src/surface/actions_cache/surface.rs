@@ -286,9 +286,10 @@ impl crate::surface::Surface for ActionsCache {
     }
 
     /// Whether a journal entry is this probe's plant: its key holds a
-    /// [`super::tagged_name`] of this probe bound to its version (inside a
-    /// declared `keys:` pattern, the pattern's text around it), and the version
-    /// is the one that carrier's plant writes. `Invalid` for anything else.
+    /// [`crate::surface::tagged_name`] of this probe bound to its version
+    /// (inside a declared `keys:` pattern, the pattern's text around it),
+    /// and the version is the one that carrier's plant writes. `Invalid`
+    /// for anything else.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
         let (key, version) = (entry.key.as_str(), entry.version.as_str());
         if !entry.scope.as_deref().is_none_or(crate::surface::plain_ref) {

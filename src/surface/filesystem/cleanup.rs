@@ -272,8 +272,9 @@ impl Filesystem {
 }
 
 /// Whether `name` of type `kind` is one a plant of `probe` makes (the
-/// inverse of [`planted_name`]): a beacon of this probe, a fixed-name
-/// carrier's file or link, or a nonce-named file, directory or FIFO.
+/// inverse of [`planted_name`](super::planted_name)): a beacon of this
+/// probe, a fixed-name carrier's file or link, or a nonce-named file,
+/// directory or FIFO.
 pub(super) fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
     if name == format!("{}{probe}", marker::BEACON_PREFIX) {
         return kind == Kind::File;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What every step gets. Holds credentials: never printed, never in a
-/// report (only the facts of [`about`] describe them, by source).
+/// report (only the facts of the type's `about` describe them, by source).
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
