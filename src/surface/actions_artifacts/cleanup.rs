@@ -1,43 +1,17 @@
-//! Cleanup: each artifact whose name is exactly what the plant wrote,
-//! deleted by id through the REST API (`actions: write`), else through the
-//! results service in the run that uploaded it; left and listed when
-//! neither may delete it. Cleanup by probe id finds the plants in the
-//! listing by their verified tag.
+//! Cleanup's two routes to delete an artifact: by id through the REST API
+//! (`actions: write`), and through the results service in the run that
+//! uploaded it.
 
-use super::{ActionsArtifacts, Entry, Item, Named, TwirpError, planted_carrier};
-use crate::fault::Fault;
+use super::{ActionsArtifacts, Entry, Named, TwirpError};
 use crate::github::{Api, ApiError};
-use crate::surface::{CleanupOutcome, RunCtx};
+use crate::surface::CleanupOutcome;
 use ::http::Method;
 use serde_json::json;
 
 impl ActionsArtifacts {
-    /// The REST route first (it works from any run), then the results
-    /// service (only the uploading run's token may delete there).
-    fn clean(&self, e: &Entry) -> CleanupOutcome {
-        let name = e.name.as_str();
-        let rest = match self.api() {
-            Ok(api) => self.delete_rest(&api, name, e.id),
-            Err(why) => Err(why.into_reason()),
-        };
-        let why_rest = match rest {
-            Ok(done) => return done,
-            Err(why) => why,
-        };
-        match self.delete_twirp(e, name) {
-            Ok(done) => done,
-            Err(why) => CleanupOutcome::Left {
-                reason: format!(
-                    "not deleted, left until its retention ends: {why_rest}; and the results \
-                     service: {why}"
-                ),
-            },
-        }
-    }
-
     /// Deletes every artifact named `name` (only `id` when the journal
     /// has it): `Err` when the API would not.
-    fn delete_rest(
+    pub(super) fn delete_rest(
         &self,
         api: &Api<'_>,
         name: &str,
@@ -106,7 +80,7 @@ impl ActionsArtifacts {
     }
 
     /// `DeleteArtifact` with the runtime token of the run that uploaded.
-    fn delete_twirp(&self, e: &Entry, name: &str) -> Result<CleanupOutcome, String> {
+    pub(super) fn delete_twirp(&self, e: &Entry, name: &str) -> Result<CleanupOutcome, String> {
         let (Some(run), Some(job)) = (e.run.as_deref(), e.job.as_deref()) else {
             return Err("the journal entry names no run".into());
         };
@@ -129,50 +103,5 @@ impl ActionsArtifacts {
             Err(TwirpError::NotFound) => Ok(CleanupOutcome::Gone),
             Err(TwirpError::Denied(m) | TwirpError::Failed(m)) => Err(m),
         }
-    }
-
-    /// Every artifact of the repository whose name is a verified plant
-    /// name of this probe, as journal entries. `Broken` when the listing
-    /// fails.
-    pub(super) fn find_plants(&self, ctx: &RunCtx<'_>) -> Result<Vec<Entry>, Fault> {
-        let api = self.api()?;
-        let mut found = vec![];
-        api.list(
-            &format!("{}/actions/artifacts", self.repo_path()),
-            Some("artifacts"),
-            "listing artifacts to find the plants",
-            &mut |a| {
-                if let Some(Item { id, name }) = Item::of(a)
-                    && planted_carrier(ctx, &name).is_some()
-                {
-                    found.push(Entry {
-                        name,
-                        id: Some(id),
-                        run: None,
-                        job: None,
-                    });
-                }
-            },
-        )
-        .map_err(|e| Fault::broken(e.text()))?;
-        Ok(found)
-    }
-
-    /// Journals hold an intent before each upload and the entry with its
-    /// id after: one artifact, cleaned once (by the fullest entry).
-    /// (Retractions and what they took back are set aside by the kernel.)
-    pub(super) fn clean_all(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries
-            .iter()
-            .map(|e| {
-                let fuller =
-                    e.id.is_none() && entries.iter().any(|o| o.name == e.name && o.id.is_some());
-                if fuller {
-                    CleanupOutcome::Superseded
-                } else {
-                    self.clean(e)
-                }
-            })
-            .collect()
     }
 }

@@ -26,22 +26,16 @@
 mod cleanup;
 mod plant;
 mod recover;
-mod watch;
+mod surface;
 
 use super::carrier::{CarrierSet, carriers};
-use super::{
-    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx,
-    Want, Watch,
-};
-use crate::config::{ConfigError, Options};
+use super::{About, RecoverOutcome, RunCtx};
 use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError, host_of};
 use crate::http::answer::{self, Class};
 use crate::http::{Failure, LazyClient, Request};
 use crate::nonce::Nonce;
-use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use ::http::Method;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -210,146 +204,6 @@ fn facts(s: &Settings, about: About<Artifact>) -> About<Artifact> {
 pub struct ActionsArtifacts {
     settings: Settings,
     client: LazyClient,
-}
-
-impl super::Surface for ActionsArtifacts {
-    const NAME: &'static str = "actions-artifacts";
-    const DESCRIPTION: &'static str = "the workflow artifacts of a repository (artifact v4 results service to upload; REST API to list, download and delete)";
-    const KEYS: &'static [&'static str] = &[
-        "results-url",
-        "token-env",
-        "api-url",
-        "repository",
-        "api-token-env",
-        "consistency-wait",
-    ];
-    const WATCH: Watch<Artifact> = Watch::Yes { unwatched: &[] };
-    type Carrier = Artifact;
-    type Settings = Settings;
-    type Entry = Entry;
-    type Needle = Nonce;
-
-    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
-        let token_env = super::env_name(&mut opts, "token-env")?;
-        let api_token_env = super::env_name(&mut opts, "api-token-env")?;
-        let rt = crate::github::runtime(&mut opts, token_env, "results service")?;
-        let (token, results_url, no_token) = (rt.token, rt.results_url, rt.missing);
-        let api_url = crate::github::api_url_option(&mut opts)?;
-        let repository = crate::github::repository_option(&mut opts)?;
-        let (api, api_sources) = crate::github::api_token(&opts, api_token_env);
-        let no_listing = match (&api, &repository) {
-            (None, _) => Some(format!(
-                "run B reads artifacts of another run through the REST API, which needs a token \
-                 with actions: read, and {api_sources} is unset (the action passes `github-token`; \
-                 elsewhere set `api-token-env`)"
-            )),
-            (_, None) => Some(
-                "run B needs the repository: GITHUB_REPOSITORY is unset; set `repository`".into(),
-            ),
-            _ => None,
-        };
-        let (api_token_source, api_token) = api.unzip();
-        let (token_source, token) = token.unzip();
-        Ok(Settings {
-            results_url,
-            token_source,
-            token,
-            no_token,
-            api_url,
-            repository,
-            api_token,
-            api_token_source,
-            no_listing,
-            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
-            control: false,
-        })
-    }
-
-    fn about(s: &Settings) -> About<Artifact> {
-        let place = if s.control {
-            "the control".to_string()
-        } else {
-            escape::bytes(s.repository.as_deref().unwrap_or("?").as_bytes())
-        };
-        let mut about = facts(s, About::new(format!("of {place}"))).exposure("actions-artifacts");
-        // Run A needs the runtime token, run B the listing: without either,
-        // every carrier is skipped (no token said first).
-        for why in [&s.no_token, &s.no_listing].into_iter().flatten() {
-            about = about.unavailable(why.clone());
-        }
-        about
-    }
-
-    fn control(
-        _like: Option<&Settings>,
-        _dir: &std::path::Path,
-    ) -> Result<Control<Settings>, Fault> {
-        let server = crate::loopback::github::GitHubServer::start()?;
-        let repo = "runwarden/control";
-        let s = Settings {
-            results_url: Some(server.results_url()),
-            token: Some(server.runtime_token(repo, 1)),
-            token_source: Some("the control's own".into()),
-            no_token: None,
-            api_url: server.api_url(),
-            repository: Some(repo.into()),
-            api_token: Some(server.token(&[("actions", "write")])),
-            api_token_source: Some("the control's own".into()),
-            no_listing: None,
-            consistency_wait_ms: super::listing::default_wait_ms(),
-            control: true,
-        };
-        Ok(Control::served_listing(s, server))
-    }
-
-    fn open(settings: Settings) -> Result<ActionsArtifacts, Fault> {
-        let client = LazyClient::new(
-            [&settings.token, &settings.api_token]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect(),
-        );
-        Ok(ActionsArtifacts { settings, client })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Artifact>],
-        journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Nonce>> {
-        super::each(jobs, |job| self.upload(ctx, job, journal))
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Artifact, Nonce>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_all(ctx, wanted, notice)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
-        Artifact::owned(ctx, &entry.name, "artifact", &|c| c == Artifact::Name).map(|_| ())
-    }
-
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        self.clean_all(entries)
-    }
-
-    fn find(&self, ctx: &RunCtx<'_>, _jobs: &[Job<Artifact>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx)
-    }
-
-    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_listing(ctx, sink)
-    }
-
-    fn changes(change: &Change, before: &Before) -> Vec<Artifact> {
-        watch::carriers_of(change, before)
-    }
 }
 
 /// The artifact a results-service request names: the run's backend ids

@@ -1,36 +1,33 @@
-//! Run B: every route a later run has, as `actions/download-artifact`
-//! with `run-id` and `github-token` takes it. The listing of every
-//! artifact of the repository (the only route to a nonce in a name), the
-//! query for each agreed name, and the download of every candidate's zip,
-//! searched as it arrives. A carrier is closed only when every route ran
-//! and missed.
+//! Run B's routes: one whole listing of the repository's artifacts, the
+//! query for an agreed name, the download of each candidate's zip
+//! (searched as it arrives), what the routes of one carrier came to, and
+//! what a carrier every route missed is.
 
-use super::{ActionsArtifacts, Artifact, Item, artifact_name, outcome_of, planted_carrier};
+use super::{ActionsArtifacts, Artifact, Item, outcome_of, planted_carrier};
 use crate::escape;
 use crate::github::{Api, ApiError};
 use crate::http::Request;
-use crate::nonce::Nonce;
 use crate::scan::Needles;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use ::http::Method;
 
 /// What the routes of one carrier came to.
 #[derive(Default)]
-struct Look {
-    found: Option<String>,
+pub(super) struct Look {
+    pub(super) found: Option<String>,
     /// Artifacts named as the carrier's agreed name, by id.
-    candidates: Vec<u64>,
+    pub(super) candidates: Vec<u64>,
     /// A route that broke: no full look.
-    failed: Option<RecoverOutcome>,
+    pub(super) failed: Option<RecoverOutcome>,
     /// A route GitHub refused.
-    denied: Option<RecoverOutcome>,
+    pub(super) denied: Option<RecoverOutcome>,
     /// Routes that ran to their end.
-    ran: usize,
+    pub(super) ran: usize,
 }
 
 impl Look {
     /// One route's end: ran, refused by GitHub, or broken.
-    fn route(&mut self, r: Result<(), ApiError>) {
+    pub(super) fn route(&mut self, r: Result<(), ApiError>) {
         match r {
             Ok(()) => self.ran += 1,
             Err(e) if e.is_permission_refusal() => {
@@ -45,14 +42,14 @@ impl Look {
 
 /// What one whole listing of the repository's artifacts showed.
 #[derive(Default)]
-struct Listed {
+pub(super) struct Listed {
     /// Artifacts listed.
-    n: usize,
+    pub(super) n: usize,
     /// Per wanted carrier: where artifact-name's nonce was found.
-    found: Vec<Option<String>>,
+    pub(super) found: Vec<Option<String>>,
     /// Per wanted carrier: artifacts named as its agreed name, by id.
-    candidates: Vec<Vec<u64>>,
-    notices: Vec<Notice>,
+    pub(super) candidates: Vec<Vec<u64>>,
+    pub(super) notices: Vec<Notice>,
 }
 
 /// An item without id or name is no full look.
@@ -67,7 +64,7 @@ impl ActionsArtifacts {
     /// whether it shows every agreed-name artifact of this plant that
     /// `agreed` names (its witnesses) or found every nonce it could.
     /// `kinds` are the wanted carriers, `hex` their nonces.
-    fn list_once(
+    pub(super) fn list_once(
         &self,
         api: &Api<'_>,
         ctx: &RunCtx<'_>,
@@ -132,7 +129,7 @@ impl ActionsArtifacts {
     }
 
     /// The agreed name asked for (`?name=`): the artifacts by that name.
-    fn by_name(&self, api: &Api<'_>, name: &str) -> Result<(Vec<u64>, bool), ApiError> {
+    pub(super) fn by_name(&self, api: &Api<'_>, name: &str) -> Result<(Vec<u64>, bool), ApiError> {
         let path = format!(
             "{}/actions/artifacts?name={}",
             self.repo_path(),
@@ -164,102 +161,16 @@ impl ActionsArtifacts {
         Ok((ids, shown))
     }
 
-    pub(super) fn recover_all(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Artifact, Nonce>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let api = match self.api() {
-            Ok(a) => a,
-            Err(why) => {
-                let reason = format!("run B has no route ({why})");
-                return vec![RecoverOutcome::Error { reason }; wanted.len()];
-            }
-        };
-        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
-        let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
-        let kinds: Vec<Artifact> = wanted.iter().map(|w| w.carrier).collect();
-        let hex: Vec<String> = wanted.iter().map(|w| w.needle.hex()).collect();
-        // The agreed name of each content carrier (none for artifact-name,
-        // whose name only run A knows): the listing's witnesses.
-        let agreed: Vec<Option<String>> = wanted
-            .iter()
-            .map(|w| {
-                (w.carrier != Artifact::Name).then(|| artifact_name(ctx, w.carrier, &w.needle))
-            })
-            .collect();
-        // Route 1: the listing, until it shows its witnesses.
-        let listing = crate::surface::listing::until_current(wait, || {
-            self.list_once(&api, ctx, &kinds, &hex, &agreed)
-        });
-        let listed = match &listing {
-            Ok(c) => {
-                for n in &c.value.notices {
-                    notice(n.clone());
-                }
-                for (j, look) in looks.iter_mut().enumerate() {
-                    look.found = c.value.found[j].clone();
-                    look.candidates = c.value.candidates[j].clone();
-                }
-                Some(c)
-            }
-            Err(_) => None,
-        };
-        let mut by_name_waits = vec![None; wanted.len()];
-        for j in 0..wanted.len() {
-            let needle = &hex[j];
-            looks[j].route(listing.as_ref().map(|_| ()).map_err(Clone::clone));
-            // Route 2: the agreed name, asked for, until it names one.
-            let Some(name) = &agreed[j] else { continue };
-            let asked = crate::surface::listing::until_current(wait, || self.by_name(&api, name));
-            if let Ok(c) = &asked {
-                for id in &c.value {
-                    if !looks[j].candidates.contains(id) {
-                        looks[j].candidates.push(*id);
-                    }
-                }
-                by_name_waits[j] = Some((c.tries, c.waited));
-            }
-            looks[j].route(asked.map(|_| ()));
-            // Then every candidate's zip.
-            let place = if kinds[j] == Artifact::FilePath {
-                "a file's path"
-            } else {
-                "a file"
-            };
-            self.search_zips(&api, &mut looks[j], name, needle, place);
-        }
-        let witnesses: Vec<String> = agreed
-            .iter()
-            .flatten()
-            .map(|a| escape::bytes(a.as_bytes()))
-            .collect();
-        looks
-            .into_iter()
-            .zip(kinds)
-            .zip(by_name_waits)
-            .map(|((look, carrier), waited)| match look.found {
-                Some(detail) => RecoverOutcome::Found { detail },
-                None => match (look.failed, look.denied) {
-                    (Some(f), _) => f,
-                    // Denied only when GitHub refused every route.
-                    (None, Some(d)) if look.ran == 0 => d,
-                    (None, Some(_)) => RecoverOutcome::Error {
-                        reason: "GitHub refused one route and answered another: no full look"
-                            .into(),
-                    },
-                    (None, None) => {
-                        self.missed(carrier, listed, &witnesses, look.candidates.len(), waited)
-                    }
-                },
-            })
-            .collect()
-    }
-
     /// Downloads each candidate of `look` (artifacts named `name`) until
     /// one's zip holds `needle` (in `place`: a file, a file's path).
-    fn search_zips(&self, api: &Api<'_>, look: &mut Look, name: &str, needle: &str, place: &str) {
+    pub(super) fn search_zips(
+        &self,
+        api: &Api<'_>,
+        look: &mut Look,
+        name: &str,
+        needle: &str,
+        place: &str,
+    ) {
         for id in look.candidates.clone() {
             match self.zip_holds(api, id, needle) {
                 Ok(true) => {
@@ -279,7 +190,7 @@ impl ActionsArtifacts {
     /// A carrier every route ran for and missed: NOT FOUND when the
     /// listing showed its witnesses (and, for an agreed name, the query
     /// named the artifact); else the listing is not yet consistent.
-    fn missed(
+    pub(super) fn missed(
         &self,
         carrier: Artifact,
         listed: Option<&crate::surface::listing::Current<Listed>>,

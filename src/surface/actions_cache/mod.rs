@@ -34,22 +34,16 @@ mod cleanup;
 mod plant;
 mod protocol;
 mod recover;
-mod watch;
+mod surface;
 
 use crate::github::host_of;
 
 use super::carrier::{CarrierSet, carriers};
-use super::{
-    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
-    RunCtx, Scope, Want, Watch,
-};
-use crate::config::{ConfigError, Options};
+use super::{About, JobScope, RunCtx};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::LazyClient;
 use crate::nonce::Nonce;
-use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -284,161 +278,6 @@ pub struct ActionsCache {
     settings: Settings,
     /// Made on first use: the orchestrator opens instances it never calls.
     client: LazyClient,
-}
-
-impl super::Surface for ActionsCache {
-    const NAME: &'static str = "actions-cache";
-    const DESCRIPTION: &'static str =
-        "the GitHub Actions cache of a repository (cache service v2; REST API to list and delete)";
-    const KEYS: &'static [&'static str] = &[
-        "results-url",
-        "token-env",
-        "api-url",
-        "repository",
-        "api-token-env",
-        "consistency-wait",
-    ];
-    const SCOPES: &'static [Scope<Cache>] = &[Scope {
-        key: "keys",
-        check: check_keys_scope,
-    }];
-    const WATCH: Watch<Cache> = Watch::Yes {
-        unwatched: &[(
-            Cache::RestorePrefix,
-            "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
-        )],
-    };
-    type Carrier = Cache;
-    type Settings = Settings;
-    type Entry = Entry;
-    type Needle = Nonce;
-
-    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
-        let token_env = super::env_name(&mut opts, "token-env")?;
-        let api_token_env = super::env_name(&mut opts, "api-token-env")?;
-        let rt = crate::github::runtime(&mut opts, token_env, "cache service")?;
-        let (found, results_url, no_token) = (rt.token, rt.results_url, rt.missing);
-        let api_url = crate::github::api_url_option(&mut opts)?;
-        let repository = crate::github::repository_option(&mut opts)?;
-        let (api, api_sources) = crate::github::api_token(&opts, api_token_env);
-        let no_listing = match (&api, &repository) {
-            (None, _) => Some(format!(
-                "listing entries needs an API token with actions: read, and {api_sources} is unset (the action \
-                 passes `github-token`; elsewhere set `api-token-env`)"
-            )),
-            (_, None) => Some(
-                "listing entries needs the repository: GITHUB_REPOSITORY is unset; set `repository`"
-                    .into(),
-            ),
-            _ => None,
-        };
-        let (token_source, token) = found.unzip();
-        let (api_token_source, api_token) = api.unzip();
-        Ok(Settings {
-            results_url,
-            token,
-            token_source,
-            no_token,
-            api_url,
-            repository,
-            api_token,
-            api_token_source,
-            no_listing,
-            cache_mode: opts.env("ACTIONS_CACHE_MODE"),
-            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
-            control: false,
-        })
-    }
-
-    fn about(s: &Settings) -> About<Cache> {
-        let place = if s.control {
-            "the control".to_string()
-        } else {
-            escape::bytes(s.repository.as_deref().unwrap_or("?").as_bytes())
-        };
-        let mut about = facts(s, About::new(format!("of {place}"))).exposure("actions-cache");
-        if let Some(why) = &s.no_token {
-            about = about.unavailable(why.clone());
-        }
-        // The listing is the only route to a nonce in a key or version.
-        if let Some(why) = &s.no_listing {
-            for c in Cache::ALL.iter().filter(|c| c.listed()) {
-                about = about.unavailable_of(*c, why.clone());
-            }
-        }
-        about
-    }
-
-    fn control(
-        _like: Option<&Settings>,
-        _dir: &std::path::Path,
-    ) -> Result<Control<Settings>, Fault> {
-        let server = crate::loopback::actions_cache::CacheServer::start()?;
-        let s = Settings {
-            results_url: Some(server.results_url()),
-            token: Some(server.runtime_token(&[("refs/heads/runwarden-control", 3)])),
-            token_source: Some("the control's own".into()),
-            no_token: None,
-            api_url: server.api_url(),
-            repository: Some("runwarden/control".into()),
-            api_token: Some(server.api_token(true)),
-            api_token_source: Some("the control's own".into()),
-            no_listing: None,
-            cache_mode: None,
-            consistency_wait_ms: super::listing::default_wait_ms(),
-            control: true,
-        };
-        Ok(Control::served_listing(s, server))
-    }
-
-    fn open(settings: Settings) -> Result<ActionsCache, Fault> {
-        let client = LazyClient::new(
-            [&settings.token, &settings.api_token]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect(),
-        );
-        Ok(ActionsCache { settings, client })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Cache>],
-        journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Nonce>> {
-        super::each(jobs, |job| self.plant_one(ctx, job, journal))
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Cache, Nonce>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
-        cleanup::owned_entry(ctx, entry)
-    }
-
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries.iter().map(|e| self.clean_entry(e)).collect()
-    }
-
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Cache>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_listing(ctx, sink)
-    }
-
-    fn changes(change: &Change, before: &Before) -> Vec<Cache> {
-        watch::carriers_of(change, before)
-    }
 }
 
 /// A Twirp answer.

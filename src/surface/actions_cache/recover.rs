@@ -1,6 +1,6 @@
-//! Run B: the listing for the carriers whose nonce is in a key or a
-//! version (their only route), the agreed key for `cache-content`, the
-//! generic prefix for `restore-prefix`.
+//! Run B's routes: the listing for the carriers whose nonce is in a key or
+//! a version, the exact restore of the agreed key for `cache-content`, and
+//! the restore by the generic prefix for `restore-prefix`.
 
 use super::protocol::{Lookup, str_field};
 use super::{
@@ -12,7 +12,7 @@ use crate::nonce::Nonce;
 use crate::surface::{JobScope, Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 
 /// One carrier run B looks for, with the nonce its plant reported.
-type Wanted = Want<Cache, Nonce>;
+pub(super) type Wanted = Want<Cache, Nonce>;
 
 impl ActionsCache {
     /// cache-key and cache-version by the listing (their only route: the
@@ -277,39 +277,5 @@ impl ActionsCache {
             Some(s) => format!(" (written to scope {})", escape::bytes(s.as_bytes())),
             None => format!(" (this token reads {})", self.readable()),
         }
-    }
-}
-
-impl ActionsCache {
-    pub(super) fn recover_carriers(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Wanted],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let to_list: Vec<&Wanted> = wanted.iter().filter(|w| w.carrier.listed()).collect();
-        // The witnesses: the keys of this plant run B knows by name.
-        let witnesses: Vec<String> = wanted
-            .iter()
-            .filter(|w| matches!(w.carrier, Cache::Content | Cache::RestorePrefix))
-            .map(|w| entry_for(ctx, w.carrier, &w.needle, w.scope.as_ref()).0)
-            .collect();
-        let mut by_listing = if to_list.is_empty() {
-            vec![]
-        } else {
-            self.recover_listed(ctx, &to_list, &witnesses, notice)
-        }
-        .into_iter();
-        wanted
-            .iter()
-            .map(|w| match w.carrier {
-                // (recover_listed answers one outcome per listed carrier.)
-                Cache::Key | Cache::Version => by_listing
-                    .next()
-                    .expect("one listed outcome per listed carrier"),
-                Cache::Content => self.recover_content(ctx, w),
-                Cache::RestorePrefix => self.recover_prefix(ctx, w, notice),
-            })
-            .collect()
     }
 }

@@ -6,81 +6,13 @@
 
 use super::api::{Body, Failure, q};
 use super::list::{self, Item};
-use super::names::{self, Entry, Kind};
-use super::{BEACON_LABEL, Dk, DockerDaemon, PLANT_LABEL};
-use crate::fault::Fault;
-use crate::marker::Checked;
-use crate::surface::{CleanupOutcome, Job, RunCtx};
+use super::names::{Entry, Kind};
+use super::{DockerDaemon, PLANT_LABEL};
+use crate::surface::CleanupOutcome;
 
 impl DockerDaemon {
-    pub(super) fn find_plants(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Dk>],
-    ) -> Result<Vec<Entry>, Fault> {
-        let mut found = vec![];
-        for j in jobs {
-            let carrier = j.carrier;
-            let mut objects = names::objects(ctx, carrier, &j.nonce);
-            if carrier == Dk::EventHistory {
-                // (Removed when planted; a plant killed halfway may have
-                // left either kind.)
-                objects.extend(names::objects_of(ctx, carrier, &j.nonce, Kind::Network));
-            }
-            for (e, _) in objects {
-                let look = match e.kind {
-                    Kind::Image => e.references(),
-                    _ => vec![e.name.clone()],
-                };
-                for r in look {
-                    let item = list::inspect(&self.api, e.kind, &r).map_err(Failure::fault)?;
-                    // A beacon's volume is named for the probe alone (no
-                    // tag): only a valid beacon of this probe in its label
-                    // shows it is the plant's, as on a filesystem.
-                    let proven = |i: &Item| {
-                        carrier != Dk::RunnerPersistence
-                            || i.labels.get(BEACON_LABEL).is_some_and(|b| {
-                                matches!(ctx.key.check_beacon(b.as_bytes()),
-                                    Checked::Valid(body) if body.probe_id == ctx.probe_id)
-                            })
-                    };
-                    if let Some(i) = item.filter(|i| ours(i, &e) && proven(i)) {
-                        let id = (e.kind != Kind::Volume && !i.id.is_empty()).then_some(i.id);
-                        found.push(Entry { id, ..e });
-                        break;
-                    }
-                }
-            }
-        }
-        // Newest first, as cleanup takes a journal: a container before its
-        // image and volume.
-        found.reverse();
-        Ok(found)
-    }
-
-    /// The journal, with each object's first entry (journalled before
-    /// its create) superseded by the one with the id the daemon gave it.
-    /// (Retractions and what they took back are set aside by the kernel.)
-    pub(super) fn clean_all(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        let recorded: Vec<(Kind, &str)> = entries
-            .iter()
-            .filter(|e| e.id.is_some())
-            .map(|e| (e.kind, e.name.as_str()))
-            .collect();
-        entries
-            .iter()
-            .map(|e| match e.kind {
-                _ if e.id.is_none() && recorded.contains(&(e.kind, e.name.as_str())) => {
-                    CleanupOutcome::Superseded
-                }
-                Kind::Image => self.untag(e),
-                _ => self.remove(e),
-            })
-            .collect()
-    }
-
     /// A volume, container or network: read back, checked, removed by id.
-    fn remove(&self, e: &Entry) -> CleanupOutcome {
+    pub(super) fn remove(&self, e: &Entry) -> CleanupOutcome {
         let item = match list::inspect(&self.api, e.kind, &e.name) {
             Err(f) => return left(&f),
             Ok(None) => return CleanupOutcome::Gone,
@@ -107,7 +39,7 @@ impl DockerDaemon {
     /// An image: each of this plant's tags, read back and checked, then
     /// removed (the last one removes the image, unless a tag of someone
     /// else's holds it).
-    fn untag(&self, e: &Entry) -> CleanupOutcome {
+    pub(super) fn untag(&self, e: &Entry) -> CleanupOutcome {
         let mut removed = false;
         for r in e.references() {
             let item = match list::inspect(&self.api, Kind::Image, &r) {
@@ -145,7 +77,7 @@ impl DockerDaemon {
 
 /// Whether the object the daemon showed is the one the plant made: it
 /// carries the plant's label naming it.
-fn ours(item: &Item, e: &Entry) -> bool {
+pub(super) fn ours(item: &Item, e: &Entry) -> bool {
     item.labels.get(PLANT_LABEL).map(String::as_str) == Some(e.name.as_str())
 }
 

@@ -27,21 +27,14 @@ mod list;
 mod names;
 mod plant;
 mod recover;
+mod surface;
 mod tls;
 mod watch;
 
+use super::RUNNER_PERSISTENCE;
 use super::carrier::carriers;
-use super::{
-    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RUNNER_PERSISTENCE,
-    RecoverOutcome, RunCtx, Want, Watch,
-};
-use crate::config::{ConfigError, Options};
-use crate::fault::Fault;
 use crate::nonce::Nonce;
-use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use api::{Api, Host};
-use names::Entry;
 use serde::{Deserialize, Serialize};
 
 carriers! {
@@ -115,182 +108,6 @@ impl super::Needle for Needle {
 pub struct DockerDaemon {
     settings: Settings,
     api: Api,
-}
-
-impl super::Surface for DockerDaemon {
-    const NAME: &'static str = "docker-daemon";
-    const DESCRIPTION: &'static str = "a Docker daemon over its socket (image tags and labels, volumes, created containers, networks; removed by id to clean up)";
-    const KEYS: &'static [&'static str] = &["host", "cert-path"];
-    const WATCH: Watch<Dk> = Watch::Yes {
-        unwatched: watch::UNWATCHED,
-    };
-    type Carrier = Dk;
-    type Settings = Settings;
-    type Entry = Entry;
-    type Needle = Needle;
-
-    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
-        // Why resolved here: DOCKER_HOST, DOCKER_TLS_VERIFY and
-        // DOCKER_CERT_PATH live in the caller's whole environment, and
-        // runs A and B get a cut one.
-        let (text, pos) = match opts.string("host")? {
-            Some((h, pos)) => (h, pos),
-            None => (
-                opts.env("DOCKER_HOST")
-                    .unwrap_or_else(|| "unix:///var/run/docker.sock".into()),
-                opts.entry_pos(),
-            ),
-        };
-        let host = Host::parse(&text).map_err(|f| opts.error(pos, format!("`host`: {f}")))?;
-        let cert_path = match opts.string("cert-path")? {
-            Some((_, at)) if matches!(host, Host::Unix(_)) => {
-                return Err(opts.error(
-                    at,
-                    "`cert-path` is for a daemon on tcp://, not a unix socket",
-                ));
-            }
-            Some((dir, _)) => Some(std::path::PathBuf::from(dir)),
-            // As the docker CLI does: DOCKER_TLS_VERIFY turns TLS on for a
-            // tcp:// daemon, with the certificates of DOCKER_CERT_PATH,
-            // else ~/.docker.
-            None if matches!(host, Host::Tcp(_)) && opts.env("DOCKER_TLS_VERIFY").is_some() => {
-                match opts
-                    .env("DOCKER_CERT_PATH")
-                    .or_else(|| opts.env("HOME").map(|h| format!("{h}/.docker")))
-                {
-                    Some(d) => Some(std::path::PathBuf::from(d)),
-                    None => {
-                        return Err(opts.error(pos, "DOCKER_TLS_VERIFY is set, but neither DOCKER_CERT_PATH nor HOME says where the certificates are: give `cert-path:`"));
-                    }
-                }
-            }
-            None => None,
-        };
-        Ok(Settings {
-            host,
-            tls: cert_path.map(|cert_path| tls::Tls { cert_path }),
-            control: false,
-            consistency_wait_ms: WAIT_MS,
-        })
-    }
-
-    fn about(s: &Settings) -> About<Dk> {
-        let shown = if s.control {
-            "the control".to_string()
-        } else {
-            s.host.shown()
-        };
-        let tls = s.tls.as_ref().map(|t| {
-            format!(
-                " (TLS, certificates from {})",
-                crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
-            )
-        });
-        // The address as `DOCKER_HOST` spells it (discovery names the
-        // exposure so); outputs escape it.
-        let host = match &s.host {
-            Host::Unix(p) => format!("unix://{}", p.to_string_lossy()),
-            Host::Tcp(a) => format!("tcp://{a}"),
-        };
-        let mut about = About::new(format!("on {shown}"))
-            .fact(
-                "daemon",
-                format!("{}{}", s.host.shown(), tls.unwrap_or_default()),
-            )
-            .exposure(format!("docker-socket:{host}"))
-            // One daemon by two spellings (/var/run is /run on most
-            // systems).
-            .identity(Some(match &s.host {
-                Host::Unix(p) => format!(
-                    "unix://{}",
-                    std::fs::canonicalize(p)
-                        .unwrap_or_else(|_| p.clone())
-                        .display()
-                ),
-                Host::Tcp(a) => format!("tcp://{a}"),
-            }));
-        if let Some(t) = &s.tls {
-            for f in ["ca.pem", "cert.pem", "key.pem"] {
-                if !t.cert_path.join(f).exists() {
-                    about = about.warning(format!(
-                        "{} has no {f}: TLS to the daemon needs ca.pem, cert.pem and key.pem there",
-                        crate::escape::bytes(t.cert_path.as_os_str().as_encoded_bytes())
-                    ));
-                }
-            }
-        }
-        about
-    }
-
-    fn control(
-        _like: Option<&Settings>,
-        dir: &std::path::Path,
-    ) -> Result<Control<Settings>, Fault> {
-        let server = crate::loopback::docker::DockerServer::start(dir)?;
-        let s = Settings {
-            host: Host::Unix(server.socket().to_path_buf()),
-            tls: None,
-            control: true,
-            consistency_wait_ms: WAIT_MS,
-        };
-        Ok(Control::served_listing(s, server.into_service()))
-    }
-
-    fn open(settings: Settings) -> Result<DockerDaemon, Fault> {
-        let api = Api::new(settings.host.clone(), settings.tls.as_ref())?;
-        Ok(DockerDaemon { settings, api })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Dk>],
-        journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Needle>> {
-        // event-history last: its witness then closes the stretch of the
-        // history run B reads, after every other plant's events.
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by_key(|&i| jobs[i].carrier == Dk::EventHistory);
-        let mut out = vec![None; jobs.len()];
-        for i in order {
-            out[i] = Some(match crate::signals::received() {
-                Some(sig) => super::interrupted(sig),
-                None => self.plant_one(ctx, &jobs[i], journal),
-            });
-        }
-        out.into_iter()
-            .map(|o| o.expect("every job planted"))
-            .collect()
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Dk, Needle>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
-        names::owns(ctx, entry)
-    }
-
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        self.clean_all(entries)
-    }
-
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Dk>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_objects(sink)
-    }
-
-    fn changes(change: &Change, before: &Before) -> Vec<Dk> {
-        watch::carriers_of(change, before)
-    }
 }
 
 impl DockerDaemon {

@@ -1,6 +1,6 @@
 //! What a plant makes on the daemon, by name: the objects of each carrier
-//! ([`objects`]), the journal entry that names one ([`Entry`]), and the
-//! one rule for whether an entry is this probe's own ([`owns`]).
+//! ([`objects`]) and the journal entry that names one ([`Entry`]); the one
+//! rule for whether an entry is this probe's own is the type's `owns`.
 //!
 //! Every name is a [`tagged_name`](crate::surface::tagged_name) bound to
 //! the object's kind: `runwarden-<probe>-<carrier>[-<nonce>]-<tag>`, which
@@ -9,10 +9,8 @@
 //! `image-tag` also `n<nonce>`.
 
 use super::Dk;
-use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::RunCtx;
-use crate::surface::carrier::CarrierSet;
 use serde::{Deserialize, Serialize};
 
 /// The kinds of object the daemon lists.
@@ -91,7 +89,7 @@ pub(super) fn name(ctx: &RunCtx<'_>, carrier: Dk, kind: Kind, nonce: Option<&Non
 /// Whether `carrier` puts its nonce in the name of a `kind` object (it
 /// then also makes one of the agreed name beside it: the witness its
 /// listing must show).
-fn named_by_nonce(carrier: Dk, kind: Kind) -> bool {
+pub(super) fn named_by_nonce(carrier: Dk, kind: Kind) -> bool {
     matches!(
         (carrier, kind),
         (Dk::VolumeName, Kind::Volume)
@@ -215,74 +213,25 @@ pub(super) fn beacon_name(probe_id: &str) -> String {
     format!("runwarden-beacon-{probe_id}")
 }
 
-/// Whether `entry` is provably this probe's own: an [`Entry`] and nothing
-/// else, whose name is the tagged name a plant of its carrier gives an
-/// object of its kind, with the tags only that plant sets. `Invalid`
-/// otherwise.
-pub(super) fn owns(ctx: &RunCtx<'_>, e: &Entry) -> Result<(), Fault> {
-    if e.name == beacon_name(ctx.probe_id) {
-        return (e.kind == Kind::Volume && e.tags.is_empty() && e.id.is_none())
-            .then_some(())
-            .ok_or_else(|| Fault::invalid("not the volume a beacon plant makes"));
-    }
-    let bound = e.kind.as_str();
-    let carrier = Dk::owned(ctx, &e.name, bound, &|_| false)
-        .or_else(|_| Dk::owned(ctx, &e.name, bound, &|c| named_by_nonce(c, e.kind)))?;
-    // (The kinds `objects` makes for each carrier.)
-    let made = matches!(
-        (carrier, e.kind),
-        (Dk::ImageTag | Dk::ImageLabel, Kind::Image)
-            | (
-                Dk::VolumeContent | Dk::ContainerName | Dk::ContainerLabel,
-                Kind::Image | Kind::Container
-            )
-            | (
-                Dk::VolumeName | Dk::VolumeLabel | Dk::VolumeContent | Dk::EventHistory,
-                Kind::Volume
-            )
-            | (Dk::NetworkName | Dk::EventHistory, Kind::Network)
-    );
-    if !made {
-        return Err(Fault::invalid(format!(
-            "a {carrier} plant makes no {}",
-            e.kind.as_str()
-        )));
-    }
-    let tags_ok = match e.kind {
-        Kind::Image => {
-            !e.tags.is_empty()
-                && e.tags.iter().all(|t| {
-                    t == "latest"
-                        || (carrier == Dk::ImageTag
-                            && t.strip_prefix('n')
-                                .is_some_and(|h| crate::surface::lower_hex(h, 32)))
-                })
-        }
-        _ => e.tags.is_empty(),
-    };
-    if !tags_ok {
-        return Err(Fault::invalid("its tags are not the ones a plant sets"));
-    }
-    let id_ok = match (&e.id, e.kind) {
-        (None, _) => true,
-        (Some(_), Kind::Volume) => false,
-        (Some(id), Kind::Image) => id
-            .strip_prefix("sha256:")
-            .is_some_and(|h| crate::surface::lower_hex(h, 64)),
-        (Some(id), _) => crate::surface::lower_hex(id, 64),
-    };
-    id_ok
-        .then_some(())
-        .ok_or_else(|| Fault::invalid("its id is not one the daemon gives"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::marker::Key;
+    use crate::surface::Surface;
+    use crate::surface::docker_daemon::{DockerDaemon, Settings, api::Host};
 
     #[test]
     fn every_object_a_plant_makes_is_owned_and_no_other_probes_is() {
+        // (The rule is the type's: asked of an instance that never
+        // connects.)
+        let d = DockerDaemon::open(Settings {
+            host: Host::Unix("/nonexistent/docker.sock".into()),
+            tls: None,
+            control: false,
+            consistency_wait_ms: 0,
+        })
+        .unwrap();
+        let owns = |ctx: &RunCtx<'_>, e: &Entry| d.owns(ctx, e);
         let key = Key::new(Some(b"names-test-key".to_vec()));
         let ours = RunCtx {
             probe_id: "p1",

@@ -1,31 +1,24 @@
-//! Run A: the objects of one carrier ([`super::names::objects`]), each
-//! journalled before the request that creates it (and again with the id
-//! the daemon gave it), and taken back only when the daemon's answer says
-//! nothing was made.
-//!
-//! Only a refusal of a request that puts the nonce in place is the
-//! carrier's ([`Role::Carrier`]), and a socket this user may not open
-//! (which refuses every request alike). A refusal of a step before it is
-//! an error, but for a container's image: where imports are refused, the
-//! container is made from an image already on the daemon, as a sender
-//! with every means would. `event-history` tries networks where volumes
-//! are refused.
+//! Run A's requests: one object created (an image by import), each
+//! journalled before the request and again with the id the daemon gave
+//! it, the daemon's answer to a create read, an image already on the
+//! daemon found, the volume's note written, what a plant made removed at
+//! once, and what a plant reports.
 
 use super::api::{Body, Failure, Reply, class, q};
-use super::names::{self, Entry, Kind, Role};
-use super::{BEACON_LABEL, Dk, DockerDaemon, MOUNT, NOTE_FILE, NOTE_LABEL, Needle, PLANT_LABEL};
+use super::names::{Entry, Kind};
+use super::{Dk, DockerDaemon, MOUNT, NOTE_FILE, Needle, PLANT_LABEL};
 use crate::http::answer::Class;
-use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
+use crate::surface::{Job, Journal, PlantOutcome};
 use serde_json::{Value, json};
 
 /// What planting one carrier did, with the daemon's needle.
-type Outcome = PlantOutcome<Needle>;
+pub(super) type Outcome = PlantOutcome<Needle>;
 
 /// Why a plant stopped: its outcome.
 type Stop = Outcome;
 
 /// What the daemon answered a create with.
-enum Made {
+pub(super) enum Made {
     /// Made, with its id when the daemon gave one.
     Yes(Option<String>),
     /// Refused by the daemon's access control (401, 403), with why.
@@ -33,102 +26,9 @@ enum Made {
 }
 
 impl DockerDaemon {
-    pub(super) fn plant_one(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Dk>,
-        journal: &mut Journal<'_, Entry>,
-    ) -> Outcome {
-        let carrier = job.carrier;
-        let mut objects = names::objects(ctx, carrier, &job.nonce);
-        // event-history's objects can be of any kind: networks where
-        // volumes are refused.
-        // (The volumes' refusal, once networks are tried instead.)
-        let mut refused_first: Option<String> = None;
-        let mut fallback = carrier == Dk::EventHistory;
-        let hex = job.nonce.hex();
-        let mut made: Vec<Entry> = vec![];
-        let mut image: Option<String> = None;
-        let mut i = 0;
-        while i < objects.len() {
-            let (e, role) = objects[i].clone();
-            let note = match (carrier, e.kind) {
-                (Dk::ImageLabel, Kind::Image)
-                | (Dk::VolumeLabel, Kind::Volume)
-                | (Dk::ContainerLabel, Kind::Container) => Some((NOTE_LABEL, hex.as_str())),
-                (Dk::RunnerPersistence, _) => match &job.beacon {
-                    Some(b) => Some((BEACON_LABEL, b.as_str())),
-                    None => {
-                        return Outcome::Error {
-                            reason: "no beacon to plant".into(),
-                        };
-                    }
-                },
-                _ => None,
-            };
-            let volume = made
-                .iter()
-                .find(|m| m.kind == Kind::Volume)
-                .map(|m| m.name.clone());
-            match self.create(&e, note, image.as_deref(), volume.as_deref(), journal) {
-                Err(stop) => return stop,
-                Ok(Made::Yes(id)) => {
-                    if e.kind == Kind::Image {
-                        image = id.clone().or_else(|| Some(format!("{}:latest", e.name)));
-                    }
-                    made.push(Entry { id, ..e });
-                }
-                Ok(Made::Refused(why)) if fallback && role == Role::Carrier => {
-                    fallback = false;
-                    refused_first = Some(why);
-                    objects = names::objects_of(ctx, carrier, &job.nonce, Kind::Network);
-                    made.clear();
-                    i = 0;
-                    continue;
-                }
-                Ok(Made::Refused(why)) if role == Role::Carrier => {
-                    let reason = match refused_first.take() {
-                        Some(first) => format!("{first}; {why}"),
-                        None => why,
-                    };
-                    return Outcome::Refused { reason };
-                }
-                Ok(Made::Refused(why)) if e.kind == Kind::Image => match self.any_image() {
-                    Ok(Some(id)) => image = Some(id),
-                    Ok(None) => {
-                        return Outcome::Error {
-                            reason: format!(
-                                "{why}, and the daemon holds no image to create the container from: the carrier was not tried"
-                            ),
-                        };
-                    }
-                    Err(f) => {
-                        return Outcome::Error {
-                            reason: format!("{why}; listing the images: {}", f.fault()),
-                        };
-                    }
-                },
-                Ok(Made::Refused(why)) => {
-                    return Outcome::Error {
-                        reason: format!(
-                            "{why}: a step before the plant (or its witness), not the carrier itself"
-                        ),
-                    };
-                }
-            }
-            i += 1;
-        }
-        if carrier == Dk::VolumeContent {
-            let container = &made.last().expect("volume-content makes a container").name;
-            if let Err(stop) = self.write_note(container, &hex) {
-                return stop;
-            }
-        }
-        if carrier == Dk::EventHistory
-            && let Err(stop) = self.remove_now(&made, journal)
-        {
-            return stop;
-        }
+    /// What a plant of `carrier` (`job`) that made `made` reports: its
+    /// needle, and what it made.
+    pub(super) fn planted(&self, carrier: Dk, job: &Job<Dk>, made: &[Entry]) -> Outcome {
         let shown: Vec<String> = made.iter().map(Entry::shown).collect();
         let needle = match carrier {
             Dk::RunnerPersistence => Needle::Beacons { beacons: true },
@@ -153,7 +53,11 @@ impl DockerDaemon {
     /// event-history's objects, removed at once (the nonce's first): what
     /// stays is the history. Taken back out of the journal once removed:
     /// cleanup has nothing to do.
-    fn remove_now(&self, made: &[Entry], journal: &mut Journal<'_, Entry>) -> Result<(), Stop> {
+    pub(super) fn remove_now(
+        &self,
+        made: &[Entry],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Result<(), Stop> {
         for m in made {
             let path = match m.kind {
                 Kind::Network => format!("/networks/{}", q(m.id.as_deref().unwrap_or(&m.name))),
@@ -176,7 +80,7 @@ impl DockerDaemon {
 
     /// The id of some image on the daemon, for a container where imports
     /// are refused.
-    fn any_image(&self) -> Result<Option<String>, Failure> {
+    pub(super) fn any_image(&self) -> Result<Option<String>, Failure> {
         let mut first = None;
         super::list::list(&self.api, Kind::Image, &mut |item| {
             if first.is_none() && !item.id.is_empty() {
@@ -188,7 +92,7 @@ impl DockerDaemon {
 
     /// Creates one object: journalled first (and again with its id),
     /// retracted when the daemon's answer says it made nothing.
-    fn create(
+    pub(super) fn create(
         &self,
         e: &Entry,
         note: Option<(&str, &str)>,
@@ -408,7 +312,7 @@ impl DockerDaemon {
     /// The nonce, as a file, into the agreed volume through the agreed
     /// container's archive (the daemon writes it; nothing runs): the
     /// volume-content carrier's own request.
-    fn write_note(&self, container: &str, hex: &str) -> Result<(), Stop> {
+    pub(super) fn write_note(&self, container: &str, hex: &str) -> Result<(), Stop> {
         let body = format!("{hex}\n");
         let tar = crate::archive::tar(&[(NOTE_FILE, body.as_bytes())]);
         let path = format!("/containers/{}/archive?path={}", q(container), q(MOUNT));

@@ -1,7 +1,5 @@
-//! Run B: every route a wanted carrier has, each read once and searched
-//! for every wanted nonce, then one verdict per carrier from its routes
-//! ([`Route`]): found by any is FOUND; a route that broke, or a listing
-//! not shown current, is ERROR; refused by all is DENIED; else NOT FOUND.
+//! Run B's routes, each read once and searched for every wanted nonce,
+//! and one carrier's verdict from what its routes said ([`Route`]).
 //!
 //! The routes: the listing of the carrier's kind (`/images/json`,
 //! `/volumes`, `/containers/json`, `/networks`), the disk-usage listing
@@ -18,14 +16,12 @@ use super::names::{self, Kind};
 use super::{Dk, DockerDaemon, MOUNT, NOTE_FILE};
 use crate::escape;
 use crate::http::answer::Class;
-use crate::surface::listing::{Current, not_current, until_current};
-use crate::surface::{Notice, RecoverOutcome, RunCtx};
-use std::collections::BTreeMap;
-use std::time::Duration;
+use crate::surface::listing::{Current, not_current};
+use crate::surface::{RecoverOutcome, RunCtx};
 
 /// Whether the carrier's nonce is in an object's name (B cannot ask for
 /// it by name; its listings must show the witness made after it).
-fn named(c: Dk) -> bool {
+pub(super) fn named(c: Dk) -> bool {
     matches!(
         c,
         Dk::ImageTag | Dk::VolumeName | Dk::ContainerName | Dk::NetworkName
@@ -33,7 +29,7 @@ fn named(c: Dk) -> bool {
 }
 
 /// What one route said of one carrier.
-enum Route {
+pub(super) enum Route {
     Found(String),
     /// Ran, and is shown current: `what` for the detail.
     Clean(String),
@@ -57,129 +53,21 @@ pub(super) struct Shown {
 }
 
 /// A wanted carrier of this surface, with its needle.
-struct Want {
-    at: usize,
-    carrier: Dk,
-    hex: String,
+pub(super) struct Want {
+    pub(super) at: usize,
+    pub(super) carrier: Dk,
+    pub(super) hex: String,
     /// The object of the agreed name (an image's `:latest`): the witness
     /// of a name carrier, the labelled object of a label carrier.
-    agreed: String,
+    pub(super) agreed: String,
 }
 
 pub(super) type Listed = Result<Current<Shown>, Failure>;
 
 impl DockerDaemon {
-    pub(super) fn recover_carriers(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[crate::surface::Want<Dk, Needle>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let wants = wants_of(ctx, wanted, &mut out);
-        // (runner-persistence has no needle: one no text holds.)
-        let needles: Vec<&str> = wants
-            .iter()
-            .map(|w| {
-                if w.hex.is_empty() {
-                    "\u{0}"
-                } else {
-                    w.hex.as_str()
-                }
-            })
-            .collect();
-        // The witnesses of the name carriers that exist (an inspect shows
-        // them), and this probe's own beacon: what every listing of their
-        // kind must show.
-        let witnesses: Vec<(Kind, String)> = wants
-            .iter()
-            .filter(|w| named(w.carrier) || w.carrier == Dk::RunnerPersistence)
-            .filter(|w| {
-                matches!(
-                    list::inspect(&self.api, names::carrier_kind(w.carrier), &w.agreed),
-                    Ok(Some(_))
-                )
-            })
-            .map(|w| (names::carrier_kind(w.carrier), w.agreed.clone()))
-            .collect();
-        let wait = Duration::from_millis(self.settings.consistency_wait_ms);
-        let kinds: Vec<Kind> = wants
-            .iter()
-            .map(|w| names::carrier_kind(w.carrier))
-            .collect();
-        let mut listed: BTreeMap<&'static str, Listed> = BTreeMap::new();
-        for kind in [Kind::Image, Kind::Volume, Kind::Container, Kind::Network] {
-            if kinds.contains(&kind) {
-                let mine: Vec<String> = witnesses
-                    .iter()
-                    .filter(|(k, _)| *k == kind)
-                    .map(|(_, n)| n.clone())
-                    .collect();
-                let l = until_current(wait, || {
-                    self.look(&needles, &mine, |each| list::list(&self.api, kind, each))
-                });
-                listed.insert(kind.as_str(), l);
-            }
-        }
-        let df_witnesses: Vec<String> = witnesses
-            .iter()
-            .filter(|(k, _)| *k != Kind::Network)
-            .map(|(_, n)| n.clone())
-            .collect();
-        let df = kinds.iter().any(|k| *k != Kind::Network).then(|| {
-            until_current(wait, || {
-                self.look(&needles, &df_witnesses, |each| {
-                    list::disk_usage(&self.api, each)
-                })
-            })
-        });
-        let history = wants
-            .iter()
-            .any(|w| w.carrier == Dk::EventHistory)
-            .then(|| {
-                let witness = [Kind::Volume, Kind::Network]
-                    .map(|k| names::name(ctx, Dk::EventHistory, k, None));
-                super::events::read(&self.api, &needles, &witness)
-            });
-        for (i, w) in wants.iter().enumerate() {
-            let mut routes = vec![];
-            let kind = names::carrier_kind(w.carrier);
-            match w.carrier {
-                Dk::VolumeContent => routes.push(self.read_volume(ctx, &w.hex)),
-                Dk::EventHistory => {}
-                Dk::RunnerPersistence => {
-                    out[w.at] = Some(super::beacons::outcome(ctx, &listed["volume"], notice));
-                    continue;
-                }
-                c => {
-                    if !named(c) || c == Dk::ImageTag {
-                        routes.push(self.by_name(w, kind));
-                    }
-                    let own = &listed[kind.as_str()];
-                    routes.push(from_listing(
-                        own,
-                        i,
-                        w,
-                        &format!("the {}s listing", kind.as_str()),
-                    ));
-                    if let Some(df) = df.as_ref().filter(|_| kind != Kind::Network) {
-                        routes.push(from_listing(df, i, w, "the disk-usage listing"));
-                    }
-                }
-            }
-            if w.carrier != Dk::VolumeContent
-                && let Some(h) = &history
-            {
-                routes.push(from_history(h, i));
-            }
-            out[w.at] = Some(verdict(routes));
-        }
-        crate::surface::all_outcomes(out)
-    }
-
     /// One listing, searching every object's names and labels for every
     /// needle; whether it showed every one of `witnesses`.
-    fn look(
+    pub(super) fn look(
         &self,
         needles: &[&str],
         witnesses: &[String],
@@ -240,7 +128,7 @@ impl DockerDaemon {
 
     /// The agreed object by name: its labels (a label carrier's), or its
     /// tags (image-tag's `:latest` carries the nonce's tag beside it).
-    fn by_name(&self, w: &Want, kind: Kind) -> Route {
+    pub(super) fn by_name(&self, w: &Want, kind: Kind) -> Route {
         let shown = escape::bytes(w.agreed.as_bytes());
         match list::inspect(&self.api, kind, &w.agreed) {
             Ok(Some(item)) if item.texts().any(|(_, t)| t.contains(&w.hex)) => {
@@ -261,7 +149,7 @@ impl DockerDaemon {
 
     /// The agreed volume's note, through the agreed container's archive,
     /// searched as it arrives.
-    fn read_volume(&self, ctx: &RunCtx<'_>, hex: &str) -> Route {
+    pub(super) fn read_volume(&self, ctx: &RunCtx<'_>, hex: &str) -> Route {
         let container = names::name(ctx, Dk::VolumeContent, Kind::Container, None);
         let shown = escape::bytes(container.as_bytes());
         let path = format!(
@@ -311,7 +199,7 @@ impl DockerDaemon {
 
 /// This surface's wanted carriers, each with its needle and its agreed
 /// object; a needle that is no nonce is its outcome at once.
-fn wants_of(
+pub(super) fn wants_of(
     ctx: &RunCtx<'_>,
     wanted: &[crate::surface::Want<Dk, Needle>],
     out: &mut [Option<RecoverOutcome>],
@@ -357,7 +245,7 @@ fn wants_of(
 
 /// What a listing said of want `i`: a name carrier's counts only when it
 /// showed the carrier's witness.
-fn from_listing(l: &Listed, i: usize, w: &Want, what: &str) -> Route {
+pub(super) fn from_listing(l: &Listed, i: usize, w: &Want, what: &str) -> Route {
     let c = match l {
         Err(Failure::Denied(r)) => return Route::Denied(r.clone()),
         Err(Failure::Fault(f)) => return Route::Broken(f.to_string()),
@@ -388,7 +276,7 @@ fn from_listing(l: &Listed, i: usize, w: &Want, what: &str) -> Route {
 
 /// What the event history said of want `i` (`own`: event-history, whose
 /// only route it is).
-fn from_history(h: &Result<super::events::History, Failure>, i: usize) -> Route {
+pub(super) fn from_history(h: &Result<super::events::History, Failure>, i: usize) -> Route {
     match h {
         Err(Failure::Denied(r)) => Route::Denied(r.clone()),
         Err(Failure::Fault(f)) => Route::Broken(format!("the daemon's event history: {f}")),
@@ -405,7 +293,7 @@ fn from_history(h: &Result<super::events::History, Failure>, i: usize) -> Route 
 }
 
 /// One carrier's outcome from its routes.
-fn verdict(routes: Vec<Route>) -> RecoverOutcome {
+pub(super) fn verdict(routes: Vec<Route>) -> RecoverOutcome {
     let mut clean = vec![];
     let mut denied = vec![];
     let mut broken = None;

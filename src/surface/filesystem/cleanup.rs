@@ -1,87 +1,22 @@
-//! Cleanup: each journalled entry removed only while it is still the one
-//! planted; an intent's entry only with the intended type, owner and age;
-//! by probe id, only entries their carrier (or a plant's unfinished
-//! state) proves ours.
+//! Cleanup's steps: each journalled entry removed only while it is still
+//! the one planted; an intent's entry only with the intended type, owner
+//! and age; by probe id, the proof that an entry is ours (its carrier, or a
+//! plant's unfinished state); and the form of a plant's name.
 
 use super::scan::mtime_matches;
 use super::{
-    CONTENT_WINDOW, Entry, Filesystem, Fs, Intent, Kind, Line, XATTR_KEY, derived_mtime,
-    derived_size, marker_text, planted_name, read_small,
+    CONTENT_WINDOW, Entry, Filesystem, Fs, Intent, Kind, XATTR_KEY, derived_mtime, derived_size,
+    marker_text, read_small,
 };
 use crate::fault::Fault;
 use crate::marker::Checked;
 use crate::surface::{CleanupOutcome, Job, RunCtx};
 use crate::sys::Stat;
-use crate::{escape, marker, sys};
+use crate::{marker, sys};
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 
 impl Filesystem {
-    pub(super) fn find_plants(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Fs>],
-    ) -> Result<Vec<Line>, Fault> {
-        let dir = self
-            .open_surface()
-            .map_err(|e| Fault::broken(format!("cannot open {}: {e}", self.path_text())))?;
-        let dir_st =
-            sys::fstat(&dir).map_err(|e| Fault::broken(format!("fstat of surface: {e}")))?;
-        let mut found = Vec::new();
-        for job in jobs {
-            let carrier = job.carrier;
-            let (name, kind) = planted_name(carrier, ctx.probe_id, &job.nonce.hex());
-            let st = match sys::lstat_at(&dir, &name) {
-                Ok(st) => st,
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-                Err(e) => {
-                    return Err(Fault::broken(format!(
-                        "lstat of {}: {e}",
-                        escape::bytes(name.as_bytes())
-                    )));
-                }
-            };
-            let unverified = if Kind::of(&st) != Some(kind) {
-                Some("named like a plant of this probe, but of another type".to_string())
-            } else {
-                self.verify_planted(ctx, &dir, &name, &st, carrier, job)
-                    .err()
-                    .map(Fault::into_reason)
-            };
-            found.push(Line::Made(
-                Entry::of(&dir, &dir_st, &name, &st, kind, unverified)
-                    .map_err(|e| Fault::broken(format!("statx: {e}")))?,
-            ));
-        }
-        Ok(found)
-    }
-
-    /// The journal holds, per entry, its intent, then its full record (or
-    /// a retraction of the intent when the syscall failed). An intent with
-    /// neither is an entry whose creation may or may not have happened
-    /// when run A stopped: [`Filesystem::cleanup_intent`]. (Retractions
-    /// and the intents they took back are set aside by the kernel.)
-    pub(super) fn clean_all(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
-        let recorded: std::collections::HashSet<&str> = entries
-            .iter()
-            .filter_map(|e| match e {
-                Line::Made(e) => Some(e.name.as_str()),
-                Line::Intent(_) => None,
-            })
-            .collect();
-        entries
-            .iter()
-            .map(|e| match e {
-                Line::Intent(i) if recorded.contains(i.intent.name.as_str()) => {
-                    CleanupOutcome::Superseded
-                }
-                Line::Intent(i) => self.cleanup_intent(&i.intent),
-                Line::Made(e) => self.clean_entry(e),
-            })
-            .collect()
-    }
-
     pub(super) fn clean_entry(&self, e: &Entry) -> CleanupOutcome {
         if let Some(why) = &e.unverified {
             return CleanupOutcome::Left {
@@ -337,9 +272,10 @@ impl Filesystem {
 }
 
 /// Whether `name` of type `kind` is one a plant of `probe` makes (the
-/// inverse of [`planted_name`]): a beacon of this probe, a fixed-name
-/// carrier's file or link, or a nonce-named file, directory or FIFO.
-fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
+/// inverse of [`planted_name`](super::planted_name)): a beacon of this
+/// probe, a fixed-name carrier's file or link, or a nonce-named file,
+/// directory or FIFO.
+pub(super) fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
     if name == format!("{}{probe}", marker::BEACON_PREFIX) {
         return kind == Kind::File;
     }
@@ -359,24 +295,5 @@ fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
             crate::surface::lower_hex(rest, 32)
                 && matches!(kind, Kind::File | Kind::Dir | Kind::Fifo)
         }
-    }
-}
-
-/// The filesystem's ownership rule: an entry or an intent whose name,
-/// directly in the surface, is one this probe's plant makes with the type
-/// that plant gives it; `Invalid` for anything else.
-pub(super) fn owns(ctx: &RunCtx<'_>, entry: &Line) -> Result<(), Fault> {
-    let (name, kind) = match entry {
-        Line::Intent(i) => (&i.intent.name, i.intent.kind),
-        Line::Made(e) => (&e.name, e.kind),
-    };
-    if planted_form(name, kind, ctx.probe_id) {
-        Ok(())
-    } else {
-        Err(Fault::invalid(format!(
-            "{} ({kind:?}) is not an entry a plant of probe {} makes",
-            escape::bytes(name.as_bytes()),
-            ctx.probe_id
-        )))
     }
 }

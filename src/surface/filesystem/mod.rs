@@ -15,22 +15,16 @@ mod plant;
 mod recover;
 mod scan;
 mod snap;
+mod surface;
 mod watch;
 
 use scan::{Agreed, Look};
 
 use super::carrier::carriers;
-use super::{
-    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, Persistence, PlantOutcome,
-    RUNNER_PERSISTENCE, RecoverOutcome, RunCtx, Want, Watch,
-};
-use crate::config::{ConfigError, Options};
+use super::{Persistence, RUNNER_PERSISTENCE};
 use crate::escape;
-use crate::fault::Fault;
 use crate::marker;
 use crate::nonce::Nonce;
-use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use crate::sys::{self, Stat};
 use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
@@ -338,153 +332,5 @@ fn persistence_of(dir: &OwnedFd) -> Option<Persistence> {
     match sys::fs_magic(dir) {
         Ok(sys::TMPFS_MAGIC | sys::RAMFS_MAGIC) => Some(Persistence::Transient),
         _ => None,
-    }
-}
-
-impl super::Surface for Filesystem {
-    const NAME: &'static str = "filesystem";
-    const DESCRIPTION: &'static str =
-        "a directory both runs can reach (runner work dir, /tmp, $HOME, caches, shared mounts)";
-    const KEYS: &'static [&'static str] = &["path", "content-reads"];
-    const WATCH: Watch<Fs> = Watch::Yes {
-        unwatched: &[(
-            Fs::RunnerPersistence,
-            "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
-        )],
-    };
-    type Carrier = Fs;
-    type Settings = Settings;
-    type Entry = Line;
-    type Needle = Needle;
-
-    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
-        let Some((path, pos)) = opts.string("path")? else {
-            return Err(opts.error(
-                opts.entry_pos(),
-                "a filesystem surface needs `path:` (the directory to probe)",
-            ));
-        };
-        if path.is_empty() {
-            return Err(opts.error(pos, "`path` is empty"));
-        }
-        let content_reads = opts.bool("content-reads")?.unwrap_or(true);
-        // Relative paths are relative to where runwarden runs (the
-        // workspace in CI), and are fixed now because runs A and B have
-        // working directories of their own.
-        let abs =
-            std::path::absolute(&path).map_err(|e| opts.error(pos, format!("`path`: {e}")))?;
-        Ok(Settings {
-            path: abs,
-            content_reads,
-        })
-    }
-
-    fn about(s: &Settings) -> About<Fs> {
-        let shown = escape::bytes(s.path.as_os_str().as_bytes());
-        let mut about = About::new(format!("in {shown}"))
-            .exposure(format!("path:{}", s.path.to_string_lossy()))
-            // The same directory by the same way there (a symlinked path
-            // resolves to it) and the same settings. Not by device and
-            // inode alone: a read-only bind mount, or a path through a
-            // parent run B may not search, reaches the same directory with
-            // other access, and must be probed on its own (their plants
-            // then collide: ERROR, never a PASS that hides the open one).
-            .identity(std::fs::canonicalize(&s.path).ok().map(|real| {
-                format!(
-                    "filesystem {} content-reads={}",
-                    real.display(),
-                    s.content_reads
-                )
-            }))
-            .persistence(
-                sys::open_dir(&s.path)
-                    .ok()
-                    .as_ref()
-                    .and_then(persistence_of),
-            )
-            .root(s.path.clone());
-        if !s.path.exists() {
-            about = about.warning(format!(
-                "path {shown} does not exist here: valid, since it may exist where the probe runs (a runner), but a probe here gives ERROR"
-            ));
-        }
-        if !s.content_reads {
-            about = about.unavailable_of(
-                Fs::FileContent,
-                "content-reads: false in the config: run B may not read file contents here",
-            );
-        }
-        about
-    }
-
-    fn control(like: Option<&Settings>, dir: &Path) -> Result<Control<Settings>, Fault> {
-        make_open_dir(dir)
-            .map_err(|e| Fault::broken(format!("cannot create control directory: {e}")))?;
-        Ok(Control::settings(Settings {
-            path: dir.to_path_buf(),
-            content_reads: like.is_none_or(|s| s.content_reads),
-        }))
-    }
-
-    fn open(settings: Settings) -> Result<Filesystem, Fault> {
-        Ok(Filesystem { settings })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Fs>],
-        journal: &mut Journal<'_, Line>,
-    ) -> Vec<PlantOutcome<Needle>> {
-        super::each(jobs, |job| self.plant_one(ctx, job, journal))
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Fs, Needle>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Line) -> Result<(), Fault> {
-        cleanup::owns(ctx, entry)
-    }
-
-    fn clean(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
-        self.clean_all(entries)
-    }
-
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Fs>]) -> Result<Vec<Line>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn derive(
-        carrier: Fs,
-        _probe_id: &str,
-        nonce: &Nonce,
-        _scope: Option<&JobScope>,
-    ) -> Result<Needle, Fault> {
-        Ok(match carrier {
-            // Without the receipt, the precision the plant's filesystem
-            // kept is unknown: a truncated mtime matches too.
-            Fs::Mtime => Needle::Mtime {
-                mtime: derived_mtime(nonce),
-                coarse: true,
-            },
-            Fs::FileSize => Needle::Size {
-                size: derived_size(nonce),
-            },
-            _ => Needle::Text { text: nonce.hex() },
-        })
-    }
-
-    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_tree(ctx, sink)
-    }
-
-    fn changes(change: &Change, before: &Before) -> Vec<Fs> {
-        watch::carriers_of(change, before)
     }
 }

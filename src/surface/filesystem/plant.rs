@@ -5,10 +5,10 @@
 
 use super::{
     Entry, Filesystem, Fs, Intent, IntentLine, Kind, Line, Needle, XATTR_KEY, derived_mtime,
-    derived_size, marker_text, persistence_of, planted_name,
+    derived_size, marker_text,
 };
 use crate::nonce::Nonce;
-use crate::surface::{Job, Journal, Persistence, PlantOutcome, RunCtx};
+use crate::surface::{Job, Journal, Persistence, PlantOutcome};
 use crate::sys::Stat;
 use crate::{escape, sys};
 use std::ffi::{OsStr, OsString};
@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use xattr::FileExt as _;
 
 /// What planting one carrier did, with the filesystem's needle.
-type Outcome = PlantOutcome<Needle>;
+pub(super) type Outcome = PlantOutcome<Needle>;
 
 /// How a plant step failed, mapped onto the outcome it means.
 pub(super) fn plant_error(what: &str, e: io::Error) -> Outcome {
@@ -128,67 +128,24 @@ impl Filesystem {
         journal.record(&Line::Made(entry));
         Ok(made)
     }
-
-    pub(super) fn plant_one(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Fs>,
-        journal: &mut Journal<'_, Line>,
-    ) -> Outcome {
-        // Reaching the directory is not planting: a refusal here (a parent
-        // run A may not search) says nothing about the directory's own
-        // access control, so it is no PASS. Each carrier's refusal is
-        // decided by the syscall that plants it ([`Site::plant`]).
-        let dir = match self.open_surface() {
-            Ok(d) => d,
-            Err(e) => {
-                return Outcome::Error {
-                    reason: format!(
-                        "surface unreachable: run A cannot reach {}: {e}",
-                        self.path_text()
-                    ),
-                };
-            }
-        };
-        let dir_st = match sys::fstat(&dir) {
-            Ok(s) => s,
-            Err(e) => {
-                return Outcome::Error {
-                    reason: format!("fstat of surface: {e}"),
-                };
-            }
-        };
-        let carrier = job.carrier;
-        let hex = job.nonce.hex();
-        let (name, _) = planted_name(carrier, ctx.probe_id, &hex);
-        let site = Site {
-            inst: self,
-            persistence: persistence_of(&dir),
-            dir,
-            dir_st,
-            name,
-            hex,
-        };
-        site.plant(carrier, job, journal).unwrap_or_else(|o| o)
-    }
 }
 
 /// Where one plant goes: the probed directory (open, with its stat), the
 /// entry's derived name, the nonce, and the directory's persistence.
-struct Site<'a> {
-    inst: &'a Filesystem,
-    dir: OwnedFd,
-    dir_st: Stat,
-    name: OsString,
-    hex: String,
-    persistence: Option<Persistence>,
+pub(super) struct Site<'a> {
+    pub(super) inst: &'a Filesystem,
+    pub(super) dir: OwnedFd,
+    pub(super) dir_st: Stat,
+    pub(super) name: OsString,
+    pub(super) hex: String,
+    pub(super) persistence: Option<Persistence>,
 }
 
 impl Site<'_> {
     /// Creates exactly one entry whose only nonce-bearing attribute is the
     /// carrier's own. `Err` is the outcome too (a refusal, a failure), so
     /// that every step can end the plant with `?`.
-    fn plant(
+    pub(super) fn plant(
         &self,
         carrier: Fs,
         job: &Job<Fs>,

@@ -1,13 +1,13 @@
-//! Run B: the agreed names first (`fstatat`, no listing needed), then the
-//! listing, each entry looked at only as far as a wanted carrier needs;
-//! beacons of other probes; and what a directory that refuses listing
+//! Run B's looks: an entry examined only as far as a wanted carrier needs
+//! (by its agreed name or as the listing shows it), the listing itself,
+//! beacons of other probes, and what a directory that refuses listing
 //! means for each carrier.
 
 use super::scan::{
     Agreed, Look, Route, is_content, is_link_target, is_xattr, mtime_matches, needs_stat,
 };
-use super::{CONTENT_WINDOW, Filesystem, Fs, Needle, Scan, Tally, fill, marker_hex, read_small};
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
+use super::{Filesystem, Scan, Tally, fill, marker_hex, read_small};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use crate::sys::Stat;
 use crate::{escape, marker, sys};
 use std::ffi::OsStr;
@@ -257,64 +257,10 @@ impl Filesystem {
 }
 
 impl Filesystem {
-    pub(super) fn recover_carriers(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Fs, Needle>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
-        let dir = match self.open_surface() {
-            Ok(d) => d,
-            Err(e) => return all(self.scan_error("reach", &e)),
-        };
-        let mut scan = Scan::new(wanted, ctx.probe_id);
-        let mut window = vec![0u8; CONTENT_WINDOW];
-        // Route 1: the agreed names. Two colluding runs agree on the name
-        // of each entry whose attributes carry the message
-        // (`.runwarden-<probe>-<carrier>`), so run B looks them up
-        // directly: search permission is all that takes, even where the
-        // directory refuses to be listed.
-        let agreed = scan.agreed_names();
-        for name in &agreed {
-            match sys::lstat_at(&dir, name) {
-                Ok(st) => {
-                    scan.looked_up(name, Ok(()));
-                    self.examine(
-                        &dir,
-                        name,
-                        Some(st),
-                        libc::DT_UNKNOWN,
-                        &mut scan,
-                        &mut window,
-                        Route::Agreed,
-                    );
-                }
-                Err(e) => scan.looked_up(name, Err(&e)),
-            }
-        }
-        // Route 2: the listing, for every carrier (the name carriers have
-        // no other: their name is the message).
-        let listing = self.list(ctx, &dir, &agreed, &mut scan, &mut window, notice);
-        let path = self.path_text();
-        let Scan {
-            needles,
-            tallies,
-            agreed,
-            ..
-        } = scan;
-        tallies
-            .into_iter()
-            .zip(&needles)
-            .zip(agreed)
-            .map(|((t, n), agreed_name)| outcome(t, n, agreed_name.as_deref(), &listing, &path))
-            .collect()
-    }
-
     /// Route 2: every entry the listing shows is examined (but those
     /// looked up already by their agreed name), markers of this probe id
     /// with a nonce no plant made are noticed, and beacons checked.
-    fn list(
+    pub(super) fn list(
         &self,
         ctx: &RunCtx<'_>,
         dir: &std::os::fd::OwnedFd,
@@ -378,7 +324,7 @@ impl Filesystem {
 
 /// What run B's listing of the directory came to.
 #[derive(Default)]
-struct Listing {
+pub(super) struct Listing {
     listed: u64,
     /// Of `listed`, the entries named as this probe's plants.
     own: u64,
@@ -388,7 +334,7 @@ struct Listing {
 
 /// One carrier's outcome from its tally, its agreed name (if it has one)
 /// and the listing.
-fn outcome(
+pub(super) fn outcome(
     t: Tally,
     n: &Look,
     agreed_name: Option<&std::ffi::OsStr>,

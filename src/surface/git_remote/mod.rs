@@ -16,7 +16,6 @@
 //! out not to exist (refused, or deleted on purpose) is retracted by a later
 //! entry.
 
-mod cleanup;
 mod config;
 mod objects;
 mod owned;
@@ -25,28 +24,18 @@ mod recover;
 mod refs;
 mod refusal;
 mod repo;
+mod surface;
 mod watch;
 
-use super::{
-    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
-    RunCtx, Scope, Want, Watch, glob_match,
-};
-use config::{check_remote, is_scp, move_userinfo, on_path, read_credentials};
-use refs::{namespace, ref_for, ref_needle};
-use repo::bare_repository;
+use super::{PlantOutcome, glob_match};
+use refs::{namespace, ref_for};
 
 use super::carrier::carriers;
 
-use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::git::Git;
-use crate::nonce::Nonce;
-use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The global config a run gives git for a local remote (in its scratch
@@ -206,215 +195,6 @@ pub struct Needle {
 }
 
 impl super::Needle for Needle {}
-
-impl super::Surface for GitRemote {
-    const NAME: &'static str = "git-remote";
-    const DESCRIPTION: &'static str =
-        "a git remote both runs can reach (in CI: the repository, with the checkout's token)";
-    const KEYS: &'static [&'static str] = &["remote", "repo"];
-    const SCOPES: &'static [Scope<Remote>] = &[Scope {
-        key: "refs",
-        check: check_refs_scope,
-    }];
-    const WATCH: Watch<Remote> = Watch::Yes {
-        unwatched: &[
-            (
-                Remote::DeletedRef,
-                "a ref made and deleted between the two snapshots is in neither listing",
-            ),
-            (
-                Remote::UnreachableObject,
-                "a commit no ref names is in no listing (run B fetches it by an id it was told)",
-            ),
-        ],
-    };
-    type Carrier = Remote;
-    type Settings = Settings;
-    type Entry = Line;
-    type Needle = Needle;
-
-    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
-        let Some((remote, pos)) = opts.string("remote")? else {
-            return Err(opts.error(
-                opts.entry_pos(),
-                "a git-remote surface needs `remote:` (a remote name, a path or a URL)",
-            ));
-        };
-        let repo = match opts.string("repo")? {
-            Some((r, _)) => PathBuf::from(r),
-            None => opts
-                .env("GITHUB_WORKSPACE")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(".")),
-        };
-        let repo =
-            std::path::absolute(&repo).map_err(|e| opts.error(pos, format!("`repo`: {e}")))?;
-        check_remote(&remote).map_err(|m| opts.error(pos, format!("`remote`: {m}")))?;
-        let mut credentials = vec![];
-        let url = if let Some((scheme, _)) = remote.split_once("://") {
-            if !["file", "http", "https", "ssh", "git"].contains(&scheme) {
-                return Err(opts.error(pos, format!("`remote`: unsupported URL scheme `{scheme}`")));
-            }
-            remote.clone()
-        } else if is_scp(&remote) {
-            remote.clone()
-        } else if remote.starts_with('/') || remote.starts_with('.') || remote.contains('/') {
-            std::path::absolute(&remote)
-                .map_err(|e| opts.error(pos, format!("`remote`: {e}")))?
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            // A remote name of the checkout at `repo`: its URL and its
-            // credential settings, as the job itself would use them.
-            let operator = Git::operator(Duration::from_secs(20));
-            let args: [&OsStr; 6] = [
-                "-C".as_ref(),
-                repo.as_os_str(),
-                "remote".as_ref(),
-                "get-url".as_ref(),
-                "--push".as_ref(),
-                remote.as_ref(),
-            ];
-            let (out, stdout) = operator.run(Path::new("/"), &args, &[], b"");
-            if !out.success {
-                return Err(opts.error(
-                    pos,
-                    format!(
-                        "`remote`: `{remote}` is not a remote of {}: {}",
-                        escape::bytes(repo.as_os_str().as_encoded_bytes()),
-                        out.reason()
-                    ),
-                ));
-            }
-            let url = String::from_utf8_lossy(&stdout).trim().to_string();
-            // The checkout's own URL is held to the same rules.
-            check_remote(&url).map_err(|m| {
-                opts.error(
-                    pos,
-                    format!("`remote`: `{remote}` resolves to a URL that {m}"),
-                )
-            })?;
-            credentials = read_credentials(&operator, &repo);
-            // A relative local URL is relative to the checkout.
-            if !url.contains("://") && !is_scp(&url) && !url.starts_with('/') {
-                repo.join(&url).to_string_lossy().into_owned()
-            } else {
-                url
-            }
-        };
-        let ssh = url.starts_with("ssh://") || (is_scp(&url) && !url.contains("://"));
-        let url = move_userinfo(url, &mut credentials).map_err(|m| opts.error(pos, m))?;
-        let settings = Settings {
-            shown: crate::redact::userinfo(&url),
-            url,
-            credentials,
-            credential_home: opts.env("HOME"),
-            ssh,
-            control: false,
-        };
-        Ok(settings)
-    }
-
-    fn about(s: &Settings) -> About<Remote> {
-        let about = About::new(format!("on {}", escape::bytes(s.shown.as_bytes())))
-            .exposure(format!("git-remote:{}", s.shown));
-        if s.ssh && !on_path("ssh") {
-            about.unavailable("the remote is reached over ssh and no ssh client is on PATH")
-        } else {
-            about
-        }
-    }
-
-    fn control(_like: Option<&Settings>, dir: &Path) -> Result<Control<Settings>, Fault> {
-        bare_repository(dir)
-            .and_then(|()| {
-                // The control is probed once and removed: no automatic gc
-                // after each push into it.
-                let mut config = std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(dir.join("config"))?;
-                std::io::Write::write_all(
-                    &mut config,
-                    b"[receive]\n\tautogc = false\n\tunpackLimit = 1\n",
-                )
-            })
-            .map_err(|e| Fault::broken(format!("the control remote: {e}")))?;
-        let path = dir.to_string_lossy().into_owned();
-        let control = Settings {
-            url: path.clone(),
-            shown: path,
-            credentials: vec![],
-            credential_home: None,
-            ssh: false,
-            control: true,
-        };
-        Ok(Control::settings(control))
-    }
-
-    fn open(settings: Settings) -> Result<GitRemote, Fault> {
-        let git = Git::new(
-            settings.credentials.clone(),
-            settings.credential_home.clone(),
-            GIT_TIMEOUT,
-            &settings.url,
-        );
-        Ok(GitRemote { settings, git })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Remote>],
-        journal: &mut Journal<'_, Line>,
-    ) -> Vec<PlantOutcome<Needle>> {
-        self.plant_refs(ctx, jobs, journal)
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Remote, Needle>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_refs(ctx, wanted, notice)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Line) -> Result<(), Fault> {
-        owned::owns(ctx, entry)
-    }
-
-    fn clean(&self, entries: &[Line]) -> Vec<CleanupOutcome> {
-        self.clean_refs(entries)
-    }
-
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Remote>]) -> Result<Vec<Line>, Fault> {
-        self.find_refs(ctx, jobs)
-    }
-
-    fn derive(
-        carrier: Remote,
-        probe_id: &str,
-        nonce: &Nonce,
-        scope: Option<&JobScope>,
-    ) -> Result<Needle, Fault> {
-        let hex = nonce.hex();
-        match ref_for(carrier, probe_id, &hex, scope) {
-            Some(r) => Ok(ref_needle(carrier, &hex, &r)),
-            // The commit's id depends on the time it was made.
-            None => Err(Fault::unsupported(
-                "the unreachable commit's id is known only to the plant",
-            )),
-        }
-    }
-
-    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_refs(sink)
-    }
-
-    fn changes(change: &Change, before: &Before) -> Vec<Remote> {
-        watch::carriers_of(change, before)
-    }
-}
 
 /// One ref run A creates.
 struct Push {

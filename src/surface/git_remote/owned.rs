@@ -1,9 +1,10 @@
-//! Ownership: which refs are runwarden's. A journal entry is this probe's
-//! only when its ref has a form only [`ref_for`] gives this probe id (a
-//! valid ref name, no `..`, under runwarden's own names or with
-//! `runwarden-<probe id>-<leaf>` as the component a declared scope placed)
-//! and a full object id, and (with a configured key) its tag, a MAC over
-//! the ref and the object run A pushed, verifies. Cleanup by probe id has
+//! Ownership: which refs are runwarden's (the rule itself is the type's
+//! `owns`). A journal entry is this probe's only when its ref has a form
+//! only [`ref_for`] gives this probe id (a valid ref name, no `..`, under
+//! runwarden's own names or with `runwarden-<probe id>-<leaf>` as the
+//! component a declared scope placed) and a full object id, and (with a
+//! configured key) its tag, a MAC over the ref and the object run A pushed,
+//! verifies. Cleanup by probe id has
 //! no journal: the refs it finds under the derived names are fetched and
 //! their objects read first, and only a commit or tag runwarden's plant
 //! writes (its identity, a root commit, its message) is taken for a plant.
@@ -11,8 +12,7 @@
 //! [`ref_for`]: super::refs::ref_for
 
 use super::repo::os;
-use super::{GitRemote, IDENT_EMAIL, IDENT_NAME, Line, Remote};
-use crate::escape;
+use super::{GitRemote, IDENT_EMAIL, IDENT_NAME, Remote};
 use crate::fault::Fault;
 use crate::surface::{RunCtx, lower_hex};
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,7 @@ const CONTENT: [Remote; 7] = [
 ];
 
 /// The leaf of a ref this probe's plant makes, if `r` is one.
-fn planted_leaf(r: &str, probe: &str) -> bool {
+pub(super) fn planted_leaf(r: &str, probe: &str) -> bool {
     let heads = format!("refs/heads/runwarden/{probe}/");
     if let Some(leaf) = r.strip_prefix(&heads) {
         return lower_hex(leaf, 32)
@@ -64,38 +64,6 @@ fn planted_leaf(r: &str, probe: &str) -> bool {
 pub(super) fn tag(ctx: &RunCtx<'_>, refname: &str, sha: &str) -> String {
     ctx.key
         .name_tag(ctx.probe_id, &format!("git-remote|{refname}|{sha}"))
-}
-
-/// Ownership for git-remote: an entry `{ref, sha, tag}`, or the ref a
-/// 0.11.0 retraction names. Without a configured key the tag is public (a
-/// 0.7.0 journal has none): then the form alone decides. `Invalid` for
-/// anything else.
-pub(super) fn owns(ctx: &RunCtx<'_>, line: &Line) -> Result<(), Fault> {
-    let r = line.refname();
-    let shown = escape::bytes(r.as_bytes());
-    if let Line::Ref(e) = line {
-        let sha = &e.sha;
-        if !(lower_hex(sha, 40) || lower_hex(sha, 64)) {
-            return Err(Fault::invalid(format!("{shown} is leased on no object id")));
-        }
-        let tagged = e
-            .tag
-            .as_ref()
-            .is_some_and(|t| crate::marker::same(t.as_bytes(), tag(ctx, r, sha).as_bytes()));
-        if ctx.key.is_configured() && !tagged {
-            return Err(Fault::invalid(format!(
-                "{shown}: its tag does not verify with RUNWARDEN_KEY"
-            )));
-        }
-    }
-    if crate::surface::plain_ref(r) && planted_leaf(r, ctx.probe_id) {
-        Ok(())
-    } else {
-        Err(Fault::invalid(format!(
-            "{shown} is not a ref a plant of probe {} makes",
-            ctx.probe_id
-        )))
-    }
 }
 
 /// Whether one object (`cat-file --batch` form: headers, a blank line,

@@ -1,6 +1,7 @@
-//! Run A: every carrier's objects written in-process, every ref in one
-//! push (each journalled before it, taken back only when the remote
-//! rejected it), then the transient ref deleted again.
+//! Run A's steps: every carrier's objects written in-process, the one push
+//! that creates every ref (each alone when a hook declined them all), each
+//! ref's fate read from its report, the transient ref's deletion, and what
+//! each carrier's plant came to.
 
 use super::objects::Objects;
 use super::refs::{ref_for, ref_needle};
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 /// What planting one carrier did, with git-remote's needle.
-type Outcome = PlantOutcome<Needle>;
+pub(super) type Outcome = PlantOutcome<Needle>;
 
 /// One push's per-ref results (see [`GitRemote::push`]), or its failure.
 type PushResults = Result<HashMap<String, (char, String)>, Fault>;
@@ -109,74 +110,17 @@ impl GitRemote {
         Ok(Built { pushes, needles })
     }
 
-    pub(super) fn plant_refs(
+    /// What each carrier's plant came to, from its ref's fate (`status`)
+    /// and its needle: the ref it pushed, or for the transient ref what
+    /// became of it (`transient_detail`).
+    pub(super) fn carrier_outcomes(
         &self,
-        ctx: &RunCtx<'_>,
-        carriers: &[Job<Remote>],
-        journal: &mut Journal<'_, Line>,
+        kinds: &[Remote],
+        status: Vec<Result<(), Outcome>>,
+        needles: Vec<Result<Needle, Outcome>>,
+        pushes: &[Push],
+        transient_detail: String,
     ) -> Vec<Outcome> {
-        let all = |o: Outcome| carriers.iter().map(|_| o.clone()).collect::<Vec<_>>();
-        if let Some(sig) = crate::signals::received() {
-            return all(crate::surface::interrupted(sig));
-        }
-        let work = match self.scratch() {
-            Ok(w) => w,
-            Err(e) => return all(Outcome::Error { reason: e.into() }),
-        };
-        let dir = work.path();
-        let kinds: Vec<Remote> = carriers.iter().map(|j| j.carrier).collect();
-        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers) {
-            Ok(x) => x,
-            Err(e) => return all(Outcome::Error { reason: e.into() }),
-        };
-        // Journal every ref before the push that creates it.
-        for p in &pushes {
-            journal.record(&p.entry(ctx));
-        }
-        let results = self.push_creates(dir, &pushes);
-        // Per carrier: Ok(()) when its ref was created (or it has none).
-        let mut status: Vec<Result<(), Outcome>> = carriers.iter().map(|_| Ok(())).collect();
-        for p in &pushes {
-            let outcome = self.created_ref(p, &results);
-            // Taken back only when the remote said this ref was not made (a
-            // rejection in the push's own report, or the whole push
-            // refused): a push that failed otherwise (a timeout, a reset,
-            // a 5xx) may have made it, and the journal keeps it for
-            // cleanup's leased delete.
-            let rejected = match &results {
-                Ok(r) => matches!(r.get(&p.refname), Some(('!', _))),
-                // Refused as a whole (401/403, a hook): nothing was made.
-                Err(f) => self.refused(f.reason()),
-            };
-            if outcome.is_err() && rejected {
-                journal.retract(&p.entry(ctx));
-            }
-            status[p.carrier] = outcome;
-        }
-        // The transient ref: delete it again (second push), leased on the
-        // commit just pushed.
-        let deleted = kinds.iter().position(|k| *k == Remote::DeletedRef);
-        let mut transient_detail = String::new();
-        if self.settings.control {
-            transient_detail = "kept visible on the control remote".into();
-        } else if let (Some(d), Some(sig)) = (deleted, crate::signals::received()) {
-            // Stopped: the ref stays journalled, and cleanup deletes it.
-            status[d] = Err(crate::surface::interrupted(sig));
-        } else if let Some(d) = deleted
-            && status[d].is_ok()
-            && let Some(p) = pushes.iter().find(|p| p.carrier == d)
-        {
-            transient_detail = self.delete_transient(ctx, dir, p, journal);
-        }
-        // unreachable-object rides on the deleted branch's push.
-        let unreachable = kinds.iter().position(|k| *k == Remote::UnreachableObject);
-        if let (Some(u), Some(d)) = (unreachable, deleted) {
-            status[u] = status[d].clone();
-        } else if let Some(u) = unreachable {
-            status[u] = Err(Outcome::Error {
-                reason: "unreachable-object needs the deleted-ref carrier".into(),
-            });
-        }
         kinds
             .iter()
             .zip(status.into_iter().zip(needles))
@@ -216,7 +160,7 @@ impl GitRemote {
     /// declined every ref of the combined push, each ref is pushed alone,
     /// so each carrier gets its own ref's fate (the common case stays one
     /// push).
-    fn push_creates(&self, dir: &Path, pushes: &[Push]) -> PushResults {
+    pub(super) fn push_creates(&self, dir: &Path, pushes: &[Push]) -> PushResults {
         let creates: Vec<RefUpdate> = pushes
             .iter()
             .map(|p| RefUpdate {
@@ -252,7 +196,7 @@ impl GitRemote {
     }
 
     /// Whether the push created `p`'s ref: `Err` is the carrier's outcome.
-    fn created_ref(&self, p: &Push, results: &PushResults) -> Result<(), Outcome> {
+    pub(super) fn created_ref(&self, p: &Push, results: &PushResults) -> Result<(), Outcome> {
         match results {
             Err(f) => Err(self.push_failure(f.reason())),
             Ok(r) => match r.get(&p.refname) {
@@ -279,7 +223,7 @@ impl GitRemote {
     /// Deletes the transient ref `p` again (a second push, leased on the
     /// commit just pushed), retracting it once deleted; what the deleted-ref
     /// carrier's plant then says.
-    fn delete_transient(
+    pub(super) fn delete_transient(
         &self,
         ctx: &RunCtx<'_>,
         dir: &Path,
@@ -310,7 +254,7 @@ impl GitRemote {
 impl Push {
     /// Its journal line: the ref, the object, their tag under the run's
     /// key.
-    fn entry(&self, ctx: &RunCtx<'_>) -> Line {
+    pub(super) fn entry(&self, ctx: &RunCtx<'_>) -> Line {
         Line::Ref(RefEntry {
             refname: self.refname.clone(),
             sha: self.sha.clone(),

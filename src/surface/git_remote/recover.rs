@@ -1,10 +1,7 @@
-//! Run B: one ls-remote for the name carriers (their only route) and, at
-//! the same time, one fetch of the agreed refs together with the
-//! unreachable commit by id (made again with only the listed refs when one
-//! is gone), and every fetched object read by one `cat-file
-//! --batch-all-objects --batch`, searched for every content carrier's
-//! nonce as it streams: three git processes. A fetch the remote refuses is
-//! split in two (the refs, the commit by id) to tell whose refusal it was.
+//! Run B's steps: the one ls-remote, the fetch of the agreed refs and the
+//! unreachable commit by id (split in two when the remote refuses it, to
+//! tell whose refusal it was), the search of every fetched object as it
+//! streams, and what reading back each carrier comes to.
 
 use super::refs::{is_name_carrier, marker_hex};
 use super::refusal::{is_refusal, no_credential, unquoted};
@@ -64,7 +61,7 @@ impl GitRemote {
     /// Every object in run B's scratch repository (what it fetched, and
     /// nothing else), streamed through one `cat-file`: which `texts` it
     /// holds; `Broken` when git fails.
-    fn search_objects(&self, dir: &Path, texts: &[String]) -> Result<Vec<bool>, Fault> {
+    pub(super) fn search_objects(&self, dir: &Path, texts: &[String]) -> Result<Vec<bool>, Fault> {
         let mut needles = crate::scan::Needles::new(texts.to_vec());
         let args: Vec<String> = vec![
             "cat-file".into(),
@@ -86,114 +83,46 @@ impl GitRemote {
 }
 
 /// One carrier to recover, with git-remote's needle.
-type Wanted = Want<Remote, Needle>;
+pub(super) type Wanted = Want<Remote, Needle>;
 
 /// The nonce a wanted needle holds (empty when it holds none).
-fn needle_text(w: &Wanted) -> String {
+pub(super) fn needle_text(w: &Wanted) -> String {
     w.needle.text.clone()
 }
 
 /// The ref a content carrier's needle is agreed to be under.
-fn needle_ref(w: &Wanted) -> Option<String> {
+pub(super) fn needle_ref(w: &Wanted) -> Option<String> {
     w.needle.refname.clone()
 }
 
 /// What run B's one fetch brought: which agreed refs exist (from the
 /// listing), the unreachable commit's id, and what failed.
-struct Fetched {
-    present: HashSet<String>,
-    fetch_error: Option<String>,
-    by_id: Option<String>,
-    by_id_error: Option<RecoverOutcome>,
+pub(super) struct Fetched {
+    pub(super) present: HashSet<String>,
+    pub(super) fetch_error: Option<String>,
+    pub(super) by_id: Option<String>,
+    pub(super) by_id_error: Option<RecoverOutcome>,
     /// Per wanted carrier, whether the fetched objects hold its nonce.
-    seen: Result<Vec<bool>, Fault>,
+    pub(super) seen: Result<Vec<bool>, Fault>,
 }
 
 impl GitRemote {
-    pub(super) fn recover_refs(
+    /// Each carrier's outcome: what the listing `found`, else what reading
+    /// back the `fetched` objects showed (after `listed` refs).
+    pub(super) fn outcomes(
         &self,
-        ctx: &RunCtx<'_>,
         wanted: &[Wanted],
-        notice: &mut dyn FnMut(Notice),
+        kinds: &[Remote],
+        mut found: Vec<Option<String>>,
+        fetched: &Fetched,
+        listed: u64,
     ) -> Vec<RecoverOutcome> {
-        let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
-        let work = match self.scratch() {
-            Ok(w) => w,
-            Err(e) => return all(RecoverOutcome::Error { reason: e.into() }),
-        };
-        let dir = work.path();
-        let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
-        let kinds: Vec<Remote> = wanted.iter().map(|w| w.carrier).collect();
-
-        // 1. One ls-remote: ref names carry the name carriers; it also
-        // tells which agreed refs exist.
-        let names: Vec<(usize, String)> = wanted
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| is_name_carrier(kinds[*i]))
-            .map(|(i, w)| (i, needle_text(w)))
-            .collect();
-        let agreed: HashSet<String> = wanted.iter().filter_map(needle_ref).collect();
-        let by_id = wanted
-            .iter()
-            .find(|w| w.carrier == Remote::UnreachableObject)
-            .and_then(|w| w.needle.sha.clone());
-        // 2. One fetch: the agreed refs and the unreachable commit by its
-        // id, started beside the listing rather than after it (two round
-        // trips at once). A fetch of a ref that is gone fails as a whole:
-        // then, and only then, it is made again with the refs the listing
-        // showed, as it would have been after the listing.
-        let mut refspecs = specs(&agreed);
-        let (listing, eager) = std::thread::scope(|scope| {
-            let eager = scope.spawn(|| self.fetch_agreed(dir, &refspecs, by_id.as_deref()));
-            let listing = self.list_refs(dir, ctx, &names, &agreed, &mut found, notice);
-            (listing, eager.join())
-        });
-        let (present, listed) = match listing {
-            Ok(x) => x,
-            Err(o) => return all(o),
-        };
-        let (mut fetch_error, mut by_id_error) = eager.unwrap_or_else(|_| stopped());
-        if present.len() < agreed.len() && (fetch_error.is_some() || by_id_error.is_some()) {
-            refspecs = specs(&present);
-            (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
-        }
-
-        // 3. Every fetched object, read once, searched for every content
-        // carrier's nonce. Failures are typed where they happen (a refusal
-        // is Denied, anything else Failed), never re-read from their text.
-        // (A carrier without a text is no search at all, below: it
-        // searches for what no object holds, since an empty needle would
-        // match everything.)
-        let texts: Vec<String> = wanted
-            .iter()
-            .map(|w| {
-                Some(needle_text(w))
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or_else(|| "\0\0none".into())
-            })
-            .collect();
-        // Read only when something was fetched.
-        let fetched = (!refspecs.is_empty() && fetch_error.is_none())
-            || (by_id.is_some() && by_id_error.is_none());
-        let seen = if fetched {
-            self.search_objects(dir, &texts)
-        } else {
-            Ok(vec![false; texts.len()])
-        };
-        let fetched = Fetched {
-            present,
-            fetch_error,
-            by_id,
-            by_id_error,
-            seen,
-        };
         let mut failures: Vec<Option<RecoverOutcome>> = wanted.iter().map(|_| None).collect();
         for (i, w) in wanted.iter().enumerate() {
             if found[i].is_some() {
                 continue;
             }
-            match self.read_back(w, kinds[i], i, &fetched) {
+            match self.read_back(w, kinds[i], i, fetched) {
                 Ok(hit) => found[i] = hit,
                 Err(o) => failures[i] = Some(o),
             }
@@ -223,7 +152,7 @@ impl GitRemote {
     /// probe's markers that no plant made are notices. Returns the agreed
     /// refs that exist and how many refs were listed, or the outcome of
     /// every carrier when the listing failed.
-    fn list_refs(
+    pub(super) fn list_refs(
         &self,
         dir: &Path,
         ctx: &RunCtx<'_>,
@@ -295,7 +224,7 @@ impl GitRemote {
     /// by its id. Refused as a whole, it is split in two, so that each
     /// carrier gets its own route's answer. Returns why the refs could not
     /// be fetched and the commit's outcome when it could not be.
-    fn fetch_agreed(
+    pub(super) fn fetch_agreed(
         &self,
         dir: &Path,
         refspecs: &[String],
@@ -336,7 +265,7 @@ impl GitRemote {
     /// did not find: `Ok(Some(detail))`
     /// when its nonce was read back, `Ok(None)` when it was looked for and
     /// is not there, `Err` when it could not be looked for.
-    fn read_back(
+    pub(super) fn read_back(
         &self,
         w: &Wanted,
         kind: Remote,
@@ -390,7 +319,7 @@ impl GitRemote {
 }
 
 /// The refspecs that fetch `refs` into run B's scratch repository.
-fn specs(refs: &HashSet<String>) -> Vec<String> {
+pub(super) fn specs(refs: &HashSet<String>) -> Vec<String> {
     let mut refs: Vec<&String> = refs.iter().collect();
     refs.sort();
     refs.iter()
@@ -400,7 +329,7 @@ fn specs(refs: &HashSet<String>) -> Vec<String> {
 }
 
 /// The fetch's answer when its thread ended without one (it panicked).
-fn stopped() -> (Option<String>, Option<RecoverOutcome>) {
+pub(super) fn stopped() -> (Option<String>, Option<RecoverOutcome>) {
     let broken = "run B's fetch stopped without an answer".to_string();
     (
         Some(broken.clone()),

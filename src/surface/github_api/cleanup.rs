@@ -36,7 +36,7 @@ fn match_nonce<'e>(
             field("body")?.strip_prefix(&format!("<!-- runwarden probe {} -->\n", ctx.probe_id))
         }
         Gh::ActionsVariable => field("value"),
-        // Permanent plants: their entries hold no `match` ([`owned_entry`]
+        // Permanent plants: their entries hold no `match` (`owns`
         // checks them by their text).
         Gh::CommitStatus | Gh::CheckRun => None,
         // Their own entry forms (scanning.rs, traces.rs).
@@ -44,41 +44,14 @@ fn match_nonce<'e>(
     }
 }
 
-/// Whether a journal entry is this probe's plant: rebuilt from what it
-/// names (its carrier, the nonce it holds, the configured repository), it
-/// is the very entry the plant journals (so its paths, listing and key
-/// fields are runwarden's own, never a path a receipt made up); an
-/// object's `ref`, an id GitHub gave, is a number or the plant's own
-/// name. `Invalid` for anything else.
-pub(super) fn owned_entry(s: &Settings, ctx: &RunCtx<'_>, e: &Entry) -> Result<(), Fault> {
-    // Each shape is its carriers' only: a dispatch's line with another
-    // carrier's name is no plant's.
-    let carrier = |name: &str, of: &[Gh]| {
-        Gh::parse(name)
-            .filter(|c| of.contains(c))
-            .ok_or_else(|| Fault::invalid("holds no nonce in runwarden's form"))
-    };
-    let want = match e {
-        Entry::Object(o) => return owned_object(s, ctx, Gh::parse(&o.carrier), o),
-        Entry::Permanent(p) => return owned_permanent(ctx, Gh::parse(&p.carrier), p),
-        Entry::Scanning(x) => super::scanning::wanted(ctx, x)?,
-        Entry::Discussion(x) => super::discussion::wanted(ctx, x)?,
-        Entry::Dispatch(x) => {
-            let c = carrier(&x.carrier, &[Gh::WorkflowDispatch, Gh::RepositoryDispatch])?;
-            super::dispatch::wanted(ctx, c, x)?
-        }
-        Entry::Trace(x) => {
-            let c = carrier(&x.carrier, &[Gh::RunAnnotation, Gh::RunLog])?;
-            super::traces::wanted(ctx, c, x)?
-        }
-    };
-    carriers::same_entry(e, &want)
-}
-
 /// A commit status's or a check run's entry: never removed (GitHub has
 /// no delete), only listed as kept. Its text names the plant's nonce name,
 /// and its tag binds the probe.
-fn owned_permanent(ctx: &RunCtx<'_>, carrier: Option<Gh>, e: &Permanent) -> Result<(), Fault> {
+pub(super) fn owned_permanent(
+    ctx: &RunCtx<'_>,
+    carrier: Option<Gh>,
+    e: &Permanent,
+) -> Result<(), Fault> {
     let not = Fault::invalid;
     let Some(carrier) = carrier.filter(|c| carriers::PERMANENT.contains(c)) else {
         return Err(not("not a permanent plant's entry"));
@@ -110,7 +83,7 @@ fn owned_permanent(ctx: &RunCtx<'_>, carrier: Option<Gh>, e: &Permanent) -> Resu
 }
 
 /// A table object's entry: rebuilt from the nonce its `match` holds.
-fn owned_object(
+pub(super) fn owned_object(
     s: &Settings,
     ctx: &RunCtx<'_>,
     carrier: Option<Gh>,
@@ -152,25 +125,9 @@ fn owned_object(
 }
 
 impl GitHubApi {
-    /// One entry: each kind of plant as it is removed (or kept).
-    fn clean(&self, e: &Entry) -> CleanupOutcome {
-        match e {
-            Entry::Scanning(x) => self.clean_scanning(x),
-            Entry::Discussion(x) => self.clean_discussion(x),
-            Entry::Dispatch(x) => self.clean_dispatch(x),
-            Entry::Trace(_) => super::traces::kept(),
-            Entry::Permanent(_) => CleanupOutcome::Kept {
-                reason: "GitHub offers no way to delete it: it stays (planted because \
-                         `permanent: true`)"
-                    .into(),
-            },
-            Entry::Object(o) => self.clean_object(o),
-        }
-    }
-
     /// An object: read back (found by what it holds, when GitHub's id was
     /// never journalled), deleted only while it holds what was planted.
-    fn clean_object(&self, e: &Object) -> CleanupOutcome {
+    pub(super) fn clean_object(&self, e: &Object) -> CleanupOutcome {
         let api = match self.api(false) {
             Ok(a) => a,
             Err(f) => return CleanupOutcome::Left { reason: f.into() },
@@ -269,29 +226,13 @@ impl GitHubApi {
             CleanupOutcome::Gone
         }
     }
-
-    /// An intent and the entry with its id are one object, cleaned once
-    /// (by the fuller entry). (Retractions and what they took back are set
-    /// aside by the kernel.)
-    pub(super) fn clean_all(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries
-            .iter()
-            .map(|e| {
-                if entries.iter().any(|o| fuller(o, e)) {
-                    CleanupOutcome::Superseded
-                } else {
-                    self.clean(e)
-                }
-            })
-            .collect()
-    }
 }
 
 /// Whether `o` is the fuller entry of what intent `e` names: the same
 /// carrier and object (code-scanning's: the same category; a
 /// discussion's: the same title; an object's: the same fields), with the
 /// id GitHub gave, which `e` has not.
-fn fuller(o: &Entry, e: &Entry) -> bool {
+pub(super) fn fuller(o: &Entry, e: &Entry) -> bool {
     match (o, e) {
         (Entry::Object(o), Entry::Object(e)) => {
             e.id.is_none() && o.carrier == e.carrier && o.matches == e.matches && o.id.is_some()

@@ -43,10 +43,13 @@ use crate::escape;
 use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use crate::http::LazyClient;
+use ::http::Method;
 use carriers::Gh;
+use cleanup::{fuller, owned_object, owned_permanent};
 use entry::{Entry, Needle};
+use plant::ref_of;
 use serde_json::json;
-use settings::Settings;
+use settings::{Settings, event_issue, facts, full_sha, job_context, ruled_out};
 
 pub use graphql::{DOCUMENTS as GRAPHQL_DOCUMENTS, graphql_url};
 
@@ -82,12 +85,138 @@ impl super::Surface for GitHubApi {
     type Entry = Entry;
     type Needle = Needle;
 
-    fn validate(opts: Options<'_>) -> Result<Settings, ConfigError> {
-        settings::validate(opts)
+    /// Takes github-api's keys from a config entry.
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
+        let repository = crate::github::repository_option(&mut opts)?;
+        let api_url = crate::github::api_url_option(&mut opts)?;
+        let token_source = crate::surface::env_name(&mut opts, "token-env")?
+            .unwrap_or_else(|| "GITHUB_TOKEN".into());
+        let read_token_source = crate::surface::env_name(&mut opts, "read-token-env")?
+            .unwrap_or_else(|| token_source.clone());
+        let (issue, issue_source) = match opts.string("issue")? {
+            Some((n, pos)) => match n.parse::<u64>() {
+                Ok(n) if n > 0 => (Some(n), "the config".to_string()),
+                _ => {
+                    return Err(opts.error(pos, "`issue` must be an issue or pull request number"));
+                }
+            },
+            None => (event_issue(&opts), "the event".to_string()),
+        };
+        let commit = match opts.string("commit")? {
+            Some((c, pos)) => {
+                if !full_sha(&c) {
+                    return Err(opts.error(pos, "`commit` must be a full 40-hex commit sha"));
+                }
+                Some(c)
+            }
+            None => opts.env("GITHUB_SHA").filter(|c| full_sha(c)),
+        };
+        let permanent = opts.bool("permanent")?.unwrap_or(false);
+        let name_key = |opts: &mut Options<'_>, key: &str| -> Result<Option<String>, ConfigError> {
+            match opts.string(key)? {
+                Some((v, pos)) if !crate::surface::plain_segment(&v.replace('.', "_")) => Err(opts
+                    .error(
+                        pos,
+                        format!("`{key}` must be a name (letters, digits, `-`, `_`, `.`)"),
+                    )),
+                other => Ok(other.map(|(v, _)| v)),
+            }
+        };
+        let dispatch_workflow = name_key(&mut opts, "dispatch-workflow")?;
+        let dispatch_input = name_key(&mut opts, "dispatch-input")?;
+        let repository_dispatch = opts.bool("repository-dispatch")?.unwrap_or(false);
+        let code_scanning = opts.bool("code-scanning")?.unwrap_or(false);
+        let git_ref = match opts.string("ref")? {
+            Some((r, pos)) if !scanning::valid_ref(&r) => {
+                return Err(opts.error(
+                    pos,
+                    "`ref` must be refs/heads/…, refs/tags/… or refs/pull/…",
+                ));
+            }
+            Some((r, _)) => Some(r),
+            None => opts.env("GITHUB_REF").filter(|r| scanning::valid_ref(r)),
+        };
+        let token = opts.env(&token_source);
+        let read_token = opts.env(&read_token_source);
+        let missing = if repository.is_none() {
+            Some("no repository: GITHUB_REPOSITORY is unset; set `repository`".to_string())
+        } else if token.is_none() {
+            Some(format!(
+                "no write token: {token_source} is unset or empty (the action passes \
+                 `github-token`; elsewhere set it or `token-env`)"
+            ))
+        } else if read_token.is_none() {
+            Some(format!(
+                "no read token: {read_token_source} is unset or empty"
+            ))
+        } else {
+            None
+        };
+        let mut s = Settings {
+            api_url,
+            repository,
+            token,
+            token_source,
+            read_token,
+            read_token_source,
+            missing,
+            issue,
+            issue_source,
+            commit,
+            permanent,
+            code_scanning,
+            git_ref,
+            run_id: opts.env("GITHUB_RUN_ID").and_then(|r| r.parse().ok()),
+            run_attempt: opts.env("GITHUB_RUN_ATTEMPT").and_then(|r| r.parse().ok()),
+            runner_name: opts.env("RUNNER_NAME"),
+            discussion_category: opts.string("discussion-category")?.map(|(c, _)| c),
+            dispatch_workflow,
+            dispatch_input,
+            repository_dispatch,
+            consistency_wait_ms: crate::surface::listing::wait_option(&mut opts)?.as_millis()
+                as u64,
+            control: false,
+            job_own: false,
+            on_pull_request: false,
+        };
+        (s.job_own, s.on_pull_request) = job_context(&s, &opts);
+        Ok(s)
     }
 
+    /// What the settings say: entries live `of` the repository; the facts;
+    /// each carrier's exposures; the carriers ruled out, in the order the
+    /// checks are made (the first that rules a carrier out says why).
     fn about(s: &Settings) -> About<Gh> {
-        settings::about(s)
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.repository.as_deref().unwrap_or("?").as_bytes())
+        };
+        let mut about = facts(s, About::new(format!("of {place}")));
+        for &c in Gh::ALL {
+            for p in carriers::permissions_of(c.name())
+                .iter()
+                .filter(|p| s.job_own || **p == "run-traces")
+                .filter(|p| c != Gh::IssueComment || **p != "pull-requests" || s.on_pull_request)
+            {
+                about = about.exposure_of(
+                    c,
+                    match *p {
+                        "run-traces" => "run-traces".to_string(),
+                        p => format!("permission:{p}"),
+                    },
+                );
+            }
+        }
+        if let Some(why) = &s.missing {
+            about = about.unavailable(why.clone());
+        }
+        for &c in Gh::ALL {
+            if let Some(why) = ruled_out(s, c) {
+                about = about.unavailable_of(c, why);
+            }
+        }
+        about
     }
 
     fn control(
@@ -147,21 +276,68 @@ impl super::Surface for GitHubApi {
         Ok(GitHubApi { settings, client })
     }
 
-    fn plant(
+    /// Run A: each carrier's object created with the write token, journalled
+    /// before the request and again with its id once GitHub gave one; taken
+    /// back only when GitHub refused the write. (Code scanning's upload, a
+    /// discussion, a dispatch and a trace are planted as their own kinds are.)
+    fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[Job<Gh>],
+        job: &Job<Gh>,
         journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Needle>> {
-        super::each(jobs, |job| match job.carrier {
+    ) -> PlantOutcome<Needle> {
+        match job.carrier {
             Gh::CodeScanning => self.plant_scanning(ctx, job, journal),
             Gh::Discussion => self.plant_discussion(ctx, job, journal),
             Gh::WorkflowDispatch | Gh::RepositoryDispatch => self.plant_dispatch(ctx, job, journal),
             Gh::RunAnnotation | Gh::RunLog => self.plant_trace(ctx, job, journal),
-            _ => self.plant_carrier(ctx, job, journal),
-        })
+            _ => {
+                let carrier = job.carrier;
+                let req = match carriers::plant_request(&self.settings, ctx, carrier, &job.nonce) {
+                    Ok(r) => r,
+                    Err(f) => return PlantOutcome::Error { reason: f.into() },
+                };
+                let api = match self.api(false) {
+                    Ok(a) => a,
+                    Err(f) => return PlantOutcome::Error { reason: f.into() },
+                };
+                let what = format!("planting {carrier} in {}", self.repo());
+                journal.record(&req.entry);
+                match api.call(Method::POST, &req.path, Some(&req.body), &what) {
+                    Ok(a) => {
+                        // The id GitHub gave, so cleanup reads back this object.
+                        if let Entry::Object(e) = &req.entry
+                            && e.id.is_none()
+                            && let Some(id) = ref_of(&a.json[e.key.as_str()])
+                        {
+                            let mut full = e.clone();
+                            full.id = Some(id);
+                            journal.record(&Entry::Object(full));
+                        }
+                        PlantOutcome::Planted {
+                            needle: carriers::needle(&self.settings, carrier, &job.nonce),
+                            persistence: None,
+                            detail: self.planted_detail(carrier),
+                        }
+                    }
+                    Err(e @ ApiError::Denied { .. }) => {
+                        journal.retract(&req.entry);
+                        self.refused(&e)
+                    }
+                    Err(e) => PlantOutcome::Error { reason: e.text() },
+                }
+            }
+        }
     }
 
+    /// Run B: every route to a carrier with the read token (the listing, read
+    /// to its end, and the agreed name where the carrier has one). Closed only
+    /// when every route ran and missed, and the miss is shown not to be a
+    /// listing's lag: the writer's token lists the plant (then it is hidden
+    /// from run B), or, until neither lists it within the consistency wait,
+    /// the routes are taken again; denied only when GitHub refused every
+    /// route. (A trace and a discussion are read back as their own kinds
+    /// are.)
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
@@ -173,7 +349,55 @@ impl super::Surface for GitHubApi {
             .map(|w| match w.carrier {
                 Gh::RunAnnotation | Gh::RunLog => self.recover_trace(ctx, w),
                 Gh::Discussion => self.recover_discussion(w),
-                _ => self.recover_carrier(ctx, w),
+                // Every route, then, when they all missed, whether the
+                // writer's token lists the plant: until one of them shows it
+                // or the wait ends.
+                _ => {
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
+        let carrier = w.carrier;
+        let looked = crate::surface::listing::until_current(wait, || {
+            let o = self.look(ctx, carrier, w);
+            let RecoverOutcome::NotFound { detail } = &o else {
+                return Ok::<_, std::convert::Infallible>(((o, None), true));
+            };
+            let writer = self.writer_lists(ctx, carrier, w);
+            let current = writer.as_ref().is_ok_and(Option::is_some);
+            let detail = detail.clone();
+            Ok(((o, Some((detail, writer))), current))
+        });
+        let c = match looked {
+            Ok(c) => c,
+            Err(never) => match never {},
+        };
+        match &c.value {
+            (o, None) => o.clone(),
+            (_, Some((detail, Ok(Some(seen))))) => RecoverOutcome::NotFound {
+                detail: format!(
+                    "{detail}; hidden from run B: the writer's token lists it at {seen}"
+                ),
+            },
+            (_, Some((_, Ok(None))))
+                if matches!(carrier, Gh::WorkflowDispatch | Gh::RepositoryDispatch) =>
+            {
+                RecoverOutcome::Error {
+                    reason: format!(
+                        "no run shows the dispatch back, to run B's token or the writer's ({} \
+                         listings over {:.1} s): does the workflow exist and show the input in \
+                         run-name?",
+                        c.tries,
+                        c.waited.as_secs_f64()
+                    ),
+                }
+            }
+            (_, Some((_, Ok(None)))) => crate::surface::listing::not_current(
+                "the plant, which neither run B's token nor the writer's lists yet",
+                &c,
+            ),
+            (_, Some((_, Err(why)))) => RecoverOutcome::Error {
+                reason: format!("run B's routes missed, and nothing shows they are current: {why}"),
+            },
+        }
+    }
             })
             .collect()
     }
@@ -205,12 +429,68 @@ impl super::Surface for GitHubApi {
         Ok(found)
     }
 
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
-        cleanup::owned_entry(&self.settings, ctx, entry)
+    /// Whether a journal entry is this probe's plant: rebuilt from what it
+    /// names (its carrier, the nonce it holds, the configured repository), it
+    /// is the very entry the plant journals (so its paths, listing and key
+    /// fields are runwarden's own, never a path a receipt made up); an
+    /// object's `ref`, an id GitHub gave, is a number or the plant's own
+    /// name. `Invalid` for anything else.
+    fn owns(&self, ctx: &RunCtx<'_>, e: &Entry) -> Result<(), Fault> {
+        let s = &self.settings;
+        // Each shape is its carriers' only: a dispatch's line with another
+        // carrier's name is no plant's.
+        let carrier = |name: &str, of: &[Gh]| {
+            Gh::parse(name)
+                .filter(|c| of.contains(c))
+                .ok_or_else(|| Fault::invalid("holds no nonce in runwarden's form"))
+        };
+        let want = match e {
+            Entry::Object(o) => return owned_object(s, ctx, Gh::parse(&o.carrier), o),
+            Entry::Permanent(p) => return owned_permanent(ctx, Gh::parse(&p.carrier), p),
+            Entry::Scanning(x) => scanning::wanted(ctx, x)?,
+            Entry::Discussion(x) => discussion::wanted(ctx, x)?,
+            Entry::Dispatch(x) => {
+                let c = carrier(&x.carrier, &[Gh::WorkflowDispatch, Gh::RepositoryDispatch])?;
+                dispatch::wanted(ctx, c, x)?
+            }
+            Entry::Trace(x) => {
+                let c = carrier(&x.carrier, &[Gh::RunAnnotation, Gh::RunLog])?;
+                traces::wanted(ctx, c, x)?
+            }
+        };
+        carriers::same_entry(e, &want)
     }
 
+    /// One entry: each kind of plant as it is removed (or kept).
+    fn clean_one(&self, e: &Entry) -> CleanupOutcome {
+        match e {
+            Entry::Scanning(x) => self.clean_scanning(x),
+            Entry::Discussion(x) => self.clean_discussion(x),
+            Entry::Dispatch(x) => self.clean_dispatch(x),
+            Entry::Trace(_) => traces::kept(),
+            Entry::Permanent(_) => CleanupOutcome::Kept {
+                reason: "GitHub offers no way to delete it: it stays (planted because \
+                         `permanent: true`)"
+                    .into(),
+            },
+            Entry::Object(o) => self.clean_object(o),
+        }
+    }
+
+    /// An intent and the entry with its id are one object, cleaned once
+    /// (by the fuller entry). (Retractions and what they took back are set
+    /// aside by the kernel.)
     fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        self.clean_all(entries)
+        entries
+            .iter()
+            .map(|e| {
+                if entries.iter().any(|o| fuller(o, e)) {
+                    CleanupOutcome::Superseded
+                } else {
+                    self.clean_one(e)
+                }
+            })
+            .collect()
     }
 }
 

@@ -1,59 +1,16 @@
-//! Run A: each carrier's object created with the write token, journalled
-//! before the request and again with its id once GitHub gave one; taken
-//! back only when GitHub refused the write.
+//! What run A's plant of a carrier's object reports: what was planted
+//! where, the id in GitHub's answer, and what a 403 to a plant is (the one
+//! place every github-api carrier's plant decides it).
 
-use super::entry::{Entry, Needle, Ref};
+use super::entry::{Needle, Ref};
 use super::{Gh, GitHubApi, carriers};
 use crate::escape;
 use crate::github::ApiError;
-use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
-use ::http::Method;
+use crate::surface::PlantOutcome;
 use serde_json::Value;
 
 impl GitHubApi {
-    pub(super) fn plant_carrier(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Gh>,
-        journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Needle> {
-        let carrier = job.carrier;
-        let req = match carriers::plant_request(&self.settings, ctx, carrier, &job.nonce) {
-            Ok(r) => r,
-            Err(f) => return PlantOutcome::Error { reason: f.into() },
-        };
-        let api = match self.api(false) {
-            Ok(a) => a,
-            Err(f) => return PlantOutcome::Error { reason: f.into() },
-        };
-        let what = format!("planting {carrier} in {}", self.repo());
-        journal.record(&req.entry);
-        match api.call(Method::POST, &req.path, Some(&req.body), &what) {
-            Ok(a) => {
-                // The id GitHub gave, so cleanup reads back this object.
-                if let Entry::Object(e) = &req.entry
-                    && e.id.is_none()
-                    && let Some(id) = ref_of(&a.json[e.key.as_str()])
-                {
-                    let mut full = e.clone();
-                    full.id = Some(id);
-                    journal.record(&Entry::Object(full));
-                }
-                PlantOutcome::Planted {
-                    needle: carriers::needle(&self.settings, carrier, &job.nonce),
-                    persistence: None,
-                    detail: self.planted_detail(carrier),
-                }
-            }
-            Err(e @ ApiError::Denied { .. }) => {
-                journal.retract(&req.entry);
-                self.refused(&e)
-            }
-            Err(e) => PlantOutcome::Error { reason: e.text() },
-        }
-    }
-
-    fn planted_detail(&self, carrier: Gh) -> String {
+    pub(super) fn planted_detail(&self, carrier: Gh) -> String {
         let source = escape::bytes(self.settings.token_source.as_bytes());
         let repo = self.repo();
         let commit = self.settings.commit.as_deref().unwrap_or("?");
@@ -86,7 +43,7 @@ impl GitHubApi {
 /// What GitHub answered for an object's key field, as a journal line
 /// holds it: its id (a number) or a name. Anything else, or nothing, is
 /// not journalled (cleanup then finds the object by what it holds).
-fn ref_of(v: &Value) -> Option<Ref> {
+pub(super) fn ref_of(v: &Value) -> Option<Ref> {
     match v {
         Value::Number(n) => n.as_u64().map(Ref::Id),
         Value::String(s) => Some(Ref::Name(s.clone())),

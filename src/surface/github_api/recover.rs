@@ -1,10 +1,8 @@
-//! Run B: every route to a carrier with the read token (the listing, read
-//! to its end, and the agreed name where the carrier has one). Closed only
-//! when every route ran and missed, and the miss is shown not to be a
-//! listing's lag: the writer's token lists the plant (then it is hidden
-//! from run B), or, until neither lists it within the consistency wait,
-//! the routes are taken again; denied only when GitHub refused every
-//! route.
+//! Run B's look at a carrier: every route with the read token (the
+//! listing, read to its end, and the agreed name where the carrier has
+//! one), denied only when GitHub refused every route; and whether the
+//! writer's token lists the plant, which shows a miss is no listing's
+//! lag.
 
 use super::entry::Needle;
 use super::{Gh, GitHubApi, read_outcome};
@@ -20,59 +18,10 @@ use super::carriers::{Route, field_holding, routes};
 pub(super) type Wanted = Want<Gh, Needle>;
 
 impl GitHubApi {
-    /// Every route, then, when they all missed, whether the writer's
-    /// token lists the plant: until one of them shows it or the wait ends.
-    pub(super) fn recover_carrier(&self, ctx: &RunCtx<'_>, w: &Wanted) -> RecoverOutcome {
-        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
-        let carrier = w.carrier;
-        let looked = crate::surface::listing::until_current(wait, || {
-            let o = self.look(ctx, carrier, w);
-            let RecoverOutcome::NotFound { detail } = &o else {
-                return Ok::<_, std::convert::Infallible>(((o, None), true));
-            };
-            let writer = self.writer_lists(ctx, carrier, w);
-            let current = writer.as_ref().is_ok_and(Option::is_some);
-            let detail = detail.clone();
-            Ok(((o, Some((detail, writer))), current))
-        });
-        let c = match looked {
-            Ok(c) => c,
-            Err(never) => match never {},
-        };
-        match &c.value {
-            (o, None) => o.clone(),
-            (_, Some((detail, Ok(Some(seen))))) => RecoverOutcome::NotFound {
-                detail: format!(
-                    "{detail}; hidden from run B: the writer's token lists it at {seen}"
-                ),
-            },
-            (_, Some((_, Ok(None))))
-                if matches!(carrier, Gh::WorkflowDispatch | Gh::RepositoryDispatch) =>
-            {
-                RecoverOutcome::Error {
-                    reason: format!(
-                        "no run shows the dispatch back, to run B's token or the writer's ({} \
-                         listings over {:.1} s): does the workflow exist and show the input in \
-                         run-name?",
-                        c.tries,
-                        c.waited.as_secs_f64()
-                    ),
-                }
-            }
-            (_, Some((_, Ok(None)))) => crate::surface::listing::not_current(
-                "the plant, which neither run B's token nor the writer's lists yet",
-                &c,
-            ),
-            (_, Some((_, Err(why)))) => RecoverOutcome::Error {
-                reason: format!("run B's routes missed, and nothing shows they are current: {why}"),
-            },
-        }
-    }
-
     /// Where the writer's token lists the plant (its listing routes, the
     /// write token): `None` when it lists it nowhere; `Unsupported` when
     /// there is no writer's token here, `Broken` when its listing failed.
-    fn writer_lists(
+    pub(super) fn writer_lists(
         &self,
         ctx: &RunCtx<'_>,
         carrier: Gh,
@@ -110,7 +59,7 @@ impl GitHubApi {
         Ok(None)
     }
 
-    fn look(&self, ctx: &RunCtx<'_>, carrier: Gh, w: &Wanted) -> RecoverOutcome {
+    pub(super) fn look(&self, ctx: &RunCtx<'_>, carrier: Gh, w: &Wanted) -> RecoverOutcome {
         let api = match self.api(true) {
             Ok(a) => a,
             Err(f) => return RecoverOutcome::Error { reason: f.into() },

@@ -17,24 +17,16 @@
 //! from listings are attacker controlled: escaped when shown, never used
 //! to build a request except for the exact names this probe derives.
 
-mod cleanup;
 mod plant;
 mod protocol;
 mod recover;
-mod watch;
+mod surface;
 
-use super::carrier::{CarrierSet, carriers};
-use super::{
-    About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
-    RunCtx, Want, Watch,
-};
-use crate::config::{ConfigError, Options};
+use super::carrier::carriers;
+use super::{HttpAuth, RunCtx};
 use crate::escape;
-use crate::fault::Fault;
-use crate::http::{LazyClient, check_url};
+use crate::http::LazyClient;
 use crate::nonce::Nonce;
-use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -147,156 +139,4 @@ impl Http {
 pub struct HttpCache {
     settings: Settings,
     client: LazyClient,
-}
-
-impl super::Surface for HttpCache {
-    const NAME: &'static str = "http-cache";
-    const DESCRIPTION: &'static str = "a generic HTTP or WebDAV cache at a URL (PUT, cached misses, MKCOL, PROPPATCH; listed with PROPFIND)";
-    const KEYS: &'static [&'static str] = &[
-        "url",
-        "token-env",
-        "username-env",
-        "password-env",
-        "index-url",
-        "consistency-wait",
-    ];
-    const WATCH: Watch<Http> = Watch::Yes {
-        unwatched: &[
-            (
-                Http::NegativeLookup,
-                "a remembered miss leaves nothing in the listing",
-            ),
-            (
-                Http::Property,
-                "dead properties are not in the depth-1 listing watch mode reads",
-            ),
-        ],
-    };
-    type Carrier = Http;
-    type Settings = Settings;
-    type Entry = Entry;
-    type Needle = Nonce;
-
-    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
-        let Some((url, pos)) = opts.string("url")? else {
-            return Err(opts.error(
-                opts.entry_pos(),
-                "an http-cache surface needs `url:` (the cache's base URL)",
-            ));
-        };
-        check_url(&url).map_err(|m| opts.error(pos, format!("`url`: {m}")))?;
-        if url.contains('?') || url.contains('#') {
-            return Err(opts.error(pos, "`url`: no query or fragment: a base URL"));
-        }
-        let index_url = match opts.string("index-url")? {
-            Some((u, p)) => {
-                check_url(&u).map_err(|m| opts.error(p, format!("`index-url`: {m}")))?;
-                Some(u)
-            }
-            None => None,
-        };
-        let auth = HttpAuth::from_config(&mut opts)?;
-        let url = if url.ends_with('/') {
-            url
-        } else {
-            format!("{url}/")
-        };
-        Ok(Settings {
-            url,
-            auth,
-            index_url,
-            consistency_wait_ms: super::listing::wait_option(&mut opts)?.as_millis() as u64,
-            control: false,
-        })
-    }
-
-    fn about(s: &Settings) -> About<Http> {
-        let place = if s.control {
-            "the control".to_string()
-        } else {
-            escape::bytes(s.url.as_bytes())
-        };
-        let listing = match &s.index_url {
-            Some(u) => format!("GET {}", escape::bytes(u.as_bytes())),
-            None => "PROPFIND depth 1".into(),
-        };
-        let mut about = About::new(format!("under {place}"))
-            .fact("credentials", s.auth.describe())
-            .fact("listing", listing);
-        if let Some(o) = crate::http::origin(&s.url) {
-            about = about.exposure(format!("cache:{o}"));
-        }
-        match &s.auth.missing {
-            Some(why) => about.unavailable(why.clone()),
-            None => about,
-        }
-    }
-
-    fn control(
-        _like: Option<&Settings>,
-        _dir: &std::path::Path,
-    ) -> Result<Control<Settings>, Fault> {
-        let server = crate::loopback::dav::DavServer::start(false)?;
-        let token = server.token()?;
-        let s = Settings {
-            url: server.url(),
-            auth: HttpAuth::bearer_for_control(token),
-            index_url: None,
-            consistency_wait_ms: super::listing::default_wait_ms(),
-            control: true,
-        };
-        Ok(Control::served_listing(s, server))
-    }
-
-    fn open(settings: Settings) -> Result<HttpCache, Fault> {
-        let client = LazyClient::new(settings.auth.secrets());
-        Ok(HttpCache { settings, client })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Http>],
-        journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Nonce>> {
-        super::each(jobs, |job| self.plant_one(ctx, job, journal))
-    }
-
-    fn recover(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Http, Nonce>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
-    }
-
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Http>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx, jobs)
-    }
-
-    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
-        let c = Http::owned(ctx, &entry.name, "", &|c| c != Http::Property)?;
-        let ok = match (c, entry.kind) {
-            (Http::CollectionName, Kind::Collection) => true,
-            (Http::CacheKey | Http::Property, Kind::File) => {
-                entry.sha256.as_deref() == Some(sha256_hex(&innocuous(ctx.probe_id)).as_str())
-            }
-            _ => false,
-        };
-        ok.then_some(())
-            .ok_or_else(|| Fault::invalid(format!("a {c} plant makes no such entry")))
-    }
-
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries.iter().map(|e| self.clean_entry(e)).collect()
-    }
-
-    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_listing(ctx, sink)
-    }
-
-    fn changes(change: &Change, before: &Before) -> Vec<Http> {
-        watch::carriers_of(change, before)
-    }
 }

@@ -1,16 +1,15 @@
-//! Run B: the listing first (for the name carriers, and for a remembered
-//! miss before B's own lookup would be remembered too), then the agreed
-//! paths; and the check that the listing names what B reads by name.
+//! Run B's routes: one whole listing (and the witness, asked by its own
+//! path), what the listing says of a carrier whose route it is, the
+//! lookup of a remembered miss, and the PROPFIND of the property.
 
 use super::protocol::{ListError, cache_hit, class, last_segment, propstat_status};
-use super::{Http, HttpCache, PROP_NS, plant_name};
+use super::{Http, HttpCache, PROP_NS};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::answer::Class;
-use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 
 /// One listing: how many names, per wanted carrier where its nonce was
 /// found, the notices, and what was listed.
@@ -20,7 +19,7 @@ impl HttpCache {
     /// Whether `name` is there, asked by its own path (a GET: every HTTP
     /// cache answers it, an index-listed one too). `Broken` (or
     /// `Unreachable`) when it cannot be told.
-    fn exists(&self, name: &str) -> Result<bool, Fault> {
+    pub(super) fn exists(&self, name: &str) -> Result<bool, Fault> {
         let r = self.call("GET", &self.url_of(name), &[], vec![])?;
         match r.status {
             200..=299 => Ok(true),
@@ -31,7 +30,7 @@ impl HttpCache {
 
     /// One whole listing, and whether it names the witness (or found every
     /// nonce it looked for).
-    fn list_once(
+    pub(super) fn list_once(
         &self,
         ctx: &RunCtx<'_>,
         needles: &[(usize, String)],
@@ -85,121 +84,11 @@ impl HttpCache {
         Ok(((names, hits, notices, what), current))
     }
 
-    pub(super) fn recover_carriers(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Http, Nonce>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let listed_at = |i: usize| wanted[i].carrier.is_listed();
-        // The listing's witness: the property carrier's resource, which
-        // run A PUTs under an agreed name (no nonce in it) before its
-        // PROPPATCH, whatever the PROPPATCH then answers.
-        let witness = crate::surface::tagged_name(ctx, Http::Property.name(), None, "");
-        // What the listing said of a negative-lookup it did not name, said
-        // again after the lookup's own verdict.
-        let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
-        let mut stale = None;
-        let mut witnessed: Result<bool, Fault> = Ok(false);
-        // The listing comes first, for negative-lookup too: run B's own
-        // lookup of the path would be remembered as well, and then listed.
-        let listed: Vec<usize> = (0..wanted.len()).filter(|i| listed_at(*i)).collect();
-        if !listed.is_empty() {
-            let needles: Vec<(usize, String)> = listed
-                .iter()
-                .map(|i| (*i, wanted[*i].needle.hex()))
-                .collect();
-            // Whether the witness is there at all, asked by its own path: a
-            // listing cannot be waited on to show what does not exist (a
-            // read-only cache refused its PUT).
-            witnessed = self.exists(&witness);
-            let wait = match witnessed {
-                Ok(true) => std::time::Duration::from_millis(self.settings.consistency_wait_ms),
-                _ => std::time::Duration::ZERO,
-            };
-            let listing = crate::surface::listing::until_current(wait, || {
-                self.list_once(ctx, &needles, &witness, wanted.len())
-            });
-            let (names, mut hits, notices, what) = match &listing {
-                Ok(c) => {
-                    let (names, hits, notices, what) = c.value.clone();
-                    (names, hits, notices, Ok(what))
-                }
-                Err(e) => (0, vec![None; wanted.len()], vec![], Err(e)),
-            };
-            for n in notices {
-                notice(n);
-            }
-            if let Ok(c) = &listing
-                && !c.current
-            {
-                stale = Some(crate::surface::listing::Current {
-                    value: (),
-                    current: false,
-                    waited: c.waited,
-                    tries: c.tries,
-                });
-            }
-            for i in listed {
-                let negative = wanted[i].carrier == Http::NegativeLookup;
-                (out[i], listing_said[i]) =
-                    self.listed_outcome(&what, hits[i].take(), names, negative);
-            }
-        }
-        for (i, w) in wanted.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
-            }
-            let (carrier, nonce) = (w.carrier, w.needle);
-            let name = plant_name(ctx, carrier, &nonce);
-            out[i] = match carrier {
-                Http::NegativeLookup => Some(self.look_up_miss(&name, listing_said[i].as_deref())),
-                Http::Property => Some(self.read_property(&name, &nonce.hex())),
-                // The listing was their only route (above).
-                Http::CacheKey | Http::CollectionName => None,
-            };
-        }
-        // A listing that does not name the agreed property resource (after
-        // the consistency wait) lags or leaves things out: its silence on
-        // the carriers whose only route it is proves nothing.
-        let shown = format!("the agreed resource {}", escape::bytes(witness.as_bytes()));
-        match (stale, witnessed) {
-            (None, _) => {}
-            (Some(c), Ok(true)) => {
-                crate::surface::listing::demote(&mut out, listed_at, &shown, &c);
-            }
-            // No witness to show: the carriers whose only route the listing
-            // is cannot be shown closed; negative-lookup's own lookup
-            // still decides for it.
-            (Some(_), why) => {
-                let reason = match why {
-                    Ok(_) => format!(
-                        "{shown} does not exist (its PUT was not made), so nothing shows the listing is current: its silence proves nothing"
-                    ),
-                    Err(e) => format!(
-                        "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
-                    ),
-                };
-                for (o, w) in out.iter_mut().zip(wanted) {
-                    if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
-                        && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                    {
-                        *o = Some(RecoverOutcome::Error {
-                            reason: reason.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        crate::surface::all_outcomes(out)
-    }
-
     /// What the listing (`what` it listed, of `names` names) says of one
     /// carrier whose route it is, where it found `hit`: its outcome, and
     /// for negative-lookup (`negative`), whose second route is the lookup,
     /// none but what the listing said, to be said again after it.
-    fn listed_outcome(
+    pub(super) fn listed_outcome(
         &self,
         what: &Result<String, &ListError>,
         hit: Option<String>,
@@ -236,7 +125,7 @@ impl HttpCache {
     /// negative-lookup's second route: run B's own GET of the path, which
     /// a cache that remembers the miss answers from its memory.
     /// `listing_said`: what the listing said of it, said again.
-    fn look_up_miss(&self, name: &str, listing_said: Option<&str>) -> RecoverOutcome {
+    pub(super) fn look_up_miss(&self, name: &str, listing_said: Option<&str>) -> RecoverOutcome {
         let shown_name = escape::bytes(name.as_bytes());
         match self.call("GET", &self.url_of(name), &[], vec![]) {
             Err(f) => RecoverOutcome::Error { reason: f.into() },
@@ -267,7 +156,7 @@ impl HttpCache {
 
     /// The property carrier's route: a PROPFIND of the agreed resource
     /// `name`, whose dead property holds `hex` when it is there.
-    fn read_property(&self, name: &str, hex: &str) -> RecoverOutcome {
+    pub(super) fn read_property(&self, name: &str, hex: &str) -> RecoverOutcome {
         let shown_name = escape::bytes(name.as_bytes());
         let xml = format!(
             "<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\" xmlns:R=\"{PROP_NS}\"><D:prop><R:note/></D:prop></D:propfind>"

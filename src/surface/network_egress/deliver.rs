@@ -1,16 +1,12 @@
-//! Run A: one delivery attempt per carrier, the whole of it within
-//! [`DEADLINE`]. What the network answered (delivered, refused, reset,
-//! timed out, unreachable) plants the carrier, with what run A saw in the
-//! detail: run B's question to the rendezvous decides the verdict, since a
-//! connection that seemed to fail may still have delivered. What says
-//! nothing about the network (a proxy variable that is no URL, no root
-//! certificates, a name that does not resolve here, an answer that is not
-//! the rendezvous's) is a plant that failed: ERROR, never a PASS.
+//! Run A's ways out: resolving, connecting, the GET, the proxy, TLS and
+//! the DNS lookups a delivery attempt is made of, each within the
+//! attempt's [`DEADLINE`], and what each came to: the network's answer
+//! (the carrier is planted) or nothing that says anything about the
+//! network (the plant failed).
 
-use super::{Egress, NetworkEgress, Sought};
+use super::NetworkEgress;
 use crate::escape;
 use crate::rendezvous::dns;
-use crate::surface::{Job, PlantOutcome};
 use crate::timed::Timed;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -18,10 +14,10 @@ use std::time::{Duration, Instant};
 
 /// How long one attempt may take, all of it (resolving, connecting, the
 /// proxy, TLS, the request and its answer).
-const DEADLINE: Duration = Duration::from_secs(10);
+pub(super) const DEADLINE: Duration = Duration::from_secs(10);
 
 /// What an attempt came to.
-enum Attempt {
+pub(super) enum Attempt {
     /// The network's answer, whatever it was: the carrier is planted.
     Network(String),
     /// Nothing that says anything about the network: the plant failed.
@@ -31,7 +27,7 @@ enum Attempt {
 use Attempt::{Local, Network};
 
 /// What a network error means, for the detail.
-fn what(e: &io::Error) -> String {
+pub(super) fn what(e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::ConnectionRefused => "connection refused".into(),
         io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => {
@@ -46,7 +42,7 @@ fn what(e: &io::Error) -> String {
 
 /// Every address of `host:port`; a name that does not resolve here says
 /// nothing about what the network lets out (give an address).
-fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Attempt> {
+pub(super) fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Attempt> {
     match (host, port).to_socket_addrs() {
         Ok(a) => {
             let all: Vec<SocketAddr> = a.collect();
@@ -66,7 +62,7 @@ fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Attempt> {
 
 /// Connects to the first address of `host:port` that answers, within
 /// what is left of `until`.
-fn connect(host: &str, port: u16, until: Instant) -> Result<Timed, Attempt> {
+pub(super) fn connect(host: &str, port: u16, until: Instant) -> Result<Timed, Attempt> {
     let mut last = None;
     for a in resolve(host, port)? {
         let left = until.saturating_duration_since(Instant::now());
@@ -96,7 +92,12 @@ fn status(stream: &mut impl Read) -> io::Result<u16> {
 
 /// One GET of `target`; the rendezvous answers a delivery 204, and any
 /// other answer is something else's (a redirect, a block page).
-fn deliver_get(stream: &mut (impl Read + Write), host: &str, target: &str, via: &str) -> Attempt {
+pub(super) fn deliver_get(
+    stream: &mut (impl Read + Write),
+    host: &str,
+    target: &str,
+    via: &str,
+) -> Attempt {
     let sent = write!(
         stream,
         "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: runwarden\r\nConnection: close\r\n\r\n"
@@ -192,7 +193,7 @@ impl NetworkEgress {
     /// `nameserver` of /etc/resolv.conf, in its order (the first three, as
     /// the system resolver takes them): a sender whose first nameserver is
     /// blocked falls back to the next, as glibc's resolver does.
-    fn resolvers(&self) -> Result<Vec<SocketAddr>, Attempt> {
+    pub(super) fn resolvers(&self) -> Result<Vec<SocketAddr>, Attempt> {
         if let Some(r) = &self.settings.resolver {
             return r
                 .parse()
@@ -217,7 +218,7 @@ impl NetworkEgress {
     }
 
     /// The rendezvous URL's path (`/`, or `/rv/` behind a proxy).
-    fn path_prefix(&self) -> String {
+    pub(super) fn path_prefix(&self) -> String {
         let rest = self.settings.url.split_once("://").map_or("", |(_, r)| r);
         match rest.find('/') {
             Some(i) => rest[i..].to_string(),
@@ -225,63 +226,10 @@ impl NetworkEgress {
         }
     }
 
-    pub(super) fn deliver(&self, job: &Job<Egress>) -> PlantOutcome<Sought> {
-        let carrier = job.carrier;
-        let hex = job.nonce.hex();
-        // When run A began to try, before anything could arrive: run B
-        // checks the rendezvous remembered from before then.
-        let at_ms = crate::rendezvous::store::now_ms();
-        let until = Instant::now() + DEADLINE;
-        let target = format!("{}d/{carrier}/{hex}", self.path_prefix());
-        let host = self.settings.host.as_str();
-        let attempt = match carrier {
-            Egress::HttpsDirect => self.direct(&target, until),
-            Egress::HttpPlain => match connect(host, self.settings.plain_port, until) {
-                Ok(mut s) => deliver_get(
-                    &mut s,
-                    host,
-                    &target,
-                    &format!(", port {}", self.settings.plain_port),
-                ),
-                Err(a) => a,
-            },
-            Egress::HttpsProxy => self.through_proxy(&target, until),
-            Egress::TcpRaw => match connect(host, self.settings.tcp_port, until) {
-                Ok(mut s) => match s
-                    .write_all(format!("runwarden {carrier} {hex}\n").as_bytes())
-                    .and_then(|()| s.stream.shutdown(std::net::Shutdown::Write))
-                {
-                    Ok(()) => Network(format!("sent on port {}", self.settings.tcp_port)),
-                    Err(e) => Network(what(&e)),
-                },
-                Err(a) => a,
-            },
-            Egress::DnsQuery => match self.resolvers() {
-                Ok(rs) => self.lookup(&rs, &hex, "q", until),
-                Err(a) => a,
-            },
-            Egress::DnsDirect => match resolve(host, self.settings.dns_port) {
-                Ok(addrs) => self.lookup(&addrs, &hex, "d", until),
-                Err(a) => a,
-            },
-        };
-        match attempt {
-            Network(d) => PlantOutcome::Planted {
-                needle: Sought::Tried {
-                    nonce: job.nonce,
-                    at_ms: Some(at_ms),
-                },
-                persistence: None,
-                detail: format!("run A's attempt: {d}"),
-            },
-            Local(reason) => PlantOutcome::Error { reason },
-        }
-    }
-
     /// Straight to the rendezvous URL, with no proxy, within the same
     /// deadline as every carrier (no retries: the first answer is the
     /// network's).
-    fn direct(&self, target: &str, until: Instant) -> Attempt {
+    pub(super) fn direct(&self, target: &str, until: Instant) -> Attempt {
         let https = self.settings.url.starts_with("https://");
         let host = self.settings.host.as_str();
         let mut tcp = match connect(host, url_port(&self.settings.url, https), until) {
@@ -300,7 +248,7 @@ impl NetworkEgress {
 
     /// Through the proxy: CONNECT to the rendezvous, then (for an https
     /// URL) TLS, then the request.
-    fn through_proxy(&self, target: &str, until: Instant) -> Attempt {
+    pub(super) fn through_proxy(&self, target: &str, until: Instant) -> Attempt {
         let Some(url) = self.settings.proxy.clone() else {
             return Local("no proxy".into());
         };
@@ -355,7 +303,13 @@ impl NetworkEgress {
 
     /// One DNS query for `<hex>.<tag>.<zone>` to each of `servers` in turn
     /// until one answers (any answer: the question is the message).
-    fn lookup(&self, servers: &[SocketAddr], hex: &str, tag: &str, until: Instant) -> Attempt {
+    pub(super) fn lookup(
+        &self,
+        servers: &[SocketAddr],
+        hex: &str,
+        tag: &str,
+        until: Instant,
+    ) -> Attempt {
         let Some(zone) = self.settings.dns_zone.as_deref() else {
             return Local("no dns-zone".into());
         };

@@ -18,22 +18,25 @@
 //! npm names). Tarballs are fetched only from the registry's own origin, so
 //! credentials never follow a URL a hostile registry document names.
 
-mod cleanup;
 mod plant;
 mod protocol;
-mod recover;
 
 use super::carrier::{CarrierSet, carriers};
 use super::{
-    About, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx, Want,
-    Watch,
+    About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Want, Watch,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::answer::Class;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
+use ::http::Method;
+use plant::{package_for, publish_doc};
+use protocol::{class, path_of};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 /// Search results per page (the registry API's maximum).
 const PAGE: usize = 250;
@@ -156,26 +159,215 @@ impl super::Surface for NpmRegistry {
         Ok(NpmRegistry { settings, client })
     }
 
-    fn plant(
+    /// Run A: one small package per carrier, published as `npm publish`
+    /// does, journalled before the request and taken back only when the
+    /// registry refused it.
+    fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[Job<Npm>],
+        job: &Job<Npm>,
         journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Nonce>> {
-        super::each(jobs, |job| self.plant_one(ctx, job, journal))
+    ) -> PlantOutcome<Nonce> {
+        let carrier = job.carrier;
+        let (name, version) = package_for(ctx, carrier, &job.nonce);
+        let shown = escape::bytes(name.as_bytes());
+        let doc = publish_doc(
+            &self.settings.url,
+            ctx.probe_id,
+            carrier,
+            &name,
+            &version,
+            &job.nonce,
+        );
+        let entry = Entry {
+            name: name.clone(),
+            versions: vec![version.clone()],
+        };
+        journal.record(&entry);
+        let url = format!("{}{}", self.settings.url, path_of(&name));
+        let refused = |status: u16, what: &str| PlantOutcome::Refused {
+            reason: format!("the registry refused the {what} (HTTP {status})"),
+        };
+        let publish = self.call(Method::PUT, &url, Some(&doc));
+        // A 4xx says nothing was published; a 5xx may come after it was
+        // (a gateway's), so the entry stays journalled.
+        if publish
+            .as_ref()
+            .is_ok_and(|r| (400..500).contains(&r.status))
+        {
+            journal.retract(&entry);
+        }
+        match publish {
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
+            // (A version that exists is a conflict: protocol::REGISTRY.)
+            Ok(r) if class(&r) == Class::Refused => return refused(r.status, "publish"),
+            Ok(r) if !(200..300).contains(&r.status) => {
+                return PlantOutcome::Error {
+                    reason: format!(
+                        "publishing {shown}: HTTP {} {}",
+                        r.status,
+                        escape::bytes(&r.body[..r.body.len().min(200)])
+                    ),
+                };
+            }
+            Ok(_) => {}
+        }
+        if carrier == Npm::DistTag {
+            let tag = format!("n{}", job.nonce.hex());
+            let url = format!(
+                "{}-/package/{}/dist-tags/{tag}",
+                self.settings.url,
+                path_of(&name)
+            );
+            match self.call(Method::PUT, &url, Some(&json!(version))) {
+                Err(f) => return PlantOutcome::Error { reason: f.into() },
+                Ok(r) if class(&r) == Class::Refused => return refused(r.status, "dist-tag"),
+                Ok(r) if !(200..300).contains(&r.status) => {
+                    return PlantOutcome::Error {
+                        reason: format!("adding the dist-tag: HTTP {}", r.status),
+                    };
+                }
+                Ok(_) => {}
+            }
+        }
+        PlantOutcome::Planted {
+            needle: job.nonce,
+            persistence: None,
+            detail: format!(
+                "published {shown}@{} to {}",
+                escape::bytes(version.as_bytes()),
+                self.shown()
+            ),
+        }
     }
 
+    /// Run B: the search for `package-name` (its only route), the agreed
+    /// packages' documents and tarballs for the rest, and the check that the
+    /// search lists what B can read by name.
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[Want<Npm, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
+        let searched: Vec<&Want<Npm, Nonce>> = wanted
+            .iter()
+            .filter(|w| w.carrier == Npm::PackageName)
+            .collect();
+        let (by_search, listed) = if searched.is_empty() {
+            (vec![], Default::default())
+        } else {
+            self.search(ctx, &searched, notice)
+        };
+        let mut by_search = by_search.into_iter();
+        // The agreed packages B could read by name: the search must list
+        // them too, or its silence on package-name proves nothing.
+        let mut readable: Vec<String> = vec![];
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        for (i, w) in wanted.iter().enumerate() {
+            let (carrier, nonce) = (w.carrier, w.needle);
+            if carrier == Npm::PackageName {
+                // Its only route: the search (the package's name is the
+                // message, so B cannot ask for its document).
+                out[i] = by_search.next();
+                continue;
+            }
+            let (name, version) = package_for(ctx, carrier, &nonce);
+            let shown = escape::bytes(name.as_bytes());
+            out[i] = Some(match self.packument(&name) {
+                Err(o) => o,
+                Ok(None) => RecoverOutcome::NotFound {
+                    detail: format!("no package {shown}"),
+                },
+                Ok(Some(doc)) => {
+                    readable.push(name.clone());
+                    self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
+                }
+            });
+        }
+        // A search that lags (or filters) does not list what exists: its
+        // silence on package-name counts only when it lists every package
+        // of this plant that B reads by name (its witnesses), and there is
+        // one.
+        let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
+        let why = crate::surface::listing::search_witnessed(
+            readable.len(),
+            unlisted,
+            "packages",
+            "the search",
+        );
+        if let Some(reason) = why {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if w.carrier == Npm::PackageName
+                    && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                {
+                    *o = Some(RecoverOutcome::Error {
+                        reason: reason.clone(),
+                    });
+                }
+            }
+        }
+        crate::surface::all_outcomes(out)
     }
 
+    /// Cleanup by probe id: finding a probe's packages by name and search.
     fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Npm>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx, jobs)
+        // Every name but package-name's is derived without the nonce being
+        // random; package-name's is found by search.
+        let mut found = vec![];
+        for j in jobs {
+            let (name, version) = package_for(ctx, j.carrier, &j.nonce);
+            match self.packument(&name) {
+                // The name's tag proves it is this probe's; a version of
+                // another form (someone published to it) makes cleanup
+                // leave it.
+                Ok(Some(doc)) => {
+                    let versions: Vec<&String> = doc["versions"]
+                        .as_object()
+                        .map(|m| m.keys().collect())
+                        .unwrap_or_default();
+                    let ours = |v: &str| {
+                        v == "0.0.0"
+                            || v.strip_prefix("0.0.0-").is_some_and(|h| {
+                                h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit())
+                            })
+                    };
+                    let versions = match versions.as_slice() {
+                        [v] if ours(v) => vec![v.to_string()],
+                        _ => vec![version],
+                    };
+                    found.push(Entry { name, versions });
+                }
+                Ok(None) => {}
+                Err(RecoverOutcome::Error { reason }) => return Err(Fault::Broken(reason)),
+                // The registry's access control: no look can be had here.
+                Err(RecoverOutcome::Denied { reason }) => return Err(Fault::Unsupported(reason)),
+                Err(_) => {}
+            }
+        }
+        if jobs.iter().any(|j| j.carrier == Npm::PackageName) {
+            let text = format!("runwarden-{}", ctx.probe_id);
+            let mut names = vec![];
+            self.search_names(&text, &mut |name| {
+                if Npm::tagged(ctx, name, "") == Some(Npm::PackageName) {
+                    names.push(name.to_string());
+                }
+            })
+            .map_err(|o| match o {
+                RecoverOutcome::Error { reason } => Fault::Broken(reason),
+                RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+                _ => Fault::broken("the search could not be read"),
+            })?;
+            for name in names {
+                if !found.iter().any(|f| f.name == name) {
+                    found.push(Entry {
+                        name,
+                        versions: vec!["0.0.0".into()],
+                    });
+                }
+            }
+        }
+        Ok(found)
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
@@ -196,7 +388,53 @@ impl super::Surface for NpmRegistry {
         })
     }
 
-    fn clean(&self, entries: &[Entry]) -> Vec<super::CleanupOutcome> {
-        entries.iter().map(|e| self.clean_entry(e)).collect()
+    /// Unpublishes a package after checking it holds exactly A's versions.
+    fn clean_one(&self, entry: &Entry) -> CleanupOutcome {
+        let name = entry.name.as_str();
+        if !name.starts_with("runwarden-") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden package; nothing is unpublished".into(),
+            };
+        }
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let url = format!("{}{}?write=true", self.settings.url, path_of(name));
+        let doc = match self.call(Method::GET, &url, None) {
+            Err(f) => return left(f.into()),
+            Ok(r) if r.status == 404 => return CleanupOutcome::Gone,
+            Ok(r) if r.status != 200 => {
+                return left(format!("reading it before unpublishing: HTTP {}", r.status));
+            }
+            Ok(r) => match r.json() {
+                Ok(v) => v,
+                Err(f) => return left(f.into()),
+            },
+        };
+        // Checked before removal: exactly the versions A published.
+        let mut have: Vec<String> = doc["versions"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let mut want = entry.versions.clone();
+        have.sort();
+        want.sort();
+        if have != want {
+            return left(
+                "its versions changed since it was published: someone else published to it".into(),
+            );
+        }
+        let Some(rev) = doc["_rev"].as_str() else {
+            return left("the registry gave no revision to unpublish".into());
+        };
+        let url = format!("{}{}/-rev/{rev}", self.settings.url, path_of(name));
+        match self.call(Method::DELETE, &url, None) {
+            Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+            Ok(r) if r.status == 404 => CleanupOutcome::Gone,
+            Ok(r) if matches!(class(&r), Class::Refused | Class::NotTheServer) => left(format!(
+                "the registry refused to unpublish it (HTTP {}); it stays until someone with unpublish rights removes it",
+                r.status
+            )),
+            Ok(r) => left(format!("unpublishing: HTTP {}", r.status)),
+            Err(f) => left(f.into()),
+        }
     }
 }

@@ -1,15 +1,10 @@
-//! Run A: one small package per carrier, published as `npm publish`
-//! does, journalled before the request and taken back only when the
-//! registry refused it.
+//! What run A publishes for a carrier: the package's name and version
+//! (which run B and cleanup derive too), and the publish document with its
+//! tarball, as `npm publish` sends them.
 
-use super::Entry;
-use super::protocol::{class, path_of};
-use super::{Npm, NpmRegistry};
-use crate::escape;
-use crate::http::answer::Class;
+use super::Npm;
 use crate::nonce::Nonce;
-use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
-use ::http::Method;
+use crate::surface::RunCtx;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
@@ -84,85 +79,4 @@ pub(super) fn publish_doc(
             "length": tgz.len(),
         }},
     })
-}
-
-impl NpmRegistry {
-    pub(super) fn plant_one(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Npm>,
-        journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Nonce> {
-        let carrier = job.carrier;
-        let (name, version) = package_for(ctx, carrier, &job.nonce);
-        let shown = escape::bytes(name.as_bytes());
-        let doc = publish_doc(
-            &self.settings.url,
-            ctx.probe_id,
-            carrier,
-            &name,
-            &version,
-            &job.nonce,
-        );
-        let entry = Entry {
-            name: name.clone(),
-            versions: vec![version.clone()],
-        };
-        journal.record(&entry);
-        let url = format!("{}{}", self.settings.url, path_of(&name));
-        let refused = |status: u16, what: &str| PlantOutcome::Refused {
-            reason: format!("the registry refused the {what} (HTTP {status})"),
-        };
-        let publish = self.call(Method::PUT, &url, Some(&doc));
-        // A 4xx says nothing was published; a 5xx may come after it was
-        // (a gateway's), so the entry stays journalled.
-        if publish
-            .as_ref()
-            .is_ok_and(|r| (400..500).contains(&r.status))
-        {
-            journal.retract(&entry);
-        }
-        match publish {
-            Err(f) => return PlantOutcome::Error { reason: f.into() },
-            // (A version that exists is a conflict: protocol::REGISTRY.)
-            Ok(r) if class(&r) == Class::Refused => return refused(r.status, "publish"),
-            Ok(r) if !(200..300).contains(&r.status) => {
-                return PlantOutcome::Error {
-                    reason: format!(
-                        "publishing {shown}: HTTP {} {}",
-                        r.status,
-                        escape::bytes(&r.body[..r.body.len().min(200)])
-                    ),
-                };
-            }
-            Ok(_) => {}
-        }
-        if carrier == Npm::DistTag {
-            let tag = format!("n{}", job.nonce.hex());
-            let url = format!(
-                "{}-/package/{}/dist-tags/{tag}",
-                self.settings.url,
-                path_of(&name)
-            );
-            match self.call(Method::PUT, &url, Some(&json!(version))) {
-                Err(f) => return PlantOutcome::Error { reason: f.into() },
-                Ok(r) if class(&r) == Class::Refused => return refused(r.status, "dist-tag"),
-                Ok(r) if !(200..300).contains(&r.status) => {
-                    return PlantOutcome::Error {
-                        reason: format!("adding the dist-tag: HTTP {}", r.status),
-                    };
-                }
-                Ok(_) => {}
-            }
-        }
-        PlantOutcome::Planted {
-            needle: job.nonce,
-            persistence: None,
-            detail: format!(
-                "published {shown}@{} to {}",
-                escape::bytes(version.as_bytes()),
-                self.shown()
-            ),
-        }
-    }
 }

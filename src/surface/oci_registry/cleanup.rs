@@ -1,25 +1,24 @@
-//! Cleanup: a plant's manifest deleted by digest once it is read back
-//! byte for byte and no foreign tag shares its digest (a delete by digest
-//! removes every tag on it), then the layer blob unique to the plant;
-//! never the shared empty blob. A `repository-name` repository stays
-//! (Kept: no API removes one). And finding a probe's plants without its
-//! receipt: the agreed repositories' tags and manifests, and the catalog.
+//! Cleanup's steps: a plant's manifest deleted by digest once it is read
+//! back byte for byte and no foreign tag shares its digest (a delete by
+//! digest removes every tag on it), the check of a repository's foreign
+//! tags; and, to find a probe's plants without its receipt, the nonces
+//! held by the catalog's names, the agreed repositories' tags and the
+//! manifest under the agreed tag.
 
-use super::plant::{PLANT_KEY, PLANT_TAG, agreed_repository, digest_of, nonce_in_layer, plan};
+use super::plant::{PLANT_KEY, PLANT_TAG, digest_of, nonce_in_layer};
 use super::protocol::{AUTH, outcome_reason};
-use super::{Entry, Oci, OciRegistry};
+use super::{Oci, OciRegistry};
 use crate::escape;
-use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::until_current;
-use crate::surface::{CleanupOutcome, Job, RecoverOutcome, RunCtx};
+use crate::surface::{RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::Value;
 
 /// Foreign tags of one repository whose digests are checked at most; a
 /// repository with more is left alone (no full check is possible).
-const MAX_TAGS: usize = 1_000;
+pub(super) const MAX_TAGS: usize = 1_000;
 
 /// A repository's tags that are not the plant's ([`OciRegistry::others`]).
 struct Others {
@@ -40,63 +39,10 @@ struct TagCheck {
 }
 
 impl OciRegistry {
-    pub(super) fn clean_entry(&self, entry: &Entry) -> CleanupOutcome {
-        let (repo, digest) = (entry.repository.as_str(), entry.digest.as_str());
-        let carrier = Oci::parse(&entry.carrier);
-        let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
-        let left = |reason: String| CleanupOutcome::Left { reason };
-        let blobs = &entry.blobs;
-        // The layer is unique content, but someone may have pushed a
-        // manifest of their own on it: a tagged one is seen, by the same
-        // check of the tags (shown current by the plant's own) that clears
-        // the manifest's delete (an untagged one cannot be: LIMITATIONS).
-        let (removed, users) = match self.delete_manifest(repo, digest, &entry.tags, blobs) {
-            Ok(r) => r,
-            Err(reason) => return left(reason),
-        };
-        if !blobs.is_empty() && !users.is_empty() {
-            return left(format!(
-                "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
-                if removed { "deleted" } else { "gone" },
-                if users.len() == 1 { "" } else { "s" },
-                users.join(", "),
-                if users.len() == 1 { "s" } else { "" },
-            ));
-        }
-        for blob in blobs.iter().filter(|_| removed) {
-            let url = self.at(&format!("/v2/{repo}/blobs/{blob}"));
-            match self.call(Method::DELETE, &url, "*/*", None) {
-                Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {}
-                Ok(r) => {
-                    return left(format!(
-                        "{shown}: the manifest is {}, but its layer blob stays (HTTP {} to its delete)",
-                        if removed { "deleted" } else { "gone" },
-                        r.status
-                    ));
-                }
-                Err(f) => return left(f.into()),
-            }
-        }
-        if carrier == Some(Oci::RepositoryName) {
-            return CleanupOutcome::Kept {
-                reason: format!(
-                    "the repository {} stays in the catalog: no registry API removes a repository (accepted with `repository-name: true`); its manifest is {}",
-                    escape::bytes(repo.as_bytes()),
-                    if removed { "deleted" } else { "gone" }
-                ),
-            };
-        }
-        if removed {
-            CleanupOutcome::Removed
-        } else {
-            CleanupOutcome::Gone
-        }
-    }
-
     /// Deletes `repo@digest` if it is still the plant and no tag but
     /// `ours` is on it: `Ok(true)` deleted, `Ok(false)` not there, `Err`
     /// why it stays.
-    fn delete_manifest(
+    pub(super) fn delete_manifest(
         &self,
         repo: &str,
         digest: &str,
@@ -266,60 +212,9 @@ impl OciRegistry {
         Ok(c)
     }
 
-    pub(super) fn find_plants(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Oci>],
-    ) -> Result<Vec<Entry>, Fault> {
-        let fault = |o: RecoverOutcome| match o {
-            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
-            o => Fault::Broken(outcome_reason(o)),
-        };
-        let ns = &self.settings.repository;
-        let mut found = vec![];
-        for job in jobs {
-            let carrier = job.carrier;
-            let repo = agreed_repository(ctx, ns, carrier);
-            let nonces: Vec<Nonce> = match carrier {
-                Oci::RepositoryName => self.catalog_nonces(ctx).map_err(fault)?,
-                Oci::TagName => {
-                    // Only this probe's nonce tags are kept, and at most
-                    // MAX_TAGS of them: memory stays bounded.
-                    let mut nonces = vec![];
-                    let url = self.at(&format!("/v2/{repo}/tags/list"));
-                    self.list(&url, "tags", "the agreed repository's tags", &mut |t| {
-                        if nonces.len() < MAX_TAGS
-                            && let Some(n) = nonce_of_name(ctx, t, Oci::TagName)
-                        {
-                            nonces.push(n);
-                        }
-                    })
-                    .map_err(fault)?;
-                    nonces
-                }
-                _ => self.nonce_under_plant_tag(carrier, &repo).map_err(fault)?,
-            };
-            for nonce in nonces {
-                let p = plan(ctx, ns, carrier, &nonce);
-                // Only what is there and is byte for byte a plant.
-                if self
-                    .manifest(&p.repository, &p.digest)
-                    .map_err(fault)?
-                    .is_some()
-                {
-                    let e = p.entry(carrier, &nonce);
-                    if !found.contains(&e) {
-                        found.push(e);
-                    }
-                }
-            }
-        }
-        Ok(found)
-    }
-
     /// The nonces of the `repository-name` plants of this probe the
     /// catalog lists.
-    fn catalog_nonces(&self, ctx: &RunCtx<'_>) -> Result<Vec<Nonce>, RecoverOutcome> {
+    pub(super) fn catalog_nonces(&self, ctx: &RunCtx<'_>) -> Result<Vec<Nonce>, RecoverOutcome> {
         let mut out = vec![];
         let prefix = format!("{}/", self.settings.repository);
         self.list(
@@ -340,7 +235,7 @@ impl OciRegistry {
 
     /// The nonce the manifest under the agreed tag was planted with: its
     /// annotation (`manifest-annotation`) or its layer (`blob-content`).
-    fn nonce_under_plant_tag(
+    pub(super) fn nonce_under_plant_tag(
         &self,
         carrier: Oci,
         repo: &str,
@@ -376,7 +271,7 @@ impl OciRegistry {
 
 /// The nonce in a [`crate::surface::tagged_name`] of `carrier` by this
 /// probe, when the name is one (its tag verifies).
-fn nonce_of_name(ctx: &RunCtx<'_>, name: &str, carrier: Oci) -> Option<Nonce> {
+pub(super) fn nonce_of_name(ctx: &RunCtx<'_>, name: &str, carrier: Oci) -> Option<Nonce> {
     let c = Oci::owned(ctx, name, "", &|c| c == carrier).ok()?;
     if c != carrier {
         return None;

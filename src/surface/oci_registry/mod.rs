@@ -28,16 +28,20 @@ mod plant;
 mod protocol;
 mod recover;
 
-use super::carrier::carriers;
+use super::carrier::{CarrierSet, carriers};
 use super::{
     About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
-    RunCtx, Want, Watch,
+    RunCtx, Want, Watch, lower_hex,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
+use ::http::Method;
+use cleanup::{MAX_TAGS, nonce_of_name};
+use plant::{Placed, Pushed, agreed_repository, plan};
+use protocol::outcome_reason;
 use serde::{Deserialize, Serialize};
 
 carriers! {
@@ -75,8 +79,9 @@ pub struct Settings {
 }
 
 /// One carrier's plant, as run A journals it before its first push:
-/// everything cleanup needs, and what [`plant::owned_entry`] recomputes
-/// from the carrier and the nonce to check it is exactly a plant's.
+/// everything cleanup needs, and what the ownership rule (`owns`)
+/// recomputes from the carrier and the nonce to check it is exactly a
+/// plant's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
@@ -302,34 +307,250 @@ impl super::Surface for OciRegistry {
         })
     }
 
-    fn plant(
+    /// Run A: the carrier's plant pushed, journalled before its first
+    /// request; taken back only when nothing was created.
+    fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[Job<Oci>],
+        job: &Job<Oci>,
         journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Nonce>> {
-        super::each(jobs, |job| self.plant_one(ctx, job, journal))
+    ) -> PlantOutcome<Nonce> {
+        let carrier = job.carrier;
+        let p = plan(ctx, &self.settings.repository, carrier, &job.nonce);
+        let shown = escape::bytes(p.repository.as_bytes());
+        // A probe id the grammar refuses makes names no registry takes.
+        if !repository_name_ok(&p.repository) || p.tags.iter().any(|t| t.len() > 128) {
+            return PlantOutcome::Error {
+                reason: format!(
+                    "{shown} is no repository name the registry API allows (is the probe id lowercase letters, digits and `-`, and short?)"
+                ),
+            };
+        }
+        let entry = p.entry(carrier, &job.nonce);
+        journal.record(&entry);
+        let planted = |detail: String| PlantOutcome::Planted {
+            needle: job.nonce,
+            persistence: None,
+            detail,
+        };
+        match self.push(carrier, &p) {
+            Ok(()) => planted(format!(
+                "pushed {shown}:{} ({}) to {}",
+                escape::bytes(p.tags[0].as_bytes()),
+                p.digest,
+                self.shown()
+            )),
+            // Once a write that carries or reveals the nonce was taken the
+            // plant happened: a later refusal is no closed carrier.
+            Err(Pushed::Refused {
+                reason,
+                nonce: Placed::Listed,
+                ..
+            }) => planted(format!(
+                "the repository {shown} holds its blob, so the catalog lists it (the nonce is there); then {reason}"
+            )),
+            Err(Pushed::Refused {
+                reason,
+                nonce: Placed::Written,
+                ..
+            }) => PlantOutcome::Error {
+                reason: format!(
+                    "the nonce was written to {shown}, but then {reason}: the plant is incomplete (a witness or its route is missing), so the carrier is not shown closed"
+                ),
+            },
+            Err(Pushed::Refused {
+                reason, nothing, ..
+            }) => {
+                if nothing {
+                    journal.retract(&entry);
+                }
+                PlantOutcome::Refused { reason }
+            }
+            Err(Pushed::Failed { reason, nothing }) => {
+                if nothing {
+                    journal.retract(&entry);
+                }
+                PlantOutcome::Error { reason }
+            }
+        }
     }
 
+    /// Run B: the agreed repository's tags list (`tag-name`, current only
+    /// when it shows the witness tag), the agreed manifest
+    /// (`manifest-annotation`) and its layer blob (`blob-content`) read by
+    /// name, and the catalog for `repository-name` (its only route), whose
+    /// silence counts only when it lists the agreed repositories B read by
+    /// name.
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[Want<Oci, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // The agreed repositories B read by name: the catalog's witnesses.
+        let mut readable: Vec<String> = vec![];
+        let mut catalog: Vec<(usize, String)> = vec![];
+        for (i, w) in wanted.iter().enumerate() {
+            let (carrier, nonce) = (w.carrier, w.needle);
+            let hex = nonce.hex();
+            let repo = agreed_repository(ctx, &self.settings.repository, carrier);
+            out[i] = Some(match carrier {
+                Oci::RepositoryName => {
+                    catalog.push((i, hex));
+                    continue;
+                }
+                Oci::TagName => self.tag_routes(&repo, &nonce, &mut readable),
+                Oci::ManifestAnnotation | Oci::BlobContent => {
+                    self.read_manifest(ctx, carrier, &nonce, &mut readable)
+                }
+            });
+        }
+        if !catalog.is_empty() {
+            let outcomes = self.search_catalog(ctx, &catalog, &readable, notice);
+            for ((i, _), o) in catalog.iter().zip(outcomes) {
+                out[*i] = Some(o);
+            }
+        }
+        crate::surface::all_outcomes(out)
     }
 
+    /// Cleanup by probe id: finding a probe's plants without its receipt:
+    /// the agreed repositories' tags and manifests, and the catalog.
     fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Oci>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx, jobs)
+        let fault = |o: RecoverOutcome| match o {
+            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+            o => Fault::Broken(outcome_reason(o)),
+        };
+        let ns = &self.settings.repository;
+        let mut found = vec![];
+        for job in jobs {
+            let carrier = job.carrier;
+            let repo = agreed_repository(ctx, ns, carrier);
+            let nonces: Vec<Nonce> = match carrier {
+                Oci::RepositoryName => self.catalog_nonces(ctx).map_err(fault)?,
+                Oci::TagName => {
+                    // Only this probe's nonce tags are kept, and at most
+                    // MAX_TAGS of them: memory stays bounded.
+                    let mut nonces = vec![];
+                    let url = self.at(&format!("/v2/{repo}/tags/list"));
+                    self.list(&url, "tags", "the agreed repository's tags", &mut |t| {
+                        if nonces.len() < MAX_TAGS
+                            && let Some(n) = nonce_of_name(ctx, t, Oci::TagName)
+                        {
+                            nonces.push(n);
+                        }
+                    })
+                    .map_err(fault)?;
+                    nonces
+                }
+                _ => self.nonce_under_plant_tag(carrier, &repo).map_err(fault)?,
+            };
+            for nonce in nonces {
+                let p = plan(ctx, ns, carrier, &nonce);
+                // Only what is there and is byte for byte a plant.
+                if self
+                    .manifest(&p.repository, &p.digest)
+                    .map_err(fault)?
+                    .is_some()
+                {
+                    let e = p.entry(carrier, &nonce);
+                    if !found.contains(&e) {
+                        found.push(e);
+                    }
+                }
+            }
+        }
+        Ok(found)
     }
 
+    /// Whether `entry` is exactly what a plant of this probe makes under
+    /// `ns`: its carrier's, with its nonce; its repository, tags, digest and
+    /// blobs recomputed must be the entry's own (`Invalid` otherwise), so a
+    /// forged receipt can name nothing foreign, not even in a repository of
+    /// ours.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
-        plant::owned_entry(ctx, &self.settings.repository, entry)
+        let ns = self.settings.repository.as_str();
+        let repo = entry.repository.as_str();
+        let shown = escape::bytes(repo.as_bytes());
+        let name = repo
+            .strip_prefix(ns)
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| {
+                Fault::invalid(format!("{shown} is not under the configured repository"))
+            })?;
+        let carrier = Oci::owned(ctx, name, "", &|c| c == Oci::RepositoryName)?;
+        let hex = entry.nonce.as_str();
+        if !lower_hex(hex, 32) || entry.carrier != carrier.name() {
+            return Err(Fault::invalid(format!(
+                "{shown}: not the entry a {carrier} plant journals"
+            )));
+        }
+        let nonce = Nonce::from_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
+        if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
+            return Err(Fault::invalid(format!(
+                "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"
+            )));
+        }
+        Ok(())
     }
 
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries.iter().map(|e| self.clean_entry(e)).collect()
+    /// Cleanup: a plant's manifest deleted by digest once it is read back
+    /// byte for byte and no foreign tag shares its digest (a delete by digest
+    /// removes every tag on it), then the layer blob unique to the plant;
+    /// never the shared empty blob. A `repository-name` repository stays
+    /// (Kept: no API removes one).
+    fn clean_one(&self, entry: &Entry) -> CleanupOutcome {
+        let (repo, digest) = (entry.repository.as_str(), entry.digest.as_str());
+        let carrier = Oci::parse(&entry.carrier);
+        let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let blobs = &entry.blobs;
+        // The layer is unique content, but someone may have pushed a
+        // manifest of their own on it: a tagged one is seen, by the same
+        // check of the tags (shown current by the plant's own) that clears
+        // the manifest's delete (an untagged one cannot be: LIMITATIONS).
+        let (removed, users) = match self.delete_manifest(repo, digest, &entry.tags, blobs) {
+            Ok(r) => r,
+            Err(reason) => return left(reason),
+        };
+        if !blobs.is_empty() && !users.is_empty() {
+            return left(format!(
+                "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
+                if removed { "deleted" } else { "gone" },
+                if users.len() == 1 { "" } else { "s" },
+                users.join(", "),
+                if users.len() == 1 { "s" } else { "" },
+            ));
+        }
+        for blob in blobs.iter().filter(|_| removed) {
+            let url = self.at(&format!("/v2/{repo}/blobs/{blob}"));
+            match self.call(Method::DELETE, &url, "*/*", None) {
+                Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {}
+                Ok(r) => {
+                    return left(format!(
+                        "{shown}: the manifest is {}, but its layer blob stays (HTTP {} to its delete)",
+                        if removed { "deleted" } else { "gone" },
+                        r.status
+                    ));
+                }
+                Err(f) => return left(f.into()),
+            }
+        }
+        if carrier == Some(Oci::RepositoryName) {
+            return CleanupOutcome::Kept {
+                reason: format!(
+                    "the repository {} stays in the catalog: no registry API removes a repository (accepted with `repository-name: true`); its manifest is {}",
+                    escape::bytes(repo.as_bytes()),
+                    if removed { "deleted" } else { "gone" }
+                ),
+            };
+        }
+        if removed {
+            CleanupOutcome::Removed
+        } else {
+            CleanupOutcome::Gone
+        }
     }
 }
 

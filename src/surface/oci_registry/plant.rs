@@ -1,15 +1,12 @@
 //! Run A: what a carrier's plant is (a repository, tags, one manifest of
 //! unique content and, for `blob-content`, one layer blob), computed from
 //! the probe id, the carrier and the nonce alone, so that cleanup can
-//! check a journal entry is exactly what a plant makes; and the push,
-//! journalled before its first request.
+//! check a journal entry is exactly what a plant makes; and the push (the
+//! blobs, then the manifest under each tag) and how far it got.
 
 use super::{Entry, Oci, OciRegistry};
-use crate::escape;
-use crate::fault::Fault;
 use crate::nonce::Nonce;
-use crate::surface::carrier::CarrierSet;
-use crate::surface::{Job, Journal, PlantOutcome, RunCtx, lower_hex, tagged_name};
+use crate::surface::{RunCtx, tagged_name};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -132,7 +129,7 @@ pub(super) fn plan(ctx: &RunCtx<'_>, ns: &str, carrier: Oci, nonce: &Nonce) -> P
 
 impl Plan {
     /// The journal entry of this plan: everything cleanup needs, and what
-    /// [`owned_entry`] recomputes to check it.
+    /// the ownership rule (`owns`) recomputes to check it.
     pub(super) fn entry(&self, carrier: Oci, nonce: &Nonce) -> Entry {
         Entry {
             carrier: carrier.name().to_string(),
@@ -145,105 +142,11 @@ impl Plan {
     }
 }
 
-/// Whether `entry` is exactly what a plant of this probe makes under
-/// `ns`: its carrier's, with its nonce; its repository, tags, digest and
-/// blobs recomputed must be the entry's own (`Invalid` otherwise), so a
-/// forged receipt can name nothing foreign, not even in a repository of
-/// ours.
-pub(super) fn owned_entry(ctx: &RunCtx<'_>, ns: &str, entry: &Entry) -> Result<(), Fault> {
-    let repo = entry.repository.as_str();
-    let shown = escape::bytes(repo.as_bytes());
-    let name = repo
-        .strip_prefix(ns)
-        .and_then(|r| r.strip_prefix('/'))
-        .ok_or_else(|| Fault::invalid(format!("{shown} is not under the configured repository")))?;
-    let carrier = Oci::owned(ctx, name, "", &|c| c == Oci::RepositoryName)?;
-    let hex = entry.nonce.as_str();
-    if !lower_hex(hex, 32) || entry.carrier != carrier.name() {
-        return Err(Fault::invalid(format!(
-            "{shown}: not the entry a {carrier} plant journals"
-        )));
-    }
-    let nonce = Nonce::from_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
-    if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
-        return Err(Fault::invalid(format!(
-            "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"
-        )));
-    }
-    Ok(())
-}
-
 impl OciRegistry {
-    pub(super) fn plant_one(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Oci>,
-        journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Nonce> {
-        let carrier = job.carrier;
-        let p = plan(ctx, &self.settings.repository, carrier, &job.nonce);
-        let shown = escape::bytes(p.repository.as_bytes());
-        // A probe id the grammar refuses makes names no registry takes.
-        if !super::repository_name_ok(&p.repository) || p.tags.iter().any(|t| t.len() > 128) {
-            return PlantOutcome::Error {
-                reason: format!(
-                    "{shown} is no repository name the registry API allows (is the probe id lowercase letters, digits and `-`, and short?)"
-                ),
-            };
-        }
-        let entry = p.entry(carrier, &job.nonce);
-        journal.record(&entry);
-        let planted = |detail: String| PlantOutcome::Planted {
-            needle: job.nonce,
-            persistence: None,
-            detail,
-        };
-        match self.push(carrier, &p) {
-            Ok(()) => planted(format!(
-                "pushed {shown}:{} ({}) to {}",
-                escape::bytes(p.tags[0].as_bytes()),
-                p.digest,
-                self.shown()
-            )),
-            // Once a write that carries or reveals the nonce was taken the
-            // plant happened: a later refusal is no closed carrier.
-            Err(Pushed::Refused {
-                reason,
-                nonce: Placed::Listed,
-                ..
-            }) => planted(format!(
-                "the repository {shown} holds its blob, so the catalog lists it (the nonce is there); then {reason}"
-            )),
-            Err(Pushed::Refused {
-                reason,
-                nonce: Placed::Written,
-                ..
-            }) => PlantOutcome::Error {
-                reason: format!(
-                    "the nonce was written to {shown}, but then {reason}: the plant is incomplete (a witness or its route is missing), so the carrier is not shown closed"
-                ),
-            },
-            Err(Pushed::Refused {
-                reason, nothing, ..
-            }) => {
-                if nothing {
-                    journal.retract(&entry);
-                }
-                PlantOutcome::Refused { reason }
-            }
-            Err(Pushed::Failed { reason, nothing }) => {
-                if nothing {
-                    journal.retract(&entry);
-                }
-                PlantOutcome::Error { reason }
-            }
-        }
-    }
-
     /// The blobs, then the manifest under each tag (`tag-name`'s nonce tag
     /// first, then its witness: a listing that shows the witness was
     /// taken after the nonce's).
-    fn push(&self, carrier: Oci, p: &Plan) -> Result<(), Pushed> {
+    pub(super) fn push(&self, carrier: Oci, p: &Plan) -> Result<(), Pushed> {
         let mut blobs: Vec<&[u8]> = vec![EMPTY];
         blobs.extend(p.layer.as_deref());
         // Until one write is taken, a 4xx says nothing was created.

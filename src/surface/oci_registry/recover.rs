@@ -1,17 +1,16 @@
-//! Run B: the agreed repository's tags list (`tag-name`, current only
-//! when it shows the witness tag), the agreed manifest
-//! (`manifest-annotation`) and its layer blob (`blob-content`) read by
-//! name, and the catalog for `repository-name` (its only route), whose
-//! silence counts only when it lists the agreed repositories B read by
-//! name.
+//! Run B's routes: the agreed repository's tags list (`tag-name`, with
+//! GitHub's package versions where they are on), the agreed manifest and
+//! its layer blob read by name (`manifest-annotation`, `blob-content`),
+//! and the catalog (`repository-name`); and how long a listing is waited
+//! on.
 
-use super::plant::{EMPTY, PLANT_TAG, agreed_repository, digest_of, plan, witness_tag};
+use super::plant::{EMPTY, PLANT_TAG, digest_of, plan, witness_tag};
 use super::{Oci, OciRegistry};
 use crate::escape;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::{self, until_current};
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -19,40 +18,6 @@ use std::time::Duration;
 const MAX_LAYERS: usize = 16;
 
 impl OciRegistry {
-    pub(super) fn recover_carriers(
-        &self,
-        ctx: &RunCtx<'_>,
-        wanted: &[Want<Oci, Nonce>],
-        notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        // The agreed repositories B read by name: the catalog's witnesses.
-        let mut readable: Vec<String> = vec![];
-        let mut catalog: Vec<(usize, String)> = vec![];
-        for (i, w) in wanted.iter().enumerate() {
-            let (carrier, nonce) = (w.carrier, w.needle);
-            let hex = nonce.hex();
-            let repo = agreed_repository(ctx, &self.settings.repository, carrier);
-            out[i] = Some(match carrier {
-                Oci::RepositoryName => {
-                    catalog.push((i, hex));
-                    continue;
-                }
-                Oci::TagName => self.tag_routes(&repo, &nonce, &mut readable),
-                Oci::ManifestAnnotation | Oci::BlobContent => {
-                    self.read_manifest(ctx, carrier, &nonce, &mut readable)
-                }
-            });
-        }
-        if !catalog.is_empty() {
-            let outcomes = self.search_catalog(ctx, &catalog, &readable, notice);
-            for ((i, _), o) in catalog.iter().zip(outcomes) {
-                out[*i] = Some(o);
-            }
-        }
-        crate::surface::all_outcomes(out)
-    }
-
     pub(super) fn wait(&self) -> Duration {
         Duration::from_millis(self.settings.consistency_wait_ms)
     }
@@ -62,7 +27,12 @@ impl OciRegistry {
     /// either is FAIL; a route that broke or lags is ERROR; the versions
     /// route unread (no token, GitHub's refusal) leaves the registry's
     /// verdict, saying so.
-    fn tag_routes(&self, repo: &str, nonce: &Nonce, readable: &mut Vec<String>) -> RecoverOutcome {
+    pub(super) fn tag_routes(
+        &self,
+        repo: &str,
+        nonce: &Nonce,
+        readable: &mut Vec<String>,
+    ) -> RecoverOutcome {
         use super::packages::Versions;
         let reg = self.read_tags(repo, nonce, readable);
         let Some(p) = &self.settings.packages else {
@@ -146,7 +116,7 @@ impl OciRegistry {
     /// the plan) counts: another under the tag (a tenant's re-tag, a
     /// replica behind) is read again within `consistency-wait`, then
     /// ERROR.
-    fn read_manifest(
+    pub(super) fn read_manifest(
         &self,
         ctx: &RunCtx<'_>,
         carrier: Oci,
@@ -248,7 +218,7 @@ impl OciRegistry {
 
     /// `repository-name`: the catalog, until it lists every agreed
     /// repository B read by name (and there must be one).
-    fn search_catalog(
+    pub(super) fn search_catalog(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[(usize, String)],

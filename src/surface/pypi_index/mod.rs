@@ -17,10 +17,8 @@
 //! Project names are [`super::tagged_name`]s (already PEP 503
 //! normalized). Files are fetched only from the index's own origin.
 
-mod cleanup;
 mod plant;
 mod protocol;
-mod recover;
 mod watch;
 
 use super::carrier::{CarrierSet, carriers};
@@ -31,10 +29,15 @@ use super::{
 use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
+use crate::http::Request;
+use crate::http::answer::{self, Class};
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
 use crate::state::diff::{Before, Change};
-use crate::state::snapshot::{Sink, SnapshotError, WatchCtx};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use ::http::Method;
+use plant::upload_for;
+use protocol::{INDEX, excerpt, project_of, version_of};
 use serde::{Deserialize, Serialize};
 
 carriers! {
@@ -220,26 +223,197 @@ impl super::Surface for PypiIndex {
         Ok(PypiIndex { settings, client })
     }
 
-    fn plant(
+    /// Run A: one small distribution per carrier, uploaded as twine does,
+    /// journalled before the request and taken back only when the index
+    /// refused it.
+    fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
-        jobs: &[Job<Pypi>],
+        job: &Job<Pypi>,
         journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Nonce>> {
-        super::each(jobs, |job| self.plant_one(ctx, job, journal))
+    ) -> PlantOutcome<Nonce> {
+        let u = upload_for(ctx, job.carrier, &job.nonce);
+        let entry = Entry {
+            project: u.project.clone(),
+            version: u.version.clone(),
+            files: vec![u.file.clone()],
+        };
+        journal.record(&entry);
+        let shown = escape::bytes(u.file.as_bytes());
+        let upload = self.upload(&u);
+        // A 4xx says nothing was uploaded; a 5xx may come after it was
+        // (a gateway's), so the entry stays journalled.
+        if upload
+            .as_ref()
+            .is_ok_and(|r| (400..500).contains(&r.status))
+        {
+            journal.retract(&entry);
+        }
+        match upload {
+            Err(f) => PlantOutcome::Error { reason: f.into() },
+            // (A file that exists is a conflict: protocol::INDEX.)
+            Ok(r) if answer::classify(&(&r).into(), &INDEX) == Class::Refused => {
+                PlantOutcome::Refused {
+                    reason: format!(
+                        "the index refused the upload (HTTP {}: {})",
+                        r.status,
+                        excerpt(&r.body)
+                    ),
+                }
+            }
+            Ok(r) if (200..300).contains(&r.status) => PlantOutcome::Planted {
+                needle: job.nonce,
+                persistence: None,
+                detail: format!(
+                    "uploaded {shown} to {}",
+                    escape::bytes(self.settings.upload_url.as_bytes())
+                ),
+            },
+            Ok(r) => PlantOutcome::Error {
+                reason: format!("uploading {shown}: HTTP {} {}", r.status, excerpt(&r.body)),
+            },
+        }
     }
 
+    /// Run B: the root listing for `project-name` (its only route), the
+    /// agreed projects' pages and metadata for the rest, and the check that
+    /// the root lists what B reads by name.
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[Want<Pypi, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        self.recover_carriers(ctx, wanted, notice)
+        let named: Vec<String> = wanted
+            .iter()
+            .filter(|w| w.carrier == Pypi::ProjectName)
+            .map(|w| w.needle.hex())
+            .collect();
+        // The root is project-name's route, and what shows that a 404 of
+        // an agreed page is the index's: read once, when first needed.
+        let mut root = (!named.is_empty()).then(|| self.scan_root(ctx, &named, notice));
+        let mut named_seen = 0;
+        let mut out = vec![];
+        let mut readable: Vec<String> = vec![];
+        for w in wanted {
+            let (carrier, nonce) = (w.carrier, w.needle);
+            // This carrier's place among `named` (and the root's hits).
+            let named_at = named_seen;
+            named_seen += usize::from(carrier == Pypi::ProjectName);
+            if carrier == Pypi::ProjectName {
+                // Its only route: the root's listing (the project's name is
+                // the message, so B cannot ask for its page).
+                out.push(match root.as_ref() {
+                    Some(Err(e)) => e.clone(),
+                    Some(Ok(r)) => match r.hits.get(named_at).cloned().flatten() {
+                        Some(detail) => RecoverOutcome::Found { detail },
+                        None if r.projects == 0 => RecoverOutcome::Error {
+                            reason: format!(
+                                "the simple index {} (HTTP 200) lists no project: \
+                                 not a simple index (a login or error page?)",
+                                self.shown()
+                            ),
+                        },
+                        None => RecoverOutcome::NotFound {
+                            detail: format!(
+                                "the simple index lists {} projects; none carries it",
+                                r.projects
+                            ),
+                        },
+                    },
+                    None => RecoverOutcome::Error {
+                        reason: "the simple index was not read".into(),
+                    },
+                });
+                continue;
+            }
+            let needle = nonce.hex();
+            let u = upload_for(ctx, carrier, &nonce);
+            let read = match carrier {
+                Pypi::Version | Pypi::FileName => self.read_page(&u.project, &needle),
+                _ => self.read_description(&u.project, &needle),
+            };
+            let o = match read {
+                Ok(o) => {
+                    readable.push(u.project.clone());
+                    o
+                }
+                Err(what) => {
+                    let r = root.get_or_insert_with(|| self.scan_root(ctx, &named, notice));
+                    self.absent(r, what)
+                }
+            };
+            out.push(o);
+        }
+        // A root that lags does not list what exists: when it lists none
+        // of the projects B reads by name, a miss there is no look at all.
+        // Its silence on project-name counts only when it lists every
+        // project of this plant that B reads by name (its witnesses), and
+        // there is one.
+        if let Some(Ok(r)) = &root {
+            let unlisted = readable.iter().filter(|n| !r.ours.contains(*n)).count();
+            let why = crate::surface::listing::search_witnessed(
+                readable.len(),
+                unlisted,
+                "projects",
+                "the simple index",
+            );
+            if let Some(reason) = why {
+                for (o, w) in out.iter_mut().zip(wanted) {
+                    if w.carrier == Pypi::ProjectName
+                        && matches!(o, RecoverOutcome::NotFound { .. })
+                    {
+                        *o = RecoverOutcome::Error {
+                            reason: reason.clone(),
+                        };
+                    }
+                }
+            }
+        }
+        out
     }
 
+    /// Cleanup by probe id: finding a probe's projects in the root's
+    /// listing, and the versions and files each holds.
     fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Pypi>]) -> Result<Vec<Entry>, Fault> {
-        self.find_plants(ctx, jobs)
+        let err = |o: RecoverOutcome| match o {
+            RecoverOutcome::Error { reason } => Fault::Broken(reason),
+            // The index's access control: no look can be had here.
+            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+            _ => Fault::broken("the simple index could not be read"),
+        };
+        // Only names whose tag verifies are kept while the root streams.
+        let carriers: Vec<Pypi> = jobs.iter().map(|j| j.carrier).collect();
+        let mut ours: Vec<String> = vec![];
+        self.scan(&self.settings.simple_url, "text/html", &[], &mut |h| {
+            let Some(name) = project_of(h) else { return };
+            if Pypi::tagged(ctx, name, "").is_some_and(|c| carriers.contains(&c)) {
+                ours.push(name.to_string());
+            }
+        })
+        .map_err(err)?
+        .ok_or_else(|| Fault::broken("the simple index is not there (404)"))?;
+        let mut found = vec![];
+        for name in &ours {
+            let name = name.as_str();
+            let files = self.files(name).map_err(err)?.unwrap_or_default();
+            let mut versions: Vec<String> =
+                files.iter().filter_map(|(f, _)| version_of(f)).collect();
+            versions.dedup();
+            for v in versions {
+                let fs: Vec<String> = files
+                    .iter()
+                    .filter(|(f, _)| version_of(f).as_deref() == Some(v.as_str()))
+                    .map(|(f, _)| f.clone())
+                    .collect();
+                found.push(Entry {
+                    project: name.to_string(),
+                    version: v,
+                    files: fs,
+                });
+            }
+        }
+        Ok(found)
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
@@ -267,12 +441,81 @@ impl super::Surface for PypiIndex {
         })
     }
 
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries.iter().map(|e| self.clean_entry(e)).collect()
+    /// Deletes a version A uploaded after checking the project holds
+    /// exactly A's files.
+    fn clean_one(&self, entry: &Entry) -> CleanupOutcome {
+        let (project, version) = (entry.project.as_str(), entry.version.as_str());
+        if !project.starts_with("runwarden-") || project.contains('/') || version.contains('/') {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden project; nothing is deleted".into(),
+            };
+        }
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        // Checked before removal: the project holds exactly A's files.
+        let mut have: Vec<String> = match self.files(project) {
+            Ok(None) => return CleanupOutcome::Gone,
+            Ok(Some(f)) => f.into_iter().map(|(n, _)| n).collect(),
+            Err(RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason }) => {
+                return left(reason);
+            }
+            Err(_) => return left("the project page could not be read".into()),
+        };
+        let mut want = entry.files.clone();
+        have.sort();
+        want.sort();
+        if have.is_empty() {
+            return CleanupOutcome::Gone;
+        }
+        if have != want {
+            return left(
+                "the project holds files A did not upload: someone else uploaded to it".into(),
+            );
+        }
+        let url = format!("{}{project}/{version}", self.settings.upload_url);
+        let req = self.settings.auth.apply(Request::new(Method::DELETE, &url));
+        match self
+            .client()
+            .and_then(|c| c.send(&req).map_err(|f| self.failure(f)))
+        {
+            Ok(r) if (200..300).contains(&r.status) => CleanupOutcome::Removed,
+            Ok(r) if answer::classify(&(&r).into(), &INDEX) == Class::Refused => left(format!(
+                "the index refused to delete it (HTTP {}: {}); it stays until someone with the right removes it",
+                r.status,
+                excerpt(&r.body)
+            )),
+            Ok(r) => left(format!(
+                "the index offers no deletion runwarden knows (DELETE <upload-url><project>/<version>: HTTP {}); remove it by hand",
+                r.status
+            )),
+            Err(f) => left(f.into_reason()),
+        }
     }
 
-    fn snapshot(&self, ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
-        self.snapshot_root(ctx, sink)
+    /// Watch mode: the projects the simple index's root lists (the listing
+    /// run B starts from).
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        let mut all = Vec::new();
+        let scanned = self
+            .scan(&self.settings.simple_url, "text/html", &[], &mut |h| {
+                if let Some(name) = project_of(h) {
+                    all.push(listed(vec![component(name.as_bytes())], "project", &[]));
+                }
+            })
+            .map_err(|o| match o {
+                RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason } => {
+                    SnapshotError::Failed(reason)
+                }
+                RecoverOutcome::Found { detail } | RecoverOutcome::NotFound { detail } => {
+                    SnapshotError::Failed(detail)
+                }
+            })?;
+        if scanned.is_none() {
+            return Err(SnapshotError::Failed(format!(
+                "the simple index {} is not there (404)",
+                self.shown()
+            )));
+        }
+        emit_sorted(all, sink)
     }
 
     /// A project listed or gone carries its name.

@@ -1,13 +1,10 @@
-//! Run A: one small distribution per carrier, uploaded as twine does,
-//! journalled before the request and taken back only when the index
-//! refused it.
+//! What run A uploads for a carrier: the project, version and file name
+//! (which run B derives too) and the distribution itself, an sdist or
+//! (for `file-name`) a wheel.
 
-use super::protocol::{INDEX, excerpt};
-use super::{Entry, Pypi, PypiIndex, Upload};
-use crate::escape;
-use crate::http::answer::{self, Class};
+use super::{Pypi, Upload};
 use crate::nonce::Nonce;
-use crate::surface::{Job, Journal, PlantOutcome, RunCtx};
+use crate::surface::RunCtx;
 
 pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: Pypi, nonce: &Nonce) -> Upload {
     let project = crate::surface::tagged_name(
@@ -61,56 +58,5 @@ pub(super) fn upload_for(ctx: &RunCtx<'_>, carrier: Pypi, nonce: &Nonce) -> Uplo
         filetype: "sdist",
         pyversion: "source",
         description,
-    }
-}
-
-impl PypiIndex {
-    pub(super) fn plant_one(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Pypi>,
-        journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Nonce> {
-        let u = upload_for(ctx, job.carrier, &job.nonce);
-        let entry = Entry {
-            project: u.project.clone(),
-            version: u.version.clone(),
-            files: vec![u.file.clone()],
-        };
-        journal.record(&entry);
-        let shown = escape::bytes(u.file.as_bytes());
-        let upload = self.upload(&u);
-        // A 4xx says nothing was uploaded; a 5xx may come after it was
-        // (a gateway's), so the entry stays journalled.
-        if upload
-            .as_ref()
-            .is_ok_and(|r| (400..500).contains(&r.status))
-        {
-            journal.retract(&entry);
-        }
-        match upload {
-            Err(f) => PlantOutcome::Error { reason: f.into() },
-            // (A file that exists is a conflict: protocol::INDEX.)
-            Ok(r) if answer::classify(&(&r).into(), &INDEX) == Class::Refused => {
-                PlantOutcome::Refused {
-                    reason: format!(
-                        "the index refused the upload (HTTP {}: {})",
-                        r.status,
-                        excerpt(&r.body)
-                    ),
-                }
-            }
-            Ok(r) if (200..300).contains(&r.status) => PlantOutcome::Planted {
-                needle: job.nonce,
-                persistence: None,
-                detail: format!(
-                    "uploaded {shown} to {}",
-                    escape::bytes(self.settings.upload_url.as_bytes())
-                ),
-            },
-            Ok(r) => PlantOutcome::Error {
-                reason: format!("uploading {shown}: HTTP {} {}", r.status, excerpt(&r.body)),
-            },
-        }
     }
 }

@@ -1,0 +1,471 @@
+//! The actions-cache surface type's operations: its config and settings,
+//! its control, the plant of each carrier, recovery, the ownership rule,
+//! cleanup (by receipt and by probe id) and what watch mode lists.
+
+use super::protocol::{Finalize, Reserve, str_field};
+use super::recover::Wanted;
+use super::{
+    ActionsCache, Cache, Entry, ListError, Settings, Twirp, check_keys_scope, entry_for, facts,
+    fixed_version, planted_carrier, probe_prefix,
+};
+use crate::config::{ConfigError, Options};
+use crate::escape;
+use crate::fault::Fault;
+use crate::http::LazyClient;
+use crate::http::answer::{self, Class};
+use crate::nonce::Nonce;
+use crate::state::diff::{Before, Change, ChangeKind};
+use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::surface::carrier::CarrierSet;
+use crate::surface::{
+    About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
+    RunCtx, Scope, Want, Watch,
+};
+use ::http::Method;
+
+impl crate::surface::Surface for ActionsCache {
+    const NAME: &'static str = "actions-cache";
+    const DESCRIPTION: &'static str =
+        "the GitHub Actions cache of a repository (cache service v2; REST API to list and delete)";
+    const KEYS: &'static [&'static str] = &[
+        "results-url",
+        "token-env",
+        "api-url",
+        "repository",
+        "api-token-env",
+        "consistency-wait",
+    ];
+    const SCOPES: &'static [Scope<Cache>] = &[Scope {
+        key: "keys",
+        check: check_keys_scope,
+    }];
+    const WATCH: Watch<Cache> = Watch::Yes {
+        unwatched: &[(
+            Cache::RestorePrefix,
+            "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
+        )],
+    };
+    type Carrier = Cache;
+    type Settings = Settings;
+    type Entry = Entry;
+    type Needle = Nonce;
+
+    fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
+        let token_env = crate::surface::env_name(&mut opts, "token-env")?;
+        let api_token_env = crate::surface::env_name(&mut opts, "api-token-env")?;
+        let rt = crate::github::runtime(&mut opts, token_env, "cache service")?;
+        let (found, results_url, no_token) = (rt.token, rt.results_url, rt.missing);
+        let api_url = crate::github::api_url_option(&mut opts)?;
+        let repository = crate::github::repository_option(&mut opts)?;
+        let (api, api_sources) = crate::github::api_token(&opts, api_token_env);
+        let no_listing = match (&api, &repository) {
+            (None, _) => Some(format!(
+                "listing entries needs an API token with actions: read, and {api_sources} is unset (the action \
+                 passes `github-token`; elsewhere set `api-token-env`)"
+            )),
+            (_, None) => Some(
+                "listing entries needs the repository: GITHUB_REPOSITORY is unset; set `repository`"
+                    .into(),
+            ),
+            _ => None,
+        };
+        let (token_source, token) = found.unzip();
+        let (api_token_source, api_token) = api.unzip();
+        Ok(Settings {
+            results_url,
+            token,
+            token_source,
+            no_token,
+            api_url,
+            repository,
+            api_token,
+            api_token_source,
+            no_listing,
+            cache_mode: opts.env("ACTIONS_CACHE_MODE"),
+            consistency_wait_ms: crate::surface::listing::wait_option(&mut opts)?.as_millis()
+                as u64,
+            control: false,
+        })
+    }
+
+    fn about(s: &Settings) -> About<Cache> {
+        let place = if s.control {
+            "the control".to_string()
+        } else {
+            escape::bytes(s.repository.as_deref().unwrap_or("?").as_bytes())
+        };
+        let mut about = facts(s, About::new(format!("of {place}"))).exposure("actions-cache");
+        if let Some(why) = &s.no_token {
+            about = about.unavailable(why.clone());
+        }
+        // The listing is the only route to a nonce in a key or version.
+        if let Some(why) = &s.no_listing {
+            for c in Cache::ALL.iter().filter(|c| c.listed()) {
+                about = about.unavailable_of(*c, why.clone());
+            }
+        }
+        about
+    }
+
+    fn control(
+        _like: Option<&Settings>,
+        _dir: &std::path::Path,
+    ) -> Result<Control<Settings>, Fault> {
+        let server = crate::loopback::actions_cache::CacheServer::start()?;
+        let s = Settings {
+            results_url: Some(server.results_url()),
+            token: Some(server.runtime_token(&[("refs/heads/runwarden-control", 3)])),
+            token_source: Some("the control's own".into()),
+            no_token: None,
+            api_url: server.api_url(),
+            repository: Some("runwarden/control".into()),
+            api_token: Some(server.api_token(true)),
+            api_token_source: Some("the control's own".into()),
+            no_listing: None,
+            cache_mode: None,
+            consistency_wait_ms: crate::surface::listing::default_wait_ms(),
+            control: true,
+        };
+        Ok(Control::served_listing(s, server))
+    }
+
+    fn open(settings: Settings) -> Result<ActionsCache, Fault> {
+        let client = LazyClient::new(
+            [&settings.token, &settings.api_token]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+        );
+        Ok(ActionsCache { settings, client })
+    }
+
+    /// Run A: one entry per carrier, reserved, uploaded and finalized as
+    /// `@actions/cache` does, journalled before the first request and taken
+    /// back only when the service refused it.
+    fn plant_one(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &Job<Cache>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let (key, version, archive) = entry_for(ctx, job.carrier, &job.nonce, job.scope.as_ref());
+        let shown = escape::bytes(key.as_bytes());
+        // The service writes to the token's first writable scope.
+        let scope = self
+            .token_scopes()
+            .into_iter()
+            .find(|(_, p)| p & 2 != 0)
+            .map(|(s, _)| s);
+        // Journalled before the request that reserves the key, and taken
+        // back only when the service's own answer says nothing was made.
+        let entry = Entry {
+            key: key.clone(),
+            version: version.clone(),
+            scope: scope.clone(),
+        };
+        journal.record(&entry);
+        let reserve = self.twirp(
+            "CreateCacheEntry",
+            &Reserve {
+                key: &key,
+                version: &version,
+            },
+        );
+        if matches!(reserve, Ok(Twirp::Denied(_) | Twirp::NotOk(_))) {
+            journal.retract(&entry);
+        }
+        let upload_url = match reserve {
+            Err(f) => return PlantOutcome::Error { reason: f.into() },
+            Ok(Twirp::Denied(m)) => {
+                return PlantOutcome::Refused {
+                    reason: format!("the cache service refused the write: {m}"),
+                };
+            }
+            // The stable prefix of a policy denial (toolkit PR #2429).
+            Ok(Twirp::NotOk(m)) if m.starts_with("cache write denied") => {
+                return PlantOutcome::Refused {
+                    reason: format!(
+                        "the cache service refused the write: {}",
+                        escape::bytes(m.as_bytes())
+                    ),
+                };
+            }
+            Ok(Twirp::NotOk(m)) => {
+                return PlantOutcome::Error {
+                    reason: format!(
+                        "CreateCacheEntry for {shown} was refused: {}",
+                        escape::bytes(m.as_bytes())
+                    ),
+                };
+            }
+            Ok(Twirp::Ok(v)) => match str_field(&v, "signed_upload_url", "signedUploadUrl") {
+                u if u.is_empty() => {
+                    return PlantOutcome::Error {
+                        reason: format!(
+                            "CreateCacheEntry for {shown} answered ok without an upload URL"
+                        ),
+                    };
+                }
+                u => u,
+            },
+        };
+        let size = archive.len();
+        if let Err(o) = self.upload(&upload_url, archive, &shown) {
+            return o;
+        }
+        let finalize = self.twirp(
+            "FinalizeCacheEntryUpload",
+            &Finalize {
+                key: &key,
+                size_bytes: size.to_string(),
+                version: &version,
+            },
+        );
+        match finalize {
+            Err(f) => PlantOutcome::Error { reason: f.into() },
+            Ok(Twirp::Denied(m)) => PlantOutcome::Refused {
+                reason: format!("the cache service refused to finalize the entry: {m}"),
+            },
+            Ok(Twirp::NotOk(m)) => PlantOutcome::Error {
+                reason: format!(
+                    "FinalizeCacheEntryUpload for {shown} was refused: {}",
+                    escape::bytes(m.as_bytes())
+                ),
+            },
+            Ok(Twirp::Ok(_)) => {
+                let scope = scope
+                    .map(|s| escape::bytes(s.as_bytes()))
+                    .unwrap_or_else(|| "the token's first writable scope".into());
+                PlantOutcome::Planted {
+                    needle: job.nonce,
+                    persistence: None,
+                    detail: format!(
+                        "entry {shown} written to scope {scope} of {}; entries on the default \
+                         branch are restorable from every branch and pull request",
+                        self.service()
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Run B: the listing for the carriers whose nonce is in a key or a
+    /// version (their only route), the agreed key for `cache-content`, the
+    /// generic prefix for `restore-prefix`.
+    fn recover(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Want<Cache, Nonce>],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let to_list: Vec<&Wanted> = wanted.iter().filter(|w| w.carrier.listed()).collect();
+        // The witnesses: the keys of this plant run B knows by name.
+        let witnesses: Vec<String> = wanted
+            .iter()
+            .filter(|w| matches!(w.carrier, Cache::Content | Cache::RestorePrefix))
+            .map(|w| entry_for(ctx, w.carrier, &w.needle, w.scope.as_ref()).0)
+            .collect();
+        let mut by_listing = if to_list.is_empty() {
+            vec![]
+        } else {
+            self.recover_listed(ctx, &to_list, &witnesses, notice)
+        }
+        .into_iter();
+        wanted
+            .iter()
+            .map(|w| match w.carrier {
+                // (recover_listed answers one outcome per listed carrier.)
+                Cache::Key | Cache::Version => by_listing
+                    .next()
+                    .expect("one listed outcome per listed carrier"),
+                Cache::Content => self.recover_content(ctx, w),
+                Cache::RestorePrefix => self.recover_prefix(ctx, w, notice),
+            })
+            .collect()
+    }
+
+    /// Whether a journal entry is this probe's plant: its key holds a
+    /// [`crate::surface::tagged_name`] of this probe bound to its version
+    /// (inside a declared `keys:` pattern, the pattern's text around it),
+    /// and the version is the one that carrier's plant writes. `Invalid`
+    /// for anything else.
+    fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        let (key, version) = (entry.key.as_str(), entry.version.as_str());
+        if !entry.scope.as_deref().is_none_or(crate::surface::plain_ref) {
+            return Err(Fault::invalid("its scope is not a ref"));
+        }
+        let fixed = fixed_version();
+        let prefix = probe_prefix(ctx.probe_id);
+        // The tagged name's length is fixed by its carrier: at most two
+        // candidates per carrier at each place the probe's prefix occurs.
+        for (start, _) in key.match_indices(&prefix) {
+            for c in Cache::ALL {
+                let len =
+                    prefix.len() + c.name().len() + if c.in_key() { 1 + 32 } else { 0 } + 1 + 16;
+                let Some(name) = key.get(start..start + len) else {
+                    continue;
+                };
+                let Ok(carrier) = Cache::owned(ctx, name, version, &Cache::in_key) else {
+                    continue;
+                };
+                let version_ok = match carrier {
+                    Cache::Version => {
+                        version
+                            .get(..32)
+                            .is_some_and(|h| crate::surface::lower_hex(h, 32))
+                            && version.get(32..) == fixed.get(32..)
+                    }
+                    _ => version == fixed,
+                };
+                if version_ok {
+                    return Ok(());
+                }
+            }
+        }
+        Err(Fault::invalid(format!(
+            "the key {} holds no name a plant of probe {} makes for its version",
+            escape::bytes(key.as_bytes()),
+            ctx.probe_id
+        )))
+    }
+
+    /// Deletes an entry by id after checking its key, version and scope.
+    fn clean_one(&self, entry: &Entry) -> CleanupOutcome {
+        let (key, version) = (entry.key.as_str(), entry.version.as_str());
+        let scope = entry.scope.as_deref();
+        let evicted = "it is evicted after 7 days unused";
+        // (Inside a declared scope the key has the pattern around it.)
+        if !key.contains("runwarden-") {
+            return CleanupOutcome::Left {
+                reason: "not a runwarden cache key; nothing is deleted".into(),
+            };
+        }
+        let (token, repo) = match self.rest() {
+            Ok(r) => r,
+            Err(why) => {
+                return CleanupOutcome::Left {
+                    reason: format!("{why}; {evicted}"),
+                };
+            }
+        };
+        // Checked before removal: exactly this key and version, in the
+        // scope it was written to.
+        let mut ids = vec![];
+        if let Err(ListError::Denied(m) | ListError::Failed(m)) = self.list(Some(key), &mut |e| {
+            if e.key == key && e.version == version && scope.is_none_or(|s| s == e.scope) {
+                ids.push(e.id);
+            }
+        }) {
+            return CleanupOutcome::Left {
+                reason: format!("{m}; {evicted}"),
+            };
+        }
+        if ids.is_empty() {
+            // Not listed: gone, or not listed yet (a listing lags). Only
+            // the service's own lookup of exactly this key and version
+            // tells them apart.
+            return self.clean_unlisted(key, version, scope, token, repo);
+        }
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(m) => return CleanupOutcome::Left { reason: m.into() },
+        };
+        for id in ids {
+            let url = format!("{}/repos/{repo}/actions/caches/{id}", self.settings.api_url);
+            match client.send(&self.rest_request(Method::DELETE, &url, token)) {
+                Ok(r) if r.status == 204 || r.status == 200 || r.status == 404 => {}
+                Ok(r) if answer::classify(&(&r).into(), &crate::github::REST) == Class::Refused => {
+                    return CleanupOutcome::Left {
+                        reason: format!(
+                            "the API token ({}) may not delete caches (needs actions: write); {evicted}",
+                            self.settings.api_token_source.as_deref().unwrap_or("?")
+                        ),
+                    };
+                }
+                Ok(r) => {
+                    return CleanupOutcome::Left {
+                        reason: format!("deleting it: HTTP {}; {evicted}", r.status),
+                    };
+                }
+                Err(f) => {
+                    return CleanupOutcome::Left {
+                        reason: format!("deleting it: {f}; {evicted}"),
+                    };
+                }
+            }
+        }
+        CleanupOutcome::Removed
+    }
+
+    /// Cleanup by probe id: finding a probe's entries in the listing.
+    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Cache>]) -> Result<Vec<Entry>, Fault> {
+        self.rest()?;
+        // By tag, not by derived nonce: the plants of an in-job probe had
+        // random nonces, and their tags still verify.
+        let mut found = vec![];
+        // A plant inside a declared scope has the pattern around its key:
+        // then every entry is listed, and each scope's pattern taken off.
+        let scopes: Vec<&JobScope> = jobs
+            .iter()
+            .filter_map(|j| j.scope.as_ref().filter(|s| s.inside))
+            .collect();
+        let carriers: Vec<Cache> = jobs.iter().map(|j| j.carrier).collect();
+        let prefix = probe_prefix(ctx.probe_id);
+        let filter = scopes.is_empty().then_some(prefix.as_str());
+        self.list(filter, &mut |e| {
+            let carrier = std::iter::once(e.key.as_str())
+                .chain(scopes.iter().filter_map(|s| s.unplace(&e.key)))
+                .find_map(|k| planted_carrier(ctx, k, &e.version));
+            if carrier.is_some_and(|c| carriers.contains(&c)) {
+                found.push(Entry {
+                    key: e.key.clone(),
+                    version: e.version.clone(),
+                    scope: Some(e.scope.clone()),
+                });
+            }
+        })
+        .map_err(|e| match e {
+            // The service's access control: no look can be had here.
+            ListError::Denied(m) => Fault::Unsupported(m),
+            ListError::Failed(m) => Fault::Broken(m),
+        })?;
+        Ok(found)
+    }
+
+    /// Watch mode: every entry of the repository's cache from the REST
+    /// listing run B reads. The listing is sorted in memory before it is
+    /// streamed (a cache holds thousands of entries at most: 10 GB per
+    /// repository). (What the listing cannot see is `WATCH`.)
+    fn snapshot(&self, _ctx: &WatchCtx, sink: &mut Sink<'_>) -> Result<(), SnapshotError> {
+        let mut all: Vec<crate::state::snapshot::Entry> = Vec::new();
+        self.list(None, &mut |l| {
+            all.push(listed(
+                vec![
+                    component(l.key.as_bytes()),
+                    component(l.version.as_bytes()),
+                    component(l.scope.as_bytes()),
+                ],
+                "cache-entry",
+                &[("id", l.id.to_string())],
+            ))
+        })
+        .map_err(|e| match e {
+            ListError::Denied(r) => {
+                SnapshotError::Failed(format!("the cache listing was refused: {r}"))
+            }
+            ListError::Failed(r) => SnapshotError::Failed(r),
+        })?;
+        emit_sorted(all, sink)
+    }
+
+    /// A cache entry carries its key, its version and its archive; one saved
+    /// again under the same key and version (after a delete) its archive.
+    fn changes(c: &Change, _before: &Before) -> Vec<Cache> {
+        match c.kind {
+            ChangeKind::Created => vec![Cache::Content, Cache::Key, Cache::Version],
+            ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Cache::Key],
+            ChangeKind::Changed(_) => vec![Cache::Content],
+        }
+    }
+}
