@@ -7,8 +7,9 @@
 //! - settings, needles and journal entries are (de)serialised here, and
 //!   an entry that does not parse as the type's own is never its own:
 //!   [`Instance::owns`] refuses it before any removal;
-//! - a retraction and what it takes back need no cleanup and count as
-//!   nothing; the rest of the journal goes to [`Surface::clean`] at once;
+//! - a retraction and what it takes back ([`Surface::takes_back`]) need
+//!   no cleanup and count as nothing; the rest of the journal goes to
+//!   [`Surface::clean`] at once;
 //! - an entry is described as the type shows it, then where it lives.
 
 use super::carrier::CarrierSet;
@@ -319,16 +320,23 @@ impl<S: Surface> Instance for Open<S> {
     }
 
     fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {
-        let retracted: Vec<&Value> = entries.iter().filter_map(|e| e.get("retract")).collect();
+        // What the journal's retractions take back, as `S` reads them.
+        let taken: Vec<S::Entry> = entries
+            .iter()
+            .filter_map(|e| serde_json::from_value(e.get("retract")?.clone()).ok())
+            .collect();
         let mut out: Vec<Option<CleanupOutcome>> = vec![None; entries.len()];
         let mut live = Vec::new();
         let mut at = Vec::new();
         for (i, e) in entries.iter().enumerate() {
-            if e.get("retract").is_some() || retracted.contains(&e) {
+            if e.get("retract").is_some() {
                 out[i] = Some(CleanupOutcome::Superseded);
                 continue;
             }
-            match serde_json::from_value(e.clone()) {
+            match serde_json::from_value::<S::Entry>(e.clone()) {
+                Ok(typed) if taken.iter().any(|t| S::takes_back(t, &typed)) => {
+                    out[i] = Some(CleanupOutcome::Superseded);
+                }
                 Ok(typed) => {
                     live.push(typed);
                     at.push(i);

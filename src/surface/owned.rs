@@ -60,9 +60,11 @@ pub fn plain_segment(s: &str) -> bool {
 }
 
 /// Whether `r` is a ref name git would take and no path trick: under
-/// `refs/`, no `..`, `@{`, `//`, control or special character.
+/// `refs/`, no `..`, `@{`, `//`, control or special character. (Other
+/// characters than ASCII are git's to take: a branch may be named in any
+/// script.)
 pub fn plain_ref(r: &str) -> bool {
-    let bad = |b: u8| b.is_ascii_control() || b" ~^:?*[\\".contains(&b) || !b.is_ascii();
+    let bad = |b: u8| b.is_ascii_control() || b" ~^:?*[\\".contains(&b);
     r.starts_with("refs/")
         && !r.contains("..")
         && !r.contains("@{")
@@ -162,4 +164,32 @@ pub fn cleanup_owned(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_ref;
+
+    #[test]
+    fn a_plain_ref_is_one_git_takes_in_any_script_and_no_path_trick() {
+        for ok in [
+            "refs/heads/main",
+            "refs/heads/überarbeitung",
+            "refs/pull/7/merge",
+        ] {
+            assert!(plain_ref(ok), "{ok}");
+        }
+        for bad in [
+            "refs/heads/x/../../y",
+            "heads/main",
+            "refs/heads/a b",
+            "refs/heads/a@{1}",
+            "refs/heads//x",
+            "refs/heads/x/",
+            "refs/heads/x.lock",
+            "refs/heads/\u{7}",
+        ] {
+            assert!(!plain_ref(bad), "{bad}");
+        }
+    }
 }

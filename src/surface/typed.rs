@@ -133,6 +133,13 @@ pub trait Surface: Sized + 'static {
     /// in `clean` itself.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Self::Entry) -> Result<(), Fault>;
 
+    /// Whether a retraction of `taken` takes back `entry` (which then needs
+    /// no cleanup): by default when they are the same entry. A type whose
+    /// older journals retract in another form says how those pair.
+    fn takes_back(taken: &Self::Entry, entry: &Self::Entry) -> bool {
+        taken == entry
+    }
+
     /// Removes what `entries` name (newest first, each provably ours,
     /// retractions and what they took back already set aside), each after
     /// checking it is still what was planted; one outcome per entry. By

@@ -436,3 +436,31 @@ fn journals_written_by_0_11_0_still_clean_up() {
         }
     }
 }
+
+/// 0.11.0 retracted a git ref by its name alone (a push the remote
+/// refused, the deleted ref run A removed): that still takes back the
+/// ref's entry, which needs no push, while a ref no retraction names is
+/// cleaned (here: left, its remote gone).
+#[test]
+fn a_git_ref_retracted_by_name_needs_no_cleanup() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journals/0.11.0.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let lines = fixture["git-remote"]["journal"].as_array().unwrap();
+    let (taken, kept) = (lines[0].clone(), lines[1].clone());
+    let journal = vec![taken.clone(), kept, json!({ "retract": taken["ref"] })];
+    let ty = surface::by_name("git-remote").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("remote");
+    let control = ty.control(&Value::Null, &dir).unwrap();
+    let inst = ty.open(&control.settings).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let key = Key::new(Some(b"conformance-suite-key".to_vec()));
+    let ctx = RunCtx {
+        probe_id: "journal-fixture",
+        key: &key,
+    };
+    let out = surface::cleanup_owned(&*inst, &ctx, &journal);
+    assert_eq!(out[0], CleanupOutcome::Superseded, "{out:?}");
+    assert!(matches!(out[1], CleanupOutcome::Left { .. }), "{out:?}");
+    assert_eq!(out[2], CleanupOutcome::Superseded, "{out:?}");
+}

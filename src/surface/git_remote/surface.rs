@@ -379,6 +379,15 @@ impl crate::surface::Surface for GitRemote {
         }
     }
 
+    /// 0.11.0 retracted a ref by its name alone: that takes back the ref's
+    /// entry, whatever object it names.
+    fn takes_back(taken: &Line, entry: &Line) -> bool {
+        match (taken, entry) {
+            (Line::Name(r), Line::Ref(e)) => *r == e.refname,
+            _ => taken == entry,
+        }
+    }
+
     /// Deletes every live ref in one push. (Retractions and the refs they
     /// took back are set aside by the kernel; a ref name alone is what a
     /// 0.11.0 retraction took back, and needs nothing.)

@@ -68,8 +68,10 @@ pub(super) fn owned_permanent(
         .strip_prefix(&named)
         .and_then(|t| t.split_once(" on "))
         .filter(|(h, c)| {
+            // (The commit as the config or GITHUB_SHA gave it: either case.)
             crate::surface::lower_hex(h, 32)
-                && (crate::surface::lower_hex(c, 40) || crate::surface::lower_hex(c, 64))
+                && matches!(c.len(), 40 | 64)
+                && c.bytes().all(|b| b.is_ascii_hexdigit())
         })
         .map(|(h, _)| h)
         .ok_or_else(|| not("not a permanent plant's entry"))?;
@@ -247,5 +249,35 @@ pub(super) fn fuller(o: &Entry, e: &Entry) -> bool {
             e.id.is_none() && o.carrier == e.carrier && o.title == e.title && o.id.is_some()
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::marker::Key;
+
+    #[test]
+    fn a_permanent_plants_commit_is_its_own_in_either_case() {
+        let key = Key::new(Some(b"k".to_vec()));
+        let ctx = RunCtx {
+            probe_id: "p1",
+            key: &key,
+        };
+        let hex = "0123456789abcdef0123456789abcdef";
+        let entry = |commit: &str| Permanent {
+            carrier: "commit-status".into(),
+            permanent: format!("commit status rw-p1-{hex} on {commit}"),
+            tag: carriers::entry_tag(&ctx, Gh::CommitStatus, hex),
+        };
+        for commit in ["c0ffee".repeat(6) + "c0ff", "C0FFEE".repeat(6) + "C0FF"] {
+            assert_eq!(
+                owned_permanent(&ctx, Some(Gh::CommitStatus), &entry(&commit)),
+                Ok(())
+            );
+        }
+        for bad in ["c0ffee", &format!("{}/../x", "c0ffee".repeat(6) + "c0ff")] {
+            assert!(owned_permanent(&ctx, Some(Gh::CommitStatus), &entry(bad)).is_err());
+        }
     }
 }
