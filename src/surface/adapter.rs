@@ -13,6 +13,7 @@
 //! - an entry is described as the type shows it, then where it lives.
 
 use super::carrier::CarrierSet;
+use super::owned::by_slot;
 use super::typed::{About, Job, Journal, Surface, Want, Watch};
 use super::{
     Carrier, CleanupOutcome, Control, Instance, JobScope, Notice, Persistence, PlantJob,
@@ -169,6 +170,17 @@ impl<S: Surface> SurfaceType for Typed<S> {
     }
 }
 
+/// `j` with its carrier parsed, when it is one of `S`'s.
+fn job_of<S: Surface>(j: &PlantJob) -> Option<Job<S::Carrier>> {
+    Some(Job {
+        key: j.key.clone(),
+        carrier: S::Carrier::parse(&j.carrier)?,
+        nonce: j.nonce,
+        scope: j.scope.clone(),
+        beacon: j.beacon.clone(),
+    })
+}
+
 /// An open instance of `S`, with what its settings say.
 struct Open<S: Surface> {
     surface: S,
@@ -214,44 +226,25 @@ impl<S: Surface> Instance for Open<S> {
         jobs: &[PlantJob],
         created: &mut dyn FnMut(Value),
     ) -> Vec<PlantOutcome> {
-        let mut out: Vec<Option<PlantOutcome>> = vec![None; jobs.len()];
-        let mut typed = Vec::new();
-        let mut at = Vec::new();
-        for (i, j) in jobs.iter().enumerate() {
-            match S::Carrier::parse(&j.carrier) {
-                Some(carrier) => {
-                    typed.push(Job {
-                        key: j.key.clone(),
-                        carrier,
-                        nonce: j.nonce,
-                        scope: j.scope.clone(),
-                        beacon: j.beacon.clone(),
-                    });
-                    at.push(i);
-                }
-                None => {
-                    out[i] = Some(PlantOutcome::Error {
-                        reason: format!("unknown carrier {}", j.carrier),
-                    })
-                }
-            }
-        }
-        let mut journal = Journal::new(created);
-        let planted = if typed.is_empty() {
-            vec![]
-        } else {
-            self.surface.plant(ctx, &typed, &mut journal)
-        };
-        for (i, o) in at.into_iter().zip(planted) {
-            out[i] = Some(o.map_needle(|n| json(&n)));
-        }
-        out.into_iter()
-            .map(|o| {
-                o.unwrap_or(PlantOutcome::Error {
-                    reason: "the surface reported no outcome for this carrier".into(),
+        by_slot(
+            jobs,
+            |j| {
+                job_of::<S>(j).ok_or_else(|| PlantOutcome::Error {
+                    reason: format!("unknown carrier {}", j.carrier),
                 })
-            })
-            .collect()
+            },
+            |typed| {
+                let mut journal = Journal::new(created);
+                self.surface
+                    .plant(ctx, &typed, &mut journal)
+                    .into_iter()
+                    .map(|o| o.map_needle(|n| json(&n)))
+                    .collect()
+            },
+            || PlantOutcome::Error {
+                reason: "the surface reported no outcome for this carrier".into(),
+            },
+        )
     }
 
     fn recover(
@@ -260,58 +253,33 @@ impl<S: Surface> Instance for Open<S> {
         wanted: &[Wanted],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let mut typed = Vec::new();
-        let mut at = Vec::new();
-        for (i, w) in wanted.iter().enumerate() {
-            let Some(carrier) = S::Carrier::parse(&w.carrier) else {
-                out[i] = Some(super::carrier::not_a_carrier());
-                continue;
-            };
-            match serde_json::from_value(w.needle.clone()) {
-                Ok(needle) => {
-                    typed.push(Want {
-                        key: w.key.clone(),
-                        carrier,
-                        needle,
-                        scope: w.scope.clone(),
-                    });
-                    at.push(i);
-                }
-                Err(_) => {
-                    out[i] = Some(RecoverOutcome::Error {
+        by_slot(
+            wanted,
+            |w| {
+                let carrier =
+                    S::Carrier::parse(&w.carrier).ok_or_else(super::carrier::not_a_carrier)?;
+                let needle = serde_json::from_value(w.needle.clone()).map_err(|_| {
+                    RecoverOutcome::Error {
                         reason: format!(
                             "the plant's needle is not one a {} plant reports",
                             S::NAME
                         ),
-                    })
-                }
-            }
-        }
-        let found = if typed.is_empty() {
-            vec![]
-        } else {
-            self.surface.recover(ctx, &typed, notice)
-        };
-        for (i, o) in at.into_iter().zip(found) {
-            out[i] = Some(o);
-        }
-        super::all_outcomes(out)
+                    }
+                })?;
+                Ok(Want {
+                    key: w.key.clone(),
+                    carrier,
+                    needle,
+                    scope: w.scope.clone(),
+                })
+            },
+            |typed| self.surface.recover(ctx, &typed, notice),
+            super::carrier::not_a_carrier,
+        )
     }
 
     fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
-        let typed: Vec<Job<S::Carrier>> = jobs
-            .iter()
-            .filter_map(|j| {
-                Some(Job {
-                    key: j.key.clone(),
-                    carrier: S::Carrier::parse(&j.carrier)?,
-                    nonce: j.nonce,
-                    scope: j.scope.clone(),
-                    beacon: j.beacon.clone(),
-                })
-            })
-            .collect();
+        let typed: Vec<Job<S::Carrier>> = jobs.iter().filter_map(job_of::<S>).collect();
         Ok(self.surface.find(ctx, &typed)?.iter().map(json).collect())
     }
 
@@ -325,50 +293,33 @@ impl<S: Surface> Instance for Open<S> {
             .iter()
             .filter_map(|e| serde_json::from_value(e.get("retract")?.clone()).ok())
             .collect();
-        let mut out: Vec<Option<CleanupOutcome>> = vec![None; entries.len()];
-        let mut live = Vec::new();
-        let mut at = Vec::new();
-        for (i, e) in entries.iter().enumerate() {
-            if e.get("retract").is_some() {
-                out[i] = Some(CleanupOutcome::Superseded);
-                continue;
-            }
-            match serde_json::from_value::<S::Entry>(e.clone()) {
-                Ok(typed) if taken.iter().any(|t| S::takes_back(t, &typed)) => {
-                    out[i] = Some(CleanupOutcome::Superseded);
+        by_slot(
+            entries,
+            |e| {
+                if e.get("retract").is_some() {
+                    return Err(CleanupOutcome::Superseded);
                 }
-                Ok(typed) => {
-                    live.push(typed);
-                    at.push(i);
-                }
-                // (Never reached through [`super::cleanup_owned`], which
-                // asks `owns` first.)
-                Err(err) => {
-                    out[i] = Some(CleanupOutcome::Foreign {
+                match serde_json::from_value::<S::Entry>(e.clone()) {
+                    Ok(typed) if taken.iter().any(|t| S::takes_back(t, &typed)) => {
+                        Err(CleanupOutcome::Superseded)
+                    }
+                    Ok(typed) => Ok(typed),
+                    // (Never reached through [`super::cleanup_owned`],
+                    // which asks `owns` first.)
+                    Err(err) => Err(CleanupOutcome::Foreign {
                         reason: format!(
                             "not runwarden's: not a {} journal entry ({})",
                             S::NAME,
                             category(&err)
                         ),
-                    })
+                    }),
                 }
-            }
-        }
-        let cleaned = if live.is_empty() {
-            vec![]
-        } else {
-            self.surface.clean(&live)
-        };
-        for (i, o) in at.into_iter().zip(cleaned) {
-            out[i] = Some(o);
-        }
-        out.into_iter()
-            .map(|o| {
-                o.unwrap_or(CleanupOutcome::Left {
-                    reason: "cleanup never reported this entry".into(),
-                })
-            })
-            .collect()
+            },
+            |live| self.surface.clean(&live),
+            || CleanupOutcome::Left {
+                reason: "cleanup never reported this entry".into(),
+            },
+        )
     }
 
     fn describe(&self, entry: &Value) -> String {

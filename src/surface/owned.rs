@@ -128,41 +128,60 @@ pub fn cleanup_owned(
     ctx: &RunCtx<'_>,
     entries: &[Value],
 ) -> Vec<CleanupOutcome> {
-    let mut out: Vec<Option<CleanupOutcome>> = vec![None; entries.len()];
-    let mut owned = Vec::new();
-    let mut at = Vec::new();
-    for (i, e) in entries.iter().enumerate() {
-        // A retraction is `{"retract": …}` and nothing else: an entry that
-        // also names something of its own would pass as the retraction
-        // and be removed as the other.
-        let checked = match e.get("retract") {
-            Some(_) if e.as_object().is_some_and(|o| o.len() != 1) => Err(Fault::invalid(
-                "a retraction that names something besides what it takes back",
-            )),
-            Some(inner) => inst.owns(ctx, inner),
-            None => inst.owns(ctx, e),
-        };
-        match checked {
-            Ok(()) => {
-                owned.push(e.clone());
-                at.push(i);
-            }
-            Err(why) => {
-                out[i] = Some(CleanupOutcome::Foreign {
+    by_slot(
+        entries,
+        |e| {
+            // A retraction is `{"retract": …}` and nothing else: an entry
+            // that also names something of its own would pass as the
+            // retraction and be removed as the other.
+            let checked = match e.get("retract") {
+                Some(_) if e.as_object().is_some_and(|o| o.len() != 1) => Err(Fault::invalid(
+                    "a retraction that names something besides what it takes back",
+                )),
+                Some(inner) => inst.owns(ctx, inner),
+                None => inst.owns(ctx, e),
+            };
+            checked
+                .map(|()| e.clone())
+                .map_err(|why| CleanupOutcome::Foreign {
                     reason: format!("not runwarden's: left alone ({why})"),
                 })
+        },
+        |owned| inst.cleanup_all(&owned),
+        || CleanupOutcome::Left {
+            reason: "cleanup never reported this entry".into(),
+        },
+    )
+}
+
+/// One outcome per item of `items`, in order: `pick` answers an item at
+/// once (`Err`) or passes it on (`Ok`); `run` answers every item passed on
+/// at once, in order (it is not called when none is); an item it leaves
+/// unanswered is `missing`'s.
+pub(super) fn by_slot<I, T, O: Clone>(
+    items: &[I],
+    mut pick: impl FnMut(&I) -> Result<T, O>,
+    run: impl FnOnce(Vec<T>) -> Vec<O>,
+    missing: impl Fn() -> O,
+) -> Vec<O> {
+    let mut out: Vec<Option<O>> = vec![None; items.len()];
+    let (mut passed, mut at) = (Vec::new(), Vec::new());
+    for (i, item) in items.iter().enumerate() {
+        match pick(item) {
+            Ok(t) => {
+                passed.push(t);
+                at.push(i);
             }
+            Err(o) => out[i] = Some(o),
         }
     }
-    for (i, o) in at.into_iter().zip(inst.cleanup_all(&owned)) {
-        out[i] = Some(o);
+    if !passed.is_empty() {
+        for (i, o) in at.into_iter().zip(run(passed)) {
+            out[i] = Some(o);
+        }
     }
     out.into_iter()
-        .map(|o| {
-            o.unwrap_or(CleanupOutcome::Left {
-                reason: "cleanup never reported this entry".into(),
-            })
-        })
+        .map(|o| o.unwrap_or_else(&missing))
         .collect()
 }
 
