@@ -43,6 +43,14 @@ def code(text):
     return "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
 
 
+def unquoted(text):
+    """`text` with its character and string literals emptied (a brace in
+    one is none)."""
+    text = re.sub(r"'(\\.|[^'\\])'", "' '", text)
+    text = re.sub(r'r#+"(.|\n)*?"#+', '""', text)
+    return re.sub(r'"(\\.|[^"\\])*"', '""', text, flags=re.S)
+
+
 def block(text, i):
     depth, j = 1, i
     while j < len(text) and depth:
@@ -70,6 +78,7 @@ def main():
         r["json"] += len(re.findall(r"json!", c))
         r["refusal"] += len(re.findall(r"\b40[13]\b", c))
         if m:
+            c = unquoted(c)
             for im in re.finditer(r"impl(?:<[^>]*>)?\s+(?:[\w:]+::)?(\w+)(?:<[^>]*>)?\s+for\s+[^{]+\{", c):
                 if im.group(1) in traits:
                     r["methods"] += len(re.findall(r"\bfn\s+\w+", block(c, im.end())))

@@ -356,7 +356,10 @@ impl<S: Surface> Watchable for Open<S> {
     }
 
     fn carriers_of(&self, change: &Change, before: &Before) -> Vec<&'static str> {
-        let mut out: Vec<&'static str> = S::changes(change, before)
+        let Watch::Yes { changes, .. } = S::WATCH else {
+            return vec![];
+        };
+        let mut out: Vec<&'static str> = changes(change, before)
             .into_iter()
             .map(CarrierSet::name)
             .collect();
@@ -366,7 +369,7 @@ impl<S: Surface> Watchable for Open<S> {
     }
 
     fn unwatched(&self, carrier: &str) -> Option<&'static str> {
-        let Watch::Yes { unwatched } = S::WATCH else {
+        let Watch::Yes { unwatched, .. } = S::WATCH else {
             return None;
         };
         let c = S::Carrier::parse(carrier)?;

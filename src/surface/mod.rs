@@ -55,7 +55,9 @@ pub use owned::{
     cleanup_owned, lower_hex, owned_name, plain_ref, plain_segment, retraction, tagged_carrier,
     tagged_name,
 };
-pub use typed::{About, Control, Job, Journal, Needle, Scope, Surface, Want, Watch, each};
+pub use typed::{
+    About, Control, Job, Journal, Needle, NonceOrBeacons, Scope, Surface, Want, Watch, each,
+};
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.
 pub static REGISTRY: &[&dyn SurfaceType] = &[

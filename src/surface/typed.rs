@@ -40,9 +40,12 @@ pub trait Surface: Sized + 'static {
     /// the job leaves in its own run): an in-job probe SKIPS them with
     /// [`super::LATER_JOB_ONLY`].
     const LATER_JOB_ONLY: &'static [Self::Carrier] = &[];
-    /// Whether watch mode can list this type ([`Surface::snapshot`] and
-    /// [`Surface::changes`]), or why not (every carrier is then SKIPPED in
-    /// watch mode with the reason).
+    /// Carriers [`Surface::plant`] plants after every other (one whose
+    /// trace must come after the others', say why there).
+    const PLANTED_LAST: &'static [Self::Carrier] = &[];
+    /// Whether watch mode can list this type ([`Surface::snapshot`], and
+    /// which carriers a change carries), or why not (every carrier is then
+    /// SKIPPED in watch mode with the reason).
     const WATCH: Watch<Self::Carrier> = Watch::No("watch mode cannot list this surface type yet");
 
     /// The carriers, declared with `carriers!` (`carrier.rs`).
@@ -98,7 +101,9 @@ pub trait Surface: Sized + 'static {
         jobs: &[Job<Self::Carrier>],
         journal: &mut Journal<'_, Self::Entry>,
     ) -> Vec<PlantOutcome<Self::Needle>> {
-        each(jobs, |job| self.plant_one(ctx, job, journal))
+        each(jobs, Self::PLANTED_LAST, |job| {
+            self.plant_one(ctx, job, journal)
+        })
     }
 
     /// Plants one job: what a type that plants one carrier at a time
@@ -198,12 +203,6 @@ pub trait Surface: Sized + 'static {
             "watch mode cannot list this surface type".into(),
         ))
     }
-
-    /// Watch mode: the carriers a change the watched command made here
-    /// would carry.
-    fn changes(_change: &Change, _before: &Before) -> Vec<Self::Carrier> {
-        vec![]
-    }
 }
 
 /// A key a declaration may scope a type's channels by (`refs:`,
@@ -217,10 +216,13 @@ pub struct Scope<C: 'static> {
 
 /// Whether watch mode can list a surface type.
 pub enum Watch<C: 'static> {
-    /// It can; these carriers it cannot see, each with the reason (SKIPPED
-    /// in watch mode).
+    /// It can ([`Surface::snapshot`] lists it): `unwatched`, the carriers
+    /// a snapshot cannot see, each with the reason (SKIPPED in watch
+    /// mode); `changes`, the carriers a change the watched command made
+    /// would carry (`Before`: what the first snapshot held).
     Yes {
         unwatched: &'static [(C, &'static str)],
+        changes: fn(&Change, &Before) -> Vec<C>,
     },
     /// It cannot, and why.
     No(&'static str),
@@ -240,6 +242,23 @@ pub trait Needle: Serialize + DeserializeOwned + Clone {
 impl Needle for Nonce {
     fn of_nonce(nonce: &Nonce) -> Option<Nonce> {
         Some(*nonce)
+    }
+}
+
+/// A needle that is the nonce itself, or (for
+/// [`super::RUNNER_PERSISTENCE`], which looks for other probes' beacons)
+/// `{"beacons": true}`: what a type offering runner-persistence beside
+/// carriers of the nonce plants.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum NonceOrBeacons {
+    Nonce(Nonce),
+    Beacons { beacons: bool },
+}
+
+impl Needle for NonceOrBeacons {
+    fn of_nonce(nonce: &Nonce) -> Option<NonceOrBeacons> {
+        Some(NonceOrBeacons::Nonce(*nonce))
     }
 }
 
@@ -298,19 +317,25 @@ impl<'a, E: Serialize> Journal<'a, E> {
     }
 }
 
-/// Plants `jobs` one at a time with `plant`, stopping between jobs when a
-/// signal asked run A to stop (the job under way is finished: a few
-/// syscalls or one request; no new one starts).
-pub fn each<C, N>(
+/// Plants `jobs` one at a time with `plant`, those of `last` carriers
+/// after every other, stopping between jobs when a signal asked run A to
+/// stop (the job under way is finished: a few syscalls or one request; no
+/// new one starts). One outcome per job, in the jobs' order.
+pub fn each<C: PartialEq, N>(
     jobs: &[Job<C>],
+    last: &[C],
     mut plant: impl FnMut(&Job<C>) -> PlantOutcome<N>,
 ) -> Vec<PlantOutcome<N>> {
-    jobs.iter()
-        .map(|j| match crate::signals::received() {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| last.contains(&jobs[i].carrier));
+    let mut out: Vec<Option<PlantOutcome<N>>> = jobs.iter().map(|_| None).collect();
+    for i in order {
+        out[i] = Some(match crate::signals::received() {
             Some(sig) => super::interrupted(sig),
-            None => plant(j),
-        })
-        .collect()
+            None => plant(&jobs[i]),
+        });
+    }
+    out.into_iter().flatten().collect()
 }
 
 /// A control instance: its settings, and whatever must stay alive while

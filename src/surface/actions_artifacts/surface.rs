@@ -35,7 +35,10 @@ impl crate::surface::Surface for ActionsArtifacts {
         "api-token-env",
         "consistency-wait",
     ];
-    const WATCH: Watch<Artifact> = Watch::Yes { unwatched: &[] };
+    const WATCH: Watch<Artifact> = Watch::Yes {
+        unwatched: &[],
+        changes: changes_of,
+    };
     type Carrier = Artifact;
     type Settings = Settings;
     type Entry = Entry;
@@ -361,37 +364,10 @@ impl crate::surface::Surface for ActionsArtifacts {
                 if fuller {
                     CleanupOutcome::Superseded
                 } else {
-                    self.clean_one(e)
+                    self.clean_entry(e)
                 }
             })
             .collect()
-    }
-
-    /// Cleanup: an artifact whose name is exactly what the plant wrote,
-    /// deleted by id through the REST API (`actions: write`), else through
-    /// the results service in the run that uploaded it; left and listed
-    /// when neither may delete it. The REST route first (it works from any
-    /// run), then the results service (only the uploading run's token may
-    /// delete there).
-    fn clean_one(&self, e: &Entry) -> CleanupOutcome {
-        let name = e.name.as_str();
-        let rest = match self.api() {
-            Ok(api) => self.delete_rest(&api, name, e.id),
-            Err(why) => Err(why.into_reason()),
-        };
-        let why_rest = match rest {
-            Ok(done) => return done,
-            Err(why) => why,
-        };
-        match self.delete_twirp(e, name) {
-            Ok(done) => done,
-            Err(why) => CleanupOutcome::Left {
-                reason: format!(
-                    "not deleted, left until its retention ends: {why_rest}; and the results \
-                     service: {why}"
-                ),
-            },
-        }
     }
 
     /// Every artifact of the repository whose name is a verified plant
@@ -451,14 +427,43 @@ impl crate::surface::Surface for ActionsArtifacts {
         }
         emit_sorted(all, sink)
     }
+}
 
-    /// A new artifact carries its name, its files' paths and their content;
-    /// a removed one its name.
-    fn changes(c: &Change, _before: &Before) -> Vec<Artifact> {
-        match c.kind {
-            ChangeKind::Created => vec![Artifact::Content, Artifact::FilePath, Artifact::Name],
-            ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Artifact::Name],
-            ChangeKind::Changed(_) => vec![Artifact::Content],
+impl ActionsArtifacts {
+    /// Cleanup: an artifact whose name is exactly what the plant wrote,
+    /// deleted by id through the REST API (`actions: write`), else through
+    /// the results service in the run that uploaded it; left and listed
+    /// when neither may delete it. The REST route first (it works from any
+    /// run), then the results service (only the uploading run's token may
+    /// delete there).
+    fn clean_entry(&self, e: &Entry) -> CleanupOutcome {
+        let name = e.name.as_str();
+        let rest = match self.api() {
+            Ok(api) => self.delete_rest(&api, name, e.id),
+            Err(why) => Err(why.into_reason()),
+        };
+        let why_rest = match rest {
+            Ok(done) => return done,
+            Err(why) => why,
+        };
+        match self.delete_twirp(e, name) {
+            Ok(done) => done,
+            Err(why) => CleanupOutcome::Left {
+                reason: format!(
+                    "not deleted, left until its retention ends: {why_rest}; and the results \
+                     service: {why}"
+                ),
+            },
         }
+    }
+}
+
+/// A new artifact carries its name, its files' paths and their content;
+/// a removed one its name.
+fn changes_of(c: &Change, _before: &Before) -> Vec<Artifact> {
+    match c.kind {
+        ChangeKind::Created => vec![Artifact::Content, Artifact::FilePath, Artifact::Name],
+        ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Artifact::Name],
+        ChangeKind::Changed(_) => vec![Artifact::Content],
     }
 }

@@ -44,6 +44,7 @@ impl crate::surface::Surface for ActionsCache {
             Cache::RestorePrefix,
             "which entry a prefix restore returns is not in the listing; a new entry is reported under its key, version and content",
         )],
+        changes: changes_of,
     };
     type Carrier = Cache;
     type Settings = Settings;
@@ -458,14 +459,14 @@ impl crate::surface::Surface for ActionsCache {
         })?;
         emit_sorted(all, sink)
     }
+}
 
-    /// A cache entry carries its key, its version and its archive; one saved
-    /// again under the same key and version (after a delete) its archive.
-    fn changes(c: &Change, _before: &Before) -> Vec<Cache> {
-        match c.kind {
-            ChangeKind::Created => vec![Cache::Content, Cache::Key, Cache::Version],
-            ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Cache::Key],
-            ChangeKind::Changed(_) => vec![Cache::Content],
-        }
+/// A cache entry carries its key, its version and its archive; one saved
+/// again under the same key and version (after a delete) its archive.
+fn changes_of(c: &Change, _before: &Before) -> Vec<Cache> {
+    match c.kind {
+        ChangeKind::Created => vec![Cache::Content, Cache::Key, Cache::Version],
+        ChangeKind::Removed | ChangeKind::Renamed(_) => vec![Cache::Key],
+        ChangeKind::Changed(_) => vec![Cache::Content],
     }
 }

@@ -33,7 +33,6 @@ mod watch;
 
 use super::RUNNER_PERSISTENCE;
 use super::carrier::carriers;
-use crate::nonce::Nonce;
 use api::{Api, Host};
 use serde::{Deserialize, Serialize};
 
@@ -91,18 +90,7 @@ fn wait_ms() -> u64 {
 
 /// What recovery looks for: the nonce's hex, or (runner-persistence)
 /// beacons of other probes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Needle {
-    Nonce(Nonce),
-    Beacons { beacons: bool },
-}
-
-impl super::Needle for Needle {
-    fn of_nonce(nonce: &Nonce) -> Option<Needle> {
-        Some(Needle::Nonce(*nonce))
-    }
-}
+pub use super::NonceOrBeacons as Needle;
 
 /// An open Docker daemon: its API client.
 pub struct DockerDaemon {

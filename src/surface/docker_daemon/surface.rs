@@ -19,8 +19,7 @@ use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sort
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::until_current;
 use crate::surface::{
-    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx,
-    Want, Watch,
+    About, CleanupOutcome, Control, Job, Journal, Notice, RecoverOutcome, RunCtx, Want, Watch,
 };
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -32,7 +31,12 @@ impl crate::surface::Surface for DockerDaemon {
     const KEYS: &'static [&'static str] = &["host", "cert-path"];
     const WATCH: Watch<Dk> = Watch::Yes {
         unwatched: super::watch::UNWATCHED,
+        changes: changes_of,
     };
+    // event-history last: its witness then closes the stretch of the
+    // history run B reads, after every other plant's events.
+    const PLANTED_LAST: &'static [Dk] = &[Dk::EventHistory];
+
     type Carrier = Dk;
     type Settings = Settings;
     type Entry = Entry;
@@ -148,28 +152,6 @@ impl crate::surface::Surface for DockerDaemon {
     fn open(settings: Settings) -> Result<DockerDaemon, Fault> {
         let api = Api::new(settings.host.clone(), settings.tls.as_ref())?;
         Ok(DockerDaemon { settings, api })
-    }
-
-    fn plant(
-        &self,
-        ctx: &RunCtx<'_>,
-        jobs: &[Job<Dk>],
-        journal: &mut Journal<'_, Entry>,
-    ) -> Vec<PlantOutcome<Needle>> {
-        // event-history last: its witness then closes the stretch of the
-        // history run B reads, after every other plant's events.
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by_key(|&i| jobs[i].carrier == Dk::EventHistory);
-        let mut out = vec![None; jobs.len()];
-        for i in order {
-            out[i] = Some(match crate::signals::received() {
-                Some(sig) => crate::surface::interrupted(sig),
-                None => self.plant_one(ctx, &jobs[i], journal),
-            });
-        }
-        out.into_iter()
-            .map(|o| o.expect("every job planted"))
-            .collect()
     }
 
     /// Run A: the objects of one carrier ([`names::objects`]), each
@@ -553,37 +535,37 @@ impl crate::surface::Surface for DockerDaemon {
         }
         emit_sorted(all, sink)
     }
+}
 
-    /// A new or removed object carries its name (an image's, its tag) and,
-    /// with labels, its labels; a change of labels the label carrier; an
-    /// image tag moved to another image the tag carrier.
-    fn changes(c: &Change, _before: &Before) -> Vec<Dk> {
-        let e = c.entry();
-        let (name, label) = match e.key.first().map(String::as_str) {
-            Some("image") => (Dk::ImageTag, Dk::ImageLabel),
-            Some("volume") => (Dk::VolumeName, Dk::VolumeLabel),
-            Some("container") => (Dk::ContainerName, Dk::ContainerLabel),
-            Some("network") => (Dk::NetworkName, Dk::NetworkName),
-            _ => return vec![],
-        };
-        let labelled = e.attrs.get(LABELS).is_some_and(|l| *l != no_labels());
-        let mut out = vec![];
-        match &c.kind {
-            ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => {
-                out.push(name);
-                if labelled {
-                    out.push(label);
-                }
-            }
-            ChangeKind::Changed(attrs) => {
-                if attrs.iter().any(|a| a == "id") {
-                    out.push(name);
-                }
-                if attrs.iter().any(|a| a == LABELS) {
-                    out.push(label);
-                }
+/// A new or removed object carries its name (an image's, its tag) and,
+/// with labels, its labels; a change of labels the label carrier; an
+/// image tag moved to another image the tag carrier.
+fn changes_of(c: &Change, _before: &Before) -> Vec<Dk> {
+    let e = c.entry();
+    let (name, label) = match e.key.first().map(String::as_str) {
+        Some("image") => (Dk::ImageTag, Dk::ImageLabel),
+        Some("volume") => (Dk::VolumeName, Dk::VolumeLabel),
+        Some("container") => (Dk::ContainerName, Dk::ContainerLabel),
+        Some("network") => (Dk::NetworkName, Dk::NetworkName),
+        _ => return vec![],
+    };
+    let labelled = e.attrs.get(LABELS).is_some_and(|l| *l != no_labels());
+    let mut out = vec![];
+    match &c.kind {
+        ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => {
+            out.push(name);
+            if labelled {
+                out.push(label);
             }
         }
-        out
+        ChangeKind::Changed(attrs) => {
+            if attrs.iter().any(|a| a == "id") {
+                out.push(name);
+            }
+            if attrs.iter().any(|a| a == LABELS) {
+                out.push(label);
+            }
+        }
     }
+    out
 }

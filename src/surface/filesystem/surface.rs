@@ -37,6 +37,7 @@ impl crate::surface::Surface for Filesystem {
             Fs::RunnerPersistence,
             "a beacon is what an earlier probe leaves; watch mode reports the command's own writes under their carriers",
         )],
+        changes: changes_of,
     };
     type Carrier = Fs;
     type Settings = Settings;
@@ -337,79 +338,79 @@ impl crate::surface::Surface for Filesystem {
         };
         self.walk(&root, &mut Vec::new(), &mut walk)
     }
+}
 
-    /// The carriers a change would carry: a new or removed entry its name
-    /// (and, when it has them, its content, size, link target and xattrs,
-    /// and an mtime set on purpose); a rename its name; a changed entry
-    /// what changed (`mtime` alone only when nothing recovery reads
-    /// changed with it).
-    fn changes(c: &Change, before: &Before) -> Vec<Fs> {
-        let e = c.entry();
-        let mut out = Vec::new();
-        let has = |k: &str| e.attrs.contains_key(k);
-        match &c.kind {
-            ChangeKind::Created | ChangeKind::Removed => {
+/// The carriers a change would carry: a new or removed entry its name
+/// (and, when it has them, its content, size, link target and xattrs,
+/// and an mtime set on purpose); a rename its name; a changed entry
+/// what changed (`mtime` alone only when nothing recovery reads
+/// changed with it).
+fn changes_of(c: &Change, before: &Before) -> Vec<Fs> {
+    let e = c.entry();
+    let mut out = Vec::new();
+    let has = |k: &str| e.attrs.contains_key(k);
+    match &c.kind {
+        ChangeKind::Created | ChangeKind::Removed => {
+            out.push(name_carrier(&e.kind));
+            // A new file's size is a message as much as its content.
+            if e.kind == "file" && e.attrs.get("size").is_some_and(|s| s != "0") {
+                out.extend([Fs::FileContent, Fs::FileSize]);
+            }
+            // An mtime from before the watch began, or after it ended, was
+            // set on purpose.
+            if matches!(c.kind, ChangeKind::Created) && !made_during(e, before) {
+                out.push(Fs::Mtime);
+            }
+            if e.kind == "symlink" {
+                out.push(Fs::SymlinkTarget);
+            }
+            if has("xattr-names") {
+                out.extend([Fs::XattrName, Fs::Xattr]);
+            }
+        }
+        ChangeKind::Renamed(attrs) | ChangeKind::Changed(attrs) => {
+            if matches!(c.kind, ChangeKind::Renamed(_)) {
                 out.push(name_carrier(&e.kind));
-                // A new file's size is a message as much as its content.
-                if e.kind == "file" && e.attrs.get("size").is_some_and(|s| s != "0") {
-                    out.extend([Fs::FileContent, Fs::FileSize]);
-                }
-                // An mtime from before the watch began, or after it ended, was
-                // set on purpose.
-                if matches!(c.kind, ChangeKind::Created) && !made_during(e, before) {
-                    out.push(Fs::Mtime);
-                }
-                if e.kind == "symlink" {
-                    out.push(Fs::SymlinkTarget);
-                }
-                if has("xattr-names") {
-                    out.extend([Fs::XattrName, Fs::Xattr]);
+            }
+            let big = e
+                .attrs
+                .get("size")
+                .and_then(|s| s.parse::<usize>().ok())
+                .is_some_and(|s| s > CONTENT_WINDOW);
+            for a in attrs {
+                match a.as_str() {
+                    "head" => out.push(Fs::FileContent),
+                    "size" => out.extend([Fs::FileSize, Fs::FileContent]),
+                    "target" => out.push(Fs::SymlinkTarget),
+                    "xattr-names" => out.push(Fs::XattrName),
+                    "xattrs" => out.push(Fs::Xattr),
+                    _ => {}
                 }
             }
-            ChangeKind::Renamed(attrs) | ChangeKind::Changed(attrs) => {
-                if matches!(c.kind, ChangeKind::Renamed(_)) {
-                    out.push(name_carrier(&e.kind));
-                }
-                let big = e
-                    .attrs
-                    .get("size")
-                    .and_then(|s| s.parse::<usize>().ok())
-                    .is_some_and(|s| s > CONTENT_WINDOW);
-                for a in attrs {
-                    match a.as_str() {
-                        "head" => out.push(Fs::FileContent),
-                        "size" => out.extend([Fs::FileSize, Fs::FileContent]),
-                        "target" => out.push(Fs::SymlinkTarget),
-                        "xattr-names" => out.push(Fs::XattrName),
-                        "xattrs" => out.push(Fs::Xattr),
-                        _ => {}
-                    }
-                }
-                // Where the head digest cannot tell (no content reads, an
-                // unreadable file, content past the window), content may change
-                // with the times alone.
-                let blind = e.kind == "file"
-                    && e.attrs.get("size").is_some_and(|s| s != "0")
-                    && (big || e.attrs.get("head").is_none_or(|h| h.starts_with("unread")));
-                if attrs.iter().any(|a| a == "mtime") && out.is_empty() {
-                    out.push(Fs::Mtime);
-                    if blind {
-                        out.push(Fs::FileContent);
-                    }
-                }
-                // The change time alone: a write whose every other trace was
-                // set back (a same-size rewrite with its mtime restored), or a
-                // change no carrier models (a mode, a link count). A file's is
-                // taken for its content; a directory's is its entries', which
-                // are reported themselves.
-                if matches!(c.kind, ChangeKind::Changed(_))
-                    && attrs.iter().all(|a| a == "ctime")
-                    && e.kind == "file"
-                {
+            // Where the head digest cannot tell (no content reads, an
+            // unreadable file, content past the window), content may change
+            // with the times alone.
+            let blind = e.kind == "file"
+                && e.attrs.get("size").is_some_and(|s| s != "0")
+                && (big || e.attrs.get("head").is_none_or(|h| h.starts_with("unread")));
+            if attrs.iter().any(|a| a == "mtime") && out.is_empty() {
+                out.push(Fs::Mtime);
+                if blind {
                     out.push(Fs::FileContent);
                 }
             }
+            // The change time alone: a write whose every other trace was
+            // set back (a same-size rewrite with its mtime restored), or a
+            // change no carrier models (a mode, a link count). A file's is
+            // taken for its content; a directory's is its entries', which
+            // are reported themselves.
+            if matches!(c.kind, ChangeKind::Changed(_))
+                && attrs.iter().all(|a| a == "ctime")
+                && e.kind == "file"
+            {
+                out.push(Fs::FileContent);
+            }
         }
-        out
     }
+    out
 }

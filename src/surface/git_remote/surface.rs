@@ -51,6 +51,7 @@ impl crate::surface::Surface for GitRemote {
                 "a commit no ref names is in no listing (run B fetches it by an id it was told)",
             ),
         ],
+        changes: changes_of,
     };
     type Carrier = Remote;
     type Settings = Settings;
@@ -539,54 +540,54 @@ impl crate::surface::Surface for GitRemote {
             .collect();
         emit_sorted(entries, sink)
     }
+}
 
-    /// A new or removed ref carries its name; a ref that now names an object
-    /// no ref named before carries a new object's contents too: a new commit's
-    /// for a branch or another ref, and for a tag (which may now be an
-    /// annotated tag, and whose `^{}` line names the commit) a new tag
-    /// message's as well. `before`: every object id the first snapshot listed.
-    fn changes(c: &Change, before: &Before) -> Vec<Remote> {
-        let e = c.entry();
-        let name = e.key.first().map(String::as_str).unwrap_or("");
-        let carrier = name_carrier(name);
-        let mut out = Vec::new();
-        let new_object = c
-            .after
-            .as_ref()
-            .and_then(|a| a.attrs.get("oid"))
-            .is_some_and(|oid| !before.oids.contains(oid));
-        match &c.kind {
-            ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => out.push(carrier),
-            // Moved to an object that existed: where it points is the message
-            // (a branch reset), its name's carrier.
-            ChangeKind::Changed(_) if !new_object => out.push(carrier),
-            ChangeKind::Changed(_) => {}
-        }
-        // An annotated tag's plain entry names the tag object (its
-        // message); its `peeled` attribute, the commit. A lightweight tag
-        // has none: it names a commit, and carries no message.
-        let annotated = c
-            .after
-            .as_ref()
-            .is_some_and(|a| a.attrs.contains_key("peeled"));
-        let new_commit = c
-            .after
-            .as_ref()
-            .and_then(|a| a.attrs.get("peeled"))
-            .is_some_and(|oid| !before.oids.contains(oid));
-        if new_object {
-            match carrier {
-                Remote::Notes => out.push(Remote::Notes),
-                Remote::TagName if annotated => {
-                    out.push(Remote::AnnotatedTagMessage);
-                    if new_commit {
-                        out.extend(COMMIT_CARRIERS);
-                    }
-                }
-                // The `^{}` line: the commit an annotated tag names.
-                _ => out.extend(COMMIT_CARRIERS),
-            }
-        }
-        out
+/// A new or removed ref carries its name; a ref that now names an object
+/// no ref named before carries a new object's contents too: a new commit's
+/// for a branch or another ref, and for a tag (which may now be an
+/// annotated tag, and whose `^{}` line names the commit) a new tag
+/// message's as well. `before`: every object id the first snapshot listed.
+fn changes_of(c: &Change, before: &Before) -> Vec<Remote> {
+    let e = c.entry();
+    let name = e.key.first().map(String::as_str).unwrap_or("");
+    let carrier = name_carrier(name);
+    let mut out = Vec::new();
+    let new_object = c
+        .after
+        .as_ref()
+        .and_then(|a| a.attrs.get("oid"))
+        .is_some_and(|oid| !before.oids.contains(oid));
+    match &c.kind {
+        ChangeKind::Created | ChangeKind::Removed | ChangeKind::Renamed(_) => out.push(carrier),
+        // Moved to an object that existed: where it points is the message
+        // (a branch reset), its name's carrier.
+        ChangeKind::Changed(_) if !new_object => out.push(carrier),
+        ChangeKind::Changed(_) => {}
     }
+    // An annotated tag's plain entry names the tag object (its
+    // message); its `peeled` attribute, the commit. A lightweight tag
+    // has none: it names a commit, and carries no message.
+    let annotated = c
+        .after
+        .as_ref()
+        .is_some_and(|a| a.attrs.contains_key("peeled"));
+    let new_commit = c
+        .after
+        .as_ref()
+        .and_then(|a| a.attrs.get("peeled"))
+        .is_some_and(|oid| !before.oids.contains(oid));
+    if new_object {
+        match carrier {
+            Remote::Notes => out.push(Remote::Notes),
+            Remote::TagName if annotated => {
+                out.push(Remote::AnnotatedTagMessage);
+                if new_commit {
+                    out.extend(COMMIT_CARRIERS);
+                }
+            }
+            // The `^{}` line: the commit an annotated tag names.
+            _ => out.extend(COMMIT_CARRIERS),
+        }
+    }
+    out
 }

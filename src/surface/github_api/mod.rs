@@ -461,8 +461,26 @@ impl super::Surface for GitHubApi {
         carriers::same_entry(e, &want)
     }
 
+    /// An intent and the entry with its id are one object, cleaned once
+    /// (by the fuller entry). (Retractions and what they took back are set
+    /// aside by the kernel.)
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        entries
+            .iter()
+            .map(|e| {
+                if entries.iter().any(|o| fuller(o, e)) {
+                    CleanupOutcome::Superseded
+                } else {
+                    self.clean_entry(e)
+                }
+            })
+            .collect()
+    }
+}
+
+impl GitHubApi {
     /// One entry: each kind of plant as it is removed (or kept).
-    fn clean_one(&self, e: &Entry) -> CleanupOutcome {
+    fn clean_entry(&self, e: &Entry) -> CleanupOutcome {
         match e {
             Entry::Scanning(x) => self.clean_scanning(x),
             Entry::Discussion(x) => self.clean_discussion(x),
@@ -477,24 +495,6 @@ impl super::Surface for GitHubApi {
         }
     }
 
-    /// An intent and the entry with its id are one object, cleaned once
-    /// (by the fuller entry). (Retractions and what they took back are set
-    /// aside by the kernel.)
-    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
-        entries
-            .iter()
-            .map(|e| {
-                if entries.iter().any(|o| fuller(o, e)) {
-                    CleanupOutcome::Superseded
-                } else {
-                    self.clean_one(e)
-                }
-            })
-            .collect()
-    }
-}
-
-impl GitHubApi {
     /// The API with the write token (`read: false`) or the read token;
     /// `Unsupported` when what it needs is missing here.
     fn api(&self, read: bool) -> Result<Api<'_>, Fault> {

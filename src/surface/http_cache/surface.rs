@@ -41,6 +41,7 @@ impl crate::surface::Surface for HttpCache {
                 "dead properties are not in the depth-1 listing watch mode reads",
             ),
         ],
+        changes: changes_of,
     };
     type Carrier = Http;
     type Settings = Settings;
@@ -461,14 +462,14 @@ impl crate::surface::Surface for HttpCache {
         })?;
         emit_sorted(all, sink)
     }
+}
 
-    /// A new or removed resource carries its path (`cache-key`); a
-    /// collection its name.
-    fn changes(c: &Change, _before: &Before) -> Vec<Http> {
-        let carrier = match c.entry().kind.as_str() {
-            "collection" => Http::CollectionName,
-            _ => Http::CacheKey,
-        };
-        vec![carrier]
-    }
+/// A new or removed resource carries its path (`cache-key`); a
+/// collection its name.
+fn changes_of(c: &Change, _before: &Before) -> Vec<Http> {
+    let carrier = match c.entry().kind.as_str() {
+        "collection" => Http::CollectionName,
+        _ => Http::CacheKey,
+    };
+    vec![carrier]
 }

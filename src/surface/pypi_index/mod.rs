@@ -136,6 +136,7 @@ impl super::Surface for PypiIndex {
             (Pypi::Description, watch::ON_PROJECT_PAGES),
             (Pypi::FileName, watch::ON_PROJECT_PAGES),
         ],
+        changes: changes_of,
     };
     type Carrier = Pypi;
     type Settings = Settings;
@@ -517,9 +518,9 @@ impl super::Surface for PypiIndex {
         }
         emit_sorted(all, sink)
     }
+}
 
-    /// A project listed or gone carries its name.
-    fn changes(_change: &Change, _before: &Before) -> Vec<Pypi> {
-        vec![Pypi::ProjectName]
-    }
+/// A project listed or gone carries its name.
+fn changes_of(_change: &Change, _before: &Before) -> Vec<Pypi> {
+    vec![Pypi::ProjectName]
 }
