@@ -432,8 +432,10 @@ impl LazyClient {
     /// `secrets` (the credentials the surface sends) are registered with
     /// [`crate::redact`] now, in every process that opens the surface (the
     /// orchestrator too, which never sends a request through it).
-    pub fn new(secrets: Vec<String>) -> LazyClient {
-        secrets.iter().for_each(|s| crate::redact::add(s));
+    pub fn new<S: AsRef<str>>(secrets: impl IntoIterator<Item = S>) -> LazyClient {
+        secrets
+            .into_iter()
+            .for_each(|s| crate::redact::add(s.as_ref()));
         LazyClient {
             cell: std::cell::OnceCell::new(),
         }

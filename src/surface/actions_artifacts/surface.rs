@@ -119,13 +119,7 @@ impl crate::surface::Surface for ActionsArtifacts {
     }
 
     fn open(settings: Settings) -> Result<ActionsArtifacts, Fault> {
-        let client = LazyClient::new(
-            [&settings.token, &settings.api_token]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect(),
-        );
+        let client = LazyClient::new([&settings.token, &settings.api_token].into_iter().flatten());
         Ok(ActionsArtifacts { settings, client })
     }
 

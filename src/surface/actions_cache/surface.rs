@@ -131,13 +131,7 @@ impl crate::surface::Surface for ActionsCache {
     }
 
     fn open(settings: Settings) -> Result<ActionsCache, Fault> {
-        let client = LazyClient::new(
-            [&settings.token, &settings.api_token]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect(),
-        );
+        let client = LazyClient::new([&settings.token, &settings.api_token].into_iter().flatten());
         Ok(ActionsCache { settings, client })
     }
 

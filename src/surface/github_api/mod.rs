@@ -269,9 +269,7 @@ impl super::Surface for GitHubApi {
         let client = LazyClient::new(
             [&settings.token, &settings.read_token]
                 .into_iter()
-                .flatten()
-                .cloned()
-                .collect(),
+                .flatten(),
         );
         Ok(GitHubApi { settings, client })
     }
