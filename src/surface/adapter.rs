@@ -389,3 +389,36 @@ impl<S: Surface> Watchable for Open<S> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::marker::Key;
+    use crate::surface::{PlantJob, PlantOutcome, RunCtx, by_name};
+
+    /// A job whose carrier is none of the type's is never planted: its
+    /// outcome says so (moved here with the parsing, from `CarrierSet`).
+    #[test]
+    fn a_job_of_no_carrier_of_the_type_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let ty = by_name("filesystem").unwrap();
+        let settings = serde_json::json!({ "path": dir.path(), "content-reads": true });
+        let inst = ty.open(&settings).unwrap();
+        let job: PlantJob = serde_json::from_value(serde_json::json!({
+            "key": "k", "carrier": "file-sizes", "nonce": "00".repeat(16),
+        }))
+        .unwrap();
+        let key = Key::new(None);
+        let ctx = RunCtx {
+            probe_id: "p1",
+            key: &key,
+        };
+        let mut journal = vec![];
+        assert_eq!(
+            inst.plant(&ctx, &job, &mut |e| journal.push(e)),
+            PlantOutcome::Error {
+                reason: "unknown carrier file-sizes".into()
+            }
+        );
+        assert!(journal.is_empty());
+    }
+}

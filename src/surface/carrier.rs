@@ -5,13 +5,14 @@
 //!
 //! A carrier's name arrives as a string (a [`PlantJob`], a [`Wanted`], a
 //! config entry, a tagged name read back): a surface parses it once, where
-//! it comes in ([`CarrierSet::parse`], [`CarrierSet::of_job`],
-//! [`CarrierSet::tagged`]), and matches on variants from there on.
+//! it comes in ([`CarrierSet::parse`]: the kernel's adapter parses every
+//! job's and wanted needle's; [`CarrierSet::tagged`]), and matches on
+//! variants from there on.
 //!
 //! [`SurfaceType::carriers`]: super::SurfaceType::carriers
 //! [`Wanted`]: super::Wanted
 
-use super::{Carrier, PlantJob, PlantOutcome, RecoverOutcome, RunCtx};
+use super::{Carrier, RecoverOutcome, RunCtx};
 use crate::fault::Fault;
 
 /// A surface type's carriers, as the enum [`carriers!`] makes.
@@ -28,14 +29,6 @@ pub trait CarrierSet: Copy + Eq + 'static {
     /// The carrier named `name`, when it is one of this surface's.
     fn parse(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|c| c.name() == name)
-    }
-
-    /// The carrier a job plants, or the outcome of a job whose carrier is
-    /// none of this surface's.
-    fn of_job(job: &PlantJob) -> Result<Self, PlantOutcome> {
-        Self::parse(&job.carrier).ok_or_else(|| PlantOutcome::Error {
-            reason: format!("unknown carrier {}", job.carrier),
-        })
     }
 
     /// The carrier a [`tagged_name`](super::tagged_name) of this probe was
@@ -147,7 +140,6 @@ pub(crate) use carriers;
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::surface::{Persistence, RUNNER_PERSISTENCE};
 
     carriers! {
@@ -171,15 +163,5 @@ mod tests {
         assert_eq!(CARRIERS[1].persistence, Persistence::Transient);
         assert_eq!(CARRIERS[0].description, "the nonce in a name");
         assert_eq!(Test::parse("file-size"), None);
-        let job: PlantJob = serde_json::from_value(serde_json::json!({
-            "key": "k", "carrier": "file-size", "nonce": "00".repeat(16),
-        }))
-        .unwrap();
-        assert_eq!(
-            Test::of_job(&job),
-            Err(PlantOutcome::Error {
-                reason: "unknown carrier file-size".into()
-            })
-        );
     }
 }
