@@ -514,7 +514,10 @@ fn stop_run_b_cleaning(probe: u32) -> u32 {
                 .split(|b| *b == 0)
                 .any(|v| v.starts_with(b"HOME=") && v.ends_with(b"/b"));
             let cwd = std::fs::read_link(format!("/proc/{c}/cwd")).unwrap_or_default();
-            if is_b && cwd.ends_with("a") {
+            // In A's directory and running git: past the phase event (B
+            // moves, then says so, then starts cleaning). Stopped between
+            // its move and that event, B would still be interruptible.
+            if is_b && cwd.ends_with("a") && !children(c).is_empty() {
                 unsafe { libc::kill(c as i32, libc::SIGSTOP) };
                 return c;
             }
