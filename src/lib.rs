@@ -35,6 +35,7 @@ pub mod receipt;
 pub mod redact;
 pub mod rendezvous;
 pub mod report;
+pub mod route;
 pub mod scan;
 pub mod signals;
 pub mod state;

@@ -311,12 +311,14 @@ impl<'a> Api<'a> {
         }
     }
 
-    /// Reads a listing to its end, handing every item to `each`: `path`
-    /// with `per_page`, then every `rel="next"` link. `items` is the field
-    /// holding the array (`None`: the body is the array). Returns how many
-    /// distinct items there were (by `id`). When the first page says
-    /// `total_count`, fewer distinct items than it counted is an error: one
-    /// may have been skipped.
+    /// Reads a listing to its end, handing every item to `each` once:
+    /// `path` with `per_page`, then every `rel="next"` link. `items` is the
+    /// field holding the array (`None`: the body is the array). Returns how
+    /// many distinct items (by `id`) the listing holds. A listing paged by
+    /// number is read again, whole, until two passes agree
+    /// ([`crate::route::complete`]): one whose passes never agree, or whose
+    /// every pass counted (`total_count`) more than it handed over, is an
+    /// error: an item may have been skipped.
     pub fn list(
         &self,
         path: &str,
@@ -324,13 +326,40 @@ impl<'a> Api<'a> {
         what: &str,
         each: &mut dyn FnMut(&Value),
     ) -> Result<usize, ApiError> {
+        let mut handed = HashSet::new();
+        let mut n = 0;
+        let done = crate::route::complete(|_| {
+            let p = self.list_pass(path, items, what, &mut |id, item| {
+                if handed.insert(id.to_string()) {
+                    each(item);
+                }
+            })?;
+            n = p.items.len();
+            Ok(p)
+        })?;
+        match done {
+            Ok(_) => Ok(n),
+            Err(d) => Err(ApiError::Failed(
+                d.why(&format!("{what} at {}", self.host())),
+            )),
+        }
+    }
+
+    /// One whole pass of a listing: every item with its identity (its
+    /// `id`, else the item itself), and how it paged.
+    fn list_pass(
+        &self,
+        path: &str,
+        items: Option<&str>,
+        what: &str,
+        each: &mut dyn FnMut(&str, &Value),
+    ) -> Result<crate::route::Pass, ApiError> {
         let sep = if path.contains('?') { '&' } else { '?' };
         let mut url = self.url(&format!("{path}{sep}per_page={PER_PAGE}"))?;
         let origin = crate::http::origin(self.base);
         let mut seen = HashSet::new();
         let mut counted: Option<u64> = None;
-        let mut distinct = HashSet::new();
-        let mut n = 0usize;
+        let mut pass = crate::route::Pass::default();
         loop {
             // Bounded, not capped: a listing that never ends is an error,
             // never a look that found nothing (a million pages is far past
@@ -371,10 +400,8 @@ impl<'a> Api<'a> {
                     Value::Null => item.to_string(),
                     id => id.to_string(),
                 };
-                if distinct.insert(identity) {
-                    each(item);
-                    n += 1;
-                }
+                each(&identity, item);
+                pass.items.insert(identity);
             }
             match next_link(&a.headers) {
                 None => break,
@@ -386,20 +413,23 @@ impl<'a> Api<'a> {
                             self.host()
                         )));
                     }
+                    // The weaker kind wins: one page by number makes the
+                    // pass one paged by number.
+                    let kind = crate::route::Paging::of_next(&next);
+                    if pass.paging != Some(crate::route::Paging::Numbered) {
+                        pass.paging = Some(kind);
+                    }
                     url = next;
                 }
             }
         }
-        if let Some(c) = counted
-            && (n as u64) < c
-        {
-            return Err(ApiError::Failed(format!(
-                "{what} at {}: it counted {c} but handed over {n}: items went while it was \
-                 read, so one may have been skipped",
-                self.host()
-            )));
-        }
-        Ok(n)
+        pass.paging.get_or_insert(crate::route::Paging::Whole);
+        // Items went while it was read: one may have been skipped.
+        let handed = pass.items.len() as u64;
+        pass.short = counted
+            .filter(|c| handed < *c)
+            .map(|counted| crate::route::Short { counted, handed });
+        Ok(pass)
     }
 }
 

@@ -61,7 +61,7 @@ pub struct State {
     pub lag_after: Option<u64>,
 }
 
-impl super::Listings for State {
+impl super::Knobs for State {
     fn lag(&mut self, on: bool) {
         self.lag_after = on.then(|| self.entries.iter().map(|e| e.seq).max().unwrap_or(0));
     }

@@ -38,7 +38,7 @@ pub struct State {
     pub lag: Option<std::collections::BTreeSet<String>>,
 }
 
-impl super::Listings for State {
+impl super::Knobs for State {
     fn lag(&mut self, on: bool) {
         self.lag = on.then(|| self.nodes.keys().cloned().collect());
     }

@@ -15,6 +15,7 @@ pub mod actions_cache;
 pub mod dav;
 pub mod docker;
 pub mod github;
+pub mod knobs;
 pub mod npm;
 pub mod oci;
 pub mod proxy;
@@ -129,24 +130,19 @@ impl<S: Send + 'static> Service<S> {
     }
 }
 
-/// A service whose listings can lag, as eventually consistent ones do:
-/// while lagging, listings leave out whatever was made since the lag
-/// began, and every other route still serves it. Tests (the conformance
-/// suite's lagging listing) turn it on and off.
-pub trait Listings {
-    fn lag(&mut self, on: bool);
-}
+pub use knobs::{Knob, Knobs};
 
-impl<S: Listings + Send + 'static> Service<S> {
+impl<S: Knobs + Send + 'static> Service<S> {
     /// Starts or ends the lag of this service's listings.
     pub fn lag(&self, on: bool) {
         lock(&self.state).lag(on);
     }
 
-    /// What turns the lag on and off, apart from the service itself.
-    pub fn lag_switch(&self) -> Box<dyn Fn(bool) + Send + Sync> {
+    /// What turns this service's faults on and off, apart from the service
+    /// itself (for the conformance suite, through a control).
+    pub fn knobs(&self) -> Box<dyn Fn(Knob, bool) -> bool + Send + Sync> {
         let st = self.state.clone();
-        Box::new(move |on| lock(&st).lag(on))
+        Box::new(move |k, on| lock(&st).knob(k, on))
     }
 }
 
@@ -197,6 +193,9 @@ pub struct Reply {
     status: u16,
     body: Vec<u8>,
     headers: Vec<(String, String)>,
+    /// A page of a listing paged by number, which a page shift
+    /// ([`knobs::Shifter`]) may stand between.
+    paged: bool,
 }
 
 impl Reply {
@@ -209,7 +208,25 @@ impl Reply {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            paged: false,
         }
+    }
+
+    /// `status` with `body` of this content type.
+    pub fn raw(status: u16, content_type: &str, body: Vec<u8>) -> Reply {
+        Reply::new(status, body, &[("Content-Type", content_type)])
+    }
+
+    /// The same answer with one more header.
+    pub fn with(mut self, k: &str, v: &str) -> Reply {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+
+    /// The same answer, marked a page of a listing paged by number.
+    pub fn paged(mut self) -> Reply {
+        self.paged = true;
+        self
     }
 
     /// `status` with no body and no headers.

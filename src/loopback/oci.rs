@@ -24,7 +24,7 @@
 //!   `GET /v2/_catalog?n=&last=`, paged with `Link` (a small page, so
 //!   paging is always exercised).
 //!
-//! Both listings can lag ([`super::Listings`]): while lagging they leave
+//! Both listings can lag ([`super::Knobs`]): while lagging they leave
 //! out repositories and tags made since the lag began.
 
 use super::{Reply, lock, query};
@@ -68,7 +68,7 @@ pub struct State {
     lag_after: Option<u64>,
 }
 
-impl super::Listings for State {
+impl super::Knobs for State {
     fn lag(&mut self, on: bool) {
         self.lag_after = on.then_some(self.seq);
     }

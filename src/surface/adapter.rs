@@ -113,7 +113,7 @@ impl<S: Surface> SurfaceType for Typed<S> {
         Ok(Control {
             settings: json(&c.settings),
             keep: c.keep,
-            lag: c.lag,
+            knobs: c.knobs,
         })
     }
 

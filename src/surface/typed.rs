@@ -343,10 +343,10 @@ pub fn each<C: PartialEq, N>(
 pub struct Control<S = serde_json::Value> {
     pub settings: S,
     pub keep: Option<Box<dyn std::any::Any>>,
-    /// For a control whose listings can lag (a loopback service's): what
-    /// turns the lag on and off, for the conformance suite's lagging
-    /// listing.
-    pub lag: Option<Box<dyn Fn(bool) + Send + Sync>>,
+    /// For a control served by a loopback service: what turns its route
+    /// faults on and off (false for one it does not have), for the
+    /// conformance suite.
+    pub knobs: Option<Box<dyn Fn(crate::loopback::Knob, bool) -> bool + Send + Sync>>,
 }
 
 impl<S> Control<S> {
@@ -356,18 +356,18 @@ impl<S> Control<S> {
         Control {
             settings,
             keep: Some(Box::new(keep)),
-            lag: None,
+            knobs: None,
         }
     }
 
-    /// A control served by `service`, whose listings can be made to lag.
+    /// A control served by `service`, whose routes can be made to fail.
     pub fn served_listing<L>(settings: S, service: crate::loopback::Service<L>) -> Control<S>
     where
-        L: crate::loopback::Listings + Send + 'static,
+        L: crate::loopback::Knobs + Send + 'static,
     {
-        let lag = Some(service.lag_switch());
+        let knobs = Some(service.knobs());
         Control {
-            lag,
+            knobs,
             ..Control::served(settings, service)
         }
     }
@@ -377,7 +377,7 @@ impl<S> Control<S> {
         Control {
             settings,
             keep: None,
-            lag: None,
+            knobs: None,
         }
     }
 }

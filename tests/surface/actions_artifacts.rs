@@ -291,3 +291,55 @@ fn a_run_step_with_id_token_write_uploads_with_the_id_token_request_token() {
     assert!(svc.artifacts().is_empty());
     no_secrets(&p, &[&token, &api]);
 }
+
+/// An upload that finishes while run B pages the artifacts by number, as
+/// one ahead of the plant goes: `total_count` matches what the pass handed
+/// over, yet the artifact-name plant at the page boundary was skipped.
+/// The listing is read again until two passes agree: FAIL (0.11.0 said
+/// PASS, its count check and listed witness satisfied).
+#[test]
+fn a_late_upload_that_keeps_the_count_does_not_hide_a_skipped_plant() {
+    use runwarden::loopback::{Knob, Knobs as _};
+    let svc = GitHubServer::start().unwrap();
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    let run1 = svc.runtime_token(REPO, 1);
+    let id = ["--probe-id", "gh-1-1"];
+    let plant = run(
+        dir.path(),
+        &svc,
+        Some(&run1),
+        Some(&api),
+        &[&["plant"][..], &id].concat(),
+    );
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    let named = svc
+        .artifacts()
+        .into_iter()
+        .find(|a| a.name.contains("-artifact-name-"))
+        .unwrap();
+    {
+        let mut st = svc.lock();
+        st.shifter.aim = Some(named.id);
+        assert!(st.knob(Knob::ShiftKeepingCount, true));
+    }
+    let run2 = svc.runtime_token(REPO, 2);
+    let p = run(
+        dir.path(),
+        &svc,
+        Some(&run2),
+        Some(&api),
+        &[&["recover"][..], &id].concat(),
+    );
+    assert_eq!(verdicts(&p), ["fail"; 3], "{}\n{}", p.report, p.stderr);
+    svc.lock().knob(Knob::ShiftKeepingCount, false);
+    let c = run(
+        dir.path(),
+        &svc,
+        Some(&run2),
+        Some(&api),
+        &[&["cleanup"][..], &id].concat(),
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
+}

@@ -7,6 +7,7 @@
 //! form, path and URL escapes) that removes nothing, cleanup of its own
 //! plants, and cleanup by probe id.
 
+use runwarden::loopback::Knob;
 use runwarden::marker::Key;
 use runwarden::nonce::Nonce;
 use runwarden::surface::{
@@ -334,57 +335,96 @@ fn conform(ty: &dyn SurfaceType) {
             "{name}: another probe's found plants were taken for ours"
         );
     }
-    lagging(ty, &control, &key);
+    for knob in Knob::ALL {
+        knobbed(ty, &key, knob);
+    }
 }
 
-/// A lagging listing (the control's listings leave out what was made
-/// since the lag began, every other route still serves it): no carrier
-/// whose only route is the listing is NOT FOUND, at least one is ERROR
-/// saying the listing is not consistent, and cleanup counts nothing as
-/// gone that is still there; once the listing catches up, cleanup ends.
-fn lagging(ty: &dyn SurfaceType, control: &surface::Control, key: &Key) {
-    let Some(lag) = &control.lag else { return };
+/// A fault of the control's read routes ([`Knob`], each the control's
+/// service has): no carrier may read as closed (NOT FOUND) on a
+/// known-open control whose route is not current, and cleanup counts
+/// nothing as gone that is still there; once the fault ends, cleanup
+/// ends. A lagging listing is said in some carrier's ERROR; a listing
+/// shifted once (or with its count kept) settles, and every carrier is
+/// recovered. Each fault on a control of its own (a run's ten notices
+/// are used up by four probes).
+fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
     let name = ty.name();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("control");
+    let control = ty.control(&base_settings(ty, &dir), &dir).unwrap();
+    let Some(turn) = &control.knobs else { return };
     let mut settings = control.settings.clone();
     settings["consistency_wait_ms"] = json!(300);
     let inst = ty.open(&settings).unwrap();
+    let probe = format!(
+        "conf-knob-{}",
+        Knob::ALL.iter().position(|k| *k == knob).unwrap()
+    );
     let ctx = RunCtx {
-        probe_id: "conf-lag",
+        probe_id: &probe,
         key,
     };
-    lag(true);
+    // A lag hides what is made after it began; a shift, what run B pages.
+    if !turn(knob, knob == Knob::Lag) {
+        return;
+    }
+    let what = knob.name();
     let (journal, wanted) = plant(&*inst, &ctx, &jobs(ty, &*inst, &ctx, false));
-    let outcomes = inst.recover(&ctx, &wanted, &mut |_| {});
-    for (w, o) in wanted.iter().zip(&outcomes) {
+    if knob != Knob::Lag {
+        turn(knob, true);
+    }
+    let looked: Vec<&Wanted> = wanted
+        .iter()
+        .filter(|w| w.carrier != surface::RUNNER_PERSISTENCE)
+        .collect();
+    let owned: Vec<Wanted> = looked.iter().map(|w| (*w).clone()).collect();
+    let outcomes = inst.recover(&ctx, &owned, &mut |_| {});
+    for (w, o) in owned.iter().zip(&outcomes) {
         assert!(
             !matches!(o, RecoverOutcome::NotFound { .. }),
-            "{name}: {} reads as closed from a lagging listing: {o:?}",
+            "{name}: under {what}, {} reads as closed: {o:?}",
             w.carrier
         );
     }
-    assert!(
-        outcomes.iter().any(|o| matches!(o, RecoverOutcome::Error { reason } if reason.contains("not yet consistent"))),
-        "{name}: no carrier says the listing lags: {outcomes:?}"
-    );
+    match knob {
+        Knob::Lag => assert!(
+            outcomes.iter().any(|o| matches!(o, RecoverOutcome::Error { reason } if reason.contains("not yet consistent"))),
+            "{name}: no carrier says the listing lags: {outcomes:?}"
+        ),
+        Knob::ShiftOnce | Knob::ShiftKeepingCount => {
+            for (w, o) in owned.iter().zip(&outcomes) {
+                assert!(
+                    matches!(o, RecoverOutcome::Found { .. }),
+                    "{name}: under {what}, {} was not recovered once the listing settled: {o:?}",
+                    w.carrier
+                );
+            }
+        }
+        Knob::ShiftEvery => {}
+    }
     let newest: Vec<Value> = journal.iter().rev().cloned().collect();
-    let lagged = surface::cleanup_owned(&*inst, &ctx, &newest);
-    for (e, o) in newest.iter().zip(&lagged) {
+    let under = surface::cleanup_owned(&*inst, &ctx, &newest);
+    for (e, o) in newest.iter().zip(&under) {
         assert!(
             !matches!(o, CleanupOutcome::Gone | CleanupOutcome::Foreign { .. }),
-            "{name}: under a lagging listing, {e} -> {o:?}"
+            "{name}: under {what}, {e} -> {o:?}"
         );
     }
-    lag(false);
-    for (e, o) in newest
+    turn(knob, false);
+    let left: Vec<Value> = newest
         .iter()
-        .zip(surface::cleanup_owned(&*inst, &ctx, &newest))
-    {
+        .zip(&under)
+        .filter(|(_, o)| !matches!(o, CleanupOutcome::Removed))
+        .map(|(e, _)| e.clone())
+        .collect();
+    for (e, o) in left.iter().zip(surface::cleanup_owned(&*inst, &ctx, &left)) {
         assert!(
             !matches!(
                 o,
                 CleanupOutcome::Left { .. } | CleanupOutcome::Foreign { .. }
             ),
-            "{name}: once the listing caught up, {e} -> {o:?}"
+            "{name}: once {what} ended, {e} -> {o:?}"
         );
     }
 }

@@ -8,7 +8,7 @@
 //! It negotiates like a daemon: `/_ping` and `/version` name API 1.45 and
 //! a minimum of 1.24, a path under a newer version is refused with 400,
 //! and every route also answers without a version prefix. Its listings can
-//! lag ([`super::Listings`]).
+//! lag ([`super::Knobs`]).
 
 mod containers;
 mod routes;
@@ -97,7 +97,7 @@ impl Daemon {
     }
 }
 
-impl super::Listings for Daemon {
+impl super::Knobs for Daemon {
     fn lag(&mut self, on: bool) {
         self.lag_from = on.then_some(self.seq + 1);
     }

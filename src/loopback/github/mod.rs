@@ -36,7 +36,7 @@ pub use rest_dispatch::{DISPATCH_WORKFLOW, Workflow};
 pub use rest_runs::Job;
 pub use rest_scanning::{MAX_GZIP, Processing, Upload};
 
-use super::{header, lock};
+use super::{Reply, header, lock};
 use crate::fault::Fault;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -113,6 +113,8 @@ pub struct State {
     /// and every object listing; a query by name, or one object by its
     /// path, still shows every one).
     pub lag_after: Option<u64>,
+    /// The page shift of every numbered listing ([`super::knobs::Shifter`]).
+    pub shifter: super::knobs::Shifter,
 }
 
 impl State {
@@ -122,9 +124,17 @@ impl State {
     }
 }
 
-impl super::Listings for State {
+impl super::Knobs for State {
     fn lag(&mut self, on: bool) {
         self.lag_after = on.then_some(self.next);
+    }
+
+    fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
+        if knob == super::Knob::Lag {
+            self.lag(on);
+            return true;
+        }
+        self.shifter.set(knob, on)
     }
 }
 
@@ -407,44 +417,5 @@ fn runner(st: &mut State, run: &str, auth: &str, body: &[u8]) -> Reply {
             Reply::raw(204, "application/json", vec![])
         }
         _ => rest::message(404, "Not Found"),
-    }
-}
-
-/// An answer, built under the lock and sent after it.
-pub(crate) struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(status: u16, v: Value) -> Reply {
-        Reply {
-            status,
-            headers: vec![("Content-Type".into(), "application/json".into())],
-            body: v.to_string().into_bytes(),
-        }
-    }
-
-    fn raw(status: u16, content_type: &str, body: Vec<u8>) -> Reply {
-        Reply {
-            status,
-            headers: vec![("Content-Type".into(), content_type.into())],
-            body,
-        }
-    }
-
-    fn with(mut self, k: &str, v: &str) -> Reply {
-        self.headers.push((k.into(), v.into()));
-        self
-    }
-
-    fn send(self, req: tiny_http::Request) {
-        let headers: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        super::respond(req, self.status, self.body, &headers);
     }
 }

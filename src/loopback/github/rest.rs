@@ -131,7 +131,7 @@ pub(super) fn page(
     if !links.is_empty() {
         reply = reply.with("Link", &links.join(", "));
     }
-    reply
+    reply.paged()
 }
 
 /// One request to an object route, after its permission was granted.
@@ -158,7 +158,21 @@ pub fn route(
     body: &[u8],
     port: u16,
 ) -> Reply {
-    let reply = checked(st, method, rest, url, auth, body, port);
+    let reply = if st.shifter.is_on() && method == "GET" {
+        // Every numbered listing, shifted: the shift reads the listing as
+        // this server has it, page by page.
+        let mut shifter = std::mem::take(&mut st.shifter);
+        let origin = format!("http://127.0.0.1:{port}");
+        let reply = shifter.serve(&origin, url, &mut |u| {
+            let rest = u.split('?').next().unwrap_or("");
+            let rest = rest.strip_prefix("/api/repos/").unwrap_or(rest);
+            checked(st, method, rest, u, auth, body, port)
+        });
+        st.shifter = shifter;
+        reply
+    } else {
+        checked(st, method, rest, url, auth, body, port)
+    };
     // GitHub sends a request id with every response; the toolkit quotes
     // it in its errors.
     let n = st.log.len();

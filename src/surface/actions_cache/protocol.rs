@@ -213,25 +213,53 @@ impl ActionsCache {
     }
 
     /// Lists every entry (or every entry whose key starts with `prefix`),
-    /// page by page, handing each to `each` once; returns how many there
-    /// were.
+    /// handing each to `each` once; returns how many there were. The API
+    /// pages by number: a listing of more than one page is read again,
+    /// whole, until two passes agree ([`crate::route::complete`]).
     pub(super) fn list(
         &self,
         prefix: Option<&str>,
         each: &mut dyn FnMut(&Listed),
     ) -> Result<usize, ListError> {
+        let mut handed = std::collections::HashSet::new();
+        let mut n = 0;
+        let done = crate::route::complete(|_| {
+            let p = self.list_pass(prefix, &mut |e| {
+                if handed.insert(e.id) {
+                    each(e);
+                }
+            })?;
+            n = p.items.len();
+            Ok(p)
+        })?;
+        done.map(|_| n).map_err(|d| {
+            let (_, repo) = self.rest().unwrap_or(("", ""));
+            ListError::Failed(d.why(&format!(
+                "the listing of the caches of {repo} at {}",
+                self.api_host()
+            )))
+        })
+    }
+
+    /// One whole pass of the listing, page by page: every entry, and how
+    /// it paged.
+    fn list_pass(
+        &self,
+        prefix: Option<&str>,
+        each: &mut dyn FnMut(&Listed),
+    ) -> Result<crate::route::Pass, ListError> {
         let (token, repo) = self.rest().map_err(|f| ListError::Failed(f.into()))?;
         let client = self.client().map_err(|f| ListError::Failed(f.into()))?;
-        let mut ids = std::collections::HashSet::new();
+        let mut pass = crate::route::Pass::default();
         // `total_count` of the first page: the entries there were when the
         // listing began.
         let mut counted: Option<u64> = None;
         for page in 1..=MAX_PAGES {
             // Newest first by creation: the default order (last access)
             // moves entries between pages whenever a workflow restores
-            // one, which could skip the plant; new entries only push
-            // older ones down (seen twice, never skipped), and the plant,
-            // made moments ago, is on the first pages.
+            // one; new entries only push older ones down (seen twice,
+            // never skipped), and the plant, made moments ago, is on the
+            // first pages.
             let mut url = format!(
                 "{}/repos/{repo}/actions/caches?per_page={PER_PAGE}&page={page}&sort=created_at&direction=desc",
                 self.settings.api_url
@@ -279,26 +307,21 @@ impl ActionsCache {
                 };
                 // Entries made while the listing runs push older ones a
                 // page down: the same entry again, handed over once.
-                if ids.insert(entry.id) {
+                if pass.items.insert(entry.id.to_string()) {
                     each(&entry);
                 }
             }
             if list.len() < PER_PAGE {
-                // Newest first, an entry is skipped only when entries
-                // before it go (evicted, deleted) between two pages;
-                // entries made meanwhile land on the first page, already
-                // read, and are not handed over. So as many distinct
-                // entries as the first page counted means none was
-                // skipped; fewer (one gone, or an API paging otherwise)
-                // is no full look.
-                if (ids.len() as u64) < counted {
-                    return Err(failed(format!(
-                        "it counted {counted} entries but handed over {}: entries went \
-                         while it was read, or it pages otherwise, so one may have been skipped",
-                        ids.len()
-                    )));
-                }
-                return Ok(ids.len());
+                pass.paging = Some(if page == 1 {
+                    crate::route::Paging::Whole
+                } else {
+                    crate::route::Paging::Numbered
+                });
+                // Fewer distinct entries than the first page counted: one
+                // went while it was read, and one may have been skipped.
+                let handed = pass.items.len() as u64;
+                pass.short = (handed < counted).then_some(crate::route::Short { counted, handed });
+                return Ok(pass);
             }
         }
         Err(ListError::Failed(format!(

@@ -359,6 +359,13 @@ impl GitHubApi {
                     )
                 });
             Ok(match writer {
+                // The same token's two listings disagree: not current.
+                Ok(_) if seen && self.reads_as_writer() => (
+                    RecoverOutcome::NotFound {
+                        detail: String::new(),
+                    },
+                    false,
+                ),
                 Ok(_) if seen => (
                     RecoverOutcome::NotFound {
                         detail: format!(
@@ -394,7 +401,7 @@ impl GitHubApi {
             c.value
         } else {
             crate::surface::listing::not_current(
-                "the plant, which neither run B's token nor the writer's lists yet",
+                "the plant, which neither run B's token nor the writer's lists yet, or which the one token both use lists only in its second listing",
                 &c,
             )
         }

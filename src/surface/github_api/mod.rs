@@ -359,7 +359,11 @@ impl super::Surface for GitHubApi {
                 return Ok::<_, std::convert::Infallible>(((o, None), true));
             };
             let writer = self.writer_lists(ctx, carrier, w);
-            let current = writer.as_ref().is_ok_and(Option::is_some);
+            // The writer's token listing what run B's missed shows B
+            // isolated only when B reads with another token: the same
+            // token's two listings that disagree show a route not
+            // current (a lag), and it is taken again.
+            let current = writer.as_ref().is_ok_and(Option::is_some) && !self.reads_as_writer();
             let detail = detail.clone();
             Ok(((o, Some((detail, writer))), current))
         });
@@ -369,6 +373,14 @@ impl super::Surface for GitHubApi {
         };
         match &c.value {
             (o, None) => o.clone(),
+            (_, Some((_, Ok(Some(seen))))) if self.reads_as_writer() => {
+                crate::surface::listing::not_current(
+                    &format!(
+                        "the plant, which the same token lists at {seen} in another listing"
+                    ),
+                    &c,
+                )
+            }
             (_, Some((detail, Ok(Some(seen))))) => RecoverOutcome::NotFound {
                 detail: format!(
                     "{detail}; hidden from run B: the writer's token lists it at {seen}"
@@ -495,6 +507,11 @@ impl GitHubApi {
 
     /// The API with the write token (`read: false`) or the read token;
     /// `Unsupported` when what it needs is missing here.
+    /// Whether run B reads with the writer's own token.
+    pub(super) fn reads_as_writer(&self) -> bool {
+        self.settings.read_token == self.settings.token
+    }
+
     fn api(&self, read: bool) -> Result<Api<'_>, Fault> {
         if let Some(why) = &self.settings.missing {
             return Err(Fault::unsupported(why.clone()));

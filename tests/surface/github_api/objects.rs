@@ -450,3 +450,67 @@ fn a_gateways_403_with_a_message_is_no_refusal() {
     let p = probe_through(&front, &token);
     assert_eq!(label_verdicts(&p), ["error", "error"], "{}", p.report);
 }
+
+/// A listing that shifts while run B pages it by number: the label-name
+/// plant, at a page boundary, is skipped on B's first pass. Shifted once,
+/// the listing is read again until two passes agree and the plant is
+/// found (FAIL; 0.11.0 said PASS, "hidden from run B", although B's token
+/// is the writer's). Shifted on every pass: no look, ERROR, saying why.
+#[test]
+fn a_listing_that_shifts_while_paged_is_read_until_two_passes_agree() {
+    use runwarden::loopback::{Knob, Knobs as _};
+    for (knob, want) in [(Knob::ShiftOnce, "fail"), (Knob::ShiftEvery, "error")] {
+        let svc = server();
+        let token = permissive(&svc);
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = "version: 1\nsurfaces:\n  - name: github\n    type: github-api\n";
+        let env = [("GITHUB_TOKEN", token.as_str())];
+        let id = ["--probe-id", "gh-12345678901-1"];
+        let plant = run(dir.path(), &svc, cfg, &env, &[&["plant"][..], &id].concat());
+        assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+        // label-name's, planted first (label-description's has the
+        // agreed name).
+        let label = svc
+            .objects("label")
+            .into_iter()
+            .min_by_key(|l| l["id"].as_u64())
+            .unwrap();
+        {
+            let mut st = svc.lock();
+            st.shifter.aim = label["id"].as_u64();
+            assert!(st.knob(knob, true));
+        }
+        let p = run(
+            dir.path(),
+            &svc,
+            cfg,
+            &env,
+            &[&["recover"][..], &id].concat(),
+        );
+        assert_eq!(
+            p.verdict("github:label-name"),
+            want,
+            "{knob:?}: {}",
+            p.report
+        );
+        let d = p.finding("github:label-name")["detail"].to_string();
+        assert!(!d.contains("hidden from run B"), "{d}");
+        if knob == Knob::ShiftEvery {
+            assert!(d.contains("changed while it was read"), "{d}");
+        }
+        svc.lock().knob(knob, false);
+        let c = run(
+            dir.path(),
+            &svc,
+            cfg,
+            &env,
+            &[&["cleanup"][..], &id].concat(),
+        );
+        assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+        assert!(
+            svc.objects("label").is_empty(),
+            "{:?}",
+            svc.objects("label")
+        );
+    }
+}

@@ -88,7 +88,7 @@ fn a_package_versions_listing_that_lags_is_an_error_and_the_control_reads_it() {
         ("PKG_TOKEN", may.as_str()),
     ];
     // Listings lag from before the plant: they never show it.
-    use runwarden::loopback::Listings as _;
+    use runwarden::loopback::Knobs as _;
     svc.lock().lag(true);
     let plant = run_config(
         dir.path(),
