@@ -146,6 +146,47 @@ pub fn complete<E>(
     }))
 }
 
+/// How one whole pass of a listing ended: how it paged, and how many
+/// items its first page counted (`total_count`), where it says.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    pub paging: Paging,
+    pub counted: Option<u64>,
+}
+
+/// Reads a listing whole by [`complete`]'s rule: `pass(n, item)` takes
+/// the `n`th whole pass, calling `item(identity, item)` for every item it
+/// is handed (repeats within a pass count once); `each` gets every item
+/// once, the first time any pass lists it. How many items the last pass
+/// held, or why the listing is no look.
+pub fn read_whole<T: ?Sized, E>(
+    mut pass: impl FnMut(u32, &mut dyn FnMut(&str, &T)) -> Result<Ended, E>,
+    each: &mut dyn FnMut(&T),
+) -> Result<Result<usize, Disagreed>, E> {
+    let mut handed = HashSet::new();
+    let mut n = 0;
+    let done = complete(|k| {
+        let mut items = HashSet::new();
+        let ended = pass(k, &mut |id, item| {
+            if handed.insert(id.to_string()) {
+                each(item);
+            }
+            items.insert(id.to_string());
+        })?;
+        n = items.len();
+        let handed = n as u64;
+        Ok(Pass {
+            items,
+            paging: Some(ended.paging),
+            short: ended
+                .counted
+                .filter(|c| handed < *c)
+                .map(|counted| Short { counted, handed }),
+        })
+    })?;
+    Ok(done.map(|_| n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,22 +250,34 @@ mod tests {
 
     #[test]
     fn a_link_pages_by_cursor_only_when_it_names_one_and_no_number() {
-        assert_eq!(
-            Paging::of_next("https://x/y?per_page=100&page=2"),
-            Paging::Numbered
+        for (next, paging) in [
+            ("https://x/y?per_page=100&page=2", Paging::Numbered),
+            ("https://x/y?after=Y3Vy&per_page=100", Paging::Cursor),
+            ("https://x/v2/_catalog?n=100&last=b", Paging::Cursor),
+            ("https://x/y?after=a&page=2", Paging::Numbered),
+            ("https://x/y", Paging::Numbered),
+        ] {
+            assert_eq!(Paging::of_next(next), paging, "{next}");
+        }
+    }
+
+    #[test]
+    fn each_item_is_handed_over_once_across_passes() {
+        let passes = [vec!["a", "x"], vec!["a", "b"], vec!["a", "b"]];
+        let mut handed = vec![];
+        let r = read_whole::<str, ()>(
+            |n, item| {
+                for i in &passes[n as usize - 1] {
+                    item(i, i);
+                }
+                Ok(Ended {
+                    paging: Paging::Numbered,
+                    counted: None,
+                })
+            },
+            &mut |i| handed.push(i.to_string()),
         );
-        assert_eq!(
-            Paging::of_next("https://x/y?after=Y3Vy&per_page=100"),
-            Paging::Cursor
-        );
-        assert_eq!(
-            Paging::of_next("https://x/v2/_catalog?n=100&last=b"),
-            Paging::Cursor
-        );
-        assert_eq!(
-            Paging::of_next("https://x/y?after=a&page=2"),
-            Paging::Numbered
-        );
-        assert_eq!(Paging::of_next("https://x/y"), Paging::Numbered);
+        assert_eq!(r, Ok(Ok(2)));
+        assert_eq!(handed, ["a", "x", "b"]);
     }
 }

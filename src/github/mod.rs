@@ -326,23 +326,9 @@ impl<'a> Api<'a> {
         what: &str,
         each: &mut dyn FnMut(&Value),
     ) -> Result<usize, ApiError> {
-        let mut handed = HashSet::new();
-        let mut n = 0;
-        let done = crate::route::complete(|_| {
-            let p = self.list_pass(path, items, what, &mut |id, item| {
-                if handed.insert(id.to_string()) {
-                    each(item);
-                }
-            })?;
-            n = p.items.len();
-            Ok(p)
-        })?;
-        match done {
-            Ok(_) => Ok(n),
-            Err(d) => Err(ApiError::Failed(
-                d.why(&format!("{what} at {}", self.host())),
-            )),
-        }
+        let done =
+            crate::route::read_whole(|_, item| self.list_pass(path, items, what, item), each)?;
+        done.map_err(|d| ApiError::Failed(d.why(&format!("{what} at {}", self.host()))))
     }
 
     /// One whole pass of a listing: every item with its identity (its
@@ -353,13 +339,13 @@ impl<'a> Api<'a> {
         items: Option<&str>,
         what: &str,
         each: &mut dyn FnMut(&str, &Value),
-    ) -> Result<crate::route::Pass, ApiError> {
+    ) -> Result<crate::route::Ended, ApiError> {
         let sep = if path.contains('?') { '&' } else { '?' };
         let mut url = self.url(&format!("{path}{sep}per_page={PER_PAGE}"))?;
         let origin = crate::http::origin(self.base);
         let mut seen = HashSet::new();
         let mut counted: Option<u64> = None;
-        let mut pass = crate::route::Pass::default();
+        let mut paging: Option<crate::route::Paging> = None;
         loop {
             // Bounded, not capped: a listing that never ends is an error,
             // never a look that found nothing (a million pages is far past
@@ -401,7 +387,6 @@ impl<'a> Api<'a> {
                     id => id.to_string(),
                 };
                 each(&identity, item);
-                pass.items.insert(identity);
             }
             match next_link(&a.headers) {
                 None => break,
@@ -416,20 +401,17 @@ impl<'a> Api<'a> {
                     // The weaker kind wins: one page by number makes the
                     // pass one paged by number.
                     let kind = crate::route::Paging::of_next(&next);
-                    if pass.paging != Some(crate::route::Paging::Numbered) {
-                        pass.paging = Some(kind);
+                    if paging != Some(crate::route::Paging::Numbered) {
+                        paging = Some(kind);
                     }
                     url = next;
                 }
             }
         }
-        pass.paging.get_or_insert(crate::route::Paging::Whole);
-        // Items went while it was read: one may have been skipped.
-        let handed = pass.items.len() as u64;
-        pass.short = counted
-            .filter(|c| handed < *c)
-            .map(|counted| crate::route::Short { counted, handed });
-        Ok(pass)
+        Ok(crate::route::Ended {
+            paging: paging.unwrap_or(crate::route::Paging::Whole),
+            counted,
+        })
     }
 }
 

@@ -39,8 +39,12 @@ pub struct State {
 }
 
 impl super::Knobs for State {
-    fn lag(&mut self, on: bool) {
+    fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
+        if knob != super::Knob::Lag {
+            return false;
+        }
         self.lag = on.then(|| self.nodes.keys().cloned().collect());
+        true
     }
 }
 

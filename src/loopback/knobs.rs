@@ -28,14 +28,19 @@ pub enum Knob {
     /// as the one ahead goes (an upload that finished meanwhile), so the
     /// pass's `total_count` matches what it handed over.
     ShiftKeepingCount,
+    /// Documents read by name (a package's, a project's) answer "not
+    /// found", while the search, reads by exact URL and writes are
+    /// current: a CDN in front serving a stale copy.
+    StaleDocument,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 4] = [
+    pub const ALL: [Knob; 5] = [
         Knob::Lag,
         Knob::ShiftOnce,
         Knob::ShiftEvery,
         Knob::ShiftKeepingCount,
+        Knob::StaleDocument,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,25 +49,15 @@ impl Knob {
             Knob::ShiftOnce => "a listing shifted once while paged",
             Knob::ShiftEvery => "a listing shifted on every pass",
             Knob::ShiftKeepingCount => "a late insert that keeps the total count",
+            Knob::StaleDocument => "a document stale while the search is current",
         }
     }
 }
 
 /// A service whose routes can be made to fail as real stores' do.
 pub trait Knobs {
-    /// Starts or ends the lag of this service's listings ([`Knob::Lag`]).
-    fn lag(&mut self, on: bool);
-
     /// Turns `knob` on or off; false when this service has no such fault.
-    fn knob(&mut self, knob: Knob, on: bool) -> bool {
-        match knob {
-            Knob::Lag => {
-                self.lag(on);
-                true
-            }
-            _ => false,
-        }
-    }
+    fn knob(&mut self, knob: Knob, on: bool) -> bool;
 }
 
 /// The page shift of a service whose listings page by number

@@ -9,7 +9,8 @@
 //! [`dav`] a WebDAV cache, [`docker`] a Docker daemon (on a unix socket),
 //! [`github`] GitHub's REST objects and artifact service, [`npm`] an npm
 //! registry, [`oci`] an OCI registry, [`pypi`] a PyPI index
-//! with an upload endpoint, [`proxy`] a CONNECT proxy.
+//! with an upload endpoint, [`proxy`] a CONNECT proxy. [`knobs`] are the
+//! faults of their read routes the conformance suite turns on.
 
 pub mod actions_cache;
 pub mod dav;
@@ -135,7 +136,7 @@ pub use knobs::{Knob, Knobs};
 impl<S: Knobs + Send + 'static> Service<S> {
     /// Starts or ends the lag of this service's listings.
     pub fn lag(&self, on: bool) {
-        lock(&self.state).lag(on);
+        lock(&self.state).knob(Knob::Lag, on);
     }
 
     /// What turns this service's faults on and off, apart from the service

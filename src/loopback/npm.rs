@@ -12,6 +12,7 @@
 //! - `DELETE /<name>/-rev/<rev>`: unpublish the whole package.
 //!
 //! Every request needs a bearer token it minted ([`NpmServer::token`]).
+//! Its documents can be made stale ([`super::Knob::StaleDocument`]).
 
 use super::{Reply, lock, query};
 use crate::fault::Fault;
@@ -27,6 +28,19 @@ pub struct State {
     tarballs: HashMap<String, Vec<u8>>,
     tokens: HashMap<String, String>,
     revs: u64,
+    /// Package documents and dist-tags read as missing
+    /// ([`super::Knob::StaleDocument`]).
+    stale: bool,
+}
+
+impl super::Knobs for State {
+    fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
+        if knob != super::Knob::StaleDocument {
+            return false;
+        }
+        self.stale = on;
+        true
+    }
 }
 
 /// The registry; [`NpmServer::start`] starts one.
@@ -89,6 +103,11 @@ fn route(st: &mut State, req: &tiny_http::Request, call: Call, port: u16) -> Rep
     let method = call.method.as_str();
     if path == "-/v1/search" {
         return search(st, &call.url);
+    }
+    if st.stale && method == "GET" && path != "-/v1/search" && !path.contains("/-/") {
+        // A stale front: the document and its dist-tags read as missing;
+        // the search, tarballs and writes go through.
+        return not_found();
     }
     if let Some(rest) = path.strip_prefix("-/package/") {
         return dist_tags(st, rest, method, &call.body);

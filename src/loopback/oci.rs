@@ -69,8 +69,12 @@ pub struct State {
 }
 
 impl super::Knobs for State {
-    fn lag(&mut self, on: bool) {
+    fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
+        if knob != super::Knob::Lag {
+            return false;
+        }
         self.lag_after = on.then_some(self.seq);
+        true
     }
 }
 

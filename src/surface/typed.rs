@@ -361,7 +361,7 @@ impl<S> Control<S> {
     }
 
     /// A control served by `service`, whose routes can be made to fail.
-    pub fn served_listing<L>(settings: S, service: crate::loopback::Service<L>) -> Control<S>
+    pub fn served_with_knobs<L>(settings: S, service: crate::loopback::Service<L>) -> Control<S>
     where
         L: crate::loopback::Knobs + Send + 'static,
     {

@@ -355,7 +355,9 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
     let control = ty.control(&base_settings(ty, &dir), &dir).unwrap();
     let Some(turn) = &control.knobs else { return };
     let mut settings = control.settings.clone();
-    settings["consistency_wait_ms"] = json!(300);
+    if settings.get("consistency_wait_ms").is_some() {
+        settings["consistency_wait_ms"] = json!(300);
+    }
     let inst = ty.open(&settings).unwrap();
     let probe = format!(
         "conf-knob-{}",
@@ -401,7 +403,7 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
                 );
             }
         }
-        Knob::ShiftEvery => {}
+        Knob::ShiftEvery | Knob::StaleDocument => {}
     }
     let newest: Vec<Value> = journal.iter().rev().cloned().collect();
     let under = surface::cleanup_owned(&*inst, &ctx, &newest);

@@ -358,3 +358,53 @@ fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
         assert!(!format!("{}{}{}", p.stdout, p.stderr, p.report).contains(&token));
     }
 }
+
+/// A real registry behind a front that serves package documents and
+/// dist-tags as missing (a CDN's stale copy), while the search, tarballs
+/// and writes are current. The carriers read through a document are
+/// ERROR, not current, never PASS (0.11.0: PASS, "no package …", in the
+/// same run whose search listed those packages); package-name, found by
+/// the search, is FAIL; and cleanup counts none of the five packages gone
+/// while they are all there: each is left, not confirmed, by name.
+#[test]
+fn a_document_stale_while_the_search_is_current_is_no_pass_and_nothing_counts_as_gone() {
+    let v = Verdaccio::start();
+    let before = v.packages().len();
+    let front = Hostile::start(&v.url, |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        let path = r.path();
+        if r.method == "GET" && path != "/-/v1/search" && !path[1..].contains("/-/") {
+            return Reply::json(404, serde_json::json!({ "error": "not found" }));
+        }
+        if r.method == "GET" && path.starts_with("/-/package/") {
+            return Reply::json(404, serde_json::json!({ "error": "not found" }));
+        }
+        pass(r)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = run_config(
+        dir.path(),
+        &config(&format!("{}/", front.base())),
+        &[("NPM_TOKEN", &v.publisher)],
+        &["probe"],
+    );
+    assert_eq!(
+        verdicts(&p),
+        ["fail", "error", "error", "error", "error"],
+        "{}",
+        p.report
+    );
+    for c in &CARRIERS[1..] {
+        let d = p.finding(&format!("npm:{c}"))["detail"].to_string();
+        assert!(d.contains("not current"), "{c}: {d}");
+    }
+    let cleanup = &p.report["cleanup"];
+    assert_eq!(cleanup["already_gone"], 0, "{cleanup}");
+    let left = cleanup["left"].as_array().unwrap();
+    assert_eq!(left.len(), 5, "{cleanup}");
+    assert!(
+        left.iter()
+            .all(|l| l.to_string().contains("not confirmed gone")),
+        "{cleanup}"
+    );
+    assert_eq!(v.packages().len(), before + 5, "the plants are all there");
+}

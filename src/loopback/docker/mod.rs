@@ -98,8 +98,12 @@ impl Daemon {
 }
 
 impl super::Knobs for Daemon {
-    fn lag(&mut self, on: bool) {
+    fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
+        if knob != super::Knob::Lag {
+            return false;
+        }
         self.lag_from = on.then_some(self.seq + 1);
+        true
     }
 }
 

@@ -125,13 +125,9 @@ impl State {
 }
 
 impl super::Knobs for State {
-    fn lag(&mut self, on: bool) {
-        self.lag_after = on.then_some(self.next);
-    }
-
     fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
         if knob == super::Knob::Lag {
-            self.lag(on);
+            self.lag_after = on.then_some(self.next);
             return true;
         }
         self.shifter.set(knob, on)

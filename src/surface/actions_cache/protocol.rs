@@ -221,18 +221,8 @@ impl ActionsCache {
         prefix: Option<&str>,
         each: &mut dyn FnMut(&Listed),
     ) -> Result<usize, ListError> {
-        let mut handed = std::collections::HashSet::new();
-        let mut n = 0;
-        let done = crate::route::complete(|_| {
-            let p = self.list_pass(prefix, &mut |e| {
-                if handed.insert(e.id) {
-                    each(e);
-                }
-            })?;
-            n = p.items.len();
-            Ok(p)
-        })?;
-        done.map(|_| n).map_err(|d| {
+        let done = crate::route::read_whole(|_, item| self.list_pass(prefix, item), each)?;
+        done.map_err(|d| {
             let (_, repo) = self.rest().unwrap_or(("", ""));
             ListError::Failed(d.why(&format!(
                 "the listing of the caches of {repo} at {}",
@@ -246,11 +236,10 @@ impl ActionsCache {
     fn list_pass(
         &self,
         prefix: Option<&str>,
-        each: &mut dyn FnMut(&Listed),
-    ) -> Result<crate::route::Pass, ListError> {
+        each: &mut dyn FnMut(&str, &Listed),
+    ) -> Result<crate::route::Ended, ListError> {
         let (token, repo) = self.rest().map_err(|f| ListError::Failed(f.into()))?;
         let client = self.client().map_err(|f| ListError::Failed(f.into()))?;
-        let mut pass = crate::route::Pass::default();
         // `total_count` of the first page: the entries there were when the
         // listing began.
         let mut counted: Option<u64> = None;
@@ -307,21 +296,19 @@ impl ActionsCache {
                 };
                 // Entries made while the listing runs push older ones a
                 // page down: the same entry again, handed over once.
-                if pass.items.insert(entry.id.to_string()) {
-                    each(&entry);
-                }
+                each(&entry.id.to_string(), &entry);
             }
             if list.len() < PER_PAGE {
-                pass.paging = Some(if page == 1 {
-                    crate::route::Paging::Whole
-                } else {
-                    crate::route::Paging::Numbered
-                });
                 // Fewer distinct entries than the first page counted: one
                 // went while it was read, and one may have been skipped.
-                let handed = pass.items.len() as u64;
-                pass.short = (handed < counted).then_some(crate::route::Short { counted, handed });
-                return Ok(pass);
+                return Ok(crate::route::Ended {
+                    paging: if page == 1 {
+                        crate::route::Paging::Whole
+                    } else {
+                        crate::route::Paging::Numbered
+                    },
+                    counted: Some(counted),
+                });
             }
         }
         Err(ListError::Failed(format!(

@@ -127,7 +127,7 @@ impl crate::surface::Surface for ActionsCache {
             consistency_wait_ms: crate::surface::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_with_knobs(s, server))
     }
 
     fn open(settings: Settings) -> Result<ActionsCache, Fault> {

@@ -146,7 +146,7 @@ impl crate::surface::Surface for DockerDaemon {
             control: true,
             consistency_wait_ms: WAIT_MS,
         };
-        Ok(Control::served_listing(s, server.into_service()))
+        Ok(Control::served_with_knobs(s, server.into_service()))
     }
 
     fn open(settings: Settings) -> Result<DockerDaemon, Fault> {

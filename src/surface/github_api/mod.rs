@@ -262,7 +262,7 @@ impl super::Surface for GitHubApi {
             job_own: false,
             on_pull_request: false,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_with_knobs(s, server))
     }
 
     fn open(settings: Settings) -> Result<GitHubApi, Fault> {

@@ -117,7 +117,7 @@ impl crate::surface::Surface for HttpCache {
             consistency_wait_ms: crate::surface::listing::default_wait_ms(),
             control: true,
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_with_knobs(s, server))
     }
 
     fn open(settings: Settings) -> Result<HttpCache, Fault> {

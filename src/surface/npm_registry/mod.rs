@@ -151,7 +151,7 @@ impl super::Surface for NpmRegistry {
             auth: HttpAuth::bearer_for_control(server.token()?),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served_with_knobs(s, server))
     }
 
     fn open(settings: Settings) -> Result<NpmRegistry, Fault> {
@@ -264,6 +264,8 @@ impl super::Surface for NpmRegistry {
         // them too, or its silence on package-name proves nothing.
         let mut readable: Vec<String> = vec![];
         let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // The agreed packages whose document reads as missing.
+        let mut missing: Vec<(usize, String)> = vec![];
         for (i, w) in wanted.iter().enumerate() {
             let (carrier, nonce) = (w.carrier, w.needle);
             if carrier == Npm::PackageName {
@@ -276,14 +278,39 @@ impl super::Surface for NpmRegistry {
             let shown = escape::bytes(name.as_bytes());
             out[i] = Some(match self.packument(&name) {
                 Err(o) => o,
-                Ok(None) => RecoverOutcome::NotFound {
-                    detail: format!("no package {shown}"),
-                },
+                Ok(None) => {
+                    missing.push((i, name.clone()));
+                    RecoverOutcome::NotFound {
+                        detail: format!("no package {shown}"),
+                    }
+                }
                 Ok(Some(doc)) => {
                     readable.push(name.clone());
                     self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
                 }
             });
+        }
+        // Routes that contradict each other: a package the search lists
+        // whose document reads as missing (a stale copy in front of the
+        // registry). The document route is not current, and its silence
+        // proves nothing. (The search is asked for this where package-name
+        // did not ask it already.)
+        if !missing.is_empty() {
+            let listed = if searched.is_empty() {
+                self.search(ctx, &[], notice).1
+            } else {
+                listed.clone()
+            };
+            for (i, name) in &missing {
+                if listed.contains(name) {
+                    out[*i] = Some(RecoverOutcome::Error {
+                        reason: format!(
+                            "not current: the search lists {} while its document reads as missing: the document route lags (a stale copy in front of the registry?), so its silence proves nothing",
+                            escape::bytes(name.as_bytes())
+                        ),
+                    });
+                }
+            }
         }
         // A search that lags (or filters) does not list what exists: its
         // silence on package-name counts only when it lists every package
@@ -400,7 +427,7 @@ impl super::Surface for NpmRegistry {
         let url = format!("{}{}?write=true", self.settings.url, path_of(name));
         let doc = match self.call(Method::GET, &url, None) {
             Err(f) => return left(f.into()),
-            Ok(r) if r.status == 404 => return CleanupOutcome::Gone,
+            Ok(r) if r.status == 404 => return self.gone_or_unconfirmed(name),
             Ok(r) if r.status != 200 => {
                 return left(format!("reading it before unpublishing: HTTP {}", r.status));
             }

@@ -11,7 +11,7 @@ use crate::http::{Failure, Request};
 use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
+use crate::surface::{CleanupOutcome, Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use ::http::Method;
 use serde_json::Value;
 
@@ -147,23 +147,40 @@ impl NpmRegistry {
     }
 
     /// Every package name `/-/v1/search` lists for `text`, each handed to
-    /// `each` once; how many. Pages until an empty page, `from` moving by
-    /// what each page held: registries cap `size` differently, and
-    /// Verdaccio's `total` counts one page only. A page of names all seen
-    /// (a registry ignoring `from`), an answer without `objects` or a name,
-    /// or fewer names than a `total` claimed is no full look.
+    /// `each` once; how many. The search pages by offset (`from`): one of
+    /// more than one page is read again, whole, until two passes agree
+    /// ([`crate::route::complete`]).
     pub(super) fn search_names(
         &self,
         text: &str,
         each: &mut dyn FnMut(&str),
     ) -> Result<usize, RecoverOutcome> {
+        let done = crate::route::read_whole(
+            |_, item| self.search_pass(text, &mut |name| item(name, name)),
+            each,
+        )?;
+        done.map_err(|d| RecoverOutcome::Error {
+            reason: d.why(&format!("the search for {text}")),
+        })
+    }
+
+    /// One whole pass of the search: pages until an empty page, `from`
+    /// moving by what each page held: registries cap `size` differently,
+    /// and Verdaccio's `total` counts one page only. A page of names all
+    /// seen (a registry ignoring `from`), an answer without `objects` or a
+    /// name, or fewer names than a `total` claimed is no full look.
+    fn search_pass(
+        &self,
+        text: &str,
+        each: &mut dyn FnMut(&str),
+    ) -> Result<crate::route::Ended, RecoverOutcome> {
         let failed = |why: String| RecoverOutcome::Error {
             reason: format!("searching the registry for {text}: {why}"),
         };
         let mut names = std::collections::HashSet::new();
         let mut claimed = 0u64;
         let mut from = 0usize;
-        for _ in 0..MAX_PAGES {
+        for page in 0..MAX_PAGES {
             let url = format!(
                 "{}-/v1/search?text={}&size={PAGE}&from={from}",
                 self.settings.url,
@@ -191,7 +208,16 @@ impl NpmRegistry {
                         "it claimed {claimed} packages but listed {n}"
                     )));
                 }
-                return Ok(n);
+                // The empty page ends it: more than one page before it
+                // is a listing paged by offset.
+                return Ok(crate::route::Ended {
+                    paging: if page <= 1 {
+                        crate::route::Paging::Whole
+                    } else {
+                        crate::route::Paging::Numbered
+                    },
+                    counted: None,
+                });
             }
             let mut new = 0;
             for o in objects {
@@ -259,6 +285,31 @@ impl NpmRegistry {
             })
             .collect();
         (outcomes, ours)
+    }
+
+    /// A package whose document reads as missing: gone when the search,
+    /// asked for its name, does not list it either; listed there (the
+    /// document route is stale) or not asked, it is not confirmed gone
+    /// and is left in the account, by name.
+    pub(super) fn gone_or_unconfirmed(&self, name: &str) -> CleanupOutcome {
+        let mut listed = false;
+        match self.search_names(name, &mut |n| listed |= n == name) {
+            Ok(_) if !listed => CleanupOutcome::Gone,
+            Ok(_) => CleanupOutcome::Left {
+                reason: "not confirmed gone: its document reads as missing, but the search still lists it (a stale copy in front of the registry?); nothing unpublished".into(),
+            },
+            Err(o) => {
+                let why = match o {
+                    RecoverOutcome::Denied { reason } | RecoverOutcome::Error { reason } => reason,
+                    RecoverOutcome::Found { detail } | RecoverOutcome::NotFound { detail } => detail,
+                };
+                CleanupOutcome::Left {
+                    reason: format!(
+                        "not confirmed gone: its document reads as missing, and the search that would confirm it failed ({why}); nothing unpublished"
+                    ),
+                }
+            }
+        }
     }
 
     /// What one agreed package's document says of one carrier.

@@ -291,7 +291,7 @@ impl super::Surface for OciRegistry {
                 server.api_token(true)?,
             )),
         };
-        Ok(Control::served_listing(s, server))
+        Ok(Control::served_with_knobs(s, server))
     }
 
     fn open(settings: Settings) -> Result<OciRegistry, Fault> {

@@ -89,7 +89,7 @@ fn a_package_versions_listing_that_lags_is_an_error_and_the_control_reads_it() {
     ];
     // Listings lag from before the plant: they never show it.
     use runwarden::loopback::Knobs as _;
-    svc.lock().lag(true);
+    svc.lock().knob(runwarden::loopback::Knob::Lag, true);
     let plant = run_config(
         dir.path(),
         &config(&svc, "runwarden"),
