@@ -134,11 +134,6 @@ impl<S: Send + 'static> Service<S> {
 pub use knobs::{Knob, Knobs};
 
 impl<S: Knobs + Send + 'static> Service<S> {
-    /// Starts or ends the lag of this service's listings.
-    pub fn lag(&self, on: bool) {
-        lock(&self.state).knob(Knob::Lag, on);
-    }
-
     /// What turns this service's faults on and off, apart from the service
     /// itself (for the conformance suite, through a control).
     pub fn knobs(&self) -> Box<dyn Fn(Knob, bool) -> bool + Send + Sync> {
