@@ -32,15 +32,26 @@ pub enum Knob {
     /// found", while the search, reads by exact URL and writes are
     /// current: a CDN in front serving a stale copy.
     StaleDocument,
+    /// Everything the store holds but its newest entry goes, as an
+    /// eviction between run A and run B drops the oldest first (a cache
+    /// past its size limit): what is gone is really gone.
+    Evict,
+    /// The server moves what is pushed: after every push a hook renames
+    /// each new branch `refs/heads/X` to `refs/heads/archive/X`, so the
+    /// objects stay reachable under a listed name that is not the one
+    /// pushed. Turned off, the hook goes; what it moved stays moved.
+    RenameRefs,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 5] = [
+    pub const ALL: [Knob; 7] = [
         Knob::Lag,
         Knob::ShiftOnce,
         Knob::ShiftEvery,
         Knob::ShiftKeepingCount,
         Knob::StaleDocument,
+        Knob::Evict,
+        Knob::RenameRefs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +61,8 @@ impl Knob {
             Knob::ShiftEvery => "a listing shifted on every pass",
             Knob::ShiftKeepingCount => "a late insert that keeps the total count",
             Knob::StaleDocument => "a document stale while the search is current",
+            Knob::Evict => "an eviction of the oldest entries between run A and run B",
+            Knob::RenameRefs => "a server that renames what was pushed",
         }
     }
 }

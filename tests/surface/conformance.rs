@@ -403,7 +403,7 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
                 );
             }
         }
-        Knob::ShiftEvery | Knob::StaleDocument => {}
+        Knob::ShiftEvery | Knob::StaleDocument | Knob::Evict | Knob::RenameRefs => {}
     }
     let newest: Vec<Value> = journal.iter().rev().cloned().collect();
     let under = surface::cleanup_owned(&*inst, &ctx, &newest);
