@@ -63,10 +63,15 @@ pub struct State {
 
 impl super::Knobs for State {
     fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
-        if knob != super::Knob::Lag {
-            return false;
+        let newest = self.entries.iter().map(|e| e.seq).max().unwrap_or(0);
+        match knob {
+            super::Knob::Lag => self.lag_after = on.then_some(newest),
+            // Least recently used goes first; here every entry was made
+            // and never restored, so the oldest go.
+            super::Knob::Evict if on => self.entries.retain(|e| e.seq == newest),
+            super::Knob::Evict => {}
+            _ => return false,
         }
-        self.lag_after = on.then(|| self.entries.iter().map(|e| e.seq).max().unwrap_or(0));
         true
     }
 }

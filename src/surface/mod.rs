@@ -41,6 +41,7 @@ mod outcome;
 mod owned;
 pub mod pypi_index;
 mod typed;
+pub mod witness;
 
 use crate::marker::Key;
 

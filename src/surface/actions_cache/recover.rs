@@ -9,6 +9,7 @@ use super::{
 };
 use crate::escape;
 use crate::nonce::Nonce;
+use crate::surface::witness::{self, Currency, Seen, Side};
 use crate::surface::{JobScope, Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 
 /// One carrier run B looks for, with the nonce its plant reported.
@@ -66,6 +67,7 @@ impl ActionsCache {
                 // someone made it who knows the probe id but not the key.
                 if e.key.starts_with(&prefix)
                     && planted_carrier(ctx, &e.key, &e.version).is_none()
+                    && !witness::is_witness(ctx, super::plant::RESTORE, &e.key, &e.version)
                 {
                     notices.push(Notice {
                         kind: NoticeKind::ForgedMarker,
@@ -97,6 +99,12 @@ impl ActionsCache {
         for x in notices {
             notice(x.clone());
         }
+        // The restore route's witnesses lead the list: the later one
+        // there without the earlier is an eviction, not a lag.
+        let dropped = witness::Seen {
+            before: shown.first() == Some(&true),
+            after: shown.get(1) == Some(&true),
+        };
         let missing: Vec<String> = witnesses
             .iter()
             .zip(shown)
@@ -108,9 +116,10 @@ impl ActionsCache {
                 Some(detail) => RecoverOutcome::Found {
                     detail: detail.clone(),
                 },
-                None if witnesses.is_empty() => RecoverOutcome::Error {
-                    reason: "no entry of this plant that run B knows by name (cache-content's, restore-prefix's) was planted, so nothing shows the listing is current".into(),
-                },
+                None if !c.current && !dropped.before && dropped.after => witness::gate(
+                    RecoverOutcome::NotFound { detail: String::new() },
+                    &witness::currency("the listing", dropped, || None),
+                ),
                 None if !c.current => crate::surface::listing::not_current(
                     &format!("the entry {}", missing.join(", ")),
                     &c,
@@ -270,6 +279,62 @@ impl ActionsCache {
                  a newer entry under the prefix hides it"
             ),
         }
+    }
+
+    /// What the restore route's witnesses say of its misses: each looked
+    /// up by its exact key; when the route shows neither, the
+    /// repository-wide listing tells isolation (a scope this token does
+    /// not read) from an eviction.
+    pub(super) fn restore_currency(&self, ctx: &RunCtx<'_>) -> Currency {
+        let mut seen = Seen::default();
+        for side in Side::BOTH {
+            let key = Self::witness_key(ctx, side);
+            let body = Lookup {
+                key: &key,
+                restore_keys: &[],
+                version: &fixed_version(),
+            };
+            match self.lookup(&body, String::new()) {
+                Ok((matched, _)) if matched == key => seen.saw(side),
+                // Another entry matched first: the witness is hidden, as
+                // good as missing (never shown).
+                Ok(_) | Err(RecoverOutcome::NotFound { .. }) => {}
+                Err(
+                    RecoverOutcome::Denied { reason }
+                    | RecoverOutcome::Error { reason }
+                    | RecoverOutcome::Found { detail: reason },
+                ) => {
+                    return Currency::NotCurrent(format!(
+                        "the restore of the witness run A made {} the plant failed: {reason}",
+                        side.name()
+                    ));
+                }
+            }
+        }
+        witness::currency("the restore lookup", seen, || {
+            self.rest().ok()?;
+            let keys = Side::BOTH.map(|s| Self::witness_key(ctx, s));
+            let prefix = format!("{}witness-", probe_prefix(ctx.probe_id));
+            let mut wide = Seen::default();
+            let listed = self.list(Some(&prefix), &mut |e| {
+                for (side, key) in Side::BOTH.iter().zip(&keys) {
+                    if e.key == *key && e.version == fixed_version() {
+                        wide.saw(*side);
+                    }
+                }
+            });
+            let (_, repo) = self.rest().ok()?;
+            let what = format!(
+                "the REST listing of every cache entry of {}",
+                escape::bytes(repo.as_bytes())
+            );
+            Some((
+                what,
+                listed
+                    .map(|_| wide)
+                    .map_err(|(ListError::Denied(m) | ListError::Failed(m))| m),
+            ))
+        })
     }
 
     pub(super) fn scope_note(&self, key: &str) -> String {

@@ -2,10 +2,10 @@
 //! its control, the plant of each carrier, recovery, the ownership rule,
 //! cleanup (by receipt and by probe id) and what watch mode lists.
 
-use super::protocol::{Finalize, Reserve, str_field};
+use super::plant::RESTORE;
 use super::recover::Wanted;
 use super::{
-    ActionsCache, Cache, Entry, ListError, Settings, Twirp, check_keys_scope, entry_for, facts,
+    ActionsCache, Cache, Entry, ListError, Settings, check_keys_scope, entry_for, facts,
     fixed_version, planted_carrier, probe_prefix,
 };
 use crate::config::{ConfigError, Options};
@@ -17,6 +17,7 @@ use crate::nonce::Nonce;
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 use crate::surface::carrier::CarrierSet;
+use crate::surface::witness::{self, Side};
 use crate::surface::{
     About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
     RunCtx, Scope, Want, Watch,
@@ -135,114 +136,37 @@ impl crate::surface::Surface for ActionsCache {
         Ok(ActionsCache { settings, client })
     }
 
-    /// Run A: one entry per carrier, reserved, uploaded and finalized as
-    /// `@actions/cache` does, journalled before the first request and taken
-    /// back only when the service refused it.
-    fn plant_one(
+    /// Run A: the route's witness made before the plants, one entry per
+    /// carrier, then the witness made after them
+    /// ([`crate::surface::witness`]); each entry reserved, uploaded and
+    /// finalized as `@actions/cache` does.
+    fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &Job<Cache>,
+        jobs: &[Job<Cache>],
         journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Nonce> {
-        let (key, version, archive) = entry_for(ctx, job.carrier, &job.nonce, job.scope.as_ref());
-        let shown = escape::bytes(key.as_bytes());
-        // The service writes to the token's first writable scope.
-        let scope = self
-            .token_scopes()
-            .into_iter()
-            .find(|(_, p)| p & 2 != 0)
-            .map(|(s, _)| s);
-        // Journalled before the request that reserves the key, and taken
-        // back only when the service's own answer says nothing was made.
-        let entry = Entry {
-            key: key.clone(),
-            version: version.clone(),
-            scope: scope.clone(),
-        };
-        journal.record(&entry);
-        let reserve = self.twirp(
-            "CreateCacheEntry",
-            &Reserve {
-                key: &key,
-                version: &version,
-            },
-        );
-        if matches!(reserve, Ok(Twirp::Denied(_) | Twirp::NotOk(_))) {
-            journal.retract(&entry);
-        }
-        let upload_url = match reserve {
-            Err(f) => return PlantOutcome::Error { reason: f.into() },
-            Ok(Twirp::Denied(m)) => {
-                return PlantOutcome::Refused {
-                    reason: format!("the cache service refused the write: {m}"),
-                };
-            }
-            // The stable prefix of a policy denial (toolkit PR #2429).
-            Ok(Twirp::NotOk(m)) if m.starts_with("cache write denied") => {
-                return PlantOutcome::Refused {
-                    reason: format!(
-                        "the cache service refused the write: {}",
-                        escape::bytes(m.as_bytes())
-                    ),
-                };
-            }
-            Ok(Twirp::NotOk(m)) => {
-                return PlantOutcome::Error {
-                    reason: format!(
-                        "CreateCacheEntry for {shown} was refused: {}",
-                        escape::bytes(m.as_bytes())
-                    ),
-                };
-            }
-            Ok(Twirp::Ok(v)) => match str_field(&v, "signed_upload_url", "signedUploadUrl") {
-                u if u.is_empty() => {
-                    return PlantOutcome::Error {
-                        reason: format!(
-                            "CreateCacheEntry for {shown} answered ok without an upload URL"
-                        ),
-                    };
-                }
-                u => u,
-            },
-        };
-        let size = archive.len();
-        if let Err(o) = self.upload(&upload_url, archive, &shown) {
-            return o;
-        }
-        let finalize = self.twirp(
-            "FinalizeCacheEntryUpload",
-            &Finalize {
-                key: &key,
-                size_bytes: size.to_string(),
-                version: &version,
-            },
-        );
-        match finalize {
-            Err(f) => PlantOutcome::Error { reason: f.into() },
-            Ok(Twirp::Denied(m)) => PlantOutcome::Refused {
-                reason: format!("the cache service refused to finalize the entry: {m}"),
-            },
-            Ok(Twirp::NotOk(m)) => PlantOutcome::Error {
-                reason: format!(
-                    "FinalizeCacheEntryUpload for {shown} was refused: {}",
-                    escape::bytes(m.as_bytes())
-                ),
-            },
-            Ok(Twirp::Ok(_)) => {
-                let scope = scope
-                    .map(|s| escape::bytes(s.as_bytes()))
-                    .unwrap_or_else(|| "the token's first writable scope".into());
-                PlantOutcome::Planted {
+    ) -> Vec<PlantOutcome<Nonce>> {
+        // (A witness that could not be made is found missing by run B,
+        // whose misses then count for nothing: no need to say it here.)
+        let _ = self.plant_witness(ctx, Side::Before, journal);
+        let out = crate::surface::each(jobs, Self::PLANTED_LAST, |job| {
+            let (key, version, archive) =
+                entry_for(ctx, job.carrier, &job.nonce, job.scope.as_ref());
+            self.put(&key, &version, archive, journal)
+                .map(|scope| PlantOutcome::Planted {
                     needle: job.nonce,
                     persistence: None,
                     detail: format!(
-                        "entry {shown} written to scope {scope} of {}; entries on the default \
+                        "entry {} written to scope {scope} of {}; entries on the default \
                          branch are restorable from every branch and pull request",
+                        escape::bytes(key.as_bytes()),
                         self.service()
                     ),
-                }
-            }
-        }
+                })
+                .unwrap_or_else(|o| o)
+        });
+        let _ = self.plant_witness(ctx, Side::After, journal);
+        out
     }
 
     /// Run B: the listing for the carriers whose nonce is in a key or a
@@ -255,11 +179,18 @@ impl crate::surface::Surface for ActionsCache {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome> {
         let to_list: Vec<&Wanted> = wanted.iter().filter(|w| w.carrier.listed()).collect();
-        // The witnesses: the keys of this plant run B knows by name.
-        let witnesses: Vec<String> = wanted
+        // What the listing must show to be current: the restore route's
+        // witnesses (before, then after the plants), and the keys of this
+        // plant run B knows by name.
+        let witnesses: Vec<String> = Side::BOTH
             .iter()
-            .filter(|w| matches!(w.carrier, Cache::Content | Cache::RestorePrefix))
-            .map(|w| entry_for(ctx, w.carrier, &w.needle, w.scope.as_ref()).0)
+            .map(|s| Self::witness_key(ctx, *s))
+            .chain(
+                wanted
+                    .iter()
+                    .filter(|w| matches!(w.carrier, Cache::Content | Cache::RestorePrefix))
+                    .map(|w| entry_for(ctx, w.carrier, &w.needle, w.scope.as_ref()).0),
+            )
             .collect();
         let mut by_listing = if to_list.is_empty() {
             vec![]
@@ -267,6 +198,14 @@ impl crate::surface::Surface for ActionsCache {
             self.recover_listed(ctx, &to_list, &witnesses, notice)
         }
         .into_iter();
+        // The restore route's witnesses, read once, only for a miss.
+        let restore = std::cell::OnceCell::new();
+        let gated = |o: RecoverOutcome| match o {
+            RecoverOutcome::NotFound { .. } => {
+                witness::gate(o, restore.get_or_init(|| self.restore_currency(ctx)))
+            }
+            o => o,
+        };
         wanted
             .iter()
             .map(|w| match w.carrier {
@@ -274,8 +213,8 @@ impl crate::surface::Surface for ActionsCache {
                 Cache::Key | Cache::Version => by_listing
                     .next()
                     .expect("one listed outcome per listed carrier"),
-                Cache::Content => self.recover_content(ctx, w),
-                Cache::RestorePrefix => self.recover_prefix(ctx, w, notice),
+                Cache::Content => gated(self.recover_content(ctx, w)),
+                Cache::RestorePrefix => gated(self.recover_prefix(ctx, w, notice)),
             })
             .collect()
     }
@@ -291,6 +230,10 @@ impl crate::surface::Surface for ActionsCache {
             return Err(Fault::invalid("its scope is not a ref"));
         }
         let fixed = fixed_version();
+        // The restore route's witnesses: exactly their names, unscoped.
+        if witness::is_witness(ctx, RESTORE, key, &fixed) && version == fixed {
+            return Ok(());
+        }
         let prefix = probe_prefix(ctx.probe_id);
         // The tagged name's length is fixed by its carrier: at most two
         // candidates per carrier at each place the probe's prefix occurs.
@@ -412,7 +355,8 @@ impl crate::surface::Surface for ActionsCache {
             let carrier = std::iter::once(e.key.as_str())
                 .chain(scopes.iter().filter_map(|s| s.unplace(&e.key)))
                 .find_map(|k| planted_carrier(ctx, k, &e.version));
-            if carrier.is_some_and(|c| carriers.contains(&c)) {
+            let witnessed = witness::is_witness(ctx, RESTORE, &e.key, &e.version);
+            if witnessed || carrier.is_some_and(|c| carriers.contains(&c)) {
                 found.push(Entry {
                     key: e.key.clone(),
                     version: e.version.clone(),
