@@ -19,6 +19,9 @@ use std::io::{Read, Write};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Target {
     pub id: usize,
+    /// The configured name of the surface this instance is (or the
+    /// control of): see [`RunCtx::surface`].
+    pub surface: String,
     pub type_name: String,
     pub settings: Value,
     /// For run A: the carriers to plant with their nonces.
@@ -157,6 +160,7 @@ pub fn run() -> i32 {
     let ctx = RunCtx {
         probe_id: &req.probe_id,
         key: &key,
+        surface: "",
     };
     // Targets (each instance, the control's too) are independent: they run
     // side by side, at most WORKERS at a time, so a probe's wall time is
@@ -218,6 +222,11 @@ const WORKERS: usize = 4;
 /// Plants, recovers, finds and cleans up one target, emitting each
 /// outcome as it comes.
 fn run_target(t: &Target, ctx: &RunCtx<'_>) {
+    let ctx = &RunCtx {
+        probe_id: ctx.probe_id,
+        key: ctx.key,
+        surface: &t.surface,
+    };
     let opened = surface::by_name(&t.type_name)
         .ok_or_else(|| format!("unknown surface type {}", t.type_name))
         .and_then(|ty| ty.open(&t.settings).map_err(Fault::into_reason));

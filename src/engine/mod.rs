@@ -74,6 +74,8 @@ impl std::fmt::Display for EngineError {
 /// One instance the runs work on: a configured surface or its control.
 struct Inst {
     surface: usize,
+    /// The surface's configured name (its plants' names carry a tag of it).
+    name: String,
     control: bool,
     type_name: &'static str,
     settings: Value,
@@ -85,6 +87,7 @@ impl Inst {
     fn target(&self, id: usize) -> Target {
         Target {
             id,
+            surface: self.name.clone(),
             type_name: self.type_name.into(),
             settings: self.settings.clone(),
             plant: vec![],

@@ -158,6 +158,7 @@ pub(super) fn setup(
         if broken.is_none() {
             insts.push(Inst {
                 surface: i,
+                name: sp.name.clone(),
                 control: false,
                 type_name: ty.name(),
                 settings: sp.settings.clone(),
@@ -169,6 +170,7 @@ pub(super) fn setup(
                 let control = ty.open(&cs).ok();
                 insts.push(Inst {
                     surface: i,
+                    name: sp.name.clone(),
                     control: true,
                     type_name: ty.name(),
                     settings: cs,

@@ -411,6 +411,7 @@ mod tests {
         let ctx = RunCtx {
             probe_id: "p1",
             key: &key,
+            surface: "test",
         };
         let mut journal = vec![];
         assert_eq!(

@@ -86,11 +86,34 @@ pub fn by_name(name: &str) -> Option<&'static dyn SurfaceType> {
 }
 
 /// What every run knows: the probe id (in every planted name, so a killed
-/// probe's leftovers are identifiable) and the marker key (to verify the
-/// beacons recovery finds).
+/// probe's leftovers are identifiable), the marker key (to verify the
+/// beacons recovery finds), and the configured name of the surface it
+/// works on (its [`RunCtx::surface_tag`] keeps two surfaces that are one
+/// place under two names from planting the same names).
 pub struct RunCtx<'a> {
     pub probe_id: &'a str,
     pub key: &'a Key,
+    pub surface: &'a str,
+}
+
+impl RunCtx<'_> {
+    /// A short tag of the surface's configured name (8 lowercase hex
+    /// digits, valid in every store's names): both runs derive it from the
+    /// config, and two surfaces never share it but by a hash collision of
+    /// 32 bits between their names, which a config cannot make by chance.
+    /// Empty for a run that names no surface (a test's, 0.11.0's form).
+    //
+    // Why a hash and not the name: names are the user's text (any length,
+    // any character), and every store has its own naming rules.
+    pub fn surface_tag(&self) -> String {
+        if self.surface.is_empty() {
+            return String::new();
+        }
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(
+            format!("runwarden-surface/1\0{}", self.surface).as_bytes(),
+        );
+        crate::nonce::to_hex(&digest[..4])
+    }
 }
 
 /// The outcome of a carrier run A did not start because a signal asked

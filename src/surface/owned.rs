@@ -20,8 +20,20 @@ pub fn tagged_name(ctx: &RunCtx<'_>, carrier: &str, nonce: Option<&Nonce>, bound
         Some(n) => format!("runwarden-{}-{carrier}-{}", ctx.probe_id, n.hex()),
         None => format!("runwarden-{}-{carrier}", ctx.probe_id),
     };
-    let tag = ctx.key.name_tag(ctx.probe_id, &format!("{body}|{bound}"));
+    let tag = ctx.key.name_tag(ctx.probe_id, &tagged(&body, bound, ctx));
     format!("{body}-{tag}")
+}
+
+/// What a [`tagged_name`]'s tag is over: the name's body, what it is
+/// bound to, and the surface's tag ([`RunCtx::surface_tag`]). So two
+/// surfaces that are one store under two names (two URLs of one registry)
+/// never make the same name for a carrier without a nonce: their tags
+/// differ. The form of the name does not change.
+fn tagged(body: &str, bound: &str, ctx: &RunCtx<'_>) -> String {
+    match ctx.surface_tag() {
+        t if t.is_empty() => format!("{body}|{bound}"),
+        t => format!("{body}|{bound}|surface:{t}"),
+    }
 }
 
 /// The carrier (one of `carriers`) a [`tagged_name`] of this probe was made
@@ -36,10 +48,11 @@ pub fn tagged_carrier(
     let rest = name.strip_prefix(&prefix)?;
     let (part, tag) = rest.rsplit_once('-')?;
     let body = &name[..name.len() - tag.len() - 1];
+    // This surface's tag, or 0.11.0's (bound to no surface): a name a
+    // probe of 0.11.0 made is still its own.
+    let verifies = |over: &str| ctx.key.check_name_tag(ctx.probe_id, over, tag);
     if tag.len() != 16
-        || !ctx
-            .key
-            .check_name_tag(ctx.probe_id, &format!("{body}|{bound}"), tag)
+        || !(verifies(&tagged(body, bound, ctx)) || verifies(&format!("{body}|{bound}")))
     {
         return None;
     }

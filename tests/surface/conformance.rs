@@ -243,10 +243,12 @@ fn conform(ty: &dyn SurfaceType) {
         RunCtx {
             probe_id: "conf-ours",
             key: &key,
+            surface: "test",
         },
         RunCtx {
             probe_id: "conf-theirs",
             key: &key,
+            surface: "test",
         },
     );
     // Two probes' plants on one instance.
@@ -315,6 +317,7 @@ fn conform(ty: &dyn SurfaceType) {
     let derived = RunCtx {
         probe_id: "conf-derived",
         key: &key,
+        surface: "test",
     };
     let djobs = jobs(ty, &*inst, &derived, true);
     let _ = plant(&*inst, &derived, &djobs);
@@ -366,6 +369,7 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
     let ctx = RunCtx {
         probe_id: &probe,
         key,
+        surface: "test",
     };
     // A lag hides what is made after it began; a shift, what run B pages.
     if !turn(knob, knob == Knob::Lag) {
@@ -457,6 +461,7 @@ fn journals_written_by_0_11_0_still_clean_up() {
     let ctx = RunCtx {
         probe_id: "journal-fixture",
         key: &key,
+        surface: "test",
     };
     for ty in surface::REGISTRY {
         let name = ty.name();
@@ -507,6 +512,7 @@ fn a_git_ref_retracted_by_name_needs_no_cleanup() {
     let ctx = RunCtx {
         probe_id: "journal-fixture",
         key: &key,
+        surface: "test",
     };
     let out = surface::cleanup_owned(&*inst, &ctx, &journal);
     assert_eq!(out[0], CleanupOutcome::Superseded, "{out:?}");

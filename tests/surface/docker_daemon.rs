@@ -154,6 +154,7 @@ fn cleanup_by_probe_id_removes_the_plant_and_a_forged_journal_removes_nothing() 
     let ctx = RunCtx {
         probe_id: "dk-1",
         key: &key,
+        surface: "test",
     };
     let ty = surface::by_name("docker-daemon").unwrap();
     let settings = json!({ "host": { "unix": d.socket }, "control": false });

@@ -493,6 +493,7 @@ mod cleanup {
         RunCtx {
             probe_id: "testprobe",
             key: &KEY,
+            surface: "",
         }
     }
 
@@ -939,6 +940,37 @@ fn two_names_for_one_directory_are_probed_once() {
         .status();
     assert_eq!(p.verdict("data:file-name"), "fail", "{}", p.stdout);
     assert_ne!(p.code, 0, "{}", p.stdout);
+}
+
+/// One directory under two names that are two ways there with the same
+/// access (a writable bind mount: not the same path, so each is probed):
+/// the names a plant agrees on end in a tag of the surface's name, so
+/// neither collides with the other, and both are open (issue 38, hole 5:
+/// on 0.11.0 six carriers of the second surface were ERROR, EEXIST).
+#[test]
+fn a_directory_under_two_names_is_probed_under_each_without_a_collision() {
+    if needs_root("a bind mount") {
+        return;
+    }
+    let d = disk_dir();
+    let rw = d.path().with_extension("rw");
+    std::fs::create_dir_all(&rw).unwrap();
+    let bound = std::process::Command::new("mount")
+        .args(["--bind", d.path().to_str().unwrap(), rw.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(bound.success());
+    let cfg = fs_config("one", d.path(), "")
+        + &fs_config("two", &rw, "").replace("version: 1\nsurfaces:\n", "");
+    let work = tempfile::tempdir().unwrap();
+    let p = probe(work.path(), &cfg, &[]);
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&rw)
+        .status();
+    assert_all(&p, "one", "fail");
+    assert_all(&p, "two", "fail");
+    assert!(leftovers(d.path()).is_empty(), "{:?}", leftovers(d.path()));
 }
 
 /// A directory run B may read but not search (`r--`): an agreed-name

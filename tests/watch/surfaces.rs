@@ -20,6 +20,7 @@ fn each_carrier_planted_between_two_snapshots_is_attributed_to_itself() {
     let ctx = RunCtx {
         probe_id: "0123456789ab",
         key: &key,
+        surface: "test",
     };
     let mut missed = Vec::new();
     let mut looked = 0;

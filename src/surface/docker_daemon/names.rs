@@ -236,10 +236,12 @@ mod tests {
         let ours = RunCtx {
             probe_id: "p1",
             key: &key,
+            surface: "test",
         };
         let theirs = RunCtx {
             probe_id: "p2",
             key: &key,
+            surface: "test",
         };
         let nonce = Nonce::generate().unwrap();
         for c in Dk::ALL {

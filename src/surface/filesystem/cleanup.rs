@@ -275,7 +275,8 @@ impl Filesystem {
 /// inverse of [`planted_name`](super::planted_name)): a beacon of this
 /// probe, a fixed-name carrier's file or link, or a nonce-named file,
 /// directory or FIFO.
-pub(super) fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
+pub(super) fn planted_form(name: &str, kind: Kind, ctx: &RunCtx<'_>) -> bool {
+    let probe = ctx.probe_id;
     if name == format!("{}{probe}", marker::BEACON_PREFIX) {
         return kind == Kind::File;
     }
@@ -286,7 +287,15 @@ pub(super) fn planted_form(name: &str, kind: Kind, probe: &str) -> bool {
     else {
         return false;
     };
-    match Fs::parse(rest) {
+    // A fixed-name carrier's name ends in this surface's tag, or in none
+    // (0.11.0's form): never another surface's.
+    let stag = ctx.surface_tag();
+    let carrier = rest
+        .strip_suffix(stag.as_str())
+        .and_then(|r| r.strip_suffix('-'))
+        .filter(|_| !stag.is_empty())
+        .unwrap_or(rest);
+    match Fs::parse(carrier) {
         Some(Fs::FileContent | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize) => {
             kind == Kind::File
         }

@@ -254,16 +254,25 @@ fn derived_size(n: &Nonce) -> u64 {
 }
 
 /// The name and type of the entry a plant of `carrier` makes, from the
-/// probe id and the nonce: plant and cleanup-by-probe-id agree through it.
-fn planted_name(carrier: Fs, probe_id: &str, hex: &str) -> (OsString, Kind) {
+/// probe id, the nonce and the surface: plant, run B's lookup by agreed
+/// name and cleanup-by-probe-id agree through it. A name without a nonce
+/// ends in the surface's tag ([`RunCtx::surface_tag`]): one directory
+/// probed under two names (a bind mount) gets two sets of names, never
+/// one file planted twice.
+fn planted_name(carrier: Fs, ctx: &crate::surface::RunCtx<'_>, hex: &str) -> (OsString, Kind) {
+    let probe_id = ctx.probe_id;
     let tag = format!(".runwarden-{probe_id}");
+    let agreed = match ctx.surface_tag() {
+        s if s.is_empty() => format!("{tag}-{carrier}"),
+        s => format!("{tag}-{carrier}-{s}"),
+    };
     let (name, kind) = match carrier {
         Fs::FileContent | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize => {
-            (format!("{tag}-{carrier}"), Kind::File)
+            (agreed, Kind::File)
         }
         Fs::FileName => (format!("{tag}-{hex}"), Kind::File),
         Fs::DirectoryName => (format!("{tag}-{hex}"), Kind::Dir),
-        Fs::SymlinkTarget => (format!("{tag}-{carrier}"), Kind::Symlink),
+        Fs::SymlinkTarget => (agreed, Kind::Symlink),
         Fs::SpecialFileName => (format!("{tag}-{hex}"), Kind::Fifo),
         Fs::RunnerPersistence => (format!("{}{probe_id}", marker::BEACON_PREFIX), Kind::File),
     };

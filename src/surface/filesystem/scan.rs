@@ -90,7 +90,7 @@ pub(super) fn by_agreed_name(carrier: Fs) -> bool {
 }
 
 impl Scan {
-    pub(super) fn new(wanted: &[Want<Fs, Needle>], probe_id: &str) -> Scan {
+    pub(super) fn new(wanted: &[Want<Fs, Needle>], ctx: &crate::surface::RunCtx<'_>) -> Scan {
         let needles: Vec<Look> = wanted.iter().map(look_of).collect();
         let tallies = needles
             .iter()
@@ -105,7 +105,7 @@ impl Scan {
             .collect();
         let agreed = wanted
             .iter()
-            .map(|w| by_agreed_name(w.carrier).then(|| planted_name(w.carrier, probe_id, "").0))
+            .map(|w| by_agreed_name(w.carrier).then(|| planted_name(w.carrier, ctx, "").0))
             .collect();
         let any = |f: fn(&Look) -> bool| needles.iter().any(f);
         Scan {

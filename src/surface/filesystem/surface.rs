@@ -150,7 +150,7 @@ impl crate::surface::Surface for Filesystem {
         };
         let carrier = job.carrier;
         let hex = job.nonce.hex();
-        let (name, _) = planted_name(carrier, ctx.probe_id, &hex);
+        let (name, _) = planted_name(carrier, ctx, &hex);
         let site = Site {
             inst: self,
             persistence: persistence_of(&dir),
@@ -175,7 +175,7 @@ impl crate::surface::Surface for Filesystem {
             Ok(d) => d,
             Err(e) => return all(self.scan_error("reach", &e)),
         };
-        let mut scan = Scan::new(wanted, ctx.probe_id);
+        let mut scan = Scan::new(wanted, ctx);
         let mut window = vec![0u8; CONTENT_WINDOW];
         // Route 1: the agreed names. Two colluding runs agree on the name
         // of each entry whose attributes carry the message
@@ -226,7 +226,7 @@ impl crate::surface::Surface for Filesystem {
             Line::Intent(i) => (&i.intent.name, i.intent.kind),
             Line::Made(e) => (&e.name, e.kind),
         };
-        if planted_form(name, kind, ctx.probe_id) {
+        if planted_form(name, kind, ctx) {
             Ok(())
         } else {
             Err(Fault::invalid(format!(
@@ -274,7 +274,7 @@ impl crate::surface::Surface for Filesystem {
         let mut found = Vec::new();
         for job in jobs {
             let carrier = job.carrier;
-            let (name, kind) = planted_name(carrier, ctx.probe_id, &job.nonce.hex());
+            let (name, kind) = planted_name(carrier, ctx, &job.nonce.hex());
             let st = match sys::lstat_at(&dir, &name) {
                 Ok(st) => st,
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,

@@ -263,6 +263,7 @@ mod tests {
         let ctx = RunCtx {
             probe_id: "p1",
             key: &key,
+            surface: "test",
         };
         let hex = "0123456789abcdef0123456789abcdef";
         let entry = |commit: &str| Permanent {

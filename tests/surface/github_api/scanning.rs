@@ -240,10 +240,12 @@ fn a_forged_code_scanning_entry_removes_nothing() {
     let ours = RunCtx {
         probe_id: "forge-ours",
         key: &key,
+        surface: "test",
     };
     let theirs = RunCtx {
         probe_id: "forge-theirs",
         key: &key,
+        surface: "test",
     };
     let job = |ctx: &RunCtx<'_>| PlantJob {
         key: "code-scanning".into(),
@@ -309,6 +311,7 @@ fn an_analysis_github_will_not_delete_is_listed_as_left() {
     let ctx = RunCtx {
         probe_id: "left-ours",
         key: &key,
+        surface: "test",
     };
     let job = PlantJob {
         key: "code-scanning".into(),

@@ -268,6 +268,7 @@ fn outcomes(settings: &Value, probe_id: &str) -> BTreeMap<String, (String, Strin
     let ctx = RunCtx {
         probe_id,
         key: &key,
+        surface: "test",
     };
     let jobs: Vec<PlantJob> = CARRIERS
         .iter()

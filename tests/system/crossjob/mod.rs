@@ -190,7 +190,17 @@ fn cleanup_by_probe_id_removes_only_entries_that_prove_they_are_ours() {
     assert_eq!(plant.code, 0, "{}", plant.stderr);
     // A neighbour swaps the content marker for a file of its own under
     // the same name.
-    let swapped = shared.join(".runwarden-p7-file-content");
+    // (Its agreed name ends in a tag of the surface's name.)
+    let swapped = std::fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with(".runwarden-p7-file-content-")
+            })
+        })
+        .unwrap();
     std::fs::remove_file(&swapped).unwrap();
     std::fs::write(&swapped, "someone else's").unwrap();
 
