@@ -10,7 +10,8 @@
 //! - `DELETE /<project>/<version>`: removes a version (devpi's API).
 //!
 //! Every request needs basic auth with a user it minted
-//! ([`PypiServer::user`]).
+//! ([`PypiServer::user`]). Its project pages can be made stale
+//! ([`super::Knob::StaleDocument`]).
 
 use super::{Reply, lock};
 use crate::fault::Fault;
@@ -31,6 +32,19 @@ pub struct State {
     /// project -> version -> release.
     pub projects: BTreeMap<String, BTreeMap<String, Release>>,
     passwords: HashMap<String, String>,
+    /// A stale front: project pages (simple and JSON) read as missing,
+    /// while the root, files by exact URL and uploads are current.
+    stale: bool,
+}
+
+impl super::Knobs for State {
+    fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
+        if knob != super::Knob::StaleDocument {
+            return false;
+        }
+        self.stale = on;
+        true
+    }
 }
 
 /// The index; [`PypiServer::start`] starts one.
@@ -158,6 +172,7 @@ fn route(
                 .collect();
             simple_page(&links)
         }
+        ("GET", ["+simple", _] | [_, "json"]) if st.stale => Reply::empty(404),
         ("GET", ["+simple", project]) => project_page(st, project),
         ("GET", ["+f", project, file]) => {
             let data = st

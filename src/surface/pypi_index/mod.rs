@@ -216,7 +216,7 @@ impl super::Surface for PypiIndex {
             auth: HttpAuth::basic_for_control(user, password),
             control: true,
         };
-        Ok(Control::served(s, server))
+        Ok(Control::served_with_knobs(s, server))
     }
 
     fn open(settings: Settings) -> Result<PypiIndex, Fault> {
@@ -341,7 +341,7 @@ impl super::Surface for PypiIndex {
                 }
                 Err(what) => {
                     let r = root.get_or_insert_with(|| self.scan_root(ctx, &named, notice));
-                    self.absent(r, what)
+                    self.absent(r, what, &u.project)
                 }
             };
             out.push(o);
@@ -453,8 +453,21 @@ impl super::Surface for PypiIndex {
         }
         let left = |reason: String| CleanupOutcome::Left { reason };
         // Checked before removal: the project holds exactly A's files.
+        // Gone only when the root, asked too, does not list it either: a
+        // page that reads as missing while the root lists the project is
+        // stale, not gone.
+        let gone = || match self.root_lists(project) {
+            Ok(false) => CleanupOutcome::Gone,
+            Ok(true) => left(format!(
+                "not confirmed gone: its page reads as missing, but the simple index still lists {}",
+                escape::bytes(project.as_bytes())
+            )),
+            Err(why) => left(format!(
+                "not confirmed gone: its page reads as missing, and the simple index could not be read ({why})"
+            )),
+        };
         let mut have: Vec<String> = match self.files(project) {
-            Ok(None) => return CleanupOutcome::Gone,
+            Ok(None) => return gone(),
             Ok(Some(f)) => f.into_iter().map(|(n, _)| n).collect(),
             Err(RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason }) => {
                 return left(reason);
@@ -465,7 +478,7 @@ impl super::Surface for PypiIndex {
         have.sort();
         want.sort();
         if have.is_empty() {
-            return CleanupOutcome::Gone;
+            return gone();
         }
         if have != want {
             return left(

@@ -212,6 +212,24 @@ impl PypiIndex {
         Ok(scanned.map(|_| files))
     }
 
+    /// Whether the root lists exactly `project` (cleanup's second route,
+    /// before it counts a project gone): why not, when it cannot be read
+    /// as an index.
+    pub(super) fn root_lists(&self, project: &str) -> Result<bool, String> {
+        let mut listed = false;
+        let scanned = self.scan(&self.settings.simple_url, "text/html", &[], &mut |h| {
+            listed |= project_of(h) == Some(project);
+        });
+        match scanned {
+            Ok(Some(_)) => Ok(listed),
+            Ok(None) => Err(format!("{} is not there (404)", self.shown())),
+            Err(RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason }) => {
+                Err(reason)
+            }
+            Err(_) => Err("the simple index could not be read".into()),
+        }
+    }
+
     /// Reads the root once, for the project-name needles: a 404 or a page
     /// without one project link is no simple index.
     pub(super) fn scan_root(
@@ -268,8 +286,18 @@ impl PypiIndex {
         &self,
         root: &Result<Root, RecoverOutcome>,
         what: String,
+        project: &str,
     ) -> RecoverOutcome {
         match root {
+            // The root lists the very project whose page reads as missing:
+            // the two routes contradict each other (a stale page behind a
+            // cache), and the page's silence is no look.
+            Ok(r) if r.ours.contains(project) => RecoverOutcome::Error {
+                reason: format!(
+                    "not current: {what}, while the simple index lists {}: the routes contradict each other (a stale page), so its absence proves nothing",
+                    escape::bytes(project.as_bytes())
+                ),
+            },
             Ok(r) if r.projects > 0 => RecoverOutcome::NotFound {
                 detail: format!("{what} (the index lists {} projects)", r.projects),
             },
