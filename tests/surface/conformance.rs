@@ -349,8 +349,10 @@ fn conform(ty: &dyn SurfaceType) {
 /// nothing as gone that is still there; once the fault ends, cleanup
 /// ends. A lagging listing is said in some carrier's ERROR; a listing
 /// shifted once (or with its count kept) settles, and every carrier is
-/// recovered. Each fault on a control of its own (a run's ten notices
-/// are used up by four probes).
+/// recovered. A remote that moves what was pushed keeps it moved once
+/// the fault ends: cleanup then leaves each moved ref, naming where it is.
+/// Each fault on a control of its own (a run's ten notices are used up by
+/// four probes).
 fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
     let name = ty.name();
     let work = tempfile::tempdir().unwrap();
@@ -371,13 +373,15 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
         key,
         surface: "test",
     };
-    // A lag hides what is made after it began; a shift, what run B pages.
-    if !turn(knob, knob == Knob::Lag) {
+    // A lag hides what is made after it began; a shift, what run B pages;
+    // a rename, what run A pushes.
+    let before = matches!(knob, Knob::Lag | Knob::RenameRefs);
+    if !turn(knob, before) {
         return;
     }
     let what = knob.name();
     let (journal, wanted) = plant(&*inst, &ctx, &jobs(ty, &*inst, &ctx, false));
-    if knob != Knob::Lag {
+    if !before {
         turn(knob, true);
     }
     let looked: Vec<&Wanted> = wanted
@@ -431,7 +435,18 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
         .filter(|(_, o)| !matches!(o, CleanupOutcome::Removed))
         .map(|(e, _)| e.clone())
         .collect();
-    for (e, o) in left.iter().zip(surface::cleanup_owned(&*inst, &ctx, &left)) {
+    let after = surface::cleanup_owned(&*inst, &ctx, &left);
+    if knob == Knob::RenameRefs {
+        assert!(!left.is_empty(), "{name}: under {what}, nothing was moved");
+        for (e, o) in left.iter().zip(&after) {
+            assert!(
+                matches!(o, CleanupOutcome::Left { reason } if reason.contains("moved by the remote to \"refs/heads/archive/")),
+                "{name}: once {what} ended, a moved ref is not left by name: {e} -> {o:?}"
+            );
+        }
+        return;
+    }
+    for (e, o) in left.iter().zip(after) {
         assert!(
             !matches!(
                 o,

@@ -927,3 +927,158 @@ fn a_probe_starts_at_most_twelve_git_processes() {
     let n = calls.lines().count();
     assert!(n <= 12, "{n} git processes:\n{calls}");
 }
+
+/// The content carriers: their nonce is in the objects under an agreed
+/// ref, not in a ref name.
+const CONTENT_CARRIERS: [&str; 5] = [
+    "commit-message",
+    "author-name",
+    "author-email",
+    "file-content",
+    "file-path",
+];
+
+/// Installs a post-receive hook that moves every branch a push makes (not
+/// one already moved) to `to` (shell text, `$rest` being the name past
+/// `refs/heads/` and `$new` the object), as a server that archives what is
+/// pushed does; then `then` (shell text) to the pushed name `$ref`.
+fn moving_hook(remote: &Path, to: &str, then: &str) {
+    let hook = remote.join("hooks/post-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nwhile read old new ref; do\n  case \"$ref\" in refs/heads/archive/*|refs/heads/parked/*) continue ;; refs/heads/*) ;; *) continue ;; esac\n  case \"$new\" in *[!0]*) ;; *) continue ;; esac\n  rest=\"${{ref#refs/heads/}}\"\n  git update-ref \"{to}\" \"$new\" && {then} || exit 1\ndone\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// What [`moving_hook`] does to the pushed name: deletes it.
+const DELETE: &str = "git update-ref -d \"$ref\" \"$new\"";
+
+/// Cleanup's account of a server that moved run A's branches to `to`
+/// (a ref prefix): nothing counted gone, each moved branch left by its
+/// name with where it went, and the moved refs still on the server.
+fn moved_refs_are_left_by_name(p: &Probe, fx: &Remote, to: &str) {
+    let c = &p.report["cleanup"];
+    assert_eq!(c["already_gone"].as_u64(), Some(0), "{c}");
+    let left = c["left"].as_array().unwrap();
+    for carrier in CONTENT_CARRIERS {
+        let entry = left
+            .iter()
+            .find(|l| {
+                l["control"] == false
+                    && l["entry"]
+                        .as_str()
+                        .unwrap()
+                        .contains(&format!("/{carrier}\" on "))
+            })
+            .unwrap_or_else(|| panic!("{carrier}'s ref is not left: {c}"));
+        let reason = entry["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with(&format!("moved by the remote to \"{to}"))
+                && reason.contains("runwarden removes only the names it pushed"),
+            "{entry}"
+        );
+    }
+    let now = refs(&fx.path);
+    assert!(
+        now.lines()
+            .filter(|l| l.contains(&format!(" {to}")))
+            .count()
+            >= CONTENT_CARRIERS.len(),
+        "the moved refs are gone from the server:\n{now}"
+    );
+}
+
+/// A server that moves what was pushed (issue 38, hole 3): a post-receive
+/// hook renames each pushed branch to `refs/heads/archive/<name>`, where
+/// a `git clone --mirror` still reads it. The content carriers are FAIL,
+/// read under the archived name (0.11.0: PASS, the agreed ref not listed
+/// read as "no nonce"); cleanup leaves the archived refs, named (0.11.0:
+/// "already gone").
+#[test]
+fn a_server_that_moves_pushed_branches_is_fail_and_cleanup_names_where() {
+    let fx = Remote::new();
+    moving_hook(&fx.path, "refs/heads/archive/$rest", DELETE);
+    let (_srv, p) = probe_over_http(&fx, "writer", true);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for c in CONTENT_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "fail", "{c}: {f}");
+        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        let detail = f["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("under \"refs/heads/archive/runwarden/")
+                && detail.contains(&format!("/{c}\", not the name run A pushed")),
+            "{c}: {f}"
+        );
+    }
+    // Its name still carries the nonce; the moved transient ref is seen.
+    assert_eq!(p.verdict("origin:branch-name"), "fail");
+    assert_eq!(p.verdict("origin:deleted-ref"), "fail");
+    moved_refs_are_left_by_name(&p, &fx, "refs/heads/archive/runwarden/");
+}
+
+/// As above, to names without the probe id (`refs/heads/parked/<object
+/// id>`): run B does not read every ref of the remote, so the content
+/// carriers are ERROR, never PASS (0.11.0: PASS).
+#[test]
+fn a_server_that_moves_pushed_branches_out_of_sight_is_error_not_pass() {
+    let fx = Remote::new();
+    moving_hook(&fx.path, "refs/heads/parked/$new", DELETE);
+    let (_srv, p) = probe_over_http(&fx, "writer", true);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for c in CONTENT_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "error", "{c}: {f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("is not listed under its name (the remote moved or dropped it); its absence proves nothing"),
+            "{c}: {f}"
+        );
+    }
+    moved_refs_are_left_by_name(&p, &fx, "refs/heads/parked/");
+}
+
+/// As above, and the pushed name is then pointed at the remote's own
+/// `main` (a rewrite, not a removal): the agreed ref is listed but no
+/// longer holds the nonce, so run B reads the other refs that carry the
+/// probe id and finds it there: FAIL, not PASS. Cleanup leaves the
+/// rewritten name alone (it no longer points at what runwarden pushed).
+#[test]
+fn a_server_that_rewrites_pushed_branches_is_fail_where_it_keeps_them() {
+    let fx = Remote::new();
+    let main = git(&fx.path, &["rev-parse", "refs/heads/main"]);
+    let then = format!("git update-ref \"$ref\" {} \"$new\"", main.trim());
+    moving_hook(&fx.path, "refs/heads/archive/$rest", &then);
+    let (_srv, p) = probe_over_http(&fx, "writer", true);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for c in CONTENT_CARRIERS {
+        let f = p.finding(&format!("origin:{c}"));
+        assert_eq!(f["verdict"], "fail", "{c}: {f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("no longer holds the nonce"),
+            "{c}: {f}"
+        );
+    }
+    let c = &p.report["cleanup"];
+    assert_eq!(c["already_gone"].as_u64(), Some(0), "{c}");
+    assert!(
+        c["left"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["reason"].as_str().unwrap().contains("someone moved it"))
+            .count()
+            >= CONTENT_CARRIERS.len(),
+        "{c}"
+    );
+}

@@ -7,9 +7,11 @@
 //! ([`objects`]) and creates every ref in one push,
 //! each leased on "must not exist yet", then deletes the transient ref in a
 //! second push. Run B lists refs once (`ls-remote`), fetches the refs it
-//! needs in one fetch, and tries one fetch of an unreachable commit by id.
-//! Cleanup deletes, in one push, only refs this probe created and only while
-//! they still point at what it pushed.
+//! needs in one fetch, and tries one fetch of an unreachable commit by id;
+//! where the remote moved what run A pushed, it reads the other listed
+//! refs that carry the probe id ([`moved`]). Cleanup deletes, in one push,
+//! only refs this probe created and only while they still point at what it
+//! pushed; a ref moved by the remote is left, named.
 //!
 //! The journal (entries passed to `created`) holds every ref before it is
 //! pushed, so cleanup knows it even if run A dies mid-push; a ref that turns
@@ -17,6 +19,7 @@
 //! entry.
 
 mod config;
+mod moved;
 mod objects;
 mod owned;
 mod plant;
@@ -192,6 +195,12 @@ pub struct Needle {
     refname: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     sha: Option<String>,
+    /// Derived from the key and probe id, not reported by a plant: a
+    /// content carrier's agreed ref that is not listed then contradicts no
+    /// one (the plant may never have run), and the kernel, which knows no
+    /// plant was confirmed, decides what finding nothing is worth.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    derived: bool,
 }
 
 impl super::Needle for Needle {}

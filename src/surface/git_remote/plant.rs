@@ -104,6 +104,7 @@ impl GitRemote {
                     text: hex,
                     refname: None,
                     sha: Some(doomed.clone()),
+                    derived: false,
                 },
             }));
         }

@@ -3,6 +3,7 @@
 //! tell whose refusal it was), the search of every fetched object as it
 //! streams, and what reading back each carrier comes to.
 
+use super::moved::Elsewhere;
 use super::refs::{is_name_carrier, marker_hex};
 use super::refusal::{is_refusal, no_credential, unquoted};
 use super::repo::os;
@@ -28,7 +29,12 @@ impl GitRemote {
     /// One fetch of `refspecs` (and the object `by_id`, when given) into
     /// run B's scratch repository; the failure (`Broken`, git's words:
     /// whose refusal it was is read from them by the caller).
-    fn fetch(&self, dir: &Path, refspecs: &[String], by_id: Option<&str>) -> Result<(), Fault> {
+    pub(super) fn fetch(
+        &self,
+        dir: &Path,
+        refspecs: &[String],
+        by_id: Option<&str>,
+    ) -> Result<(), Fault> {
         let mut args: Vec<String> = vec![
             "fetch".into(),
             "--no-tags".into(),
@@ -96,9 +102,11 @@ pub(super) fn needle_ref(w: &Wanted) -> Option<String> {
 }
 
 /// What run B's one fetch brought: which agreed refs exist (from the
-/// listing), the unreachable commit's id, and what failed.
+/// listing), the other listed refs that carry the probe id, the
+/// unreachable commit's id, and what failed.
 pub(super) struct Fetched {
     pub(super) present: HashSet<String>,
+    pub(super) elsewhere: Elsewhere,
     pub(super) fetch_error: Option<String>,
     pub(super) by_id: Option<String>,
     pub(super) by_id_error: Option<RecoverOutcome>,
@@ -150,8 +158,9 @@ impl GitRemote {
     /// shows): each name carrier of `names` (wanted index, nonce) whose
     /// nonce a ref name holds goes to `found`; refs in the form of this
     /// probe's markers that no plant made are notices. Returns the agreed
-    /// refs that exist and how many refs were listed, or the outcome of
-    /// every carrier when the listing failed.
+    /// refs that exist, how many refs were listed and the other refs that
+    /// carry the probe id, or the outcome of every carrier when the
+    /// listing failed.
     pub(super) fn list_refs(
         &self,
         dir: &Path,
@@ -160,8 +169,9 @@ impl GitRemote {
         agreed: &HashSet<String>,
         found: &mut [Option<String>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Result<(HashSet<String>, u64), RecoverOutcome> {
+    ) -> Result<(HashSet<String>, u64, Elsewhere), RecoverOutcome> {
         let mut present: HashSet<String> = HashSet::new();
+        let mut elsewhere = Elsewhere::default();
         let mut listed: u64 = 0;
         // This probe's name markers: any other ref in that form is one no
         // plant with this key made.
@@ -192,14 +202,16 @@ impl GitRemote {
                     ));
                 }
             }
-            if let Ok(n) = std::str::from_utf8(name)
-                && agreed.contains(n)
-            {
-                present.insert(n.to_string());
+            match std::str::from_utf8(name) {
+                Ok(n) if agreed.contains(n) => {
+                    present.insert(n.to_string());
+                }
+                Ok(n) => elsewhere.offer(n, ctx.probe_id),
+                Err(_) => {}
             }
         });
         if ls.success {
-            return Ok((present, listed));
+            return Ok((present, listed, elsewhere));
         }
         let reason = ls.reason();
         Err(if self.refused(&reason) {
@@ -264,7 +276,9 @@ impl GitRemote {
     /// What the fetch says of wanted carrier `i` (`kind`) that the listing
     /// did not find: `Ok(Some(detail))`
     /// when its nonce was read back, `Ok(None)` when it was looked for and
-    /// is not there, `Err` when it could not be looked for.
+    /// is not there, `Err` when it could not be looked for (or, for a
+    /// content carrier, was not where run A pushed it: see
+    /// [`GitRemote::read_content`]).
     pub(super) fn read_back(
         &self,
         w: &Wanted,
@@ -306,14 +320,7 @@ impl GitRemote {
             (_, None) => Err(RecoverOutcome::Error {
                 reason: format!("no agreed ref to read {c} from"),
             }),
-            (_, Some(r)) if !f.present.contains(&r) => Ok(None),
-            (_, Some(_)) if f.fetch_error.is_some() => {
-                Err(self.failure(f.fetch_error.clone().unwrap_or_default()))
-            }
-            (_, Some(r)) => hit(format!(
-                "run B fetched {} and found the nonce among the objects it fetched (its {c})",
-                escape::bytes(r.as_bytes())
-            )),
+            (_, Some(r)) => self.read_content(w, i, &r, f),
         }
     }
 }

@@ -79,6 +79,7 @@ pub(super) fn ref_needle(carrier: Remote, hex: &str, refname: &str) -> Needle {
         text: hex.to_string(),
         refname: (!is_name_carrier(carrier)).then(|| refname.to_string()),
         sha: None,
+        derived: false,
     }
 }
 

@@ -26,7 +26,7 @@ use crate::surface::{
     About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, RecoverOutcome, RunCtx, Scope,
     Watch, lower_hex,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -173,7 +173,12 @@ impl crate::surface::Surface for GitRemote {
             ssh: false,
             control: true,
         };
-        Ok(Control::settings(control))
+        // Its one route fault: a server that moves what was pushed.
+        let knobs = Some(super::moved::knobs(dir));
+        Ok(Control {
+            knobs,
+            ..Control::settings(control)
+        })
     }
 
     fn open(settings: Settings) -> Result<GitRemote, Fault> {
@@ -262,8 +267,9 @@ impl crate::surface::Surface for GitRemote {
 
     /// Run B: one ls-remote for the name carriers (their only route) and, at
     /// the same time, one fetch of the agreed refs together with the
-    /// unreachable commit by id (made again with only the listed refs when one
-    /// is gone), and every fetched object read by one `cat-file
+    /// unreachable commit by id (made again with the listed refs, and those
+    /// that carry the probe id, when one is gone: see `moved`), and every
+    /// fetched object read by one `cat-file
     /// --batch-all-objects --batch`, searched for every content carrier's
     /// nonce as it streams: three git processes. A fetch the remote refuses is
     /// split in two (the refs, the commit by id) to tell whose refusal it was.
@@ -306,13 +312,17 @@ impl crate::surface::Surface for GitRemote {
             let listing = self.list_refs(dir, ctx, &names, &agreed, &mut found, notice);
             (listing, eager.join())
         });
-        let (present, listed) = match listing {
+        let (present, listed, mut elsewhere) = match listing {
             Ok(x) => x,
             Err(o) => return all(o),
         };
         let (mut fetch_error, mut by_id_error) = eager.unwrap_or_else(|_| stopped());
-        if present.len() < agreed.len() && (fetch_error.is_some() || by_id_error.is_some()) {
-            refspecs = specs(&present);
+        // An agreed ref not listed under its name: again, with the listed
+        // refs that carry the probe id, where a remote that moves what was
+        // pushed keeps it.
+        let failed = fetch_error.is_some() || by_id_error.is_some();
+        if let Some(again) = self.refetch(&agreed, &present, &mut elsewhere, failed) {
+            refspecs = again;
             (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
         }
 
@@ -338,13 +348,15 @@ impl crate::surface::Surface for GitRemote {
         } else {
             Ok(vec![false; texts.len()])
         };
-        let fetched = Fetched {
+        let mut fetched = Fetched {
             present,
+            elsewhere,
             fetch_error,
             by_id,
             by_id_error,
             seen,
         };
+        self.second_look(dir, wanted, &texts, &mut fetched);
         self.outcomes(wanted, &kinds, found, &fetched, listed)
     }
 
@@ -428,30 +440,7 @@ impl crate::surface::Surface for GitRemote {
             })
             .collect();
         let results = self.push(work.path(), &deletes);
-        // A refused lease cannot tell a ref that is gone (run A died
-        // before its push) from one someone moved: only then, ask the
-        // remote once which of them still exist.
-        let rejected = matches!(&results, Ok(res) if live.iter().any(|(_, r, _)| !matches!(res.get(r), Some(('-', _)))));
-        let now: Option<HashMap<String, String>> = rejected
-            .then(|| {
-                let wanted: HashSet<&str> = live.iter().map(|(_, r, _)| r.as_str()).collect();
-                self.ls_refs(work.path(), |name| wanted.contains(name)).ok()
-            })
-            .flatten();
-        for (i, r, pushed) in &live {
-            outcomes[*i] = match &results {
-                Err(e) => CleanupOutcome::Left { reason: format!("the deleting push failed: {e}") },
-                Ok(res) => match (res.get(r), &now) {
-                    (Some(('-', _)), _) => CleanupOutcome::Removed,
-                    (_, Some(now)) if !now.contains_key(r) => CleanupOutcome::Gone,
-                    (_, Some(now)) if now.get(r) != Some(pushed) => CleanupOutcome::Left {
-                        reason: "it now points at another object than runwarden pushed: someone moved it; left alone".into(),
-                    },
-                    (Some((_, summary)), _) => CleanupOutcome::Left { reason: format!("not deleted: {summary}") },
-                    (None, _) => CleanupOutcome::Left { reason: "the push reported nothing for this ref".into() },
-                },
-            };
-        }
+        self.deleted(work.path(), &live, &results, &mut outcomes);
         outcomes
     }
 
@@ -488,7 +477,10 @@ impl crate::surface::Surface for GitRemote {
     ) -> Result<Needle, Fault> {
         let hex = nonce.hex();
         match ref_for(carrier, probe_id, &hex, scope) {
-            Some(r) => Ok(ref_needle(carrier, &hex, &r)),
+            Some(r) => Ok(Needle {
+                derived: true,
+                ..ref_needle(carrier, &hex, &r)
+            }),
             // The commit's id depends on the time it was made.
             None => Err(Fault::unsupported(
                 "the unreachable commit's id is known only to the plant",
