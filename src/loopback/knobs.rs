@@ -73,6 +73,16 @@ pub trait Knobs {
     fn knob(&mut self, knob: Knob, on: bool) -> bool;
 }
 
+/// [`Knobs::knob`] of a service whose one fault is a stale document
+/// ([`Knob::StaleDocument`]), kept in `stale`.
+pub fn stale_document(stale: &mut bool, knob: Knob, on: bool) -> bool {
+    if knob != Knob::StaleDocument {
+        return false;
+    }
+    *stale = on;
+    true
+}
+
 /// The page shift of a service whose listings page by number
 /// ([`Knob::ShiftOnce`], [`Knob::ShiftEvery`], [`Knob::ShiftKeepingCount`]):
 /// which one is on, and how many passes of each listing it has seen.

@@ -35,11 +35,7 @@ pub struct State {
 
 impl super::Knobs for State {
     fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
-        if knob != super::Knob::StaleDocument {
-            return false;
-        }
-        self.stale = on;
-        true
+        super::knobs::stale_document(&mut self.stale, knob, on)
     }
 }
 
