@@ -146,6 +146,17 @@ impl crate::surface::Surface for ActionsCache {
         jobs: &[Job<Cache>],
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
+        // Nothing to plant, nothing to witness (no write that only
+        // cleanup would need); stopped already, no write starts.
+        if let Some(sig) = crate::signals::received() {
+            return jobs
+                .iter()
+                .map(|_| crate::surface::interrupted(sig))
+                .collect();
+        }
+        if jobs.is_empty() {
+            return vec![];
+        }
         // (A witness that could not be made is found missing by run B,
         // whose misses then count for nothing: no need to say it here.)
         let _ = self.plant_witness(ctx, Side::Before, journal);
@@ -165,7 +176,11 @@ impl crate::surface::Surface for ActionsCache {
                 })
                 .unwrap_or_else(|o| o)
         });
-        let _ = self.plant_witness(ctx, Side::After, journal);
+        // Stopped by a signal: no new write starts (run B then misses
+        // the later witness, and says the route is not current).
+        if crate::signals::received().is_none() {
+            let _ = self.plant_witness(ctx, Side::After, journal);
+        }
         out
     }
 
