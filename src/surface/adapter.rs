@@ -273,7 +273,17 @@ impl<S: Surface> Instance for Open<S> {
                     scope: w.scope.clone(),
                 })
             },
-            |typed| self.surface.recover(ctx, &typed, notice),
+            |typed| {
+                let carriers: Vec<S::Carrier> = typed.iter().map(|w| w.carrier).collect();
+                let answers = self.surface.recover(ctx, &typed, notice);
+                // One answer per wanted carrier is the type's contract; a
+                // missing one is no look (`not_a_carrier` fills it).
+                carriers
+                    .into_iter()
+                    .zip(answers)
+                    .map(|(c, r)| super::routes::judge(S::ROUTES, c, r))
+                    .collect()
+            },
             super::carrier::not_a_carrier,
         )
     }

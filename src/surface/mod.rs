@@ -40,6 +40,7 @@ pub mod oci_registry;
 mod outcome;
 mod owned;
 pub mod pypi_index;
+pub mod routes;
 mod typed;
 pub mod witness;
 

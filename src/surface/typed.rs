@@ -12,7 +12,8 @@
 //! cleanup.
 
 use super::carrier::CarrierSet;
-use super::{CleanupOutcome, JobScope, Notice, Persistence, PlantOutcome, RecoverOutcome, RunCtx};
+use super::routes::{Recovered, Route};
+use super::{CleanupOutcome, JobScope, Notice, Persistence, PlantOutcome, RunCtx};
 use crate::config::{ConfigError, Options};
 use crate::fault::Fault;
 use crate::nonce::Nonce;
@@ -47,6 +48,12 @@ pub trait Surface: Sized + 'static {
     /// which carriers a change carries), or why not (every carrier is then
     /// SKIPPED in watch mode with the reason).
     const WATCH: Watch<Self::Carrier> = Watch::No("watch mode cannot list this surface type yet");
+    /// Every way run B reads this type's carriers ([`Route`]). Once a type
+    /// declares them, a miss it answers counts only with the look of each
+    /// route of its carrier, which the kernel checks
+    /// ([`super::routes::judge`]); a type that declares none yet is taken
+    /// at its word.
+    const ROUTES: &'static [Route<Self::Carrier>] = &[];
 
     /// The carriers, declared with `carriers!` (`carrier.rs`).
     type Carrier: CarrierSet;
@@ -119,15 +126,16 @@ pub trait Surface: Sized + 'static {
         }
     }
 
-    /// Looks for every wanted needle; one outcome per wanted carrier, in
-    /// order. Markers that do not verify and beacons of other probes go to
+    /// Looks for every wanted needle; one answer per wanted carrier, in
+    /// order (a miss with the look of each route it read: [`Recovered`]).
+    /// Markers that do not verify and beacons of other probes go to
     /// `notice`.
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
         wanted: &[Want<Self::Carrier, Self::Needle>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome>;
+    ) -> Vec<Recovered>;
 
     /// Whether `entry` is provably this probe's own: it has the form only
     /// a plant of `ctx.probe_id` makes (the derived name with its tag, a

@@ -18,10 +18,11 @@
 //!   see them (the repository-wide listing, the writer's token) shows both
 //!   witnesses at run B's time; else it cannot be told from an eviction.
 //!
-//! Whatever is not current turns the route's miss into ERROR ([`gate`]);
-//! a nonce found is proof whatever the witnesses say.
+//! Whatever is not current turns the route's miss into ERROR
+//! ([`super::routes::Recovered::missed_through`]); a nonce found is proof
+//! whatever the witnesses say.
 
-use super::{RecoverOutcome, RunCtx};
+use super::RunCtx;
 
 /// Which side of the plant a witness was made on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +92,22 @@ pub enum Currency {
     NotCurrent(String),
 }
 
+/// Why `through` is not current when it shows the earlier witness and
+/// not the later: it lags.
+pub fn lags(through: &str) -> String {
+    format!(
+        "{through} is not current: it shows the witness run A made before the plant but not the one made after it (it lags), so the plant's absence proves nothing"
+    )
+}
+
+/// Why `through` is not current when it shows the later witness and not
+/// the earlier: the store dropped older entries.
+pub fn dropped(through: &str) -> String {
+    format!(
+        "{through} is not current: the witness run A made before the plant is gone while the one made after it is there (the store dropped older entries, as an eviction does), so the plant's absence proves nothing"
+    )
+}
+
 /// What the witnesses run B read through `route` (`seen`) say of it.
 /// `wider` is asked only when the route showed neither: another route
 /// that sees run A's writes (its name, and what it showed or why it could
@@ -100,16 +117,6 @@ pub fn currency(
     seen: Seen,
     wider: impl FnOnce() -> Option<(String, Result<Seen, String>)>,
 ) -> Currency {
-    let lags = |through: &str| {
-        format!(
-            "{through} is not current: it shows the witness run A made before the plant but not the one made after it (it lags), so the plant's absence proves nothing"
-        )
-    };
-    let dropped = |through: &str| {
-        format!(
-            "{through} is not current: the witness run A made before the plant is gone while the one made after it is there (the store dropped older entries, as an eviction does), so the plant's absence proves nothing"
-        )
-    };
     match (seen.before, seen.after) {
         (true, true) => return Currency::Current,
         (true, false) => return Currency::NotCurrent(lags(route)),
@@ -135,23 +142,6 @@ pub fn currency(
                 "{neither}, nor does {w}: they are gone (evicted) or not there yet, so the plant's absence proves nothing"
             )),
         },
-    }
-}
-
-/// A route's outcome under what its witnesses say: a miss counts only on
-/// a current route (on an isolated one, saying so); otherwise it is
-/// ERROR. Every other outcome stands.
-pub fn gate(outcome: RecoverOutcome, currency: &Currency) -> RecoverOutcome {
-    match (outcome, currency) {
-        (RecoverOutcome::NotFound { detail }, Currency::Isolated(why)) => {
-            RecoverOutcome::NotFound {
-                detail: format!("{detail}; {why}"),
-            }
-        }
-        (RecoverOutcome::NotFound { .. }, Currency::NotCurrent(why)) => RecoverOutcome::Error {
-            reason: why.clone(),
-        },
-        (o, _) => o,
     }
 }
 
@@ -187,19 +177,6 @@ mod tests {
         assert!(matches!(
             currency("r", seen(false, false), || None),
             Currency::NotCurrent(_)
-        ));
-        let miss = RecoverOutcome::NotFound { detail: "d".into() };
-        assert!(matches!(
-            gate(miss.clone(), &Currency::NotCurrent("w".into())),
-            RecoverOutcome::Error { .. }
-        ));
-        assert!(
-            matches!(gate(miss, &Currency::Isolated("i".into())), RecoverOutcome::NotFound { detail } if detail == "d; i")
-        );
-        let hit = RecoverOutcome::Found { detail: "h".into() };
-        assert!(matches!(
-            gate(hit, &Currency::NotCurrent("w".into())),
-            RecoverOutcome::Found { .. }
         ));
     }
 }

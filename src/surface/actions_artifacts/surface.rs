@@ -254,92 +254,96 @@ impl crate::surface::Surface for ActionsArtifacts {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Artifact, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let api = match self.api() {
-            Ok(a) => a,
-            Err(why) => {
-                let reason = format!("run B has no route ({why})");
-                return vec![RecoverOutcome::Error { reason }; wanted.len()];
-            }
-        };
-        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
-        let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
-        let kinds: Vec<Artifact> = wanted.iter().map(|w| w.carrier).collect();
-        let hex: Vec<String> = wanted.iter().map(|w| w.needle.hex()).collect();
-        // The agreed name of each content carrier (none for artifact-name,
-        // whose name only run A knows): the listing's witnesses.
-        let agreed: Vec<Option<String>> = wanted
-            .iter()
-            .map(|w| {
-                (w.carrier != Artifact::Name).then(|| artifact_name(ctx, w.carrier, &w.needle))
-            })
-            .collect();
-        // Route 1: the listing, until it shows its witnesses.
-        let listing = crate::surface::listing::until_current(wait, || {
-            self.list_once(&api, ctx, &kinds, &hex, &agreed)
-        });
-        let listed = match &listing {
-            Ok(c) => {
-                for n in &c.value.notices {
-                    notice(n.clone());
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            let api = match self.api() {
+                Ok(a) => a,
+                Err(why) => {
+                    let reason = format!("run B has no route ({why})");
+                    return vec![RecoverOutcome::Error { reason }; wanted.len()];
                 }
-                for (j, look) in looks.iter_mut().enumerate() {
-                    look.found = c.value.found[j].clone();
-                    look.candidates = c.value.candidates[j].clone();
-                }
-                Some(c)
-            }
-            Err(_) => None,
-        };
-        let mut by_name_waits = vec![None; wanted.len()];
-        for j in 0..wanted.len() {
-            let needle = &hex[j];
-            looks[j].route(listing.as_ref().map(|_| ()).map_err(Clone::clone));
-            // Route 2: the agreed name, asked for, until it names one.
-            let Some(name) = &agreed[j] else { continue };
-            let asked = crate::surface::listing::until_current(wait, || self.by_name(&api, name));
-            if let Ok(c) = &asked {
-                for id in &c.value {
-                    if !looks[j].candidates.contains(id) {
-                        looks[j].candidates.push(*id);
-                    }
-                }
-                by_name_waits[j] = Some((c.tries, c.waited));
-            }
-            looks[j].route(asked.map(|_| ()));
-            // Then every candidate's zip.
-            let place = if kinds[j] == Artifact::FilePath {
-                "a file's path"
-            } else {
-                "a file"
             };
-            self.search_zips(&api, &mut looks[j], name, needle, place);
-        }
-        let witnesses: Vec<String> = agreed
-            .iter()
-            .flatten()
-            .map(|a| escape::bytes(a.as_bytes()))
-            .collect();
-        looks
-            .into_iter()
-            .zip(kinds)
-            .zip(by_name_waits)
-            .map(|((look, carrier), waited)| match look.found {
-                Some(detail) => RecoverOutcome::Found { detail },
-                None => match (look.failed, look.denied) {
-                    (Some(f), _) => f,
-                    // Denied only when GitHub refused every route.
-                    (None, Some(d)) if look.ran == 0 => d,
-                    (None, Some(_)) => RecoverOutcome::Error {
-                        reason: "GitHub refused one route and answered another: no full look"
-                            .into(),
-                    },
-                    (None, None) => {
-                        self.missed(carrier, listed, &witnesses, look.candidates.len(), waited)
+            let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
+            let mut looks: Vec<Look> = wanted.iter().map(|_| Look::default()).collect();
+            let kinds: Vec<Artifact> = wanted.iter().map(|w| w.carrier).collect();
+            let hex: Vec<String> = wanted.iter().map(|w| w.needle.hex()).collect();
+            // The agreed name of each content carrier (none for artifact-name,
+            // whose name only run A knows): the listing's witnesses.
+            let agreed: Vec<Option<String>> = wanted
+                .iter()
+                .map(|w| {
+                    (w.carrier != Artifact::Name).then(|| artifact_name(ctx, w.carrier, &w.needle))
+                })
+                .collect();
+            // Route 1: the listing, until it shows its witnesses.
+            let listing = crate::surface::listing::until_current(wait, || {
+                self.list_once(&api, ctx, &kinds, &hex, &agreed)
+            });
+            let listed = match &listing {
+                Ok(c) => {
+                    for n in &c.value.notices {
+                        notice(n.clone());
                     }
-                },
-            })
-            .collect()
+                    for (j, look) in looks.iter_mut().enumerate() {
+                        look.found = c.value.found[j].clone();
+                        look.candidates = c.value.candidates[j].clone();
+                    }
+                    Some(c)
+                }
+                Err(_) => None,
+            };
+            let mut by_name_waits = vec![None; wanted.len()];
+            for j in 0..wanted.len() {
+                let needle = &hex[j];
+                looks[j].route(listing.as_ref().map(|_| ()).map_err(Clone::clone));
+                // Route 2: the agreed name, asked for, until it names one.
+                let Some(name) = &agreed[j] else { continue };
+                let asked =
+                    crate::surface::listing::until_current(wait, || self.by_name(&api, name));
+                if let Ok(c) = &asked {
+                    for id in &c.value {
+                        if !looks[j].candidates.contains(id) {
+                            looks[j].candidates.push(*id);
+                        }
+                    }
+                    by_name_waits[j] = Some((c.tries, c.waited));
+                }
+                looks[j].route(asked.map(|_| ()));
+                // Then every candidate's zip.
+                let place = if kinds[j] == Artifact::FilePath {
+                    "a file's path"
+                } else {
+                    "a file"
+                };
+                self.search_zips(&api, &mut looks[j], name, needle, place);
+            }
+            let witnesses: Vec<String> = agreed
+                .iter()
+                .flatten()
+                .map(|a| escape::bytes(a.as_bytes()))
+                .collect();
+            looks
+                .into_iter()
+                .zip(kinds)
+                .zip(by_name_waits)
+                .map(|((look, carrier), waited)| match look.found {
+                    Some(detail) => RecoverOutcome::Found { detail },
+                    None => match (look.failed, look.denied) {
+                        (Some(f), _) => f,
+                        // Denied only when GitHub refused every route.
+                        (None, Some(d)) if look.ran == 0 => d,
+                        (None, Some(_)) => RecoverOutcome::Error {
+                            reason: "GitHub refused one route and answered another: no full look"
+                                .into(),
+                        },
+                        (None, None) => {
+                            self.missed(carrier, listed, &witnesses, look.candidates.len(), waited)
+                        }
+                    },
+                })
+                .collect()
+        })
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {

@@ -116,10 +116,9 @@ impl ActionsCache {
                 Some(detail) => RecoverOutcome::Found {
                     detail: detail.clone(),
                 },
-                None if !c.current && !dropped.before && dropped.after => witness::gate(
-                    RecoverOutcome::NotFound { detail: String::new() },
-                    &witness::currency("the listing", dropped, || None),
-                ),
+                None if !c.current && !dropped.before && dropped.after => RecoverOutcome::Error {
+                    reason: witness::dropped("the listing"),
+                },
                 None if !c.current => crate::surface::listing::not_current(
                     &format!("the entry {}", missing.join(", ")),
                     &c,

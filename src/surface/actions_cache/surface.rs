@@ -17,7 +17,14 @@ use crate::nonce::Nonce;
 use crate::state::diff::{Before, Change, ChangeKind};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 use crate::surface::carrier::CarrierSet;
+use crate::surface::routes::{Kind, Look, Proof, Recovered, Route};
 use crate::surface::witness::{self, Side};
+
+/// Run B's routes ([`crate::surface::routes`]): the REST listing, the
+/// restore lookup by the agreed key and by the generic prefix.
+const LISTING: &str = "listing";
+const BY_KEY: &str = "restore-by-key";
+const BY_PREFIX: &str = "restore-by-prefix";
 use crate::surface::{
     About, CleanupOutcome, Control, Job, JobScope, Journal, Notice, PlantOutcome, RecoverOutcome,
     RunCtx, Scope, Want, Watch,
@@ -47,6 +54,23 @@ impl crate::surface::Surface for ActionsCache {
         )],
         changes: changes_of,
     };
+    const ROUTES: &'static [Route<Cache>] = &[
+        Route {
+            name: LISTING,
+            kind: Kind::Listing,
+            carriers: &[Cache::Key, Cache::Version],
+        },
+        Route {
+            name: BY_KEY,
+            kind: Kind::ByName,
+            carriers: &[Cache::Content],
+        },
+        Route {
+            name: BY_PREFIX,
+            kind: Kind::Prefix,
+            carriers: &[Cache::RestorePrefix],
+        },
+    ];
     type Carrier = Cache;
     type Settings = Settings;
     type Entry = Entry;
@@ -192,7 +216,7 @@ impl crate::surface::Surface for ActionsCache {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Cache, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
+    ) -> Vec<Recovered> {
         let to_list: Vec<&Wanted> = wanted.iter().filter(|w| w.carrier.listed()).collect();
         // What the listing must show to be current: the restore route's
         // witnesses (before, then after the plants), and the keys of this
@@ -215,21 +239,37 @@ impl crate::surface::Surface for ActionsCache {
         .into_iter();
         // The restore route's witnesses, read once, only for a miss.
         let restore = std::cell::OnceCell::new();
-        let gated = |o: RecoverOutcome| match o {
-            RecoverOutcome::NotFound { .. } => {
-                witness::gate(o, restore.get_or_init(|| self.restore_currency(ctx)))
-            }
-            o => o,
+        let through = |route: &'static str, o: RecoverOutcome| match o {
+            RecoverOutcome::NotFound { detail } => Recovered::missed_through(
+                route,
+                detail,
+                restore.get_or_init(|| self.restore_currency(ctx)),
+            ),
+            o => o.into(),
         };
         wanted
             .iter()
             .map(|w| match w.carrier {
-                // (recover_listed answers one outcome per listed carrier.)
-                Cache::Key | Cache::Version => by_listing
-                    .next()
-                    .expect("one listed outcome per listed carrier"),
-                Cache::Content => gated(self.recover_content(ctx, w)),
-                Cache::RestorePrefix => gated(self.recover_prefix(ctx, w, notice)),
+                // (recover_listed answers one outcome per listed carrier;
+                // a miss only from a listing that showed every witness and
+                // was read whole.)
+                Cache::Key | Cache::Version => {
+                    match by_listing
+                        .next()
+                        .expect("one listed outcome per listed carrier")
+                    {
+                        RecoverOutcome::NotFound { detail } => Recovered::Missed {
+                            detail,
+                            looks: vec![Look {
+                                route: LISTING,
+                                proof: Proof::Listed,
+                            }],
+                        },
+                        o => o.into(),
+                    }
+                }
+                Cache::Content => through(BY_KEY, self.recover_content(ctx, w)),
+                Cache::RestorePrefix => through(BY_PREFIX, self.recover_prefix(ctx, w, notice)),
             })
             .collect()
     }

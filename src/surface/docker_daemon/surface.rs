@@ -275,107 +275,110 @@ impl crate::surface::Surface for DockerDaemon {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Dk, Needle>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let wants = wants_of(ctx, wanted, &mut out);
-        // (runner-persistence has no needle: one no text holds.)
-        let needles: Vec<&str> = wants
-            .iter()
-            .map(|w| {
-                if w.hex.is_empty() {
-                    "\u{0}"
-                } else {
-                    w.hex.as_str()
-                }
-            })
-            .collect();
-        // The witnesses of the name carriers that exist (an inspect shows
-        // them), and this probe's own beacon: what every listing of their
-        // kind must show.
-        let witnesses: Vec<(Kind, String)> = wants
-            .iter()
-            .filter(|w| named(w.carrier) || w.carrier == Dk::RunnerPersistence)
-            .filter(|w| {
-                matches!(
-                    list::inspect(&self.api, names::carrier_kind(w.carrier), &w.agreed),
-                    Ok(Some(_))
-                )
-            })
-            .map(|w| (names::carrier_kind(w.carrier), w.agreed.clone()))
-            .collect();
-        let wait = Duration::from_millis(self.settings.consistency_wait_ms);
-        let kinds: Vec<Kind> = wants
-            .iter()
-            .map(|w| names::carrier_kind(w.carrier))
-            .collect();
-        let mut listed: BTreeMap<&'static str, Listed> = BTreeMap::new();
-        for kind in [Kind::Image, Kind::Volume, Kind::Container, Kind::Network] {
-            if kinds.contains(&kind) {
-                let mine: Vec<String> = witnesses
-                    .iter()
-                    .filter(|(k, _)| *k == kind)
-                    .map(|(_, n)| n.clone())
-                    .collect();
-                let l = until_current(wait, || {
-                    self.look(&needles, &mine, |each| list::list(&self.api, kind, each))
-                });
-                listed.insert(kind.as_str(), l);
-            }
-        }
-        let df_witnesses: Vec<String> = witnesses
-            .iter()
-            .filter(|(k, _)| *k != Kind::Network)
-            .map(|(_, n)| n.clone())
-            .collect();
-        let df = kinds.iter().any(|k| *k != Kind::Network).then(|| {
-            until_current(wait, || {
-                self.look(&needles, &df_witnesses, |each| {
-                    list::disk_usage(&self.api, each)
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+            let wants = wants_of(ctx, wanted, &mut out);
+            // (runner-persistence has no needle: one no text holds.)
+            let needles: Vec<&str> = wants
+                .iter()
+                .map(|w| {
+                    if w.hex.is_empty() {
+                        "\u{0}"
+                    } else {
+                        w.hex.as_str()
+                    }
                 })
-            })
-        });
-        let history = wants
-            .iter()
-            .any(|w| w.carrier == Dk::EventHistory)
-            .then(|| {
-                let witness = [Kind::Volume, Kind::Network]
-                    .map(|k| names::name(ctx, Dk::EventHistory, k, None));
-                super::events::read(&self.api, &needles, &witness)
+                .collect();
+            // The witnesses of the name carriers that exist (an inspect shows
+            // them), and this probe's own beacon: what every listing of their
+            // kind must show.
+            let witnesses: Vec<(Kind, String)> = wants
+                .iter()
+                .filter(|w| named(w.carrier) || w.carrier == Dk::RunnerPersistence)
+                .filter(|w| {
+                    matches!(
+                        list::inspect(&self.api, names::carrier_kind(w.carrier), &w.agreed),
+                        Ok(Some(_))
+                    )
+                })
+                .map(|w| (names::carrier_kind(w.carrier), w.agreed.clone()))
+                .collect();
+            let wait = Duration::from_millis(self.settings.consistency_wait_ms);
+            let kinds: Vec<Kind> = wants
+                .iter()
+                .map(|w| names::carrier_kind(w.carrier))
+                .collect();
+            let mut listed: BTreeMap<&'static str, Listed> = BTreeMap::new();
+            for kind in [Kind::Image, Kind::Volume, Kind::Container, Kind::Network] {
+                if kinds.contains(&kind) {
+                    let mine: Vec<String> = witnesses
+                        .iter()
+                        .filter(|(k, _)| *k == kind)
+                        .map(|(_, n)| n.clone())
+                        .collect();
+                    let l = until_current(wait, || {
+                        self.look(&needles, &mine, |each| list::list(&self.api, kind, each))
+                    });
+                    listed.insert(kind.as_str(), l);
+                }
+            }
+            let df_witnesses: Vec<String> = witnesses
+                .iter()
+                .filter(|(k, _)| *k != Kind::Network)
+                .map(|(_, n)| n.clone())
+                .collect();
+            let df = kinds.iter().any(|k| *k != Kind::Network).then(|| {
+                until_current(wait, || {
+                    self.look(&needles, &df_witnesses, |each| {
+                        list::disk_usage(&self.api, each)
+                    })
+                })
             });
-        for (i, w) in wants.iter().enumerate() {
-            let mut routes = vec![];
-            let kind = names::carrier_kind(w.carrier);
-            match w.carrier {
-                Dk::VolumeContent => routes.push(self.read_volume(ctx, &w.hex)),
-                Dk::EventHistory => {}
-                Dk::RunnerPersistence => {
-                    out[w.at] = Some(super::beacons::outcome(ctx, &listed["volume"], notice));
-                    continue;
-                }
-                c => {
-                    if !named(c) || c == Dk::ImageTag {
-                        routes.push(self.by_name(w, kind));
+            let history = wants
+                .iter()
+                .any(|w| w.carrier == Dk::EventHistory)
+                .then(|| {
+                    let witness = [Kind::Volume, Kind::Network]
+                        .map(|k| names::name(ctx, Dk::EventHistory, k, None));
+                    super::events::read(&self.api, &needles, &witness)
+                });
+            for (i, w) in wants.iter().enumerate() {
+                let mut routes = vec![];
+                let kind = names::carrier_kind(w.carrier);
+                match w.carrier {
+                    Dk::VolumeContent => routes.push(self.read_volume(ctx, &w.hex)),
+                    Dk::EventHistory => {}
+                    Dk::RunnerPersistence => {
+                        out[w.at] = Some(super::beacons::outcome(ctx, &listed["volume"], notice));
+                        continue;
                     }
-                    let own = &listed[kind.as_str()];
-                    routes.push(from_listing(
-                        own,
-                        i,
-                        w,
-                        &format!("the {}s listing", kind.as_str()),
-                    ));
-                    if let Some(df) = df.as_ref().filter(|_| kind != Kind::Network) {
-                        routes.push(from_listing(df, i, w, "the disk-usage listing"));
+                    c => {
+                        if !named(c) || c == Dk::ImageTag {
+                            routes.push(self.by_name(w, kind));
+                        }
+                        let own = &listed[kind.as_str()];
+                        routes.push(from_listing(
+                            own,
+                            i,
+                            w,
+                            &format!("the {}s listing", kind.as_str()),
+                        ));
+                        if let Some(df) = df.as_ref().filter(|_| kind != Kind::Network) {
+                            routes.push(from_listing(df, i, w, "the disk-usage listing"));
+                        }
                     }
                 }
+                if w.carrier != Dk::VolumeContent
+                    && let Some(h) = &history
+                {
+                    routes.push(from_history(h, i));
+                }
+                out[w.at] = Some(verdict(routes));
             }
-            if w.carrier != Dk::VolumeContent
-                && let Some(h) = &history
-            {
-                routes.push(from_history(h, i));
-            }
-            out[w.at] = Some(verdict(routes));
-        }
-        crate::surface::all_outcomes(out)
+            crate::surface::all_outcomes(out)
+        })
     }
 
     /// Whether `entry` is provably this probe's own: an [`Entry`] and nothing

@@ -169,53 +169,56 @@ impl crate::surface::Surface for Filesystem {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Fs, Needle>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
-        let dir = match self.open_surface() {
-            Ok(d) => d,
-            Err(e) => return all(self.scan_error("reach", &e)),
-        };
-        let mut scan = Scan::new(wanted, ctx);
-        let mut window = vec![0u8; CONTENT_WINDOW];
-        // Route 1: the agreed names. Two colluding runs agree on the name
-        // of each entry whose attributes carry the message
-        // (`.runwarden-<probe>-<carrier>`), so run B looks them up
-        // directly: search permission is all that takes, even where the
-        // directory refuses to be listed.
-        let agreed = scan.agreed_names();
-        for name in &agreed {
-            match sys::lstat_at(&dir, name) {
-                Ok(st) => {
-                    scan.looked_up(name, Ok(()));
-                    self.examine(
-                        &dir,
-                        name,
-                        Some(st),
-                        libc::DT_UNKNOWN,
-                        &mut scan,
-                        &mut window,
-                        Route::Agreed,
-                    );
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
+            let dir = match self.open_surface() {
+                Ok(d) => d,
+                Err(e) => return all(self.scan_error("reach", &e)),
+            };
+            let mut scan = Scan::new(wanted, ctx);
+            let mut window = vec![0u8; CONTENT_WINDOW];
+            // Route 1: the agreed names. Two colluding runs agree on the name
+            // of each entry whose attributes carry the message
+            // (`.runwarden-<probe>-<carrier>`), so run B looks them up
+            // directly: search permission is all that takes, even where the
+            // directory refuses to be listed.
+            let agreed = scan.agreed_names();
+            for name in &agreed {
+                match sys::lstat_at(&dir, name) {
+                    Ok(st) => {
+                        scan.looked_up(name, Ok(()));
+                        self.examine(
+                            &dir,
+                            name,
+                            Some(st),
+                            libc::DT_UNKNOWN,
+                            &mut scan,
+                            &mut window,
+                            Route::Agreed,
+                        );
+                    }
+                    Err(e) => scan.looked_up(name, Err(&e)),
                 }
-                Err(e) => scan.looked_up(name, Err(&e)),
             }
-        }
-        // Route 2: the listing, for every carrier (the name carriers have
-        // no other: their name is the message).
-        let listing = self.list(ctx, &dir, &agreed, &mut scan, &mut window, notice);
-        let path = self.path_text();
-        let Scan {
-            needles,
-            tallies,
-            agreed,
-            ..
-        } = scan;
-        tallies
-            .into_iter()
-            .zip(&needles)
-            .zip(agreed)
-            .map(|((t, n), agreed_name)| outcome(t, n, agreed_name.as_deref(), &listing, &path))
-            .collect()
+            // Route 2: the listing, for every carrier (the name carriers have
+            // no other: their name is the message).
+            let listing = self.list(ctx, &dir, &agreed, &mut scan, &mut window, notice);
+            let path = self.path_text();
+            let Scan {
+                needles,
+                tallies,
+                agreed,
+                ..
+            } = scan;
+            tallies
+                .into_iter()
+                .zip(&needles)
+                .zip(agreed)
+                .map(|((t, n), agreed_name)| outcome(t, n, agreed_name.as_deref(), &listing, &path))
+                .collect()
+        })
     }
 
     /// The filesystem's ownership rule: an entry or an intent whose name,

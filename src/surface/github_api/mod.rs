@@ -341,8 +341,10 @@ impl super::Surface for GitHubApi {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Gh, Needle>],
         _notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        wanted
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            wanted
             .iter()
             .map(|w| match w.carrier {
                 Gh::RunAnnotation | Gh::RunLog => self.recover_trace(ctx, w),
@@ -410,6 +412,7 @@ impl super::Surface for GitHubApi {
     }
             })
             .collect()
+        })
     }
 
     fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Gh>]) -> Result<Vec<Entry>, Fault> {

@@ -220,109 +220,114 @@ impl crate::surface::Surface for HttpCache {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Http, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        let listed_at = |i: usize| wanted[i].carrier.is_listed();
-        // The listing's witness: the property carrier's resource, which
-        // run A PUTs under an agreed name (no nonce in it) before its
-        // PROPPATCH, whatever the PROPPATCH then answers.
-        let witness = crate::surface::tagged_name(ctx, Http::Property.name(), None, "");
-        // What the listing said of a negative-lookup it did not name, said
-        // again after the lookup's own verdict.
-        let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
-        let mut stale = None;
-        let mut witnessed: Result<bool, Fault> = Ok(false);
-        // The listing comes first, for negative-lookup too: run B's own
-        // lookup of the path would be remembered as well, and then listed.
-        let listed: Vec<usize> = (0..wanted.len()).filter(|i| listed_at(*i)).collect();
-        if !listed.is_empty() {
-            let needles: Vec<(usize, String)> = listed
-                .iter()
-                .map(|i| (*i, wanted[*i].needle.hex()))
-                .collect();
-            // Whether the witness is there at all, asked by its own path: a
-            // listing cannot be waited on to show what does not exist (a
-            // read-only cache refused its PUT).
-            witnessed = self.exists(&witness);
-            let wait = match witnessed {
-                Ok(true) => std::time::Duration::from_millis(self.settings.consistency_wait_ms),
-                _ => std::time::Duration::ZERO,
-            };
-            let listing = crate::surface::listing::until_current(wait, || {
-                self.list_once(ctx, &needles, &witness, wanted.len())
-            });
-            let (names, mut hits, notices, what) = match &listing {
-                Ok(c) => {
-                    let (names, hits, notices, what) = c.value.clone();
-                    (names, hits, notices, Ok(what))
-                }
-                Err(e) => (0, vec![None; wanted.len()], vec![], Err(e)),
-            };
-            for n in notices {
-                notice(n);
-            }
-            if let Ok(c) = &listing
-                && !c.current
-            {
-                stale = Some(crate::surface::listing::Current {
-                    value: (),
-                    current: false,
-                    waited: c.waited,
-                    tries: c.tries,
-                });
-            }
-            for i in listed {
-                let negative = wanted[i].carrier == Http::NegativeLookup;
-                (out[i], listing_said[i]) =
-                    self.listed_outcome(&what, hits[i].take(), names, negative);
-            }
-        }
-        for (i, w) in wanted.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
-            }
-            let (carrier, nonce) = (w.carrier, w.needle);
-            let name = plant_name(ctx, carrier, &nonce);
-            out[i] = match carrier {
-                Http::NegativeLookup => Some(self.look_up_miss(&name, listing_said[i].as_deref())),
-                Http::Property => Some(self.read_property(&name, &nonce.hex())),
-                // The listing was their only route (above).
-                Http::CacheKey | Http::CollectionName => None,
-            };
-        }
-        // A listing that does not name the agreed property resource (after
-        // the consistency wait) lags or leaves things out: its silence on
-        // the carriers whose only route it is proves nothing.
-        let shown = format!("the agreed resource {}", escape::bytes(witness.as_bytes()));
-        match (stale, witnessed) {
-            (None, _) => {}
-            (Some(c), Ok(true)) => {
-                crate::surface::listing::demote(&mut out, listed_at, &shown, &c);
-            }
-            // No witness to show: the carriers whose only route the listing
-            // is cannot be shown closed; negative-lookup's own lookup
-            // still decides for it.
-            (Some(_), why) => {
-                let reason = match why {
-                    Ok(_) => format!(
-                        "{shown} does not exist (its PUT was not made), so nothing shows the listing is current: its silence proves nothing"
-                    ),
-                    Err(e) => format!(
-                        "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
-                    ),
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+            let listed_at = |i: usize| wanted[i].carrier.is_listed();
+            // The listing's witness: the property carrier's resource, which
+            // run A PUTs under an agreed name (no nonce in it) before its
+            // PROPPATCH, whatever the PROPPATCH then answers.
+            let witness = crate::surface::tagged_name(ctx, Http::Property.name(), None, "");
+            // What the listing said of a negative-lookup it did not name, said
+            // again after the lookup's own verdict.
+            let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
+            let mut stale = None;
+            let mut witnessed: Result<bool, Fault> = Ok(false);
+            // The listing comes first, for negative-lookup too: run B's own
+            // lookup of the path would be remembered as well, and then listed.
+            let listed: Vec<usize> = (0..wanted.len()).filter(|i| listed_at(*i)).collect();
+            if !listed.is_empty() {
+                let needles: Vec<(usize, String)> = listed
+                    .iter()
+                    .map(|i| (*i, wanted[*i].needle.hex()))
+                    .collect();
+                // Whether the witness is there at all, asked by its own path: a
+                // listing cannot be waited on to show what does not exist (a
+                // read-only cache refused its PUT).
+                witnessed = self.exists(&witness);
+                let wait = match witnessed {
+                    Ok(true) => std::time::Duration::from_millis(self.settings.consistency_wait_ms),
+                    _ => std::time::Duration::ZERO,
                 };
-                for (o, w) in out.iter_mut().zip(wanted) {
-                    if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
-                        && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                    {
-                        *o = Some(RecoverOutcome::Error {
-                            reason: reason.clone(),
-                        });
+                let listing = crate::surface::listing::until_current(wait, || {
+                    self.list_once(ctx, &needles, &witness, wanted.len())
+                });
+                let (names, mut hits, notices, what) = match &listing {
+                    Ok(c) => {
+                        let (names, hits, notices, what) = c.value.clone();
+                        (names, hits, notices, Ok(what))
+                    }
+                    Err(e) => (0, vec![None; wanted.len()], vec![], Err(e)),
+                };
+                for n in notices {
+                    notice(n);
+                }
+                if let Ok(c) = &listing
+                    && !c.current
+                {
+                    stale = Some(crate::surface::listing::Current {
+                        value: (),
+                        current: false,
+                        waited: c.waited,
+                        tries: c.tries,
+                    });
+                }
+                for i in listed {
+                    let negative = wanted[i].carrier == Http::NegativeLookup;
+                    (out[i], listing_said[i]) =
+                        self.listed_outcome(&what, hits[i].take(), names, negative);
+                }
+            }
+            for (i, w) in wanted.iter().enumerate() {
+                if out[i].is_some() {
+                    continue;
+                }
+                let (carrier, nonce) = (w.carrier, w.needle);
+                let name = plant_name(ctx, carrier, &nonce);
+                out[i] = match carrier {
+                    Http::NegativeLookup => {
+                        Some(self.look_up_miss(&name, listing_said[i].as_deref()))
+                    }
+                    Http::Property => Some(self.read_property(&name, &nonce.hex())),
+                    // The listing was their only route (above).
+                    Http::CacheKey | Http::CollectionName => None,
+                };
+            }
+            // A listing that does not name the agreed property resource (after
+            // the consistency wait) lags or leaves things out: its silence on
+            // the carriers whose only route it is proves nothing.
+            let shown = format!("the agreed resource {}", escape::bytes(witness.as_bytes()));
+            match (stale, witnessed) {
+                (None, _) => {}
+                (Some(c), Ok(true)) => {
+                    crate::surface::listing::demote(&mut out, listed_at, &shown, &c);
+                }
+                // No witness to show: the carriers whose only route the listing
+                // is cannot be shown closed; negative-lookup's own lookup
+                // still decides for it.
+                (Some(_), why) => {
+                    let reason = match why {
+                        Ok(_) => format!(
+                            "{shown} does not exist (its PUT was not made), so nothing shows the listing is current: its silence proves nothing"
+                        ),
+                        Err(e) => format!(
+                            "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
+                        ),
+                    };
+                    for (o, w) in out.iter_mut().zip(wanted) {
+                        if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
+                            && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                        {
+                            *o = Some(RecoverOutcome::Error {
+                                reason: reason.clone(),
+                            });
+                        }
                     }
                 }
             }
-        }
-        crate::surface::all_outcomes(out)
+            crate::surface::all_outcomes(out)
+        })
     }
 
     /// Cleanup by probe id: finding a probe's plants in the listing.

@@ -10,8 +10,7 @@ use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use crate::surface::{
-    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RecoverOutcome, RunCtx,
-    Want, Watch,
+    About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RunCtx, Want, Watch,
 };
 use Attempt::{Local, Network};
 use std::io::Write;
@@ -261,19 +260,22 @@ impl crate::surface::Surface for NetworkEgress {
         _ctx: &RunCtx<'_>,
         wanted: &[Want<Egress, Sought>],
         _notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        wanted
-            .iter()
-            .map(|w| {
-                // A plant's needle says when run A tried; a needle derived
-                // in a later job (no receipt) is the nonce alone.
-                let (nonce, at) = match &w.needle {
-                    Sought::Tried { nonce, at_ms } => (nonce, *at_ms),
-                    Sought::Nonce(nonce) => (nonce, None),
-                };
-                self.seen(&nonce.hex(), at, w.carrier)
-            })
-            .collect()
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            wanted
+                .iter()
+                .map(|w| {
+                    // A plant's needle says when run A tried; a needle derived
+                    // in a later job (no receipt) is the nonce alone.
+                    let (nonce, at) = match &w.needle {
+                        Sought::Tried { nonce, at_ms } => (nonce, *at_ms),
+                        Sought::Nonce(nonce) => (nonce, None),
+                    };
+                    self.seen(&nonce.hex(), at, w.carrier)
+                })
+                .collect()
+        })
     }
 
     fn find(&self, _ctx: &RunCtx<'_>, _jobs: &[Job<Egress>]) -> Result<Vec<Entry>, Fault> {

@@ -249,92 +249,95 @@ impl super::Surface for NpmRegistry {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Npm, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let searched: Vec<&Want<Npm, Nonce>> = wanted
-            .iter()
-            .filter(|w| w.carrier == Npm::PackageName)
-            .collect();
-        let (by_search, listed) = if searched.is_empty() {
-            (vec![], Default::default())
-        } else {
-            self.search(ctx, &searched, notice)
-        };
-        let mut by_search = by_search.into_iter();
-        // The agreed packages B could read by name: the search must list
-        // them too, or its silence on package-name proves nothing.
-        let mut readable: Vec<String> = vec![];
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        // The agreed packages whose document reads as missing.
-        let mut missing: Vec<(usize, String)> = vec![];
-        for (i, w) in wanted.iter().enumerate() {
-            let (carrier, nonce) = (w.carrier, w.needle);
-            if carrier == Npm::PackageName {
-                // Its only route: the search (the package's name is the
-                // message, so B cannot ask for its document).
-                out[i] = by_search.next();
-                continue;
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            let searched: Vec<&Want<Npm, Nonce>> = wanted
+                .iter()
+                .filter(|w| w.carrier == Npm::PackageName)
+                .collect();
+            let (by_search, listed) = if searched.is_empty() {
+                (vec![], Default::default())
+            } else {
+                self.search(ctx, &searched, notice)
+            };
+            let mut by_search = by_search.into_iter();
+            // The agreed packages B could read by name: the search must list
+            // them too, or its silence on package-name proves nothing.
+            let mut readable: Vec<String> = vec![];
+            let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+            // The agreed packages whose document reads as missing.
+            let mut missing: Vec<(usize, String)> = vec![];
+            for (i, w) in wanted.iter().enumerate() {
+                let (carrier, nonce) = (w.carrier, w.needle);
+                if carrier == Npm::PackageName {
+                    // Its only route: the search (the package's name is the
+                    // message, so B cannot ask for its document).
+                    out[i] = by_search.next();
+                    continue;
+                }
+                let (name, version) = package_for(ctx, carrier, &nonce);
+                let shown = escape::bytes(name.as_bytes());
+                out[i] = Some(match self.packument(&name) {
+                    Err(o) => o,
+                    Ok(None) => {
+                        missing.push((i, name.clone()));
+                        RecoverOutcome::NotFound {
+                            detail: format!("no package {shown}"),
+                        }
+                    }
+                    Ok(Some(doc)) => {
+                        readable.push(name.clone());
+                        self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
+                    }
+                });
             }
-            let (name, version) = package_for(ctx, carrier, &nonce);
-            let shown = escape::bytes(name.as_bytes());
-            out[i] = Some(match self.packument(&name) {
-                Err(o) => o,
-                Ok(None) => {
-                    missing.push((i, name.clone()));
-                    RecoverOutcome::NotFound {
-                        detail: format!("no package {shown}"),
+            // Routes that contradict each other: a package the search lists
+            // whose document reads as missing (a stale copy in front of the
+            // registry). The document route is not current, and its silence
+            // proves nothing. (The search is asked for this where package-name
+            // did not ask it already.)
+            if !missing.is_empty() {
+                let listed = if searched.is_empty() {
+                    self.search(ctx, &[], notice).1
+                } else {
+                    listed.clone()
+                };
+                for (i, name) in &missing {
+                    if listed.contains(name) {
+                        out[*i] = Some(RecoverOutcome::Error {
+                            reason: format!(
+                                "not current: the search lists {} while its document reads as missing: the document route lags (a stale copy in front of the registry?), so its silence proves nothing",
+                                escape::bytes(name.as_bytes())
+                            ),
+                        });
                     }
                 }
-                Ok(Some(doc)) => {
-                    readable.push(name.clone());
-                    self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
-                }
-            });
-        }
-        // Routes that contradict each other: a package the search lists
-        // whose document reads as missing (a stale copy in front of the
-        // registry). The document route is not current, and its silence
-        // proves nothing. (The search is asked for this where package-name
-        // did not ask it already.)
-        if !missing.is_empty() {
-            let listed = if searched.is_empty() {
-                self.search(ctx, &[], notice).1
-            } else {
-                listed.clone()
-            };
-            for (i, name) in &missing {
-                if listed.contains(name) {
-                    out[*i] = Some(RecoverOutcome::Error {
-                        reason: format!(
-                            "not current: the search lists {} while its document reads as missing: the document route lags (a stale copy in front of the registry?), so its silence proves nothing",
-                            escape::bytes(name.as_bytes())
-                        ),
-                    });
+            }
+            // A search that lags (or filters) does not list what exists: its
+            // silence on package-name counts only when it lists every package
+            // of this plant that B reads by name (its witnesses), and there is
+            // one.
+            let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
+            let why = crate::surface::listing::search_witnessed(
+                readable.len(),
+                unlisted,
+                "packages",
+                "the search",
+            );
+            if let Some(reason) = why {
+                for (o, w) in out.iter_mut().zip(wanted) {
+                    if w.carrier == Npm::PackageName
+                        && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                    {
+                        *o = Some(RecoverOutcome::Error {
+                            reason: reason.clone(),
+                        });
+                    }
                 }
             }
-        }
-        // A search that lags (or filters) does not list what exists: its
-        // silence on package-name counts only when it lists every package
-        // of this plant that B reads by name (its witnesses), and there is
-        // one.
-        let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
-        let why = crate::surface::listing::search_witnessed(
-            readable.len(),
-            unlisted,
-            "packages",
-            "the search",
-        );
-        if let Some(reason) = why {
-            for (o, w) in out.iter_mut().zip(wanted) {
-                if w.carrier == Npm::PackageName
-                    && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                {
-                    *o = Some(RecoverOutcome::Error {
-                        reason: reason.clone(),
-                    });
-                }
-            }
-        }
-        crate::surface::all_outcomes(out)
+            crate::surface::all_outcomes(out)
+        })
     }
 
     /// Cleanup by probe id: finding a probe's packages by name and search.

@@ -386,33 +386,36 @@ impl super::Surface for OciRegistry {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Oci, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<RecoverOutcome> {
-        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-        // The agreed repositories B read by name: the catalog's witnesses.
-        let mut readable: Vec<String> = vec![];
-        let mut catalog: Vec<(usize, String)> = vec![];
-        for (i, w) in wanted.iter().enumerate() {
-            let (carrier, nonce) = (w.carrier, w.needle);
-            let hex = nonce.hex();
-            let repo = agreed_repository(ctx, &self.settings.repository, carrier);
-            out[i] = Some(match carrier {
-                Oci::RepositoryName => {
-                    catalog.push((i, hex));
-                    continue;
-                }
-                Oci::TagName => self.tag_routes(&repo, &nonce, &mut readable),
-                Oci::ManifestAnnotation | Oci::BlobContent => {
-                    self.read_manifest(ctx, carrier, &nonce, &mut readable)
-                }
-            });
-        }
-        if !catalog.is_empty() {
-            let outcomes = self.search_catalog(ctx, &catalog, &readable, notice);
-            for ((i, _), o) in catalog.iter().zip(outcomes) {
-                out[*i] = Some(o);
+    ) -> Vec<crate::surface::routes::Recovered> {
+        // (No routes declared yet: its misses are its own word.)
+        crate::surface::routes::legacy(|| {
+            let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+            // The agreed repositories B read by name: the catalog's witnesses.
+            let mut readable: Vec<String> = vec![];
+            let mut catalog: Vec<(usize, String)> = vec![];
+            for (i, w) in wanted.iter().enumerate() {
+                let (carrier, nonce) = (w.carrier, w.needle);
+                let hex = nonce.hex();
+                let repo = agreed_repository(ctx, &self.settings.repository, carrier);
+                out[i] = Some(match carrier {
+                    Oci::RepositoryName => {
+                        catalog.push((i, hex));
+                        continue;
+                    }
+                    Oci::TagName => self.tag_routes(&repo, &nonce, &mut readable),
+                    Oci::ManifestAnnotation | Oci::BlobContent => {
+                        self.read_manifest(ctx, carrier, &nonce, &mut readable)
+                    }
+                });
             }
-        }
-        crate::surface::all_outcomes(out)
+            if !catalog.is_empty() {
+                let outcomes = self.search_catalog(ctx, &catalog, &readable, notice);
+                for ((i, _), o) in catalog.iter().zip(outcomes) {
+                    out[*i] = Some(o);
+                }
+            }
+            crate::surface::all_outcomes(out)
+        })
     }
 
     /// Cleanup by probe id: finding a probe's plants without its receipt:
