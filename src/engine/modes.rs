@@ -155,7 +155,12 @@ pub fn recover(
             Some(p) => s.evidence.plant = Some(p.outcome.clone()),
             None => {
                 let ty = surface::by_name(sp.type_name).expect("plan holds known types");
-                match ty.derive_needle(s.carrier.name, probe_id, &s.nonce, s.scope.as_ref()) {
+                let ctx = surface::RunCtx {
+                    probe_id,
+                    key: &opts.key,
+                    surface: &sp.name,
+                };
+                match ty.derive_needle(s.carrier.name, &ctx, &s.nonce, s.scope.as_ref()) {
                     Ok(needle) => {
                         s.evidence.plant = Some(looked(needle));
                         let why = if receipt.is_some() {

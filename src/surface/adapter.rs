@@ -155,7 +155,7 @@ impl<S: Surface> SurfaceType for Typed<S> {
     fn derive_needle(
         &self,
         carrier: &str,
-        probe_id: &str,
+        ctx: &RunCtx<'_>,
         nonce: &Nonce,
         scope: Option<&JobScope>,
     ) -> Result<Value, Fault> {
@@ -166,7 +166,7 @@ impl<S: Surface> SurfaceType for Typed<S> {
         if carrier == RUNNER_PERSISTENCE {
             return Ok(serde_json::json!({ "beacons": true }));
         }
-        S::derive(c, probe_id, nonce, scope).map(|n| json(&n))
+        S::derive(c, ctx, nonce, scope).map(|n| json(&n))
     }
 }
 

@@ -55,7 +55,7 @@ pub trait SurfaceType: Sync {
     fn derive_needle(
         &self,
         carrier: &str,
-        probe_id: &str,
+        ctx: &RunCtx<'_>,
         nonce: &Nonce,
         scope: Option<&JobScope>,
     ) -> Result<Value, Fault>;

@@ -195,7 +195,7 @@ pub trait Surface: Sized + 'static {
     /// type offering it must parse.)
     fn derive(
         _carrier: Self::Carrier,
-        _probe_id: &str,
+        _ctx: &RunCtx<'_>,
         nonce: &Nonce,
         _scope: Option<&JobScope>,
     ) -> Result<Self::Needle, Fault> {

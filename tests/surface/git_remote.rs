@@ -96,6 +96,26 @@ fn a_local_bare_remote_by_path_and_by_file_url() {
     }
 }
 
+/// One remote under two names in one config (a path and a `file://` URL):
+/// each surface's agreed refs end in a tag of its name, so both push and
+/// both are open (issue 38, hole 5: on 0.11.0 the second surface's
+/// content refs collided with the first's, each push leased on "must not
+/// exist yet", and were ERROR).
+#[test]
+fn one_remote_under_two_names_is_probed_under_each_without_a_collision() {
+    let fx = Remote::new();
+    let remote = &fx.path;
+    let work = tempfile::tempdir().unwrap();
+    let by_url = format!("file://{}", remote.display());
+    let cfg = git_config("by-path", &remote.to_string_lossy(), "")
+        + &git_config("by-url", &by_url, "").replace("version: 1\nsurfaces:\n", "");
+    let p = probe(work.path(), &cfg, &[]);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_open(&p, "by-path");
+    assert_open(&p, "by-url");
+    fx.unchanged();
+}
+
 fn server(root: &Path) -> GitHttp {
     GitHttp::writer_and_reader(root, true)
 }
@@ -973,7 +993,8 @@ fn moved_refs_are_left_by_name(p: &Probe, fx: &Remote, to: &str) {
                     && l["entry"]
                         .as_str()
                         .unwrap()
-                        .contains(&format!("/{carrier}\" on "))
+                        // (The agreed name ends in the surface's tag.)
+                        .contains(&format!("/{carrier}-"))
             })
             .unwrap_or_else(|| panic!("{carrier}'s ref is not left: {c}"));
         let reason = entry["reason"].as_str().unwrap();
@@ -1012,7 +1033,8 @@ fn a_server_that_moves_pushed_branches_is_fail_and_cleanup_names_where() {
         let detail = f["detail"].as_str().unwrap();
         assert!(
             detail.contains("under \"refs/heads/archive/runwarden/")
-                && detail.contains(&format!("/{c}\", not the name run A pushed")),
+                && detail.contains(&format!("/{c}-"))
+                && detail.contains("\", not the name run A pushed"),
             "{c}: {f}"
         );
     }

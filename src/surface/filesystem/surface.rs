@@ -305,7 +305,7 @@ impl crate::surface::Surface for Filesystem {
 
     fn derive(
         carrier: Fs,
-        _probe_id: &str,
+        _ctx: &RunCtx<'_>,
         nonce: &Nonce,
         _scope: Option<&JobScope>,
     ) -> Result<Needle, Fault> {

@@ -31,7 +31,7 @@ mod surface;
 mod watch;
 
 use super::{PlantOutcome, glob_match};
-use refs::{namespace, ref_for};
+use refs::namespace;
 
 use super::carrier::carriers;
 
@@ -130,8 +130,11 @@ fn check_refs_scope(carrier: Remote, pattern: &str) -> Result<(), Fault> {
     // Outside the scope means runwarden's own default name: it must
     // not fall inside the pattern.
     let sample = "0".repeat(32);
-    let outside = ref_for(carrier, "000000000000", &sample, None).unwrap_or_default();
-    if glob_match(pattern, &outside) {
+    let named =
+        |stag| refs::ref_named(carrier, "000000000000", stag, &sample, None).unwrap_or_default();
+    // (With a surface's tag, and without: 0.11.0's form.)
+    let (outside, untagged) = (named("00000000"), named(""));
+    if glob_match(pattern, &outside) || glob_match(pattern, &untagged) {
         return Err(Fault::invalid(format!(
             "`{pattern}` also covers runwarden's own refs (like {outside}): nothing would be planted outside it"
         )));

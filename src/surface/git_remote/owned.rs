@@ -30,27 +30,37 @@ const CONTENT: [Remote; 7] = [
 ];
 
 /// The leaf of a ref this probe's plant makes, if `r` is one.
-pub(super) fn planted_leaf(r: &str, probe: &str) -> bool {
+pub(super) fn planted_leaf(r: &str, ctx: &RunCtx<'_>) -> bool {
+    let probe = ctx.probe_id;
+    // A name without a nonce ends in this surface's tag, or in none
+    // (0.11.0's form): never another surface's.
+    let stag = format!("-{}", ctx.surface_tag());
+    let untagged = |leaf: &'_ str| -> String {
+        match leaf.strip_suffix(stag.as_str()) {
+            Some(l) if stag.len() > 1 => l.to_string(),
+            _ => leaf.to_string(),
+        }
+    };
     let heads = format!("refs/heads/runwarden/{probe}/");
     if let Some(leaf) = r.strip_prefix(&heads) {
         return lower_hex(leaf, 32)
             || leaf
                 .strip_prefix("deleted-")
                 .is_some_and(|h| lower_hex(h, 32))
-            || CONTENT.iter().any(|c| c.name() == leaf);
+            || CONTENT.iter().any(|c| c.name() == untagged(leaf));
     }
     if let Some(leaf) = r.strip_prefix(&format!("refs/tags/runwarden-{probe}-")) {
-        return lower_hex(leaf, 32) || leaf == "annotated";
+        return lower_hex(leaf, 32) || untagged(leaf) == "annotated";
     }
     if let Some(leaf) = r.strip_prefix(&format!("refs/runwarden/{probe}/")) {
         return lower_hex(leaf, 32);
     }
-    if r == format!("refs/notes/runwarden-{probe}") {
+    if untagged(r) == format!("refs/notes/runwarden-{probe}") {
         return true;
     }
     // Inside a declared `refs:` scope: the pattern's `*` became
-    // `runwarden-<probe>-<nonce or carrier>`, with the pattern's own text
-    // around it (`refs/heads/memory-*`, `…/*-x`).
+    // `runwarden-<probe>-<nonce or carrier[-tag]>`, with the pattern's own
+    // text around it (`refs/heads/memory-*`, `…/*-x`).
     let marker = format!("runwarden-{probe}-");
     r.match_indices(&marker).any(|(i, _)| {
         let leaf = &r[i + marker.len()..];

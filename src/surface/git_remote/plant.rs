@@ -27,19 +27,20 @@ impl GitRemote {
     pub(super) fn build(
         &self,
         dir: &Path,
-        probe: &str,
+        ctx: &RunCtx<'_>,
         jobs: &[Job<Remote>],
     ) -> Result<Built, Fault> {
-        self.build_objects(&Objects::new(dir), probe, jobs)
+        self.build_objects(&Objects::new(dir), ctx, jobs)
             .map_err(|e| Fault::broken(format!("writing run A's objects: {e}")))
     }
 
     fn build_objects(
         &self,
         st: &Objects,
-        probe: &str,
+        ctx: &RunCtx<'_>,
         jobs: &[Job<Remote>],
     ) -> std::io::Result<Built> {
+        let probe = ctx.probe_id;
         let innocuous = format!("runwarden probe {probe}");
         let ident = (IDENT_NAME.to_string(), IDENT_EMAIL.to_string());
         let plain = st.commit(&ident, &innocuous, &[])?;
@@ -55,7 +56,7 @@ impl GitRemote {
         for (i, job) in jobs.iter().enumerate() {
             let carrier = job.carrier;
             let hex = job.nonce.hex();
-            let refname = ref_for(carrier, probe, &hex, job.scope.as_ref());
+            let refname = ref_for(carrier, ctx, &hex, job.scope.as_ref());
             // The object the carrier's ref points at (none for
             // unreachable-object, which rides on the deleted branch).
             let object = match carrier {

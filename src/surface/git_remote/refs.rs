@@ -3,7 +3,7 @@
 //! for, and the marker form a forged ref is recognised by.
 
 use super::{Needle, Remote};
-use crate::surface::JobScope;
+use crate::surface::{JobScope, RunCtx};
 
 /// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
 pub(super) fn is_name_carrier(carrier: Remote) -> bool {
@@ -14,20 +14,38 @@ pub(super) fn is_name_carrier(carrier: Remote) -> bool {
 }
 
 /// The ref a carrier is planted under (none for `unreachable-object`, which
-/// rides on the deleted branch). Every name carries the probe id. Inside a
-/// declared `refs:` scope, the pattern's `*` becomes
-/// `runwarden-<probe-id>-<nonce or carrier>`.
+/// rides on the deleted branch). Every name carries the probe id; a name
+/// without a nonce ends in the surface's tag ([`RunCtx::surface_tag`]), so
+/// two surfaces on one remote never push the same ref. Inside a declared
+/// `refs:` scope, the pattern's `*` becomes
+/// `runwarden-<probe-id>-<nonce or carrier[-tag]>`.
 pub(super) fn ref_for(
     carrier: Remote,
-    probe: &str,
+    ctx: &RunCtx<'_>,
     hex: &str,
     scope: Option<&JobScope>,
 ) -> Option<String> {
+    ref_named(carrier, ctx.probe_id, &ctx.surface_tag(), hex, scope)
+}
+
+/// [`ref_for`] by its parts: the probe id and the surface's tag (empty:
+/// 0.11.0's names, bound to no surface).
+pub(super) fn ref_named(
+    carrier: Remote,
+    probe: &str,
+    stag: &str,
+    hex: &str,
+    scope: Option<&JobScope>,
+) -> Option<String> {
+    let tagged = |name: String| match stag {
+        "" => name,
+        t => format!("{name}-{t}"),
+    };
     if let Some(sc) = scope.filter(|s| s.inside) {
         let leaf = if is_name_carrier(carrier) {
-            hex
+            hex.to_string()
         } else {
-            carrier.name()
+            tagged(carrier.name().to_string())
         };
         return Some(
             sc.value
@@ -40,14 +58,14 @@ pub(super) fn ref_for(
         Remote::TagName => format!("refs/tags/runwarden-{probe}-{hex}"),
         Remote::CustomRef => format!("refs/runwarden/{probe}/{hex}"),
         Remote::DeletedRef => format!("{heads}/deleted-{hex}"),
-        Remote::AnnotatedTagMessage => format!("refs/tags/runwarden-{probe}-annotated"),
-        Remote::Notes => format!("refs/notes/runwarden-{probe}"),
+        Remote::AnnotatedTagMessage => tagged(format!("refs/tags/runwarden-{probe}-annotated")),
+        Remote::Notes => tagged(format!("refs/notes/runwarden-{probe}")),
         Remote::UnreachableObject => return None,
         Remote::CommitMessage
         | Remote::AuthorName
         | Remote::AuthorEmail
         | Remote::FileContent
-        | Remote::FilePath => format!("{heads}/{carrier}"),
+        | Remote::FilePath => tagged(format!("{heads}/{carrier}")),
     })
 }
 

@@ -210,7 +210,7 @@ impl crate::surface::Surface for GitRemote {
         };
         let dir = work.path();
         let kinds: Vec<Remote> = carriers.iter().map(|j| j.carrier).collect();
-        let Built { pushes, needles } = match self.build(dir, ctx.probe_id, carriers) {
+        let Built { pushes, needles } = match self.build(dir, ctx, carriers) {
             Ok(x) => x,
             Err(e) => return all(Outcome::Error { reason: e.into() }),
         };
@@ -385,7 +385,7 @@ impl crate::surface::Surface for GitRemote {
                 )));
             }
         }
-        if crate::surface::plain_ref(r) && planted_leaf(r, ctx.probe_id) {
+        if crate::surface::plain_ref(r) && planted_leaf(r, ctx) {
             Ok(())
         } else {
             Err(Fault::invalid(format!(
@@ -454,7 +454,7 @@ impl crate::surface::Surface for GitRemote {
     fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Remote>]) -> Result<Vec<Line>, Fault> {
         let expected: HashSet<String> = jobs
             .iter()
-            .filter_map(|j| ref_for(j.carrier, ctx.probe_id, &j.nonce.hex(), j.scope.as_ref()))
+            .filter_map(|j| ref_for(j.carrier, ctx, &j.nonce.hex(), j.scope.as_ref()))
             .collect();
         let work = self.scratch()?;
         let refs = self.ls_refs(work.path(), |name| expected.contains(name))?;
@@ -474,12 +474,12 @@ impl crate::surface::Surface for GitRemote {
 
     fn derive(
         carrier: Remote,
-        probe_id: &str,
+        ctx: &RunCtx<'_>,
         nonce: &Nonce,
         scope: Option<&JobScope>,
     ) -> Result<Needle, Fault> {
         let hex = nonce.hex();
-        match ref_for(carrier, probe_id, &hex, scope) {
+        match ref_for(carrier, ctx, &hex, scope) {
             Some(r) => Ok(Needle {
                 derived: true,
                 ..ref_needle(carrier, &hex, &r)

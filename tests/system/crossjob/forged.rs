@@ -107,7 +107,8 @@ fn by_probe_id_a_foreign_ref_under_a_derived_name_is_not_taken() {
         .unwrap()
         .iter()
         .filter_map(|e| e["ref"].as_str())
-        .find(|r| r.ends_with("/commit-message"))
+        // (Its agreed name ends in the surface's tag.)
+        .find(|r| r.contains("/commit-message-"))
         .unwrap()
         .to_string();
     git(&remote, &["update-ref", &branch, "refs/heads/main"]);
