@@ -293,8 +293,22 @@ impl<S: Surface> Instance for Open<S> {
         Ok(self.surface.find(ctx, &typed)?.iter().map(json).collect())
     }
 
+    /// The type's ownership rule, for this surface; and for a name no
+    /// surface is bound into, as 0.11.0 made every name
+    /// ([`RunCtx::surface_tag`]): its plants stay owned, and a name bound
+    /// to another surface never is.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault> {
-        self.surface.owns(ctx, &Self::entry(entry)?)
+        let entry = Self::entry(entry)?;
+        self.surface.owns(ctx, &entry).or_else(|why| {
+            if ctx.surface.is_empty() {
+                return Err(why);
+            }
+            let unbound = RunCtx {
+                surface: "",
+                ..*ctx
+            };
+            self.surface.owns(&unbound, &entry).map_err(|_| why)
+        })
     }
 
     fn cleanup_all(&self, entries: &[Value]) -> Vec<CleanupOutcome> {

@@ -80,11 +80,16 @@ pub fn same_entry(e: &Entry, want: &Entry) -> Result<(), Fault> {
 
 /// An agreed name run B can derive without the nonce: `rw-<probe id, 12 at
 /// most>-<tag>`, the tag a MAC under the marker key over the whole probe
-/// id and the carrier (32 characters at most).
+/// id, the carrier and the surface's tag (32 characters at most): two
+/// surfaces on one repository never share a name
+/// ([`RunCtx::surface_tag`]; none, as 0.11.0 made them, for a run bound
+/// to no surface).
 pub fn agreed_name(ctx: &RunCtx<'_>, carrier: Gh) -> String {
-    let tag = ctx
-        .key
-        .name_tag(ctx.probe_id, &format!("github-api|{carrier}"));
+    let bound = match ctx.surface_tag() {
+        t if t.is_empty() => format!("github-api|{carrier}"),
+        t => format!("github-api|{carrier}|surface:{t}"),
+    };
+    let tag = ctx.key.name_tag(ctx.probe_id, &bound);
     format!("rw-{}-{tag}", probe_part(ctx.probe_id))
 }
 

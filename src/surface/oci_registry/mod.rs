@@ -490,16 +490,7 @@ impl super::Surface for OciRegistry {
             )));
         }
         let nonce = Nonce::from_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
-        // As this surface plants it, or as 0.11.0 did (names bound to no
-        // surface: `RunCtx::surface_tag`).
-        let unbound = RunCtx {
-            surface: "",
-            ..*ctx
-        };
-        if [ctx, &unbound]
-            .iter()
-            .all(|c| plan(c, ns, carrier, &nonce).entry(carrier, &nonce) != *entry)
-        {
+        if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
             return Err(Fault::invalid(format!(
                 "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"
             )));

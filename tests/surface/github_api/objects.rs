@@ -93,6 +93,36 @@ fn a_permissive_token_opens_every_carrier_and_cleanup_leaves_nothing_it_can_dele
     no_secrets(&p, &[&token]);
 }
 
+/// One repository probed by two surfaces of one config: each surface's
+/// agreed names (a label, a variable) carry a tag of its name, so neither
+/// collides with the other and both are open (issue 38, hole 5: on 0.11.0
+/// the second surface's label-description and actions-variable were
+/// ERROR, the names taken).
+#[test]
+fn two_surfaces_on_one_repository_do_not_collide() {
+    let svc = server();
+    let before = leftovers(&svc);
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let second = config("")
+        .replace("version: 1\nsurfaces:\n", "")
+        .replace("name: github", "name: again");
+    let p = run(
+        dir.path(),
+        &svc,
+        &(config("") + &second),
+        &[("GITHUB_TOKEN", &token)],
+        &["probe"],
+    );
+    for surface in ["github", "again"] {
+        for c in ["label-description", "milestone-title", "actions-variable"] {
+            let v = p.verdict(&format!("{surface}:{c}"));
+            assert_eq!(v, "fail", "{surface}:{c}\n{}", p.report);
+        }
+    }
+    assert_eq!(leftovers(&svc), before, "cleanup left or took something");
+}
+
 #[test]
 fn the_restricted_default_closes_every_carrier_and_names_the_permission() {
     let svc = server();
