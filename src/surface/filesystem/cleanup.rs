@@ -287,15 +287,15 @@ pub(super) fn planted_form(name: &str, kind: Kind, ctx: &RunCtx<'_>) -> bool {
     else {
         return false;
     };
-    // A fixed-name carrier's name ends in this surface's tag, or in none
-    // (0.11.0's form): never another surface's.
+    // A fixed-name carrier's name ends in this surface's tag (none for a
+    // run bound to no surface: 0.11.0's form, which the kernel asks about
+    // apart).
     let stag = ctx.surface_tag();
-    let carrier = rest
-        .strip_suffix(stag.as_str())
-        .and_then(|r| r.strip_suffix('-'))
-        .filter(|_| !stag.is_empty())
-        .unwrap_or(rest);
-    match Fs::parse(carrier) {
+    let fixed = match stag.as_str() {
+        "" => Some(rest),
+        t => rest.strip_suffix(t).and_then(|r| r.strip_suffix('-')),
+    };
+    match fixed.and_then(Fs::parse) {
         Some(Fs::FileContent | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize) => {
             kind == Kind::File
         }

@@ -32,13 +32,17 @@ const CONTENT: [Remote; 7] = [
 /// The leaf of a ref this probe's plant makes, if `r` is one.
 pub(super) fn planted_leaf(r: &str, ctx: &RunCtx<'_>) -> bool {
     let probe = ctx.probe_id;
-    // A name without a nonce ends in this surface's tag, or in none
-    // (0.11.0's form): never another surface's.
-    let stag = format!("-{}", ctx.surface_tag());
-    let untagged = |leaf: &'_ str| -> String {
-        match leaf.strip_suffix(stag.as_str()) {
-            Some(l) if stag.len() > 1 => l.to_string(),
-            _ => leaf.to_string(),
+    // A name without a nonce ends in this surface's tag (none for a run
+    // bound to no surface: 0.11.0's form, which the kernel asks about
+    // apart); the leaf without it.
+    let stag = ctx.surface_tag();
+    let untagged = |leaf: &str| -> Option<String> {
+        match stag.as_str() {
+            "" => Some(leaf.to_string()),
+            t => leaf
+                .strip_suffix(t)
+                .and_then(|l| l.strip_suffix('-'))
+                .map(str::to_string),
         }
     };
     let heads = format!("refs/heads/runwarden/{probe}/");
@@ -47,15 +51,17 @@ pub(super) fn planted_leaf(r: &str, ctx: &RunCtx<'_>) -> bool {
             || leaf
                 .strip_prefix("deleted-")
                 .is_some_and(|h| lower_hex(h, 32))
-            || CONTENT.iter().any(|c| c.name() == untagged(leaf));
+            || CONTENT
+                .iter()
+                .any(|c| untagged(leaf).as_deref() == Some(c.name()));
     }
     if let Some(leaf) = r.strip_prefix(&format!("refs/tags/runwarden-{probe}-")) {
-        return lower_hex(leaf, 32) || untagged(leaf) == "annotated";
+        return lower_hex(leaf, 32) || untagged(leaf).as_deref() == Some("annotated");
     }
     if let Some(leaf) = r.strip_prefix(&format!("refs/runwarden/{probe}/")) {
         return lower_hex(leaf, 32);
     }
-    if untagged(r) == format!("refs/notes/runwarden-{probe}") {
+    if untagged(r) == Some(format!("refs/notes/runwarden-{probe}")) {
         return true;
     }
     // Inside a declared `refs:` scope: the pattern's `*` became
