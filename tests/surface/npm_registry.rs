@@ -129,7 +129,8 @@ fn a_dead_registry_is_an_error_and_cleanup_by_probe_id_unpublishes_the_plant() {
         &["plant", "--probe-id", "npm-1"],
     );
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
-    assert_eq!(v.packages().len(), before.len() + 5);
+    // Five plants, and the document route's two witnesses.
+    assert_eq!(v.packages().len(), before.len() + 7);
     let recover = run_config(
         dir.path(),
         &config(&v.url),
@@ -359,6 +360,36 @@ fn answers_that_are_not_the_registrys_own_are_errors_never_a_pass() {
     }
 }
 
+/// A real registry behind a front whose documents are stale and whose
+/// search lags too (it lists nothing yet): no route contradicts the
+/// other, and only the document route's witnesses, published before and
+/// after the plants and missing too, show it is not current. Every
+/// carrier is ERROR (0.11.0: the four read by name PASS, "no package").
+#[test]
+fn a_document_stale_while_the_search_lags_too_is_no_pass() {
+    let v = Verdaccio::start();
+    let front = Hostile::start(&v.url, |r: &Req, pass: &dyn Fn(&Req) -> Reply| {
+        let path = r.path();
+        if r.method == "GET" && path == "/-/v1/search" {
+            return Reply::json(200, serde_json::json!({ "objects": [], "total": 0 }));
+        }
+        if r.method == "GET" && !path[1..].contains("/-/") {
+            return Reply::json(404, serde_json::json!({ "error": "not found" }));
+        }
+        pass(r)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = run_config(
+        dir.path(),
+        &config(&format!("{}/", front.base())),
+        &[("NPM_TOKEN", &v.publisher)],
+        &["probe"],
+    );
+    assert_eq!(verdicts(&p), ["error"; 5], "{}", p.report);
+    let d = p.finding("npm:readme")["detail"].to_string();
+    assert!(d.contains("the document route shows neither witness"), "{d}");
+}
+
 /// A real registry behind a front that serves package documents and
 /// dist-tags as missing (a CDN's stale copy), while the search, tarballs
 /// and writes are current. The carriers read through a document are
@@ -400,11 +431,12 @@ fn a_document_stale_while_the_search_is_current_is_no_pass_and_nothing_counts_as
     let cleanup = &p.report["cleanup"];
     assert_eq!(cleanup["already_gone"], 0, "{cleanup}");
     let left = cleanup["left"].as_array().unwrap();
-    assert_eq!(left.len(), 5, "{cleanup}");
+    // Five plants and the two witnesses.
+    assert_eq!(left.len(), 7, "{cleanup}");
     assert!(
         left.iter()
             .all(|l| l.to_string().contains("not confirmed gone")),
         "{cleanup}"
     );
-    assert_eq!(v.packages().len(), before + 5, "the plants are all there");
+    assert_eq!(v.packages().len(), before + 7, "the plants are all there");
 }

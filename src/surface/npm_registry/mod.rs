@@ -32,11 +32,17 @@ use crate::fault::Fault;
 use crate::http::answer::Class;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
+use crate::surface::routes::{Kind, Recovered, Route};
+use crate::surface::witness::{self, Seen, Side};
 use ::http::Method;
-use plant::{package_for, publish_doc};
+use plant::{DOCUMENT, WITNESS_VERSION, package_for, publish_doc, witness_package};
 use protocol::{class, path_of};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+/// Run B's route to package-name ([`crate::surface::routes`]); the other
+/// carriers' is the document read by name ([`DOCUMENT`]).
+const SEARCH: &str = "search";
 
 /// Search results per page (the registry API's maximum).
 const PAGE: usize = 250;
@@ -94,6 +100,18 @@ impl super::Surface for NpmRegistry {
     const WATCH: Watch<Npm> = Watch::No(
         "an npm registry lists no packages without a search word: watch mode cannot list it",
     );
+    const ROUTES: &'static [Route<Npm>] = &[
+        Route {
+            name: SEARCH,
+            kind: Kind::Search,
+            carriers: &[Npm::PackageName],
+        },
+        Route {
+            name: DOCUMENT,
+            kind: Kind::ByName,
+            carriers: &[Npm::Version, Npm::Readme, Npm::DistTag, Npm::TarballContent],
+        },
+    ];
     type Carrier = Npm;
     type Settings = Settings;
     type Entry = Entry;
@@ -159,8 +177,36 @@ impl super::Surface for NpmRegistry {
         Ok(NpmRegistry { settings, client })
     }
 
-    /// Run A: one small package per carrier, published as `npm publish`
-    /// does, journalled before the request and taken back only when the
+    /// Run A: the document route's witness published before the plants,
+    /// one package per carrier, then the witness published after them
+    /// ([`crate::surface::witness`]).
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Npm>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        if let Some(sig) = crate::signals::received() {
+            return jobs.iter().map(|_| super::interrupted(sig)).collect();
+        }
+        if jobs.is_empty() {
+            return vec![];
+        }
+        // (A witness that could not be published is found missing by run
+        // B, whose misses then count for nothing.)
+        let _ = self.publish_witness(ctx, Side::Before, journal);
+        let out = super::each(jobs, Self::PLANTED_LAST, |job| {
+            self.plant_one(ctx, job, journal)
+        });
+        // Stopped by a signal: no new write starts.
+        if crate::signals::received().is_none() {
+            let _ = self.publish_witness(ctx, Side::After, journal);
+        }
+        out
+    }
+
+    /// One small package per carrier, published as `npm publish` does,
+    /// journalled before the request and taken back only when the
     /// registry refused it.
     fn plant_one(
         &self,
@@ -179,39 +225,12 @@ impl super::Surface for NpmRegistry {
             &version,
             &job.nonce,
         );
-        let entry = Entry {
-            name: name.clone(),
-            versions: vec![version.clone()],
-        };
-        journal.record(&entry);
-        let url = format!("{}{}", self.settings.url, path_of(&name));
+        if let Err(o) = self.publish(&name, &version, &doc, journal) {
+            return o;
+        }
         let refused = |status: u16, what: &str| PlantOutcome::Refused {
             reason: format!("the registry refused the {what} (HTTP {status})"),
         };
-        let publish = self.call(Method::PUT, &url, Some(&doc));
-        // A 4xx says nothing was published; a 5xx may come after it was
-        // (a gateway's), so the entry stays journalled.
-        if publish
-            .as_ref()
-            .is_ok_and(|r| (400..500).contains(&r.status))
-        {
-            journal.retract(&entry);
-        }
-        match publish {
-            Err(f) => return PlantOutcome::Error { reason: f.into() },
-            // (A version that exists is a conflict: protocol::REGISTRY.)
-            Ok(r) if class(&r) == Class::Refused => return refused(r.status, "publish"),
-            Ok(r) if !(200..300).contains(&r.status) => {
-                return PlantOutcome::Error {
-                    reason: format!(
-                        "publishing {shown}: HTTP {} {}",
-                        r.status,
-                        escape::bytes(&r.body[..r.body.len().min(200)])
-                    ),
-                };
-            }
-            Ok(_) => {}
-        }
         if carrier == Npm::DistTag {
             let tag = format!("n{}", job.nonce.hex());
             let url = format!(
@@ -249,95 +268,108 @@ impl super::Surface for NpmRegistry {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Npm, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
-            let searched: Vec<&Want<Npm, Nonce>> = wanted
-                .iter()
-                .filter(|w| w.carrier == Npm::PackageName)
-                .collect();
-            let (by_search, listed) = if searched.is_empty() {
-                (vec![], Default::default())
-            } else {
-                self.search(ctx, &searched, notice)
-            };
-            let mut by_search = by_search.into_iter();
-            // The agreed packages B could read by name: the search must list
-            // them too, or its silence on package-name proves nothing.
-            let mut readable: Vec<String> = vec![];
-            let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-            // The agreed packages whose document reads as missing.
-            let mut missing: Vec<(usize, String)> = vec![];
-            for (i, w) in wanted.iter().enumerate() {
-                let (carrier, nonce) = (w.carrier, w.needle);
-                if carrier == Npm::PackageName {
-                    // Its only route: the search (the package's name is the
-                    // message, so B cannot ask for its document).
-                    out[i] = by_search.next();
-                    continue;
+    ) -> Vec<Recovered> {
+        let searched: Vec<&Want<Npm, Nonce>> = wanted
+            .iter()
+            .filter(|w| w.carrier == Npm::PackageName)
+            .collect();
+        // The search also tells whether the documents B misses are gone
+        // (below): asked once, whenever a carrier wants it.
+        let (by_search, listed) = if searched.is_empty() {
+            (vec![], Default::default())
+        } else {
+            self.search(ctx, &searched, notice)
+        };
+        let mut by_search = by_search.into_iter();
+        // The agreed packages B could read by name: the search must list
+        // them too, or its silence on package-name proves nothing.
+        let mut readable: Vec<String> = vec![];
+        let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
+        // The agreed packages whose document reads as missing.
+        let mut missing: Vec<(usize, String)> = vec![];
+        for (i, w) in wanted.iter().enumerate() {
+            let (carrier, nonce) = (w.carrier, w.needle);
+            if carrier == Npm::PackageName {
+                // Its only route: the search (the package's name is the
+                // message, so B cannot ask for its document).
+                out[i] = by_search.next();
+                continue;
+            }
+            let (name, version) = package_for(ctx, carrier, &nonce);
+            let shown = escape::bytes(name.as_bytes());
+            out[i] = Some(match self.packument(&name) {
+                Err(o) => o,
+                Ok(None) => {
+                    missing.push((i, name.clone()));
+                    RecoverOutcome::NotFound {
+                        detail: format!("no package {shown}"),
+                    }
                 }
-                let (name, version) = package_for(ctx, carrier, &nonce);
-                let shown = escape::bytes(name.as_bytes());
-                out[i] = Some(match self.packument(&name) {
-                    Err(o) => o,
-                    Ok(None) => {
-                        missing.push((i, name.clone()));
-                        RecoverOutcome::NotFound {
-                            detail: format!("no package {shown}"),
-                        }
-                    }
-                    Ok(Some(doc)) => {
-                        readable.push(name.clone());
-                        self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
-                    }
+                Ok(Some(doc)) => {
+                    readable.push(name.clone());
+                    self.read_carrier(carrier, &doc, &shown, &version, &nonce.hex())
+                }
+            });
+        }
+        let listed = if !missing.is_empty() && searched.is_empty() {
+            self.search(ctx, &[], notice).1
+        } else {
+            listed
+        };
+        // Routes that contradict each other: a package the search lists
+        // whose document reads as missing (a stale copy in front of the
+        // registry). The document route is not current, and its silence
+        // proves nothing.
+        for (i, name) in &missing {
+            if listed.contains(name) {
+                out[*i] = Some(RecoverOutcome::Error {
+                    reason: format!(
+                        "not current: the search lists {} while its document reads as missing: the document route lags (a stale copy in front of the registry?), so its silence proves nothing",
+                        escape::bytes(name.as_bytes())
+                    ),
                 });
             }
-            // Routes that contradict each other: a package the search lists
-            // whose document reads as missing (a stale copy in front of the
-            // registry). The document route is not current, and its silence
-            // proves nothing. (The search is asked for this where package-name
-            // did not ask it already.)
-            if !missing.is_empty() {
-                let listed = if searched.is_empty() {
-                    self.search(ctx, &[], notice).1
-                } else {
-                    listed.clone()
-                };
-                for (i, name) in &missing {
-                    if listed.contains(name) {
-                        out[*i] = Some(RecoverOutcome::Error {
-                            reason: format!(
-                                "not current: the search lists {} while its document reads as missing: the document route lags (a stale copy in front of the registry?), so its silence proves nothing",
-                                escape::bytes(name.as_bytes())
-                            ),
-                        });
-                    }
-                }
+        }
+        // The search's own currency: it lists every package of this plant
+        // that B reads by name, and both witnesses (the later one was
+        // published after every plant).
+        let mut in_search = Seen::default();
+        for side in Side::BOTH {
+            if listed.contains(&witness_package(ctx, side)) {
+                in_search.saw(side);
             }
-            // A search that lags (or filters) does not list what exists: its
-            // silence on package-name counts only when it lists every package
-            // of this plant that B reads by name (its witnesses), and there is
-            // one.
-            let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
-            let why = crate::surface::listing::search_witnessed(
-                readable.len(),
-                unlisted,
-                "packages",
-                "the search",
-            );
-            if let Some(reason) = why {
-                for (o, w) in out.iter_mut().zip(wanted) {
-                    if w.carrier == Npm::PackageName
-                        && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                    {
-                        *o = Some(RecoverOutcome::Error {
-                            reason: reason.clone(),
-                        });
-                    }
-                }
-            }
-            crate::surface::all_outcomes(out)
-        })
+        }
+        let unlisted = readable.iter().filter(|n| !listed.contains(*n)).count();
+        let search_why = crate::surface::listing::search_witnessed(
+            readable.len(),
+            unlisted,
+            "packages",
+            "the search",
+        );
+        // The document route's witnesses, read once, only for a miss.
+        let documents = std::cell::OnceCell::new();
+        crate::surface::all_outcomes(out)
+            .into_iter()
+            .zip(wanted)
+            .map(|(o, w)| match (o, w.carrier) {
+                (RecoverOutcome::NotFound { detail }, Npm::PackageName) => match &search_why {
+                    Some(reason) => Recovered::Error {
+                        reason: reason.clone(),
+                    },
+                    None => Recovered::missed_through(
+                        SEARCH,
+                        detail,
+                        &witness::currency("the search", in_search, || None),
+                    ),
+                },
+                (RecoverOutcome::NotFound { detail }, _) => Recovered::missed_through(
+                    DOCUMENT,
+                    detail,
+                    documents.get_or_init(|| self.document_currency(ctx)),
+                ),
+                (o, _) => o.into(),
+            })
+            .collect()
     }
 
     /// Cleanup by probe id: finding a probe's packages by name and search.
@@ -345,8 +377,10 @@ impl super::Surface for NpmRegistry {
         // Every name but package-name's is derived without the nonce being
         // random; package-name's is found by search.
         let mut found = vec![];
-        for j in jobs {
-            let (name, version) = package_for(ctx, j.carrier, &j.nonce);
+        let witnesses =
+            Side::BOTH.map(|side| (witness_package(ctx, side), WITNESS_VERSION.to_string()));
+        let plants = jobs.iter().map(|j| package_for(ctx, j.carrier, &j.nonce));
+        for (name, version) in witnesses.into_iter().chain(plants) {
             match self.packument(&name) {
                 // The name's tag proves it is this probe's; a version of
                 // another form (someone published to it) makes cleanup
@@ -401,6 +435,15 @@ impl super::Surface for NpmRegistry {
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        // The document route's witnesses: exactly their names, one version.
+        if witness::is_witness(ctx, DOCUMENT, &entry.name, "") {
+            return match entry.versions.as_slice() {
+                [v] if v == WITNESS_VERSION => Ok(()),
+                _ => Err(Fault::invalid(
+                    "its versions are not the one a witness publishes",
+                )),
+            };
+        }
         let c = Npm::owned(ctx, &entry.name, "", &|c| c == Npm::PackageName)?;
         let ok = match entry.versions.as_slice() {
             [v] => match c {

@@ -3,6 +3,7 @@
 //! arrives, the search read page by page to its end, and what a
 //! document says of one carrier.
 
+use super::plant::witness_package;
 use super::{MAX_PAGES, Npm, NpmRegistry, PAGE};
 use crate::escape;
 use crate::fault::Fault;
@@ -11,6 +12,7 @@ use crate::http::{Failure, Request};
 use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
+use crate::surface::witness::{self, Currency, Seen, Side};
 use crate::surface::{CleanupOutcome, Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 use ::http::Method;
 use serde_json::Value;
@@ -80,6 +82,28 @@ impl NpmRegistry {
                 Fault::broken(format!("{method} at the registry {}: {m}", self.shown()))
             }
         })
+    }
+
+    /// What the document route's witnesses say of its misses: each
+    /// witness's document read by name, as run B reads the plants'. (No
+    /// wider route: the search reads with the same token, so it listing
+    /// what the documents miss is a contradiction, not isolation.)
+    pub(super) fn document_currency(&self, ctx: &RunCtx<'_>) -> Currency {
+        let mut seen = Seen::default();
+        for side in Side::BOTH {
+            match self.packument(&witness_package(ctx, side)) {
+                Ok(Some(_)) => seen.saw(side),
+                Ok(None) => {}
+                Err(RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason }) => {
+                    return Currency::NotCurrent(format!(
+                        "reading the document of the witness run A published {} the plant failed: {reason}",
+                        side.name()
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+        witness::currency("the document route", seen, || None)
     }
 
     /// The packument of `name` (its `name` that name, its `versions` an
@@ -264,7 +288,10 @@ impl NpmRegistry {
                     ));
                 }
             }
-            if name.starts_with(&format!("{text}-")) && Npm::tagged(ctx, name, "").is_none() {
+            if name.starts_with(&format!("{text}-"))
+                && Npm::tagged(ctx, name, "").is_none()
+                && !crate::surface::witness::is_witness(ctx, super::plant::DOCUMENT, name, "")
+            {
                 notice(Notice {
                     kind: NoticeKind::ForgedMarker,
                     entry: escape::bytes(name.as_bytes()),
