@@ -387,7 +387,10 @@ fn a_document_stale_while_the_search_lags_too_is_no_pass() {
     );
     assert_eq!(verdicts(&p), ["error"; 5], "{}", p.report);
     let d = p.finding("npm:readme")["detail"].to_string();
-    assert!(d.contains("the document route shows neither witness"), "{d}");
+    assert!(
+        d.contains("the document route shows neither witness"),
+        "{d}"
+    );
 }
 
 /// A real registry behind a front that serves package documents and

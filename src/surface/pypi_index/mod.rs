@@ -17,6 +17,10 @@
 //! Project names are [`super::tagged_name`]s (already PEP 503
 //! normalized). Files are fetched only from the index's own origin.
 
+/// Run B's route to project-name ([`crate::surface::routes`]); the other
+/// carriers' is the project's pages read by name ([`PROJECT`]).
+const ROOT: &str = "root";
+
 mod plant;
 mod protocol;
 mod watch;
@@ -35,8 +39,10 @@ use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
 use crate::state::diff::{Before, Change};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
+use crate::surface::routes::{Kind, Recovered, Route};
+use crate::surface::witness::{self, Seen, Side};
 use ::http::Method;
-use plant::upload_for;
+use plant::{PROJECT, upload_for, witness_project, witness_upload};
 use protocol::{INDEX, excerpt, project_of, version_of};
 use serde::{Deserialize, Serialize};
 
@@ -138,6 +144,18 @@ impl super::Surface for PypiIndex {
         ],
         changes: changes_of,
     };
+    const ROUTES: &'static [Route<Pypi>] = &[
+        Route {
+            name: ROOT,
+            kind: Kind::Search,
+            carriers: &[Pypi::ProjectName],
+        },
+        Route {
+            name: PROJECT,
+            kind: Kind::ByName,
+            carriers: &[Pypi::Version, Pypi::Description, Pypi::FileName],
+        },
+    ];
     type Carrier = Pypi;
     type Settings = Settings;
     type Entry = Entry;
@@ -227,53 +245,44 @@ impl super::Surface for PypiIndex {
     /// Run A: one small distribution per carrier, uploaded as twine does,
     /// journalled before the request and taken back only when the index
     /// refused it.
-    fn plant_one(
+    /// Run A: the project route's witness uploaded before the plants, one
+    /// project per carrier, then the witness uploaded after them
+    /// ([`crate::surface::witness`]).
+    fn plant(
         &self,
         ctx: &RunCtx<'_>,
-        job: &Job<Pypi>,
+        jobs: &[Job<Pypi>],
         journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Nonce> {
-        let u = upload_for(ctx, job.carrier, &job.nonce);
-        let entry = Entry {
-            project: u.project.clone(),
-            version: u.version.clone(),
-            files: vec![u.file.clone()],
-        };
-        journal.record(&entry);
-        let shown = escape::bytes(u.file.as_bytes());
-        let upload = self.upload(&u);
-        // A 4xx says nothing was uploaded; a 5xx may come after it was
-        // (a gateway's), so the entry stays journalled.
-        if upload
-            .as_ref()
-            .is_ok_and(|r| (400..500).contains(&r.status))
-        {
-            journal.retract(&entry);
+    ) -> Vec<PlantOutcome<Nonce>> {
+        if let Some(sig) = crate::signals::received() {
+            return jobs.iter().map(|_| super::interrupted(sig)).collect();
         }
-        match upload {
-            Err(f) => PlantOutcome::Error { reason: f.into() },
-            // (A file that exists is a conflict: protocol::INDEX.)
-            Ok(r) if answer::classify(&(&r).into(), &INDEX) == Class::Refused => {
-                PlantOutcome::Refused {
-                    reason: format!(
-                        "the index refused the upload (HTTP {}: {})",
-                        r.status,
-                        excerpt(&r.body)
+        if jobs.is_empty() {
+            return vec![];
+        }
+        // (A witness that could not be uploaded is found missing by run
+        // B, whose misses then count for nothing.)
+        let _ = self.put(&witness_upload(ctx, Side::Before), journal);
+        let out = super::each(jobs, Self::PLANTED_LAST, |job| {
+            let u = upload_for(ctx, job.carrier, &job.nonce);
+            match self.put(&u, journal) {
+                Err(o) => o,
+                Ok(()) => PlantOutcome::Planted {
+                    needle: job.nonce,
+                    persistence: None,
+                    detail: format!(
+                        "uploaded {} to {}",
+                        escape::bytes(u.file.as_bytes()),
+                        escape::bytes(self.settings.upload_url.as_bytes())
                     ),
-                }
+                },
             }
-            Ok(r) if (200..300).contains(&r.status) => PlantOutcome::Planted {
-                needle: job.nonce,
-                persistence: None,
-                detail: format!(
-                    "uploaded {shown} to {}",
-                    escape::bytes(self.settings.upload_url.as_bytes())
-                ),
-            },
-            Ok(r) => PlantOutcome::Error {
-                reason: format!("uploading {shown}: HTTP {} {}", r.status, excerpt(&r.body)),
-            },
+        });
+        // Stopped by a signal: no new write starts.
+        if crate::signals::received().is_none() {
+            let _ = self.put(&witness_upload(ctx, Side::After), journal);
         }
+        out
     }
 
     /// Run B: the root listing for `project-name` (its only route), the
@@ -284,97 +293,114 @@ impl super::Surface for PypiIndex {
         ctx: &RunCtx<'_>,
         wanted: &[Want<Pypi, Nonce>],
         notice: &mut dyn FnMut(Notice),
-    ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
-            let named: Vec<String> = wanted
-                .iter()
-                .filter(|w| w.carrier == Pypi::ProjectName)
-                .map(|w| w.needle.hex())
-                .collect();
-            // The root is project-name's route, and what shows that a 404 of
-            // an agreed page is the index's: read once, when first needed.
-            let mut root = (!named.is_empty()).then(|| self.scan_root(ctx, &named, notice));
-            let mut named_seen = 0;
-            let mut out = vec![];
-            let mut readable: Vec<String> = vec![];
-            for w in wanted {
-                let (carrier, nonce) = (w.carrier, w.needle);
-                // This carrier's place among `named` (and the root's hits).
-                let named_at = named_seen;
-                named_seen += usize::from(carrier == Pypi::ProjectName);
-                if carrier == Pypi::ProjectName {
-                    // Its only route: the root's listing (the project's name is
-                    // the message, so B cannot ask for its page).
-                    out.push(match root.as_ref() {
-                        Some(Err(e)) => e.clone(),
-                        Some(Ok(r)) => match r.hits.get(named_at).cloned().flatten() {
-                            Some(detail) => RecoverOutcome::Found { detail },
-                            None if r.projects == 0 => RecoverOutcome::Error {
-                                reason: format!(
-                                    "the simple index {} (HTTP 200) lists no project: \
-                                 not a simple index (a login or error page?)",
-                                    self.shown()
-                                ),
-                            },
-                            None => RecoverOutcome::NotFound {
-                                detail: format!(
-                                    "the simple index lists {} projects; none carries it",
-                                    r.projects
-                                ),
-                            },
+    ) -> Vec<Recovered> {
+        let named: Vec<String> = wanted
+            .iter()
+            .filter(|w| w.carrier == Pypi::ProjectName)
+            .map(|w| w.needle.hex())
+            .collect();
+        // The root is project-name's route, and what shows that a 404 of
+        // an agreed page is the index's: read once, when first needed.
+        let mut root = (!named.is_empty()).then(|| self.scan_root(ctx, &named, notice));
+        let mut named_seen = 0;
+        let mut out = vec![];
+        let mut readable: Vec<String> = vec![];
+        for w in wanted {
+            let (carrier, nonce) = (w.carrier, w.needle);
+            // This carrier's place among `named` (and the root's hits).
+            let named_at = named_seen;
+            named_seen += usize::from(carrier == Pypi::ProjectName);
+            if carrier == Pypi::ProjectName {
+                // Its only route: the root's listing (the project's name is
+                // the message, so B cannot ask for its page).
+                out.push(match root.as_ref() {
+                    Some(Err(e)) => e.clone(),
+                    Some(Ok(r)) => match r.hits.get(named_at).cloned().flatten() {
+                        Some(detail) => RecoverOutcome::Found { detail },
+                        None if r.projects == 0 => RecoverOutcome::Error {
+                            reason: format!(
+                                "the simple index {} (HTTP 200) lists no project: \
+                             not a simple index (a login or error page?)",
+                                self.shown()
+                            ),
                         },
-                        None => RecoverOutcome::Error {
-                            reason: "the simple index was not read".into(),
+                        None => RecoverOutcome::NotFound {
+                            detail: format!(
+                                "the simple index lists {} projects; none carries it",
+                                r.projects
+                            ),
                         },
-                    });
-                    continue;
-                }
-                let needle = nonce.hex();
-                let u = upload_for(ctx, carrier, &nonce);
-                let read = match carrier {
-                    Pypi::Version | Pypi::FileName => self.read_page(&u.project, &needle),
-                    _ => self.read_description(&u.project, &needle),
-                };
-                let o = match read {
-                    Ok(o) => {
-                        readable.push(u.project.clone());
-                        o
-                    }
-                    Err(what) => {
-                        let r = root.get_or_insert_with(|| self.scan_root(ctx, &named, notice));
-                        self.absent(r, what, &u.project)
-                    }
-                };
-                out.push(o);
+                    },
+                    None => RecoverOutcome::Error {
+                        reason: "the simple index was not read".into(),
+                    },
+                });
+                continue;
             }
-            // A root that lags does not list what exists: when it lists none
-            // of the projects B reads by name, a miss there is no look at all.
-            // Its silence on project-name counts only when it lists every
-            // project of this plant that B reads by name (its witnesses), and
-            // there is one.
-            if let Some(Ok(r)) = &root {
+            let needle = nonce.hex();
+            let u = upload_for(ctx, carrier, &nonce);
+            let read = match carrier {
+                Pypi::Version | Pypi::FileName => self.read_page(&u.project, &needle),
+                _ => self.read_description(&u.project, &needle),
+            };
+            let o = match read {
+                Ok(o) => {
+                    readable.push(u.project.clone());
+                    o
+                }
+                Err(what) => {
+                    let r = root.get_or_insert_with(|| self.scan_root(ctx, &named, notice));
+                    self.absent(r, what, &u.project)
+                }
+            };
+            out.push(o);
+        }
+        // The root's own currency: it lists every project of this plant
+        // that B reads by name, and both witnesses (the later one was
+        // uploaded after every plant).
+        let root_why = match &root {
+            Some(Ok(r)) => {
                 let unlisted = readable.iter().filter(|n| !r.ours.contains(*n)).count();
-                let why = crate::surface::listing::search_witnessed(
+                crate::surface::listing::search_witnessed(
                     readable.len(),
                     unlisted,
                     "projects",
                     "the simple index",
-                );
-                if let Some(reason) = why {
-                    for (o, w) in out.iter_mut().zip(wanted) {
-                        if w.carrier == Pypi::ProjectName
-                            && matches!(o, RecoverOutcome::NotFound { .. })
-                        {
-                            *o = RecoverOutcome::Error {
-                                reason: reason.clone(),
-                            };
-                        }
-                    }
+                )
+            }
+            _ => None,
+        };
+        let mut in_root = Seen::default();
+        if let Some(Ok(r)) = &root {
+            for side in Side::BOTH {
+                if r.ours.contains(&witness_project(ctx, side)) {
+                    in_root.saw(side);
                 }
             }
-            out
-        })
+        }
+        // The project route's witnesses, read once, only for a miss.
+        let pages = std::cell::OnceCell::new();
+        out.into_iter()
+            .zip(wanted)
+            .map(|(o, w)| match (o, w.carrier) {
+                (RecoverOutcome::NotFound { detail }, Pypi::ProjectName) => match &root_why {
+                    Some(reason) => Recovered::Error {
+                        reason: reason.clone(),
+                    },
+                    None => Recovered::missed_through(
+                        ROOT,
+                        detail,
+                        &witness::currency("the simple index", in_root, || None),
+                    ),
+                },
+                (RecoverOutcome::NotFound { detail }, _) => Recovered::missed_through(
+                    PROJECT,
+                    detail,
+                    pages.get_or_init(|| self.page_currency(ctx)),
+                ),
+                (o, _) => o.into(),
+            })
+            .collect()
     }
 
     /// Cleanup by probe id: finding a probe's projects in the root's
@@ -391,7 +417,8 @@ impl super::Surface for PypiIndex {
         let mut ours: Vec<String> = vec![];
         self.scan(&self.settings.simple_url, "text/html", &[], &mut |h| {
             let Some(name) = project_of(h) else { return };
-            if Pypi::tagged(ctx, name, "").is_some_and(|c| carriers.contains(&c)) {
+            let witnessed = witness::is_witness(ctx, PROJECT, name, "");
+            if witnessed || Pypi::tagged(ctx, name, "").is_some_and(|c| carriers.contains(&c)) {
                 ours.push(name.to_string());
             }
         })
@@ -422,6 +449,16 @@ impl super::Surface for PypiIndex {
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
         let (project, version) = (entry.project.as_str(), entry.version.as_str());
+        // The project route's witnesses: exactly what one uploads.
+        if let Some(side) = Side::BOTH
+            .into_iter()
+            .find(|s| witness_project(ctx, *s) == project)
+        {
+            let u = witness_upload(ctx, side);
+            return (version == u.version && entry.files == [u.file])
+                .then_some(())
+                .ok_or_else(|| Fault::invalid("not what a witness uploads"));
+        }
         let c = Pypi::owned(ctx, project, "", &|c| c == Pypi::ProjectName)?;
         let version_ok = match c {
             Pypi::Version => version

@@ -3,6 +3,7 @@
 //! what makes a page one), distributions searched as they arrive, and
 //! the names and versions in file names.
 
+use super::plant::witness_project;
 use super::{Looked, PageScan, Pypi, PypiIndex, Root, Upload};
 use crate::escape;
 use crate::fault::Fault;
@@ -10,6 +11,7 @@ use crate::http::answer::{self, Answer, Class, Server};
 use crate::http::{Failure, Request};
 use crate::scan::{Marked, Needles};
 use crate::surface::carrier::CarrierSet;
+use crate::surface::witness::{self, Currency, Seen, Side};
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::Value;
@@ -212,6 +214,29 @@ impl PypiIndex {
         Ok(scanned.map(|_| files))
     }
 
+    /// What the project route's witnesses say of its misses: each
+    /// witness's simple page read by name, as run B reads the plants'
+    /// (which decides their misses through `json-url` too). No wider
+    /// route: the root reads with the same credentials, so it listing
+    /// what the pages miss is a contradiction, not isolation.
+    pub(super) fn page_currency(&self, ctx: &RunCtx<'_>) -> Currency {
+        let mut seen = Seen::default();
+        for side in Side::BOTH {
+            match self.files(&witness_project(ctx, side)) {
+                Ok(Some(files)) if !files.is_empty() => seen.saw(side),
+                Ok(_) => {}
+                Err(RecoverOutcome::Error { reason } | RecoverOutcome::Denied { reason }) => {
+                    return Currency::NotCurrent(format!(
+                        "reading the page of the witness run A uploaded {} the plant failed: {reason}",
+                        side.name()
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+        witness::currency("the project-page route", seen, || None)
+    }
+
     /// Whether the root lists exactly `project` (cleanup's second route,
     /// before it counts a project gone): why not, when it cannot be read
     /// as an index.
@@ -253,7 +278,10 @@ impl PypiIndex {
                     hits[j] = Some(format!("the simple index lists {shown}"));
                 }
             }
-            if name.starts_with(&prefix) && Pypi::tagged(ctx, name, "").is_none() {
+            if name.starts_with(&prefix)
+                && Pypi::tagged(ctx, name, "").is_none()
+                && !witness::is_witness(ctx, super::plant::PROJECT, name, "")
+            {
                 notice(Notice {
                     kind: NoticeKind::ForgedMarker,
                     entry: escape::bytes(name.as_bytes()),
