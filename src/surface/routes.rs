@@ -66,6 +66,12 @@ pub enum Proof {
     /// A listing that showed this plant's witnesses and is known complete
     /// ([`crate::route::complete`]).
     Listed,
+    /// A read the protocol makes complete and current by itself, saying
+    /// which: git's one ref advertisement and a fetch of what it
+    /// advertised, a directory read whose entries do not change during
+    /// it, a lookup by name on the local file system. No second pass, no
+    /// witness: nothing stands between the reader and the state.
+    Protocol(&'static str),
 }
 
 impl Proof {
@@ -106,6 +112,17 @@ pub enum Recovered {
 }
 
 impl Recovered {
+    /// `o`, with a miss read through `route` as `proof` shows it.
+    pub fn via(o: RecoverOutcome, route: &'static str, proof: Proof) -> Recovered {
+        match o {
+            RecoverOutcome::NotFound { detail } => Recovered::Missed {
+                detail,
+                looks: vec![Look { route, proof }],
+            },
+            o => o.into(),
+        }
+    }
+
     /// A miss through one route, shown current by `currency`: ERROR when
     /// it is not.
     pub fn missed_through(route: &'static str, detail: String, currency: &Currency) -> Recovered {
@@ -139,6 +156,24 @@ impl From<RecoverOutcome> for Recovered {
 /// body, run as it was.
 pub fn legacy(recover: impl FnOnce() -> Vec<RecoverOutcome>) -> Vec<Recovered> {
     recover().into_iter().map(Recovered::from).collect()
+}
+
+/// The answers `recover` gives, one per carrier of `carriers` (in order),
+/// each miss read through its carrier's route as `route_of` says: for a
+/// type whose every route is current by the protocol ([`Proof::Protocol`]).
+pub fn through<C>(
+    carriers: impl IntoIterator<Item = C>,
+    route_of: impl Fn(C) -> (&'static str, Proof),
+    recover: impl FnOnce() -> Vec<RecoverOutcome>,
+) -> Vec<Recovered> {
+    recover()
+        .into_iter()
+        .zip(carriers)
+        .map(|(o, c)| {
+            let (route, proof) = route_of(c);
+            Recovered::via(o, route, proof)
+        })
+        .collect()
 }
 
 /// The kernel's check of one carrier's answer against the type's declared

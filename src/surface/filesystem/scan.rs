@@ -5,6 +5,7 @@ use super::Needle;
 use super::{Fs, Scan, Tally, planted_name};
 use crate::escape;
 use crate::surface::Want;
+use crate::surface::routes::{self, Kind, Proof};
 use memchr::memmem::Finder;
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -87,6 +88,52 @@ pub(super) fn by_agreed_name(carrier: Fs) -> bool {
         carrier,
         Fs::FileContent | Fs::SymlinkTarget | Fs::Xattr | Fs::XattrName | Fs::Mtime | Fs::FileSize
     )
+}
+
+/// Run B's routes ([`crate::surface::routes`]): the one read of the
+/// directory for the carriers whose name is the message (and the beacons
+/// of other probes), the lookup by agreed name for the rest (whose entry
+/// the directory read, when it may list, also shows).
+pub(super) const ROUTES: &[routes::Route<Fs>] = &[
+    routes::Route {
+        name: "directory-read",
+        kind: Kind::Listing,
+        carriers: &[
+            Fs::FileName,
+            Fs::DirectoryName,
+            Fs::SpecialFileName,
+            Fs::RunnerPersistence,
+        ],
+    },
+    routes::Route {
+        name: "lookup",
+        kind: Kind::ByName,
+        carriers: &[
+            Fs::FileContent,
+            Fs::SymlinkTarget,
+            Fs::Xattr,
+            Fs::XattrName,
+            Fs::Mtime,
+            Fs::FileSize,
+        ],
+    },
+];
+
+/// A carrier's route, and why a miss there is current: the local file
+/// system answers each call with its state at that moment (nothing
+/// caches or lags between the reader and the directory).
+pub(super) fn route_of(carrier: Fs) -> (&'static str, Proof) {
+    if by_agreed_name(carrier) {
+        (
+            "lookup",
+            Proof::Protocol("a lookup by name on the local file system"),
+        )
+    } else {
+        (
+            "directory-read",
+            Proof::Protocol("one whole read of the local directory"),
+        )
+    }
 }
 
 impl Scan {

@@ -7,6 +7,7 @@ use super::cleanup::planted_form;
 use super::plant::{Outcome, Site};
 use super::recover::outcome;
 use super::scan::Route;
+use super::scan::{ROUTES, route_of};
 use super::snap::{Trust, Walk};
 use super::watch::{made_during, name_carrier};
 use super::{
@@ -39,6 +40,7 @@ impl crate::surface::Surface for Filesystem {
         )],
         changes: changes_of,
     };
+    const ROUTES: &'static [crate::surface::routes::Route<Fs>] = ROUTES;
     type Carrier = Fs;
     type Settings = Settings;
     type Entry = Line;
@@ -170,8 +172,7 @@ impl crate::surface::Surface for Filesystem {
         wanted: &[Want<Fs, Needle>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
+        crate::surface::routes::through(wanted.iter().map(|w| w.carrier), route_of, || {
             let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect();
             let dir = match self.open_surface() {
                 Ok(d) => d,

@@ -349,3 +349,100 @@ pub(super) fn stopped() -> (Option<String>, Option<RecoverOutcome>) {
 fn unadvertised(reason: &str) -> bool {
     reason.contains("not our ref") || reason.contains("unadvertised object")
 }
+
+impl GitRemote {
+    /// Run B's reads: one ls-remote for the name carriers (their only route) and, at
+    /// the same time, one fetch of the agreed refs together with the
+    /// unreachable commit by id (made again with the listed refs, and those
+    /// that carry the probe id, when one is gone: see `moved`), and every
+    /// fetched object read by one `cat-file
+    /// --batch-all-objects --batch`, searched for every content carrier's
+    /// nonce as it streams: three git processes. A fetch the remote refuses is
+    /// split in two (the refs, the commit by id) to tell whose refusal it was.
+    pub(super) fn look(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Wanted],
+        notice: &mut dyn FnMut(Notice),
+    ) -> Vec<RecoverOutcome> {
+        let all = |o: RecoverOutcome| wanted.iter().map(|_| o.clone()).collect::<Vec<_>>();
+        let work = match self.scratch() {
+            Ok(w) => w,
+            Err(e) => return all(RecoverOutcome::Error { reason: e.into() }),
+        };
+        let dir = work.path();
+        let mut found: Vec<Option<String>> = wanted.iter().map(|_| None).collect();
+        let kinds: Vec<Remote> = wanted.iter().map(|w| w.carrier).collect();
+
+        // 1. One ls-remote: ref names carry the name carriers; it also
+        // tells which agreed refs exist.
+        let names: Vec<(usize, String)> = wanted
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| is_name_carrier(kinds[*i]))
+            .map(|(i, w)| (i, needle_text(w)))
+            .collect();
+        let agreed: HashSet<String> = wanted.iter().filter_map(needle_ref).collect();
+        let by_id = wanted
+            .iter()
+            .find(|w| w.carrier == Remote::UnreachableObject)
+            .and_then(|w| w.needle.sha.clone());
+        // 2. One fetch: the agreed refs and the unreachable commit by its
+        // id, started beside the listing rather than after it (two round
+        // trips at once). A fetch of a ref that is gone fails as a whole:
+        // then, and only then, it is made again with the refs the listing
+        // showed, as it would have been after the listing.
+        let mut refspecs = specs(&agreed);
+        let (listing, eager) = std::thread::scope(|scope| {
+            let eager = scope.spawn(|| self.fetch_agreed(dir, &refspecs, by_id.as_deref()));
+            let listing = self.list_refs(dir, ctx, &names, &agreed, &mut found, notice);
+            (listing, eager.join())
+        });
+        let (present, listed, mut elsewhere) = match listing {
+            Ok(x) => x,
+            Err(o) => return all(o),
+        };
+        let (mut fetch_error, mut by_id_error) = eager.unwrap_or_else(|_| stopped());
+        // An agreed ref not listed under its name: again, with the listed
+        // refs that carry the probe id, where a remote that moves what was
+        // pushed keeps it.
+        let failed = fetch_error.is_some() || by_id_error.is_some();
+        if let Some(again) = self.refetch(&agreed, &present, &mut elsewhere, failed) {
+            refspecs = again;
+            (fetch_error, by_id_error) = self.fetch_agreed(dir, &refspecs, by_id.as_deref());
+        }
+
+        // 3. Every fetched object, read once, searched for every content
+        // carrier's nonce. Failures are typed where they happen (a refusal
+        // is Denied, anything else Failed), never re-read from their text.
+        // (A carrier without a text is no search at all, below: it
+        // searches for what no object holds, since an empty needle would
+        // match everything.)
+        let texts: Vec<String> = wanted
+            .iter()
+            .map(|w| {
+                Some(needle_text(w))
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "\0\0none".into())
+            })
+            .collect();
+        // Read only when something was fetched.
+        let fetched = (!refspecs.is_empty() && fetch_error.is_none())
+            || (by_id.is_some() && by_id_error.is_none());
+        let seen = if fetched {
+            self.search_objects(dir, &texts)
+        } else {
+            Ok(vec![false; texts.len()])
+        };
+        let mut fetched = Fetched {
+            present,
+            elsewhere,
+            fetch_error,
+            by_id,
+            by_id_error,
+            seen,
+        };
+        self.second_look(dir, wanted, &texts, &mut fetched);
+        self.outcomes(wanted, &kinds, found, &fetched, listed)
+    }
+}

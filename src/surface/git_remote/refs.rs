@@ -3,6 +3,7 @@
 //! for, and the marker form a forged ref is recognised by.
 
 use super::{Needle, Remote};
+use crate::surface::routes::{Kind, Route};
 use crate::surface::{JobScope, RunCtx};
 
 /// Carriers whose nonce is in a ref name (found by `ls-remote` alone).
@@ -108,5 +109,54 @@ pub(super) fn namespace(carrier: Remote) -> Option<&'static str> {
         Remote::TagName | Remote::AnnotatedTagMessage => Some("refs/tags/"),
         Remote::Notes => Some("refs/notes/"),
         _ => None,
+    }
+}
+
+/// Run B's routes ([`crate::surface::routes`]): the ref advertisement for
+/// the carriers whose nonce is a ref's name, the fetch of the agreed refs
+/// for those whose nonce is in what a ref holds, the fetch by id for the
+/// unreachable commit.
+pub(super) const ROUTES: &[Route<Remote>] = &[
+    Route {
+        name: "ls-remote",
+        kind: Kind::Listing,
+        carriers: &[
+            Remote::BranchName,
+            Remote::TagName,
+            Remote::CustomRef,
+            Remote::DeletedRef,
+        ],
+    },
+    Route {
+        name: "fetch",
+        kind: Kind::ByName,
+        carriers: &[
+            Remote::AnnotatedTagMessage,
+            Remote::Notes,
+            Remote::CommitMessage,
+            Remote::AuthorName,
+            Remote::AuthorEmail,
+            Remote::FileContent,
+            Remote::FilePath,
+        ],
+    },
+    Route {
+        name: "fetch-by-id",
+        kind: Kind::ById,
+        carriers: &[Remote::UnreachableObject],
+    },
+];
+
+/// A carrier's route, and why a miss there is current by the protocol.
+pub(super) fn route_of(carrier: Remote) -> (&'static str, &'static str) {
+    if is_name_carrier(carrier) {
+        ("ls-remote", "git's one ref advertisement, whole")
+    } else if carrier == Remote::UnreachableObject {
+        ("fetch-by-id", "the remote's own answer to a fetch by id")
+    } else {
+        (
+            "fetch",
+            "a fetch of the refs the one advertisement showed (moved refs read where they went)",
+        )
     }
 }
