@@ -17,7 +17,64 @@ use super::{Dk, DockerDaemon, MOUNT, NOTE_FILE};
 use crate::escape;
 use crate::http::answer::Class;
 use crate::surface::listing::{Current, not_current};
+use crate::surface::routes;
 use crate::surface::{RecoverOutcome, RunCtx};
+
+/// Run B's routes ([`crate::surface::routes`]): the listings of each
+/// kind for the carriers whose nonce is a name (each showing the witness
+/// made after it), the agreed object's inspect (and archive) for the
+/// rest, the listings again for other probes' beacons, and the event
+/// history (read back to its witness).
+pub(super) const ROUTES: &[routes::Route<Dk>] = &[
+    routes::Route {
+        name: "listing",
+        kind: routes::Kind::Listing,
+        carriers: &[
+            Dk::ImageTag,
+            Dk::VolumeName,
+            Dk::ContainerName,
+            Dk::NetworkName,
+        ],
+    },
+    routes::Route {
+        name: "inspect",
+        kind: routes::Kind::ByName,
+        carriers: &[
+            Dk::ImageLabel,
+            Dk::VolumeLabel,
+            Dk::VolumeContent,
+            Dk::ContainerLabel,
+        ],
+    },
+    routes::Route {
+        name: "beacons",
+        kind: routes::Kind::Listing,
+        carriers: &[Dk::RunnerPersistence],
+    },
+    routes::Route {
+        name: "events",
+        kind: routes::Kind::Listing,
+        carriers: &[Dk::EventHistory],
+    },
+];
+
+/// A carrier's route, and what shows a miss there current.
+pub(super) fn route_of(c: Dk) -> (&'static str, routes::Proof) {
+    match c {
+        // (Their listings count only when they show the plant's witness.)
+        _ if named(c) => ("listing", routes::Proof::Listed),
+        // The history counts only when it reaches back to its witness.
+        Dk::EventHistory => ("events", routes::Proof::Witnessed),
+        Dk::RunnerPersistence => (
+            "beacons",
+            routes::Proof::Protocol("the daemon's own listings, answered live"),
+        ),
+        _ => (
+            "inspect",
+            routes::Proof::Protocol("the daemon's live state of the agreed object"),
+        ),
+    }
+}
 
 /// Whether the carrier's nonce is in an object's name (B cannot ask for
 /// it by name; its listings must show the witness made after it).

@@ -9,6 +9,7 @@ use super::list::{self, Item};
 use super::names::{self, Entry, Kind, Role, beacon_name, named_by_nonce};
 use super::plant::{Made, Outcome};
 use super::recover::{Listed, from_history, from_listing, named, verdict, wants_of};
+use super::recover::{ROUTES, route_of};
 use super::watch::{LABELS, no_labels};
 use super::{BEACON_LABEL, Dk, DockerDaemon, NOTE_LABEL, Needle, Settings, WAIT_MS};
 use crate::config::{ConfigError, Options};
@@ -37,6 +38,7 @@ impl crate::surface::Surface for DockerDaemon {
     // history run B reads, after every other plant's events.
     const PLANTED_LAST: &'static [Dk] = &[Dk::EventHistory];
 
+    const ROUTES: &'static [crate::surface::routes::Route<Dk>] = ROUTES;
     type Carrier = Dk;
     type Settings = Settings;
     type Entry = Entry;
@@ -276,8 +278,7 @@ impl crate::surface::Surface for DockerDaemon {
         wanted: &[Want<Dk, Needle>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
+        crate::surface::routes::through(wanted.iter().map(|w| w.carrier), route_of, || {
             let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
             let wants = wants_of(ctx, wanted, &mut out);
             // (runner-persistence has no needle: one no text holds.)
