@@ -8,6 +8,7 @@ use crate::escape;
 use crate::github::{Api, ApiError};
 use crate::http::Request;
 use crate::scan::Needles;
+use crate::surface::routes;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use ::http::Method;
 
@@ -57,6 +58,34 @@ fn malformed(what: &str) -> ApiError {
     ApiError::Failed(format!(
         "{what}: an artifact of the listing lacks its id or name"
     ))
+}
+
+/// Run B's routes ([`crate::surface::routes`]): the repository's listing
+/// for artifact-name (its only route: the name is the message), and the
+/// query for the agreed name with the download of what it shows for the
+/// rest.
+pub(super) const ROUTES: &[routes::Route<Artifact>] = &[
+    routes::Route {
+        name: "listing",
+        kind: routes::Kind::Listing,
+        carriers: &[Artifact::Name],
+    },
+    routes::Route {
+        name: "download",
+        kind: routes::Kind::ByName,
+        carriers: &[Artifact::Content, Artifact::FilePath],
+    },
+];
+
+/// A carrier's route, and what shows a miss there current: a miss is
+/// NOT FOUND only from a listing that showed this plant's witnesses (the
+/// agreed-name artifacts), or, by name, once the query showed the agreed
+/// artifact and its download was read ([`ActionsArtifacts::missed`]).
+pub(super) fn route_of(c: Artifact) -> (&'static str, routes::Proof) {
+    match c {
+        Artifact::Name => ("listing", routes::Proof::Listed),
+        _ => ("download", routes::Proof::Listed),
+    }
 }
 
 impl ActionsArtifacts {

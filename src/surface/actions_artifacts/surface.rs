@@ -5,6 +5,7 @@
 
 use super::plant::{Create, Finalize};
 use super::recover::Look;
+use super::recover::{ROUTES, route_of};
 use super::{
     ActionsArtifacts, Artifact, Entry, Item, Named, Settings, TwirpError, archive, artifact_name,
     facts, planted_carrier,
@@ -39,6 +40,7 @@ impl crate::surface::Surface for ActionsArtifacts {
         unwatched: &[],
         changes: changes_of,
     };
+    const ROUTES: &'static [crate::surface::routes::Route<Artifact>] = ROUTES;
     type Carrier = Artifact;
     type Settings = Settings;
     type Entry = Entry;
@@ -255,8 +257,7 @@ impl crate::surface::Surface for ActionsArtifacts {
         wanted: &[Want<Artifact, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
+        crate::surface::routes::through(wanted.iter().map(|w| w.carrier), route_of, || {
             let api = match self.api() {
                 Ok(a) => a,
                 Err(why) => {
