@@ -40,10 +40,18 @@ pub struct State {
 
 impl super::Knobs for State {
     fn knob(&mut self, knob: super::Knob, on: bool) -> bool {
-        if knob != super::Knob::Lag {
-            return false;
+        match knob {
+            super::Knob::Lag => self.lag = on.then(|| self.nodes.keys().cloned().collect()),
+            // It keeps no order of what it stored: an eviction takes every
+            // file, collection and property (the remembered misses stay:
+            // LIMITATIONS.md).
+            super::Knob::Evict if on => {
+                self.nodes.retain(|p, _| p == "/");
+                self.props.clear();
+            }
+            super::Knob::Evict => {}
+            _ => return false,
         }
-        self.lag = on.then(|| self.nodes.keys().cloned().collect());
         true
     }
 }

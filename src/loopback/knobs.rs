@@ -34,7 +34,8 @@ pub enum Knob {
     StaleDocument,
     /// Everything the store holds but its newest entry goes, as an
     /// eviction between run A and run B drops the oldest first (a cache
-    /// past its size limit): what is gone is really gone.
+    /// past its size limit; a store that keeps no order loses everything):
+    /// what is gone is really gone.
     Evict,
     /// The server moves what is pushed: after every push a hook renames
     /// each new branch `refs/heads/X` to `refs/heads/archive/X`, so the

@@ -80,6 +80,39 @@ fn every_carrier_is_open_on_a_writable_cache_and_cleanup_restores_it() {
     assert!(!all.contains("b-secret-5e1f") && !all.contains("YnVpbGRlcjpi"));
 }
 
+/// A cache that evicts what run A stored before run B reads (issue 38,
+/// hole 4's class): the property of an agreed resource that is gone is
+/// ERROR, not current (0.11.0: PASS, "the agreed resource does not
+/// exist"), and so are the carriers whose listing lost its witness.
+#[test]
+fn an_eviction_between_a_and_b_is_no_pass() {
+    let svc = DavServer::start(false).unwrap();
+    let token = svc.token().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        &svc.url(),
+        "    token-env: CACHE_TOKEN\n    consistency-wait: 0\n",
+    );
+    let env = [
+        ("CACHE_TOKEN", token.as_str()),
+        ("RUNWARDEN_KEY", "0123456789abcdef0123456789abcdef"),
+    ];
+    let plant = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "dav-1"]);
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    assert!(svc.knobs()(runwarden::loopback::Knob::Evict, true));
+    let p = run_config(dir.path(), &cfg, &env, &["recover", "--probe-id", "dav-1"]);
+    for c in ["cache-key", "collection-name", "property"] {
+        assert_eq!(
+            p.verdict(&format!("cache:{c}")),
+            "error",
+            "{c}: {}",
+            p.report
+        );
+    }
+    let d = p.finding("cache:property")["detail"].to_string();
+    assert!(d.contains("an eviction"), "{d}");
+}
+
 #[test]
 fn a_read_only_cache_closes_every_carrier_and_a_dead_one_is_an_error() {
     let svc = DavServer::start(true).unwrap();

@@ -9,11 +9,52 @@ use crate::fault::Fault;
 use crate::http::answer::Class;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
+use crate::surface::routes;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 
 /// One listing: how many names, per wanted carrier where its nonce was
 /// found, the notices, and what was listed.
 type Listed = (usize, Vec<Option<String>>, Vec<Notice>, String);
+
+/// Run B's routes ([`crate::surface::routes`]): the listing (the cache's
+/// index or its WebDAV collection) for the carriers whose nonce is a name,
+/// run B's own GET for negative-lookup (the listing, when there is one,
+/// only adds a hit), and the PROPFIND of the agreed resource for property.
+pub(super) const ROUTES: &[routes::Route<Http>] = &[
+    routes::Route {
+        name: "listing",
+        kind: routes::Kind::Listing,
+        carriers: &[Http::CacheKey, Http::CollectionName],
+    },
+    routes::Route {
+        name: "lookup",
+        kind: routes::Kind::ByName,
+        carriers: &[Http::NegativeLookup],
+    },
+    routes::Route {
+        name: "propfind",
+        kind: routes::Kind::ByName,
+        carriers: &[Http::Property],
+    },
+];
+
+/// A carrier's route, and what shows a miss there current: the listing
+/// counts only when it shows the agreed resource, its witness; the GET and
+/// the PROPFIND are the cache's own answers, and the PROPFIND's miss
+/// counts only once the agreed resource is there ([`HttpCache::read_property`]).
+pub(super) fn route_of(c: Http) -> (&'static str, routes::Proof) {
+    match c {
+        Http::CacheKey | Http::CollectionName => ("listing", routes::Proof::Listed),
+        Http::NegativeLookup => (
+            "lookup",
+            routes::Proof::Protocol("the cache's own answer to run B's GET"),
+        ),
+        Http::Property => (
+            "propfind",
+            routes::Proof::Protocol("the agreed resource's PROPFIND, the resource there"),
+        ),
+    }
+}
 
 impl HttpCache {
     /// Whether `name` is there, asked by its own path (a GET: every HTTP
@@ -174,8 +215,13 @@ impl HttpCache {
             s if class(s) == Class::Refused => RecoverOutcome::Denied {
                 reason: format!("the cache refused the PROPFIND (HTTP {})", r.status),
             },
-            404 => RecoverOutcome::NotFound {
-                detail: format!("the agreed resource {shown_name} does not exist"),
+            // Run A made it (its plant reported so): gone now, the cache
+            // dropped it (an eviction) or does not show it yet, and either
+            // way its absence proves nothing of the property.
+            404 => RecoverOutcome::Error {
+                reason: format!(
+                    "not current: the agreed resource {shown_name}, which run A made, does not exist (an eviction, or not there yet): its absence proves nothing"
+                ),
             },
             207 if memchr::memmem::find(&r.body, hex.as_bytes()).is_some() => {
                 RecoverOutcome::Found {

@@ -3,6 +3,7 @@
 //! and by probe id) and what watch mode lists.
 
 use super::protocol::{ListError, class, last_segment, write_outcome};
+use super::recover::{ROUTES, route_of};
 use super::{Entry, Http, HttpCache, Kind, PROP_NS, Settings, innocuous, plant_name, sha256_hex};
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -43,6 +44,7 @@ impl crate::surface::Surface for HttpCache {
         ],
         changes: changes_of,
     };
+    const ROUTES: &'static [crate::surface::routes::Route<Http>] = ROUTES;
     type Carrier = Http;
     type Settings = Settings;
     type Entry = Entry;
@@ -221,8 +223,7 @@ impl crate::surface::Surface for HttpCache {
         wanted: &[Want<Http, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
+        crate::surface::routes::through(wanted.iter().map(|w| w.carrier), route_of, || {
             let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
             let listed_at = |i: usize| wanted[i].carrier.is_listed();
             // The listing's witness: the property carrier's resource, which
