@@ -171,6 +171,7 @@ impl super::Surface for OciRegistry {
         "api-token-env",
     ];
     const WATCH: Watch<Oci> = Watch::No("watch mode cannot list an OCI registry yet");
+    const ROUTES: &'static [crate::surface::routes::Route<Oci>] = recover::ROUTES;
     type Carrier = Oci;
     type Settings = Settings;
     type Entry = Entry;
@@ -387,8 +388,7 @@ impl super::Surface for OciRegistry {
         wanted: &[Want<Oci, Nonce>],
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
+        crate::surface::routes::through(wanted.iter().map(|w| w.carrier), recover::route_of, || {
             let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
             // The agreed repositories B read by name: the catalog's witnesses.
             let mut readable: Vec<String> = vec![];

@@ -10,12 +10,50 @@ use crate::escape;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::{self, until_current};
+use crate::surface::routes;
 use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
 use serde_json::Value;
 use std::time::Duration;
 
 /// Layers of one manifest pulled at most (a plant has one).
 const MAX_LAYERS: usize = 16;
+
+/// Run B's routes ([`crate::surface::routes`]): the catalog for
+/// repository-name, the agreed repository's tags list for tag-name, the
+/// agreed manifest and its layer blobs read by name for the rest.
+pub(super) const ROUTES: &[routes::Route<Oci>] = &[
+    routes::Route {
+        name: "catalog",
+        kind: routes::Kind::Search,
+        carriers: &[Oci::RepositoryName],
+    },
+    routes::Route {
+        name: "tags",
+        kind: routes::Kind::Listing,
+        carriers: &[Oci::TagName],
+    },
+    routes::Route {
+        name: "manifest",
+        kind: routes::Kind::ByName,
+        carriers: &[Oci::ManifestAnnotation, Oci::BlobContent],
+    },
+];
+
+/// A carrier's route, and what shows a miss there current: the catalog
+/// lists every agreed repository B read by name, the tags list shows the
+/// witness tag run A pushed beside the nonce's, and the manifest read back
+/// is the plant's own by its digest (content addressing: nothing stale
+/// has that digest).
+pub(super) fn route_of(c: Oci) -> (&'static str, routes::Proof) {
+    match c {
+        Oci::RepositoryName => ("catalog", routes::Proof::Listed),
+        Oci::TagName => ("tags", routes::Proof::Listed),
+        Oci::ManifestAnnotation | Oci::BlobContent => (
+            "manifest",
+            routes::Proof::Protocol("the plant's own manifest, read back by its digest"),
+        ),
+    }
+}
 
 impl OciRegistry {
     pub(super) fn wait(&self) -> Duration {
