@@ -9,6 +9,7 @@ use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::RunCtx;
 use crate::surface::carrier::carriers;
+use crate::surface::routes;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -76,6 +77,60 @@ pub fn same_entry(e: &Entry, want: &Entry) -> Result<(), Fault> {
     (tagged && e == want)
         .then_some(())
         .ok_or_else(|| Fault::invalid("not the entry this probe's plant journals"))
+}
+
+/// Run B's routes ([`crate::surface::routes`]): the REST listings of the
+/// objects, the workflow run's annotations and log, the runs a dispatch
+/// made, the discussions (GraphQL, by cursor), the code scanning alerts.
+pub const ROUTES: &[routes::Route<Gh>] = &[
+    routes::Route {
+        name: "rest-listing",
+        kind: routes::Kind::Listing,
+        carriers: &[
+            Gh::LabelName,
+            Gh::LabelDescription,
+            Gh::IssueComment,
+            Gh::MilestoneTitle,
+            Gh::ReleaseDraft,
+            Gh::Deployment,
+            Gh::ActionsVariable,
+            Gh::CommitStatus,
+            Gh::CheckRun,
+        ],
+    },
+    routes::Route {
+        name: "run-traces",
+        kind: routes::Kind::ById,
+        carriers: &[Gh::RunAnnotation, Gh::RunLog],
+    },
+    routes::Route {
+        name: "dispatched-runs",
+        kind: routes::Kind::Listing,
+        carriers: &[Gh::WorkflowDispatch, Gh::RepositoryDispatch],
+    },
+    routes::Route {
+        name: "discussions",
+        kind: routes::Kind::Listing,
+        carriers: &[Gh::Discussion],
+    },
+    routes::Route {
+        name: "code-scanning",
+        kind: routes::Kind::Listing,
+        carriers: &[Gh::CodeScanning],
+    },
+];
+
+/// A carrier's route. Each miss is NOT FOUND only once its listing was
+/// shown current: complete ([`crate::route::complete`]) and showing the
+/// plant's own trace to the writer's token (a plant the writer sees and
+/// run B's token does not is hidden from run B, which the detail says;
+/// read as the writer, two passes that disagree are ERROR).
+pub fn route_of(c: Gh) -> (&'static str, routes::Proof) {
+    let route = ROUTES
+        .iter()
+        .find(|r| r.carriers.contains(&c))
+        .map_or("rest-listing", |r| r.name);
+    (route, routes::Proof::Listed)
 }
 
 /// An agreed name run B can derive without the nonce: `rw-<probe id, 12 at

@@ -80,6 +80,7 @@ impl super::Surface for GitHubApi {
         "consistency-wait",
     ];
     const LATER_JOB_ONLY: &'static [Gh] = &[Gh::RunAnnotation, Gh::RunLog];
+    const ROUTES: &'static [crate::surface::routes::Route<Gh>] = carriers::ROUTES;
     type Carrier = Gh;
     type Settings = Settings;
     type Entry = Entry;
@@ -342,9 +343,11 @@ impl super::Surface for GitHubApi {
         wanted: &[Want<Gh, Needle>],
         _notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
-            wanted
+        crate::surface::routes::through(
+            wanted.iter().map(|w| w.carrier),
+            carriers::route_of,
+            || {
+                wanted
             .iter()
             .map(|w| match w.carrier {
                 Gh::RunAnnotation | Gh::RunLog => self.recover_trace(ctx, w),
@@ -412,7 +415,8 @@ impl super::Surface for GitHubApi {
     }
             })
             .collect()
-        })
+            },
+        )
     }
 
     fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Gh>]) -> Result<Vec<Entry>, Fault> {
