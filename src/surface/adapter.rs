@@ -152,6 +152,13 @@ impl<S: Surface> SurfaceType for Typed<S> {
         }))
     }
 
+    fn routes(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        S::ROUTES
+            .iter()
+            .map(|r| (r.name, r.carriers.iter().map(|c| c.name()).collect()))
+            .collect()
+    }
+
     fn derive_needle(
         &self,
         carrier: &str,

@@ -51,6 +51,10 @@ pub trait SurfaceType: Sync {
     fn exposures(&self, settings: &Value, carrier: &str) -> Vec<String>;
     /// An open instance.
     fn open(&self, settings: &Value) -> Result<Box<dyn Instance>, Fault>;
+    /// Run B's declared routes, each by name with the carriers it reads
+    /// (empty for a type that declares none yet): what the conformance
+    /// suite checks covers every carrier.
+    fn routes(&self) -> Vec<(&'static str, Vec<&'static str>)>;
     /// The needle a plant of `carrier` would report, without a receipt.
     fn derive_needle(
         &self,

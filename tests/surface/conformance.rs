@@ -341,6 +341,23 @@ fn conform(ty: &dyn SurfaceType) {
     for knob in Knob::ALL {
         knobbed(ty, &key, knob);
     }
+    // A type that declares its routes declares one for every carrier (the
+    // kernel would make every miss of the others ERROR), each route named
+    // once.
+    let routes = ty.routes();
+    if !routes.is_empty() {
+        for c in ty.carriers() {
+            assert!(
+                routes.iter().any(|(_, cs)| cs.contains(&c.name)),
+                "{name}: no declared route reads {}",
+                c.name
+            );
+        }
+        let mut names: Vec<&str> = routes.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), routes.len(), "{name}: a route declared twice");
+    }
 }
 
 /// A fault of the control's read routes ([`Knob`], each the control's
