@@ -380,7 +380,7 @@ fn full_listing(r: &Req) -> bool {
 
 #[test]
 fn answers_that_are_not_the_services_own_are_errors_never_a_pass() {
-    let cases: [(&str, Answer, [&str; 4]); 5] = [
+    let cases: [(&str, Answer, [&str; 4]); 6] = [
         // A sign-in page with 200 where the lookup's JSON should be.
         (
             "html-200",
@@ -413,6 +413,20 @@ fn answers_that_are_not_the_services_own_are_errors_never_a_pass() {
                 pass(r)
             },
             ["error"; 4],
+        ),
+        // A restore that misses everything (broken, or lagging) while
+        // the listing shows the witnesses in the very scope the token
+        // reads: no isolation, so no PASS (before the scope check the
+        // two restore carriers passed as "isolated").
+        (
+            "restore-misses",
+            |r, pass| {
+                if r.path() == LOOKUP {
+                    return Reply::json(200, serde_json::json!({ "ok": false }));
+                }
+                pass(r)
+            },
+            ["fail", "fail", "error", "error"],
         ),
         // ok, but without the matched key.
         (

@@ -314,11 +314,24 @@ impl ActionsCache {
             self.rest().ok()?;
             let keys = Side::BOTH.map(|s| Self::witness_key(ctx, s));
             let prefix = format!("{}witness-", probe_prefix(ctx.probe_id));
-            let mut wide = Seen::default();
+            // Isolation is a scope this token does not read: a witness
+            // listed in one it reads, which its restore missed, shows the
+            // restore route broken or lagging, never isolated.
+            let readable: Vec<String> = self
+                .token_scopes()
+                .into_iter()
+                .filter(|(_, p)| p & 1 != 0)
+                .map(|(s, _)| s)
+                .collect();
+            let (mut wide, mut in_reach) = (Seen::default(), None);
             let listed = self.list(Some(&prefix), &mut |e| {
                 for (side, key) in Side::BOTH.iter().zip(&keys) {
                     if e.key == *key && e.version == fixed_version() {
-                        wide.saw(*side);
+                        if readable.contains(&e.scope) {
+                            in_reach = Some(e.scope.clone());
+                        } else {
+                            wide.saw(*side);
+                        }
                     }
                 }
             });
@@ -327,12 +340,15 @@ impl ActionsCache {
                 "the REST listing of every cache entry of {}",
                 escape::bytes(repo.as_bytes())
             );
-            Some((
-                what,
-                listed
-                    .map(|_| wide)
-                    .map_err(|(ListError::Denied(m) | ListError::Failed(m))| m),
-            ))
+            let shown = match (listed, in_reach) {
+                (Err(ListError::Denied(m) | ListError::Failed(m)), _) => Err(m),
+                (Ok(_), Some(scope)) => Err(format!(
+                    "it shows a witness in scope {}, which this token reads, so the restore that missed it is not current",
+                    escape::bytes(scope.as_bytes())
+                )),
+                (Ok(_), None) => Ok(wide),
+            };
+            Some((what, shown))
         })
     }
 
