@@ -1064,6 +1064,10 @@ fn a_server_that_moves_pushed_branches_out_of_sight_is_error_not_pass() {
             "{c}: {f}"
         );
     }
+    // Nor is the advertisement shown current for the branch whose name
+    // carried the nonce: gone from every name, it is no PASS either.
+    let f = p.finding("origin:branch-name");
+    assert_eq!(f["verdict"], "error", "{f}");
     moved_refs_are_left_by_name(&p, &fx, "refs/heads/parked/");
 }
 

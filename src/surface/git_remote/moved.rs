@@ -27,6 +27,11 @@ use crate::surface::{CleanupOutcome, RecoverOutcome, plain_ref};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+/// What a content carrier's ERROR says when its agreed ref is listed
+/// nowhere run B could read it (the name carriers' misses then count for
+/// nothing either: `GitRemote::look`).
+pub(super) const NOT_LISTED: &str = "is not listed under its name";
+
 /// At most this many listed refs are read besides the agreed ones. Why a
 /// bound: the listing is the remote's, and a hostile one can list any
 /// number of names holding the probe id. A plant makes about a dozen refs,
@@ -193,7 +198,7 @@ impl GitRemote {
             format!("the ref run A pushed, {shown},")
         };
         let missing = format!(
-            "not current: {pushed} is not listed under its name (the remote moved or dropped it); its absence proves nothing"
+            "not current: {pushed} {NOT_LISTED} (the remote moved or dropped it); its absence proves nothing"
         );
         match (&f.fetch_error, &f.seen) {
             (Some(e), _) if listed && !f.elsewhere.read => return Err(self.failure(e.clone())),

@@ -3,7 +3,7 @@
 //! tell whose refusal it was), the search of every fetched object as it
 //! streams, and what reading back each carrier comes to.
 
-use super::moved::Elsewhere;
+use super::moved::{Elsewhere, NOT_LISTED};
 use super::refs::{is_name_carrier, marker_hex};
 use super::refusal::{is_refusal, no_credential, unquoted};
 use super::repo::os;
@@ -443,6 +443,33 @@ impl GitRemote {
             seen,
         };
         self.second_look(dir, wanted, &texts, &mut fetched);
-        self.outcomes(wanted, &kinds, found, &fetched, listed)
+        let mut out = self.outcomes(wanted, &kinds, found, &fetched, listed);
+        // A ref run A pushed that the advertisement shows nowhere (not
+        // under its name, its objects not under another): the same
+        // advertisement is then not shown current for the name carriers
+        // either (a stale replica, a cache in front), so their silence is
+        // no look. (A remote that moves refs where run B finds them keeps
+        // them current.)
+        let unshown = out.iter().zip(wanted).find_map(|(o, w)| match o {
+            RecoverOutcome::Error { reason }
+                if !is_name_carrier(w.carrier) && reason.contains(NOT_LISTED) =>
+            {
+                needle_ref(w)
+            }
+            _ => None,
+        });
+        if let Some(r) = unshown {
+            for (o, w) in out.iter_mut().zip(wanted) {
+                if is_name_carrier(w.carrier) && matches!(o, RecoverOutcome::NotFound { .. }) {
+                    *o = RecoverOutcome::Error {
+                        reason: format!(
+                            "not current: the ref advertisement does not show {}, which run A pushed, under any name run B could read: its silence proves nothing",
+                            escape::bytes(r.as_bytes())
+                        ),
+                    };
+                }
+            }
+        }
+        out
     }
 }
