@@ -113,6 +113,36 @@ fn an_eviction_between_a_and_b_is_no_pass() {
     assert!(d.contains("an eviction"), "{d}");
 }
 
+/// A cache that evicts its least recently used entries: the older plants
+/// and the witness made before them go, the property's resource (made
+/// last) stays. The listing still names that resource, but not the
+/// earlier witness: cache-key is ERROR, the cache dropped older entries
+/// (without the earlier witness: PASS).
+#[test]
+fn an_eviction_of_the_older_entries_is_no_pass() {
+    let svc = DavServer::start(false).unwrap();
+    let token = svc.token().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        &svc.url(),
+        "    token-env: CACHE_TOKEN\n    consistency-wait: 0\n",
+    );
+    let env = [
+        ("CACHE_TOKEN", token.as_str()),
+        ("RUNWARDEN_KEY", "0123456789abcdef0123456789abcdef"),
+    ];
+    let plant = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "dav-2"]);
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    svc.lock()
+        .nodes
+        .retain(|p, _| !p.contains("-cache-key-") && !p.contains("-witness-listing-before-"));
+    let p = run_config(dir.path(), &cfg, &env, &["recover", "--probe-id", "dav-2"]);
+    assert_eq!(p.verdict("cache:cache-key"), "error", "{}", p.report);
+    let d = p.finding("cache:cache-key")["detail"].to_string();
+    assert!(d.contains("as an eviction does"), "{d}");
+    assert_eq!(p.verdict("cache:property"), "fail", "{}", p.report);
+}
+
 #[test]
 fn a_read_only_cache_closes_every_carrier_and_a_dead_one_is_an_error() {
     let svc = DavServer::start(true).unwrap();

@@ -1,13 +1,46 @@
-//! Run A's PROPPATCH: the property carrier's dead property set on its
-//! resource, and the property's own status in the cache's 207.
+//! Run A's writes: one journalled write (PUT, MKCOL), the PROPPATCH that
+//! sets the property carrier's dead property (and the property's own
+//! status in the cache's 207), and the name of the listing's witness made
+//! before the plants.
 
 use super::protocol::{class, propstat_status, write_outcome};
-use super::{HttpCache, PROP_NS};
+use super::{Entry, HttpCache, PROP_NS};
 use crate::http::answer::Class;
 use crate::nonce::Nonce;
-use crate::surface::PlantOutcome;
+use crate::surface::witness::{self, Side};
+use crate::surface::{Journal, PlantOutcome, RunCtx};
+
+/// The listing's witness made before the plants: a file both runs name.
+/// (The one after them is the property carrier's resource, made last.)
+pub(super) fn before_witness(ctx: &RunCtx<'_>) -> String {
+    witness::name(ctx, "listing", Side::Before, "")
+}
 
 impl HttpCache {
+    /// One write (`method` on `url`): journalled first, taken back when the
+    /// cache answers with anything but success (then nothing was made).
+    pub(super) fn write(
+        &self,
+        journal: &mut Journal<'_, Entry>,
+        entry: Entry,
+        method: &str,
+        url: &str,
+        headers: &[(&'static str, &str)],
+        body: Vec<u8>,
+    ) -> Result<(), PlantOutcome<Nonce>> {
+        journal.record(&entry);
+        let r = self
+            .call(method, url, headers, body)
+            .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
+        // A 4xx says nothing was made; a 5xx may come after the write was
+        // done (a gateway's), so the entry stays journalled.
+        write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
+            if (400..500).contains(&r.status) {
+                journal.retract(&entry);
+            }
+        })
+    }
+
     /// The PROPPATCH that sets the property carrier's dead property on the
     /// resource at `url` to `hex`.
     pub(super) fn set_property(&self, url: &str, hex: &str) -> Result<(), PlantOutcome<Nonce>> {

@@ -69,13 +69,13 @@ impl HttpCache {
         }
     }
 
-    /// One whole listing, and whether it names the witness (or found every
-    /// nonce it looked for).
+    /// One whole listing, and whether it names every witness (or found
+    /// every nonce it looked for).
     pub(super) fn list_once(
         &self,
         ctx: &RunCtx<'_>,
         needles: &[(usize, String)],
-        witness: &str,
+        witnesses: &[String],
         n: usize,
     ) -> Result<(Listed, bool), ListError> {
         let mut hits: Vec<Option<String>> = vec![None; n];
@@ -88,7 +88,7 @@ impl HttpCache {
             needles
                 .iter()
                 .map(|(_, n)| n.clone())
-                .chain(std::iter::once(witness.to_string()))
+                .chain(witnesses.iter().cloned())
                 .collect(),
         );
         let what = self.list(
@@ -103,7 +103,10 @@ impl HttpCache {
                         ));
                     }
                 }
-                if seg.starts_with(&prefix) && Http::tagged(ctx, seg, "").is_none() {
+                if seg.starts_with(&prefix)
+                    && Http::tagged(ctx, seg, "").is_none()
+                    && !witnesses.iter().any(|w| w == seg)
+                {
                     notices.push(Notice {
                         kind: NoticeKind::ForgedMarker,
                         entry: escape::bytes(href.as_bytes()),
@@ -121,7 +124,7 @@ impl HttpCache {
             }
         }
         let all_found = needles.iter().all(|(i, _)| hits[*i].is_some());
-        let current = all_found || raw.found(needles.len());
+        let current = all_found || (0..witnesses.len()).all(|k| raw.found(needles.len() + k));
         Ok(((names, hits, notices, what), current))
     }
 

@@ -2,7 +2,8 @@
 //! its control, the plant of each carrier, recovery, cleanup (by receipt
 //! and by probe id) and what watch mode lists.
 
-use super::protocol::{ListError, class, last_segment, write_outcome};
+use super::plant::before_witness;
+use super::protocol::{ListError, class, last_segment};
 use super::recover::{ROUTES, route_of};
 use super::{Entry, Http, HttpCache, Kind, PROP_NS, Settings, innocuous, plant_name, sha256_hex};
 use crate::config::{ConfigError, Options};
@@ -127,8 +128,38 @@ impl crate::surface::Surface for HttpCache {
         Ok(HttpCache { settings, client })
     }
 
-    /// Run A: a PUT, a GET miss, a MKCOL and a PROPPATCH, each journalled
-    /// before its request and taken back only when the cache refused it.
+    /// Run A: the listing's witness made before the plants (the property
+    /// carrier's resource, made last, is the one after them), then each
+    /// carrier ([`crate::surface::witness`]).
+    fn plant(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Http>],
+        journal: &mut Journal<'_, Entry>,
+    ) -> Vec<PlantOutcome<Nonce>> {
+        if let Some(sig) = crate::signals::received() {
+            return jobs
+                .iter()
+                .map(|_| crate::surface::interrupted(sig))
+                .collect();
+        }
+        if jobs.is_empty() {
+            return vec![];
+        }
+        // (A witness that could not be made is found missing by run B,
+        // whose listing then counts for nothing.)
+        let name = before_witness(ctx);
+        let body = innocuous(ctx.probe_id);
+        let headers = [("content-type", "application/octet-stream")];
+        let entry = Entry::file(&name, &body);
+        let _ = self.write(journal, entry, "PUT", &self.url_of(&name), &headers, body);
+        crate::surface::each(jobs, Self::PLANTED_LAST, |job| {
+            self.plant_one(ctx, job, journal)
+        })
+    }
+
+    /// A PUT, a GET miss, a MKCOL and a PROPPATCH, each journalled before
+    /// its request and taken back only when the cache refused it.
     fn plant_one(
         &self,
         ctx: &RunCtx<'_>,
@@ -145,31 +176,10 @@ impl crate::surface::Surface for HttpCache {
             persistence: None,
             detail,
         };
-        // Journalled first; taken back when the cache answers the write
-        // with anything but success (then nothing was created).
-        let write = |journal: &mut Journal<'_, Entry>,
-                     entry: Entry,
-                     method: &str,
-                     url: &str,
-                     headers: &[(&'static str, &str)],
-                     body: Vec<u8>|
-         -> Result<(), PlantOutcome<Nonce>> {
-            journal.record(&entry);
-            let r = self
-                .call(method, url, headers, body)
-                .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
-            // A 4xx says nothing was made; a 5xx may come after the
-            // write was done (a gateway's), so the entry stays journalled.
-            write_outcome(r.status, method, &self.shown()).inspect_err(|_| {
-                if (400..500).contains(&r.status) {
-                    journal.retract(&entry);
-                }
-            })
-        };
         let put = |journal: &mut Journal<'_, Entry>| {
             let entry = Entry::file(&name, &body);
             let headers = [("content-type", "application/octet-stream")];
-            write(journal, entry, "PUT", &url, &headers, body.clone())
+            self.write(journal, entry, "PUT", &url, &headers, body.clone())
         };
         match carrier {
             Http::CacheKey => match put(journal) {
@@ -196,7 +206,7 @@ impl crate::surface::Surface for HttpCache {
             },
             Http::CollectionName => {
                 let entry = Entry::collection(&name);
-                match write(journal, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
+                match self.write(journal, entry, "MKCOL", &format!("{url}/"), &[], vec![]) {
                     Err(o) => o,
                     Ok(()) => planted(format!("MKCOL {shown_name}/ under {}", self.shown())),
                 }
@@ -230,6 +240,9 @@ impl crate::surface::Surface for HttpCache {
             // run A PUTs under an agreed name (no nonce in it) before its
             // PROPPATCH, whatever the PROPPATCH then answers.
             let witness = crate::surface::tagged_name(ctx, Http::Property.name(), None, "");
+            // And the one run A made before the plants: a listing without
+            // it (the later one there) lost the older entries.
+            let witnesses = [before_witness(ctx), witness.clone()];
             // What the listing said of a negative-lookup it did not name, said
             // again after the lookup's own verdict.
             let mut listing_said: Vec<Option<String>> = vec![None; wanted.len()];
@@ -252,7 +265,7 @@ impl crate::surface::Surface for HttpCache {
                     _ => std::time::Duration::ZERO,
                 };
                 let listing = crate::surface::listing::until_current(wait, || {
-                    self.list_once(ctx, &needles, &witness, wanted.len())
+                    self.list_once(ctx, &needles, &witnesses, wanted.len())
                 });
                 let (names, mut hits, notices, what) = match &listing {
                     Ok(c) => {
@@ -298,9 +311,29 @@ impl crate::surface::Surface for HttpCache {
             // A listing that does not name the agreed property resource (after
             // the consistency wait) lags or leaves things out: its silence on
             // the carriers whose only route it is proves nothing.
-            let shown = format!("the agreed resource {}", escape::bytes(witness.as_bytes()));
+            let shown = format!(
+                "the agreed resources {} and {}",
+                escape::bytes(witnesses[0].as_bytes()),
+                escape::bytes(witness.as_bytes())
+            );
+            // The later witness there and the earlier gone: the cache
+            // dropped older entries (an eviction), not a lag.
+            let dropped = stale.is_some()
+                && matches!(witnessed, Ok(true))
+                && matches!(self.exists(&witnesses[0]), Ok(false));
             match (stale, witnessed) {
                 (None, _) => {}
+                (Some(_), Ok(true)) if dropped => {
+                    for (o, w) in out.iter_mut().zip(wanted) {
+                        if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
+                            && matches!(o, Some(RecoverOutcome::NotFound { .. }))
+                        {
+                            *o = Some(RecoverOutcome::Error {
+                                reason: crate::surface::witness::dropped("the cache's listing"),
+                            });
+                        }
+                    }
+                }
                 (Some(c), Ok(true)) => {
                     crate::surface::listing::demote(&mut out, listed_at, &shown, &c);
                 }
@@ -344,7 +377,9 @@ impl crate::surface::Surface for HttpCache {
         self.list(
             &mut |href| {
                 let seg = last_segment(href);
-                if let Some(c) = Http::tagged(ctx, seg, "")
+                if seg == before_witness(ctx) {
+                    found.push(Entry::file(seg, &body));
+                } else if let Some(c) = Http::tagged(ctx, seg, "")
                     && carriers.contains(&c)
                     && c != Http::NegativeLookup
                 {
@@ -367,6 +402,13 @@ impl crate::surface::Surface for HttpCache {
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
+        let innocuous_sha = sha256_hex(&innocuous(ctx.probe_id));
+        // The listing's witness: exactly its name, an innocuous file.
+        if entry.name == before_witness(ctx) {
+            return (entry.kind == Kind::File && entry.sha256.as_deref() == Some(&innocuous_sha))
+                .then_some(())
+                .ok_or_else(|| Fault::invalid("not the file a witness is"));
+        }
         let c = Http::owned(ctx, &entry.name, "", &|c| c != Http::Property)?;
         let ok = match (c, entry.kind) {
             (Http::CollectionName, Kind::Collection) => true,
