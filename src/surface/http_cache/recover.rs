@@ -7,10 +7,12 @@ use super::{Http, HttpCache, PROP_NS};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::answer::Class;
+use crate::nonce::Nonce;
 use crate::scan::Needles;
 use crate::surface::carrier::CarrierSet;
+use crate::surface::listing::Current;
 use crate::surface::routes;
-use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx};
+use crate::surface::{Notice, NoticeKind, RecoverOutcome, RunCtx, Want};
 
 /// One listing: how many names, per wanted carrier where its nonce was
 /// found, the notices, and what was listed.
@@ -126,6 +128,56 @@ impl HttpCache {
         let all_found = needles.iter().all(|(i, _)| hits[*i].is_some());
         let current = all_found || (0..witnesses.len()).all(|k| raw.found(needles.len() + k));
         Ok(((names, hits, notices, what), current))
+    }
+
+    /// A listing that did not name both `witnesses` (the file made before
+    /// the plants, the property's resource made after; after the
+    /// consistency wait `c`) lags, leaves things out, or lost the older
+    /// entries: its silence on the carriers whose only route it is proves
+    /// nothing. `witnessed`: whether the later witness exists at all.
+    pub(super) fn not_current(
+        &self,
+        out: &mut [Option<RecoverOutcome>],
+        wanted: &[Want<Http, Nonce>],
+        witnesses: &[String; 2],
+        c: &Current<()>,
+        witnessed: Result<bool, Fault>,
+    ) {
+        let shown = format!(
+            "the agreed resources {} and {}",
+            escape::bytes(witnesses[0].as_bytes()),
+            escape::bytes(witnesses[1].as_bytes())
+        );
+        let only_listed =
+            |i: usize| matches!(wanted[i].carrier, Http::CacheKey | Http::CollectionName);
+        let reason = match witnessed {
+            // The later witness there and the earlier gone: the cache
+            // dropped older entries (an eviction), not a lag.
+            Ok(true) if matches!(self.exists(&witnesses[0]), Ok(false)) => {
+                crate::surface::witness::dropped("the cache's listing")
+            }
+            Ok(true) => {
+                let listed_at = |i: usize| wanted[i].carrier.is_listed();
+                crate::surface::listing::demote(out, listed_at, &shown, c);
+                return;
+            }
+            // No witness to show: the carriers whose only route the
+            // listing is cannot be shown closed; negative-lookup's own
+            // lookup still decides for it.
+            Ok(false) => format!(
+                "{shown} do not both exist (a PUT was not made), so nothing shows the listing is current: its silence proves nothing"
+            ),
+            Err(e) => format!(
+                "whether {shown} exist could not be told ({e}), so nothing shows the listing is current"
+            ),
+        };
+        for (i, o) in out.iter_mut().enumerate() {
+            if only_listed(i) && matches!(o, Some(RecoverOutcome::NotFound { .. })) {
+                *o = Some(RecoverOutcome::Error {
+                    reason: reason.clone(),
+                });
+            }
+        }
     }
 
     /// What the listing (`what` it listed, of `names` names) says of one

@@ -308,57 +308,8 @@ impl crate::surface::Surface for HttpCache {
                     Http::CacheKey | Http::CollectionName => None,
                 };
             }
-            // A listing that does not name the agreed property resource (after
-            // the consistency wait) lags or leaves things out: its silence on
-            // the carriers whose only route it is proves nothing.
-            let shown = format!(
-                "the agreed resources {} and {}",
-                escape::bytes(witnesses[0].as_bytes()),
-                escape::bytes(witness.as_bytes())
-            );
-            // The later witness there and the earlier gone: the cache
-            // dropped older entries (an eviction), not a lag.
-            let dropped = stale.is_some()
-                && matches!(witnessed, Ok(true))
-                && matches!(self.exists(&witnesses[0]), Ok(false));
-            match (stale, witnessed) {
-                (None, _) => {}
-                (Some(_), Ok(true)) if dropped => {
-                    for (o, w) in out.iter_mut().zip(wanted) {
-                        if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
-                            && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                        {
-                            *o = Some(RecoverOutcome::Error {
-                                reason: crate::surface::witness::dropped("the cache's listing"),
-                            });
-                        }
-                    }
-                }
-                (Some(c), Ok(true)) => {
-                    crate::surface::listing::demote(&mut out, listed_at, &shown, &c);
-                }
-                // No witness to show: the carriers whose only route the listing
-                // is cannot be shown closed; negative-lookup's own lookup
-                // still decides for it.
-                (Some(_), why) => {
-                    let reason = match why {
-                        Ok(_) => format!(
-                            "{shown} does not exist (its PUT was not made), so nothing shows the listing is current: its silence proves nothing"
-                        ),
-                        Err(e) => format!(
-                            "whether {shown} exists could not be told ({e}), so nothing shows the listing is current"
-                        ),
-                    };
-                    for (o, w) in out.iter_mut().zip(wanted) {
-                        if matches!(w.carrier, Http::CacheKey | Http::CollectionName)
-                            && matches!(o, Some(RecoverOutcome::NotFound { .. }))
-                        {
-                            *o = Some(RecoverOutcome::Error {
-                                reason: reason.clone(),
-                            });
-                        }
-                    }
-                }
+            if let Some(c) = stale {
+                self.not_current(&mut out, wanted, &witnesses, &c, witnessed);
             }
             crate::surface::all_outcomes(out)
         })
