@@ -176,6 +176,37 @@ pub fn through<C>(
         .collect()
 }
 
+/// The answers of a registry (npm's, a PyPI index): `searched`, the
+/// carrier whose name is the message, misses through its search, shown
+/// current or not by `search`; every other carrier through its documents
+/// read by name, whose currency `documents` tells (asked once, only for a
+/// miss).
+pub fn search_and_documents<C: PartialEq>(
+    answers: Vec<RecoverOutcome>,
+    carriers: impl IntoIterator<Item = C>,
+    searched: C,
+    search: (&'static str, Currency),
+    documents: (&'static str, impl FnOnce() -> Currency),
+) -> Vec<Recovered> {
+    let (by_name, read) = documents;
+    let mut read = Some(read);
+    let mut currency: Option<Currency> = None;
+    answers
+        .into_iter()
+        .zip(carriers)
+        .map(|(o, c)| match o {
+            RecoverOutcome::NotFound { detail } if c == searched => {
+                Recovered::missed_through(search.0, detail, &search.1)
+            }
+            RecoverOutcome::NotFound { detail } => {
+                let current = currency.get_or_insert_with(|| (read.take().expect("asked once"))());
+                Recovered::missed_through(by_name, detail, current)
+            }
+            o => o.into(),
+        })
+        .collect()
+}
+
 /// The kernel's check of one carrier's answer against the type's declared
 /// `routes`: a miss counts (NOT FOUND) only when every route of `carrier`
 /// has its look; else ERROR, naming the route without one. A type that

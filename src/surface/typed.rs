@@ -346,6 +346,33 @@ pub fn each<C: PartialEq, N>(
     out.into_iter().flatten().collect()
 }
 
+/// Plants `jobs` as [`each`] does, between a route's two witnesses
+/// ([`super::witness`]): `witness` makes the one on each side (a type whose
+/// later witness is a plant of its own makes nothing after). Nothing is
+/// written for no jobs, and no write starts once a signal asked run A to
+/// stop. (A witness that could not be made is found missing by run B,
+/// whose misses then count for nothing: its outcome is not kept.)
+pub fn between<C: PartialEq, N, J>(
+    jobs: &[Job<C>],
+    last: &[C],
+    journal: &mut J,
+    mut witness: impl FnMut(super::witness::Side, &mut J),
+    mut plant: impl FnMut(&Job<C>, &mut J) -> PlantOutcome<N>,
+) -> Vec<PlantOutcome<N>> {
+    if let Some(sig) = crate::signals::received() {
+        return jobs.iter().map(|_| super::interrupted(sig)).collect();
+    }
+    if jobs.is_empty() {
+        return vec![];
+    }
+    witness(super::witness::Side::Before, journal);
+    let out = each(jobs, last, |job| plant(job, journal));
+    if crate::signals::received().is_none() {
+        witness(super::witness::Side::After, journal);
+    }
+    out
+}
+
 /// A control instance: its settings, and whatever must stay alive while
 /// the probe runs (a loopback service), dropped when the probe ends.
 pub struct Control<S = serde_json::Value> {

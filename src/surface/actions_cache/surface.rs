@@ -170,42 +170,30 @@ impl crate::surface::Surface for ActionsCache {
         jobs: &[Job<Cache>],
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
-        // Nothing to plant, nothing to witness (no write that only
-        // cleanup would need); stopped already, no write starts.
-        if let Some(sig) = crate::signals::received() {
-            return jobs
-                .iter()
-                .map(|_| crate::surface::interrupted(sig))
-                .collect();
-        }
-        if jobs.is_empty() {
-            return vec![];
-        }
-        // (A witness that could not be made is found missing by run B,
-        // whose misses then count for nothing: no need to say it here.)
-        let _ = self.plant_witness(ctx, Side::Before, journal);
-        let out = crate::surface::each(jobs, Self::PLANTED_LAST, |job| {
-            let (key, version, archive) =
-                entry_for(ctx, job.carrier, &job.nonce, job.scope.as_ref());
-            self.put(&key, &version, archive, journal)
-                .map(|scope| PlantOutcome::Planted {
-                    needle: job.nonce,
-                    persistence: None,
-                    detail: format!(
-                        "entry {} written to scope {scope} of {}; entries on the default \
-                         branch are restorable from every branch and pull request",
-                        escape::bytes(key.as_bytes()),
-                        self.service()
-                    ),
-                })
-                .unwrap_or_else(|o| o)
-        });
-        // Stopped by a signal: no new write starts (run B then misses
-        // the later witness, and says the route is not current).
-        if crate::signals::received().is_none() {
-            let _ = self.plant_witness(ctx, Side::After, journal);
-        }
-        out
+        crate::surface::between(
+            jobs,
+            Self::PLANTED_LAST,
+            journal,
+            |side, journal| {
+                let _ = self.plant_witness(ctx, side, journal);
+            },
+            |job, journal| {
+                let (key, version, archive) =
+                    entry_for(ctx, job.carrier, &job.nonce, job.scope.as_ref());
+                self.put(&key, &version, archive, journal)
+                    .map(|scope| PlantOutcome::Planted {
+                        needle: job.nonce,
+                        persistence: None,
+                        detail: format!(
+                            "entry {} written to scope {scope} of {}; entries on the default \
+                             branch are restorable from every branch and pull request",
+                            escape::bytes(key.as_bytes()),
+                            self.service()
+                        ),
+                    })
+                    .unwrap_or_else(|o| o)
+            },
+        )
     }
 
     /// Run B: the listing for the carriers whose nonce is in a key or a

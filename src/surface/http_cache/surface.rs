@@ -16,6 +16,7 @@ use crate::scan::Marked;
 use crate::state::diff::{Before, Change};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 use crate::surface::carrier::CarrierSet;
+use crate::surface::witness::Side;
 use crate::surface::{
     About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
     RunCtx, Want, Watch,
@@ -137,25 +138,23 @@ impl crate::surface::Surface for HttpCache {
         jobs: &[Job<Http>],
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
-        if let Some(sig) = crate::signals::received() {
-            return jobs
-                .iter()
-                .map(|_| crate::surface::interrupted(sig))
-                .collect();
-        }
-        if jobs.is_empty() {
-            return vec![];
-        }
-        // (A witness that could not be made is found missing by run B,
-        // whose listing then counts for nothing.)
-        let name = before_witness(ctx);
-        let body = innocuous(ctx.probe_id);
-        let headers = [("content-type", "application/octet-stream")];
-        let entry = Entry::file(&name, &body);
-        let _ = self.write(journal, entry, "PUT", &self.url_of(&name), &headers, body);
-        crate::surface::each(jobs, Self::PLANTED_LAST, |job| {
-            self.plant_one(ctx, job, journal)
-        })
+        crate::surface::between(
+            jobs,
+            Self::PLANTED_LAST,
+            journal,
+            |side, journal| {
+                // (The later witness is the property's resource, a plant.)
+                if side == Side::Before {
+                    let name = before_witness(ctx);
+                    let body = innocuous(ctx.probe_id);
+                    let headers = [("content-type", "application/octet-stream")];
+                    let entry = Entry::file(&name, &body);
+                    let url = self.url_of(&name);
+                    let _ = self.write(journal, entry, "PUT", &url, &headers, body);
+                }
+            },
+            |job, journal| self.plant_one(ctx, job, journal),
+        )
     }
 
     /// A PUT, a GET miss, a MKCOL and a PROPPATCH, each journalled before

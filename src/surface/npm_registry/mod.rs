@@ -33,7 +33,7 @@ use crate::http::answer::Class;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
 use crate::surface::routes::{Kind, Recovered, Route};
-use crate::surface::witness::{self, Seen, Side};
+use crate::surface::witness::{self, Currency, Seen, Side};
 use ::http::Method;
 use plant::{DOCUMENT, WITNESS_VERSION, package_for, publish_doc, witness_package};
 use protocol::{class, path_of};
@@ -186,23 +186,15 @@ impl super::Surface for NpmRegistry {
         jobs: &[Job<Npm>],
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
-        if let Some(sig) = crate::signals::received() {
-            return jobs.iter().map(|_| super::interrupted(sig)).collect();
-        }
-        if jobs.is_empty() {
-            return vec![];
-        }
-        // (A witness that could not be published is found missing by run
-        // B, whose misses then count for nothing.)
-        let _ = self.publish_witness(ctx, Side::Before, journal);
-        let out = super::each(jobs, Self::PLANTED_LAST, |job| {
-            self.plant_one(ctx, job, journal)
-        });
-        // Stopped by a signal: no new write starts.
-        if crate::signals::received().is_none() {
-            let _ = self.publish_witness(ctx, Side::After, journal);
-        }
-        out
+        super::between(
+            jobs,
+            Self::PLANTED_LAST,
+            journal,
+            |side, journal| {
+                let _ = self.publish_witness(ctx, side, journal);
+            },
+            |job, journal| self.plant_one(ctx, job, journal),
+        )
     }
 
     /// One small package per carrier, published as `npm publish` does,
@@ -346,30 +338,17 @@ impl super::Surface for NpmRegistry {
             "packages",
             "the search",
         );
-        // The document route's witnesses, read once, only for a miss.
-        let documents = std::cell::OnceCell::new();
-        crate::surface::all_outcomes(out)
-            .into_iter()
-            .zip(wanted)
-            .map(|(o, w)| match (o, w.carrier) {
-                (RecoverOutcome::NotFound { detail }, Npm::PackageName) => match &search_why {
-                    Some(reason) => Recovered::Error {
-                        reason: reason.clone(),
-                    },
-                    None => Recovered::missed_through(
-                        SEARCH,
-                        detail,
-                        &witness::currency("the search", in_search, || None),
-                    ),
-                },
-                (RecoverOutcome::NotFound { detail }, _) => Recovered::missed_through(
-                    DOCUMENT,
-                    detail,
-                    documents.get_or_init(|| self.document_currency(ctx)),
-                ),
-                (o, _) => o.into(),
-            })
-            .collect()
+        let search = match search_why {
+            Some(reason) => Currency::NotCurrent(reason),
+            None => witness::currency("the search", in_search, || None),
+        };
+        crate::surface::routes::search_and_documents(
+            crate::surface::all_outcomes(out),
+            wanted.iter().map(|w| w.carrier),
+            Npm::PackageName,
+            (SEARCH, search),
+            (DOCUMENT, || self.document_currency(ctx)),
+        )
     }
 
     /// Cleanup by probe id: finding a probe's packages by name and search.

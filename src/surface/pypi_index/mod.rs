@@ -40,7 +40,7 @@ use crate::nonce::Nonce;
 use crate::state::diff::{Before, Change};
 use crate::state::snapshot::{Sink, SnapshotError, WatchCtx, component, emit_sorted, listed};
 use crate::surface::routes::{Kind, Recovered, Route};
-use crate::surface::witness::{self, Seen, Side};
+use crate::surface::witness::{self, Currency, Seen, Side};
 use ::http::Method;
 use plant::{PROJECT, upload_for, witness_project, witness_upload};
 use protocol::{INDEX, excerpt, project_of, version_of};
@@ -254,35 +254,29 @@ impl super::Surface for PypiIndex {
         jobs: &[Job<Pypi>],
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
-        if let Some(sig) = crate::signals::received() {
-            return jobs.iter().map(|_| super::interrupted(sig)).collect();
-        }
-        if jobs.is_empty() {
-            return vec![];
-        }
-        // (A witness that could not be uploaded is found missing by run
-        // B, whose misses then count for nothing.)
-        let _ = self.put(&witness_upload(ctx, Side::Before), journal);
-        let out = super::each(jobs, Self::PLANTED_LAST, |job| {
-            let u = upload_for(ctx, job.carrier, &job.nonce);
-            match self.put(&u, journal) {
-                Err(o) => o,
-                Ok(()) => PlantOutcome::Planted {
-                    needle: job.nonce,
-                    persistence: None,
-                    detail: format!(
-                        "uploaded {} to {}",
-                        escape::bytes(u.file.as_bytes()),
-                        escape::bytes(self.settings.upload_url.as_bytes())
-                    ),
-                },
-            }
-        });
-        // Stopped by a signal: no new write starts.
-        if crate::signals::received().is_none() {
-            let _ = self.put(&witness_upload(ctx, Side::After), journal);
-        }
-        out
+        super::between(
+            jobs,
+            Self::PLANTED_LAST,
+            journal,
+            |side, journal| {
+                let _ = self.put(&witness_upload(ctx, side), journal);
+            },
+            |job, journal| {
+                let u = upload_for(ctx, job.carrier, &job.nonce);
+                match self.put(&u, journal) {
+                    Err(o) => o,
+                    Ok(()) => PlantOutcome::Planted {
+                        needle: job.nonce,
+                        persistence: None,
+                        detail: format!(
+                            "uploaded {} to {}",
+                            escape::bytes(u.file.as_bytes()),
+                            escape::bytes(self.settings.upload_url.as_bytes())
+                        ),
+                    },
+                }
+            },
+        )
     }
 
     /// Run B: the root listing for `project-name` (its only route), the
@@ -378,29 +372,17 @@ impl super::Surface for PypiIndex {
                 }
             }
         }
-        // The project route's witnesses, read once, only for a miss.
-        let pages = std::cell::OnceCell::new();
-        out.into_iter()
-            .zip(wanted)
-            .map(|(o, w)| match (o, w.carrier) {
-                (RecoverOutcome::NotFound { detail }, Pypi::ProjectName) => match &root_why {
-                    Some(reason) => Recovered::Error {
-                        reason: reason.clone(),
-                    },
-                    None => Recovered::missed_through(
-                        ROOT,
-                        detail,
-                        &witness::currency("the simple index", in_root, || None),
-                    ),
-                },
-                (RecoverOutcome::NotFound { detail }, _) => Recovered::missed_through(
-                    PROJECT,
-                    detail,
-                    pages.get_or_init(|| self.page_currency(ctx)),
-                ),
-                (o, _) => o.into(),
-            })
-            .collect()
+        let in_search = match root_why {
+            Some(reason) => Currency::NotCurrent(reason),
+            None => witness::currency("the simple index", in_root, || None),
+        };
+        crate::surface::routes::search_and_documents(
+            out,
+            wanted.iter().map(|w| w.carrier),
+            Pypi::ProjectName,
+            (ROOT, in_search),
+            (PROJECT, || self.page_currency(ctx)),
+        )
     }
 
     /// Cleanup by probe id: finding a probe's projects in the root's
