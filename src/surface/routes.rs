@@ -9,9 +9,9 @@
 //! [`Recovered::Missed`] with one [`Look`] per route it read, each saying
 //! how that route showed itself current ([`Proof`]); the adapter turns a
 //! miss lacking the look of any declared route of its carrier into ERROR,
-//! whatever the type's own code says. A type that declares no routes yet
-//! answers as before (its misses are its own word): the kernel migrates
-//! types one at a time.
+//! whatever the type's own code says. A type that declares no routes has
+//! no miss that counts (the conformance suite requires routes of every
+//! type).
 
 use super::RecoverOutcome;
 use super::carrier::CarrierSet;
@@ -136,8 +136,8 @@ impl Recovered {
     }
 }
 
-/// The answer of a type that declares no routes (yet): its miss carries
-/// no looks, which [`judge`] accepts only from such a type.
+/// An answer as the older outcome says it: a miss with no look yet
+/// ([`Recovered::via`] adds one), which [`judge`] never counts.
 impl From<RecoverOutcome> for Recovered {
     fn from(o: RecoverOutcome) -> Recovered {
         match o {
@@ -150,12 +150,6 @@ impl From<RecoverOutcome> for Recovered {
             RecoverOutcome::Error { reason } => Recovered::Error { reason },
         }
     }
-}
-
-/// The answers of a type that declares no routes yet: `recover`'s old
-/// body, run as it was.
-pub fn legacy(recover: impl FnOnce() -> Vec<RecoverOutcome>) -> Vec<Recovered> {
-    recover().into_iter().map(Recovered::from).collect()
 }
 
 /// The answers `recover` gives, one per carrier of `carriers` (in order),
@@ -209,8 +203,8 @@ pub fn search_and_documents<C: PartialEq>(
 
 /// The kernel's check of one carrier's answer against the type's declared
 /// `routes`: a miss counts (NOT FOUND) only when every route of `carrier`
-/// has its look; else ERROR, naming the route without one. A type that
-/// declares no routes is taken at its word.
+/// has its look; else ERROR, naming the route without one (and for a
+/// type that declares none, always).
 pub fn judge<C: CarrierSet>(routes: &[Route<C>], carrier: C, r: Recovered) -> RecoverOutcome {
     let (detail, looks) = match r {
         Recovered::Found { detail } => return RecoverOutcome::Found { detail },
@@ -219,7 +213,9 @@ pub fn judge<C: CarrierSet>(routes: &[Route<C>], carrier: C, r: Recovered) -> Re
         Recovered::Missed { detail, looks } => (detail, looks),
     };
     if routes.is_empty() {
-        return RecoverOutcome::NotFound { detail };
+        return RecoverOutcome::Error {
+            reason: "this surface type declares no routes: nothing shows where run B looked, or that it was current".into(),
+        };
     }
     let mine: Vec<&Route<C>> = routes
         .iter()
@@ -317,12 +313,12 @@ mod tests {
         assert!(
             matches!(judge(ROUTES, T::B, missed(&[listed, iso])), RecoverOutcome::NotFound { detail } if detail == "d; isolated: w")
         );
-        // Legacy: a type without routes is taken at its word; one with
-        // routes never is.
+        // A miss without a look counts nowhere, not even for a type that
+        // declares no routes.
         let legacy = Recovered::from(RecoverOutcome::NotFound { detail: "d".into() });
         assert!(matches!(
             judge(&[], T::A, legacy.clone()),
-            RecoverOutcome::NotFound { .. }
+            RecoverOutcome::Error { .. }
         ));
         assert!(matches!(
             judge(ROUTES, T::A, legacy),

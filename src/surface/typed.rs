@@ -48,11 +48,10 @@ pub trait Surface: Sized + 'static {
     /// which carriers a change carries), or why not (every carrier is then
     /// SKIPPED in watch mode with the reason).
     const WATCH: Watch<Self::Carrier> = Watch::No("watch mode cannot list this surface type yet");
-    /// Every way run B reads this type's carriers ([`Route`]). Once a type
-    /// declares them, a miss it answers counts only with the look of each
-    /// route of its carrier, which the kernel checks
-    /// ([`super::routes::judge`]); a type that declares none yet is taken
-    /// at its word.
+    /// Every way run B reads this type's carriers ([`Route`]): a miss it
+    /// answers counts only with the look of each route of its carrier,
+    /// which the kernel checks ([`super::routes::judge`]). A type that
+    /// declares none has no miss that counts.
     const ROUTES: &'static [Route<Self::Carrier>] = &[];
 
     /// The carriers, declared with `carriers!` (`carrier.rs`).

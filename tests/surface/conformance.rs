@@ -341,11 +341,11 @@ fn conform(ty: &dyn SurfaceType) {
     for knob in Knob::ALL {
         knobbed(ty, &key, knob);
     }
-    // A type that declares its routes declares one for every carrier (the
-    // kernel would make every miss of the others ERROR), each route named
-    // once.
+    // Every type declares its routes, one for every carrier (the kernel
+    // makes every miss of the others ERROR), each route named once.
     let routes = ty.routes();
-    if !routes.is_empty() {
+    assert!(!routes.is_empty(), "{name}: no route declared");
+    {
         for c in ty.carriers() {
             assert!(
                 routes.iter().any(|(_, cs)| cs.contains(&c.name)),

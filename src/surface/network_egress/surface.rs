@@ -9,12 +9,22 @@ use crate::config::{ConfigError, Options};
 use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
+use crate::surface::routes::{Kind, Proof, Recovered, Route};
 use crate::surface::{
     About, CleanupOutcome, Control, Job, Journal, Notice, PlantOutcome, RunCtx, Want, Watch,
 };
 use Attempt::{Local, Network};
 use std::io::Write;
 use std::time::Instant;
+
+/// Run B's one route ([`crate::surface::routes`]): the rendezvous's
+/// record of what reached it, asked for the nonce.
+const RENDEZVOUS: &str = "rendezvous";
+
+/// Why the rendezvous's silence is current: `NetworkEgress::seen` counts
+/// a miss only when the record reaches back to when run A tried (no
+/// restart, expiry, eviction or turned-away delivery since).
+const KEPT: &str = "the rendezvous's own record, kept since run A tried";
 
 impl crate::surface::Surface for NetworkEgress {
     const NAME: &'static str = "network-egress";
@@ -30,6 +40,11 @@ impl crate::surface::Surface for NetworkEgress {
     ];
     const WATCH: Watch<Egress> =
         Watch::No("a delivery leaves the runner: watch mode sees no listing of it");
+    const ROUTES: &'static [Route<Egress>] = &[Route {
+        name: RENDEZVOUS,
+        kind: Kind::ById,
+        carriers: Egress::ALL,
+    }];
     type Carrier = Egress;
     type Settings = Settings;
     type Entry = Entry;
@@ -260,22 +275,28 @@ impl crate::surface::Surface for NetworkEgress {
         _ctx: &RunCtx<'_>,
         wanted: &[Want<Egress, Sought>],
         _notice: &mut dyn FnMut(Notice),
-    ) -> Vec<crate::surface::routes::Recovered> {
-        // (No routes declared yet: its misses are its own word.)
-        crate::surface::routes::legacy(|| {
-            wanted
-                .iter()
-                .map(|w| {
-                    // A plant's needle says when run A tried; a needle derived
-                    // in a later job (no receipt) is the nonce alone.
-                    let (nonce, at) = match &w.needle {
-                        Sought::Tried { nonce, at_ms } => (nonce, *at_ms),
-                        Sought::Nonce(nonce) => (nonce, None),
-                    };
-                    self.seen(&nonce.hex(), at, w.carrier)
-                })
-                .collect()
-        })
+    ) -> Vec<Recovered> {
+        wanted
+            .iter()
+            .map(|w| {
+                // A plant's needle says when run A tried; a needle derived
+                // in a later job (no receipt) is the nonce alone.
+                let (nonce, at) = match &w.needle {
+                    Sought::Tried { nonce, at_ms } => (nonce, *at_ms),
+                    Sought::Nonce(nonce) => (nonce, None),
+                };
+                let o = self.seen(&nonce.hex(), at, w.carrier);
+                match (&w.needle, at) {
+                    // The rendezvous's record is current for a miss only
+                    // back to when run A tried: a plant's needle without
+                    // that time (no plant reports one) shows nothing.
+                    (Sought::Tried { .. }, None) => o.into(),
+                    // (A derived needle's miss is the kernel's no-receipt
+                    // rule's to judge: never a PASS.)
+                    _ => Recovered::via(o, RENDEZVOUS, Proof::Protocol(KEPT)),
+                }
+            })
+            .collect()
     }
 
     fn find(&self, _ctx: &RunCtx<'_>, _jobs: &[Job<Egress>]) -> Result<Vec<Entry>, Fault> {
