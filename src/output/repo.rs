@@ -62,7 +62,13 @@ impl Context {
         self.automation_id = format!("{}/{run}", category.trim_end_matches('/'));
     }
 
-    /// A path as a repo-relative, percent-encoded uri of an existing file.
+    /// A path as a repo-relative, percent-encoded uri of an existing file
+    /// of the checkout: a regular file, reached from the root through
+    /// plain names only (a `..` back over one of them is allowed). A location comes from a report that may have
+    /// been made in another job (`publish` relays it), so `..`, a symlink
+    /// on the way or a path outside the root is no file of the checkout
+    /// (the file system would resolve `..` and symlinks to another file,
+    /// and answer whether it exists on the publishing runner).
     pub fn uri(&self, path: &str) -> Option<String> {
         let p = Path::new(path);
         let abs = if p.is_absolute() {
@@ -73,13 +79,34 @@ impl Context {
         let abs = std::path::absolute(&abs).ok()?;
         let root = std::path::absolute(&self.root).ok()?;
         let rel = abs.strip_prefix(&root).ok()?;
-        if rel.as_os_str().is_empty() || !abs.is_file() {
+        let mut parts = Vec::new();
+        let mut at = root.clone();
+        for c in rel.components() {
+            match c {
+                std::path::Component::Normal(name) => {
+                    at.push(name);
+                    // Never through a symlink: each step is looked at
+                    // without following it.
+                    let meta = std::fs::symlink_metadata(&at).ok()?;
+                    if meta.file_type().is_symlink() {
+                        return None;
+                    }
+                    parts.push(encode(&name.to_string_lossy()));
+                }
+                std::path::Component::CurDir => {}
+                // Back one plain name, never above the root: with no
+                // symlink on the way, that is where the file system goes.
+                std::path::Component::ParentDir if !parts.is_empty() => {
+                    parts.pop();
+                    at.pop();
+                }
+                _ => return None,
+            }
+        }
+        let meta = std::fs::symlink_metadata(&at).ok()?;
+        if parts.is_empty() || !meta.file_type().is_file() {
             return None;
         }
-        let parts: Vec<String> = rel
-            .components()
-            .map(|c| encode(&c.as_os_str().to_string_lossy()))
-            .collect();
         Some(parts.join("/"))
     }
 

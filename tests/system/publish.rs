@@ -1082,3 +1082,80 @@ fn a_state_replayed_in_another_authors_comment_is_not_ours() {
         );
     }
 }
+
+/// A relayed report's locations name files of this checkout or nothing:
+/// `..` out of the root, a deep climb to `/etc/passwd`, an absolute path
+/// elsewhere and a symlink of the checkout to a file outside all point at
+/// the workflow's step instead, in the SARIF and in the check run (0.11.0
+/// uploaded `../outside.yml` as an artifact and annotated it).
+#[test]
+fn a_relayed_reports_locations_never_leave_the_checkout() {
+    let (svc, token, co) = fixture();
+    let outside = co.path().parent().unwrap().join(format!(
+        "{}-outside.yml",
+        co.path().file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&outside, "secret: 1\n").unwrap();
+    let out_name = outside.file_name().unwrap().to_string_lossy().to_string();
+    std::os::unix::fs::symlink(&outside, co.path().join(".github/link.yml")).unwrap();
+    let climbs = [
+        format!("../{out_name}"),
+        format!(".github/../../{out_name}"),
+        format!("{}/../../../../../../../../../etc/passwd", ".github"),
+        outside.to_string_lossy().to_string(),
+        ".github/link.yml".to_string(),
+    ];
+    let findings = climbs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut f = at_config(fs_carrier(i), Verdict::Fail, "found");
+            f.location.as_mut().unwrap().path = p.clone();
+            f
+        })
+        .collect();
+    let f = co.report(&report(findings));
+    let mut c = co.cmd(&svc, &token);
+    c.args([
+        "publish",
+        "--pr-comment",
+        "never",
+        "--upload-sarif",
+        "--report",
+    ])
+    .arg(&f);
+    let r = run(c, &token);
+    std::fs::remove_file(&outside).unwrap();
+    assert_eq!(r.code, 0, "{}", r.out);
+    let up = svc.sarifs();
+    assert_eq!(up.len(), 1, "{}", r.out);
+    let mut gz = Command::new("gzip")
+        .args(["-dc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    gz.stdin.take().unwrap().write_all(&up[0].gzip).unwrap();
+    let sarif = String::from_utf8(gz.wait_with_output().unwrap().stdout).unwrap();
+    let v: Value = serde_json::from_str(&sarif).unwrap();
+    let uris: Vec<&str> = v["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(uris, vec![".github/workflows/ci.yml"; 5], "{sarif}");
+    let cr = svc.objects("check-run").pop().unwrap();
+    let paths: Vec<&str> = cr["output"]["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, vec![".github/workflows/ci.yml"; 5], "{cr}");
+}
