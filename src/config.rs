@@ -306,6 +306,9 @@ pub struct Options<'a> {
     entry: Pos,
     entries: Vec<(Spanned<String>, Spanned<Value>)>,
     env: EnvLookup<'a>,
+    /// The variables the config's network-egress surfaces name as their
+    /// read tokens ([`crate::surface::env_name`] keeps them there).
+    rendezvous_tokens: &'a [String],
 }
 
 impl<'a> Options<'a> {
@@ -322,7 +325,27 @@ impl<'a> Options<'a> {
             entry,
             entries,
             env,
+            rendezvous_tokens: &[],
         }
+    }
+
+    /// With the read-token variables of the config's network-egress
+    /// surfaces.
+    pub fn with_rendezvous_tokens(self, tokens: &'a [String]) -> Self {
+        Options {
+            rendezvous_tokens: tokens,
+            ..self
+        }
+    }
+
+    /// Whether `var` is a network-egress surface's read-token variable.
+    pub fn is_rendezvous_token(&self, var: &str) -> bool {
+        self.rendezvous_tokens.iter().any(|t| t == var)
+    }
+
+    /// The surface type the entry is.
+    pub fn type_name(&self) -> &str {
+        self.type_name
     }
 
     /// An environment variable runwarden runs with (for defaults such as

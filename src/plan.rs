@@ -113,6 +113,9 @@ struct Checker<'a> {
     file: String,
     source: &'a ConfigSource,
     env: EnvLookup<'a>,
+    /// The variables network-egress entries name as read tokens, which
+    /// no other key may name ([`crate::surface::env_name`]).
+    rendezvous_tokens: Vec<String>,
 }
 
 impl Checker<'_> {
@@ -127,10 +130,11 @@ impl Checker<'_> {
 
 /// Parses and validates config text into a plan.
 pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Plan, ConfigErrors> {
-    let ck = Checker {
+    let mut ck = Checker {
         file: source.display(),
         source: &source,
         env,
+        rendezvous_tokens: Vec::new(),
     };
     let raw = config::parse(text, &ck.file)?;
     check_version(&ck, raw.version.as_ref())?;
@@ -147,6 +151,7 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
         )));
     }
 
+    ck.rendezvous_tokens = rendezvous_tokens(&surfaces.value);
     let mut plans: Vec<SurfacePlan> = Vec::new();
     let mut seen: BTreeMap<String, Pos> = BTreeMap::new();
     // Every independent error is reported in one run: an entry stops at
@@ -271,6 +276,22 @@ fn check_version(ck: &Checker<'_>, version: Option<&Spanned<Value>>) -> Result<(
     }
 }
 
+/// The `token-env` of every network-egress entry: read before any entry
+/// is checked, so that an entry above one cannot name its token either.
+fn rendezvous_tokens(entries: &[Spanned<Mapping>]) -> Vec<String> {
+    let str_of = |m: &Mapping, k: &str| {
+        m.0.iter().find_map(|(key, v)| match &v.value {
+            Value::Str(s) if key.value == k => Some(s.clone()),
+            _ => None,
+        })
+    };
+    entries
+        .iter()
+        .filter(|e| str_of(&e.value, "type").as_deref() == Some("network-egress"))
+        .filter_map(|e| str_of(&e.value, "token-env"))
+        .collect()
+}
+
 /// A config key and its value, as an entry holds them.
 type KeyValue = (Spanned<String>, Spanned<Value>);
 
@@ -292,7 +313,8 @@ fn surface_plan(
     let ty = take("type");
     let name = entry_name(ck, name, entry_pos, seen)?;
     let st = entry_type(ck, ty, entry_pos, &name)?;
-    let opts = Options::new(&ck.file, st.name(), entry_pos, keys, ck.env);
+    let opts = Options::new(&ck.file, st.name(), entry_pos, keys, ck.env)
+        .with_rendezvous_tokens(&ck.rendezvous_tokens);
     opts.check_keys(st.keys())?;
     let settings = st.validate(opts)?;
     Ok(SurfacePlan {

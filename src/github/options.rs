@@ -47,11 +47,21 @@ pub fn repository_option(opts: &mut Options<'_>) -> Result<Option<String>, Confi
     })
 }
 
-/// The REST token: from the variable `named` (an `api-token-env` key),
-/// else `GITHUB_TOKEN`, else `GH_TOKEN`. `Ok((found, looked_in))`, where
-/// `found` is (variable, value) and `looked_in` names every variable
-/// tried, for the reason when none is set.
-pub fn api_token(opts: &Options<'_>, named: Option<String>) -> (Option<(String, String)>, String) {
+/// The REST token for `api_url`: from the variable `named` (an
+/// `api-token-env` key), else `GITHUB_TOKEN`, else `GH_TOKEN`.
+/// `Ok((found, looked_in))`, where `found` is (variable, value) and
+/// `looked_in` names every variable tried, for the reason when none is
+/// set. A GitHub token named, or found by default, for an `api_url` that
+/// is not the runner's API is a config error
+/// ([`crate::surface::to_github_only`]).
+pub type ApiToken = (Option<(String, String)>, String);
+
+pub fn api_token(
+    opts: &Options<'_>,
+    named: Option<String>,
+    api_url: &str,
+) -> Result<ApiToken, ConfigError> {
+    let explicit = named.is_some();
     let sources: Vec<String> = match named {
         Some(n) => vec![n],
         None => vec!["GITHUB_TOKEN".into(), "GH_TOKEN".into()],
@@ -59,7 +69,53 @@ pub fn api_token(opts: &Options<'_>, named: Option<String>) -> (Option<(String, 
     let found = sources
         .iter()
         .find_map(|n| opts.env(n).map(|v| (n.clone(), v)));
-    (found, sources.join(" / "))
+    let checked = match (&found, explicit) {
+        (Some((n, _)), _) => Some(n),
+        (None, true) => sources.first(),
+        (None, false) => None,
+    };
+    if let Some(var) = checked {
+        crate::surface::to_github_only(opts, "api-token-env", var, api_url)?;
+    }
+    Ok((found, sources.join(" / ")))
+}
+
+/// Refuses to send a token to a results service the runner did not name:
+/// the runtime token (found by default) only to `ACTIONS_RESULTS_URL`'s
+/// origin (else github.com's public one), and a GitHub token named by
+/// `token-env` nowhere (the results service does not take it). The config
+/// sits in the work tree; `results-url` elsewhere would hand it the token
+/// only the action's step holds.
+fn runtime_goes_home(
+    opts: &Options<'_>,
+    token_env: &Option<String>,
+    token: &Option<(String, String)>,
+    results_url: Option<&str>,
+) -> Result<(), ConfigError> {
+    let Some(url) = results_url else {
+        return Ok(());
+    };
+    if let Some(var) = token_env {
+        return crate::surface::to_github_only(opts, "token-env", var, url);
+    }
+    let Some((var, _)) = token else {
+        return Ok(());
+    };
+    let home = opts
+        .env("ACTIONS_RESULTS_URL")
+        .unwrap_or_else(|| GITHUB_COM_RESULTS.into());
+    let origin = |u: &str| crate::http::origin(u).map(|o| o.to_ascii_lowercase());
+    if origin(url).is_some() && origin(url) == origin(&home) {
+        return Ok(());
+    }
+    Err(opts.error(
+        opts.entry_pos(),
+        format!(
+            "`results-url` is not the runner's results service ({}): the runner's {var} goes \
+             there alone; for another service name its token with `token-env`",
+            crate::escape::line(&home)
+        ),
+    ))
 }
 
 /// The results service of github.com (the cache and artifact services),
@@ -124,6 +180,7 @@ pub fn runtime(
         }),
     };
     let results_url = results_url.map(|u| if u.ends_with('/') { u } else { format!("{u}/") });
+    runtime_goes_home(opts, &token_env, &token, results_url.as_deref())?;
     let missing = match (&token, &results_url) {
         (None, _) if token_env.is_some() => Some(format!(
             "no runtime token: `token-env` names {}, which is unset or empty",

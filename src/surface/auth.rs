@@ -21,11 +21,21 @@ pub struct HttpAuth {
 }
 
 impl HttpAuth {
-    /// Takes `token-env`, `username-env` and `password-env` from `opts`.
-    pub fn from_config(opts: &mut Options<'_>) -> Result<HttpAuth, ConfigError> {
+    /// Takes `token-env`, `username-env` and `password-env` from `opts`:
+    /// credentials sent to each of `to` (the surface's URLs), which a
+    /// GitHub token may not be sent to unless it is GitHub's
+    /// ([`to_github_only`]).
+    pub fn from_config(opts: &mut Options<'_>, to: &[&str]) -> Result<HttpAuth, ConfigError> {
         let token = env_name(opts, "token-env")?;
         let user = env_name(opts, "username-env")?;
         let pass = env_name(opts, "password-env")?;
+        for (key, var) in [("token-env", &token), ("password-env", &pass)] {
+            if let Some(var) = var {
+                for url in to {
+                    to_github_only(opts, key, var, url)?;
+                }
+            }
+        }
         let unset = |n: &str| format!("{n} (named in the config) is unset or empty");
         match (token, user, pass) {
             (Some(t), None, None) => Ok(match opts.env(&t) {
@@ -135,7 +145,25 @@ impl HttpAuth {
     }
 }
 
-/// A config key naming an environment variable: letters, digits and `_`.
+/// Variables no config key may name: runwarden's own marker key, and the
+/// runner's tokens that only the action's step holds. The config sits in
+/// the work tree an earlier step (an agent) can edit: naming one would
+/// send it to whatever host the entry names. The runtime token still
+/// serves the cache and artifact surfaces by default, and only toward the
+/// runner's own results service ([`crate::github::runtime`]).
+pub const NEVER_NAMED: &[&str] = &[
+    crate::marker::KEY_ENV,
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+];
+
+/// The job's GitHub token, under the names workflows give it.
+const GITHUB_TOKENS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN"];
+
+/// A config key naming an environment variable: letters, digits and `_`,
+/// never one of [`NEVER_NAMED`], nor the read token of a `network-egress`
+/// surface of the same config from any other entry (it goes to the
+/// rendezvous alone).
 pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, ConfigError> {
     let Some((name, pos)) = opts.string(key)? else {
         return Ok(None);
@@ -146,5 +174,65 @@ pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, Con
             format!("`{key}` names an environment variable: letters, digits and `_`"),
         ));
     }
+    if NEVER_NAMED.contains(&name.as_str()) {
+        return Err(opts.error(
+            pos,
+            format!(
+                "`{key}` names {name}, a secret runwarden never sends where a config says: \
+                 {}",
+                if name == crate::marker::KEY_ENV {
+                    "it is runwarden's own marker key"
+                } else {
+                    "only the runner's results service gets it, and the cache and artifact \
+                     surfaces use it there without being told"
+                }
+            ),
+        ));
+    }
+    if opts.is_rendezvous_token(&name)
+        && !(opts.type_name() == "network-egress" && key == "token-env")
+    {
+        return Err(opts.error(
+            pos,
+            format!(
+                "`{key}` names {name}, the read token of a network-egress surface of this \
+                 config: it goes to the rendezvous alone"
+            ),
+        ));
+    }
     Ok(Some(name))
+}
+
+/// Refuses a GitHub token (`GITHUB_TOKEN`, `GH_TOKEN`) named by `key` as
+/// the secret sent to `url` unless `url` is GitHub's: the runner's API
+/// (`GITHUB_API_URL`, else `https://api.github.com`) or `https://ghcr.io`.
+/// Another service that takes the job's token gets it under a name of
+/// the workflow's own (`env: { REGISTRY_TOKEN: ${{ github.token }} }`),
+/// which the workflow's reviewers see.
+pub fn to_github_only(
+    opts: &Options<'_>,
+    key: &str,
+    var: &str,
+    url: &str,
+) -> Result<(), ConfigError> {
+    if !GITHUB_TOKENS.contains(&var) {
+        return Ok(());
+    }
+    let api = opts
+        .env("GITHUB_API_URL")
+        .unwrap_or_else(|| "https://api.github.com".into());
+    let origin = |u: &str| crate::http::origin(u).map(|o| o.to_ascii_lowercase());
+    let to = origin(url);
+    if to.is_some() && (to == origin(&api) || to.as_deref() == Some("https://ghcr.io")) {
+        return Ok(());
+    }
+    Err(opts.error(
+        opts.entry_pos(),
+        format!(
+            "`{key}` ({var}) would send the job's GitHub token to {}, which is not GitHub's API \
+             ({}) or ghcr.io; give that service's token a name of its own",
+            crate::escape::line(url),
+            crate::escape::line(&api)
+        ),
+    ))
 }

@@ -159,12 +159,22 @@ fn a_read_only_token_closes_every_carrier_and_the_service_down_is_an_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
+    // The runner's own services (the config's `results-url` elsewhere
+    // would not get the runtime token).
+    let (results, api_url) = (
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://127.0.0.1:{port}/api"),
+    );
     let down = format!(
-        "version: 1\nsurfaces:\n  - name: cache\n    type: actions-cache\n    results-url: http://127.0.0.1:{port}/\n    api-url: http://127.0.0.1:{port}/api\n"
+        "version: 1\nsurfaces:\n  - name: cache\n    type: actions-cache\n    results-url: {results}\n    api-url: {api_url}\n"
     );
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runwarden.yml"), down).unwrap();
-    let p = run(dir.path(), &svc, Some(&token), Some(&api), &["probe"]);
+    let mut env = runner_env(&svc, Some(&token), Some(&api));
+    env.retain(|(k, _)| k != "ACTIONS_RESULTS_URL" && k != "GITHUB_API_URL");
+    env.push(("ACTIONS_RESULTS_URL".into(), results.clone()));
+    env.push(("GITHUB_API_URL".into(), api_url.clone()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let p = run_config(dir.path(), &down, &env, &["probe"]);
     assert_eq!(p.code, 1, "{}", p.stderr);
     assert_eq!(verdicts(&p), ["error"; 4], "{}", p.report);
     let d = p.finding("cache:cache-content")["detail"].to_string();

@@ -256,3 +256,120 @@ fn every_independent_error_in_one_run() {
         "{err}"
     );
 }
+
+/// `check-config` on `text` with `env` added: (exit code, stderr).
+fn check_with(text: &str, env: &[(&str, &str)]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rw.yml");
+    std::fs::write(&f, text).unwrap();
+    let mut c = bin();
+    c.arg("check-config").arg(&f);
+    for v in [
+        "GITHUB_API_URL",
+        "ACTIONS_RESULTS_URL",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().copied());
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).replace(&*f.to_string_lossy(), "FILE");
+    (out.status.code().unwrap(), err)
+}
+
+/// The config sits in the work tree an agent can edit: no `*-env` key may
+/// name runwarden's own key, the runner's tokens or a rendezvous's read
+/// token, and the job's GitHub token goes to GitHub's API or ghcr.io
+/// alone (0.11.0 took every one of these as valid and sent the secret).
+#[test]
+fn a_config_cannot_send_runwardens_own_secrets_anywhere() {
+    let entry = |body: &str| format!("version: 1\nsurfaces:\n  - name: s\n{body}");
+    let http = |key: &str, var: &str| {
+        entry(&format!(
+            "    type: http-cache\n    url: https://cache.example/dav/\n    {key}: {var}\n"
+        ))
+    };
+    let refused = [
+        (
+            http("token-env", "RUNWARDEN_KEY"),
+            "runwarden's own marker key",
+        ),
+        (
+            entry(
+                "    type: npm-registry\n    url: https://npm.example/\n    token-env: ACTIONS_RUNTIME_TOKEN\n",
+            ),
+            "only the runner's results service gets it",
+        ),
+        (
+            entry(
+                "    type: pypi-index\n    upload-url: https://pypi.example/legacy/\n    simple-url: https://pypi.example/simple/\n    username-env: U\n    password-env: ACTIONS_ID_TOKEN_REQUEST_TOKEN\n",
+            ),
+            "names ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+        ),
+        (
+            // The egress entry comes after the one that names its token.
+            format!(
+                "{}  - name: egress\n    type: network-egress\n    rendezvous: https://rv.example\n    token-env: RV_TOKEN\n",
+                http("token-env", "RV_TOKEN")
+            ),
+            "the read token of a network-egress surface",
+        ),
+        (
+            http("token-env", "GITHUB_TOKEN"),
+            "would send the job's GitHub token to https://cache.example/dav/",
+        ),
+        (
+            entry(
+                "    type: network-egress\n    rendezvous: https://rv.example\n    token-env: GH_TOKEN\n",
+            ),
+            "(GH_TOKEN) would send the job's GitHub token",
+        ),
+        (
+            entry(
+                "    type: github-api\n    repository: octo/repo\n    api-url: https://evil.example/api\n",
+            ),
+            "not GitHub's API (https://api.github.com)",
+        ),
+        (
+            entry("    type: actions-cache\n    results-url: https://evil.example/\n"),
+            "`results-url` is not the runner's results service",
+        ),
+    ];
+    let env = [
+        ("GITHUB_TOKEN", "ghs_x"),
+        ("ACTIONS_RUNTIME_TOKEN", "rt"),
+        ("ACTIONS_RESULTS_URL", "https://results.example/"),
+    ];
+    for (text, says) in &refused {
+        let (code, err) = check_with(text, &env);
+        assert_eq!(code, 2, "{text}\n{err}");
+        assert!(err.contains(says), "expected `{says}`:\n{text}\n{err}");
+    }
+    // What stays valid: GitHub's token to ghcr.io and to the runner's own
+    // API, the runtime token to the runner's results service, and the
+    // egress entry naming its own token.
+    let allowed = [
+        entry(
+            "    type: oci-registry\n    registry: https://ghcr.io\n    repository: octo\n    username: u\n    token-env: GITHUB_TOKEN\n",
+        ),
+        entry(
+            "    type: github-api\n    repository: octo/repo\n    api-url: https://ghe.example/api/v3\n",
+        ),
+        entry("    type: actions-cache\n    results-url: https://results.example/x/\n"),
+        entry(
+            "    type: network-egress\n    rendezvous: https://rv.example\n    token-env: RV_TOKEN\n",
+        ),
+        http("token-env", "CACHE_TOKEN"),
+    ];
+    let env = [
+        ("GITHUB_TOKEN", "ghs_x"),
+        ("GITHUB_API_URL", "https://ghe.example/api/v3"),
+        ("ACTIONS_RUNTIME_TOKEN", "rt"),
+        ("ACTIONS_RESULTS_URL", "https://results.example/"),
+    ];
+    for text in &allowed {
+        let (code, err) = check_with(text, &env);
+        assert_eq!(code, 0, "{text}\n{err}");
+    }
+}

@@ -53,7 +53,7 @@ impl crate::surface::Surface for ActionsArtifacts {
         let (token, results_url, no_token) = (rt.token, rt.results_url, rt.missing);
         let api_url = crate::github::api_url_option(&mut opts)?;
         let repository = crate::github::repository_option(&mut opts)?;
-        let (api, api_sources) = crate::github::api_token(&opts, api_token_env);
+        let (api, api_sources) = crate::github::api_token(&opts, api_token_env, &api_url)?;
         let no_listing = match (&api, &repository) {
             (None, _) => Some(format!(
                 "run B reads artifacts of another run through the REST API, which needs a token \

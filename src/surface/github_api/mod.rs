@@ -90,10 +90,18 @@ impl super::Surface for GitHubApi {
     fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         let repository = crate::github::repository_option(&mut opts)?;
         let api_url = crate::github::api_url_option(&mut opts)?;
-        let token_source = crate::surface::env_name(&mut opts, "token-env")?
-            .unwrap_or_else(|| "GITHUB_TOKEN".into());
-        let read_token_source = crate::surface::env_name(&mut opts, "read-token-env")?
-            .unwrap_or_else(|| token_source.clone());
+        let token_named = crate::surface::env_name(&mut opts, "token-env")?;
+        let read_named = crate::surface::env_name(&mut opts, "read-token-env")?;
+        // A GitHub token goes to the runner's API alone: named, or found
+        // by default (unset, it goes nowhere).
+        for (key, named) in [("token-env", &token_named), ("read-token-env", &read_named)] {
+            let var = named.as_deref().unwrap_or("GITHUB_TOKEN");
+            if named.is_some() || opts.env(var).is_some() {
+                crate::surface::to_github_only(&opts, key, var, &api_url)?;
+            }
+        }
+        let token_source = token_named.unwrap_or_else(|| "GITHUB_TOKEN".into());
+        let read_token_source = read_named.unwrap_or_else(|| token_source.clone());
         let (issue, issue_source) = match opts.string("issue")? {
             Some((n, pos)) => match n.parse::<u64>() {
                 Ok(n) if n > 0 => (Some(n), "the config".to_string()),

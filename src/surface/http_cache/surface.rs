@@ -70,7 +70,9 @@ impl crate::surface::Surface for HttpCache {
             }
             None => None,
         };
-        let auth = HttpAuth::from_config(&mut opts)?;
+        let mut to = vec![url.as_str()];
+        to.extend(index_url.as_deref());
+        let auth = HttpAuth::from_config(&mut opts, &to)?;
         let url = if url.ends_with('/') {
             url
         } else {

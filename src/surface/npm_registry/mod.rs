@@ -125,7 +125,7 @@ impl super::Surface for NpmRegistry {
             ));
         };
         check_url(&url).map_err(|m| opts.error(pos, format!("`url`: {m}")))?;
-        let auth = HttpAuth::from_config(&mut opts)?;
+        let auth = HttpAuth::from_config(&mut opts, &[&url])?;
         let url = if url.ends_with('/') {
             url
         } else {

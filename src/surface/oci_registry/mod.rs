@@ -207,7 +207,7 @@ impl super::Surface for OciRegistry {
                 ));
         }
         let username = opts.string("username")?;
-        let auth = HttpAuth::from_config(&mut opts)?;
+        let auth = HttpAuth::from_config(&mut opts, &[&registry])?;
         // A username makes the token the password of basic auth (what
         // registries and their token services take); without one it is
         // sent as a bearer token.
@@ -229,7 +229,13 @@ impl super::Surface for OciRegistry {
                             "`token-realm`: the https URL of the token service the registry names (e.g. https://auth.docker.io/token)",
                         ));
                 }
-                Some(u.split('?').next().unwrap_or("").to_string())
+                let realm = u.split('?').next().unwrap_or("").to_string();
+                for var in ["GITHUB_TOKEN", "GH_TOKEN"] {
+                    if auth.secret_from(var) {
+                        crate::surface::to_github_only(&opts, "token-env", var, &realm)?;
+                    }
+                }
+                Some(realm)
             }
             None => None,
         };

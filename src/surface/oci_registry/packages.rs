@@ -73,7 +73,7 @@ pub(super) fn from_config(
             .trim_end_matches('/')
             .to_string()
     });
-    let (found, looked) = crate::github::api_token(opts, named);
+    let (found, looked) = crate::github::api_token(opts, named, &api_url)?;
     Ok(Some(PackagesApi {
         api_url,
         token_source: found.as_ref().map_or(looked, |(n, _)| n.clone()),

@@ -189,7 +189,9 @@ impl super::Surface for PypiIndex {
             return Err(opts.error(opts.entry_pos(), "`json-url` must contain `{project}`"));
         }
         // twine's convention: a token is the password of `__token__`.
-        let auth = HttpAuth::from_config(&mut opts)?.bearer_as_basic("__token__");
+        let mut to = vec![upload_url.as_str(), simple_url.as_str()];
+        to.extend(json_url.as_deref());
+        let auth = HttpAuth::from_config(&mut opts, &to)?.bearer_as_basic("__token__");
         Ok(Settings {
             upload_url,
             simple_url,

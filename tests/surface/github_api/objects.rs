@@ -202,12 +202,15 @@ fn a_dead_api_is_an_error_and_no_token_skips() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = dead.local_addr().unwrap().port();
     drop(dead);
-    let cfg = config(&format!("    api-url: http://127.0.0.1:{port}/api\n"));
+    // The runner's API itself is dead (a config's `api-url` elsewhere
+    // would not get the job's token).
+    let dead = format!("http://127.0.0.1:{port}/api");
+    let cfg = config(&format!("    api-url: {dead}\n"));
     let p = run(
         dir.path(),
         &svc,
         &cfg,
-        &[("GITHUB_TOKEN", &token)],
+        &[("GITHUB_TOKEN", &token), ("GITHUB_API_URL", &dead)],
         &["probe"],
     );
     assert_eq!(&verdicts(&p)[..7], ["error"; 7], "{}", p.report);
