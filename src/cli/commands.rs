@@ -421,9 +421,12 @@ fn check_mergeable(reports: &[(String, Report)]) -> Result<(), Failure> {
 
 /// A report file, read and checked to be a `runwarden-report/1`.
 pub(super) fn read_report(file: &Path) -> Result<Report, Failure> {
-    let text = std::fs::read_to_string(file)
+    // From another job, perhaps: a regular file, not through a symlink,
+    // and bounded (a report of the most findings a run makes is a few
+    // MiB).
+    let text = crate::sys::read_regular(file, 64 << 20)
         .map_err(|e| Failure::Other(format!("cannot read {}: {e}", file.display())))?;
-    let mut r: Report = serde_json::from_str(&text).map_err(|e| {
+    let mut r: Report = serde_json::from_slice(&text).map_err(|e| {
         Failure::Other(format!("{} is not a runwarden report: {e}", file.display()))
     })?;
     if r.schema != crate::report::SCHEMA {

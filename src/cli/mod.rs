@@ -399,11 +399,33 @@ fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
     load_plan_text(found, findings).map(|(plan, _)| plan)
 }
 
+/// The most a config file may hold: a config of a hundred surfaces is a
+/// few dozen KiB.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// A config file's text: a regular file (never a FIFO, which would block,
+/// nor a device such as `/dev/zero`, which never ends), not through a
+/// symlink (the config sits in the work tree: a link could name any file
+/// this run can read, and a parse error quotes it), at most
+/// [`MAX_CONFIG`] bytes, UTF-8.
+pub(crate) fn read_config(p: &std::path::Path) -> std::io::Result<String> {
+    let bytes = crate::sys::read_regular(p, MAX_CONFIG).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            std::io::Error::other(
+                "it is a symlink, which runwarden does not follow; name the file itself",
+            )
+        } else {
+            e
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8"))
+}
+
 /// The config's text as read or discovered, and its source.
 fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
     Ok(match found {
         Found::File(p) | Found::FromEnv(p) => (
-            std::fs::read_to_string(p).map_err(|e| {
+            read_config(p).map_err(|e| {
                 let via = if matches!(found, Found::FromEnv(_)) {
                     " (named by $RUNWARDEN_CONFIG)"
                 } else {

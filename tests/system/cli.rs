@@ -632,3 +632,60 @@ fn a_terminal_gets_the_brief_table_and_v_the_full_one() {
         .unwrap();
     assert!(String::from_utf8_lossy(&piped.stdout).contains("VERDICT"));
 }
+
+/// `--config` is read bounded, as a regular file and never through a
+/// symlink: a FIFO (0.11.0 blocked on it for ever), `/dev/zero` and a
+/// symlink to it (0.11.0 read past 600 MB), and an endless-looking big
+/// file are each exit 2 within moments, saying why.
+#[test]
+fn the_config_is_read_bounded_never_from_a_fifo_a_device_or_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.yml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let link = dir.path().join("zero.yml");
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    let big = dir.path().join("big.yml");
+    let mut text = String::from("version: 1\nsurfaces:\n");
+    while text.len() < (2 << 20) {
+        text.push_str("# padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&big, text).unwrap();
+    let cases = [
+        (fifo.as_path(), "not a regular file"),
+        (std::path::Path::new("/dev/zero"), "not a regular file"),
+        (link.as_path(), "symlink"),
+        (big.as_path(), "larger than"),
+    ];
+    for (path, says) in cases {
+        for cmd in ["check-config", "probe"] {
+            let mut c = bin();
+            c.current_dir(dir.path())
+                .arg(cmd)
+                .args(if cmd == "probe" {
+                    vec!["--config"]
+                } else {
+                    vec![]
+                })
+                .arg(path)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            let start = std::time::Instant::now();
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                if start.elapsed() > std::time::Duration::from_secs(30) {
+                    child.kill().unwrap();
+                    panic!("{cmd} {} did not end", path.display());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(status.code(), Some(2), "{cmd} {}: {err}", path.display());
+            assert!(err.contains(says), "{cmd} {}: {err}", path.display());
+        }
+    }
+}
