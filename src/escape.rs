@@ -38,13 +38,37 @@ pub fn bytes(raw: &[u8]) -> String {
     out
 }
 
+/// Characters that change how text around them reads without showing
+/// themselves: bidi controls, zero-width characters, the BOM, tags.
+pub fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{180e}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}'
+        | '\u{3164}'
+        | '\u{feff}'
+        | '\u{fff9}'..='\u{fffb}'
+        | '\u{e0000}'..='\u{e007f}')
+}
+
+/// At most `max` characters of `s`, with `…` where it was cut.
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 /// Makes `text` safe as (part of) one line of an Actions log.
 ///
 /// `%` -> `%25`, `\r` -> `%0D`, `\n` -> `%0A` (the runner's data escaping,
-/// `%` first), other control characters -> `%XX`, a leading `::` (after
-/// whitespace) gets its first colon escaped as `%3A`, and every `##[` loses
-/// its first `#` to `%23`. The result never contains a line break, never
-/// starts a workflow command and never contains `##[`.
+/// `%` first), other control characters -> `%XX`, an [`invisible`]
+/// character (a bidi control, a zero-width one) -> `\u{XXXX}`, a leading
+/// `::` (after whitespace) gets its first colon escaped as `%3A`, and
+/// every `##[` loses its first `#` to `%23`. The result never contains a
+/// line break, never starts a workflow command, never contains `##[`, and
+/// reads as it shows.
 pub fn line(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let chars: Vec<char> = text.chars().collect();
@@ -57,6 +81,9 @@ pub fn line(text: &str) -> String {
             ':' if i == lead && chars.get(i + 1) == Some(&':') => out.push_str("%3A"),
             '#' if chars.get(i + 1) == Some(&'#') && chars.get(i + 2) == Some(&'[') => {
                 out.push_str("%23")
+            }
+            c if invisible(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
             }
             c if c.is_control() => {
                 let mut buf = [0u8; 4];

@@ -349,9 +349,20 @@ pub fn note(msg: &str) {
     error(msg);
 }
 
-/// An error on stderr: printed even with `--quiet`.
+/// The most characters a line runwarden logs carries: a line can hold
+/// surface text (a relayed label, a name), which is never a flood.
+pub const MAX_LINE: usize = 4_000;
+
+/// An error on stderr: printed even with `--quiet`, escaped and at most
+/// [`MAX_LINE`] characters.
 pub fn error(msg: &str) {
-    eprintln!("runwarden: {}", escape::line(&crate::redact::text(msg)));
+    eprintln!("runwarden: {}", log_line(msg));
+}
+
+/// `msg` as one line of a log: redacted, cut to [`MAX_LINE`] characters,
+/// escaped ([`escape::line`]).
+pub fn log_line(msg: &str) -> String {
+    escape::line(&escape::clip(&crate::redact::text(msg), MAX_LINE))
 }
 
 /// `--quiet`: notes and results are not printed.

@@ -145,7 +145,9 @@ fn publish_to(report: &Report, target: &Target, parts: &Parts, key: Key) -> Resu
     let opts = publish::Options {
         check_run: parts.check_run.then(|| {
             parts.check_name.clone().unwrap_or_else(|| match label {
-                Some(l) => format!("runwarden ({l})"),
+                // A relayed report's label: shown, never a flood or
+                // invisible characters, in GitHub's list and in the log.
+                Some(l) => format!("runwarden ({})", escape::line(&escape::clip(l, 100))),
                 None => "runwarden".into(),
             })
         }),
@@ -180,7 +182,7 @@ fn publish_to(report: &Report, target: &Target, parts: &Parts, key: Key) -> Resu
             // The title names the part; the message is the rest.
             print_stdout(&format!(
                 "::{kind} title=runwarden {part}::{}\n",
-                escape::line(&text)
+                super::log_line(&text)
             ))?;
         } else if kind == Some("error") {
             error(&line);

@@ -99,10 +99,7 @@ pub(super) fn api_showed_write(report: &Report, plan: &Plan, id: &str) -> bool {
 
 /// Text kept to [`MAX_TEXT`] characters, with `…` where it was cut.
 fn clip(s: &str) -> String {
-    match s.char_indices().nth(MAX_TEXT) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    crate::escape::clip(s, MAX_TEXT)
 }
 
 /// One exposure's status from the claims on it.

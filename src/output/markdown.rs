@@ -88,17 +88,7 @@ fn span(s: &str, in_table: bool) -> String {
     format!("{fence} {body} {fence}")
 }
 
-/// Characters that change how text around them reads without showing
-/// themselves: bidi controls, zero-width characters, the BOM.
-fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00ad}' | '\u{061c}' | '\u{180e}'
-        | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{206f}'
-        | '\u{feff}'
-        | '\u{fff9}'..='\u{fffb}')
-}
+use crate::escape::invisible;
 
 /// A link to the docs of a carrier, built only from what runwarden itself
 /// knows: a registered surface type (or the canary kind) and a kebab-case

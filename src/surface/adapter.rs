@@ -375,10 +375,7 @@ impl<S: Surface> Instance for Open<S> {
 
 /// At most 200 characters of `s`, with `…` where it was cut.
 fn clip(s: &str) -> String {
-    match s.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    crate::escape::clip(s, 200)
 }
 
 impl<S: Surface> Watchable for Open<S> {

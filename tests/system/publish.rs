@@ -1159,3 +1159,40 @@ fn a_relayed_reports_locations_never_leave_the_checkout() {
         .collect();
     assert_eq!(paths, vec![".github/workflows/ci.yml"; 5], "{cr}");
 }
+
+/// A relayed label of bidi controls, zero-width characters and 200 kB
+/// reaches no log line as such: every line is escaped and cut, and the
+/// check run's name holds a short, escaped label (0.11.0 printed
+/// `check run: \`runwarden (<label>)\` on …` raw).
+#[test]
+fn a_relayed_label_floods_no_log_line_and_hides_nothing() {
+    let (svc, token, co) = fixture();
+    let mut r = report(vec![at_config("file-name", Verdict::Fail, "found")]);
+    let label = format!("\u{202e}lmth.exe\u{200b}{}", "x".repeat(200_000));
+    r.label = Some(label);
+    let f = co.report(&r);
+    let mut c = co.cmd(&svc, &token);
+    c.args(["publish", "--pr-comment", "never", "--report"])
+        .arg(&f);
+    let out = run(c, &token);
+    assert_eq!(out.code, 0, "{}", &out.out[..out.out.len().min(2000)]);
+    for bad in ['\u{202e}', '\u{200b}'] {
+        assert!(!out.out.contains(bad), "{bad:?} in the log");
+    }
+    let longest = out.out.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest < 4_200, "a log line of {longest} characters");
+    assert!(
+        out.out.contains("\\u{202e}lmth.exe\\u{200b}"),
+        "{}",
+        &out.out[..2000.min(out.out.len())]
+    );
+    let name = svc.objects("check-run")[0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(name.chars().count() < 140, "{name}");
+    assert!(
+        !name.contains('\u{202e}') && !name.contains('\u{200b}'),
+        "{name}"
+    );
+}
