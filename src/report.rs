@@ -410,7 +410,7 @@ pub struct Cleanup {
     pub refused: Vec<Leftover>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Leftover {
     pub surface: String,
     /// `true` for the probe's own control instance.

@@ -303,6 +303,19 @@ impl<'a> Runner<'a> {
                 }
             }
         }
+        // One thing, one line: an entry and the intent journalled before
+        // it (or a receipt naming a thing twice) are the same thing left
+        // for the same reason.
+        for list in [&mut cleanup.left, &mut cleanup.kept, &mut cleanup.refused] {
+            let mut seen: Vec<Leftover> = Vec::new();
+            list.retain(|l| {
+                let first = !seen.contains(l);
+                if first {
+                    seen.push(l.clone());
+                }
+                first
+            });
+        }
         cleanup
     }
 }

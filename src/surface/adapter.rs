@@ -354,7 +354,15 @@ impl<S: Surface> Instance for Open<S> {
     }
 
     fn describe(&self, entry: &Value) -> String {
-        match Self::entry(entry) {
+        // A "retraction" naming more than what it takes back is shown as
+        // written: by the entry it retracts, two forged ones would read
+        // as one of ours.
+        let forged_retraction =
+            entry.get("retract").is_some() && entry.as_object().is_some_and(|o| o.len() != 1);
+        match Self::entry(entry)
+            .map_err(|_| ())
+            .and_then(|e| if forged_retraction { Err(()) } else { Ok(e) })
+        {
             Ok(e) => format!("{e} {}", self.about.place),
             Err(_) => format!(
                 "{} (not a {} journal entry) {}",
