@@ -94,6 +94,13 @@ pub enum Event {
         target: usize,
         reason: String,
     },
+    /// `Target::find` saw something under a plant's name that is not
+    /// runwarden's: `entry` (shown) stays, for `reason`.
+    FoundLeft {
+        target: usize,
+        entry: String,
+        reason: String,
+    },
     /// One entry of `Target::cleanup` (then of what `find` found), by its
     /// index there.
     Cleaned {
@@ -307,7 +314,14 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
     let mut entries = t.cleanup.clone();
     if !t.find.is_empty() {
         match inst.find_planted(ctx, &t.find) {
-            Ok(found) => {
+            Ok((found, left)) => {
+                for (entry, reason) in left {
+                    emit(&Event::FoundLeft {
+                        target: t.id,
+                        entry,
+                        reason,
+                    });
+                }
                 for entry in found {
                     emit(&Event::Created {
                         target: t.id,

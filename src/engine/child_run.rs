@@ -357,6 +357,11 @@ impl Collect {
                 }
             }
             Ok(Event::FindFailed { target, reason }) => res.find_failed.push((target, reason)),
+            Ok(Event::FoundLeft {
+                target,
+                entry,
+                reason,
+            }) => res.found_left.push((target, entry, reason)),
             // A run already distrusted (a malformed line) has no phase to
             // finish: its problem stays its first phase's.
             Ok(Event::Phase)

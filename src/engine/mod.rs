@@ -136,6 +136,9 @@ struct RunResult {
     notice_counts: std::collections::BTreeMap<usize, usize>,
     /// Instances that could not look for a probe's plants, and why.
     find_failed: Vec<(usize, String)>,
+    /// What `find` saw under a plant's name that is not runwarden's:
+    /// (instance, entry shown, why it stays).
+    found_left: Vec<(usize, String, String)>,
     /// Set when the run did not finish normally.
     problem: Option<String>,
     /// For a run with a second phase (B, then cleanup): its first phase

@@ -217,6 +217,8 @@ impl<'a> Runner<'a> {
         RunResult {
             cleaned,
             problem,
+            found_left: b.found_left.clone(),
+            find_failed: b.find_failed.clone(),
             ..RunResult::default()
         }
     }
@@ -240,6 +242,8 @@ impl<'a> Runner<'a> {
         let c = match done {
             Some(b) if b.problem.is_none() => RunResult {
                 cleaned: b.cleaned.clone(),
+                found_left: b.found_left.clone(),
+                find_failed: b.find_failed.clone(),
                 ..RunResult::default()
             },
             Some(b) => self.finish_cleanup(setup, &entries, b),
@@ -252,6 +256,14 @@ impl<'a> Runner<'a> {
             if let Some(list) = all.get_mut(*id) {
                 list.push(entry.clone());
             }
+        }
+        for (id, entry, reason) in &c.found_left {
+            cleanup.left.push(Leftover {
+                surface: plan.surfaces[setup.insts[*id].surface].name.clone(),
+                control: setup.insts[*id].control,
+                entry: escape::line(entry),
+                reason: reason.clone(),
+            });
         }
         for (id, reason) in &c.find_failed {
             cleanup.left.push(Leftover {

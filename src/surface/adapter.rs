@@ -295,9 +295,20 @@ impl<S: Surface> Instance for Open<S> {
         )
     }
 
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault> {
+    fn find_planted(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<(Vec<Value>, Vec<(String, String)>), Fault> {
         let typed: Vec<Job<S::Carrier>> = jobs.iter().filter_map(job_of::<S>).collect();
-        Ok(self.surface.find(ctx, &typed)?.iter().map(json).collect())
+        let found = self.surface.find(ctx, &typed)?;
+        let place = &self.about.place;
+        let left = found
+            .left
+            .into_iter()
+            .map(|(what, why)| (format!("{what} {place}"), why))
+            .collect();
+        Ok((found.ours.iter().map(json).collect(), left))
     }
 
     /// The type's ownership rule, for this surface; and for a name no

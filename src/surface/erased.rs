@@ -92,8 +92,13 @@ pub trait Instance {
         notice: &mut dyn FnMut(Notice),
     ) -> Vec<RecoverOutcome>;
     /// What a plant of `jobs` (derived nonces) left here, as journal
-    /// entries: cleanup by probe id.
-    fn find_planted(&self, ctx: &RunCtx<'_>, jobs: &[PlantJob]) -> Result<Vec<Value>, Fault>;
+    /// entries: cleanup by probe id; and what sits under a plant's name
+    /// that is not runwarden's (shown, with why it stays).
+    fn find_planted(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[PlantJob],
+    ) -> Result<(Vec<Value>, Vec<(String, String)>), Fault>;
     /// Whether `entry` is provably this probe's own (`Invalid` if not).
     /// [`super::cleanup_owned`] asks it of every entry before any removal.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault>;

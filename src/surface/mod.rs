@@ -58,8 +58,8 @@ pub use owned::{
     tagged_name,
 };
 pub use typed::{
-    About, Control, Job, Journal, Needle, NonceOrBeacons, Scope, Surface, Want, Watch, between,
-    each,
+    About, Control, Found, Job, Journal, Needle, NonceOrBeacons, Scope, Surface, Want, Watch,
+    between, each,
 };
 
 /// Every surface type runwarden knows, in the order `carriers` lists them.

@@ -23,6 +23,26 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::Path;
 
+/// What [`Surface::find`] found: the plants, as journal entries, and what
+/// it saw under a plant's name that is not runwarden's (someone else's
+/// object there), by name and why it stays. Cleanup removes the first and
+/// lists the second: nothing found is passed over in silence.
+#[derive(Debug)]
+pub struct Found<E> {
+    pub ours: Vec<E>,
+    /// (what, shown escaped; why it is left).
+    pub left: Vec<(String, String)>,
+}
+
+impl<E> From<Vec<E>> for Found<E> {
+    fn from(ours: Vec<E>) -> Self {
+        Found {
+            ours,
+            left: Vec::new(),
+        }
+    }
+}
+
 /// A surface type, implemented by its open instance (`Self`). The consts
 /// and associated types say what the type is; the methods are what only
 /// it can do. Everything else is the kernel's.
@@ -173,12 +193,14 @@ pub trait Surface: Sized + 'static {
     /// Finds what a plant of `jobs` (nonces derived from the probe id and
     /// key) left here, as journal entries: cleanup by probe id, for a plant
     /// whose receipt is lost. Only entries that carry their job's derived
-    /// name or nonce. `Unsupported` for a type that cannot look.
+    /// name or nonce; what sits under such a name and is not a plant's is
+    /// [`Found::left`], which cleanup's account lists. `Unsupported` for a
+    /// type that cannot look.
     fn find(
         &self,
         _ctx: &RunCtx<'_>,
         _jobs: &[Job<Self::Carrier>],
-    ) -> Result<Vec<Self::Entry>, Fault> {
+    ) -> Result<Found<Self::Entry>, Fault> {
         Err(Fault::unsupported(
             "this surface type cannot find plants by probe id; use the receipt",
         ))

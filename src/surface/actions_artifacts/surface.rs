@@ -372,7 +372,11 @@ impl crate::surface::Surface for ActionsArtifacts {
     /// Every artifact of the repository whose name is a verified plant
     /// name of this probe, as journal entries. `Broken` when the listing
     /// fails.
-    fn find(&self, ctx: &RunCtx<'_>, _jobs: &[Job<Artifact>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        _jobs: &[Job<Artifact>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         let api = self.api()?;
         let mut found = vec![];
         api.list(
@@ -393,7 +397,7 @@ impl crate::surface::Surface for ActionsArtifacts {
             },
         )
         .map_err(|e| Fault::broken(e.text()))?;
-        Ok(found)
+        Ok(found.into())
     }
 
     /// Watch mode: every artifact of the repository from the REST listing run

@@ -380,7 +380,11 @@ impl crate::surface::Surface for ActionsCache {
     }
 
     /// Cleanup by probe id: finding a probe's entries in the listing.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Cache>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Cache>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         self.rest()?;
         // By tag, not by derived nonce: the plants of an in-job probe had
         // random nonces, and their tags still verify.
@@ -412,7 +416,7 @@ impl crate::surface::Surface for ActionsCache {
             ListError::Denied(m) => Fault::Unsupported(m),
             ListError::Failed(m) => Fault::Broken(m),
         })?;
-        Ok(found)
+        Ok(found.into())
     }
 
     /// Watch mode: every entry of the repository's cache from the REST

@@ -464,7 +464,11 @@ impl crate::surface::Surface for DockerDaemon {
             .collect()
     }
 
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Dk>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Dk>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         let mut found = vec![];
         for j in jobs {
             let carrier = j.carrier;
@@ -502,7 +506,7 @@ impl crate::surface::Surface for DockerDaemon {
         // Newest first, as cleanup takes a journal: a container before its
         // image and volume.
         found.reverse();
-        Ok(found)
+        Ok(found.into())
     }
 
     /// Watch mode: the daemon's objects as its listings show them (every

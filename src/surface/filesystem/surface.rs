@@ -269,7 +269,11 @@ impl crate::surface::Surface for Filesystem {
     /// Cleanup by probe id: each job's derived name looked up; an entry its
     /// carrier (or a plant's unfinished state) does not prove ours is found
     /// unverified, and cleanup leaves it.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Fs>]) -> Result<Vec<Line>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Fs>],
+    ) -> Result<crate::surface::Found<Line>, Fault> {
         let dir = self
             .open_surface()
             .map_err(|e| Fault::broken(format!("cannot open {}: {e}", self.path_text())))?;
@@ -301,7 +305,7 @@ impl crate::surface::Surface for Filesystem {
                     .map_err(|e| Fault::broken(format!("statx: {e}")))?,
             ));
         }
-        Ok(found)
+        Ok(found.into())
     }
 
     fn derive(

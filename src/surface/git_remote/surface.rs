@@ -376,7 +376,11 @@ impl crate::surface::Surface for GitRemote {
     /// exists, leased on what it points at now. The deleted ref is included
     /// (a plant killed before deleting it leaves it behind). `Broken` when
     /// git fails.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Remote>]) -> Result<Vec<Line>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Remote>],
+    ) -> Result<crate::surface::Found<Line>, Fault> {
         let expected: HashSet<String> = jobs
             .iter()
             .filter_map(|j| ref_for(j.carrier, ctx, &j.nonce.hex(), j.scope.as_ref()))
@@ -386,15 +390,33 @@ impl crate::surface::Surface for GitRemote {
         // A name alone proves nothing: only refs whose object is one
         // runwarden's plant writes are taken, and tagged as read.
         let ours = self.runwarden_objects(work.path(), &refs)?;
-        let found: Vec<Line> = refs
+        let (mine, theirs): (Vec<_>, Vec<_>) =
+            refs.into_iter().partition(|(_, sha)| ours.contains(sha));
+        let found: Vec<Line> = mine
             .into_iter()
-            .filter(|(_, sha)| ours.contains(sha))
             .map(|(refname, sha)| {
                 let tag = Some(super::owned::tag(ctx, &refname, &sha));
                 Line::Ref(RefEntry { refname, sha, tag })
             })
             .collect();
-        Ok(found)
+        // A ref under a plant's exact name whose object no plant writes is
+        // someone else's: left, and said (a name alone proves nothing).
+        let left = theirs
+            .into_iter()
+            .map(|(refname, sha)| {
+                (
+                    format!(
+                        "{} at {}",
+                        escape::bytes(refname.as_bytes()),
+                        escape::bytes(sha.as_bytes())
+                    ),
+                    "found under the name a plant of this probe makes, but its object is not one \
+                     runwarden writes: someone else's, left alone"
+                        .to_string(),
+                )
+            })
+            .collect();
+        Ok(crate::surface::Found { ours: found, left })
     }
 
     fn derive(

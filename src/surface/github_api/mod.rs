@@ -427,7 +427,11 @@ impl super::Surface for GitHubApi {
         )
     }
 
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Gh>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Gh>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         let mut found = vec![];
         for j in jobs
             .iter()
@@ -451,7 +455,7 @@ impl super::Surface for GitHubApi {
                 ),
             }
         }
-        Ok(found)
+        Ok(found.into())
     }
 
     /// Whether a journal entry is this probe's plant: rebuilt from what it

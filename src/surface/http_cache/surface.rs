@@ -317,7 +317,11 @@ impl crate::surface::Surface for HttpCache {
     }
 
     /// Cleanup by probe id: finding a probe's plants in the listing.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Http>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Http>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         if self.settings.index_url.is_some() {
             return Err(Fault::unsupported(
                 "the cache is listed through an index, which may not name what to delete; use the receipt",
@@ -350,7 +354,7 @@ impl crate::surface::Surface for HttpCache {
             ListError::Denied(m) | ListError::Unavailable(m) => Fault::Unsupported(m),
             ListError::Failed(m) => Fault::Broken(m),
         })?;
-        Ok(found)
+        Ok(found.into())
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {

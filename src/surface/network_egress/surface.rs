@@ -300,8 +300,12 @@ impl crate::surface::Surface for NetworkEgress {
             .collect()
     }
 
-    fn find(&self, _ctx: &RunCtx<'_>, _jobs: &[Job<Egress>]) -> Result<Vec<Entry>, Fault> {
-        Ok(vec![])
+    fn find(
+        &self,
+        _ctx: &RunCtx<'_>,
+        _jobs: &[Job<Egress>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
+        Ok(vec![].into())
     }
 
     fn owns(&self, _ctx: &RunCtx<'_>, _entry: &Entry) -> Result<(), Fault> {

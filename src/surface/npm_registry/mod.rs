@@ -352,7 +352,11 @@ impl super::Surface for NpmRegistry {
     }
 
     /// Cleanup by probe id: finding a probe's packages by name and search.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Npm>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Npm>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         // Every name but package-name's is derived without the nonce being
         // random; package-name's is found by search.
         let mut found = vec![];
@@ -410,7 +414,7 @@ impl super::Surface for NpmRegistry {
                 }
             }
         }
-        Ok(found)
+        Ok(found.into())
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {

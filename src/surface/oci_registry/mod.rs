@@ -426,7 +426,11 @@ impl super::Surface for OciRegistry {
 
     /// Cleanup by probe id: finding a probe's plants without its receipt:
     /// the agreed repositories' tags and manifests, and the catalog.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Oci>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Oci>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         let fault = |o: RecoverOutcome| match o {
             RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
             o => Fault::Broken(outcome_reason(o)),
@@ -470,7 +474,7 @@ impl super::Surface for OciRegistry {
                 }
             }
         }
-        Ok(found)
+        Ok(found.into())
     }
 
     /// Whether `entry` is exactly what a plant of this probe makes under

@@ -389,7 +389,11 @@ impl super::Surface for PypiIndex {
 
     /// Cleanup by probe id: finding a probe's projects in the root's
     /// listing, and the versions and files each holds.
-    fn find(&self, ctx: &RunCtx<'_>, jobs: &[Job<Pypi>]) -> Result<Vec<Entry>, Fault> {
+    fn find(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Pypi>],
+    ) -> Result<crate::surface::Found<Entry>, Fault> {
         let err = |o: RecoverOutcome| match o {
             RecoverOutcome::Error { reason } => Fault::Broken(reason),
             // The index's access control: no look can be had here.
@@ -428,7 +432,7 @@ impl super::Surface for PypiIndex {
                 });
             }
         }
-        Ok(found)
+        Ok(found.into())
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {

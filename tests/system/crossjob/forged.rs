@@ -117,13 +117,31 @@ fn by_probe_id_a_foreign_ref_under_a_derived_name_is_not_taken() {
         &["cleanup", "--config", "rw.yml", "--probe-id", "fx-2"],
         &env,
     );
-    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    // Left, and said by name: a ref under a plant's name stays on the
+    // remote (0.11.0 left it without a word and exited 0).
+    assert_eq!(c.code, 1, "{}\n{}", c.stdout, c.stderr);
     let now = refs(&remote);
     assert!(
         now.contains(&branch),
         "a ref whose commit is not runwarden's was deleted: {now}"
     );
     assert_eq!(now.matches("fx-2").count(), 1, "{now}");
+    let left = c.report["cleanup"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{}", c.report["cleanup"]);
+    assert!(
+        left[0]["entry"].as_str().unwrap().contains(&branch),
+        "{}",
+        left[0]
+    );
+    assert!(
+        left[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("its object is not one runwarden writes"),
+        "{}",
+        left[0]
+    );
+    assert!(c.stdout.contains(&branch), "{}", c.stdout);
 }
 
 #[test]
