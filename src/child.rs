@@ -314,7 +314,7 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
     let mut entries = t.cleanup.clone();
     if !t.find.is_empty() {
         match inst.find_planted(ctx, &t.find) {
-            Ok((found, left)) => {
+            Ok(surface::Found { ours: found, left }) => {
                 for (entry, reason) in left {
                     emit(&Event::FoundLeft {
                         target: t.id,

@@ -154,6 +154,10 @@ struct Workspace {
     a: PathBuf,
     b: PathBuf,
     control: PathBuf,
+    /// `root/lock`, locked for as long as the probe lives: a directory of
+    /// this form whose lock anyone can take is a dead probe's
+    /// ([`setup::sweep`]).
+    _lock: std::fs::File,
 }
 
 /// Where nonces come from: fresh random ones for an in-job probe, or

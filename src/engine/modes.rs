@@ -207,6 +207,11 @@ pub fn recover(
 /// receipt's entries when there is one, else whatever each surface finds
 /// under the names and nonces derived from the key and probe id. Each
 /// entry is checked again right before removal. Idempotent.
+/// The "surface" cleanup's account names for a probe directory left in
+/// the work directory (no surface can be called so: names are
+/// `[a-z0-9-]`).
+pub const WORK_DIRECTORY: &str = "(work directory)";
+
 pub fn cleanup(
     plan: &Plan,
     opts: &ProbeOptions,
@@ -279,6 +284,19 @@ pub fn cleanup(
     }
     let mut cleanup = runner.clean(plan, &st, entries, find, None);
     cleanup.left.extend(left);
+    // The private directories of this probe id's killed runs.
+    let base = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let (swept, stays) = super::setup::sweep(&base, probe_id, &ws.root);
+    cleanup.removed += swept as u64;
+    cleanup.deleted += swept as u64;
+    cleanup
+        .left
+        .extend(stays.into_iter().map(|(entry, reason)| Leftover {
+            surface: WORK_DIRECTORY.into(),
+            control: false,
+            entry,
+            reason,
+        }));
     Ok(Report {
         cleanup,
         ..runner.report(Mode::Cleanup, plan, started_at)

@@ -45,11 +45,21 @@ impl Workspace {
         let suffix = nonce::short_id().map_err(|e| EngineError(e.to_string()))?;
         let root = base.join(format!("runwarden-{probe_id}-{suffix}"));
         mkdir_mode(&root, 0o711)?;
+        // Locked before anything else is made in it: a probe killed later
+        // (SIGKILL runs no Drop) leaves a directory cleanup can tell dead.
+        let lock = sys::open_dir(&root)
+            .and_then(|d| sys::create_file_at(&d, LOCK.as_ref(), 0o600))
+            .and_then(|f| match sys::try_lock(&f)? {
+                true => Ok(f),
+                false => Err(std::io::Error::other("locked by another process")),
+            })
+            .map_err(|e| EngineError(format!("cannot lock {}: {e}", root.display())))?;
         let ws = Workspace {
             a: root.join("a"),
             b: root.join("b"),
             control: root.join("control"),
             root,
+            _lock: lock,
         };
         for d in [&ws.a, &ws.b] {
             mkdir_mode(d, 0o700)?;
@@ -64,6 +74,60 @@ impl Workspace {
         }
         Ok(ws)
     }
+}
+
+/// The lock file of a probe's directory.
+const LOCK: &str = "lock";
+
+/// Removes the private directories dead probes of `probe_id` left in
+/// `base` (`runwarden-<probe id>-<12 hex>`, ours by uid, mode 0711 and
+/// form, and no one holds its lock: a probe killed by SIGKILL runs no
+/// cleanup of its own). `(removed, left)`: what stays is said, by name
+/// and why (one in use, one without a lock, made before locks were).
+pub(super) fn sweep(base: &Path, probe_id: &str, own: &Path) -> (usize, Vec<(String, String)>) {
+    use std::os::unix::fs::MetadataExt;
+    let prefix = format!("runwarden-{probe_id}-");
+    let Ok(list) = std::fs::read_dir(base) else {
+        return (0, vec![]);
+    };
+    let (mut removed, mut left) = (0, Vec::new());
+    for e in list.flatten().take(100_000) {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        if rest.len() != 12 || !rest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let path = base.join(&name);
+        if path == own {
+            continue;
+        }
+        let shown = crate::escape::bytes(path.as_os_str().as_encoded_bytes());
+        // Never through a symlink; only a directory of our making.
+        let Ok(m) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !m.is_dir() || m.uid() != sys::euid() || m.mode() & 0o7777 != 0o711 {
+            continue;
+        }
+        let lock = sys::open_dir(&path).and_then(|d| sys::open_read_at(&d, LOCK.as_ref()));
+        let why = match lock.map(|f| (f.metadata().map(|m| m.is_file()), sys::try_lock(&f), f)) {
+            Ok((Ok(true), Ok(true), _held)) => match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    removed += 1;
+                    continue;
+                }
+                Err(e) => format!("a dead probe's directory, but removing it failed: {e}"),
+            },
+            Ok((_, Ok(false), _)) => "a probe of this id is running and holds it".into(),
+            Ok(_) => "its lock is not a file runwarden makes".into(),
+            Err(_) => "it has no lock (made by runwarden 0.11.0, or a probe killed as it made it): it cannot be told dead".into(),
+        };
+        left.push((shown, why));
+    }
+    left.sort();
+    (removed, left)
 }
 
 impl Drop for Workspace {

@@ -299,7 +299,7 @@ impl<S: Surface> Instance for Open<S> {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<(Vec<Value>, Vec<(String, String)>), Fault> {
+    ) -> Result<super::Found<Value>, Fault> {
         let typed: Vec<Job<S::Carrier>> = jobs.iter().filter_map(job_of::<S>).collect();
         let found = self.surface.find(ctx, &typed)?;
         let place = &self.about.place;
@@ -308,7 +308,10 @@ impl<S: Surface> Instance for Open<S> {
             .into_iter()
             .map(|(what, why)| (format!("{what} {place}"), why))
             .collect();
-        Ok((found.ours.iter().map(json).collect(), left))
+        Ok(super::Found {
+            ours: found.ours.iter().map(json).collect(),
+            left,
+        })
     }
 
     /// The type's ownership rule, for this surface; and for a name no

@@ -98,7 +98,7 @@ pub trait Instance {
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[PlantJob],
-    ) -> Result<(Vec<Value>, Vec<(String, String)>), Fault>;
+    ) -> Result<super::Found<Value>, Fault>;
     /// Whether `entry` is provably this probe's own (`Invalid` if not).
     /// [`super::cleanup_owned`] asks it of every entry before any removal.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Value) -> Result<(), Fault>;

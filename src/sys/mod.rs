@@ -515,3 +515,18 @@ pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     }
     Ok(out)
 }
+
+/// Takes `file`'s exclusive advisory lock without waiting: `Ok(true)`
+/// taken, `Ok(false)` someone holds it. (`flock` locks belong to an open
+/// file: a second open of the same file by this process does not share
+/// the first one's.)
+pub fn try_lock(file: &std::fs::File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor this File owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    match io::Error::last_os_error() {
+        e if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        e => Err(e),
+    }
+}

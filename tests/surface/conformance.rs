@@ -321,7 +321,12 @@ fn conform(ty: &dyn SurfaceType) {
     };
     let djobs = jobs(ty, &*inst, &derived, true);
     let _ = plant(&*inst, &derived, &djobs);
-    if let Ok(found) = inst.find_planted(&derived, &djobs) {
+    if let Ok(surface::Found { ours: found, left }) = inst.find_planted(&derived, &djobs) {
+        // Only its own plants are there: nothing found is someone else's.
+        assert!(
+            left.is_empty(),
+            "{name}: find left {left:?} of its own plants"
+        );
         let outcomes = surface::cleanup_owned(&*inst, &derived, &found);
         for (e, o) in found.iter().zip(&outcomes) {
             assert!(

@@ -655,15 +655,75 @@ fn cleanup_after_a_plant_killed_halfway() {
     plant.kill().unwrap();
     plant.wait().unwrap();
     assert!(!work.path().join("runwarden-receipt-killed.json").exists());
+    let dirs = |w: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(w)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("runwarden-killed-"))
+            .collect();
+        v.sort();
+        v
+    };
+    // The killed plant's private directory (a, b, control) outlived it.
+    assert_eq!(dirs(work.path()).len(), 1);
 
+    // Beside it: one of a probe of this id that is running (its lock
+    // held), and one without a lock (as runwarden 0.11.0 made them).
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o711)).unwrap()
+    };
+    let (live, old) = (
+        work.path().join("runwarden-killed-00000000000a"),
+        work.path().join("runwarden-killed-00000000000b"),
+    );
+    for d in [&live, &old] {
+        std::fs::create_dir_all(d.join("a")).unwrap();
+        mode(d);
+    }
+    let lock = std::fs::File::create(live.join("lock")).unwrap();
+    use std::os::fd::AsRawFd as _;
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let wd = work.path().to_str().unwrap();
     let c = run(
         work.path(),
-        &["cleanup", "--config", "fs.yml", "--probe-id", "killed"],
+        &[
+            "cleanup",
+            "--config",
+            "fs.yml",
+            "--probe-id",
+            "killed",
+            "--work-dir",
+            wd,
+        ],
         &[],
     );
-    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
-    assert_eq!(c.report["cleanup"]["removed"], 9);
+    // Nine plants and the dead probe's directory (0.11.0 left it); the
+    // other two stay, each said.
+    assert_eq!(c.code, 1, "{}\n{}", c.stdout, c.stderr);
+    assert_eq!(
+        c.report["cleanup"]["removed"], 10,
+        "{}",
+        c.report["cleanup"]
+    );
     assert_eq!(snapshot(&shared), before);
+    assert_eq!(
+        dirs(work.path()),
+        [
+            "runwarden-killed-00000000000a",
+            "runwarden-killed-00000000000b"
+        ]
+    );
+    let left = c.report["cleanup"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 2, "{}", c.report["cleanup"]);
+    for (l, says) in left
+        .iter()
+        .zip(["is running and holds it", "it has no lock"])
+    {
+        assert_eq!(l["surface"], "(work directory)");
+        assert!(l["reason"].as_str().unwrap().contains(says), "{l}");
+    }
+    drop(lock);
     drop(hang);
 }
 
