@@ -315,6 +315,12 @@ impl super::Service<State> {
         rest_dispatch::add_dispatch_workflow(&mut self.lock(), repo);
     }
 
+    /// A workflow `file` `on: repository_dispatch` of `repo` whose runs are
+    /// all titled `title`.
+    pub fn add_titled_dispatch_workflow(&self, repo: &str, file: &str, title: &str) {
+        rest_dispatch::add_titled_dispatch_workflow(&mut self.lock(), repo, file, title);
+    }
+
     /// The status the runs dispatches start from now on have
     /// (`in_progress`; `None`: completed).
     pub fn set_dispatched_status(&self, status: Option<&str>) {

@@ -16,12 +16,15 @@ use serde_json::{Value, json};
 /// A workflow the stand-in's repositories have: `file` `on:
 /// workflow_dispatch` whose `run-name` shows input `input`, or (`file`
 /// [`REPOSITORY_DISPATCH`]) one `on: repository_dispatch` whose
-/// `run-name` is the event's action.
+/// `run-name` is the event's action, or (`titled`) one `on:
+/// repository_dispatch` whose every run has that title: GitHub starts
+/// every workflow on the event.
 #[derive(Clone, Debug)]
 pub struct Workflow {
     pub repo: String,
     pub file: String,
     pub input: String,
+    pub titled: Option<String>,
 }
 
 /// The `file` of a workflow `on: repository_dispatch`.
@@ -35,6 +38,18 @@ pub fn add_workflow(st: &mut State, repo: &str, file: &str, input: &str) {
         repo: repo.into(),
         file: file.into(),
         input: input.into(),
+        titled: None,
+    });
+}
+
+/// A workflow `file` `on: repository_dispatch` of `repo` whose runs are
+/// all titled `title` (a `run-name` that does not show the event).
+pub fn add_titled_dispatch_workflow(st: &mut State, repo: &str, file: &str, title: &str) {
+    st.workflows.push(Workflow {
+        repo: repo.into(),
+        file: file.into(),
+        input: String::new(),
+        titled: Some(title.into()),
     });
 }
 
@@ -107,20 +122,16 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
             if event.is_empty() || event.chars().count() > 100 {
                 return Some(invalid("event_type must be 1 to 100 characters"));
             }
-            // Any event is taken; a run only where a workflow takes it.
-            if st
+            // Any event is taken; a run of every workflow that takes it.
+            let takers: Vec<Workflow> = st
                 .workflows
                 .iter()
-                .any(|w| w.repo == repo && w.file == REPOSITORY_DISPATCH)
-            {
-                start(
-                    st,
-                    repo,
-                    REPOSITORY_DISPATCH,
-                    "repository_dispatch",
-                    &event,
-                    "main",
-                );
+                .filter(|w| w.repo == repo && (w.file == REPOSITORY_DISPATCH || w.titled.is_some()))
+                .cloned()
+                .collect();
+            for w in takers {
+                let title = w.titled.clone().unwrap_or_else(|| event.clone());
+                start(st, repo, &w.file, "repository_dispatch", &title, "main");
             }
             no_content()
         }

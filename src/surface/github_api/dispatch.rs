@@ -113,10 +113,17 @@ pub fn made_by(s: &Settings, ev: &str, name: &str, since: Option<&str>, r: &Run)
         "repository_dispatch" => title == name,
         _ => false,
     };
-    // RFC 3339 times in UTC order as text.
-    let late = since.is_none_or(|t| r.created_at.as_deref().is_some_and(|c| c >= t));
-    whose && late && r.event.as_deref() == Some(ev) && r.id.is_some()
+    whose && made_by_time(since, r) && r.event.as_deref() == Some(ev) && r.id.is_some()
 }
+
+/// Whether run `r` was made no earlier than `since` (GitHub's `created`
+/// filter, checked again here; RFC 3339 times in UTC order as text).
+fn made_by_time(since: Option<&str>, r: &Run) -> bool {
+    since.is_none_or(|t| r.created_at.as_deref().is_some_and(|c| c >= t))
+}
+
+/// Runs cleanup names in one reason at most; the rest are counted.
+const MAX_NAMED: usize = 20;
 
 /// The ref a workflow is dispatched on: a branch or a tag (a pull
 /// request's ref is none GitHub dispatches on).
@@ -252,6 +259,12 @@ impl GitHubApi {
         // Runs that show the name but that the dispatch did not make, as
         // far as cleanup can tell: listed, never removed.
         let mut near: Vec<String> = vec![];
+        // A repository_dispatch starts every workflow on the event, and a
+        // run whose title does not show the name may be one the plant
+        // started all the same: listed as possibly the plant's, never
+        // removed. (Only with `since`, from the plant's journal: found by
+        // probe id, cleanup knows no time to tell such runs by.)
+        let mut maybe: Vec<String> = vec![];
         let list = runs_path(&self.settings, ev, since);
         let r = api.list(
             &list,
@@ -264,6 +277,12 @@ impl GitHubApi {
                 } else if r.display_title.as_deref().is_some_and(|t| t.contains(name)) {
                     // (The id as GitHub wrote it, whatever its type.)
                     near.push(v["id"].to_string());
+                } else if ev == "repository_dispatch"
+                    && since.is_some()
+                    && r.event.as_deref() == Some(ev)
+                    && made_by_time(since, &r)
+                {
+                    maybe.push(v["id"].to_string());
                 }
             },
         );
@@ -277,6 +296,25 @@ impl GitHubApi {
                 escape::bytes(near.join(", ").as_bytes())
             )
         });
+        let maybe = (!maybe.is_empty()).then(|| {
+            let n = maybe.len();
+            maybe.truncate(MAX_NAMED);
+            format!(
+                "run(s) {}{} of the repository_dispatch event since the plant do not show its \
+                 name, yet may be its dispatch's (it starts every workflow on the event): not \
+                 removed",
+                escape::bytes(maybe.join(", ").as_bytes()),
+                if n > MAX_NAMED {
+                    format!(" and {} more", n - MAX_NAMED)
+                } else {
+                    String::new()
+                }
+            )
+        });
+        let near: Option<String> = match (near, maybe) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         if runs.is_empty()
             && let Some(reason) = near
         {

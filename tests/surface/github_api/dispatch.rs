@@ -247,3 +247,33 @@ fn cleanup_takes_only_the_runs_the_dispatch_made() {
     want.sort();
     assert_eq!(left, want, "{}", c.stdout);
 }
+
+/// A repository_dispatch starts every workflow on the event: the run of a
+/// workflow whose title does not show the name stays (it cannot be told
+/// the plant's) and is listed as possibly the plant's, by id (0.11.0 left
+/// it without a word).
+#[test]
+fn a_run_the_dispatch_started_under_another_title_is_listed_not_removed() {
+    let svc = server();
+    svc.add_titled_dispatch_workflow(REPO, "deploy.yml", "deploy");
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("READ_TOKEN", token.as_str()),
+    ];
+    let p = run(dir.path(), &svc, CONFIGURED, &env, &["probe"]);
+    assert_eq!(verdicts(&p), ["fail", "fail"], "{}", p.report);
+    let runs = svc.objects("workflow-run");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["display_title"], "deploy");
+    let id = runs[0]["id"].to_string();
+    let left = p.report["cleanup"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{}", p.report["cleanup"]);
+    let reason = left[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("run(s) \"{id}\"")) && reason.contains("may be its dispatch's"),
+        "{reason}"
+    );
+    assert_eq!(p.code, 1, "{}", p.stdout);
+}
