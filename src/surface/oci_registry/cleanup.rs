@@ -1,20 +1,47 @@
 //! Cleanup's steps: a plant's manifest deleted by digest once it is read
 //! back byte for byte and no foreign tag shares its digest (a delete by
 //! digest removes every tag on it), the check of a repository's foreign
-//! tags; and, to find a probe's plants without its receipt, the nonces
-//! held by the catalog's names, the agreed repositories' tags and the
-//! manifest under the agreed tag.
+//! tags (in the shared repository, every other probe's are foreign too);
+//! and, to find a probe's plants without its receipt, the nonces held by
+//! the catalog's names, the shared repository's tags and the manifests
+//! under the agreed tags, in the shared repository and in the
+//! repositories of its own each carrier had before 0.12.
 
-use super::plant::{PLANT_KEY, PLANT_TAG, digest_of, nonce_in_layer};
+use super::plant::{
+    PLANT_KEY, PLANT_TAG, Plan, agreed_tag, digest_of, legacy_plan, legacy_repository,
+    nonce_in_layer, plan, shared_repository, witness_plan,
+};
 use super::protocol::{AUTH, outcome_reason};
-use super::{Oci, OciRegistry};
+use super::{Entry, Oci, OciRegistry};
 use crate::escape;
+use crate::fault::Fault;
 use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::listing::until_current;
-use crate::surface::{RecoverOutcome, RunCtx};
+use crate::surface::{Job, RecoverOutcome, RunCtx};
 use ::http::Method;
 use serde_json::Value;
+
+/// Why a plant's manifest stays ([`OciRegistry::delete_manifest`]).
+pub(super) struct Stay {
+    pub reason: String,
+    /// Every check passed (the plant's own, no foreign tag on it) and the
+    /// registry then refused or does not delete: GitHub's package versions
+    /// may still remove it.
+    pub checked: bool,
+    /// The foreign tags whose manifests reference the plant's blobs.
+    pub users: Vec<String>,
+}
+
+impl Stay {
+    fn unchecked(reason: String) -> Stay {
+        Stay {
+            reason,
+            checked: false,
+            users: vec![],
+        }
+    }
+}
 
 /// Foreign tags of one repository whose digests are checked at most; a
 /// repository with more is left alone (no full check is possible).
@@ -40,55 +67,62 @@ struct TagCheck {
 
 impl OciRegistry {
     /// Deletes `repo@digest` if it is still the plant and no tag but
-    /// `ours` is on it: `Ok(true)` deleted, `Ok(false)` not there, `Err`
-    /// why it stays.
+    /// `ours` is on it: `Ok(true)` deleted, `Ok(false)` not there, with
+    /// the foreign tags that reference `blobs`; `Err` why it stays.
     pub(super) fn delete_manifest(
         &self,
         repo: &str,
         digest: &str,
         ours: &[String],
         blobs: &[String],
-    ) -> Result<(bool, Vec<String>), String> {
+    ) -> Result<(bool, Vec<String>), Stay> {
         let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
         match self.manifest(repo, digest) {
-            Err(o) => return Err(outcome_reason(o)),
+            Err(o) => return Err(Stay::unchecked(outcome_reason(o))),
             // Gone: no tag of ours can show the tags listing current, so
             // no manifest of someone else's is ruled out of using the
             // layer blob, which then stays (a blob left over loses
             // nothing; one deleted under a manifest breaks it).
             Ok(None) => return Ok((false, vec![])),
             Ok(Some(body)) if digest_of(&body) != digest => {
-                return Err(format!(
+                return Err(Stay::unchecked(format!(
                     "what the registry serves as {shown} is not the manifest planted; left alone"
-                ));
+                )));
             }
             Ok(Some(_)) => {}
         }
-        let check = self.tags_check(repo, digest, ours, blobs)?;
+        let check = self
+            .tags_check(repo, digest, ours, blobs)
+            .map_err(Stay::unchecked)?;
         if !check.foreign.is_empty() {
             let foreign = &check.foreign;
-            return Err(format!(
+            return Err(Stay::unchecked(format!(
                 "{shown}: the tag{} {} of someone else share{} its digest, and a delete by digest would remove {}; left in place",
                 if foreign.len() == 1 { "" } else { "s" },
                 foreign.join(", "),
                 if foreign.len() == 1 { "s" } else { "" },
                 if foreign.len() == 1 { "it" } else { "them" },
-            ));
+            )));
         }
         // Listed once more just before the DELETE: a tag made while the
         // others were checked is not deleted unchecked (the race left
         // after this one: LIMITATIONS).
-        let again = self.others(repo, ours)?;
+        let again = self.others(repo, ours).map_err(Stay::unchecked)?;
         if let Some(t) = again.names.iter().find(|t| !check.checked.contains(t)) {
-            return Err(format!(
+            return Err(Stay::unchecked(format!(
                 "{shown}: the tag {} appeared while the others were checked; left in place",
                 escape::bytes(t.as_bytes())
-            ));
+            )));
         }
         let url = self.at(&format!("/v2/{repo}/manifests/{digest}"));
         let r = self
             .call(Method::DELETE, &url, "*/*", None)
-            .map_err(String::from)?;
+            .map_err(|f| Stay::unchecked(f.into()))?;
+        let refused = |reason: String| Stay {
+            reason,
+            checked: true,
+            users: check.users.clone(),
+        };
         let tags = ours
             .iter()
             .map(|t| escape::bytes(t.as_bytes()))
@@ -98,15 +132,16 @@ impl OciRegistry {
             200..=299 => Ok((true, check.users)),
             404 => Ok((false, check.users)),
             // (Refused or credentials not accepted: either way it stays.)
-            s if AUTH.contains(&s) => Err(format!(
+            s if AUTH.contains(&s) => Err(refused(format!(
                 "the registry refused to delete {shown} (HTTP {}); it stays, with its tags {tags}, until someone with delete rights removes it",
                 r.status
-            )),
+            ))),
             // Distribution without `delete: enabled` (405 UNSUPPORTED), or
-            // a registry that never deletes.
-            s => Err(format!(
+            // a registry that never deletes (ghcr.io: its package
+            // versions then may).
+            s => Err(refused(format!(
                 "the registry does not delete {shown} (HTTP {s}); left: the manifest and its tags {tags}"
-            )),
+            ))),
         }
     }
 
@@ -212,6 +247,86 @@ impl OciRegistry {
         Ok(c)
     }
 
+    /// Cleanup by probe id: the plants of `jobs` this probe left, as
+    /// journal entries, each only when its manifest is there byte for
+    /// byte. Where: the catalog's names (`repository-name`, and its
+    /// witness), the shared repository's tags and agreed tags, and the
+    /// repository of its own each carrier had before 0.12.
+    pub(super) fn find_plants(
+        &self,
+        ctx: &RunCtx<'_>,
+        jobs: &[Job<Oci>],
+    ) -> Result<Vec<Entry>, Fault> {
+        let fault = |o: RecoverOutcome| match o {
+            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
+            o => Fault::Broken(outcome_reason(o)),
+        };
+        let ns = self.settings.repository.as_str();
+        let mut found = vec![];
+        for job in jobs {
+            let carrier = job.carrier;
+            let mut plans: Vec<(Plan, Nonce)> = vec![];
+            if carrier == Oci::RepositoryName {
+                for n in self.catalog_nonces(ctx).map_err(fault)? {
+                    plans.push((plan(ctx, ns, carrier, &n), n));
+                    plans.push((witness_plan(ctx, ns, &n), n));
+                }
+            }
+            for legacy in [false, true] {
+                let (repo, tag) = match legacy {
+                    false => (shared_repository(ns), agreed_tag(ctx, carrier)),
+                    true => (legacy_repository(ctx, ns, carrier), PLANT_TAG.to_string()),
+                };
+                let nonces = match carrier {
+                    Oci::RepositoryName => Ok(vec![]),
+                    Oci::TagName => self.tag_nonces(ctx, &repo),
+                    _ => self.nonce_under_tag(carrier, &repo, &tag),
+                };
+                // A registry that refuses a read of a repository that is
+                // not there (ghcr.io's 403 for an unknown package) has no
+                // plant of before 0.12 to give.
+                let nonces = match nonces {
+                    Err(RecoverOutcome::Denied { .. }) if legacy => vec![],
+                    n => n.map_err(fault)?,
+                };
+                plans.extend(nonces.into_iter().map(|n| match legacy {
+                    false => (plan(ctx, ns, carrier, &n), n),
+                    true => (legacy_plan(ctx, ns, carrier, &n), n),
+                }));
+            }
+            for (p, n) in &plans {
+                // Only what is there and is byte for byte a plant.
+                if self
+                    .manifest(&p.repository, &p.digest)
+                    .map_err(fault)?
+                    .is_some()
+                {
+                    let e = p.entry(carrier, n);
+                    if !found.contains(&e) {
+                        found.push(e);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The nonces of this probe's `tag-name` tags in `repo`: only those,
+    /// and at most [`MAX_TAGS`] of them, so memory stays bounded.
+    fn tag_nonces(&self, ctx: &RunCtx<'_>, repo: &str) -> Result<Vec<Nonce>, RecoverOutcome> {
+        let mut nonces = vec![];
+        let url = self.at(&format!("/v2/{repo}/tags/list"));
+        let what = format!("the tags of {}", escape::bytes(repo.as_bytes()));
+        self.list(&url, "tags", &what, &mut |t| {
+            if nonces.len() < MAX_TAGS
+                && let Some(n) = nonce_of_name(ctx, t, Oci::TagName)
+            {
+                nonces.push(n);
+            }
+        })?;
+        Ok(nonces)
+    }
+
     /// The nonces of the `repository-name` plants of this probe the
     /// catalog lists.
     pub(super) fn catalog_nonces(&self, ctx: &RunCtx<'_>) -> Result<Vec<Nonce>, RecoverOutcome> {
@@ -233,14 +348,15 @@ impl OciRegistry {
         Ok(out)
     }
 
-    /// The nonce the manifest under the agreed tag was planted with: its
+    /// The nonce the manifest under `tag` of `repo` was planted with: its
     /// annotation (`manifest-annotation`) or its layer (`blob-content`).
-    pub(super) fn nonce_under_plant_tag(
+    fn nonce_under_tag(
         &self,
         carrier: Oci,
         repo: &str,
+        tag: &str,
     ) -> Result<Vec<Nonce>, RecoverOutcome> {
-        let Some(body) = self.manifest(repo, PLANT_TAG)? else {
+        let Some(body) = self.manifest(repo, tag)? else {
             return Ok(vec![]);
         };
         let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);

@@ -7,10 +7,12 @@
 //! a manifest by digest removes every tag on that digest, so no plant may
 //! share one with anything else. `repository-name` puts the nonce in a
 //! repository under the configured namespace (opt-in: no API removes a
-//! repository), `tag-name` in a tag of the agreed repository (with a
-//! witness tag beside it), `manifest-annotation` in an annotation of the
-//! manifest under an agreed tag, `blob-content` in a layer blob that
-//! manifest references. Run B lists `/v2/_catalog` and the agreed
+//! repository; a second one, its catalog witness, follows it); the other
+//! carriers share one repository every probe uses (`runwarden-plants`,
+//! so repositories do not pile up: [`plant`]): `tag-name` in a tag there
+//! (with a witness tag beside it), `manifest-annotation` in an annotation
+//! of the manifest under an agreed tag, `blob-content` in a layer blob
+//! that manifest references. Run B lists `/v2/_catalog` and the shared
 //! repository's tags (each listing counts only when it shows a witness:
 //! [`super::listing`]), GETs the agreed manifest and streams the blob.
 //!
@@ -18,9 +20,12 @@
 //! `WWW-Authenticate: Bearer` asks for) go only to the registry's origin
 //! and the token service it names ([`protocol`]). Cleanup deletes each
 //! manifest by digest after reading it back byte for byte and checking
-//! that no foreign tag shares it, and the layer blobs unique to a plant;
-//! never the shared empty config blob.
+//! that no foreign tag shares it (where the registry does not delete,
+//! GitHub's package version that is the plant), and the layer blobs
+//! unique to a plant; never the shared empty config blob. Every
+//! repository and blob that stays is listed ([`account`]).
 
+mod account;
 mod auth;
 mod cleanup;
 mod packages;
@@ -28,7 +33,7 @@ mod plant;
 mod protocol;
 mod recover;
 
-use super::carrier::{CarrierSet, carriers};
+use super::carrier::carriers;
 use super::{
     About, CleanupOutcome, Control, HttpAuth, Job, Journal, Notice, PlantOutcome, RecoverOutcome,
     RunCtx, Want, Watch, lower_hex,
@@ -38,10 +43,7 @@ use crate::escape;
 use crate::fault::Fault;
 use crate::http::{LazyClient, check_url};
 use crate::nonce::Nonce;
-use ::http::Method;
-use cleanup::{MAX_TAGS, nonce_of_name};
-use plant::{Placed, Pushed, agreed_repository, plan};
-use protocol::outcome_reason;
+use plant::{Placed, Pushed, legacy_plan, plan, shared_repository, witness_plan};
 use serde::{Deserialize, Serialize};
 
 carriers! {
@@ -342,10 +344,16 @@ impl super::Surface for OciRegistry {
         };
         match self.push(carrier, &p) {
             Ok(()) => planted(format!(
-                "pushed {shown}:{} ({}) to {}",
+                "pushed {shown}:{} ({}) to {}{}",
                 escape::bytes(p.tags[0].as_bytes()),
                 p.digest,
-                self.shown()
+                self.shown(),
+                // (Its nonce is listed whatever becomes of the witness: a
+                // witness missing makes run B's miss ERROR, not the plant.)
+                match carrier {
+                    Oci::RepositoryName => self.push_witness(ctx, &job.nonce, journal),
+                    _ => String::new(),
+                }
             )),
             // Once a write that carries or reveals the nonce was taken the
             // plant happened: a later refusal is no closed carrier.
@@ -382,12 +390,12 @@ impl super::Surface for OciRegistry {
         }
     }
 
-    /// Run B: the agreed repository's tags list (`tag-name`, current only
-    /// when it shows the witness tag), the agreed manifest
+    /// Run B: the shared repository's tags list (`tag-name`, current only
+    /// when it shows the witness tag), the manifest under the agreed tag
     /// (`manifest-annotation`) and its layer blob (`blob-content`) read by
     /// name, and the catalog for `repository-name` (its only route), whose
-    /// silence counts only when it lists the agreed repositories B read by
-    /// name.
+    /// silence counts only when it lists the plants' catalog witnesses B
+    /// read by name.
     fn recover(
         &self,
         ctx: &RunCtx<'_>,
@@ -396,25 +404,27 @@ impl super::Surface for OciRegistry {
     ) -> Vec<crate::surface::routes::Recovered> {
         crate::surface::routes::through(wanted.iter().map(|w| w.carrier), recover::route_of, || {
             let mut out: Vec<Option<RecoverOutcome>> = vec![None; wanted.len()];
-            // The agreed repositories B read by name: the catalog's witnesses.
-            let mut readable: Vec<String> = vec![];
             let mut catalog: Vec<(usize, String)> = vec![];
+            let mut named: Vec<Nonce> = vec![];
+            let shared = shared_repository(&self.settings.repository);
             for (i, w) in wanted.iter().enumerate() {
                 let (carrier, nonce) = (w.carrier, w.needle);
-                let hex = nonce.hex();
-                let repo = agreed_repository(ctx, &self.settings.repository, carrier);
                 out[i] = Some(match carrier {
                     Oci::RepositoryName => {
-                        catalog.push((i, hex));
+                        catalog.push((i, nonce.hex()));
+                        named.push(nonce);
                         continue;
                     }
-                    Oci::TagName => self.tag_routes(&repo, &nonce, &mut readable),
+                    Oci::TagName => self.tag_routes(&shared, &nonce),
                     Oci::ManifestAnnotation | Oci::BlobContent => {
-                        self.read_manifest(ctx, carrier, &nonce, &mut readable)
+                        self.read_manifest(ctx, carrier, &nonce)
                     }
                 });
             }
             if !catalog.is_empty() {
+                // The catalog's witnesses: the repositories run A made
+                // after the nonces', read by name.
+                let readable = self.catalog_witnesses(ctx, &named);
                 let outcomes = self.search_catalog(ctx, &catalog, &readable, notice);
                 for ((i, _), o) in catalog.iter().zip(outcomes) {
                     out[*i] = Some(o);
@@ -425,145 +435,63 @@ impl super::Surface for OciRegistry {
     }
 
     /// Cleanup by probe id: finding a probe's plants without its receipt:
-    /// the agreed repositories' tags and manifests, and the catalog.
+    /// the shared repository's tags and manifests, the repositories of
+    /// their own that versions before 0.12 used, and the catalog
+    /// ([`OciRegistry::find_plants`]).
     fn find(
         &self,
         ctx: &RunCtx<'_>,
         jobs: &[Job<Oci>],
     ) -> Result<crate::surface::Found<Entry>, Fault> {
-        let fault = |o: RecoverOutcome| match o {
-            RecoverOutcome::Denied { reason } => Fault::Unsupported(reason),
-            o => Fault::Broken(outcome_reason(o)),
-        };
-        let ns = &self.settings.repository;
-        let mut found = vec![];
-        for job in jobs {
-            let carrier = job.carrier;
-            let repo = agreed_repository(ctx, ns, carrier);
-            let nonces: Vec<Nonce> = match carrier {
-                Oci::RepositoryName => self.catalog_nonces(ctx).map_err(fault)?,
-                Oci::TagName => {
-                    // Only this probe's nonce tags are kept, and at most
-                    // MAX_TAGS of them: memory stays bounded.
-                    let mut nonces = vec![];
-                    let url = self.at(&format!("/v2/{repo}/tags/list"));
-                    self.list(&url, "tags", "the agreed repository's tags", &mut |t| {
-                        if nonces.len() < MAX_TAGS
-                            && let Some(n) = nonce_of_name(ctx, t, Oci::TagName)
-                        {
-                            nonces.push(n);
-                        }
-                    })
-                    .map_err(fault)?;
-                    nonces
-                }
-                _ => self.nonce_under_plant_tag(carrier, &repo).map_err(fault)?,
-            };
-            for nonce in nonces {
-                let p = plan(ctx, ns, carrier, &nonce);
-                // Only what is there and is byte for byte a plant.
-                if self
-                    .manifest(&p.repository, &p.digest)
-                    .map_err(fault)?
-                    .is_some()
-                {
-                    let e = p.entry(carrier, &nonce);
-                    if !found.contains(&e) {
-                        found.push(e);
-                    }
-                }
-            }
-        }
-        Ok(found.into())
+        self.find_plants(ctx, jobs).map(Into::into)
     }
 
     /// Whether `entry` is exactly what a plant of this probe makes under
     /// `ns`: its carrier's, with its nonce; its repository, tags, digest and
     /// blobs recomputed must be the entry's own (`Invalid` otherwise), so a
     /// forged receipt can name nothing foreign, not even in a repository of
-    /// ours.
+    /// ours. What this version plants, what versions before 0.12 planted
+    /// (each carrier in a repository of its own), and `repository-name`'s
+    /// catalog witness are the forms.
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
         let ns = self.settings.repository.as_str();
         let repo = entry.repository.as_str();
         let shown = escape::bytes(repo.as_bytes());
-        let name = repo
+        if !repo
             .strip_prefix(ns)
-            .and_then(|r| r.strip_prefix('/'))
-            .ok_or_else(|| {
-                Fault::invalid(format!("{shown} is not under the configured repository"))
-            })?;
-        let carrier = Oci::owned(ctx, name, "", &|c| c == Oci::RepositoryName)?;
-        let hex = entry.nonce.as_str();
-        if !lower_hex(hex, 32) || entry.carrier != carrier.name() {
+            .is_some_and(|r| r.starts_with('/') && repository_name_ok(r.trim_start_matches('/')))
+        {
             return Err(Fault::invalid(format!(
-                "{shown}: not the entry a {carrier} plant journals"
+                "{shown} is not under the configured repository"
             )));
         }
-        let nonce = Nonce::from_hex(hex).ok_or_else(|| Fault::invalid("not a nonce"))?;
-        if plan(ctx, ns, carrier, &nonce).entry(carrier, &nonce) != *entry {
+        let carrier = Oci::parse(&entry.carrier)
+            .ok_or_else(|| Fault::invalid(format!("{shown}: no carrier of {}", Self::NAME)))?;
+        let hex = entry.nonce.as_str();
+        let nonce = Nonce::from_hex(hex)
+            .filter(|_| lower_hex(hex, 32))
+            .ok_or_else(|| Fault::invalid(format!("{shown}: not the entry a plant journals")))?;
+        let mut forms = vec![
+            plan(ctx, ns, carrier, &nonce),
+            legacy_plan(ctx, ns, carrier, &nonce),
+        ];
+        if carrier == Oci::RepositoryName {
+            forms.push(witness_plan(ctx, ns, &nonce));
+        }
+        if !forms.iter().any(|p| p.entry(carrier, &nonce) == *entry) {
             return Err(Fault::invalid(format!(
-                "{shown}: its tags, digest or blobs are not the ones a {carrier} plant makes"
+                "{shown}: its repository, tags, digest or blobs are not the ones a {carrier} plant of probe {} makes",
+                escape::bytes(ctx.probe_id.as_bytes())
             )));
         }
         Ok(())
     }
 
-    /// Cleanup: a plant's manifest deleted by digest once it is read back
-    /// byte for byte and no foreign tag shares its digest (a delete by digest
-    /// removes every tag on it), then the layer blob unique to the plant;
-    /// never the shared empty blob. A `repository-name` repository stays
-    /// (Kept: no API removes one).
-    fn clean_one(&self, entry: &Entry) -> CleanupOutcome {
-        let (repo, digest) = (entry.repository.as_str(), entry.digest.as_str());
-        let carrier = Oci::parse(&entry.carrier);
-        let shown = escape::bytes(format!("{repo}@{digest}").as_bytes());
-        let left = |reason: String| CleanupOutcome::Left { reason };
-        let blobs = &entry.blobs;
-        // The layer is unique content, but someone may have pushed a
-        // manifest of their own on it: a tagged one is seen, by the same
-        // check of the tags (shown current by the plant's own) that clears
-        // the manifest's delete (an untagged one cannot be: LIMITATIONS).
-        let (removed, users) = match self.delete_manifest(repo, digest, &entry.tags, blobs) {
-            Ok(r) => r,
-            Err(reason) => return left(reason),
-        };
-        if !blobs.is_empty() && !users.is_empty() {
-            return left(format!(
-                "{shown}: the manifest is {}, but its layer blob stays: the tag{} {} of someone else reference{} it",
-                if removed { "deleted" } else { "gone" },
-                if users.len() == 1 { "" } else { "s" },
-                users.join(", "),
-                if users.len() == 1 { "s" } else { "" },
-            ));
-        }
-        for blob in blobs.iter().filter(|_| removed) {
-            let url = self.at(&format!("/v2/{repo}/blobs/{blob}"));
-            match self.call(Method::DELETE, &url, "*/*", None) {
-                Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {}
-                Ok(r) => {
-                    return left(format!(
-                        "{shown}: the manifest is {}, but its layer blob stays (HTTP {} to its delete)",
-                        if removed { "deleted" } else { "gone" },
-                        r.status
-                    ));
-                }
-                Err(f) => return left(f.into()),
-            }
-        }
-        if carrier == Some(Oci::RepositoryName) {
-            return CleanupOutcome::Kept {
-                reason: format!(
-                    "the repository {} stays in the catalog: no registry API removes a repository (accepted with `repository-name: true`); its manifest is {}",
-                    escape::bytes(repo.as_bytes()),
-                    if removed { "deleted" } else { "gone" }
-                ),
-            };
-        }
-        if removed {
-            CleanupOutcome::Removed
-        } else {
-            CleanupOutcome::Gone
-        }
+    /// Cleanup: each plant removed as far as the registry (and GitHub's
+    /// package versions) allow, then every repository and blob that stays
+    /// listed by name and why ([`account`]).
+    fn clean(&self, entries: &[Entry]) -> Vec<CleanupOutcome> {
+        self.clean_all(entries)
     }
 }
 

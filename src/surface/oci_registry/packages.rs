@@ -196,3 +196,134 @@ impl OciRegistry {
         }
     }
 }
+
+/// What became of a plant's package versions ([`OciRegistry::delete_versions`]).
+pub(super) enum VersionsGone {
+    /// Every version that was the plant's is deleted.
+    Deleted,
+    /// None to delete: none listed, or the listing not read (why).
+    None(String),
+    /// One stays: why (GitHub's answer, or a tag of someone else on it).
+    Left(String),
+}
+
+/// One package version named by a plant's digest.
+struct Version {
+    id: u64,
+    tags: Vec<String>,
+}
+
+impl OciRegistry {
+    /// The versions of the package of `entry`'s repository that are the
+    /// plant (named by its manifest digest, every tag on them the plant's
+    /// own), deleted with `DELETE …/versions/{id}`: what ghcr.io offers
+    /// where its registry API does not delete. `Deleted` only when one
+    /// was. A version with a foreign tag is not the plant's alone: it
+    /// stays. Without the listing (no token, a refusal, a nested name)
+    /// there is nothing to delete.
+    pub(super) fn delete_versions(&self, entry: &super::Entry) -> VersionsGone {
+        let Some(p) = &self.settings.packages else {
+            return VersionsGone::None(String::new());
+        };
+        let Some(token) = &p.token else {
+            return VersionsGone::None(format!(
+                "GitHub's package versions were not read: no API token ({} is unset)",
+                escape::bytes(p.token_source.as_bytes())
+            ));
+        };
+        let repo = entry.repository.as_str();
+        let Some((owner, name)) = repo.split_once('/').filter(|(_, n)| !n.contains('/')) else {
+            return VersionsGone::None(format!(
+                "the package {} is nested, so GitHub's package versions were not read",
+                escape::bytes(repo.as_bytes())
+            ));
+        };
+        let client = match self.client.get() {
+            Ok(c) => c,
+            Err(f) => return VersionsGone::None(f.into_reason()),
+        };
+        let api = Api {
+            client,
+            base: &p.api_url,
+            token,
+            source: &p.token_source,
+        };
+        let shown = escape::bytes(format!("{owner}/{name}").as_bytes());
+        let what = format!("listing the package versions of {shown}");
+        for kind in ["orgs", "users"] {
+            let path = format!("/{kind}/{owner}/packages/container/{name}/versions");
+            let mut ours: Vec<Version> = vec![];
+            let listed = api.list(&path, None, &what, &mut |v| {
+                if v["name"].as_str() == Some(entry.digest.as_str())
+                    && let Some(id) = v["id"].as_u64()
+                {
+                    let tags = v["metadata"]["container"]["tags"].as_array();
+                    let tags = tags.into_iter().flatten().filter_map(|t| t.as_str());
+                    ours.push(Version {
+                        id,
+                        tags: tags.map(str::to_string).collect(),
+                    });
+                }
+            });
+            match listed {
+                Ok(_) => return self.delete_each(&api, &path, &shown, entry, ours),
+                // Not an organization's: a user's, or no such package.
+                Err(ApiError::NotFound(_)) => continue,
+                Err(e) => {
+                    return VersionsGone::None(format!(
+                        "GitHub's package versions were not read: {}",
+                        e.text()
+                    ));
+                }
+            }
+        }
+        VersionsGone::None(format!("GitHub has no package {shown}"))
+    }
+
+    /// Deletes each of `versions` of the package at `path` (`…/versions`)
+    /// whose tags are all `entry`'s.
+    fn delete_each(
+        &self,
+        api: &Api<'_>,
+        path: &str,
+        shown: &str,
+        entry: &super::Entry,
+        versions: Vec<Version>,
+    ) -> VersionsGone {
+        if versions.is_empty() {
+            return VersionsGone::None(format!(
+                "GitHub lists no version {} of the package {shown}",
+                entry.digest
+            ));
+        }
+        for v in versions {
+            let foreign: Vec<String> = v
+                .tags
+                .iter()
+                .filter(|t| !entry.tags.contains(t))
+                .map(|t| escape::bytes(t.as_bytes()))
+                .collect();
+            if !foreign.is_empty() {
+                return VersionsGone::Left(format!(
+                    "the package version {} of {shown} also carries the tags {} of someone else, so it is not the plant's alone; left",
+                    v.id,
+                    foreign.join(", ")
+                ));
+            }
+            let what = format!("deleting the package version {} of {shown}", v.id);
+            if let Err(e) = api.call(
+                ::http::Method::DELETE,
+                &format!("{path}/{}", v.id),
+                None,
+                &what,
+            ) {
+                return VersionsGone::Left(format!(
+                    "GitHub did not delete the package version {} of {shown} ({}); it stays",
+                    v.id,
+                    e.text()
+                ));
+            }
+        }
+        VersionsGone::Deleted
+    }
+}

@@ -3,10 +3,22 @@
 //! the probe id, the carrier and the nonce alone, so that cleanup can
 //! check a journal entry is exactly what a plant makes; and the push (the
 //! blobs, then the manifest under each tag) and how far it got.
+//!
+//! `tag-name`, `manifest-annotation` and `blob-content` are planted in one
+//! repository every probe shares ([`shared_repository`]): no registry API
+//! removes a repository, so one per probe would pile up in the catalog
+//! (and, on ghcr.io, in the owner's packages). What tells the plants apart
+//! is their tags ([`agreed_tag`], a tagged name of the probe, the carrier
+//! and the surface) and their manifests (the probe in an annotation).
+//! `repository-name` (opt-in) stays in a repository of its own, since its
+//! nonce is the name, and puts a second one beside it, the catalog's
+//! witness ([`catalog_witness`]). Before 0.12 every carrier had a
+//! repository of its own ([`legacy_plan`]): cleanup still owns those.
 
 use super::{Entry, Oci, OciRegistry};
+use crate::escape;
 use crate::nonce::Nonce;
-use crate::surface::{RunCtx, tagged_name};
+use crate::surface::{Journal, RunCtx, tagged_name};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -19,8 +31,15 @@ pub(super) const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+js
 pub(super) const EMPTY: &[u8] = b"{}";
 const EMPTY_TYPE: &str = "application/vnd.oci.empty.v1+json";
 
-/// The tag every agreed repository's plant is under.
+/// The tag a plant in a repository of its own is under (`repository-name`,
+/// its catalog witness, and every carrier before 0.12).
 pub(super) const PLANT_TAG: &str = "plant";
+
+/// The name, below the namespace, of the repository every probe's
+/// `tag-name`, `manifest-annotation` and `blob-content` share. No tagged
+/// name has this form (one always has a carrier and a tag after the probe
+/// id), so it is never taken for a probe's.
+pub(super) const SHARED: &str = "runwarden-plants";
 
 /// The witness tag `tag-name` pushes after the nonce's: named for this
 /// plant's nonce (which run B knows), so a tag an earlier run left where
@@ -50,9 +69,32 @@ pub(super) struct Plan {
     pub layer: Option<Vec<u8>>,
 }
 
-/// The repository of the carriers B names: `<namespace>/<tagged name>`.
-pub(super) fn agreed_repository(ctx: &RunCtx<'_>, ns: &str, carrier: Oci) -> String {
+/// The repository the carriers B names share: `<namespace>/runwarden-plants`.
+pub(super) fn shared_repository(ns: &str) -> String {
+    format!("{ns}/{SHARED}")
+}
+
+/// The repository a carrier had to itself before 0.12:
+/// `<namespace>/<tagged name>` (cleanup still owns and finds it).
+pub(super) fn legacy_repository(ctx: &RunCtx<'_>, ns: &str, carrier: Oci) -> String {
     format!("{ns}/{}", tagged_name(ctx, carrier.name(), None, ""))
+}
+
+/// The tag B names a `manifest-annotation` or `blob-content` plant by in
+/// the shared repository: a tagged name of the probe and the carrier (and
+/// the surface: two surfaces on one registry never share it).
+pub(super) fn agreed_tag(ctx: &RunCtx<'_>, carrier: Oci) -> String {
+    tagged_name(ctx, carrier.name(), None, "")
+}
+
+/// The catalog's witness of a `repository-name` plant: a repository run A
+/// makes right after the nonce's, named for the nonce (which run B knows)
+/// but without it. A catalog that lists it is current as of the plant; the
+/// shared repository could not show that (an older probe made it).
+pub(super) fn catalog_witness(ns: &str, nonce: &Nonce) -> String {
+    let d = digest_of(format!("runwarden catalog witness {}", nonce.hex()).as_bytes());
+    let h = d.strip_prefix("sha256:").unwrap_or(&d);
+    format!("{ns}/runwarden-witness-{}", &h[..16])
 }
 
 /// What `blob-content`'s layer holds.
@@ -78,20 +120,54 @@ fn plant_value(carrier: Oci, nonce: &Nonce) -> String {
     }
 }
 
+/// A carrier's plant as this version makes it.
 pub(super) fn plan(ctx: &RunCtx<'_>, ns: &str, carrier: Oci, nonce: &Nonce) -> Plan {
     let repository = match carrier {
         Oci::RepositoryName => {
             format!("{ns}/{}", tagged_name(ctx, carrier.name(), Some(nonce), ""))
         }
-        _ => agreed_repository(ctx, ns, carrier),
+        _ => shared_repository(ns),
     };
     let tags = match carrier {
         Oci::TagName => vec![
             tagged_name(ctx, carrier.name(), Some(nonce), ""),
             witness_tag(nonce),
         ],
-        _ => vec![PLANT_TAG.to_string()],
+        Oci::RepositoryName => vec![PLANT_TAG.to_string()],
+        _ => vec![agreed_tag(ctx, carrier)],
     };
+    plan_in(ctx, repository, tags, carrier, nonce)
+}
+
+/// A carrier's plant as versions before 0.12 made it: in a repository of
+/// its own, under [`PLANT_TAG`] (the manifest is the same).
+pub(super) fn legacy_plan(ctx: &RunCtx<'_>, ns: &str, carrier: Oci, nonce: &Nonce) -> Plan {
+    let mut p = plan(ctx, ns, carrier, nonce);
+    if carrier != Oci::RepositoryName {
+        p.repository = legacy_repository(ctx, ns, carrier);
+    }
+    if carrier != Oci::TagName {
+        p.tags = vec![PLANT_TAG.to_string()];
+    }
+    p
+}
+
+/// The catalog witness of a `repository-name` plant ([`catalog_witness`]):
+/// the plant's own manifest, in the witness repository.
+pub(super) fn witness_plan(ctx: &RunCtx<'_>, ns: &str, nonce: &Nonce) -> Plan {
+    let mut p = plan(ctx, ns, Oci::RepositoryName, nonce);
+    p.repository = catalog_witness(ns, nonce);
+    p
+}
+
+/// The manifest (and layer) of a plant in `repository` under `tags`.
+fn plan_in(
+    ctx: &RunCtx<'_>,
+    repository: String,
+    tags: Vec<String>,
+    carrier: Oci,
+    nonce: &Nonce,
+) -> Plan {
     let empty = json!({ "mediaType": EMPTY_TYPE, "digest": digest_of(EMPTY), "size": EMPTY.len() });
     let layer = (carrier == Oci::BlobContent).then(|| layer_of(ctx.probe_id, nonce));
     let layers = match &layer {
@@ -143,6 +219,35 @@ impl Plan {
 }
 
 impl OciRegistry {
+    /// `repository-name`'s catalog witness ([`catalog_witness`]), pushed
+    /// after the nonce's repository and journalled before: what the detail
+    /// adds (nothing, or why it is missing; run B's miss then has no
+    /// witness and is ERROR).
+    pub(super) fn push_witness(
+        &self,
+        ctx: &RunCtx<'_>,
+        nonce: &Nonce,
+        journal: &mut Journal<'_, Entry>,
+    ) -> String {
+        let w = witness_plan(ctx, &self.settings.repository, nonce);
+        let entry = w.entry(Oci::RepositoryName, nonce);
+        journal.record(&entry);
+        let (reason, nothing) = match self.push(Oci::RepositoryName, &w) {
+            Ok(()) => return String::new(),
+            Err(Pushed::Refused {
+                reason, nothing, ..
+            })
+            | Err(Pushed::Failed { reason, nothing }) => (reason, nothing),
+        };
+        if nothing {
+            journal.retract(&entry);
+        }
+        format!(
+            "; its catalog witness {} was not pushed ({reason}), so a miss in the catalog will not count",
+            escape::bytes(w.repository.as_bytes())
+        )
+    }
+
     /// The blobs, then the manifest under each tag (`tag-name`'s nonce tag
     /// first, then its witness: a listing that shows the witness was
     /// taken after the nonce's).

@@ -69,7 +69,7 @@ fn insufficient_scope(headers: &::http::HeaderMap) -> bool {
 }
 
 /// The first error code of the registry's error body, for messages.
-fn error_code(r: &Response) -> String {
+pub(super) fn error_code(r: &Response) -> String {
     serde_json::from_slice::<Value>(&r.body)
         .ok()
         .and_then(|v| {

@@ -1,10 +1,11 @@
-//! Run B's routes: the agreed repository's tags list (`tag-name`, with
-//! GitHub's package versions where they are on), the agreed manifest and
-//! its layer blob read by name (`manifest-annotation`, `blob-content`),
-//! and the catalog (`repository-name`); and how long a listing is waited
+//! Run B's routes: the shared repository's tags list (`tag-name`, with
+//! GitHub's package versions where they are on), the manifest under the
+//! agreed tag and its layer blob read by name (`manifest-annotation`,
+//! `blob-content`), and the catalog (`repository-name`, current when it
+//! lists the plant's catalog witness); and how long a listing is waited
 //! on.
 
-use super::plant::{EMPTY, PLANT_TAG, digest_of, plan, witness_tag};
+use super::plant::{EMPTY, PLANT_TAG, digest_of, plan, witness_plan, witness_tag};
 use super::{Oci, OciRegistry};
 use crate::escape;
 use crate::nonce::Nonce;
@@ -19,8 +20,9 @@ use std::time::Duration;
 const MAX_LAYERS: usize = 16;
 
 /// Run B's routes ([`crate::surface::routes`]): the catalog for
-/// repository-name, the agreed repository's tags list for tag-name, the
-/// agreed manifest and its layer blobs read by name for the rest.
+/// repository-name, the shared repository's tags list for tag-name, the
+/// manifest under the agreed tag and its layer blobs read by name for the
+/// rest.
 pub(super) const ROUTES: &[routes::Route<Oci>] = &[
     routes::Route {
         name: "catalog",
@@ -40,10 +42,11 @@ pub(super) const ROUTES: &[routes::Route<Oci>] = &[
 ];
 
 /// A carrier's route, and what shows a miss there current: the catalog
-/// lists every agreed repository B read by name, the tags list shows the
-/// witness tag run A pushed beside the nonce's, and the manifest read back
-/// is the plant's own by its digest (content addressing: nothing stale
-/// has that digest).
+/// lists every catalog witness B read by name (the repository run A made
+/// after the nonce's), the tags list (read whole, every probe's tags in
+/// it) shows the witness tag run A pushed beside the nonce's, and the
+/// manifest read back is the plant's own by its digest (content
+/// addressing: nothing stale has that digest).
 pub(super) fn route_of(c: Oci) -> (&'static str, routes::Proof) {
     match c {
         Oci::RepositoryName => ("catalog", routes::Proof::Listed),
@@ -65,14 +68,9 @@ impl OciRegistry {
     /// either is FAIL; a route that broke or lags is ERROR; the versions
     /// route unread (no token, GitHub's refusal) leaves the registry's
     /// verdict, saying so.
-    pub(super) fn tag_routes(
-        &self,
-        repo: &str,
-        nonce: &Nonce,
-        readable: &mut Vec<String>,
-    ) -> RecoverOutcome {
+    pub(super) fn tag_routes(&self, repo: &str, nonce: &Nonce) -> RecoverOutcome {
         use super::packages::Versions;
-        let reg = self.read_tags(repo, nonce, readable);
+        let reg = self.read_tags(repo, nonce);
         let Some(p) = &self.settings.packages else {
             return reg;
         };
@@ -104,9 +102,10 @@ impl OciRegistry {
         }
     }
 
-    /// `tag-name`: the agreed repository's tags, until they show the
+    /// `tag-name`: the shared repository's tags, read whole (other
+    /// probes' tags and foreign ones with them), until they show the
     /// witness tag run A pushed beside the nonce's.
-    fn read_tags(&self, repo: &str, nonce: &Nonce, readable: &mut Vec<String>) -> RecoverOutcome {
+    fn read_tags(&self, repo: &str, nonce: &Nonce) -> RecoverOutcome {
         let shown = escape::bytes(repo.as_bytes());
         let (hex, wt) = (nonce.hex(), witness_tag(nonce));
         let hex = hex.as_str();
@@ -129,10 +128,7 @@ impl OciRegistry {
             Ok(c) => c,
             Err(o) => return o,
         };
-        let (n, hit, witness) = &c.value;
-        if n.is_some() && *witness {
-            readable.push(repo.to_string());
-        }
+        let (n, hit, _) = &c.value;
         match (n, hit) {
             (_, Some(t)) => RecoverOutcome::Found {
                 detail: format!("{shown} has the tag {t}"),
@@ -149,23 +145,22 @@ impl OciRegistry {
     }
 
     /// `manifest-annotation` and `blob-content`: the manifest under the
-    /// agreed tag, its annotations, and for blob-content its layers
-    /// pulled. Only the plant's own manifest (the digest B computes from
-    /// the plan) counts: another under the tag (a tenant's re-tag, a
-    /// replica behind) is read again within `consistency-wait`, then
-    /// ERROR.
+    /// agreed tag of the shared repository, its annotations, and for
+    /// blob-content its layers pulled. Only the plant's own manifest (the
+    /// digest B computes from the plan) counts: another under the tag (a
+    /// tenant's re-tag, a replica behind) is read again within
+    /// `consistency-wait`, then ERROR.
     pub(super) fn read_manifest(
         &self,
         ctx: &RunCtx<'_>,
         carrier: Oci,
         nonce: &Nonce,
-        readable: &mut Vec<String>,
     ) -> RecoverOutcome {
         let p = plan(ctx, &self.settings.repository, carrier, nonce);
-        let (repo, hex) = (p.repository.as_str(), nonce.hex());
-        let shown = escape::bytes(format!("{repo}:{PLANT_TAG}").as_bytes());
+        let (repo, hex, tag) = (p.repository.as_str(), nonce.hex(), p.tags[0].as_str());
+        let shown = escape::bytes(format!("{repo}:{tag}").as_bytes());
         let read = until_current(self.wait(), || {
-            let body = self.manifest(repo, PLANT_TAG)?;
+            let body = self.manifest(repo, tag)?;
             // (A 404 is no look either: run A pushed it, so a registry
             // that does not have it lags, or is not the one A pushed to.)
             let current = body.as_ref().is_some_and(|b| digest_of(b) == p.digest);
@@ -192,7 +187,6 @@ impl OciRegistry {
             }
             Some(b) => b.clone(),
         };
-        readable.push(repo.to_string());
         let hex = hex.as_str();
         let Ok(doc) = serde_json::from_slice::<Value>(&body) else {
             return RecoverOutcome::Error {
@@ -254,8 +248,25 @@ impl OciRegistry {
         }
     }
 
-    /// `repository-name`: the catalog, until it lists every agreed
-    /// repository B read by name (and there must be one).
+    /// The catalog witnesses ([`super::plant::catalog_witness`]) of the
+    /// `repository-name` plants of `nonces` that B reads by name: each
+    /// holds the plant's manifest under [`PLANT_TAG`], read back by its
+    /// digest. One not there (not yet, or never pushed) is no witness.
+    pub(super) fn catalog_witnesses(&self, ctx: &RunCtx<'_>, nonces: &[Nonce]) -> Vec<String> {
+        let ns = &self.settings.repository;
+        nonces
+            .iter()
+            .map(|n| witness_plan(ctx, ns, n))
+            .filter(|w| {
+                self.manifest(&w.repository, PLANT_TAG)
+                    .is_ok_and(|b| b.is_some_and(|b| digest_of(&b) == w.digest))
+            })
+            .map(|w| w.repository)
+            .collect()
+    }
+
+    /// `repository-name`: the catalog, until it lists every catalog
+    /// witness B read by name (and there must be one).
     pub(super) fn search_catalog(
         &self,
         ctx: &RunCtx<'_>,

@@ -354,21 +354,17 @@ fn a_foreign_tag_on_a_plants_digest_keeps_it_in_place() {
     let plant = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "oci-2"]);
     assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
     // Someone tags the manifest-annotation plant's manifest as their own.
-    let repo = r
-        .catalog()
-        .into_iter()
-        .find(|n| n.contains("runwarden-oci-2-manifest-annotation-"))
-        .unwrap();
+    let (repo, tag) = plant_tag(&r, "runwarden-oci-2-manifest-annotation-");
     let accept = "accept: application/vnd.oci.image.manifest.v1+json";
     let (code, text) = r.api(
         "GET",
-        &format!("/v2/{repo}/manifests/plant"),
+        &format!("/v2/{repo}/manifests/{tag}"),
         &[accept],
         None,
     );
     assert_eq!(code, 200);
     let body = text.split("\r\n\r\n").last().unwrap().as_bytes().to_vec();
-    let planted = r.digest(&repo, "plant");
+    let planted = r.digest(&repo, &tag);
     let (code, text) = r.api(
         "PUT",
         &format!("/v2/{repo}/manifests/theirs"),
@@ -386,7 +382,8 @@ fn a_foreign_tag_on_a_plants_digest_keeps_it_in_place() {
     assert!(clean.stdout.contains("\"theirs\""), "{}", clean.stdout);
     assert!(clean.stdout.contains("share"), "{}", clean.stdout);
     assert_eq!(r.digest(&repo, "theirs"), planted, "their tag went");
-    // Every other plant is gone.
+    // Every other plant is gone: in the shared repository only that
+    // plant's tag and theirs stay.
     for other in r.catalog().into_iter().filter(|n| *n != repo) {
         assert_eq!(
             r.get(&format!("/v2/{other}/tags/list"))["tags"],
@@ -394,6 +391,26 @@ fn a_foreign_tag_on_a_plants_digest_keeps_it_in_place() {
             "{other}"
         );
     }
+    let mut left: Vec<String> =
+        serde_json::from_value(r.get(&format!("/v2/{repo}/tags/list"))["tags"].clone()).unwrap();
+    left.sort();
+    assert_eq!(left, [tag, "theirs".to_string()]);
+}
+
+/// The shared repository (`<namespace>/runwarden-plants`) and the tag of
+/// one of its plants, found by the start of the tag.
+pub(crate) fn plant_tag(r: &DockerRegistry, start: &str) -> (String, String) {
+    let repo = "ci/runwarden/runwarden-plants".to_string();
+    let tags = r.get(&format!("/v2/{repo}/tags/list"))["tags"].clone();
+    let tag = tags
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|t| t.starts_with(start))
+        .unwrap_or_else(|| panic!("no tag {start}… in {tags}"))
+        .to_string();
+    (repo, tag)
 }
 
 /// `discover` proposes one commented `oci-registry` entry for each
@@ -564,8 +581,10 @@ fn a_registry_without_delete_leaves_every_plant_listed() {
         &["probe"],
     );
     assert_eq!(verdicts(&p), ["fail"; 4], "{}", p.report);
+    // (repository-name's plant and its catalog witness, and one plant of
+    // each other carrier.)
     let left = p.report["cleanup"]["left"].as_array().unwrap();
-    assert_eq!(left.len(), 4, "{}", p.report["cleanup"]);
+    assert_eq!(left.len(), 5, "{}", p.report["cleanup"]);
     for l in left {
         let why = l["reason"].as_str().unwrap();
         assert!(

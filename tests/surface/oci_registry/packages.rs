@@ -1,10 +1,11 @@
 //! `tag-name`'s second route on ghcr.io: GitHub's package versions
 //! listing (`metadata.container.tags`), behind the API's access control
 //! rather than the registry's. The loopback OCI registry stands in for
-//! ghcr.io and its packages API alike (src/loopback/oci.rs): a reader the
+//! ghcr.io and its packages API alike (src/loopback/oci/): a reader the
 //! registry refuses still finds the tag through the API; a token GitHub
 //! refuses leaves that route unread, said in the detail; a listing that
-//! lags is an error, never a pass.
+//! lags is an error, never a pass; where the registry does not delete,
+//! cleanup deletes the plants' package versions through the API.
 
 use crate::common::*;
 use runwarden::loopback::oci::OciServer;
@@ -112,4 +113,52 @@ fn a_package_versions_listing_that_lags_is_an_error_and_the_control_reads_it() {
     );
     // The control (the same stand-in, its own API token) was recovered.
     assert_eq!(f["control"], "recovered", "{f}");
+}
+
+/// Issue 39, on ghcr.io: a registry that does not delete for the pusher
+/// (here a token without `delete`), with an API token that may delete
+/// package versions: cleanup deletes each plant's version through
+/// GitHub's API (its tags all the plant's), lists the layer blob the
+/// registry would not delete with its answer, and the shared package.
+#[test]
+fn where_the_registry_does_not_delete_githubs_package_versions_remove_the_plants() {
+    let svc = OciServer::start().unwrap();
+    let pusher = svc.limited_user("pusher", &["pull", "push"]).unwrap();
+    let deleter = svc.api_deleter().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("REGISTRY_TOKEN", pusher.as_str()),
+        ("PKG_TOKEN", deleter.as_str()),
+    ];
+    let p = run_config(dir.path(), &config(&svc, "pusher"), &env, &["probe"]);
+    assert_eq!(p.verdict("ghcr:tag-name"), "fail", "{}", p.report);
+    let c = &p.report["cleanup"];
+    let left = c["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{c}");
+    let why = left[0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("its layer blob sha256:") && why.contains("HTTP 401"),
+        "{why}"
+    );
+    // (Newest first: blob-content's, left; manifest-annotation's, removed;
+    // tag-name's, the last in the repository, kept with its account.)
+    assert_eq!(c["deleted"], 1, "{c}");
+    let kept = c["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{c}");
+    let why = kept[0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("the plant's manifest is deleted; left: the repository \"octo/runwarden-plants\" (shared by every probe's tag-name, manifest-annotation and blob-content plants; on GitHub, a package in the owner's list)"),
+        "{why}"
+    );
+    // No version of the plants is left in the package.
+    let (code, body) = crate::common::registries::curl(
+        "GET",
+        &format!(
+            "{}/users/octo/packages/container/runwarden-plants/versions",
+            svc.url()
+        ),
+        &["-H", &format!("authorization: Bearer {deleter}")],
+        None,
+    );
+    assert_eq!((code, body.as_str()), (200, "[]"));
 }

@@ -24,8 +24,12 @@
 //!   `GET /v2/_catalog?n=&last=`, paged with `Link` (a small page, so
 //!   paging is always exercised).
 //!
+//! GitHub's packages API ghcr.io has beside it is in [`packages`].
+//!
 //! Both listings can lag ([`super::Knobs`]): while lagging they leave
 //! out repositories and tags made since the lag began.
+
+mod packages;
 
 use super::{Reply, lock, query};
 use crate::fault::Fault;
@@ -39,7 +43,7 @@ use std::sync::Mutex;
 const MAX_PAGE: usize = 5;
 
 #[derive(Default)]
-struct Repo {
+pub(super) struct Repo {
     seq: u64,
     /// Whether a tag was ever pushed (distribution's tags directory).
     tagged: bool,
@@ -61,6 +65,9 @@ pub struct State {
     /// The GitHub packages API's tokens ([`OciServer::api_token`]): token
     /// -> whether it may read packages.
     api_tokens: HashMap<String, bool>,
+    /// The API tokens that may also delete package versions
+    /// ([`OciServer::api_deleter`]).
+    api_deleters: HashSet<String>,
     /// Users whose tokens get only these actions (a reader: `pull`).
     limited: HashMap<String, Vec<String>>,
     seq: u64,
@@ -116,6 +123,14 @@ impl super::Service<State> {
         self.lock().api_tokens.insert(t.clone(), may_read);
         Ok(t)
     }
+
+    /// An API token that may read packages and delete their versions
+    /// (a classic token with `delete:packages`, of a package admin).
+    pub fn api_deleter(&self) -> Result<String, Fault> {
+        let t = self.api_token(true)?;
+        self.lock().api_deleters.insert(t.clone());
+        Ok(t)
+    }
 }
 
 fn digest_of(data: &[u8]) -> String {
@@ -149,7 +164,7 @@ fn serve(mut req: tiny_http::Request, state: &Mutex<State>, port: u16) {
         token(&mut st, &req)
     } else if path.starts_with("/orgs/") || path.starts_with("/users/") {
         let auth = super::header(&req, "authorization").unwrap_or_default();
-        packages(&st, &path, &url, &auth, port)
+        packages::serve(&mut st, &method, &path, &url, &auth, port)
     } else {
         let (resource, actions) = needs(&method, &path);
         let grant = super::header(&req, "authorization")
@@ -475,99 +490,6 @@ fn catalog(st: &State, url: &str) -> Reply {
         let next = format!(
             "</v2/_catalog?last={}&n={n}>; rel=\"next\"",
             crate::wire::percent_encode(page[n - 1])
-        );
-        return Reply::new(
-            200,
-            body,
-            &[("Content-Type", "application/json"), ("Link", &next)],
-        );
-    }
-    Reply::new(200, body, &[("Content-Type", "application/json")])
-}
-
-/// GitHub's packages API as ghcr.io's registry backs it: `GET
-/// /{orgs,users}/{owner}/packages/container/{name}/versions`, one version
-/// per manifest digest with the tags on it in `metadata.container.tags`,
-/// newest first, paged by `per_page`/`page` with `Link`. A token that may
-/// not read packages gets GitHub's 403 (`Resource not accessible by
-/// integration`), none at all a 401, an unknown package a 404, all with
-/// GitHub's JSON error body. The owner is taken as an organization and as
-/// a user alike.
-fn packages(st: &State, path: &str, url: &str, auth: &str, port: u16) -> Reply {
-    let gh = |status: u16, m: &str| {
-        Reply::json(
-            status,
-            json!({ "message": m, "documentation_url": "https://docs.github.com/rest", "status": status.to_string() }),
-        )
-    };
-    let token = auth
-        .strip_prefix("Bearer ")
-        .or_else(|| auth.strip_prefix("token "));
-    match token.map(|t| st.api_tokens.get(t)) {
-        None | Some(None) => return gh(401, "Bad credentials"),
-        Some(Some(false)) => return gh(403, "Resource not accessible by integration"),
-        Some(Some(true)) => {}
-    }
-    let parts: Vec<&str> = path.split('/').collect();
-    let [
-        "",
-        "orgs" | "users",
-        owner,
-        "packages",
-        "container",
-        name,
-        "versions",
-    ] = parts.as_slice()
-    else {
-        return gh(404, "Not Found");
-    };
-    let repo = format!("{owner}/{}", crate::wire::percent_decode(name));
-    let Some(r) = st
-        .repos
-        .get(&repo)
-        .filter(|r| st.lag_after.is_none_or(|l| r.seq <= l))
-    else {
-        return gh(404, "Package not found.");
-    };
-    // Digest -> (its newest tag's seq, tags), newest first.
-    let mut by: BTreeMap<&String, (u64, Vec<&String>)> = BTreeMap::new();
-    for (tag, (d, seq)) in &r.tags {
-        if st.lag_after.is_none_or(|n| *seq <= n) {
-            let e = by.entry(d).or_default();
-            e.0 = e.0.max(*seq);
-            e.1.push(tag);
-        }
-    }
-    let mut versions: Vec<(&String, (u64, Vec<&String>))> = by.into_iter().collect();
-    versions.sort_by_key(|(_, (seq, _))| std::cmp::Reverse(*seq));
-    let items: Vec<Value> = versions
-        .iter()
-        .map(|(d, (seq, tags))| {
-            json!({ "id": seq, "name": d, "metadata": { "package_type": "container", "container": { "tags": tags } } })
-        })
-        .collect();
-    let q = query(url);
-    let per: usize = q
-        .get("per_page")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(30)
-        .clamp(1, 100);
-    let page: usize = q
-        .get("page")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1)
-        .max(1);
-    let shown: Vec<Value> = items
-        .iter()
-        .skip((page - 1) * per)
-        .take(per)
-        .cloned()
-        .collect();
-    let body = Value::Array(shown).to_string().into_bytes();
-    if items.len() > page * per {
-        let next = format!(
-            "<http://127.0.0.1:{port}{path}?per_page={per}&page={}>; rel=\"next\"",
-            page + 1
         );
         return Reply::new(
             200,
