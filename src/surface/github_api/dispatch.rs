@@ -122,6 +122,19 @@ fn made_by_time(since: Option<&str>, r: &Run) -> bool {
     since.is_none_or(|t| r.created_at.as_deref().is_some_and(|c| c >= t))
 }
 
+/// Whether `title` is the name another runwarden dispatch sends
+/// (`rw-<probe>-<32 hex>`): the run of a workflow whose `run-name` shows
+/// the event, which that dispatch, not this one, started.
+fn another_dispatch(title: Option<&str>) -> bool {
+    title.is_some_and(|t| {
+        t.starts_with("rw-")
+            && t.len() > 36
+            && t.is_char_boundary(t.len() - 33)
+            && t[t.len() - 33..].starts_with('-')
+            && crate::surface::lower_hex(&t[t.len() - 32..], 32)
+    })
+}
+
 /// Runs cleanup names in one reason at most; the rest are counted.
 const MAX_NAMED: usize = 20;
 
@@ -281,6 +294,7 @@ impl GitHubApi {
                     && since.is_some()
                     && r.event.as_deref() == Some(ev)
                     && made_by_time(since, &r)
+                    && !another_dispatch(r.display_title.as_deref())
                 {
                     maybe.push(v["id"].to_string());
                 }
