@@ -443,6 +443,19 @@ impl Report {
     /// 0: no open undeclared channel, no error, nothing left behind, and
     /// (with `--require-coverage`) no exposure untested; 3: a canary was
     /// read (watch mode); 1: otherwise.
+    /// Whether a probe or recover tested nothing: it has findings, and
+    /// every one is SKIPPED (a forgotten secret, a fork's pull request).
+    /// A green gate would say nothing here; it fails instead.
+    pub fn nothing_tested(&self) -> bool {
+        let mut of = self
+            .findings
+            .iter()
+            .filter(|f| f.surface_type != CANARY_TYPE);
+        matches!(self.mode, Mode::Probe | Mode::Recover)
+            && of.clone().next().is_some()
+            && of.all(|f| f.verdict == Verdict::Skipped)
+    }
+
     pub fn exit_code(&self) -> i32 {
         if self
             .findings
@@ -451,7 +464,7 @@ impl Report {
         {
             return 3;
         }
-        let failing = self.findings.iter().any(|f| f.verdict.fails_run());
+        let failing = self.findings.iter().any(|f| f.verdict.fails_run()) || self.nothing_tested();
         let gap = self
             .coverage
             .as_ref()

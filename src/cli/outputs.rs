@@ -114,6 +114,12 @@ pub(super) fn write_outputs(
             gh.summary,
         )?;
     }
+    if report.nothing_tested() {
+        // Printed even with --quiet: the exit code says it fails.
+        super::error(
+            "nothing was tested: every carrier of every surface was SKIPPED (each says why); exit 1",
+        );
+    }
     Ok(report.exit_code())
 }
 

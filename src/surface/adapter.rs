@@ -117,6 +117,10 @@ impl<S: Surface> SurfaceType for Typed<S> {
         })
     }
 
+    fn secret_missing(&self, settings: &Value) -> Option<String> {
+        about::<S>(settings).and_then(|a| a.secret_missing)
+    }
+
     fn warnings(&self, settings: &Value) -> Vec<String> {
         about::<S>(settings).map(|a| a.warnings).unwrap_or_default()
     }

@@ -43,6 +43,9 @@ pub trait SurfaceType: Sync {
     /// the type's control takes after them.
     fn control(&self, settings: &Value, dir: &Path) -> Result<Control, Fault>;
     /// What `check-config` warns of (already escaped).
+    /// Why a credential the config names is missing here, if it is
+    /// ([`super::About::secret_missing`]).
+    fn secret_missing(&self, settings: &Value) -> Option<String>;
     fn warnings(&self, settings: &Value) -> Vec<String>;
     /// What the report says of an instance besides its carriers (escaped).
     fn facts(&self, settings: &Value) -> Vec<(&'static str, String)>;

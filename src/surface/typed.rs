@@ -449,6 +449,8 @@ pub struct About<C> {
     pub(super) identity: Option<String>,
     pub(super) persistence: Option<Persistence>,
     pub(super) root: Option<std::path::PathBuf>,
+    /// Why a credential the config names is missing here, when it is.
+    pub(super) secret_missing: Option<String>,
 }
 
 impl<C: CarrierSet> About<C> {
@@ -464,7 +466,22 @@ impl<C: CarrierSet> About<C> {
             identity: None,
             persistence: None,
             root: None,
+            secret_missing: None,
         }
+    }
+
+    /// A credential the config names is missing here (`why` names its
+    /// variable): every carrier is SKIPPED with it (a fork's pull request
+    /// gets no secrets, and must not fail for it), `check-config` warns,
+    /// and coverage lists the surface as a gap, since nothing of it was
+    /// tested ([`crate::coverage`]).
+    pub fn secret_missing(mut self, why: impl Into<String>) -> About<C> {
+        let why = why.into();
+        self.unavailable.push((None, why.clone()));
+        self.warnings
+            .push(format!("{why}: every carrier of it will be SKIPPED"));
+        self.secret_missing = Some(why);
+        self
     }
 
     /// A fact the report shows: which credential it uses and what that

@@ -187,7 +187,9 @@ fn without_a_token_every_carrier_is_skipped_with_the_reason() {
     let svc = CacheServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let p = run(dir.path(), &svc, None, None, &["probe"]);
-    assert_eq!(p.code, 0, "{}", p.stderr);
+    // Nothing was tested: a gate that says so (0.11.0 exited 0).
+    assert_eq!(p.code, 1, "{}", p.stderr);
+    assert!(p.stderr.contains("nothing was tested"), "{}", p.stderr);
     assert_eq!(verdicts(&p), ["skipped"; 4]);
     let d = p.finding("cache:cache-key")["detail"].to_string();
     assert!(d.contains("id-token: write"), "{d}");

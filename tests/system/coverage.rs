@@ -547,3 +547,70 @@ fn a_channel_tests_a_permission_only_with_the_jobs_own_token_on_its_own_reposito
             .contains("reusable workflow")
     );
 }
+
+/// A forgotten secret: an npm registry whose `token-env` is unset. Its
+/// carriers stay SKIPPED, saying so (a fork's pull request gets no
+/// secrets); `check-config` warns; the registry is a gap that
+/// `--require-coverage` fails on; and a run in which nothing ran at all
+/// exits 1 saying nothing was tested (0.11.0: valid, exit 0, no gap).
+#[test]
+fn a_forgotten_secret_is_a_gap_and_a_run_that_tested_nothing_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let npm = "  - name: npm\n    type: npm-registry\n    url: https://npm.example.org/\n    token-env: NPM_TOKEN\n";
+    let alone = format!("version: 1\nsurfaces:\n{npm}");
+    let env = [("NPM_TOKEN", "")];
+
+    let f = dir.path().join("alone.yml");
+    std::fs::write(&f, &alone).unwrap();
+    let out = bin()
+        .arg("check-config")
+        .arg(&f)
+        .env_remove("NPM_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning: surface npm: NPM_TOKEN (named in the config) is unset or empty: every carrier of it will be SKIPPED"),
+        "{err}"
+    );
+
+    let p = run_config(dir.path(), &alone, &env, &["probe"]);
+    assert_eq!(p.code, 1, "{}", p.stderr);
+    assert!(p.stderr.contains("nothing was tested"), "{}", p.stderr);
+    let verdicts: Vec<&str> = p.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["verdict"].as_str().unwrap())
+        .collect();
+    assert!(
+        !verdicts.is_empty() && verdicts.iter().all(|v| *v == "skipped"),
+        "{verdicts:?}"
+    );
+    let e = exposure(&p, "registry:https://npm.example.org");
+    assert_eq!(e["status"], "not-tested", "{e}");
+    assert!(e["reason"].as_str().unwrap().contains("NPM_TOKEN"), "{e}");
+
+    // Beside a surface that ran (its channels declared): exit 0, the gap
+    // listed, and counted by `--require-coverage`.
+    let declared: String = ALL_CARRIERS
+        .iter()
+        .map(|c| format!("  - shared:{c}\n"))
+        .collect();
+    let both = format!(
+        "version: 1\nsurfaces:\n{npm}  - name: shared\n    type: filesystem\n    path: {}\ndeclared:\n{declared}",
+        serde_json::to_string(&shared).unwrap()
+    );
+    let p = run_config(dir.path(), &both, &env, &["probe"]);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    assert!(!p.stderr.contains("nothing was tested"), "{}", p.stderr);
+    assert_eq!(
+        exposure(&p, "registry:https://npm.example.org")["status"],
+        "not-tested"
+    );
+    let p = run_config(dir.path(), &both, &env, &["probe", "--require-coverage"]);
+    assert_eq!(p.code, 1, "{}", p.stderr);
+}

@@ -100,6 +100,7 @@ impl super::Surface for GitHubApi {
                 crate::surface::to_github_only(&opts, key, var, &api_url)?;
             }
         }
+        let named = (token_named.is_some(), read_named.is_some());
         let token_source = token_named.unwrap_or_else(|| "GITHUB_TOKEN".into());
         let read_token_source = read_named.unwrap_or_else(|| token_source.clone());
         let (issue, issue_source) = match opts.string("issue")? {
@@ -161,7 +162,12 @@ impl super::Surface for GitHubApi {
         } else {
             None
         };
+        // A token the config names and this run lacks is a forgotten
+        // secret (a fork's pull request gets none): a coverage gap.
+        let missing_is_secret = repository.is_some()
+            && ((named.0 && token.is_none()) || (named.1 && read_token.is_none()));
         let mut s = Settings {
+            missing_is_secret,
             api_url,
             repository,
             token,
@@ -217,8 +223,10 @@ impl super::Surface for GitHubApi {
                 );
             }
         }
-        if let Some(why) = &s.missing {
-            about = about.unavailable(why.clone());
+        match &s.missing {
+            Some(why) if s.missing_is_secret => about = about.secret_missing(why.clone()),
+            Some(why) => about = about.unavailable(why.clone()),
+            None => {}
         }
         for &c in Gh::ALL {
             if let Some(why) = ruled_out(s, c) {
@@ -253,6 +261,7 @@ impl super::Surface for GitHubApi {
             token_source: "the control's own".into(),
             read_token_source: "the control's own".into(),
             missing: None,
+            missing_is_secret: false,
             issue: Some(1),
             issue_source: "the control".into(),
             commit: Some(sha.into()),

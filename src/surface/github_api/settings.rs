@@ -25,6 +25,10 @@ pub struct Settings {
     /// Why there is no write or read token or no repository: every
     /// carrier is SKIPPED with it.
     pub(super) missing: Option<String>,
+    /// Whether `missing` is a token the config names (`token-env`,
+    /// `read-token-env`) that is unset here.
+    #[serde(default)]
+    pub(super) missing_is_secret: bool,
     /// The issue or pull request for issue-comment, and where it came
     /// from.
     pub(super) issue: Option<u64>,

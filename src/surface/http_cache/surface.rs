@@ -105,7 +105,7 @@ impl crate::surface::Surface for HttpCache {
             about = about.exposure(format!("cache:{o}"));
         }
         match &s.auth.missing {
-            Some(why) => about.unavailable(why.clone()),
+            Some(why) => about.secret_missing(why.clone()),
             None => about,
         }
     }

@@ -154,7 +154,7 @@ impl super::Surface for NpmRegistry {
             }
         }
         match &s.auth.missing {
-            Some(why) => about.unavailable(why.clone()),
+            Some(why) => about.secret_missing(why.clone()),
             None => about,
         }
     }

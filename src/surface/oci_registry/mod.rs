@@ -270,7 +270,7 @@ impl super::Surface for OciRegistry {
             about = about.exposure("permission:packages");
         }
         if let Some(m) = &s.auth.missing {
-            about = about.unavailable(m.clone());
+            about = about.secret_missing(m.clone());
         }
         if !s.repository_name {
             about = about.unavailable_of(

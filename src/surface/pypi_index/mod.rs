@@ -218,7 +218,7 @@ impl super::Surface for PypiIndex {
             about = about.exposure(format!("registry:{o}"));
         }
         match &s.auth.missing {
-            Some(why) => about.unavailable(why.clone()),
+            Some(why) => about.secret_missing(why.clone()),
             None => about,
         }
     }
