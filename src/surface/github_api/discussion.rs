@@ -122,6 +122,20 @@ impl GitHubApi {
         let what = format!("asking {} for its discussion categories", self.repo());
         let repo = match graphql(&api, &url, CATEGORIES, self.owner_name(), &what) {
             Ok(d) => Repository::of(&d),
+            // The token may not read discussions (the categories need
+            // `discussions: read`): the write, which needs a category's id,
+            // cannot be tried, and a refusal of this read is not one of the
+            // very write: untested, never closed, never a failed job.
+            Err(e) if e.is_permission_refusal() => {
+                return PlantOutcome::Unsupported {
+                    reason: format!(
+                        "{what}: GitHub refused it ({}); the write needs a category's id, so it \
+                         was not tried, and nothing shows the carrier closed or open here (give \
+                         the job discussions: write to test it)",
+                        e.text()
+                    ),
+                };
+            }
             Err(e) => return PlantOutcome::Error { reason: e.text() },
         };
         if repo.has_discussions_enabled == Some(false) {

@@ -267,8 +267,11 @@ impl GitHubApi {
         );
         match r {
             Ok(_) => {}
+            Err(e) if e.is_permission_refusal() && carrier == Gh::RunAnnotation => {
+                return self.annotations_by_commit(api, &rp, run, needle, witness, &e);
+            }
             Err(e) if e.is_permission_refusal() => {
-                return Look::Done(self.jobs_refused(api, carrier, run, &e));
+                return Look::Done(self.jobs_refused(api, run, &e));
             }
             Err(e) => return Look::Done(read_outcome(&e, source)),
         }
@@ -414,22 +417,100 @@ impl GitHubApi {
         None
     }
 
+    /// GitHub refused the jobs listing (`actions: read`): an annotation is
+    /// still reachable through the commit's check runs (`GET
+    /// …/commits/{sha}/check-runs`, `checks: read`), run B's other route.
+    /// Both refused is PASS with both refusals; read, the look is current
+    /// once an annotation there is run A's witness notice (printed after
+    /// the nonce's, so the nonce's is there too).
+    fn annotations_by_commit(
+        &self,
+        api: &Api<'_>,
+        rp: &str,
+        run: u64,
+        needle: &str,
+        witness: &str,
+        jobs: &ApiError,
+    ) -> Look {
+        let source = &self.settings.read_token_source;
+        let shown_source = escape::bytes(source.as_bytes());
+        let Some(sha) = self.settings.commit.as_deref() else {
+            return Look::Done(RecoverOutcome::Error {
+                reason: format!(
+                    "GitHub refused run {run}'s jobs listing ({}), and run B knows no commit to \
+                     read the check runs of, its other route (GITHUB_SHA is unset; set `commit`)",
+                    jobs.text()
+                ),
+            });
+        };
+        let mut checks: Vec<u64> = vec![];
+        let r = api.list(
+            &format!("{rp}/commits/{sha}/check-runs"),
+            Some("check_runs"),
+            &format!("listing commit {sha}'s check runs"),
+            &mut |c| checks.extend(c["id"].as_u64()),
+        );
+        match r {
+            Ok(_) => {}
+            Err(e) if e.is_permission_refusal() => {
+                return Look::Done(RecoverOutcome::Denied {
+                    reason: format!(
+                        "GitHub refused both of run B's routes to the annotation with \
+                         {shown_source}: run {run}'s jobs listing ({}) and commit {sha}'s check \
+                         runs ({})",
+                        jobs.text(),
+                        e.text()
+                    ),
+                });
+            }
+            Err(e) => return Look::Done(read_outcome(&e, source)),
+        }
+        let mut seen = false;
+        for check in &checks {
+            match self.check_annotations(api, rp, *check, needle, witness) {
+                Ok((Some(detail), _)) => {
+                    return Look::Done(RecoverOutcome::Found {
+                        detail: format!(
+                            "commit {sha} (run {run}'s jobs listing refused): {detail}"
+                        ),
+                    });
+                }
+                Ok((None, w)) => seen |= w,
+                // One check run's annotations refused while the listing
+                // was not: no full look.
+                Err(e) => {
+                    return Look::Done(RecoverOutcome::Error {
+                        reason: format!(
+                            "listing check run {check}'s annotations: {}: no full look",
+                            e.text()
+                        ),
+                    });
+                }
+            }
+        }
+        if !seen {
+            return Look::NotCurrent(format!(
+                "no annotation of commit {sha}'s check runs is the witness notice run A printed \
+                 after the plant"
+            ));
+        }
+        Look::Done(RecoverOutcome::NotFound {
+            detail: format!(
+                "GitHub refused run {run}'s jobs listing ({}); run B read the annotations of \
+                 commit {sha}'s {} check runs with {shown_source} instead, and an annotation is \
+                 run A's witness notice; none holds the nonce",
+                jobs.text(),
+                checks.len()
+            ),
+        })
+    }
+
     /// GitHub refused the jobs listing: for a log, the run's log archive
     /// (`…/runs/{id}/logs`, the same permission) must be refused too to
-    /// count; an annotation is reachable through the commit's check runs
-    /// with `checks: read`, which this does not try: not tested.
-    fn jobs_refused(&self, api: &Api<'_>, carrier: Gh, run: u64, e: &ApiError) -> RecoverOutcome {
+    /// count (an annotation has its own other route:
+    /// [`Self::annotations_by_commit`]).
+    fn jobs_refused(&self, api: &Api<'_>, run: u64, e: &ApiError) -> RecoverOutcome {
         let source = &self.settings.read_token_source;
-        if carrier == Gh::RunAnnotation {
-            return RecoverOutcome::Error {
-                reason: format!(
-                    "GitHub refused run {run}'s jobs listing ({}), which run B needs to find the \
-                     job's check run; a reader with checks: read may still reach the annotation \
-                     through the commit's check runs: not tested",
-                    e.text()
-                ),
-            };
-        }
         let rp = format!(
             "/repos/{}",
             self.settings.repository.as_deref().unwrap_or("")
@@ -468,6 +549,19 @@ impl GitHubApi {
             .ok_or_else(|| {
                 ApiError::Failed("a job of the listing names no check run (check_run_url)".into())
             })?;
+        self.check_annotations(api, rp, check, needle, witness)
+    }
+
+    /// Where check run `check`'s annotations hold the nonce, if they do,
+    /// and whether one holds the witness.
+    fn check_annotations(
+        &self,
+        api: &Api<'_>,
+        rp: &str,
+        check: u64,
+        needle: &str,
+        witness: &str,
+    ) -> Result<(Option<String>, bool), ApiError> {
         let path = format!("{rp}/check-runs/{check}/annotations");
         let mut found = None;
         let mut seen = false;

@@ -115,6 +115,24 @@ fn a_discussion_is_refused_skipped_when_off_and_goes_in_the_category_named() {
         &[("GITHUB_TOKEN", &weak)],
         &["probe"],
     );
+    // Refused the categories, which the write needs first: the write is
+    // not tried, so SKIPPED with GitHub's answer (0.11.0: ERROR, a
+    // failed job for the configuration docs/action.md recommends).
+    assert_eq!(p.verdict("github:discussion"), "skipped", "{}", p.report);
+    let d = p.finding("github:discussion")["detail"].to_string();
+    assert!(
+        d.contains("FORBIDDEN") && d.contains("discussions=read") && d.contains("not tried"),
+        "{d}"
+    );
+    // With discussions: read, the very write is refused: PASS.
+    let reader = svc.token(&[("contents", "read"), ("discussions", "read")]);
+    let p = run(
+        dir.path(),
+        &svc,
+        &config(""),
+        &[("GITHUB_TOKEN", &reader)],
+        &["probe"],
+    );
     assert_eq!(p.verdict("github:discussion"), "pass", "{}", p.report);
     let d = p.finding("github:discussion")["detail"].to_string();
     assert!(

@@ -166,13 +166,23 @@ fn a_refused_read_passes_naming_what_github_wanted() {
     let d = p.finding("github:run-annotation")["detail"].to_string();
     assert!(d.contains("checks=read"), "{d}");
     // checks: read only: the jobs listing and the run's logs are refused:
-    // the log is PASS; the annotation is not tested (ERROR).
+    // the log is PASS; the annotation is read through the commit's check
+    // runs, run B's other route (0.11.0: ERROR, "not tested").
     let p = recover(&svc.token(&[("checks", "read")]));
-    assert_eq!(verdicts(&p), ["error", "pass"], "{}", p.report);
+    assert_eq!(verdicts(&p), ["fail", "pass"], "{}", p.report);
     let d = p.finding("github:run-log")["detail"].to_string();
     assert!(d.contains("actions=read"), "{d}");
     let d = p.finding("github:run-annotation")["detail"].to_string();
-    assert!(d.contains("not tested"), "{d}");
+    assert!(d.contains(&format!("commit {SHA}")), "{d}");
+    // Neither (docs/action.md's `contents: read`): both routes refused,
+    // both named: PASS.
+    let p = recover(&svc.token(&[("contents", "read")]));
+    assert_eq!(verdicts(&p), ["pass", "pass"], "{}", p.report);
+    let d = p.finding("github:run-annotation")["detail"].to_string();
+    assert!(
+        d.contains("both of run B's routes") && d.contains("check runs"),
+        "{d}"
+    );
 }
 
 #[test]
