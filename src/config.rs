@@ -298,6 +298,22 @@ pub fn expand(raw: &str, env: EnvLookup<'_>) -> Result<String, Fault> {
     Ok(out)
 }
 
+/// The string values of `key` in every entry of type `type_name` (what a
+/// check across entries needs before any entry is validated).
+pub fn values_of(entries: &[Spanned<Mapping>], type_name: &str, key: &str) -> Vec<String> {
+    let str_of = |m: &Mapping, k: &str| {
+        m.0.iter().find_map(|(name, v)| match &v.value {
+            Value::Str(s) if name.value == k => Some(s.clone()),
+            _ => None,
+        })
+    };
+    entries
+        .iter()
+        .filter(|e| str_of(&e.value, "type").as_deref() == Some(type_name))
+        .filter_map(|e| str_of(&e.value, key))
+        .collect()
+}
+
 /// One surface entry's keys, handed to its surface type to take what it
 /// knows; whatever is left over is an unknown key.
 pub struct Options<'a> {
@@ -307,7 +323,7 @@ pub struct Options<'a> {
     entries: Vec<(Spanned<String>, Spanned<Value>)>,
     env: EnvLookup<'a>,
     /// The variables the config's network-egress surfaces name as their
-    /// read tokens ([`crate::surface::env_name`] keeps them there).
+    /// read tokens (the surfaces' `env_name` keeps them there).
     rendezvous_tokens: &'a [String],
 }
 

@@ -29,6 +29,7 @@ pub mod loopback;
 pub mod marker;
 pub mod nonce;
 pub mod output;
+pub mod pinned;
 pub mod plan;
 pub mod publish;
 pub mod receipt;

@@ -23,6 +23,10 @@ pub struct ConfigSource {
     /// environment (the surfaces probed are the findings' surfaces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovered: Option<Discovered>,
+    /// In GitHub Actions: the commit the config was read at, and whether
+    /// the work tree's differed ([`crate::pinned`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<crate::pinned::Pin>,
 }
 
 /// The discovered config's provenance.
@@ -151,7 +155,9 @@ pub fn build(text: &str, source: ConfigSource, env: EnvLookup<'_>) -> Result<Pla
         )));
     }
 
-    ck.rendezvous_tokens = rendezvous_tokens(&surfaces.value);
+    // Read before any entry is checked, so that an entry above one
+    // cannot name its token either.
+    ck.rendezvous_tokens = config::values_of(&surfaces.value, "network-egress", "token-env");
     let mut plans: Vec<SurfacePlan> = Vec::new();
     let mut seen: BTreeMap<String, Pos> = BTreeMap::new();
     // Every independent error is reported in one run: an entry stops at
@@ -274,22 +280,6 @@ fn check_version(ck: &Checker<'_>, version: Option<&Spanned<Value>>) -> Result<(
             )),
         },
     }
-}
-
-/// The `token-env` of every network-egress entry: read before any entry
-/// is checked, so that an entry above one cannot name its token either.
-fn rendezvous_tokens(entries: &[Spanned<Mapping>]) -> Vec<String> {
-    let str_of = |m: &Mapping, k: &str| {
-        m.0.iter().find_map(|(key, v)| match &v.value {
-            Value::Str(s) if key.value == k => Some(s.clone()),
-            _ => None,
-        })
-    };
-    entries
-        .iter()
-        .filter(|e| str_of(&e.value, "type").as_deref() == Some("network-egress"))
-        .filter_map(|e| str_of(&e.value, "token-env"))
-        .collect()
 }
 
 /// A config key and its value, as an entry holds them.

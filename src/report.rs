@@ -443,6 +443,28 @@ impl Report {
     /// 0: no open undeclared channel, no error, nothing left behind, and
     /// (with `--require-coverage`) no exposure untested; 3: a canary was
     /// read (watch mode); 1: otherwise.
+    /// What every output says of the config's provenance, when it is news
+    /// (as text: each output escapes it its way): a work tree config that
+    /// differs from the one committed at `GITHUB_WORKFLOW_SHA` (not used),
+    /// or the work tree's taken on purpose (`--config-from-worktree`).
+    pub fn config_warning(&self) -> Option<String> {
+        let pin = self.config.pinned.as_ref()?;
+        let short = pin.commit.get(..12).unwrap_or(&pin.commit);
+        if pin.via == "worktree" {
+            Some(format!(
+                "the config {} was taken from the work tree (--config-from-worktree), not as committed at {short}: an earlier step of the job could have written it",
+                pin.path
+            ))
+        } else if pin.worktree_differs {
+            Some(format!(
+                "the work tree's {} differs from the config committed at {short}, which is the one used: an earlier step of the job changed it",
+                pin.path
+            ))
+        } else {
+            None
+        }
+    }
+
     /// Whether a probe or recover tested nothing: it has findings, and
     /// every one is SKIPPED (a forgotten secret, a fork's pull request).
     /// A green gate would say nothing here; it fails instead.

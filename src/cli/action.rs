@@ -141,6 +141,11 @@ pub(super) fn action() -> Result<i32, Failure> {
         annotations: bool_input("annotations", true)?,
         summary: bool_input("summary", true)?,
     };
+    // The config as committed, unless taken from the work tree on purpose
+    // (`--config-from-worktree`).
+    if bool_input("config-from-worktree", false)? {
+        super::config_file::set_config_from_worktree();
+    }
     // The `key` input (a secret) wins over $RUNWARDEN_KEY; both are masked
     // before anything is printed.
     mask_secrets();

@@ -8,6 +8,7 @@
 
 mod action;
 mod commands;
+mod config_file;
 mod man;
 mod outputs;
 mod publish;
@@ -41,6 +42,11 @@ pub struct Cli {
     /// and SARIF are still written where asked).
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// In GitHub Actions, take the config from the work tree as it is now,
+    /// not as committed at GITHUB_WORKFLOW_SHA (an earlier step of the job
+    /// could have written it: every output says it was taken so).
+    #[arg(long, global = true)]
+    pub config_from_worktree: bool,
     #[command(subcommand)]
     pub command: Cmd,
 }
@@ -410,46 +416,12 @@ fn load_plan(found: &Found, findings: bool) -> Result<Plan, Failure> {
     load_plan_text(found, findings).map(|(plan, _)| plan)
 }
 
-/// The most a config file may hold: a config of a hundred surfaces is a
-/// few dozen KiB.
-const MAX_CONFIG: u64 = 1 << 20;
-
-/// A config file's text: a regular file (never a FIFO, which would block,
-/// nor a device such as `/dev/zero`, which never ends), not through a
-/// symlink (the config sits in the work tree: a link could name any file
-/// this run can read, and a parse error quotes it), at most
-/// [`MAX_CONFIG`] bytes, UTF-8.
-pub(crate) fn read_config(p: &std::path::Path) -> std::io::Result<String> {
-    let bytes = crate::sys::read_regular(p, MAX_CONFIG).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            std::io::Error::other(
-                "it is a symlink, which runwarden does not follow; name the file itself",
-            )
-        } else {
-            e
-        }
-    })?;
-    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8"))
-}
-
 /// The config's text as read or discovered, and its source.
 fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
     Ok(match found {
-        Found::File(p) | Found::FromEnv(p) => (
-            read_config(p).map_err(|e| {
-                let via = if matches!(found, Found::FromEnv(_)) {
-                    " (named by $RUNWARDEN_CONFIG)"
-                } else {
-                    ""
-                };
-                Failure::Other(format!("cannot read config {}{via}: {e}", p.display()))
-            })?,
-            ConfigSource {
-                path: Some(p.to_string_lossy().into_owned()),
-                embedded_default: false,
-                discovered: None,
-            },
-        ),
+        Found::File(p) | Found::FromEnv(p) => {
+            config_file::read(p, matches!(found, Found::FromEnv(_)))?
+        }
         Found::Embedded => {
             let d = discovered();
             let source = ConfigSource {
@@ -459,6 +431,7 @@ fn config_of(found: &Found) -> Result<(String, ConfigSource), Failure> {
                     runner: d.runner_kind().into(),
                     skipped: d.skipped(),
                 }),
+                pinned: None,
             };
             (crate::discover::render(d), source)
         }
@@ -511,6 +484,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         secret_env().iter().for_each(|s| crate::redact::add(s));
     }
     QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
+    if cli.config_from_worktree {
+        config_file::set_config_from_worktree();
+    }
     match cli.command {
         Cmd::Run => Ok(crate::child::run()),
         Cmd::Completions { shell, .. } => {

@@ -122,30 +122,9 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
             exposures.push((id.clone(), what, Some(entry)));
         }
     }
-    // A configured surface whose named credential is missing here ran no
-    // carrier (each SKIPPED, saying why): a gap, or a forgotten secret
-    // makes a green run that tested none of it.
-    for sp in &plan.surfaces {
-        let Some(ty) = crate::surface::by_name(sp.type_name) else {
-            continue;
-        };
-        let Some(why) = ty.secret_missing(&sp.settings) else {
-            continue;
-        };
-        let id = ty
-            .exposures(&sp.settings, "")
-            .into_iter()
-            .find(|e| !e.starts_with("permission:"))
-            .unwrap_or_else(|| format!("surface:{}", sp.name));
+    for (id, what) in forgotten_secrets(plan) {
         if !exposures.iter().any(|(e, _, _)| *e == id) {
-            exposures.push((
-                id,
-                format!(
-                    "the configured surface {} ({}), none of whose carriers ran: {why}",
-                    sp.name, sp.type_name
-                ),
-                None,
-            ));
+            exposures.push((id, what, None));
         }
     }
     for (id, what, entry) in moved_defaults(&var) {
@@ -173,6 +152,35 @@ pub fn assess(plan: &Plan, report: &Report, envi: &Environment<'_>, required: bo
         exposures,
         required,
     }
+}
+
+/// The configured surfaces whose named credential is missing here, which
+/// ran no carrier (each SKIPPED, saying why): gaps, or a forgotten secret
+/// makes a green run that tested none of it. (id, what): the surface's
+/// own exposure id, else `surface:<name>`.
+fn forgotten_secrets(plan: &Plan) -> Vec<(String, String)> {
+    let mut out = vec![];
+    for sp in &plan.surfaces {
+        let Some(ty) = crate::surface::by_name(sp.type_name) else {
+            continue;
+        };
+        let Some(why) = ty.secret_missing(&sp.settings) else {
+            continue;
+        };
+        let id = ty
+            .exposures(&sp.settings, "")
+            .into_iter()
+            .find(|e| !e.starts_with("permission:"))
+            .unwrap_or_else(|| format!("surface:{}", sp.name));
+        out.push((
+            id,
+            format!(
+                "the configured surface {} ({}), none of whose carriers ran: {why}",
+                sp.name, sp.type_name
+            ),
+        ));
+    }
+    out
 }
 
 /// Directories the environment moved away from (`TMPDIR`, `GOMODCACHE`),

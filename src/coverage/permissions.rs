@@ -7,11 +7,7 @@
 //! repository (or organization) setting the job cannot see, and is never
 //! guessed.
 
-use crate::github::{Api, ApiError};
-use crate::http::LazyClient;
 use crate::report::PermissionLevel;
-use ::http::Method;
-use base64::Engine as _;
 use serde_json::Value;
 
 pub use crate::plan::PERMISSION_KEYS as KEYS;
@@ -151,7 +147,7 @@ fn workflow_of(r: &str) -> Option<(String, String)> {
         .then(|| (format!("{owner}/{name}"), path.to_string()))
 }
 
-/// The workflow file's text at `sha` (the contents API, base64).
+/// The workflow file's text at `sha` ([`crate::github::file_at`]).
 fn fetch(
     base: &str,
     repo: &str,
@@ -160,30 +156,11 @@ fn fetch(
     source: &str,
     token: &str,
 ) -> Result<String, String> {
-    let client = LazyClient::new(vec![token.to_string()]);
-    let api = Api {
-        client: client.get().map_err(String::from)?,
-        base,
-        token,
-        source,
-    };
-    let a = api
-        .call(
-            Method::GET,
-            &format!("/repos/{repo}/contents/{path}?ref={sha}"),
-            None,
-            "reading the workflow file",
-        )
-        .map_err(|e: ApiError| e.text())?;
-    let (Some(content), Some("base64")) = (a.json["content"].as_str(), a.json["encoding"].as_str())
-    else {
-        return Err("the answer holds no base64 content (a file over 1 MB?)".into());
-    };
-    let clean: String = content.chars().filter(|c| !c.is_whitespace()).collect();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(clean)
-        .map_err(|_| "its content is not base64".to_string())?;
-    String::from_utf8(bytes).map_err(|_| "it is not UTF-8".into())
+    match crate::github::file_at(base, repo, path, sha, source, token) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err("GitHub answered 404: no such file at that commit".into()),
+        Err(e) => Err(e.text()),
+    }
 }
 
 /// Whether write is capped for this event: a pull request from a fork

@@ -18,12 +18,14 @@
 //! keys the GitHub surfaces share are `options.rs`'s.
 
 mod answers;
+mod contents;
 mod options;
 
 pub use answers::{REST, TWIRP, from_github, missing_permission, twirp_code};
+pub use contents::file_at;
 pub use options::{
     GITHUB_COM_RESULTS, Runtime, api_token, api_url_option, check_repository, repository_option,
-    runtime, twirp_url,
+    runtime, to_github_only, twirp_url,
 };
 
 use crate::escape;

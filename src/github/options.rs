@@ -53,7 +53,7 @@ pub fn repository_option(opts: &mut Options<'_>) -> Result<Option<String>, Confi
 /// `looked_in` names every variable tried, for the reason when none is
 /// set. A GitHub token named, or found by default, for an `api_url` that
 /// is not the runner's API is a config error
-/// ([`crate::surface::to_github_only`]).
+/// ([`to_github_only`]).
 pub type ApiToken = (Option<(String, String)>, String);
 
 pub fn api_token(
@@ -75,7 +75,7 @@ pub fn api_token(
         (None, false) => None,
     };
     if let Some(var) = checked {
-        crate::surface::to_github_only(opts, "api-token-env", var, api_url)?;
+        to_github_only(opts, "api-token-env", var, api_url)?;
     }
     Ok((found, sources.join(" / ")))
 }
@@ -96,7 +96,7 @@ fn runtime_goes_home(
         return Ok(());
     };
     if let Some(var) = token_env {
-        return crate::surface::to_github_only(opts, "token-env", var, url);
+        return to_github_only(opts, "token-env", var, url);
     }
     let Some((var, _)) = token else {
         return Ok(());
@@ -202,4 +202,41 @@ pub fn runtime(
         results_url,
         missing,
     })
+}
+
+/// The job's GitHub token, under the names workflows give it.
+const GITHUB_TOKENS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN"];
+
+/// Refuses a GitHub token (`GITHUB_TOKEN`, `GH_TOKEN`) named by `key` as
+/// the secret sent to `url` unless `url` is GitHub's: the runner's API
+/// (`GITHUB_API_URL`, else `https://api.github.com`) or `https://ghcr.io`.
+/// Another service that takes the job's token gets it under a name of
+/// the workflow's own (`env: { REGISTRY_TOKEN: ${{ github.token }} }`),
+/// which the workflow's reviewers see.
+pub fn to_github_only(
+    opts: &Options<'_>,
+    key: &str,
+    var: &str,
+    url: &str,
+) -> Result<(), ConfigError> {
+    if !GITHUB_TOKENS.contains(&var) {
+        return Ok(());
+    }
+    let api = opts
+        .env("GITHUB_API_URL")
+        .unwrap_or_else(|| "https://api.github.com".into());
+    let origin = |u: &str| crate::http::origin(u).map(|o| o.to_ascii_lowercase());
+    let to = origin(url);
+    if to.is_some() && (to == origin(&api) || to.as_deref() == Some("https://ghcr.io")) {
+        return Ok(());
+    }
+    Err(opts.error(
+        opts.entry_pos(),
+        format!(
+            "`{key}` ({var}) would send the job's GitHub token to {}, which is not GitHub's API \
+             ({}) or ghcr.io; give that service's token a name of its own",
+            crate::escape::line(url),
+            crate::escape::line(&api)
+        ),
+    ))
 }

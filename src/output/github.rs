@@ -262,6 +262,9 @@ fn cleanup_footer(report: &Report) -> String {
 /// probes, markers that do not verify), at most 10 listed.
 fn context(report: &Report) -> String {
     let mut out = String::new();
+    if let Some(w) = report.config_warning() {
+        let _ = writeln!(out, "**Warning:** {}.\n", text(&w));
+    }
     if let Some(d) = &report.config.discovered {
         let _ = writeln!(
             out,

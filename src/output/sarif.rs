@@ -67,6 +67,15 @@ fn rule(surface_type: &str, c: &surface::Carrier) -> Value {
     })
 }
 
+/// The run's property bag: where the config came from when that is news
+/// ([`Report::config_warning`]).
+fn run_properties(report: &Report) -> serde_json::Value {
+    match report.config_warning() {
+        Some(w) => json!({ "runwarden/config-warning": w }),
+        None => json!({}),
+    }
+}
+
 fn capitalize(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -208,6 +217,7 @@ pub fn render(report: &Report, ctx: &Context) -> String {
                 "endTimeUtc": report.finished_at,
             }],
             "results": results,
+            "properties": run_properties(report),
         }],
     });
     serde_json::to_string_pretty(&log).expect("sarif serializes") + "\n"

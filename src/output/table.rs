@@ -342,6 +342,9 @@ fn finding_row(f: &crate::report::Finding, watch: bool) -> [String; 5] {
 /// skipped), and each surface's facts.
 fn surfaces(report: &Report, watch: bool) -> String {
     let mut out = String::new();
+    if let Some(w) = report.config_warning() {
+        let _ = writeln!(out, "warning: {}", escape::line(&w));
+    }
     if let Some(d) = &report.config.discovered {
         let _ = writeln!(
             out,

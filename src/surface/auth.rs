@@ -24,7 +24,7 @@ impl HttpAuth {
     /// Takes `token-env`, `username-env` and `password-env` from `opts`:
     /// credentials sent to each of `to` (the surface's URLs), which a
     /// GitHub token may not be sent to unless it is GitHub's
-    /// ([`to_github_only`]).
+    /// ([`crate::github::to_github_only`]).
     pub fn from_config(opts: &mut Options<'_>, to: &[&str]) -> Result<HttpAuth, ConfigError> {
         let token = env_name(opts, "token-env")?;
         let user = env_name(opts, "username-env")?;
@@ -32,7 +32,7 @@ impl HttpAuth {
         for (key, var) in [("token-env", &token), ("password-env", &pass)] {
             if let Some(var) = var {
                 for url in to {
-                    to_github_only(opts, key, var, url)?;
+                    crate::github::to_github_only(opts, key, var, url)?;
                 }
             }
         }
@@ -157,9 +157,6 @@ pub const NEVER_NAMED: &[&str] = &[
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
 ];
 
-/// The job's GitHub token, under the names workflows give it.
-const GITHUB_TOKENS: &[&str] = &["GITHUB_TOKEN", "GH_TOKEN"];
-
 /// A config key naming an environment variable: letters, digits and `_`,
 /// never one of [`NEVER_NAMED`], nor the read token of a `network-egress`
 /// surface of the same config from any other entry (it goes to the
@@ -201,38 +198,4 @@ pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, Con
         ));
     }
     Ok(Some(name))
-}
-
-/// Refuses a GitHub token (`GITHUB_TOKEN`, `GH_TOKEN`) named by `key` as
-/// the secret sent to `url` unless `url` is GitHub's: the runner's API
-/// (`GITHUB_API_URL`, else `https://api.github.com`) or `https://ghcr.io`.
-/// Another service that takes the job's token gets it under a name of
-/// the workflow's own (`env: { REGISTRY_TOKEN: ${{ github.token }} }`),
-/// which the workflow's reviewers see.
-pub fn to_github_only(
-    opts: &Options<'_>,
-    key: &str,
-    var: &str,
-    url: &str,
-) -> Result<(), ConfigError> {
-    if !GITHUB_TOKENS.contains(&var) {
-        return Ok(());
-    }
-    let api = opts
-        .env("GITHUB_API_URL")
-        .unwrap_or_else(|| "https://api.github.com".into());
-    let origin = |u: &str| crate::http::origin(u).map(|o| o.to_ascii_lowercase());
-    let to = origin(url);
-    if to.is_some() && (to == origin(&api) || to.as_deref() == Some("https://ghcr.io")) {
-        return Ok(());
-    }
-    Err(opts.error(
-        opts.entry_pos(),
-        format!(
-            "`{key}` ({var}) would send the job's GitHub token to {}, which is not GitHub's API \
-             ({}) or ghcr.io; give that service's token a name of its own",
-            crate::escape::line(url),
-            crate::escape::line(&api)
-        ),
-    ))
 }

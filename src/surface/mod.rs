@@ -47,7 +47,7 @@ pub mod witness;
 use crate::marker::Key;
 
 pub use adapter::Typed;
-pub use auth::{HttpAuth, env_name, to_github_only};
+pub use auth::{HttpAuth, env_name};
 pub use erased::{Instance, SurfaceType, Watchable};
 pub use outcome::{
     Carrier, CleanupOutcome, JobScope, Notice, NoticeKind, Persistence, PlantJob, PlantOutcome,

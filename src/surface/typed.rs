@@ -474,7 +474,7 @@ impl<C: CarrierSet> About<C> {
     /// variable): every carrier is SKIPPED with it (a fork's pull request
     /// gets no secrets, and must not fail for it), `check-config` warns,
     /// and coverage lists the surface as a gap, since nothing of it was
-    /// tested ([`crate::coverage`]).
+    /// tested (coverage).
     pub fn secret_missing(mut self, why: impl Into<String>) -> About<C> {
         let why = why.into();
         self.unavailable.push((None, why.clone()));

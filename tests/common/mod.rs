@@ -389,6 +389,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
             path: Some("rw.yml".into()),
             embedded_default: false,
             discovered: None,
+            pinned: None,
         },
         runs: Runs {
             a: "a".into(),

@@ -343,6 +343,7 @@ fn action_yml_is_valid_metadata_and_matches_the_program() {
             "check-run",
             "comment-author",
             "config",
+            "config-from-worktree",
             "default-canaries",
             "fail-on",
             "github-token",

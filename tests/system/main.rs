@@ -18,6 +18,7 @@ mod http;
 mod loopback;
 mod newcomer;
 mod output;
+mod pinned;
 mod plan;
 mod publish;
 mod rendezvous;

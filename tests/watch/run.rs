@@ -26,6 +26,7 @@ fn plan_of(text: &str, env: &[(String, String)]) -> runwarden::plan::Plan {
             path: Some("runwarden.yml".into()),
             embedded_default: false,
             discovered: None,
+            pinned: None,
         },
         &lookup,
     )

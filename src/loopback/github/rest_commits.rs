@@ -181,7 +181,9 @@ fn check_run(st: &mut State, repo: &str, body: &Value) -> Reply {
 fn contents(st: &State, c: &Call, path: &str) -> Reply {
     let q = crate::loopback::query(c.url);
     let at = q.get("ref").cloned().unwrap_or_default();
-    let file = st.objects.iter().find(|o| {
+    // (The newest of one path and ref: a test that adds it again
+    // replaces it.)
+    let file = st.objects.iter().rev().find(|o| {
         o.kind == "file" && o.repo == c.repo && o.fields["path"] == *path && o.fields["ref"] == *at
     });
     let Some(f) = file else {

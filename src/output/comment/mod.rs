@@ -146,6 +146,9 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
         // budget must not be spent on it.
         let _ = writeln!(out, "Runner: {}\n", text(&clip(label, 100)));
     }
+    if let Some(w) = report.config_warning() {
+        let _ = writeln!(out, "**Warning:** {}.\n", text(&w));
+    }
     out += &since(report, earlier);
     let s = &report.summary;
     let _ = writeln!(

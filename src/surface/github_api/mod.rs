@@ -21,6 +21,7 @@
 //! lists what it could not delete. The control is the loopback GitHub
 //! ([`crate::loopback::github`]) with a token that may do everything.
 
+mod annotations;
 mod answers;
 mod carriers;
 mod cleanup;
@@ -97,7 +98,7 @@ impl super::Surface for GitHubApi {
         for (key, named) in [("token-env", &token_named), ("read-token-env", &read_named)] {
             let var = named.as_deref().unwrap_or("GITHUB_TOKEN");
             if named.is_some() || opts.env(var).is_some() {
-                crate::surface::to_github_only(&opts, key, var, &api_url)?;
+                crate::github::to_github_only(&opts, key, var, &api_url)?;
             }
         }
         let named = (token_named.is_some(), read_named.is_some());

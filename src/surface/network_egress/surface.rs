@@ -84,7 +84,7 @@ impl crate::surface::Surface for NetworkEgress {
                 "a network-egress surface needs `token-env:` (the variable holding the rendezvous's read token, for run B)",
             ));
         };
-        crate::surface::to_github_only(&opts, "token-env", &token_env, &url)?;
+        crate::github::to_github_only(&opts, "token-env", &token_env, &url)?;
         let dns_zone = match opts.string("dns-zone")? {
             Some((z, p)) => {
                 let z = z.trim_end_matches('.').to_ascii_lowercase();

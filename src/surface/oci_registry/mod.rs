@@ -234,7 +234,7 @@ impl super::Surface for OciRegistry {
                 let realm = u.split('?').next().unwrap_or("").to_string();
                 for var in ["GITHUB_TOKEN", "GH_TOKEN"] {
                     if auth.secret_from(var) {
-                        crate::surface::to_github_only(&opts, "token-env", var, &realm)?;
+                        crate::github::to_github_only(&opts, "token-env", var, &realm)?;
                     }
                 }
                 Some(realm)

@@ -1,0 +1,88 @@
+//! The config file: read bounded, never through a symlink, and in GitHub
+//! Actions taken as committed at `GITHUB_WORKFLOW_SHA` unless
+//! `--config-from-worktree` says otherwise ([`crate::pinned`]).
+
+use super::{Failure, error};
+use crate::escape;
+use crate::plan::ConfigSource;
+use std::path::Path;
+
+/// `--config-from-worktree`.
+static FROM_WORKTREE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--config-from-worktree`, as the action's input sets it.
+pub(crate) fn set_config_from_worktree() {
+    FROM_WORKTREE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Says on stderr where a pinned config came from, when that is news: a
+/// work tree that differs from the commit, or the work tree's taken on
+/// purpose.
+fn pinned_note(pin: &crate::pinned::Pin) {
+    let shown = escape::bytes(pin.path.as_bytes());
+    if pin.via == "worktree" {
+        error(&format!(
+            "warning: the config {shown} is the work tree's (--config-from-worktree), not as committed at {}: an earlier step of this job could have written it",
+            pin.commit
+        ));
+    } else if pin.worktree_differs {
+        error(&format!(
+            "warning: the work tree's {shown} differs from the config committed at {} (GITHUB_WORKFLOW_SHA), which is the one used",
+            pin.commit
+        ));
+    }
+}
+
+/// The most a config file may hold: a config of a hundred surfaces is a
+/// few dozen KiB.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// A config file's text: a regular file (never a FIFO, which would block,
+/// nor a device such as `/dev/zero`, which never ends), not through a
+/// symlink (the config sits in the work tree: a link could name any file
+/// this run can read, and a parse error quotes it), at most
+/// [`MAX_CONFIG`] bytes, UTF-8.
+pub(crate) fn read_config(p: &std::path::Path) -> std::io::Result<String> {
+    let bytes = crate::sys::read_regular(p, MAX_CONFIG).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            std::io::Error::other(
+                "it is a symlink, which runwarden does not follow; name the file itself",
+            )
+        } else {
+            e
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not UTF-8"))
+}
+
+/// The config file `p` (`from_env`: named by `$RUNWARDEN_CONFIG`) and its
+/// source: the committed text in Actions, else the file's.
+pub(super) fn read(p: &Path, from_env: bool) -> Result<(String, ConfigSource), Failure> {
+    let text = read_config(p).map_err(|e| {
+        let via = if from_env {
+            " (named by $RUNWARDEN_CONFIG)"
+        } else {
+            ""
+        };
+        Failure::Other(format!("cannot read config {}{via}: {e}", p.display()))
+    })?;
+    let env = |k: &str| std::env::var(k).ok();
+    let from_worktree = FROM_WORKTREE.load(std::sync::atomic::Ordering::Relaxed);
+    let (text, pinned) = match crate::pinned::pin(p, &text, &env, from_worktree) {
+        crate::pinned::Pinned::Unpinned => (text, None),
+        crate::pinned::Pinned::At(text, pin) => {
+            pinned_note(&pin);
+            (text, Some(pin))
+        }
+        crate::pinned::Pinned::Refused(why) => return Err(Failure::Other(why)),
+    };
+    Ok((
+        text,
+        ConfigSource {
+            path: Some(p.to_string_lossy().into_owned()),
+            embedded_default: false,
+            discovered: None,
+            pinned,
+        },
+    ))
+}

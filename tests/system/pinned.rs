@@ -1,0 +1,223 @@
+//! The config as committed (src/pinned.rs): in GitHub Actions runwarden
+//! reads the config at `GITHUB_WORKFLOW_SHA` through the loopback
+//! GitHub's contents API, else from the checkout's own git objects
+//! (hashed again: a changed object is refused), and names a work tree
+//! config that differs in every output; a config the commit lacks is exit
+//! 2 naming `--config-from-worktree`, which takes the work tree's and says
+//! so. 0.11.0 took the work tree's, whatever an earlier step made of it.
+
+use crate::common::*;
+use runwarden::loopback::github::{CONTENTS_READ, GitHubServer};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+const REPO: &str = "octo/repo";
+const SHA: &str = "c0ffee0000000000000000000000000000000001";
+
+/// A checkout whose committed config probes `shared`; the work tree's
+/// (as an earlier step left it) also declares every open channel.
+fn checkout() -> (tempfile::TempDir, String, String) {
+    let root = tempfile::tempdir().unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(root.path().join(".github")).unwrap();
+    let committed = format!(
+        "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n",
+        serde_json::to_string(&shared).unwrap()
+    );
+    let declared: String = ALL_CARRIERS
+        .iter()
+        .map(|c| format!("  - shared:{c}\n"))
+        .collect();
+    let edited = format!("{committed}declared:\n{declared}");
+    std::fs::write(root.path().join(".github/runwarden.yml"), &edited).unwrap();
+    (root, committed, edited)
+}
+
+/// `args` in Actions at `SHA` in `root`, with `env` added.
+fn run(root: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, Value, String, String) {
+    let report = root.join("out/report.json");
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let mut c = bin();
+    c.current_dir(root)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_WORKFLOW_SHA", SHA)
+        .env("GITHUB_WORKSPACE", root)
+        .env("GITHUB_REPOSITORY", REPO)
+        .env("TMPDIR", root.join("out"))
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GH_TOKEN")
+        .args(args)
+        .envs(env.iter().copied());
+    if args[0] == "probe" {
+        c.arg("--report")
+            .arg(&report)
+            .arg("--sarif")
+            .arg(root.join("out/r.sarif"));
+    }
+    let o = c.output().unwrap();
+    let r = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    (
+        o.status.code().unwrap_or(-1),
+        r,
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn verdicts(r: &Value) -> Vec<String> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["verdict"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn in_actions_the_config_is_the_committed_one_and_an_edited_one_is_named() {
+    let (root, committed, _) = checkout();
+    let svc = GitHubServer::start().unwrap();
+    svc.add(
+        "file",
+        REPO,
+        json!({ "path": ".github/runwarden.yml", "ref": SHA, "text": committed }),
+    );
+    let token = svc.token(CONTENTS_READ);
+    let api = svc.api_url();
+    let env = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("GITHUB_API_URL", api.as_str()),
+    ];
+    let (code, r, out, err) = run(root.path(), &env, &["probe"]);
+    // The committed config declares nothing: the open channels FAIL
+    // (0.11.0 took the edited declarations: AUTHORIZED, exit 0).
+    assert_eq!(code, 1, "{err}");
+    assert!(!verdicts(&r).iter().any(|v| v == "authorized"), "{r}");
+    assert!(verdicts(&r).iter().any(|v| v == "fail"), "{r}");
+    assert_eq!(
+        r["config"]["pinned"],
+        json!({ "commit": SHA, "path": ".github/runwarden.yml", "via": "api", "worktree_differs": true })
+    );
+    let says = "differs from the config committed at c0ffee000000";
+    assert!(err.contains(says), "{err}");
+    assert!(out.contains(says), "{out}");
+    let sarif: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.path().join("out/r.sarif")).unwrap())
+            .unwrap();
+    assert!(
+        sarif["runs"][0]["properties"]["runwarden/config-warning"]
+            .as_str()
+            .unwrap()
+            .contains(says),
+        "{sarif}"
+    );
+    // A config the commit does not have: exit 2, naming the way out,
+    // which takes the work tree's and says so everywhere.
+    let (code, _, _, err) = run(
+        root.path(),
+        &env,
+        &["probe", "--config", ".github/other.yml"],
+    );
+    assert_eq!(code, 2, "{err}");
+    std::fs::copy(
+        root.path().join(".github/runwarden.yml"),
+        root.path().join(".github/other.yml"),
+    )
+    .unwrap();
+    let (code, _, _, err) = run(root.path(), &env, &["check-config", ".github/other.yml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is not in commit") && err.contains("--config-from-worktree"),
+        "{err}"
+    );
+    let (code, r, out, err) = run(
+        root.path(),
+        &env,
+        &[
+            "probe",
+            "--config",
+            ".github/other.yml",
+            "--config-from-worktree",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["config"]["pinned"]["via"], "worktree");
+    assert!(
+        out.contains("taken from the work tree (--config-from-worktree)"),
+        "{out}"
+    );
+    // Outside Actions nothing changes.
+    let mut c = bin();
+    c.current_dir(root.path())
+        .env_remove("GITHUB_ACTIONS")
+        .args(["check-config", ".github/other.yml"]);
+    assert_eq!(c.output().unwrap().status.code(), Some(0));
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Without a token, the checkout's objects: the committed config is used;
+/// an object an earlier step changed in `.git` is refused, never taken.
+#[test]
+fn without_a_token_the_checkouts_objects_and_never_a_changed_one() {
+    let (root, committed, edited) = checkout();
+    let p = root.path();
+    git(p, &["init", "-q"]);
+    std::fs::write(p.join(".github/runwarden.yml"), &committed).unwrap();
+    git(p, &["add", ".github/runwarden.yml"]);
+    git(
+        p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@x",
+            "commit",
+            "-qm",
+            "c",
+        ],
+    );
+    let head = git(p, &["rev-parse", "HEAD"]);
+    std::fs::write(p.join(".github/runwarden.yml"), &edited).unwrap();
+    let env = [("GITHUB_WORKFLOW_SHA", head.as_str())];
+    let (code, r, _, err) = run(p, &env, &["probe"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(r["config"]["pinned"]["via"], "git", "{}", r["config"]);
+    assert_eq!(r["config"]["pinned"]["worktree_differs"], true);
+    assert!(!verdicts(&r).iter().any(|v| v == "authorized"), "{r}");
+
+    // The blob swapped for another's content under its own name.
+    let blob = git(p, &["rev-parse", "HEAD:.github/runwarden.yml"]);
+    let forged = p.join("forged.yml");
+    std::fs::write(&forged, &edited).unwrap();
+    let other = git(p, &["hash-object", "-w", forged.to_str().unwrap()]);
+    let obj = |id: &str| p.join(format!(".git/objects/{}/{}", &id[..2], &id[2..]));
+    let target = obj(&blob);
+    let mut perm = std::fs::metadata(&target).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(&target, perm).unwrap();
+    std::fs::copy(obj(&other), &target).unwrap();
+    let (code, _, _, err) = run(p, &env, &["check-config"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("does not hash to its name"), "{err}");
+}
