@@ -139,6 +139,53 @@ fn is_read(head: &[u8]) -> bool {
     head.starts_with(b"GET /v1/seen/")
 }
 
+/// What reading a pending connection came to.
+enum Step {
+    /// Its head is not complete yet (nothing more has arrived).
+    Wait,
+    /// Its head is complete, or `None` when it grew past the limit.
+    Head(Option<Vec<u8>>),
+    /// The client closed it, or it broke.
+    Gone,
+}
+
+impl Pending {
+    /// Reads what has arrived, never waiting: at most `max_head + 1`
+    /// bytes in all, whatever the client sends.
+    fn read(&mut self, max_head: usize) -> Step {
+        let mut buf = [0u8; 1024];
+        loop {
+            let want = (max_head + 1).saturating_sub(self.buf.len());
+            match self.conn.read(&mut buf[..want.clamp(1, 1024)]) {
+                Ok(0) => return Step::Gone,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&buf[..n]);
+                    if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        self.buf.truncate(end + 4);
+                        return Step::Head(Some(std::mem::take(&mut self.buf)));
+                    } else if self.buf.len() > max_head {
+                        return Step::Head(None);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Step::Wait,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Step::Gone,
+            }
+        }
+    }
+}
+
+/// The reader's state: the pending connections, oldest first, and how
+/// many each address has.
+struct Intake<'a> {
+    pending: Vec<Pending>,
+    per_addr: HashMap<IpAddr, usize>,
+    reads: SyncSender<Request>,
+    others: SyncSender<Request>,
+    store: &'a Mutex<Store>,
+    max_head: usize,
+}
+
 /// The reader: every pending connection's head, as its bytes come.
 fn read_heads(
     new: Receiver<TcpStream>,
@@ -148,19 +195,33 @@ fn read_heads(
     stop: &AtomicBool,
     max_head: usize,
 ) {
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut per_addr: HashMap<IpAddr, usize> = HashMap::new();
-    let mut buf = [0u8; 1024];
+    let mut intake = Intake {
+        pending: Vec::new(),
+        per_addr: HashMap::new(),
+        reads,
+        others,
+        store,
+        max_head,
+    };
     while !stop.load(Ordering::SeqCst) {
         // New connections: within the limits, or closed at once.
         loop {
             match new.try_recv() {
-                Ok(conn) => admit(conn, &mut pending, &mut per_addr, store),
+                Ok(conn) => intake.admit(conn),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return,
             }
         }
-        let fds: Vec<_> = pending.iter().map(|p| p.conn.as_raw_fd()).collect();
+        intake.tick();
+    }
+}
+
+impl Intake<'_> {
+    /// Waits up to [`TICK`] for bytes, then reads what came: a complete
+    /// head goes to a worker; a closed connection, or one past its
+    /// deadline, is forgotten.
+    fn tick(&mut self) {
+        let fds: Vec<_> = self.pending.iter().map(|p| p.conn.as_raw_fd()).collect();
         let ready = if fds.is_empty() {
             std::thread::sleep(TICK);
             vec![]
@@ -168,89 +229,75 @@ fn read_heads(
             crate::sys::poll::readable(&fds, TICK).unwrap_or_else(|_| vec![false; fds.len()])
         };
         let now = Instant::now();
-        let mut keep = Vec::with_capacity(pending.len());
+        let pending = std::mem::take(&mut self.pending);
         for (mut p, ready) in pending
-            .drain(..)
+            .into_iter()
             .zip(ready.into_iter().chain(std::iter::repeat(false)))
         {
-            let mut done: Option<Option<Vec<u8>>> = None;
-            let mut closed = false;
-            if ready {
-                let want = (max_head + 1 - p.buf.len().min(max_head + 1)).min(buf.len());
-                match p.conn.read(&mut buf[..want.max(1)]) {
-                    Ok(0) => closed = true,
-                    Ok(n) => {
-                        p.buf.extend_from_slice(&buf[..n]);
-                        if let Some(end) = p.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            p.buf.truncate(end + 4);
-                            done = Some(Some(std::mem::take(&mut p.buf)));
-                        } else if p.buf.len() > max_head {
-                            done = Some(None);
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => closed = true,
+            let step = if ready {
+                p.read(self.max_head)
+            } else {
+                Step::Wait
+            };
+            match step {
+                Step::Wait if now.duration_since(p.since) <= HEAD_DEADLINE => self.pending.push(p),
+                Step::Wait | Step::Gone => self.release(p.addr),
+                Step::Head(head) => {
+                    self.release(p.addr);
+                    self.dispatch(p.conn, head);
                 }
-            }
-            let expired = now.duration_since(p.since) > HEAD_DEADLINE;
-            if done.is_none() && !closed && !expired {
-                keep.push(p);
-                continue;
-            }
-            if let Some(n) = per_addr.get_mut(&p.addr) {
-                *n -= 1;
-                if *n == 0 {
-                    per_addr.remove(&p.addr);
-                }
-            }
-            let Some(head) = done else { continue };
-            let _ = p.conn.set_nonblocking(false);
-            let read = head.as_deref().is_some_and(is_read);
-            let req = Request { conn: p.conn, head };
-            let queue = if read { &reads } else { &others };
-            // A full queue turns the request away, as a full backlog would;
-            // a reader learns of it like any delivery turned away.
-            if queue.try_send(req).is_err() {
-                crate::loopback::lock(store).dropped();
             }
         }
-        pending = keep;
     }
-}
 
-/// Takes a new connection in, within the per-address and total limits.
-fn admit(
-    conn: TcpStream,
-    pending: &mut Vec<Pending>,
-    per_addr: &mut HashMap<IpAddr, usize>,
-    store: &Mutex<Store>,
-) {
-    let Ok(addr) = conn.peer_addr().map(|a| a.ip()) else {
-        return;
-    };
-    if per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
-        || conn.set_nonblocking(true).is_err()
-    {
-        crate::loopback::lock(store).dropped();
-        return;
+    /// Takes a new connection in, within the per-address and total
+    /// limits.
+    fn admit(&mut self, conn: TcpStream) {
+        let Ok(addr) = conn.peer_addr().map(|a| a.ip()) else {
+            return;
+        };
+        if self.per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
+            || conn.set_nonblocking(true).is_err()
+        {
+            crate::loopback::lock(self.store).dropped();
+            return;
+        }
+        if self.pending.len() >= MAX_PENDING {
+            // The oldest pending connection makes room: it has had the
+            // longest to send a few hundred bytes.
+            let old = self.pending.remove(0);
+            self.release(old.addr);
+            crate::loopback::lock(self.store).dropped();
+        }
+        *self.per_addr.entry(addr).or_insert(0) += 1;
+        self.pending.push(Pending {
+            conn,
+            addr,
+            buf: Vec::new(),
+            since: Instant::now(),
+        });
     }
-    if pending.len() >= MAX_PENDING {
-        // The oldest pending connection makes room: it has had the
-        // longest to send a few hundred bytes.
-        let old = pending.remove(0);
-        if let Some(n) = per_addr.get_mut(&old.addr) {
+
+    /// One place of `addr`'s given back.
+    fn release(&mut self, addr: IpAddr) {
+        if let Some(n) = self.per_addr.get_mut(&addr) {
             *n -= 1;
             if *n == 0 {
-                per_addr.remove(&old.addr);
+                self.per_addr.remove(&addr);
             }
         }
-        crate::loopback::lock(store).dropped();
     }
-    *per_addr.entry(addr).or_insert(0) += 1;
-    pending.push(Pending {
-        conn,
-        addr,
-        buf: Vec::new(),
-        since: Instant::now(),
-    });
+
+    /// A complete head to the workers: reads to their own queue.
+    fn dispatch(&self, conn: TcpStream, head: Option<Vec<u8>>) {
+        let _ = conn.set_nonblocking(false);
+        let read = head.as_deref().is_some_and(is_read);
+        let req = Request { conn, head };
+        let queue = if read { &self.reads } else { &self.others };
+        // A full queue turns the request away, as a full backlog would;
+        // a reader learns of it like any delivery turned away.
+        if queue.try_send(req).is_err() {
+            crate::loopback::lock(self.store).dropped();
+        }
+    }
 }
