@@ -7,10 +7,18 @@
 //! its bytes come (poll(2), non-blocking reads), each within
 //! [`HEAD_DEADLINE`] counted from its accept; only a complete head goes to
 //! a worker, which then answers at once. On top of that:
-//! - at most [`PER_ADDRESS`] pending connections per client address (more
-//!   are closed at once), and at most [`MAX_PENDING`] in all (past that the
-//!   oldest pending one is closed to take the new one: a client that sends
-//!   its head at once is never the oldest for long);
+//! - a connection whose head is already there when it is taken in (a
+//!   request in one packet, as run B's read and run A's delivery are) goes
+//!   to a worker at once, whatever the limits below;
+//! - at most [`PER_ADDRESS`] pending connections per client address, and
+//!   at most [`MAX_PENDING`] in all. A newcomer past either is never
+//!   refused: the oldest pending one of its address (of all, for the
+//!   total) is closed to make room, after its bytes so far are read (a
+//!   head complete by then is served instead). So connections trickling
+//!   from one address close each other, never hold places against a
+//!   reader from the same address (a persistent runner, where runs A and
+//!   B share one IP). Closing one younger than [`GRACE`] is recorded like
+//!   a delivery turned away; an older one is a slow client;
 //! - reads (`/v1/seen/…`) go to a queue of their own that workers serve
 //!   first, so a flood of deliveries cannot delay a reader either.
 
@@ -30,6 +38,12 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 pub const PER_ADDRESS: usize = 16;
 /// Pending connections in all.
 pub const MAX_PENDING: usize = 2048;
+/// How long an unfinished head may be young: closing one younger to make
+/// room may turn away a delivery whose head is still on its way (counted
+/// as such); one older is a slow client (a delivery's head is one packet,
+/// sent with the connection). Two seconds allow a lost packet's
+/// retransmission or two.
+pub const GRACE: Duration = Duration::from_secs(2);
 /// Workers answering complete heads.
 const WORKERS: usize = 8;
 /// Complete heads waiting for a worker, per queue.
@@ -204,7 +218,7 @@ fn read_heads(
         max_head,
     };
     while !stop.load(Ordering::SeqCst) {
-        // New connections: within the limits, or closed at once.
+        // New connections: served at once, within the limits, or closed.
         loop {
             match new.try_recv() {
                 Ok(conn) => intake.admit(conn),
@@ -250,32 +264,64 @@ impl Intake<'_> {
         }
     }
 
-    /// Takes a new connection in, within the per-address and total
-    /// limits.
+    /// Takes a new connection in. Its head, if already here, is served
+    /// without taking a place at all: a reader's request is one packet,
+    /// there by the time the connection reaches this thread, and no limit
+    /// may stand between it and a worker. Otherwise it waits in a place of
+    /// its own, made by closing the oldest unfinished head of its address
+    /// when that is at [`PER_ADDRESS`], or the oldest of all at
+    /// [`MAX_PENDING`]. (Why not close the newcomer, as before: then
+    /// connections that trickle their heads hold their address's places
+    /// until their deadline, against everyone from there, run B's reads
+    /// too; this way they close each other, and a newcomer is never
+    /// refused.)
     fn admit(&mut self, conn: TcpStream) {
         let Ok(addr) = conn.peer_addr().map(|a| a.ip()) else {
             return;
         };
-        if self.per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
-            || conn.set_nonblocking(true).is_err()
-        {
+        if conn.set_nonblocking(true).is_err() {
             crate::loopback::lock(self.store).dropped();
             return;
         }
-        if self.pending.len() >= MAX_PENDING {
-            // The oldest pending connection makes room: it has had the
-            // longest to send a few hundred bytes.
-            let old = self.pending.remove(0);
-            self.release(old.addr);
-            crate::loopback::lock(self.store).dropped();
-        }
-        *self.per_addr.entry(addr).or_insert(0) += 1;
-        self.pending.push(Pending {
+        let mut p = Pending {
             conn,
             addr,
             buf: Vec::new(),
             since: Instant::now(),
-        });
+        };
+        match p.read(self.max_head) {
+            Step::Head(head) => return self.dispatch(p.conn, head),
+            Step::Gone => return,
+            Step::Wait => {}
+        }
+        if self.per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
+            && let Some(i) = self.pending.iter().position(|q| q.addr == addr)
+        {
+            self.make_room(i);
+        }
+        if self.pending.len() >= MAX_PENDING {
+            self.make_room(0);
+        }
+        *self.per_addr.entry(addr).or_insert(0) += 1;
+        self.pending.push(p);
+    }
+
+    /// Frees pending place `i`. What has arrived on it is read first: a
+    /// head complete by now is served, not closed (only unfinished heads
+    /// make room). An unfinished one is closed; if it is younger than
+    /// [`GRACE`] it may be a delivery whose head is still on its way, so a
+    /// reader learns of it like any delivery turned away. One older has
+    /// had ample time to send what a delivery sends in one packet: a slow
+    /// client, closed as its deadline would close it, unrecorded.
+    fn make_room(&mut self, i: usize) {
+        let mut p = self.pending.remove(i);
+        self.release(p.addr);
+        match p.read(self.max_head) {
+            Step::Head(head) => self.dispatch(p.conn, head),
+            Step::Gone => {}
+            Step::Wait if p.since.elapsed() >= GRACE => {}
+            Step::Wait => crate::loopback::lock(self.store).dropped(),
+        }
     }
 
     /// One place of `addr`'s given back.
