@@ -7,10 +7,18 @@
 //! its bytes come (poll(2), non-blocking reads), each within
 //! [`HEAD_DEADLINE`] counted from its accept; only a complete head goes to
 //! a worker, which then answers at once. On top of that:
-//! - at most [`PER_ADDRESS`] pending connections per client address (more
-//!   are closed at once), and at most [`MAX_PENDING`] in all (past that the
-//!   oldest pending one is closed to take the new one: a client that sends
-//!   its head at once is never the oldest for long);
+//! - a connection whose head is already there when it is taken in (a
+//!   request in one packet, as run B's read and run A's delivery are) goes
+//!   to a worker at once, whatever the limits below;
+//! - at most [`PER_ADDRESS`] pending connections per client address, and
+//!   at most [`MAX_PENDING`] in all. A newcomer past either is never
+//!   refused: the oldest pending one of its address (of all, for the
+//!   total) is closed to make room, after its bytes so far are read (a
+//!   head complete by then is served instead). So connections trickling
+//!   from one address close each other, never hold places against a
+//!   reader from the same address (a persistent runner, where runs A and
+//!   B share one IP). Closing one younger than [`GRACE`] is recorded like
+//!   a delivery turned away; an older one is a slow client;
 //! - reads (`/v1/seen/…`) go to a queue of their own that workers serve
 //!   first, so a flood of deliveries cannot delay a reader either.
 
@@ -30,6 +38,12 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 pub const PER_ADDRESS: usize = 16;
 /// Pending connections in all.
 pub const MAX_PENDING: usize = 2048;
+/// How long an unfinished head may be young: closing one younger to make
+/// room may turn away a delivery whose head is still on its way (counted
+/// as such); one older is a slow client (a delivery's head is one packet,
+/// sent with the connection). Two seconds allow a lost packet's
+/// retransmission or two.
+pub const GRACE: Duration = Duration::from_secs(2);
 /// Workers answering complete heads.
 const WORKERS: usize = 8;
 /// Complete heads waiting for a worker, per queue.
@@ -139,6 +153,53 @@ fn is_read(head: &[u8]) -> bool {
     head.starts_with(b"GET /v1/seen/")
 }
 
+/// What reading a pending connection came to.
+enum Step {
+    /// Its head is not complete yet (nothing more has arrived).
+    Wait,
+    /// Its head is complete, or `None` when it grew past the limit.
+    Head(Option<Vec<u8>>),
+    /// The client closed it, or it broke.
+    Gone,
+}
+
+impl Pending {
+    /// Reads what has arrived, never waiting: at most `max_head + 1`
+    /// bytes in all, whatever the client sends.
+    fn read(&mut self, max_head: usize) -> Step {
+        let mut buf = [0u8; 1024];
+        loop {
+            let want = (max_head + 1).saturating_sub(self.buf.len());
+            match self.conn.read(&mut buf[..want.clamp(1, 1024)]) {
+                Ok(0) => return Step::Gone,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&buf[..n]);
+                    if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        self.buf.truncate(end + 4);
+                        return Step::Head(Some(std::mem::take(&mut self.buf)));
+                    } else if self.buf.len() > max_head {
+                        return Step::Head(None);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Step::Wait,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Step::Gone,
+            }
+        }
+    }
+}
+
+/// The reader's state: the pending connections, oldest first, and how
+/// many each address has.
+struct Intake<'a> {
+    pending: Vec<Pending>,
+    per_addr: HashMap<IpAddr, usize>,
+    reads: SyncSender<Request>,
+    others: SyncSender<Request>,
+    store: &'a Mutex<Store>,
+    max_head: usize,
+}
+
 /// The reader: every pending connection's head, as its bytes come.
 fn read_heads(
     new: Receiver<TcpStream>,
@@ -148,19 +209,33 @@ fn read_heads(
     stop: &AtomicBool,
     max_head: usize,
 ) {
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut per_addr: HashMap<IpAddr, usize> = HashMap::new();
-    let mut buf = [0u8; 1024];
+    let mut intake = Intake {
+        pending: Vec::new(),
+        per_addr: HashMap::new(),
+        reads,
+        others,
+        store,
+        max_head,
+    };
     while !stop.load(Ordering::SeqCst) {
-        // New connections: within the limits, or closed at once.
+        // New connections: served at once, within the limits, or closed.
         loop {
             match new.try_recv() {
-                Ok(conn) => admit(conn, &mut pending, &mut per_addr, store),
+                Ok(conn) => intake.admit(conn),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return,
             }
         }
-        let fds: Vec<_> = pending.iter().map(|p| p.conn.as_raw_fd()).collect();
+        intake.tick();
+    }
+}
+
+impl Intake<'_> {
+    /// Waits up to [`TICK`] for bytes, then reads what came: a complete
+    /// head goes to a worker; a closed connection, or one past its
+    /// deadline, is forgotten.
+    fn tick(&mut self) {
+        let fds: Vec<_> = self.pending.iter().map(|p| p.conn.as_raw_fd()).collect();
         let ready = if fds.is_empty() {
             std::thread::sleep(TICK);
             vec![]
@@ -168,89 +243,107 @@ fn read_heads(
             crate::sys::poll::readable(&fds, TICK).unwrap_or_else(|_| vec![false; fds.len()])
         };
         let now = Instant::now();
-        let mut keep = Vec::with_capacity(pending.len());
+        let pending = std::mem::take(&mut self.pending);
         for (mut p, ready) in pending
-            .drain(..)
+            .into_iter()
             .zip(ready.into_iter().chain(std::iter::repeat(false)))
         {
-            let mut done: Option<Option<Vec<u8>>> = None;
-            let mut closed = false;
-            if ready {
-                let want = (max_head + 1 - p.buf.len().min(max_head + 1)).min(buf.len());
-                match p.conn.read(&mut buf[..want.max(1)]) {
-                    Ok(0) => closed = true,
-                    Ok(n) => {
-                        p.buf.extend_from_slice(&buf[..n]);
-                        if let Some(end) = p.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            p.buf.truncate(end + 4);
-                            done = Some(Some(std::mem::take(&mut p.buf)));
-                        } else if p.buf.len() > max_head {
-                            done = Some(None);
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => closed = true,
+            let step = if ready {
+                p.read(self.max_head)
+            } else {
+                Step::Wait
+            };
+            match step {
+                Step::Wait if now.duration_since(p.since) <= HEAD_DEADLINE => self.pending.push(p),
+                Step::Wait | Step::Gone => self.release(p.addr),
+                Step::Head(head) => {
+                    self.release(p.addr);
+                    self.dispatch(p.conn, head);
                 }
-            }
-            let expired = now.duration_since(p.since) > HEAD_DEADLINE;
-            if done.is_none() && !closed && !expired {
-                keep.push(p);
-                continue;
-            }
-            if let Some(n) = per_addr.get_mut(&p.addr) {
-                *n -= 1;
-                if *n == 0 {
-                    per_addr.remove(&p.addr);
-                }
-            }
-            let Some(head) = done else { continue };
-            let _ = p.conn.set_nonblocking(false);
-            let read = head.as_deref().is_some_and(is_read);
-            let req = Request { conn: p.conn, head };
-            let queue = if read { &reads } else { &others };
-            // A full queue turns the request away, as a full backlog would;
-            // a reader learns of it like any delivery turned away.
-            if queue.try_send(req).is_err() {
-                crate::loopback::lock(store).dropped();
             }
         }
-        pending = keep;
     }
-}
 
-/// Takes a new connection in, within the per-address and total limits.
-fn admit(
-    conn: TcpStream,
-    pending: &mut Vec<Pending>,
-    per_addr: &mut HashMap<IpAddr, usize>,
-    store: &Mutex<Store>,
-) {
-    let Ok(addr) = conn.peer_addr().map(|a| a.ip()) else {
-        return;
-    };
-    if per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
-        || conn.set_nonblocking(true).is_err()
-    {
-        crate::loopback::lock(store).dropped();
-        return;
+    /// Takes a new connection in. Its head, if already here, is served
+    /// without taking a place at all: a reader's request is one packet,
+    /// there by the time the connection reaches this thread, and no limit
+    /// may stand between it and a worker. Otherwise it waits in a place of
+    /// its own, made by closing the oldest unfinished head of its address
+    /// when that is at [`PER_ADDRESS`], or the oldest of all at
+    /// [`MAX_PENDING`]. (Why not close the newcomer, as before: then
+    /// connections that trickle their heads hold their address's places
+    /// until their deadline, against everyone from there, run B's reads
+    /// too; this way they close each other, and a newcomer is never
+    /// refused.)
+    fn admit(&mut self, conn: TcpStream) {
+        let Ok(addr) = conn.peer_addr().map(|a| a.ip()) else {
+            return;
+        };
+        if conn.set_nonblocking(true).is_err() {
+            crate::loopback::lock(self.store).dropped();
+            return;
+        }
+        let mut p = Pending {
+            conn,
+            addr,
+            buf: Vec::new(),
+            since: Instant::now(),
+        };
+        match p.read(self.max_head) {
+            Step::Head(head) => return self.dispatch(p.conn, head),
+            Step::Gone => return,
+            Step::Wait => {}
+        }
+        if self.per_addr.get(&addr).copied().unwrap_or(0) >= PER_ADDRESS
+            && let Some(i) = self.pending.iter().position(|q| q.addr == addr)
+        {
+            self.make_room(i);
+        }
+        if self.pending.len() >= MAX_PENDING {
+            self.make_room(0);
+        }
+        *self.per_addr.entry(addr).or_insert(0) += 1;
+        self.pending.push(p);
     }
-    if pending.len() >= MAX_PENDING {
-        // The oldest pending connection makes room: it has had the
-        // longest to send a few hundred bytes.
-        let old = pending.remove(0);
-        if let Some(n) = per_addr.get_mut(&old.addr) {
+
+    /// Frees pending place `i`. What has arrived on it is read first: a
+    /// head complete by now is served, not closed (only unfinished heads
+    /// make room). An unfinished one is closed; if it is younger than
+    /// [`GRACE`] it may be a delivery whose head is still on its way, so a
+    /// reader learns of it like any delivery turned away. One older has
+    /// had ample time to send what a delivery sends in one packet: a slow
+    /// client, closed as its deadline would close it, unrecorded.
+    fn make_room(&mut self, i: usize) {
+        let mut p = self.pending.remove(i);
+        self.release(p.addr);
+        match p.read(self.max_head) {
+            Step::Head(head) => self.dispatch(p.conn, head),
+            Step::Gone => {}
+            Step::Wait if p.since.elapsed() >= GRACE => {}
+            Step::Wait => crate::loopback::lock(self.store).dropped(),
+        }
+    }
+
+    /// One place of `addr`'s given back.
+    fn release(&mut self, addr: IpAddr) {
+        if let Some(n) = self.per_addr.get_mut(&addr) {
             *n -= 1;
             if *n == 0 {
-                per_addr.remove(&old.addr);
+                self.per_addr.remove(&addr);
             }
         }
-        crate::loopback::lock(store).dropped();
     }
-    *per_addr.entry(addr).or_insert(0) += 1;
-    pending.push(Pending {
-        conn,
-        addr,
-        buf: Vec::new(),
-        since: Instant::now(),
-    });
+
+    /// A complete head to the workers: reads to their own queue.
+    fn dispatch(&self, conn: TcpStream, head: Option<Vec<u8>>) {
+        let _ = conn.set_nonblocking(false);
+        let read = head.as_deref().is_some_and(is_read);
+        let req = Request { conn, head };
+        let queue = if read { &self.reads } else { &self.others };
+        // A full queue turns the request away, as a full backlog would;
+        // a reader learns of it like any delivery turned away.
+        if queue.try_send(req).is_err() {
+            crate::loopback::lock(self.store).dropped();
+        }
+    }
 }

@@ -13,7 +13,9 @@
 //!   `max_age` (an hour); an HTTP connection's head is read by one thread
 //!   that waits on all of them at once, within a deadline from the accept
 //!   and limits per client address ([`intake`]), so slow clients hold no
-//!   worker; reads are answered ahead of deliveries; raw TCP connections
+//!   worker and keep no complete request out (past a limit the oldest
+//!   unfinished head makes room); reads are answered ahead of
+//!   deliveries; raw TCP connections
 //!   are handled by a fixed number of workers, each with one deadline for
 //!   the whole exchange, behind a short queue (more are turned away at
 //!   once);

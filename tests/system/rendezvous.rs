@@ -299,3 +299,91 @@ fn slow_clients_from_many_addresses_cannot_starve_reads() {
     stop.store(true, Ordering::SeqCst);
     trickle.join().unwrap();
 }
+
+/// Run B's own address (a persistent runner: runs A and B share one IP)
+/// trickling more than `PER_ADDRESS` heads that never finish: B's
+/// complete, authenticated reads are still answered, whether the head is
+/// there when the connection is taken in or comes a moment later, and so
+/// is run A's delivery from that address; and making room for them turns
+/// nothing away that could have been a delivery since run A tried (the
+/// slow heads were older than `GRACE`), so a miss still counts
+/// (src/rendezvous/intake.rs).
+#[test]
+fn slow_clients_from_the_readers_own_address_cannot_starve_its_reads() {
+    use runwarden::rendezvous::intake::{GRACE, PER_ADDRESS};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = start("100");
+    let mut slow = Vec::new();
+    for _ in 0..PER_ADDRESS {
+        slow.push(TcpStream::connect(("127.0.0.1", s.http)).unwrap());
+    }
+    // The surplus once `start`'s probes are surely gone, so that the
+    // address is at its limit whichever connection went first.
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..8 {
+        slow.push(TcpStream::connect(("127.0.0.1", s.http)).unwrap());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let head = b"GET /d/http-plain/";
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                for c in &mut slow {
+                    let _ = c.write_all(&head[i % head.len()..][..1]);
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    // Past the grace, well within the slow heads' deadline (5 s).
+    std::thread::sleep(GRACE + Duration::from_millis(300));
+    // A read whose head comes in its first packet, and one whose head
+    // comes a moment after the connection (so it needs a place to wait).
+    let read = |nonce: &str, late: bool| {
+        let t = std::time::Instant::now();
+        let mut c = TcpStream::connect(("127.0.0.1", s.http)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        if late {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let head = format!(
+            "GET /v1/seen/{nonce} HTTP/1.1\r\nHost: rv\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+        );
+        let _ = c.write_all(head.as_bytes());
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(text.starts_with("HTTP/1.1 200 "), "late {late}: {text:?}");
+        // Only a hang fails this (the old intake refused the read at
+        // once; a fixed one answers in milliseconds).
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        serde_json::from_str::<serde_json::Value>(body).unwrap()
+    };
+    for late in [false, true] {
+        assert_eq!(read(&nonce(1), late)["seen"], serde_json::json!([]));
+    }
+    // Run A, from the same address.
+    let at = runwarden::rendezvous::store::now_ms();
+    assert_eq!(
+        get(s.http, &format!("/d/http-plain/{}", nonce(1)), None).0,
+        204
+    );
+    for late in [false, true, false, true] {
+        assert_eq!(read(&nonce(1), late)["seen"].as_array().unwrap().len(), 1);
+        let v = read(&nonce(2), late);
+        assert_eq!(v["seen"], serde_json::json!([]));
+        // What run B would take a miss on: nothing turned away since run A
+        // tried (with room for its margin), only the surplus at the start.
+        assert!(
+            v["dropped_ms"].as_i64().is_none_or(|d| d + 1000 < at),
+            "{v}"
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    trickle.join().unwrap();
+}
