@@ -13,10 +13,10 @@ use crate::wire::percent_decode as decode;
 /// A check run's summary (GitHub: at most 65,535 characters), with room.
 pub const CHECK_SUMMARY_BUDGET: usize = 60 * 1024;
 
-/// `failure` when the run fails (a FAIL or ERROR, or a planted entry left
-/// behind: what the exit code says), `neutral` when every channel was
-/// SKIPPED (nothing was tested) or an exposure was not tested (a green
-/// run with gaps is no plain green), else `success`.
+/// `failure` when the run fails (a FAIL or ERROR, a planted entry left
+/// behind, or a probe whose every channel was SKIPPED, so nothing was
+/// tested: what the exit code says), `neutral` when an exposure was not
+/// tested (a green run with gaps is no plain green), else `success`.
 pub fn conclusion(report: &Report) -> &'static str {
     let gaps = report.coverage.as_ref().is_some_and(|c| c.gap_count() > 0);
     if report.exit_code() != 0 {

@@ -241,21 +241,26 @@ fn a_check_run_carries_all_120_findings_in_three_requests() {
 #[test]
 fn conclusions_follow_the_verdicts() {
     let (svc, token, co) = fixture();
-    for (findings, want) in [
+    // (conclusion, annotations: a SKIPPED channel has none.)
+    for (findings, want, annotated) in [
         (
             vec![
                 at_config("file-name", Verdict::Pass, ""),
                 at_config("mtime", Verdict::Authorized, ""),
             ],
             "success",
+            0u64,
         ),
+        // Nothing tested fails the run, and the check run with it.
         (
             vec![at_config("file-name", Verdict::Skipped, "no token")],
-            "neutral",
+            "failure",
+            0,
         ),
         (
             vec![at_config("file-name", Verdict::Error, "broke")],
             "failure",
+            1,
         ),
     ] {
         let f = co.report(&report(findings));
@@ -265,10 +270,7 @@ fn conclusions_follow_the_verdicts() {
         assert_eq!(run(c, &token).code, 0);
         let last = svc.objects("check-run").pop().unwrap();
         assert_eq!(last["conclusion"], want, "{last}");
-        assert_eq!(
-            last["output"]["annotations_count"],
-            (want == "failure") as u64
-        );
+        assert_eq!(last["output"]["annotations_count"], annotated);
     }
 }
 
