@@ -343,3 +343,59 @@ fn a_late_upload_that_keeps_the_count_does_not_hide_a_skipped_plant() {
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
 }
+
+/// An unsigned receipt whose entries name made-up artifact ids: nothing is
+/// under them, and the listing by name shows the plants are not gone; they
+/// are deleted, not counted gone (0.11.0 counted them gone and left them).
+#[test]
+fn an_entry_with_a_made_up_id_does_not_hide_the_plant() {
+    let svc = GitHubServer::start().unwrap();
+    let api = svc.token(&[("actions", "write")]);
+    let dir = tempfile::tempdir().unwrap();
+    let env_of = |runtime: &str| {
+        vec![
+            ("ACTIONS_RESULTS_URL".to_string(), svc.results_url()),
+            ("GITHUB_API_URL".to_string(), svc.api_url()),
+            ("GITHUB_REPOSITORY".to_string(), REPO.to_string()),
+            ("ACTIONS_RUNTIME_TOKEN".to_string(), runtime.to_string()),
+            ("GITHUB_TOKEN".to_string(), api.clone()),
+            // No key: the receipt is not signed, so it can be edited.
+            ("RUNWARDEN_KEY".to_string(), String::new()),
+        ]
+    };
+    let go = |runtime: &str, args: &[&str]| {
+        let env = env_of(runtime);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        run_config(dir.path(), CONFIG, &env, args)
+    };
+    let run1 = svc.runtime_token(REPO, 1);
+    let plant = go(&run1, &["plant", "--probe-id", "gh-fz-2"]);
+    assert_eq!(plant.code, 0, "{}\n{}", plant.stdout, plant.stderr);
+    assert_eq!(svc.artifacts().len(), 3);
+    let path = dir.path().join("runwarden-receipt-gh-fz-2.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut forged = 0;
+    for e in r["surfaces"][0]["entries"].as_array_mut().unwrap() {
+        if e["id"].is_u64() {
+            e["id"] = serde_json::json!(987_654_321u64 + forged);
+            forged += 1;
+        }
+    }
+    assert_eq!(forged, 3, "{r}");
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    let run2 = svc.runtime_token(REPO, 2);
+    let c = go(
+        &run2,
+        &[
+            "cleanup",
+            "--probe-id",
+            "gh-fz-2",
+            "--receipt",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(svc.artifacts().is_empty(), "{:?}", names(&svc));
+    assert!(c.stdout.contains(" 0 already gone"), "{}", c.stdout);
+}

@@ -19,8 +19,8 @@ impl ActionsArtifacts {
     ) -> Result<CleanupOutcome, String> {
         let rp = self.repo_path();
         let mut ids = vec![];
-        match id {
-            Some(id) => match api.call(
+        if let Some(id) = id {
+            match api.call(
                 Method::GET,
                 &format!("{rp}/actions/artifacts/{id}"),
                 None,
@@ -34,32 +34,35 @@ impl ActionsArtifacts {
                 }
                 Err(ApiError::NotFound(_)) => {}
                 Err(e) => return Err(e.text()),
-            },
-            None => {
-                let path = format!(
-                    "{rp}/actions/artifacts?name={}",
-                    crate::wire::percent_encode(name)
-                );
-                // One that matches but names no id cannot be deleted, and
-                // is no "gone": left, and said.
-                let mut no_id = false;
-                api.list(
-                    &path,
-                    Some("artifacts"),
-                    "finding the artifact to delete",
-                    &mut |a| {
-                        if a["name"].as_str() == Some(name) {
-                            match a["id"].as_u64() {
-                                Some(i) => ids.push(i),
-                                None => no_id = true,
-                            }
+            }
+        }
+        // No id, or nothing under it: the listing by name decides whether
+        // it is gone (an unsigned receipt's entry with a made-up id would
+        // otherwise count the plant gone).
+        if ids.is_empty() {
+            let path = format!(
+                "{rp}/actions/artifacts?name={}",
+                crate::wire::percent_encode(name)
+            );
+            // One that matches but names no id cannot be deleted, and
+            // is no "gone": left, and said.
+            let mut no_id = false;
+            api.list(
+                &path,
+                Some("artifacts"),
+                "finding the artifact to delete",
+                &mut |a| {
+                    if a["name"].as_str() == Some(name) {
+                        match a["id"].as_u64() {
+                            Some(i) => ids.push(i),
+                            None => no_id = true,
                         }
-                    },
-                )
-                .map_err(|e| e.text())?;
-                if no_id {
-                    return Err("the listing names the artifact without its id".into());
-                }
+                    }
+                },
+            )
+            .map_err(|e| e.text())?;
+            if no_id {
+                return Err("the listing names the artifact without its id".into());
             }
         }
         if ids.is_empty() {

@@ -5,7 +5,7 @@
 use super::entry::{Entry, Object, Permanent, Ref};
 use super::{Gh, GitHubApi, Settings, carriers};
 use crate::fault::Fault;
-use crate::github::ApiError;
+use crate::github::{Api, ApiError};
 use crate::surface::{CleanupOutcome, RunCtx};
 use ::http::Method;
 use serde_json::{Value, json};
@@ -139,40 +139,80 @@ impl GitHubApi {
                 reason: "the journal entry says nothing to delete".into(),
             };
         };
+        let refs = match &e.id {
+            // Killed before GitHub answered: find it by what it holds.
+            None => match self.by_content(&api, e) {
+                Ok(r) => r,
+                Err(o) => return o,
+            },
+            Some(Ref::Id(n)) => vec![json!(n)],
+            Some(Ref::Name(n)) => vec![json!(n)],
+        };
+        let removed = match self.delete_refs(&api, e, object, refs) {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        if removed {
+            return CleanupOutcome::Removed;
+        }
+        if e.id.is_none() {
+            return CleanupOutcome::Gone;
+        }
+        // Nothing under the id the entry names: gone, or the id is not the
+        // plant's (an unsigned receipt's "fuller" entry with a made-up id
+        // takes the intent's place). Only the listing, searched for what
+        // the plant holds, shows it gone.
+        match self.by_content(&api, e) {
+            Ok(refs) if refs.is_empty() => CleanupOutcome::Gone,
+            Ok(refs) => match self.delete_refs(&api, e, object, refs) {
+                Ok(_) => CleanupOutcome::Removed,
+                Err(o) => o,
+            },
+            Err(o) => o,
+        }
+    }
+
+    /// The ids (`key`) of what the listing shows holding the plant's
+    /// fields; a hit without its key stays (`Err`).
+    fn by_content(&self, api: &Api<'_>, e: &Object) -> Result<Vec<Value>, CleanupOutcome> {
         let key = e.key.as_str();
         let m = &e.matches;
         let mut refs: Vec<Value> = vec![];
-        match &e.id {
-            None => {
-                // Killed before GitHub answered: find it by what it holds.
-                let mut no_key = false;
-                let r = api.list(
-                    &e.list,
-                    e.items.as_deref(),
-                    "finding the plant to delete",
-                    &mut |o| {
-                        if holds(o, m) {
-                            match &o[key] {
-                                Value::Null => no_key = true,
-                                k => refs.push(k.clone()),
-                            }
-                        }
-                    },
-                );
-                if let Err(err) = r {
-                    return CleanupOutcome::Left { reason: err.text() };
+        let mut no_key = false;
+        let r = api.list(
+            &e.list,
+            e.items.as_deref(),
+            "finding the plant to delete",
+            &mut |o| {
+                if holds(o, m) {
+                    match &o[key] {
+                        Value::Null => no_key = true,
+                        k => refs.push(k.clone()),
+                    }
                 }
-                if no_key {
-                    return CleanupOutcome::Left {
-                        reason: format!(
-                            "the listing shows the plant without its `{key}`: not removed"
-                        ),
-                    };
-                }
-            }
-            Some(Ref::Id(n)) => refs.push(json!(n)),
-            Some(Ref::Name(n)) => refs.push(json!(n)),
+            },
+        );
+        if let Err(err) = r {
+            return Err(CleanupOutcome::Left { reason: err.text() });
         }
+        if no_key {
+            return Err(CleanupOutcome::Left {
+                reason: format!("the listing shows the plant without its `{key}`: not removed"),
+            });
+        }
+        Ok(refs)
+    }
+
+    /// Reads each of `refs` back and deletes it while it holds what was
+    /// planted: `Ok(true)` when one was deleted.
+    fn delete_refs(
+        &self,
+        api: &Api<'_>,
+        e: &Object,
+        object: &str,
+        refs: Vec<Value>,
+    ) -> Result<bool, CleanupOutcome> {
+        let m = &e.matches;
         let mut removed = false;
         for r in refs {
             // One path segment, whatever the value says: an id is a number,
@@ -180,13 +220,13 @@ impl GitHubApi {
             let id = match &r {
                 Value::String(s) => match crate::wire::percent_segment(s) {
                     Ok(seg) => seg,
-                    Err(f) => return CleanupOutcome::Left { reason: f.into() },
+                    Err(f) => return Err(CleanupOutcome::Left { reason: f.into() }),
                 },
                 Value::Number(n) if n.is_u64() => n.to_string(),
                 _ => {
-                    return CleanupOutcome::Left {
+                    return Err(CleanupOutcome::Left {
                         reason: "the plant's id is neither a number nor a name".into(),
-                    };
+                    });
                 }
             };
             let path = object.replace("{}", &id);
@@ -197,11 +237,11 @@ impl GitHubApi {
                 "reading the plant before deleting it",
             ) {
                 Err(ApiError::NotFound(_)) => continue,
-                Err(err) => return CleanupOutcome::Left { reason: err.text() },
+                Err(err) => return Err(CleanupOutcome::Left { reason: err.text() }),
                 Ok(a) if !holds(&a.json, m) => {
-                    return CleanupOutcome::Left {
+                    return Err(CleanupOutcome::Left {
                         reason: "changed since it was planted: not removed".into(),
-                    };
+                    });
                 }
                 Ok(_) => {}
             }
@@ -213,20 +253,16 @@ impl GitHubApi {
                     Some(&inactive),
                     "making the deployment inactive before deleting it",
                 ) {
-                    return CleanupOutcome::Left { reason: err.text() };
+                    return Err(CleanupOutcome::Left { reason: err.text() });
                 }
             }
             match api.call(Method::DELETE, &path, None, "deleting the plant") {
                 Ok(_) => removed = true,
                 Err(ApiError::NotFound(_)) => {}
-                Err(err) => return CleanupOutcome::Left { reason: err.text() },
+                Err(err) => return Err(CleanupOutcome::Left { reason: err.text() }),
             }
         }
-        if removed {
-            CleanupOutcome::Removed
-        } else {
-            CleanupOutcome::Gone
-        }
+        Ok(removed)
     }
 }
 

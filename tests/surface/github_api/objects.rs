@@ -578,3 +578,61 @@ fn the_recommended_restricted_job_probes_with_pass_and_skipped_only() {
     assert!(bad.is_empty(), "{bad:#?}");
     assert_eq!(p.code, 0, "{}", p.stderr);
 }
+
+/// An unsigned receipt whose "fuller" entry for a plant names a made-up
+/// id: cleanup finds nothing there, and the plant's text in the listing
+/// shows it is not gone; it is removed, not reported gone (0.11.0 took
+/// the intent as superseded and the milestone stayed, counted gone).
+#[test]
+fn a_fuller_entry_with_a_made_up_id_does_not_hide_the_plant() {
+    let svc = server();
+    let token = permissive(&svc);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config("");
+    // No key: the receipt is not signed, so it can be edited.
+    let env = [("GITHUB_TOKEN", token.as_str()), ("RUNWARDEN_KEY", "")];
+    let p = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &env,
+        &["plant", "--probe-id", "gh-fz-1"],
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    let milestones = |svc: &GitHubServer| svc.objects("milestone").len();
+    assert_eq!(milestones(&svc), 1);
+    let path = dir.path().join("runwarden-receipt-gh-fz-1.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let entries = r["surfaces"][0]["entries"].as_array_mut().unwrap();
+    // Each fuller entry (with GitHub's id) gets a made-up id instead.
+    let mut forged = 0;
+    for e in entries.iter_mut() {
+        if e["ref"].is_u64() && e["carrier"] == "milestone-title" {
+            e["ref"] = json!(987_654_321u64);
+            forged += 1;
+        }
+    }
+    assert_eq!(forged, 1, "{r}");
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    let c = run(
+        dir.path(),
+        &svc,
+        &cfg,
+        &env,
+        &[
+            "cleanup",
+            "--probe-id",
+            "gh-fz-1",
+            "--receipt",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert_eq!(
+        milestones(&svc),
+        0,
+        "the milestone plant stayed, counted gone"
+    );
+    assert!(c.stdout.contains(" 0 already gone"), "{}", c.stdout);
+}
