@@ -149,6 +149,21 @@ fn report(findings: Vec<Finding>) -> Report {
     r
 }
 
+/// What the real gzip reads back of `gz`.
+fn gunzip(gz: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut p = Command::new("gzip")
+        .args(["-dc"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.stdin.take().unwrap().write_all(gz).unwrap();
+    let out = p.wait_with_output().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
 /// Requests to paths containing `part`, as (method, path).
 fn requests(svc: &GitHubServer, part: &str) -> Vec<String> {
     svc.requests()
@@ -413,18 +428,9 @@ fn the_sarif_upload_is_what_code_scanning_takes() {
     assert_eq!(fields["started_at"], "2026-11-30T00:00:00Z");
     // The real gzip reads it back.
     let sarif = co.path().join("uploaded.sarif");
-    let mut gz = Command::new("gzip")
-        .args(["-dc"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    gz.stdin.take().unwrap().write_all(&up[0].gzip).unwrap();
-    let out = gz.wait_with_output().unwrap();
-    assert!(out.status.success());
-    std::fs::write(&sarif, &out.stdout).unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = gunzip(&up[0].gzip);
+    std::fs::write(&sarif, &text).unwrap();
+    let v: Value = serde_json::from_slice(&text).unwrap();
     assert_eq!(
         v["runs"][0]["automationDetails"]["id"],
         "isolation/linux/99-1"
@@ -1131,15 +1137,7 @@ fn a_relayed_reports_locations_never_leave_the_checkout() {
     assert_eq!(r.code, 0, "{}", r.out);
     let up = svc.sarifs();
     assert_eq!(up.len(), 1, "{}", r.out);
-    let mut gz = Command::new("gzip")
-        .args(["-dc"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    gz.stdin.take().unwrap().write_all(&up[0].gzip).unwrap();
-    let sarif = String::from_utf8(gz.wait_with_output().unwrap().stdout).unwrap();
+    let sarif = String::from_utf8(gunzip(&up[0].gzip)).unwrap();
     let v: Value = serde_json::from_str(&sarif).unwrap();
     let uris: Vec<&str> = v["runs"][0]["results"]
         .as_array()

@@ -11,6 +11,8 @@ use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const TOKEN: &str = "rendezvous-token-0123456789";
@@ -258,11 +260,25 @@ fn it_will_not_start_without_a_long_enough_token() {
 /// byte every 0.1 s hold no worker: 6 of 6 reads from 127.0.0.1 are
 /// answered, each within network-egress's own 10 s deadline
 /// (src/rendezvous/intake.rs).
+/// A thread that sends each of `slow` one byte of a head every 100 ms,
+/// never finishing it, until `stop`.
+fn trickle(mut slow: Vec<TcpStream>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let head = b"GET /d/http-plain/";
+        let mut i = 0;
+        while !stop.load(Ordering::SeqCst) {
+            for c in &mut slow {
+                let _ = c.write_all(&head[i % head.len()..][..1]);
+            }
+            i += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
+
 #[test]
 fn slow_clients_from_many_addresses_cannot_starve_reads() {
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let s = start("100");
     let to: SocketAddr = format!("127.0.0.1:{}", s.http).parse().unwrap();
     let mut slow = Vec::new();
@@ -271,20 +287,7 @@ fn slow_clients_from_many_addresses_cannot_starve_reads() {
         slow.push(runwarden::sys::poll::connect_from(from, to, Duration::from_secs(5)).unwrap());
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let trickle = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let head = b"GET /d/http-plain/";
-            let mut i = 0;
-            while !stop.load(Ordering::SeqCst) {
-                for c in &mut slow {
-                    let _ = c.write_all(&head[i % head.len()..][..1]);
-                }
-                i += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let trickle = trickle(slow, stop.clone());
     std::thread::sleep(Duration::from_millis(500));
     for n in 0..6 {
         let t = std::time::Instant::now();
@@ -311,8 +314,6 @@ fn slow_clients_from_many_addresses_cannot_starve_reads() {
 #[test]
 fn slow_clients_from_the_readers_own_address_cannot_starve_its_reads() {
     use runwarden::rendezvous::intake::{GRACE, PER_ADDRESS};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let s = start("100");
     let mut slow = Vec::new();
     for _ in 0..PER_ADDRESS {
@@ -325,20 +326,7 @@ fn slow_clients_from_the_readers_own_address_cannot_starve_its_reads() {
         slow.push(TcpStream::connect(("127.0.0.1", s.http)).unwrap());
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let trickle = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let head = b"GET /d/http-plain/";
-            let mut i = 0;
-            while !stop.load(Ordering::SeqCst) {
-                for c in &mut slow {
-                    let _ = c.write_all(&head[i % head.len()..][..1]);
-                }
-                i += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let trickle = trickle(slow, stop.clone());
     // Past the grace, well within the slow heads' deadline (5 s).
     std::thread::sleep(GRACE + Duration::from_millis(300));
     // A read whose head comes in its first packet, and one whose head
