@@ -29,7 +29,12 @@ impl HttpAuth {
         let token = env_name(opts, "token-env")?;
         let user = env_name(opts, "username-env")?;
         let pass = env_name(opts, "password-env")?;
-        for (key, var) in [("token-env", &token), ("password-env", &pass)] {
+        // All three: a username is sent too (basic auth's first half).
+        for (key, var) in [
+            ("token-env", &token),
+            ("username-env", &user),
+            ("password-env", &pass),
+        ] {
             if let Some(var) = var {
                 for url in to {
                     crate::github::to_github_only(opts, key, var, url)?;
@@ -135,11 +140,12 @@ impl HttpAuth {
         self.source.clone().unwrap_or_else(|| "none".into())
     }
 
-    /// Whether the secret came from the variable `var` (`token-env` or
-    /// `password-env`).
+    /// Whether a credential came from the variable `var` (`token-env`,
+    /// `username-env` or `password-env`).
     pub fn secret_from(&self, var: &str) -> bool {
         self.source.as_deref().is_some_and(|s| {
             s.starts_with(&format!("bearer token from {var}"))
+                || s.starts_with(&format!("basic auth from {var} and "))
                 || s.starts_with("basic auth from ") && s.contains(&format!(" and {var}"))
         })
     }
@@ -151,11 +157,12 @@ impl HttpAuth {
 /// send it to whatever host the entry names. The runtime token still
 /// serves the cache and artifact surfaces by default, and only toward the
 /// runner's own results service ([`crate::github::runtime`]).
-pub const NEVER_NAMED: &[&str] = &[
-    crate::marker::KEY_ENV,
-    "ACTIONS_RUNTIME_TOKEN",
-    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
-];
+pub const NEVER_NAMED: &[&str] = &["ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"];
+
+/// Prefixes of variables no config key may name: runwarden's own
+/// (`RUNWARDEN_KEY`, and whatever else it keeps there) and the action's
+/// inputs (`INPUT_KEY`, the `key` input, is the marker key too).
+pub const NEVER_NAMED_PREFIXES: &[&str] = &["RUNWARDEN_", "INPUT_"];
 
 /// A config key naming an environment variable: letters, digits and `_`,
 /// never one of [`NEVER_NAMED`], nor the read token of a `network-egress`
@@ -171,14 +178,16 @@ pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, Con
             format!("`{key}` names an environment variable: letters, digits and `_`"),
         ));
     }
-    if NEVER_NAMED.contains(&name.as_str()) {
+    let own = NEVER_NAMED_PREFIXES.iter().any(|p| name.starts_with(p));
+    if own || NEVER_NAMED.contains(&name.as_str()) {
         return Err(opts.error(
             pos,
             format!(
                 "`{key}` names {name}, a secret runwarden never sends where a config says: \
                  {}",
-                if name == crate::marker::KEY_ENV {
-                    "it is runwarden's own marker key"
+                if own {
+                    "runwarden's own variables and the action's inputs (its marker key among \
+                     them) are runwarden's alone"
                 } else {
                     "only the runner's results service gets it, and the cache and artifact \
                      surfaces use it there without being told"

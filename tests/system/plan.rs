@@ -293,13 +293,30 @@ fn a_config_cannot_send_runwardens_own_secrets_anywhere() {
     let refused = [
         (
             http("token-env", "RUNWARDEN_KEY"),
-            "runwarden's own marker key",
+            "runwarden's own variables",
         ),
         (
             entry(
                 "    type: npm-registry\n    url: https://npm.example/\n    token-env: ACTIONS_RUNTIME_TOKEN\n",
             ),
             "only the runner's results service gets it",
+        ),
+        // The username is sent too (the review's: basic auth carried the
+        // job's token as its user).
+        (
+            entry(
+                "    type: http-cache\n    url: https://cache.example/dav/\n    username-env: GITHUB_TOKEN\n    password-env: X\n",
+            ),
+            "`username-env` (GITHUB_TOKEN) would send the job's GitHub token",
+        ),
+        // The action's `key` input is the marker key.
+        (
+            http("token-env", "INPUT_KEY"),
+            "the action's inputs (its marker key among them)",
+        ),
+        (
+            http("token-env", "RUNWARDEN_WATCH_STATE"),
+            "runwarden's own variables",
         ),
         (
             entry(
