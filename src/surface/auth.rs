@@ -164,6 +164,10 @@ pub const NEVER_NAMED: &[&str] = &["ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_RE
 /// inputs (`INPUT_KEY`, the `key` input, is the marker key too).
 pub const NEVER_NAMED_PREFIXES: &[&str] = &["RUNWARDEN_", "INPUT_"];
 
+/// The read token's variable docs/rendezvous.md names, which a
+/// network-egress surface's `token-env` may name.
+const RENDEZVOUS_TOKEN: &str = "RUNWARDEN_RENDEZVOUS_TOKEN";
+
 /// A config key naming an environment variable: letters, digits and `_`,
 /// never one of [`NEVER_NAMED`], nor the read token of a `network-egress`
 /// surface of the same config from any other entry (it goes to the
@@ -178,7 +182,11 @@ pub fn env_name(opts: &mut Options<'_>, key: &str) -> Result<Option<String>, Con
             format!("`{key}` names an environment variable: letters, digits and `_`"),
         ));
     }
-    let own = NEVER_NAMED_PREFIXES.iter().any(|p| name.starts_with(p));
+    // (The rendezvous's read token has a documented name of runwarden's
+    // own, for network-egress's `token-env` alone.)
+    let rendezvous =
+        opts.type_name() == "network-egress" && key == "token-env" && name == RENDEZVOUS_TOKEN;
+    let own = !rendezvous && NEVER_NAMED_PREFIXES.iter().any(|p| name.starts_with(p));
     if own || NEVER_NAMED.contains(&name.as_str()) {
         return Err(opts.error(
             pos,

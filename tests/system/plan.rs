@@ -377,6 +377,10 @@ fn a_config_cannot_send_runwardens_own_secrets_anywhere() {
         entry(
             "    type: network-egress\n    rendezvous: https://rv.example\n    token-env: RV_TOKEN\n",
         ),
+        // (The read token's documented variable.)
+        entry(
+            "    type: network-egress\n    rendezvous: https://rv.example\n    token-env: RUNWARDEN_RENDEZVOUS_TOKEN\n",
+        ),
         http("token-env", "CACHE_TOKEN"),
     ];
     let env = [
