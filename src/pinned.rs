@@ -6,9 +6,10 @@
 //! every open channel and every coverage gap and make the run green.
 //!
 //! Read through the contents API with the job's token, else from the
-//! checkout's own git objects, each one hashed again here (an earlier step
-//! can write `.git` as well as the work tree: an object whose content is
-//! not its name is not taken). Outside Actions nothing changes. A config
+//! checkout's own git objects, each one hashed again here, in this process
+//! (an earlier step can write `.git` as well as the work tree, and put a
+//! `git` of its own on PATH: an object whose content is not its name is
+//! not taken, whoever handed it over). Outside Actions nothing changes. A config
 //! the commit does not have (written by an earlier step) is no config: the
 //! caller stops with exit 2, naming `--config-from-worktree`, the explicit
 //! way to take the work tree's.
@@ -159,7 +160,8 @@ fn read_at(
 ) -> Result<Option<(String, &'static str)>, String> {
     let mut why = vec![];
     let repo = var("GITHUB_REPOSITORY");
-    let token = ["GITHUB_TOKEN", "GH_TOKEN"]
+    // (The action gets the job's token as its `github-token` input.)
+    let token = ["GITHUB_TOKEN", "GH_TOKEN", "INPUT_GITHUB-TOKEN"]
         .iter()
         .find_map(|k| var(k).map(|t| (*k, t)));
     match (&repo, token) {
@@ -213,12 +215,15 @@ fn object(git: &Git, root: &Path, id: &str) -> Result<(String, Vec<u8>), String>
         return Err(format!("git cat-file gave a short answer for {id}"));
     }
     let body = out[nl + 1..nl + 1 + size].to_vec();
-    // Its name is its hash: `.git` is the work tree's too.
-    let words = ["hash-object", "-t", kind, "--stdin"];
-    let args: Vec<&OsStr> = words.iter().map(OsStr::new).collect();
-    let (o, hashed) = git.run(root, &args, &[], &body);
-    let hashed = String::from_utf8_lossy(&hashed).trim().to_string();
-    if !o.success || hashed != id {
+    // Its name is its hash, computed here: `.git` is the work tree's too,
+    // and so may be the `git` on PATH (an earlier step can change PATH),
+    // which could answer for its own check. Whatever git hands over, only
+    // the object named `id` passes.
+    use sha1::Digest as _;
+    let mut h = sha1::Sha1::new();
+    h.update(format!("{kind} {}\0", body.len()).as_bytes());
+    h.update(&body);
+    if crate::nonce::to_hex(&h.finalize()) != id {
         return Err(format!(
             "the checkout's object {id} does not hash to its name: it was changed"
         ));

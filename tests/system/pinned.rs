@@ -221,3 +221,81 @@ fn without_a_token_the_checkouts_objects_and_never_a_changed_one() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("does not hash to its name"), "{err}");
 }
+
+/// A `git` of an earlier step's on PATH that hands over a forged config
+/// blob under the committed one's name, and vouches for it when asked to
+/// hash it: the hash is computed in runwarden, so the forgery is refused
+/// (the hostile review's: git's own `hash-object` was asked, the same
+/// untrusted git).
+#[test]
+fn a_git_on_path_cannot_vouch_for_a_forged_object() {
+    let (root, committed, edited) = checkout();
+    let p = root.path();
+    git(p, &["init", "-q"]);
+    std::fs::write(p.join(".github/runwarden.yml"), &committed).unwrap();
+    git(p, &["add", ".github/runwarden.yml"]);
+    git(
+        p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@x",
+            "commit",
+            "-qm",
+            "c",
+        ],
+    );
+    let head = git(p, &["rev-parse", "HEAD"]);
+    // The work tree as the earlier step left it, and the same text forged.
+    std::fs::write(p.join(".github/runwarden.yml"), &edited).unwrap();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let forged = bin_dir.path().join("forged.yml");
+    std::fs::write(&forged, &edited).unwrap();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let last = bin_dir.path().join("last");
+    let script = format!(
+        r#"#!/bin/sh
+case "$1" in
+cat-file)
+  read id
+  printf '%s' "$id" > '{last}'
+  head=$(printf '%s\n' "$id" | '{real}' cat-file --batch-check)
+  case "$head" in
+  *" blob "*) printf '%s blob %s\n' "$id" "$(wc -c < '{forged}' | tr -d ' ')"; cat '{forged}'; echo ;;
+  *) printf '%s\n' "$id" | exec '{real}' cat-file --batch ;;
+  esac ;;
+hash-object) cat > /dev/null; cat '{last}'; echo ;;
+*) exec '{real}' "$@" ;;
+esac
+"#,
+        last = last.display(),
+        real = real,
+        forged = forged.display()
+    );
+    let fake = bin_dir.path().join("git");
+    std::fs::write(&fake, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = [
+        ("GITHUB_WORKFLOW_SHA", head.as_str()),
+        ("PATH", path.as_str()),
+    ];
+    let (code, _, _, err) = run(p, &env, &["check-config"]);
+    assert_eq!(code, 2, "the forged config was taken: {err}");
+    assert!(err.contains("does not hash to its name"), "{err}");
+}
