@@ -78,30 +78,55 @@ fn repo_relative(root: &Path, path: &Path) -> Option<String> {
     ok.then(|| parts.join("/"))
 }
 
-/// The config at `file` (whose work tree text is `worktree`) as the
-/// environment `var` pins it. `from_worktree`: the operator took the
-/// work tree's on purpose.
+/// The commit the environment `var` pins configs to: in GitHub Actions,
+/// `GITHUB_WORKFLOW_SHA`; `None` elsewhere (nothing is pinned).
+pub fn commit(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let var = |k: &str| var(k).filter(|v| !v.is_empty());
+    if var("GITHUB_ACTIONS").as_deref() != Some("true") {
+        return None;
+    }
+    var("GITHUB_WORKFLOW_SHA").filter(|s| commit_id(s))
+}
+
+/// Whether the pinned commit has the file `file`: how the default config
+/// files are looked for in Actions (one an earlier step removed from the
+/// work tree is still the config; one it wrote is not).
+pub fn committed(file: &Path, var: &dyn Fn(&str) -> Option<String>) -> bool {
+    let Some(sha) = commit(var) else {
+        return false;
+    };
+    let root = workspace(var);
+    repo_relative(&root, file)
+        .is_some_and(|rel| matches!(read_at(var, &root, &rel, &sha), Ok(Some(_))))
+}
+
+/// The checkout: `GITHUB_WORKSPACE`, else the working directory.
+fn workspace(var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    var("GITHUB_WORKSPACE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
+/// The config at `file` (whose work tree text is `worktree`; `None`: the
+/// work tree has no such file) as the environment `var` pins it.
+/// `from_worktree`: the operator took the work tree's on purpose.
 pub fn pin(
     file: &Path,
-    worktree: &str,
+    worktree: Option<&str>,
     var: &dyn Fn(&str) -> Option<String>,
     from_worktree: bool,
 ) -> Pinned {
-    let var = |k: &str| var(k).filter(|v| !v.is_empty());
-    if var("GITHUB_ACTIONS").as_deref() != Some("true") {
-        return Pinned::Unpinned;
-    }
-    let Some(sha) = var("GITHUB_WORKFLOW_SHA").filter(|s| commit_id(s)) else {
+    let Some(sha) = commit(var) else {
         return Pinned::Unpinned;
     };
-    let root = var("GITHUB_WORKSPACE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
+    let var = |k: &str| var(k).filter(|v| !v.is_empty());
+    let root = workspace(&var);
     let rel = repo_relative(&root, file);
     if from_worktree {
         return Pinned::At(
-            worktree.to_string(),
+            worktree.unwrap_or_default().to_string(),
             Pin {
                 commit: sha,
                 path: rel.unwrap_or_else(|| file.to_string_lossy().into_owned()),
@@ -137,7 +162,7 @@ pub fn pin(
             ));
         }
     };
-    let differs = text != worktree;
+    let differs = worktree != Some(text.as_str());
     Pinned::At(
         text,
         Pin {

@@ -457,7 +457,7 @@ impl Report {
             ))
         } else if pin.worktree_differs {
             Some(format!(
-                "the work tree's {} differs from the config committed at {short}, which is the one used: an earlier step of the job changed it",
+                "the work tree's {} is not the config committed at {short}, which is the one used: an earlier step of the job changed or removed it",
                 pin.path
             ))
         } else {

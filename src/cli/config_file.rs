@@ -10,6 +10,22 @@ use std::path::Path;
 /// `--config-from-worktree`.
 static FROM_WORKTREE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether configs are pinned here: in GitHub Actions with
+/// `GITHUB_WORKFLOW_SHA`, unless `--config-from-worktree`.
+pub(super) fn pinning() -> bool {
+    let env = |k: &str| std::env::var(k).ok();
+    !FROM_WORKTREE.load(std::sync::atomic::Ordering::Relaxed)
+        && crate::pinned::commit(&env).is_some()
+}
+
+/// Whether the default config file `p` is there: in the work tree, or,
+/// pinned, in the commit (one an earlier step removed is still the
+/// config).
+pub(super) fn default_there(p: &Path) -> bool {
+    let env = |k: &str| std::env::var(k).ok();
+    p.is_file() || (pinning() && crate::pinned::committed(p, &env))
+}
+
 /// `--config-from-worktree`, as the action's input sets it.
 pub(crate) fn set_config_from_worktree() {
     FROM_WORKTREE.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -27,7 +43,7 @@ fn pinned_note(pin: &crate::pinned::Pin) {
         ));
     } else if pin.worktree_differs {
         error(&format!(
-            "warning: the work tree's {shown} differs from the config committed at {} (GITHUB_WORKFLOW_SHA), which is the one used",
+            "warning: the work tree's {shown} is not the config committed at {} (GITHUB_WORKFLOW_SHA), which is the one used",
             pin.commit
         ));
     }
@@ -58,18 +74,32 @@ pub(crate) fn read_config(p: &std::path::Path) -> std::io::Result<String> {
 /// The config file `p` (`from_env`: named by `$RUNWARDEN_CONFIG`) and its
 /// source: the committed text in Actions, else the file's.
 pub(super) fn read(p: &Path, from_env: bool) -> Result<(String, ConfigSource), Failure> {
-    let text = read_config(p).map_err(|e| {
-        let via = if from_env {
-            " (named by $RUNWARDEN_CONFIG)"
-        } else {
-            ""
-        };
-        Failure::Other(format!("cannot read config {}{via}: {e}", p.display()))
-    })?;
     let env = |k: &str| std::env::var(k).ok();
     let from_worktree = FROM_WORKTREE.load(std::sync::atomic::Ordering::Relaxed);
-    let (text, pinned) = match crate::pinned::pin(p, &text, &env, from_worktree) {
-        crate::pinned::Pinned::Unpinned => (text, None),
+    let text = match read_config(p) {
+        Ok(t) => Some(t),
+        // Pinned, a file the work tree lacks is still the commit's.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && !from_worktree
+                && crate::pinned::commit(&env).is_some() =>
+        {
+            None
+        }
+        Err(e) => {
+            let via = if from_env {
+                " (named by $RUNWARDEN_CONFIG)"
+            } else {
+                ""
+            };
+            return Err(Failure::Other(format!(
+                "cannot read config {}{via}: {e}",
+                p.display()
+            )));
+        }
+    };
+    let (text, pinned) = match crate::pinned::pin(p, text.as_deref(), &env, from_worktree) {
+        crate::pinned::Pinned::Unpinned => (text.unwrap_or_default(), None),
         crate::pinned::Pinned::At(text, pin) => {
             pinned_note(&pin);
             (text, Some(pin))

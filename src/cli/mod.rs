@@ -397,10 +397,18 @@ fn find_config(explicit: Option<&Path>) -> Found {
         return Found::File(p.to_path_buf());
     }
     if let Some(p) = std::env::var_os("RUNWARDEN_CONFIG").filter(|p| !p.is_empty()) {
-        return Found::FromEnv(PathBuf::from(p));
+        // Pinned, an earlier step could name any committed file through
+        // GITHUB_ENV: the workflow's own `--config` (the action's input)
+        // names the config there.
+        if !config_file::pinning() {
+            return Found::FromEnv(PathBuf::from(p));
+        }
+        error(
+            "warning: $RUNWARDEN_CONFIG is ignored in GitHub Actions (an earlier step can set it through GITHUB_ENV): give the action's `config` input, or --config",
+        );
     }
     for p in [".github/runwarden.yml", "runwarden.yml"] {
-        if Path::new(p).is_file() {
+        if config_file::default_there(Path::new(p)) {
             return Found::File(PathBuf::from(p));
         }
     }

@@ -104,7 +104,7 @@ fn in_actions_the_config_is_the_committed_one_and_an_edited_one_is_named() {
         r["config"]["pinned"],
         json!({ "commit": SHA, "path": ".github/runwarden.yml", "via": "api", "worktree_differs": true })
     );
-    let says = "differs from the config committed at c0ffee000000";
+    let says = "is not the config committed at c0ffee000000";
     assert!(err.contains(says), "{err}");
     assert!(out.contains(says), "{out}");
     let sarif: Value =
@@ -152,6 +152,25 @@ fn in_actions_the_config_is_the_committed_one_and_an_edited_one_is_named() {
         out.contains("taken from the work tree (--config-from-worktree)"),
         "{out}"
     );
+    // The default file removed from the work tree, and $RUNWARDEN_CONFIG
+    // (which an earlier step can set through GITHUB_ENV) naming another:
+    // still the committed default (the hostile review's: discovery took
+    // over, and the variable named any committed file).
+    std::fs::remove_file(root.path().join(".github/runwarden.yml")).unwrap();
+    let env2 = [
+        ("GITHUB_TOKEN", token.as_str()),
+        ("GITHUB_API_URL", api.as_str()),
+        ("RUNWARDEN_CONFIG", ".github/other.yml"),
+    ];
+    let (code, r, _, err) = run(root.path(), &env2, &["probe"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(r["config"]["pinned"]["via"], "api", "{}", r["config"]);
+    assert_eq!(r["config"]["pinned"]["worktree_differs"], true);
+    assert!(
+        err.contains("$RUNWARDEN_CONFIG is ignored in GitHub Actions"),
+        "{err}"
+    );
+    assert!(!verdicts(&r).iter().any(|v| v == "authorized"), "{r}");
     // Outside Actions nothing changes.
     let mut c = bin();
     c.current_dir(root.path())
