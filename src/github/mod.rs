@@ -146,10 +146,16 @@ pub fn join(base: &str, path: &str) -> Result<String, Fault> {
 
 impl<'a> Api<'a> {
     fn request<'u>(&self, method: Method, url: &'u str) -> Request<'u> {
-        Request::new(method, url)
+        let r = Request::new(method, url)
             .header("accept", "application/vnd.github+json")
-            .header("x-github-api-version", "2022-11-28")
-            .secret_header("authorization", format!("Bearer {}", self.token))
+            .header("x-github-api-version", "2022-11-28");
+        // An empty token is an anonymous reader (what anyone can read of
+        // a public repository).
+        if self.token.is_empty() {
+            r
+        } else {
+            r.secret_header("authorization", format!("Bearer {}", self.token))
+        }
     }
 
     /// The absolute URL of an API path (`/repos/…`) on the configured

@@ -92,27 +92,43 @@ impl GitHubApi {
             });
         };
         let mut checks: Vec<u64> = vec![];
-        let r = api.list(
-            &format!("{rp}/commits/{sha}/check-runs"),
-            Some("check_runs"),
-            &format!("listing commit {sha}'s check runs"),
-            &mut |c| checks.extend(c["id"].as_u64()),
-        );
-        match r {
+        let list = |api: &Api<'_>, checks: &mut Vec<u64>| {
+            checks.clear();
+            api.list(
+                &format!("{rp}/commits/{sha}/check-runs"),
+                Some("check_runs"),
+                &format!("listing commit {sha}'s check runs"),
+                &mut |c| checks.extend(c["id"].as_u64()),
+            )
+        };
+        // Run B may read without its token too: a public repository's
+        // check runs and annotations are anyone's.
+        let anonymous = Api {
+            token: "",
+            source: "no token",
+            ..*api
+        };
+        let mut reader = api;
+        match list(api, &mut checks) {
             Ok(_) => {}
-            Err(e) if e.is_permission_refusal() => {
-                return Look::Done(RecoverOutcome::Denied {
-                    reason: format!(
-                        "GitHub refused both of run B's routes to the annotation with \
-                         {shown_source}: run {run}'s jobs listing ({}) and commit {sha}'s check \
-                         runs ({})",
-                        jobs.text(),
-                        e.text()
-                    ),
-                });
-            }
+            Err(e) if e.is_permission_refusal() => match list(&anonymous, &mut checks) {
+                Ok(_) => reader = &anonymous,
+                Err(_) => {
+                    return Look::Done(RecoverOutcome::Denied {
+                        reason: format!(
+                            "GitHub refused both of run B's routes to the annotation with \
+                             {shown_source}: run {run}'s jobs listing ({}) and commit {sha}'s \
+                             check runs ({}), which it does not show without a token either",
+                            jobs.text(),
+                            e.text()
+                        ),
+                    });
+                }
+            },
             Err(e) => return Look::Done(read_outcome(&e, source)),
         }
+        let api = reader;
+        let shown_source = escape::bytes(api.source.as_bytes());
         let mut seen = false;
         for check in &checks {
             match self.check_annotations(api, rp, *check, needle, witness) {
