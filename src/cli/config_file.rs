@@ -2,10 +2,10 @@
 //! Actions taken as committed at `GITHUB_WORKFLOW_SHA` unless
 //! `--config-from-worktree` says otherwise ([`crate::pinned`]).
 
-use super::{Failure, error};
+use super::{Failure, Found, error};
 use crate::escape;
 use crate::plan::ConfigSource;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `--config-from-worktree`.
 static FROM_WORKTREE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -115,4 +115,29 @@ pub(super) fn read(p: &Path, from_env: bool) -> Result<(String, ConfigSource), F
             pinned,
         },
     ))
+}
+
+/// Where the config comes from: `--config`, else `$RUNWARDEN_CONFIG` (not
+/// when pinned), else the default files, else discovery.
+pub(super) fn find_config(explicit: Option<&Path>) -> Found {
+    if let Some(p) = explicit {
+        return Found::File(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("RUNWARDEN_CONFIG").filter(|p| !p.is_empty()) {
+        // Pinned, an earlier step could name any committed file through
+        // GITHUB_ENV: the workflow's own `--config` (the action's input)
+        // names the config there.
+        if !pinning() {
+            return Found::FromEnv(PathBuf::from(p));
+        }
+        error(
+            "warning: $RUNWARDEN_CONFIG is ignored in GitHub Actions (an earlier step can set it through GITHUB_ENV): give the action's `config` input, or --config",
+        );
+    }
+    for p in [".github/runwarden.yml", "runwarden.yml"] {
+        if default_there(Path::new(p)) {
+            return Found::File(PathBuf::from(p));
+        }
+    }
+    Found::Embedded
 }

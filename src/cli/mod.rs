@@ -9,6 +9,7 @@
 mod action;
 mod commands;
 mod config_file;
+use config_file::find_config;
 mod man;
 mod outputs;
 mod publish;
@@ -385,34 +386,11 @@ pub(crate) fn quiet() -> bool {
 }
 
 /// Where the config comes from.
-enum Found {
+pub(super) enum Found {
     File(PathBuf),
     /// Named by $RUNWARDEN_CONFIG: said so when it cannot be read.
     FromEnv(PathBuf),
     Embedded,
-}
-
-fn find_config(explicit: Option<&Path>) -> Found {
-    if let Some(p) = explicit {
-        return Found::File(p.to_path_buf());
-    }
-    if let Some(p) = std::env::var_os("RUNWARDEN_CONFIG").filter(|p| !p.is_empty()) {
-        // Pinned, an earlier step could name any committed file through
-        // GITHUB_ENV: the workflow's own `--config` (the action's input)
-        // names the config there.
-        if !config_file::pinning() {
-            return Found::FromEnv(PathBuf::from(p));
-        }
-        error(
-            "warning: $RUNWARDEN_CONFIG is ignored in GitHub Actions (an earlier step can set it through GITHUB_ENV): give the action's `config` input, or --config",
-        );
-    }
-    for p in [".github/runwarden.yml", "runwarden.yml"] {
-        if config_file::default_there(Path::new(p)) {
-            return Found::File(PathBuf::from(p));
-        }
-    }
-    Found::Embedded
 }
 
 /// The plan from the config file, or (no file found) from what
