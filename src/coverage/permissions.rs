@@ -113,9 +113,15 @@ pub fn read(env: &dyn Fn(&str) -> Option<String>) -> Option<Known> {
     };
     let base = var("GITHUB_API_URL").unwrap_or_else(|| "https://api.github.com".into());
     let shown = crate::escape::bytes(format!("{path}@{sha}").as_bytes());
-    let text = match fetch(&base, &repo, &path, &sha, source, &token) {
-        Ok(t) => t,
-        Err(why) => {
+    let text = match crate::github::file_at(&base, &repo, &path, &sha, source, &token) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            return Some(Known::unknown(format!(
+                "reading {shown} failed (GitHub answered 404: no such file at that commit): the permissions are unknown"
+            )));
+        }
+        Err(e) => {
+            let why = e.text();
             return Some(Known::unknown(format!(
                 "reading {shown} failed ({why}): the permissions are unknown"
             )));
@@ -145,22 +151,6 @@ fn workflow_of(r: &str) -> Option<(String, String)> {
     };
     (plain(owner) && plain(name) && plain(path) && path.starts_with(".github/workflows/"))
         .then(|| (format!("{owner}/{name}"), path.to_string()))
-}
-
-/// The workflow file's text at `sha` ([`crate::github::file_at`]).
-fn fetch(
-    base: &str,
-    repo: &str,
-    path: &str,
-    sha: &str,
-    source: &str,
-    token: &str,
-) -> Result<String, String> {
-    match crate::github::file_at(base, repo, path, sha, source, token) {
-        Ok(Some(t)) => Ok(t),
-        Ok(None) => Err("GitHub answered 404: no such file at that commit".into()),
-        Err(e) => Err(e.text()),
-    }
 }
 
 /// Whether write is capped for this event: a pull request from a fork

@@ -194,28 +194,26 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// Without a token, the checkout's objects: the committed config is used;
-/// an object an earlier step changed in `.git` is refused, never taken.
-#[test]
-fn without_a_token_the_checkouts_objects_and_never_a_changed_one() {
+/// [`checkout`] as a git repository whose one commit (returned) holds the
+/// committed config; the work tree's is still the committed one.
+fn committed_checkout() -> (tempfile::TempDir, String, String) {
     let (root, committed, edited) = checkout();
     let p = root.path();
     git(p, &["init", "-q"]);
     std::fs::write(p.join(".github/runwarden.yml"), &committed).unwrap();
     git(p, &["add", ".github/runwarden.yml"]);
-    git(
-        p,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@x",
-            "commit",
-            "-qm",
-            "c",
-        ],
-    );
+    let who = ["-c", "user.name=t", "-c", "user.email=t@x"];
+    git(p, &[&who[..], &["commit", "-qm", "c"]].concat());
     let head = git(p, &["rev-parse", "HEAD"]);
+    (root, head, edited)
+}
+
+/// Without a token, the checkout's objects: the committed config is used;
+/// an object an earlier step changed in `.git` is refused, never taken.
+#[test]
+fn without_a_token_the_checkouts_objects_and_never_a_changed_one() {
+    let (root, head, edited) = committed_checkout();
+    let p = root.path();
     std::fs::write(p.join(".github/runwarden.yml"), &edited).unwrap();
     let env = [("GITHUB_WORKFLOW_SHA", head.as_str())];
     let (code, r, _, err) = run(p, &env, &["probe"]);
@@ -248,24 +246,8 @@ fn without_a_token_the_checkouts_objects_and_never_a_changed_one() {
 /// untrusted git).
 #[test]
 fn a_git_on_path_cannot_vouch_for_a_forged_object() {
-    let (root, committed, edited) = checkout();
+    let (root, head, edited) = committed_checkout();
     let p = root.path();
-    git(p, &["init", "-q"]);
-    std::fs::write(p.join(".github/runwarden.yml"), &committed).unwrap();
-    git(p, &["add", ".github/runwarden.yml"]);
-    git(
-        p,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@x",
-            "commit",
-            "-qm",
-            "c",
-        ],
-    );
-    let head = git(p, &["rev-parse", "HEAD"]);
     // The work tree as the earlier step left it, and the same text forged.
     std::fs::write(p.join(".github/runwarden.yml"), &edited).unwrap();
     let bin_dir = tempfile::tempdir().unwrap();
