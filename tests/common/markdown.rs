@@ -12,8 +12,16 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 /// `markdown` rendered by cmark-gfm with GitHub's extensions (tables,
-/// autolinks, strikethrough, tag filter): the HTML.
-pub fn render(markdown: &str) -> String {
+/// autolinks, strikethrough, tag filter): the HTML; `None` (said) when
+/// this machine has no cmarkgfm ([`super::needs_tool`]).
+pub fn render(markdown: &str) -> Option<String> {
+    if super::needs_tool(
+        "Python's cmarkgfm (GitHub's Markdown renderer)",
+        super::python_has("cmarkgfm"),
+        "pip install cmarkgfm",
+    ) {
+        return None;
+    }
     let script = "import sys, cmarkgfm\n\
         from cmarkgfm.cmark import Options\n\
         sys.stdout.write(cmarkgfm.github_flavored_markdown_to_html(sys.stdin.read(), options=Options.CMARK_OPT_UNSAFE))";
@@ -36,7 +44,7 @@ pub fn render(markdown: &str) -> String {
         "cmarkgfm failed (`pip install cmarkgfm`; .ci/run installs it): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap()
+    Some(String::from_utf8(out.stdout).unwrap())
 }
 
 /// The elements runwarden's own Markdown makes.
@@ -74,9 +82,10 @@ const OWN_LINKS: &[&str] = &[
 /// Renders `markdown` and panics, naming what it found, when anything
 /// outside a code span is live: an element runwarden does not make, a
 /// link it did not write, or text GitHub would make a mention, an issue
-/// reference or a commit link. Returns the HTML.
-pub fn assert_inert(markdown: &str) -> String {
-    let html = render(markdown);
+/// reference or a commit link. Returns the HTML (`None`: no cmarkgfm
+/// here, said).
+pub fn assert_inert(markdown: &str) -> Option<String> {
+    let html = render(markdown)?;
     let outside = strip_code(&html);
     let mut rest = outside.as_str();
     while let Some(i) = rest.find('<') {
@@ -138,7 +147,7 @@ pub fn assert_inert(markdown: &str) -> String {
             .any(|run| run.len() >= 7 && run.chars().any(|c| c.is_ascii_alphabetic()));
         assert!(!sha, "a commit-like hex run outside code: {w:?}\n{html}");
     }
-    html
+    Some(html)
 }
 
 /// The HTML with every `<code>…</code>` (and `<pre>…</pre>`) taken out.

@@ -117,3 +117,44 @@ fn a_newcomer_s_session_from_the_readme() {
     assert!(body.contains("[close it](https://github.com/runwarden/action/blob/main/docs/surfaces/filesystem.md#close-it)"));
     markdown::assert_inert(&body);
 }
+
+/// `cargo test` on a fresh machine without Python's cmarkgfm (an optional
+/// tool .ci/run installs): a test that renders Markdown runs the rest of
+/// its checks and says in one line what it skipped and how to get it;
+/// under `CI=true` the missing tool fails it (0.11.0 failed nine tests on
+/// a newcomer's machine, and cargo stopped before tests/watch).
+#[test]
+fn a_fresh_machine_without_cmarkgfm_skips_that_check_and_says_how_to_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A python3 that has no cmarkgfm, whatever this machine has.
+    let fake = dir.path().join("python3");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$*\" in *cmarkgfm*) echo \"No module named 'cmarkgfm'\" >&2; exit 1;; esac\nexec /usr/bin/env -u PATH python3 \"$@\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let real = std::env::var("PATH").unwrap_or_default();
+    let path = format!("{}:{real}", dir.path().display());
+    let me = std::env::current_exe().unwrap();
+    let test = "output::comment::thousands_of_channels_fit_grouped_with_the_table_collapsed";
+    let run = |ci: Option<&str>| {
+        let mut c = Command::new(&me);
+        c.args([test, "--exact", "--nocapture"]).env("PATH", &path);
+        match ci {
+            Some(v) => c.env("CI", v),
+            None => c.env_remove("CI"),
+        };
+        c.output().unwrap()
+    };
+    let o = run(None);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("skipped: needs Python's cmarkgfm") && out.contains("pip install cmarkgfm"),
+        "{out}"
+    );
+    let o = run(Some("true"));
+    assert!(!o.status.success(), "{}", text(&o));
+}
