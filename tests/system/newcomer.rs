@@ -158,3 +158,32 @@ fn a_fresh_machine_without_cmarkgfm_skips_that_check_and_says_how_to_get_it() {
     let o = run(Some("true"));
     assert!(!o.status.success(), "{}", text(&o));
 }
+
+/// A git remote that does not exist: the push fails before anything is
+/// sent, so nothing was planted and cleanup leaves nothing (0.11.0 said
+/// "cleanup left 11 planted entries in place", in eleven long lines).
+#[test]
+fn a_remote_that_does_not_exist_plants_nothing_and_cleanup_says_nothing_left() {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["home", "tmp"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    let missing = root.path().join("nope.git");
+    std::fs::write(
+        root.path().join("rw.yml"),
+        format!(
+            "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+            serde_json::to_string(&missing).unwrap()
+        ),
+    )
+    .unwrap();
+    let o = rw(root.path(), &["probe", "--config", "rw.yml"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("does not appear to be a git repository"),
+        "{out}"
+    );
+    assert!(!out.contains("cleanup left"), "{out}");
+    assert!(!missing.exists());
+}

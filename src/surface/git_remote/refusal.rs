@@ -127,6 +127,24 @@ impl GitRemote {
     }
 }
 
+/// Whether a failed push's message says it failed before git sent
+/// anything: no repository at the URL, or no connection to its host. Then
+/// nothing was made, and the plant's journal takes its refs back (a
+/// timeout or a reset mid-transfer may have made them: those stay
+/// journalled for cleanup).
+pub(super) fn nothing_sent(reason: &str) -> bool {
+    const BEFORE: &[&str] = &[
+        "does not appear to be a git repository",
+        "repository not found",
+        "could not resolve host",
+        "failed to connect",
+        "connection refused",
+        "returned error: 404",
+    ];
+    let r = reason.to_ascii_lowercase();
+    BEFORE.iter().any(|m| r.contains(m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -231,8 +231,10 @@ impl crate::surface::Surface for GitRemote {
             // cleanup's leased delete.
             let rejected = match &results {
                 Ok(r) => matches!(r.get(&p.refname), Some(('!', _))),
-                // Refused as a whole (401/403, a hook): nothing was made.
-                Err(f) => self.refused(f.reason()),
+                // Refused as a whole (401/403, a hook), or failed before
+                // anything was sent (no such repository, no connection):
+                // nothing was made.
+                Err(f) => self.refused(f.reason()) || super::refusal::nothing_sent(f.reason()),
             };
             if outcome.is_err() && rejected {
                 journal.retract(&p.entry(ctx));
