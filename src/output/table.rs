@@ -100,7 +100,8 @@ fn gc_note(report: &Report) -> &'static str {
             .surfaces
             .iter()
             .any(|s| s.surface_type == "git-remote");
-    if git && report.cleanup.deleted > 0 {
+    // (Watch deletes nothing.)
+    if git && report.mode != Mode::Watch && report.cleanup.deleted > 0 {
         "git-remote: the refs are deleted; their objects stay on the server until its garbage collection (see unreachable-object)\n"
     } else {
         ""
@@ -144,7 +145,7 @@ pub fn render_brief(report: &Report, width: usize) -> String {
         .min(width / 3);
     let mut out = String::new();
     for (g, name) in groups.iter().zip(&names) {
-        let line = format!("{name:<name_w$}  {}", brief_parts(g));
+        let line = format!("{name:<name_w$}  {}", brief_parts(g, report.mode));
         let _ = writeln!(out, "{}", fit(&line, width));
         if !g.with(Verdict::Fail).is_empty() {
             let link = super::markdown::close_link(g.surface_type);
@@ -160,8 +161,11 @@ pub fn render_brief(report: &Report, width: usize) -> String {
 }
 
 /// What one surface's line says: open (undeclared), declared, broken,
-/// skipped and closed carriers, in that order, the open ones named.
-fn brief_parts(g: &super::groups::Group<'_>) -> String {
+/// skipped and passed carriers, in that order, the open ones named. A
+/// PASS is worded as it means in `mode` (docs/verdicts.md): in watch mode
+/// "not used"; a runner-persistence PASS found no other probe's beacon,
+/// which cannot show it closed.
+fn brief_parts(g: &super::groups::Group<'_>, mode: Mode) -> String {
     let total = g.findings.len();
     let n = |v: Verdict| g.with(v).len();
     // Counts first, names last: a narrow terminal cuts the names, never a
@@ -184,8 +188,22 @@ fn brief_parts(g: &super::groups::Group<'_>) -> String {
     if n(Verdict::Skipped) > 0 {
         parts.push(format!("{} skipped", n(Verdict::Skipped)));
     }
-    if n(Verdict::Pass) > 0 {
-        parts.push(format!("{} closed", n(Verdict::Pass)));
+    let passed = g.with(Verdict::Pass);
+    let beacons = passed
+        .iter()
+        .filter(|f| mode != Mode::Watch && f.carrier == crate::surface::RUNNER_PERSISTENCE)
+        .count();
+    let rest = passed.len() - beacons;
+    if rest > 0 {
+        let word = if mode == Mode::Watch {
+            "not used"
+        } else {
+            "closed"
+        };
+        parts.push(format!("{rest} {word}"));
+    }
+    if beacons > 0 {
+        parts.push("no earlier probe's beacon found".into());
     }
     let mut line = parts.join("; ");
     if !open.is_empty() {

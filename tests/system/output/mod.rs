@@ -157,3 +157,42 @@ fn verdicts_are_coloured_and_nothing_else() {
         .replace("\x1b[0m", "");
     assert_eq!(plain, table);
 }
+
+/// A PASS is worded as it means: in watch mode "not used" (docs/watch.md),
+/// and a runner-persistence PASS, which found no earlier probe's beacon,
+/// is never "closed" (0.11.0's short table said "6 closed" for a watch
+/// and "1 closed" for runner-persistence).
+#[test]
+fn the_short_table_words_a_pass_as_its_mode_means_it() {
+    use runwarden::report::Mode;
+    let mut r = report(
+        vec![
+            finding("mtime", Verdict::Pass, "nothing"),
+            finding("runner-persistence", Verdict::Pass, "no beacon"),
+        ],
+        vec![],
+    );
+    let t = output::table::render_brief(&r, 160);
+    let first = t.lines().next().unwrap();
+    assert!(
+        first.contains("1 closed; no earlier probe's beacon found"),
+        "{t}"
+    );
+    r.mode = Mode::Watch;
+    let t = output::table::render_brief(&r, 160);
+    let first = t.lines().next().unwrap();
+    assert!(first.contains("2 not used"), "{t}");
+    assert!(!t.contains("closed"), "{t}");
+    // Watch deletes nothing: no word of deleted refs (0.11.0 said "the
+    // refs are deleted" while the command's branch was still there).
+    r.findings[0].surface_type = "git-remote".into();
+    r.cleanup.deleted = 1;
+    for t in [
+        output::table::render(&r),
+        output::table::render_brief(&r, 160),
+    ] {
+        assert!(!t.contains("refs are deleted"), "{t}");
+    }
+    r.mode = Mode::Probe;
+    assert!(output::table::render(&r).contains("refs are deleted"));
+}
