@@ -237,12 +237,31 @@ fn bare_message(msg: &str) -> String {
     if let Some(i) = m.rfind(" at line ") {
         m = &m[..i];
     }
+    // A top-level key misspelled gets the hint a surface key gets.
+    if let Some(rest) = m.strip_prefix("unknown field `")
+        && let Some((key, known)) = rest.split_once("`, expected one of ")
+    {
+        let known: Vec<&str> = known.split(", ").collect();
+        return format!("{m}{}", did_you_mean(key, &known));
+    }
     // Their duplicate-key text addresses the library's user, not ours.
     if let Some(key) = m.strip_prefix("duplicate mapping key: ") {
         let key = key.split(", set DuplicateKeyPolicy").next().unwrap_or(key);
         return format!("duplicate key `{key}`");
     }
     m.to_string()
+}
+
+/// ` (did you mean `<key>`?)` for the nearest of `known` to `key`, when a
+/// typo is the likely story (an edit distance of 2 at most); else empty.
+fn did_you_mean(key: &str, known: &[&str]) -> String {
+    known
+        .iter()
+        .map(|c| (strsim::levenshtein(c, key), *c))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
 }
 
 /// Looks up an environment variable for `${VAR}` expansion. Injected so that
@@ -439,13 +458,7 @@ impl<'a> Options<'a> {
                 let mut all = vec!["name", "type"];
                 all.extend_from_slice(known);
                 // The nearest known key, when a typo is the likely story.
-                let near = all
-                    .iter()
-                    .map(|c| (strsim::levenshtein(c, &k.value), *c))
-                    .filter(|(d, _)| *d <= 2)
-                    .min()
-                    .map(|(_, c)| format!(" (did you mean `{c}`?)"))
-                    .unwrap_or_default();
+                let near = did_you_mean(&k.value, &all);
                 Err(self.error(
                     Pos::or(k, self.entry),
                     format!(

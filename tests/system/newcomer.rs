@@ -187,3 +187,33 @@ fn a_remote_that_does_not_exist_plants_nothing_and_cleanup_says_nothing_left() {
     assert!(!out.contains("cleanup left"), "{out}");
     assert!(!missing.exists());
 }
+
+/// Even checks before a run: a local git remote that does not exist warns
+/// as a missing directory does, and a misspelled top-level key gets the
+/// "did you mean" a surface key gets (0.11.0: silent, and no hint).
+#[test]
+fn check_config_warns_of_a_missing_local_remote_and_hints_a_top_level_typo() {
+    let root = tempfile::tempdir().unwrap();
+    let missing = root.path().join("nope.git");
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: origin\n    type: git-remote\n    remote: {}\n",
+        serde_json::to_string(&missing).unwrap()
+    );
+    std::fs::write(root.path().join("rw.yml"), &cfg).unwrap();
+    let o = rw(root.path(), &["check-config", "rw.yml"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("warning: surface origin: remote") && out.contains("does not exist here"),
+        "{out}"
+    );
+    std::fs::write(
+        root.path().join("rw.yml"),
+        cfg.replace("surfaces:", "surface:"),
+    )
+    .unwrap();
+    let o = rw(root.path(), &["check-config", "rw.yml"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("(did you mean `surfaces`?)"), "{out}");
+}

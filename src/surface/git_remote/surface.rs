@@ -142,8 +142,17 @@ impl crate::surface::Surface for GitRemote {
     }
 
     fn about(s: &Settings) -> About<Remote> {
-        let about = About::new(format!("on {}", escape::bytes(s.shown.as_bytes())))
+        let mut about = About::new(format!("on {}", escape::bytes(s.shown.as_bytes())))
             .exposure(format!("git-remote:{}", s.shown));
+        // A remote on this machine (a path, `file://`) can be looked at
+        // now, as a filesystem surface's directory is.
+        let local = s.url.strip_prefix("file://").unwrap_or(&s.url);
+        if local.starts_with('/') && !s.control && !Path::new(local).exists() {
+            about = about.warning(format!(
+                "remote {} does not exist here: valid, since it may exist where the probe runs (a runner), but a probe here gives ERROR",
+                escape::bytes(s.shown.as_bytes())
+            ));
+        }
         if s.ssh && !on_path("ssh") {
             about.unavailable("the remote is reached over ssh and no ssh client is on PATH")
         } else {
