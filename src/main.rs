@@ -16,9 +16,7 @@ fn main() -> ExitCode {
     match runwarden::cli::run(cli) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            for line in e.lines() {
-                runwarden::cli::error(&line);
-            }
+            runwarden::cli::not_run(&e);
             ExitCode::from(2)
         }
     }

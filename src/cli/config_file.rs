@@ -92,8 +92,13 @@ pub(super) fn read(p: &Path, from_env: bool) -> Result<(String, ConfigSource), F
             } else {
                 ""
             };
+            let near = if e.kind() == std::io::ErrorKind::NotFound {
+                near_file(p)
+            } else {
+                String::new()
+            };
             return Err(Failure::Other(format!(
-                "cannot read config {}{via}: {e}",
+                "cannot read config {}{via}: {e}{near}",
                 p.display()
             )));
         }
@@ -104,7 +109,15 @@ pub(super) fn read(p: &Path, from_env: bool) -> Result<(String, ConfigSource), F
             pinned_note(&pin);
             (text, Some(pin))
         }
-        crate::pinned::Pinned::Refused(why) => return Err(Failure::Other(why)),
+        crate::pinned::Pinned::Refused(why) => {
+            // (A name the work tree lacks may be a typo of one it has.)
+            let near = if text.is_none() {
+                near_file(p)
+            } else {
+                String::new()
+            };
+            return Err(Failure::Other(format!("{why}{near}")));
+        }
     };
     Ok((
         text,
@@ -140,4 +153,33 @@ pub(super) fn find_config(explicit: Option<&Path>) -> Found {
         }
     }
     Found::Embedded
+}
+
+/// ` (did you mean <file>?)` for a file beside the missing `p` whose name
+/// is a typo away (`runwarden.yaml` for `runwarden.yml`), else empty.
+fn near_file(p: &Path) -> String {
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name().and_then(|n| n.to_str())) else {
+        return String::new();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return String::new();
+    };
+    list.flatten()
+        .take(1_000)
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .map(|n| (strsim::levenshtein(&n, name), n))
+        .filter(|(d, _)| (1..=2).contains(d))
+        .min()
+        .map(|(_, n)| {
+            format!(
+                " (did you mean {}?)",
+                escape::bytes(dir.join(n).as_os_str().as_encoded_bytes())
+            )
+        })
+        .unwrap_or_default()
 }

@@ -12,6 +12,7 @@ mod config_file;
 use config_file::find_config;
 mod man;
 mod outputs;
+pub use outputs::not_run;
 mod publish;
 mod rendezvous;
 mod watch;

@@ -237,3 +237,39 @@ pub(super) fn show_progress(format: Format) {
         }));
     }
 }
+
+/// Says why runwarden could not run (exit 2): each line on stderr, and in
+/// GitHub Actions also an `::error` (at the config's line, for a config
+/// error) and a job summary saying the run did not happen.
+pub fn not_run(e: &Failure) {
+    for line in e.lines() {
+        super::error(&line);
+    }
+    if !super::in_actions() {
+        return;
+    }
+    let lines: Vec<(Option<output::github::At>, String)> = match e {
+        Failure::Config(errs) => errs
+            .0
+            .iter()
+            .map(|c| {
+                let at = (c.file.clone(), c.pos.line, c.pos.column);
+                (Some(at), c.message.clone())
+            })
+            .collect(),
+        Failure::Other(m) => vec![(None, m.clone())],
+    };
+    let lines: Vec<_> = lines
+        .into_iter()
+        .map(|(at, m)| (at, crate::redact::text(&m)))
+        .collect();
+    let (commands, summary) = output::github::not_run(&lines);
+    let _ = super::print_stdout(&commands);
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let _ = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(summary.as_bytes()));
+    }
+}

@@ -385,3 +385,30 @@ pub fn output_file(outputs: &[(&str, String)], delimiter: &str) -> Result<String
     }
     Ok(out)
 }
+
+/// A place in a file: (path, line, column), 1-based.
+pub type At = (String, u64, u64);
+
+/// Why runwarden did not run (exit 2), for GitHub: one `::error` per
+/// line, at its `file:line:column` when it has one (a config error), and
+/// a job summary that says the run did not happen. `lines`: (where, what).
+pub fn not_run(lines: &[(Option<At>, String)]) -> (String, String) {
+    let mut commands = String::new();
+    for (at, what) in lines.iter().take(PER_KIND) {
+        let props = match at {
+            Some((file, line, col)) => format!(
+                " file={},line={line},col={col},title=runwarden could not run",
+                property(file)
+            ),
+            None => " title=runwarden could not run".into(),
+        };
+        let _ = writeln!(commands, "::error{props}::{}", data(what));
+    }
+    let mut summary = String::from(
+        "## runwarden did not run\n\nNothing was probed: runwarden stopped before any work (exit 2).\n\n",
+    );
+    for (_, what) in lines.iter().take(50) {
+        let _ = writeln!(summary, "- {}", text(&escape::clip(what, 2_000)));
+    }
+    (commands, summary)
+}

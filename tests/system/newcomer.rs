@@ -217,3 +217,49 @@ fn check_config_warns_of_a_missing_local_remote_and_hints_a_top_level_typo() {
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(out.contains("(did you mean `surfaces`?)"), "{out}");
 }
+
+/// In Actions a run that could not happen says so where people look: a
+/// config error is an `::error` at its file and line, a missing config
+/// file names the one it may have meant, and the job summary says nothing
+/// was probed (0.11.0: one bare stderr line).
+#[test]
+fn in_actions_a_config_error_is_an_annotation_and_a_summary() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(".github")).unwrap();
+    std::fs::write(
+        root.path().join(".github/runwarden.yml"),
+        "version: 1\nsurfaces:\n  - name: s\n    type: filesytem\n    path: /tmp\n",
+    )
+    .unwrap();
+    let summary = root.path().join("summary.md");
+    let run = |args: &[&str]| {
+        let mut c = bin();
+        c.current_dir(root.path())
+            .args(args)
+            .env("GITHUB_ACTIONS", "true")
+            .env_remove("GITHUB_WORKFLOW_SHA")
+            .env("GITHUB_STEP_SUMMARY", &summary);
+        c.output().unwrap()
+    };
+    let o = run(&["probe", "--config", ".github/runwarden.yml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("::error file=.github/runwarden.yml,line=4,col=11,title=runwarden could not run::unknown surface type `filesytem`"),
+        "{stdout}"
+    );
+    let s = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        s.contains("## runwarden did not run") && s.contains("Nothing was probed"),
+        "{s}"
+    );
+    let o = run(&["probe", "--config", ".github/runwarden.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("::error title=runwarden could not run::")
+            && stdout.contains("did you mean \".github/runwarden.yml\"?"),
+        "{stdout}"
+    );
+    markdown::assert_inert(&std::fs::read_to_string(&summary).unwrap());
+}
