@@ -116,7 +116,14 @@ pub fn render(report: &Report) -> String {
     // Watch mode has no control: its fourth column is how many changes
     // (or canary reads) were seen.
     let watch = report.mode == Mode::Watch;
-    columns(&finding_rows(report, watch)) + &trailer(report, true)
+    // Who runs A and B ran as, piped too (a terminal's brief table says
+    // it under its lines).
+    let who = if watch {
+        String::new()
+    } else {
+        format!("{}\n", who_ran(report))
+    };
+    columns(&finding_rows(report, watch)) + &who + &trailer(report, true)
 }
 
 /// The brief table for a terminal `width` columns wide: one line per

@@ -240,7 +240,7 @@ impl GitRemote {
         match self.push(dir, &[delete]) {
             Ok(r) if matches!(r.get(&p.refname), Some(('-', _))) => {
                 journal.retract(&p.entry(ctx));
-                "created, then deleted again: a visible-state check should not see it".into()
+                "created, then deleted at once: the remote no longer lists it, yet its commit may stay fetchable by id".into()
             }
             Ok(r) => format!(
                 "created, but deleting it failed ({}): it is still visible",

@@ -196,3 +196,14 @@ fn the_short_table_words_a_pass_as_its_mode_means_it() {
     r.mode = Mode::Probe;
     assert!(output::table::render(&r).contains("refs are deleted"));
 }
+
+/// Piped output says which uid runs A and B ran as, as the terminal's brief
+/// table does (0.11.0 said it only on a terminal).
+#[test]
+fn the_full_table_says_who_runs_a_and_b_ran_as() {
+    let mut r = report(vec![finding("mtime", Verdict::Pass, "nothing")], vec![]);
+    r.runs.a_uid = Some(0);
+    r.runs.b_uid = Some(65534);
+    let t = output::table::render(&r);
+    assert!(t.contains("run A ran as uid 0, run B as uid 65534"), "{t}");
+}
