@@ -212,7 +212,19 @@ pub(super) fn show_progress(format: Format) {
         _ => ("cleaning up", "journal entries"),
     };
     if tty {
+        // Drawn only once the run has taken a second: a probe done in a
+        // blink gets no progress line flashing past.
+        let since = std::time::Instant::now();
+        let drawn = std::sync::atomic::AtomicBool::new(false);
         crate::engine::set_progress(Box::new(move |p| {
+            use std::sync::atomic::Ordering;
+            if since.elapsed() < std::time::Duration::from_secs(1) {
+                return;
+            }
+            if matches!(p, Progress::Finished { .. }) && !drawn.load(Ordering::Relaxed) {
+                return;
+            }
+            drawn.store(true, Ordering::Relaxed);
             let line = match p {
                 Progress::Started { role, total } => format!("{} 0/{total}", what(role).0),
                 Progress::Step { role, done, total } => format!("{} {done}/{total}", what(role).0),

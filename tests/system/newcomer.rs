@@ -263,3 +263,35 @@ fn in_actions_a_config_error_is_an_annotation_and_a_summary() {
     );
     markdown::assert_inert(&std::fs::read_to_string(&summary).unwrap());
 }
+
+/// A probe done in well under a second draws no progress line on a
+/// terminal (0.11.0 drew a 120-step bar for a 0.05 s probe).
+#[test]
+fn a_fast_probe_draws_no_progress_on_a_terminal() {
+    let root = tempfile::tempdir().unwrap();
+    let d = root.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let cfg = root.path().join("rw.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n",
+            serde_json::to_string(&d).unwrap()
+        ),
+    )
+    .unwrap();
+    let bin_path = env!("CARGO_BIN_EXE_runwarden");
+    // stderr to the terminal, stdout away: what the terminal shows of the
+    // progress.
+    let cmd = format!(
+        "stty cols 120; {bin_path} probe --config {} >/dev/null",
+        cfg.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("script (util-linux) gives the probe a terminal");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(!shown.contains("planting"), "{shown}");
+}
