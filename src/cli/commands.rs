@@ -213,7 +213,12 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     // What run A could write with is the plant job's token, not this
     // job's: from the receipt, when it can be trusted.
     use crate::coverage::permissions::Known;
+    let in_actions = std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true");
     let known = match &receipt {
+        // Outside Actions, a plant that ran outside a workflow run had no
+        // job token: no permission is an exposure (a newcomer's local
+        // plant and recover listed thirteen "unknown" ones).
+        Some(r) if !in_actions && r.origin.run_id.is_none() => None,
         Some(r) => Some(Known::from_receipt(
             &r.permissions,
             &r.permissions_source,
@@ -221,7 +226,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         )),
         // Without a receipt nothing says what the plant job could write
         // (this job's token is the reader's): in Actions, unknown.
-        None => (std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true")).then(|| {
+        None => in_actions.then(|| {
             Known::unknown("no plant receipt: the plant job's permissions are unknown".into())
         }),
     };

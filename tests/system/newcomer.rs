@@ -295,3 +295,37 @@ fn a_fast_probe_draws_no_progress_on_a_terminal() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(!shown.contains("planting"), "{shown}");
 }
+
+/// A plant and a recover run by hand, outside Actions: no job token, so no
+/// token permission is an exposure (0.11.0 listed thirteen "unknown"
+/// permissions among twenty gaps).
+#[test]
+fn a_local_plant_and_recover_list_no_token_permissions() {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["home", "tmp", "shared"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    std::fs::write(
+        root.path().join("rw.yml"),
+        format!(
+            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n",
+            serde_json::to_string(&root.path().join("shared")).unwrap()
+        ),
+    )
+    .unwrap();
+    let strip = |args: &[&str]| {
+        let mut c: Command = bin();
+        c.args(args)
+            .current_dir(root.path())
+            .env("HOME", root.path().join("home"))
+            .env("TMPDIR", root.path().join("tmp"))
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("RUNWARDEN_CONFIG");
+        c.output().unwrap()
+    };
+    let p = strip(&["plant", "--config", "rw.yml", "--probe-id", "nc-1"]);
+    assert!(p.status.success(), "{}", text(&p));
+    let r = strip(&["recover", "--config", "rw.yml", "--probe-id", "nc-1"]);
+    let out = text(&r);
+    assert!(!out.contains("permission:"), "{out}");
+}
