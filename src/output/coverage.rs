@@ -147,11 +147,47 @@ pub fn table_lines(report: &Report, all: bool) -> String {
             _ => gap_line(c) + &declared_part(c),
         }
     );
-    for e in c
+    let shown: Vec<&crate::report::Exposure> = c
         .exposures
         .iter()
         .filter(|e| all || e.status != ExposureStatus::Tested)
-    {
+        .collect();
+    // The terminal's brief table groups gaps of one kind and one reason
+    // ("5 path exposures: no channel of the config tests it"): the
+    // findings stay in view; -v and the report list each.
+    let kind = |e: &crate::report::Exposure| e.id.split(':').next().unwrap_or("").to_string();
+    let mut grouped: Vec<(String, String)> = vec![];
+    if !all {
+        let mut groups: Vec<((String, String), usize)> = vec![];
+        for e in shown
+            .iter()
+            .filter(|e| e.status == ExposureStatus::NotTested)
+        {
+            let key = (kind(e), e.reason.clone().unwrap_or_default());
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, n)) => *n += 1,
+                None => groups.push((key, 1)),
+            }
+        }
+        for ((k, why), n) in groups.into_iter().filter(|(_, n)| *n >= 3) {
+            let _ = writeln!(
+                out,
+                "  {:<10} {n} {} exposures: {} (-v lists each)",
+                ExposureStatus::NotTested.as_str(),
+                escape::line(&k),
+                escape::line(&why)
+            );
+            grouped.push((k, why));
+        }
+    }
+    for e in shown {
+        if e.status == ExposureStatus::NotTested
+            && grouped
+                .iter()
+                .any(|(k, why)| *k == kind(e) && Some(why) == e.reason.as_ref())
+        {
+            continue;
+        }
         let how = match e.status {
             ExposureStatus::Tested => tested_by(&e.channels),
             _ => e.reason.clone().unwrap_or_default(),

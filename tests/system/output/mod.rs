@@ -207,3 +207,42 @@ fn the_full_table_says_who_runs_a_and_b_ran_as() {
     let t = output::table::render(&r);
     assert!(t.contains("run A ran as uid 0, run B as uid 65534"), "{t}");
 }
+
+/// A terminal's brief table groups gaps of one kind and reason into one
+/// line, so the findings stay in view; the full table lists each (0.11.0
+/// ended every two-surface run with seven gap lines, six of them paths).
+#[test]
+fn the_brief_table_groups_gaps_of_one_kind_and_the_full_one_lists_each() {
+    use runwarden::report::{Coverage, Exposure, ExposureStatus};
+    let mut r = report(vec![finding("mtime", Verdict::Pass, "nothing")], vec![]);
+    let gap = |id: &str| Exposure {
+        id: id.into(),
+        what: "a directory".into(),
+        status: ExposureStatus::NotTested,
+        channels: vec![],
+        reason: Some("no channel of the config tests it".into()),
+        stanza: None,
+    };
+    let mut exposures: Vec<Exposure> = ["/root", "/tmp", "/dev/shm", "/var/cache", "/opt"]
+        .iter()
+        .map(|p| gap(&format!("path:{p}")))
+        .collect();
+    exposures.push(gap("runner-persistence"));
+    r.coverage = Some(Coverage {
+        runner: "not-actions".into(),
+        permissions: vec![],
+        permissions_source: String::new(),
+        gaps: 6,
+        exposures,
+        required: false,
+    });
+    let brief = output::table::render_brief(&r, 200);
+    assert!(
+        brief.contains("5 path exposures: no channel of the config tests it (-v lists each)"),
+        "{brief}"
+    );
+    assert!(!brief.contains("path:/var/cache"), "{brief}");
+    assert!(brief.contains("runner-persistence: no channel"), "{brief}");
+    let full = output::table::render(&r);
+    assert!(full.contains("path:/var/cache"), "{full}");
+}
