@@ -231,7 +231,7 @@ pub fn markdown(report: &Report) -> String {
             gap_line(c),
             declared_part(c)
         );
-        out += "| Not tested | Why | Would test it |\n| --- | --- | --- |\n";
+        out += "| Not tested | Why |\n| --- | --- |\n";
         let gaps: Vec<_> = c
             .exposures
             .iter()
@@ -240,16 +240,30 @@ pub fn markdown(report: &Report) -> String {
         for e in gaps.iter().take(ROWS) {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} |",
+                "| {} | {} |",
                 cell(&e.id),
-                cell(e.reason.as_deref().unwrap_or("")),
-                cell(&e.stanza.as_deref().unwrap_or("").replace('\n', " ⏎ "))
+                cell(e.reason.as_deref().unwrap_or(""))
             );
         }
         if gaps.len() > ROWS {
             let _ = writeln!(out, "\n{} more gaps are in the report.", gaps.len() - ROWS);
         }
         out += "\n";
+        // The config that would test each, as YAML one can copy: a code
+        // block (its fence longer than any run of backticks in it), never
+        // YAML flattened into a table cell.
+        let stanzas: Vec<_> = gaps
+            .iter()
+            .take(ROWS)
+            .filter_map(|e| Some((e, e.stanza.as_deref()?)))
+            .collect();
+        if !stanzas.is_empty() {
+            out += "<details><summary>The config that would test them</summary>\n\n";
+            for (e, stanza) in stanzas {
+                let _ = writeln!(out, "{}:\n\n{}", cell(&e.id), code_block(stanza));
+            }
+            out += "</details>\n\n";
+        }
     }
     let rest: Vec<_> = c
         .exposures
@@ -277,4 +291,18 @@ pub fn markdown(report: &Report) -> String {
         out += "\n</details>\n\n";
     }
     out
+}
+
+/// `text` as a fenced YAML code block: the fence is longer than any run
+/// of backticks in it, and no line of it can close the block or the
+/// `<details>` around it (inside a fenced block nothing is markup).
+fn code_block(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat((longest + 1).max(3));
+    let body: String = text
+        .lines()
+        .map(|l| crate::escape::line(l).replace("##[", "#\u{2060}#["))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!("{fence}yaml\n{body}\n{fence}\n")
 }

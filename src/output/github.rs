@@ -139,14 +139,28 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         s.pass,
         text(&report.probe_id)
     );
-    out += &super::coverage::markdown(report);
+    // Findings first when there are any to act on; else the coverage
+    // (its first line counts the gaps), then the rest.
+    let coverage = super::coverage::markdown(report);
+    let failing = s.fail + s.error > 0;
+    if !failing {
+        out += &coverage;
+    } else if let Some(first) = coverage.split_inclusive("\n\n").next() {
+        out += first;
+    }
     out += &context(report);
     out += &diagram(report);
     out +=
         "| Verdict | Channel | Persistence | Control | Detail |\n| --- | --- | --- | --- | --- |\n";
     let mut rows: Vec<&Finding> = report.findings.iter().collect();
     rows.sort_by_key(|f| f.verdict);
-    let footer_room = 512;
+    // (Room kept for the coverage section after the findings.)
+    let footer_room = 512
+        + if failing {
+            coverage.len().min(budget / 4)
+        } else {
+            0
+        };
     for (i, f) in rows.iter().enumerate() {
         let row = summary_row(f);
         if out.len() + row.len() + footer_room > budget {
@@ -158,9 +172,17 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
                 "\n{} more findings are not shown here; the report{where_} has them all.",
                 rows.len() - i
             );
+            if failing && out.len() + coverage.len() <= budget {
+                out += "\n";
+                out += &coverage;
+            }
             return out;
         }
         out += &row;
+    }
+    if failing && out.len() + coverage.len() + 512 <= budget {
+        out += "\n";
+        out += &coverage;
     }
     out + &cleanup_footer(report)
 }

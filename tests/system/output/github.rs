@@ -104,12 +104,14 @@ fn hostile_names_never_start_or_forge_a_command() {
         "the path is in the message, escaped"
     );
     // The summary table: every row has exactly its six separators.
-    // (The findings' table: the rows after its header; the coverage
-    // section's tables come before it.)
+    // (The findings' table: the rows after its header, up to the first
+    // line that is no row; the coverage section follows the findings of a
+    // failing run.)
     let rows: Vec<&str> = r
         .summary
         .lines()
         .skip_while(|l| !l.starts_with("| Verdict"))
+        .take_while(|l| l.starts_with('|'))
         .filter(|l| l.starts_with("| ") && !l.starts_with("| Verdict") && !l.starts_with("| ---"))
         .collect();
     assert_eq!(rows.len(), 20);
@@ -277,4 +279,52 @@ fn the_summary_says_what_a_recover_rests_on_and_lists_notices_inertly() {
     }
     common::markdown::assert_inert(&s);
     assert!(s.contains("2 more in the report's `notices`."), "{s}");
+}
+
+/// The job summary opens with the findings when there are any to act on
+/// (the coverage after them), else with the coverage line; the config
+/// that would test a gap is a YAML code block one can copy, never YAML
+/// flattened into a table cell (0.11.0 opened with a 24-row "Not tested"
+/// table before 22 findings, stanzas joined by ⏎).
+#[test]
+fn the_summary_leads_with_findings_and_gives_stanzas_as_code() {
+    use runwarden::report::{Coverage, Exposure, ExposureStatus};
+    use runwarden::verdict::Verdict;
+    let stanza = "  - name: tmp\n    type: filesystem\n    path: \"/tmp/```x\"\n";
+    let mut r = report_of(vec![finding("file-name", Verdict::Fail, "found")]);
+    r.coverage = Some(Coverage {
+        runner: "not-actions".into(),
+        permissions: vec![],
+        permissions_source: String::new(),
+        gaps: 1,
+        exposures: vec![Exposure {
+            id: "path:/tmp".into(),
+            what: "the temp directory".into(),
+            status: ExposureStatus::NotTested,
+            channels: vec![],
+            reason: Some("no channel of the config tests it".into()),
+            stanza: Some(stanza.into()),
+        }],
+        required: false,
+    });
+    let s = runwarden::output::github::summary(&r, None);
+    let table = s.find("| Verdict").unwrap();
+    let gaps = s.find("| Not tested").unwrap();
+    assert!(table < gaps, "{s}");
+    assert!(
+        s.find("**Coverage:").unwrap() < table,
+        "the gap count leads:\n{s}"
+    );
+    assert!(s.contains("````yaml\n  - name: tmp\n"), "{s}");
+    assert!(!s.contains('⏎'), "{s}");
+    common::markdown::assert_inert(&s);
+    // Nothing to act on: the coverage section first.
+    r.findings[0].verdict = Verdict::Pass;
+    r.summary.fail = 0;
+    r.summary.pass = 1;
+    let s = runwarden::output::github::summary(&r, None);
+    assert!(
+        s.find("| Not tested").unwrap() < s.find("| Verdict").unwrap(),
+        "{s}"
+    );
 }
