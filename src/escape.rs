@@ -97,6 +97,19 @@ pub fn line(text: &str) -> String {
     out
 }
 
+/// A line's start made safe on its own: when its trimmed start is `::`
+/// (a workflow command), the first colon becomes `%3A`, as [`line`] does.
+/// For a piece of an already escaped line that now starts a line of its
+/// own (a wrapped line's continuation): [`line`] checked only the start
+/// of the whole.
+pub fn start(piece: &str) -> String {
+    let rest = piece.trim_start();
+    match rest.strip_prefix("::") {
+        Some(after) => format!("{}%3A:{after}", &piece[..piece.len() - rest.len()]),
+        None => piece.to_string(),
+    }
+}
+
 /// The runner's data escaping only (`%`, `\r`, `\n`): for the value of a
 /// command such as `::add-mask::`, which the runner unescapes exactly so.
 pub fn data(text: &str) -> String {
@@ -118,6 +131,13 @@ pub fn json(serialized: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_that_starts_a_line_cannot_start_a_command() {
+        assert_eq!(start("  ::error::x"), "  %3A:error::x");
+        assert_eq!(start("a ::error::x"), "a ::error::x");
+        assert_eq!(start(":x"), ":x");
+    }
 
     #[test]
     fn bytes_escapes_everything_unprintable() {

@@ -398,6 +398,11 @@ pub struct Cleanup {
     /// created, or removed by someone else).
     #[serde(default)]
     pub already_gone: u64,
+    /// The surfaces (by name) this cleanup deleted entries from: what a
+    /// note about how a surface deletes (a git remote keeps objects until
+    /// its garbage collection) may speak of.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub deleted_on: std::collections::BTreeSet<String>,
     /// Planted entries left in place, each with the reason.
     pub left: Vec<Leftover>,
     /// Planted entries nothing can remove, left on purpose because the

@@ -144,7 +144,10 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
         receipt = receipt.signed(&key);
     }
     if !super::quiet() {
-        print_stdout(&output::table::render_receipt(&receipt))?;
+        print_stdout(&output::table::render_receipt(
+            &receipt,
+            super::outputs::stdout_fit(),
+        ))?;
     }
     // Written even when run A was cut short: it lists everything A
     // reported creating, which is what cleanup needs.

@@ -362,9 +362,19 @@ pub fn note(msg: &str) {
 pub const MAX_LINE: usize = 4_000;
 
 /// An error on stderr: printed even with `--quiet`, escaped and at most
-/// [`MAX_LINE`] characters.
+/// [`MAX_LINE`] characters. On a terminal it is fitted to its width (the
+/// text hanging under itself); elsewhere it stays one line, as a log's
+/// records are.
 pub fn error(msg: &str) {
-    eprintln!("runwarden: {}", log_line(msg));
+    let line = format!("runwarden: {}", log_line(msg));
+    match crate::sys::terminal_width(libc::STDERR_FILENO) {
+        Some(w) => {
+            for l in crate::output::wrap::line(&line, w, 0, "runwarden: ".len()) {
+                eprintln!("{l}");
+            }
+        }
+        None => eprintln!("{line}"),
+    }
 }
 
 /// `msg` as one line of a log: redacted, cut to [`MAX_LINE`] characters,

@@ -4,6 +4,7 @@
 
 use super::action::{GithubOptions, github_files};
 use super::{Failure, OutputArgs, Outputs, in_actions, note};
+use crate::output::table::Fit;
 use crate::output::{self, Format};
 use crate::report::{Mode, Report};
 use std::io::{IsTerminal, Write};
@@ -53,7 +54,11 @@ pub(super) fn write_outputs(
         // Brief only for a person at a terminal: a pipe, a file and a log
         // keep every channel (they are read later, or by a program).
         Format::Table if to_stdout && std::io::stdout().is_terminal() => {
-            output::table::render_brief(report, crate::sys::terminal_width().unwrap_or(100))
+            output::table::render_brief(report, terminal_width())
+        }
+        // -v on a terminal: every row, fitted to it.
+        Format::TableWide if to_stdout && std::io::stdout().is_terminal() => {
+            output::table::render_wide(report, Fit::Terminal(terminal_width()))
         }
         Format::Table | Format::TableWide | Format::Github => output::table::render(report),
     };
@@ -185,6 +190,20 @@ pub(super) fn print_stdout(text: &str) -> Result<(), Failure> {
         // A closed pipe (`| head`) is the reader's choice, not a failure.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Failure::Other(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// The width of the terminal on stdout (100 when it does not say).
+fn terminal_width() -> usize {
+    crate::sys::terminal_width(libc::STDOUT_FILENO).unwrap_or(output::wrap::PROSE)
+}
+
+/// How a table printed on stdout fits: the terminal's width, or piped.
+pub(super) fn stdout_fit() -> Fit {
+    if std::io::stdout().is_terminal() {
+        Fit::Terminal(terminal_width())
+    } else {
+        Fit::Piped
     }
 }
 

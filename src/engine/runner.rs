@@ -302,6 +302,9 @@ impl<'a> Runner<'a> {
                     CleanupOutcome::Removed if !inst.control => {
                         cleanup.removed += 1;
                         cleanup.deleted += 1;
+                        cleanup
+                            .deleted_on
+                            .insert(plan.surfaces[inst.surface].name.clone());
                     }
                     CleanupOutcome::Gone if !inst.control => {
                         cleanup.removed += 1;

@@ -26,12 +26,16 @@ impl<'r> Group<'r> {
     /// The carriers (with `@side` for a scoped channel) of the findings
     /// with verdict `v`.
     pub fn carriers(&self, v: Verdict) -> Vec<String> {
-        self.with(v)
+        self.with(v).iter().map(|f| named(f)).collect()
+    }
+
+    /// The carriers (as [`Group::carriers`] names them) of the findings
+    /// whose verdict is not `v`.
+    pub fn carriers_but(&self, v: Verdict) -> Vec<String> {
+        self.findings
             .iter()
-            .map(|f| match f.side() {
-                Some(s) => format!("{}@{s}", f.carrier),
-                None => f.carrier.clone(),
-            })
+            .filter(|f| f.verdict != v)
+            .map(|f| named(f))
             .collect()
     }
 
@@ -41,6 +45,14 @@ impl<'r> Group<'r> {
         self.findings
             .iter()
             .all(|f| matches!(f.verdict, Verdict::Pass | Verdict::Skipped))
+    }
+}
+
+/// A finding's carrier, with `@side` for a scoped channel.
+fn named(f: &Finding) -> String {
+    match f.side() {
+        Some(s) => format!("{}@{s}", f.carrier),
+        None => f.carrier.clone(),
     }
 }
 

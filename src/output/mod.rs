@@ -15,6 +15,7 @@ pub mod repo;
 pub mod review;
 pub mod sarif;
 pub mod table;
+pub mod wrap;
 
 use clap::ValueEnum;
 

@@ -318,13 +318,13 @@ pub fn set_env_single_threaded(key: &str, value: impl AsRef<OsStr>) {
     unsafe { std::env::set_var(key, value) };
 }
 
-/// The width of the terminal on stdout, in columns (none when stdout is
-/// not a terminal, or it does not say).
-pub fn terminal_width() -> Option<usize> {
+/// The width of the terminal on `fd` (stdout, stderr), in columns (none
+/// when it is not a terminal, or it does not say).
+pub fn terminal_width(fd: libc::c_int) -> Option<usize> {
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which lives for the
     // call; on error it writes nothing.
-    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
     (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 

@@ -130,6 +130,28 @@ pub fn no_secrets(p: &Probe, secrets: &[&str]) {
     }
 }
 
+/// `text` with its wrapped prose joined again: each continuation line
+/// (indented deeper than the line before it) joined to that line with a
+/// space, so that a phrase can be looked for whatever width wrapped it.
+pub fn unwrapped(text: &str) -> String {
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let mut out: Vec<String> = Vec::new();
+    let mut last = usize::MAX;
+    for l in text.lines() {
+        match out.last_mut() {
+            Some(prev) if indent(l) > last && !l.trim().is_empty() => {
+                prev.push(' ');
+                prev.push_str(l.trim_start());
+            }
+            _ => {
+                last = indent(l);
+                out.push(l.to_string());
+            }
+        }
+    }
+    out.join("\n")
+}
+
 /// Writes `config` to a file and runs `probe` on it with a report.
 pub fn probe(dir: &Path, config: &str, extra: &[&str]) -> Probe {
     let cfg = dir.join("runwarden.yml");

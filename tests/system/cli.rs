@@ -281,8 +281,9 @@ fn report_schema() {
     assert!(r["runs"].get("b_uid").is_none());
     assert_eq!(
         keys(&r["cleanup"]),
-        ["already_gone", "deleted", "left", "removed"]
+        ["already_gone", "deleted", "deleted_on", "left", "removed"]
     );
+    assert_eq!(r["cleanup"]["deleted_on"], serde_json::json!(["s"]));
 }
 
 #[test]
@@ -616,7 +617,8 @@ fn a_terminal_gets_the_brief_table_and_v_the_full_one() {
     };
     let brief = on_tty("");
     assert!(
-        brief.contains("shared (filesystem)") && brief.contains("— open: file-content"),
+        brief.contains("shared (filesystem)")
+            && brief.contains("— open: all but runner-persistence"),
         "{brief}"
     );
     assert!(!brief.contains("VERDICT"), "{brief}");

@@ -329,3 +329,133 @@ fn a_local_plant_and_recover_list_no_token_permissions() {
     let out = text(&r);
     assert!(!out.contains("permission:"), "{out}");
 }
+
+/// What `cmd` prints on a terminal `cols` columns wide (a pty from
+/// util-linux `script`), carriage returns and colours taken out.
+fn on_terminal(root: &Path, cols: usize, cmd: &str) -> String {
+    let out = Command::new("script")
+        .args(["-qec", &format!("stty cols {cols}; {cmd}"), "/dev/null"])
+        .current_dir(root)
+        .env("HOME", root.join("home"))
+        .env("TMPDIR", root.join("tmp"))
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("RUNWARDEN_CONFIG")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("script (util-linux) gives the command a terminal");
+    let shown = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    let mut plain = String::new();
+    let mut rest = shown.as_str();
+    // Colour codes (`ESC [ digits m`) and the progress line's clearing.
+    while let Some(i) = rest.find('\x1b') {
+        plain.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let end = after
+            .find(|c: char| c.is_ascii_alphabetic())
+            .map_or(after.len(), |e| e + 1);
+        rest = &after[end..];
+    }
+    plain + rest
+}
+
+/// Nothing printed starts a workflow command or forges one, and (except
+/// a line holding a link, which is never cut) no line is wider than
+/// `width` characters.
+fn fits(text: &str, width: usize, what: &str) {
+    for line in text.lines() {
+        assert!(
+            !line.trim_start().starts_with("::") && !line.contains("##["),
+            "{what}: a command line printed: {line}\n{text}"
+        );
+        if !line.contains("https://") {
+            assert!(
+                line.chars().count() <= width,
+                "{what}: {} columns: {line}\n{text}",
+                line.chars().count()
+            );
+        }
+    }
+}
+
+/// A config of a shared directory whose name is hostile (workflow
+/// commands after spaces, so that any wrap lands on one) and a second one
+/// that does not exist, named as hostilely: its path is in the errors.
+fn hostile_config(root: &Path) -> std::path::PathBuf {
+    for d in ["home", "tmp"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let words = " ::error::a ::warning::b ##[group]c ::set-output name=x::y".repeat(3);
+    let shared = root.join(format!("shared{words}"));
+    std::fs::create_dir(&shared).unwrap();
+    let gone = root.join(format!("gone{words}"));
+    let cfg = root.join("rw.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n  - name: gone\n    type: filesystem\n    path: {}\n  - name: remote\n    type: git-remote\n    remote: {}\n",
+            serde_json::to_string(&shared).unwrap(),
+            serde_json::to_string(&gone).unwrap(),
+            serde_json::to_string(&root.join(format!("no-such-remote{}", "-x".repeat(60)))).unwrap(),
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// Every line runwarden writes to a terminal of 80 or 120 columns fits it
+/// (the brief table, `-v`'s rows, the coverage, stderr's notes), links
+/// excepted and never cut; piped, rows stay whole and prose wraps at 100.
+/// Surface data that wraps never starts a line with a workflow command
+/// (0.11.0 wrote 254 columns on a 120-column terminal, 318 piped).
+#[test]
+fn every_line_fits_the_terminal_and_piped_prose_wraps_at_100() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = hostile_config(root);
+    let bin_path = env!("CARGO_BIN_EXE_runwarden");
+    for cols in [80, 120] {
+        for flag in ["", "-v"] {
+            let shown = on_terminal(
+                root,
+                cols,
+                &format!("{bin_path} probe {flag} --config {}", cfg.display()),
+            );
+            assert!(shown.contains("fail,"), "{shown}");
+            fits(&shown, cols, &format!("probe {flag} at {cols}"));
+        }
+        let shown = on_terminal(
+            root,
+            cols,
+            &format!("{bin_path} check-config {}", cfg.display()),
+        );
+        assert!(shown.contains("no-such-remote"), "{shown}");
+        fits(&shown, cols, &format!("check-config at {cols}"));
+    }
+    // Piped: a row is whole, one line each; everything else wraps at 100.
+    let o = rw(root, &["probe", "--config", "rw.yml"]);
+    let piped = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = piped
+        .lines()
+        .filter(|l| {
+            [
+                "FAIL ",
+                "PASS ",
+                "ERROR ",
+                "SKIPPED ",
+                "AUTHORIZED ",
+                "VERDICT ",
+            ]
+            .iter()
+            .any(|w| l.starts_with(w))
+        })
+        .collect();
+    assert!(rows.iter().any(|r| r.chars().count() > 100), "{piped}");
+    let prose: String = piped
+        .lines()
+        .filter(|l| !rows.contains(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(prose.contains("coverage"), "{piped}");
+    fits(&prose, 100, "piped prose");
+    fits(&piped, usize::MAX, "piped");
+}

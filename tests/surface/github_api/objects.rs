@@ -192,7 +192,11 @@ fn the_event_names_the_pull_request_for_comments() {
         &["probe"],
     );
     assert_eq!(p.verdict("github:issue-comment"), "fail", "{}", p.report);
-    assert!(p.stdout.contains("#7 (from the event)"), "{}", p.stdout);
+    assert!(
+        crate::common::unwrapped(&p.stdout).contains("#7 (from the event)"),
+        "{}",
+        p.stdout
+    );
 }
 
 #[test]

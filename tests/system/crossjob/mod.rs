@@ -98,7 +98,7 @@ fn plant_in_one_job_is_recovered_in_another_and_cleaned_by_receipt() {
         "artifact runwarden-receipt-0"
     );
     assert!(
-        rec.stdout.contains(
+        crate::common::unwrapped(&rec.stdout).contains(
             "carried by artifact runwarden-receipt-0: a declared channel between the jobs"
         ),
         "{}",

@@ -187,6 +187,7 @@ fn the_short_table_words_a_pass_as_its_mode_means_it() {
     // refs are deleted" while the command's branch was still there).
     r.findings[0].surface_type = "git-remote".into();
     r.cleanup.deleted = 1;
+    r.cleanup.deleted_on.insert(r.findings[0].surface.clone());
     for t in [
         output::table::render(&r),
         output::table::render_brief(&r, 160),
@@ -195,6 +196,11 @@ fn the_short_table_words_a_pass_as_its_mode_means_it() {
     }
     r.mode = Mode::Probe;
     assert!(output::table::render(&r).contains("refs are deleted"));
+    // Deleted entries of another surface say nothing of the git remote's
+    // (0.11.0 said so when the push had failed and a directory's plants
+    // were deleted).
+    r.cleanup.deleted_on = ["elsewhere".to_string()].into();
+    assert!(!output::table::render(&r).contains("refs are deleted"));
 }
 
 /// Piped output says which uid runs A and B ran as, as the terminal's brief

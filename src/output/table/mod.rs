@@ -2,15 +2,46 @@
 //! counts, what run B noticed, and anything cleanup had to leave behind.
 //! Also the table `plant` prints from its receipt.
 
+mod brief;
+
+pub use brief::render_brief;
+
+use super::wrap;
 use crate::escape;
 use crate::receipt::Receipt;
 use crate::report::{KeyKind, Mode, Report};
 use crate::surface::PlantOutcome;
-use crate::verdict::Verdict;
 use std::fmt::Write as _;
 
+/// Where a table is printed, and so how wide its lines may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// A terminal this many columns wide: every line fits it.
+    Terminal(usize),
+    /// A pipe, a file, a log: rows stay whole (a program or `grep` reads
+    /// them), prose wraps at [`wrap::PROSE`].
+    Piped,
+}
+
+impl Fit {
+    fn rows(self) -> Option<usize> {
+        match self {
+            Fit::Terminal(w) => Some(w),
+            Fit::Piped => None,
+        }
+    }
+
+    fn prose(self) -> usize {
+        match self {
+            Fit::Terminal(w) => w,
+            Fit::Piped => wrap::PROSE,
+        }
+    }
+}
+
 /// Columns padded to their widest cell; the last column is not padded.
-fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+/// On a terminal a row too wide wraps its last column under itself.
+fn columns<const N: usize>(rows: &[[String; N]], fit: Fit) -> String {
     let mut widths = [0usize; N];
     for r in rows {
         for (w, cell) in widths.iter_mut().zip(r.iter()) {
@@ -19,17 +50,33 @@ fn columns<const N: usize>(rows: &[[String; N]]) -> String {
     }
     let mut out = String::new();
     for r in rows {
+        let mut line = String::new();
         for (w, cell) in widths.iter().zip(r.iter()).take(N - 1) {
-            let _ = write!(out, "{cell:<w$}  ", w = *w);
+            let _ = write!(line, "{cell:<w$}  ", w = *w);
         }
-        out.push_str(&r[N - 1]);
-        out.push('\n');
+        let head = line.len();
+        line.push_str(&r[N - 1]);
+        match fit.rows() {
+            Some(width) => {
+                // The last column hangs under itself while that leaves it
+                // room; a wider head hangs it under the second column.
+                let hang = if head <= width / 2 { head } else { 4 };
+                for l in wrap::line(&line, width, head, hang) {
+                    out.push_str(&l);
+                    out.push('\n');
+                }
+            }
+            None => {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
     }
     out
 }
 
 /// What `plant` did, carrier by carrier.
-pub fn render_receipt(r: &Receipt) -> String {
+pub fn render_receipt(r: &Receipt, fit: Fit) -> String {
     let mut rows: Vec<[String; 3]> = vec![["PLANT".into(), "CHANNEL".into(), "DETAIL".into()]];
     let (mut lines, mut planted, mut plants) = (0, 0, 0);
     for s in &r.surfaces {
@@ -57,7 +104,7 @@ pub fn render_receipt(r: &Receipt) -> String {
             ]);
         }
     }
-    let mut out = columns(&rows);
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "\nprobe {}: {planted} of {plants} carriers planted ({lines} journal lines for cleanup){}",
@@ -67,7 +114,7 @@ pub fn render_receipt(r: &Receipt) -> String {
             None => String::new(),
         }
     );
-    out
+    columns(&rows, fit) + &wrap::text(&out, fit.prose())
 }
 
 fn render_cleanup(report: &Report) -> String {
@@ -92,26 +139,35 @@ fn render_cleanup(report: &Report) -> String {
 /// objects on the server until its garbage collection (the
 /// `unreachable-object` carrier), which no client can hurry.
 fn gc_note(report: &Report) -> &'static str {
-    let git = report
-        .findings
-        .iter()
-        .any(|f| f.surface_type == "git-remote")
-        || report
-            .surfaces
+    // A git-remote surface refs were deleted from (watch deletes nothing;
+    // a push that failed deleted nothing).
+    let git = |name: &String| {
+        report
+            .findings
             .iter()
-            .any(|s| s.surface_type == "git-remote");
-    // (Watch deletes nothing.)
-    if git && report.mode != Mode::Watch && report.cleanup.deleted > 0 {
+            .any(|f| f.surface == *name && f.surface_type == "git-remote")
+            || report
+                .surfaces
+                .iter()
+                .any(|s| s.surface == *name && s.surface_type == "git-remote")
+    };
+    if report.mode != Mode::Watch && report.cleanup.deleted_on.iter().any(git) {
         "git-remote: the refs are deleted; their objects stay on the server until its garbage collection (see unreachable-object)\n"
     } else {
         ""
     }
 }
 
-/// The full table: one row per finding.
+/// The full table, piped: one row per finding.
 pub fn render(report: &Report) -> String {
+    render_wide(report, Fit::Piped)
+}
+
+/// The full table where `fit` says: one row per finding.
+pub fn render_wide(report: &Report, fit: Fit) -> String {
     if report.mode == Mode::Cleanup {
-        return render_cleanup(report) + gc_note(report) + &leftovers(report);
+        let text = render_cleanup(report) + gc_note(report) + &leftovers(report);
+        return wrap::text(&text, fit.prose());
     }
     // Watch mode has no control: its fourth column is how many changes
     // (or canary reads) were seen.
@@ -123,104 +179,8 @@ pub fn render(report: &Report) -> String {
     } else {
         format!("{}\n", who_ran(report))
     };
-    columns(&finding_rows(report, watch)) + &who + &trailer(report, true)
-}
-
-/// The brief table for a terminal `width` columns wide: one line per
-/// surface (what is open, broken, declared, and where to read how to close
-/// it), who runs A and B ran as, then what the full table ends with.
-pub fn render_brief(report: &Report, width: usize) -> String {
-    if report.mode == Mode::Cleanup {
-        return render(report);
-    }
-    let groups = super::groups::by_surface(report);
-    let names: Vec<String> = groups
-        .iter()
-        .map(|g| {
-            format!(
-                "{} ({})",
-                escape::line(g.surface),
-                escape::line(g.surface_type)
-            )
-        })
-        .collect();
-    let name_w = names
-        .iter()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(0)
-        .min(width / 3);
-    let mut out = String::new();
-    for (g, name) in groups.iter().zip(&names) {
-        let line = format!("{name:<name_w$}  {}", brief_parts(g, report.mode));
-        let _ = writeln!(out, "{}", fit(&line, width));
-        if !g.with(Verdict::Fail).is_empty() {
-            let link = super::markdown::close_link(g.surface_type);
-            // Never cut: a link cut short leads nowhere.
-            let _ = writeln!(out, "{:name_w$}  close it: {link}", "");
-        }
-    }
-    if report.mode != Mode::Watch {
-        let _ = writeln!(out, "\n{}", who_ran(report));
-    }
-    out.push_str("every channel: -v, or --format table-wide\n");
-    out + &trailer(report, false)
-}
-
-/// What one surface's line says: open (undeclared), declared, broken,
-/// skipped and passed carriers, in that order, the open ones named. A
-/// PASS is worded as it means in `mode` (docs/verdicts.md): in watch mode
-/// "not used"; a runner-persistence PASS found no other probe's beacon,
-/// which cannot show it closed.
-fn brief_parts(g: &super::groups::Group<'_>, mode: Mode) -> String {
-    let total = g.findings.len();
-    let n = |v: Verdict| g.with(v).len();
-    // Counts first, names last: a narrow terminal cuts the names, never a
-    // count.
-    let mut parts = vec![];
-    let open = g.carriers(Verdict::Fail);
-    if !open.is_empty() {
-        parts.push(format!("{} of {total} open", open.len()));
-    }
-    if n(Verdict::Authorized) > 0 {
-        parts.push(format!("{} declared open", n(Verdict::Authorized)));
-    }
-    if let Some(e) = g.with(Verdict::Error).first() {
-        parts.push(format!(
-            "{} errors ({})",
-            n(Verdict::Error),
-            escape::line(&e.detail)
-        ));
-    }
-    if n(Verdict::Skipped) > 0 {
-        parts.push(format!("{} skipped", n(Verdict::Skipped)));
-    }
-    let passed = g.with(Verdict::Pass);
-    let beacons = passed
-        .iter()
-        .filter(|f| mode != Mode::Watch && f.carrier == crate::surface::RUNNER_PERSISTENCE)
-        .count();
-    let rest = passed.len() - beacons;
-    if rest > 0 {
-        let word = if mode == Mode::Watch {
-            "not used"
-        } else {
-            "closed"
-        };
-        parts.push(format!("{rest} {word}"));
-    }
-    if beacons > 0 {
-        parts.push("no earlier probe's beacon found".into());
-    }
-    let mut line = parts.join("; ");
-    if !open.is_empty() {
-        let _ = write!(
-            line,
-            " — open: {}",
-            super::groups::first(&open, 12, escape::line)
-        );
-    }
-    line
+    columns(&finding_rows(report, watch), fit)
+        + &wrap::text(&(who + &trailer(report, true)), fit.prose())
 }
 
 /// Which users runs A and B ran as, and how to test another.
@@ -238,15 +198,6 @@ fn who_ran(report: &Report) -> String {
             "run A was the plant job; run B ran as this process's user".into()
         }
         (None, None) => "runs A and B ran as the same user".into(),
-    }
-}
-
-/// `line` cut to `width` characters, the last one `…` when it was cut.
-fn fit(line: &str, width: usize) -> String {
-    if width < 2 || line.chars().count() <= width {
-        line.to_string()
-    } else {
-        line.chars().take(width - 1).collect::<String>() + "…"
     }
 }
 
