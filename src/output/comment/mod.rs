@@ -125,9 +125,10 @@ pub enum Earlier<'a> {
 const NAMES: usize = 20;
 
 /// The sticky comment: marker, headline, what changed since `earlier`, the
-/// counts, one row per surface with what is open there and where to read
-/// how to close it, then every FAIL, ERROR and AUTHORIZED channel in a
-/// collapsed table, then this run's state. Cut to [`COMMENT_BUDGET`],
+/// counts, the count of coverage gaps, one row per surface with what is
+/// open there and where to read how to close it, then every FAIL, ERROR
+/// and AUTHORIZED channel in a collapsed table, then the gaps (before the
+/// surfaces when nothing FAILs or is ERROR), then this run's state. Cut to [`COMMENT_BUDGET`],
 /// saying what was cut.
 pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -> String {
     let marker = marker(report);
@@ -168,17 +169,30 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     let room = |out: &str, more: usize| {
         out.len() + more + footer.len() + state.len() + 300 <= COMMENT_BUDGET
     };
-    // The gaps before the rest: when the whole section does not fit, its
-    // first line (the count and names of the gaps) still does.
+    // The findings first when there are any to act on, after the gaps'
+    // count (the coverage section's first line); else the gaps before
+    // the rest. When the whole section does not fit, its first line still
+    // does.
     let coverage = super::coverage::markdown(report);
-    if room(&out, coverage.len()) {
+    let first = coverage.split_inclusive("\n\n").next().unwrap_or_default();
+    let failing = report.summary.fail + report.summary.error > 0;
+    if failing {
+        out += first;
+    } else if room(&out, coverage.len()) {
         out += &coverage;
-    } else if let Some(first) = coverage.split_inclusive("\n\n").next() {
+    } else {
         out += first;
         out += "The report lists every exposure.\n\n";
     }
     surfaces(&mut out, report, &room);
     channels(&mut out, report, &room);
+    if failing && coverage.len() > first.len() {
+        if room(&out, coverage.len()) {
+            out += &coverage;
+        } else {
+            out += "The report lists every exposure.\n\n";
+        }
+    }
     out += &footer;
     out += &state;
     out

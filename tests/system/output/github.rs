@@ -281,13 +281,14 @@ fn the_summary_says_what_a_recover_rests_on_and_lists_notices_inertly() {
     assert!(s.contains("2 more in the report's `notices`."), "{s}");
 }
 
-/// The job summary opens with the findings when there are any to act on
-/// (the coverage after them), else with the coverage line; the config
+/// The job summary and the pull request comment open with the findings
+/// when there are any to act on (the coverage after them), else with the
+/// coverage; the config
 /// that would test a gap is a YAML code block one can copy, never YAML
 /// flattened into a table cell (0.11.0 opened with a 24-row "Not tested"
 /// table before 22 findings, stanzas joined by ⏎).
 #[test]
-fn the_summary_leads_with_findings_and_gives_stanzas_as_code() {
+fn the_summary_and_the_comment_lead_with_findings_and_give_stanzas_as_code() {
     use runwarden::report::{Coverage, Exposure, ExposureStatus};
     use runwarden::verdict::Verdict;
     let stanza = "  - name: tmp\n    type: filesystem\n    path: \"/tmp/```x\"\n";
@@ -318,6 +319,12 @@ fn the_summary_leads_with_findings_and_gives_stanzas_as_code() {
     assert!(s.contains("````yaml\n  - name: tmp\n"), "{s}");
     assert!(!s.contains('⏎'), "{s}");
     common::markdown::assert_inert(&s);
+    // The pull request comment in the same order: the gap count, the
+    // surfaces and channels, then the gaps.
+    let c = comment_of(&r);
+    let surfaces = c.find("| s (filesystem) |").unwrap();
+    assert!(c.find("**Coverage:").unwrap() < surfaces, "{c}");
+    assert!(surfaces < c.find("| Not tested").unwrap(), "{c}");
     // Nothing to act on: the coverage section first.
     r.findings[0].verdict = Verdict::Pass;
     r.summary.fail = 0;
@@ -327,4 +334,19 @@ fn the_summary_leads_with_findings_and_gives_stanzas_as_code() {
         s.find("| Not tested").unwrap() < s.find("| Verdict").unwrap(),
         "{s}"
     );
+    let c = comment_of(&r);
+    assert!(c.contains("| Not tested"), "{c}");
+}
+
+/// The sticky comment of `r` on a first run.
+fn comment_of(r: &runwarden::report::Report) -> String {
+    use runwarden::output::comment::{CommentContext, Earlier, comment};
+    let key = runwarden::marker::Key::new(None);
+    let cx = CommentContext {
+        sha: None,
+        run_url: None,
+        key: &key,
+        at: "octo/app#1",
+    };
+    comment(r, Earlier::None, &cx)
 }
