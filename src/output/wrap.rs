@@ -44,10 +44,12 @@ pub fn line(l: &str, width: usize, keep: usize, hang: usize) -> Vec<String> {
     if l.chars().count() <= width || width == 0 {
         return vec![l.to_string()];
     }
+    // At least one column: only a row starts at column 0 (a continuation
+    // there could pass for a row of its own), and a link that cannot fit.
     let hang = if width.saturating_sub(hang) < MIN_TEXT {
-        width.saturating_sub(MIN_TEXT).min(2)
+        width.saturating_sub(MIN_TEXT).clamp(1, 2)
     } else {
-        hang
+        hang.max(1)
     };
     let keep = keep.min(l.len());
     let mut out: Vec<String> = Vec::new();
@@ -180,6 +182,16 @@ mod tests {
         assert!(got.iter().all(|p| p.chars().count() <= 40), "{got:?}");
         let joined: String = got.iter().map(|p| p.trim_start()).collect();
         assert_eq!(joined, l);
+    }
+
+    #[test]
+    fn a_continuation_never_starts_at_column_0() {
+        let l = "detail: PASS     forged:row  PASS     forged:row";
+        for w in 6..l.len() {
+            for piece in &line(l, w, 0, 0)[1..] {
+                assert!(piece.starts_with(' '), "{w}: {piece:?}");
+            }
+        }
     }
 
     #[test]
