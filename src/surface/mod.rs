@@ -36,6 +36,7 @@ pub mod http_cache;
 pub mod listing;
 pub mod network_egress;
 pub mod npm_registry;
+pub mod object_store;
 pub mod oci_registry;
 mod outcome;
 mod owned;
