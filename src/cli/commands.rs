@@ -156,6 +156,20 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
         "wrote the receipt {}; recover with `runwarden recover --probe-id {probe_id}` in a later job",
         path.display()
     ));
+    // What this plant left out, said: the beacons are planted on their
+    // own (`--beacon`), for a later job's probe to find.
+    let beacons = plan.surfaces.iter().any(|s| {
+        crate::surface::by_name(s.type_name).is_some_and(|t| {
+            t.carriers()
+                .iter()
+                .any(|c| c.name == crate::surface::RUNNER_PERSISTENCE)
+        })
+    });
+    if beacons && !args.beacon {
+        note(
+            "runner-persistence was not planted: `runwarden plant --beacon` plants its beacons alone, for a later job's probe to find",
+        );
+    }
     append_outputs(&[
         ("probe-id", probe_id.clone()),
         ("receipt", path.to_string_lossy().into_owned()),

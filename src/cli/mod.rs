@@ -357,31 +357,7 @@ pub fn note(msg: &str) {
     error(msg);
 }
 
-/// The most characters a line runwarden logs carries: a line can hold
-/// surface text (a relayed label, a name), which is never a flood.
-pub const MAX_LINE: usize = 4_000;
-
-/// An error on stderr: printed even with `--quiet`, escaped and at most
-/// [`MAX_LINE`] characters. On a terminal it is fitted to its width (the
-/// text hanging under itself); elsewhere it stays one line, as a log's
-/// records are.
-pub fn error(msg: &str) {
-    let line = format!("runwarden: {}", log_line(msg));
-    match crate::sys::terminal_width(libc::STDERR_FILENO) {
-        Some(w) => {
-            for l in crate::output::wrap::line(&line, w, 0, "runwarden: ".len()) {
-                eprintln!("{l}");
-            }
-        }
-        None => eprintln!("{line}"),
-    }
-}
-
-/// `msg` as one line of a log: redacted, cut to [`MAX_LINE`] characters,
-/// escaped ([`escape::line`]).
-pub fn log_line(msg: &str) -> String {
-    escape::line(&escape::clip(&crate::redact::text(msg), MAX_LINE))
-}
+pub use crate::say::{MAX_LINE, error, log_line};
 
 /// `--quiet`: notes and results are not printed.
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -496,7 +472,10 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Cmd::Man { command, dir, .. } => man::man(command.as_deref(), dir.as_deref()),
         Cmd::Carriers { format, .. } => {
             let text = match format {
-                CatalogFormat::Table => output::carriers::table(),
+                CatalogFormat::Table => output::carriers::table(match outputs::stdout_fit() {
+                    output::table::Fit::Terminal(w) => w,
+                    output::table::Fit::Piped => crate::wrap::PROSE,
+                }),
                 CatalogFormat::Json => output::carriers::json(),
             };
             print_stdout(&text)?;
@@ -525,8 +504,12 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             let n = |count: usize, one: &str, many: &str| {
                 format!("{count} {}", if count == 1 { one } else { many })
             };
+            let exposures = match plan.declared_exposures.len() {
+                0 => String::new(),
+                e => format!(", {} declared untested", n(e, "exposure", "exposures")),
+            };
             note(&format!(
-                "{what} is valid: {}, {}, {} declared",
+                "{what} is valid: {}, {}, {} declared open{exposures}",
                 n(plan.surfaces.len(), "surface", "surfaces"),
                 n(carriers, "channel", "channels"),
                 plan.declared.len()
@@ -550,6 +533,13 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 None => print_stdout(&text)?,
                 Some(path) => {
                     use std::fs::OpenOptions;
+                    // The directory too (`.github/` of a fresh repository):
+                    // the user's own path, named on the command line.
+                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(dir).map_err(|e| {
+                            Failure::Other(format!("cannot make {}: {e}", dir.display()))
+                        })?;
+                    }
                     OpenOptions::new()
                         .write(true)
                         .create_new(true)

@@ -195,7 +195,7 @@ pub(super) fn print_stdout(text: &str) -> Result<(), Failure> {
 
 /// The width of the terminal on stdout (100 when it does not say).
 fn terminal_width() -> usize {
-    crate::sys::terminal_width(libc::STDOUT_FILENO).unwrap_or(output::wrap::PROSE)
+    crate::sys::terminal_width(libc::STDOUT_FILENO).unwrap_or(crate::wrap::PROSE)
 }
 
 /// How a table printed on stdout fits: the terminal's width, or piped.

@@ -307,6 +307,21 @@ fn directories(var: Var<'_>, home: Option<&Path>) -> Vec<Candidate> {
         Path::new("/dev/shm"),
         "/dev/shm: shared memory, a tmpfs every process can write",
     );
+    // TMPDIR moved this job's temp directory; the one other jobs share
+    // stays where it was, and coverage counts it: proposed, commented out
+    // (it is not where this job writes), so that uncommenting tests it.
+    let default_tmp = Path::new("/tmp");
+    if tmp.as_path() != default_tmp && default_tmp.is_dir() {
+        surfaces.push(Candidate {
+            why: "/tmp, the temp directory other jobs share: TMPDIR moves this job's elsewhere".into(),
+            entry: fs_entry("tmp", default_tmp),
+            skipped: Some(
+                "not this job's temp directory (coverage still lists it: uncomment it to test it, or declare it)"
+                    .into(),
+            ),
+            exposure: Some("path:/tmp".into()),
+        });
+    }
     surfaces
 }
 
@@ -467,16 +482,17 @@ impl Discovery {
 }
 
 /// The starter config: valid as it is (commented surfaces and notes are
-/// comments).
+/// comments), its comments wrapped to fit 80 columns.
 pub fn render(d: &Discovery) -> String {
     let mut out = String::new();
     out += "# runwarden config proposed by `runwarden discover`.\n";
-    out += &format!("# Runner: {}.\n", d.runner.describe());
+    out += &comment("", &format!("Runner: {}.", d.runner.describe()));
     out += "# Review it, remove what you do not want probed, and declare channels\n# you accept under `declared:`.\nversion: 1\nsurfaces:\n";
     for c in &d.surfaces {
-        out += &format!("  # {}\n", c.why);
+        out += &comment("  ", &c.why);
         if let Some(why) = &c.skipped {
-            out += &format!("  # Skipped: {why}:\n");
+            out += &comment("  ", &format!("Skipped: {why}:"));
+            // (A commented stanza stays as it is: uncommented, it is YAML.)
             for l in c.entry.lines() {
                 out += &format!("  # {}\n", l.strip_prefix("  ").unwrap_or(l));
             }
@@ -485,8 +501,17 @@ pub fn render(d: &Discovery) -> String {
         }
     }
     for n in &d.notes {
-        out += &format!("# Note: {n}\n");
+        out += &comment("", &format!("Note: {n}"));
     }
     out += "declared: []\n";
     out
+}
+
+/// `text` as YAML comment lines at `indent`, wrapped to fit 80 columns.
+fn comment(indent: &str, text: &str) -> String {
+    let width = 80 - indent.len() - "# ".len();
+    crate::wrap::line(text, width, 0, 2)
+        .into_iter()
+        .map(|l| format!("{indent}# {l}\n"))
+        .collect()
 }

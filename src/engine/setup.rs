@@ -135,10 +135,10 @@ impl Drop for Workspace {
         // Our own directory, made fresh above; remove_dir_all never follows
         // symlinks inside it.
         if let Err(e) = std::fs::remove_dir_all(&self.root) {
-            eprintln!(
-                "runwarden: warning: could not remove the probe directory {}: {e}",
-                self.root.display()
-            );
+            crate::say::error(&format!(
+                "warning: could not remove the probe directory {}: {e}",
+                crate::escape::bytes(self.root.as_os_str().as_encoded_bytes())
+            ));
         }
     }
 }

@@ -2,12 +2,21 @@
 
 use crate::surface::REGISTRY;
 use serde_json::json;
-use std::fmt::Write as _;
 
-pub fn table() -> String {
+/// The catalogue fitted to `width` columns (a terminal's, or
+/// [`crate::wrap::PROSE`] piped): a description too long hangs under
+/// itself. It is documentation, not rows a program reads (that is
+/// `--format json`).
+pub fn table(width: usize) -> String {
     let mut out = String::new();
+    let mut emit = |line: String, head: usize| {
+        for l in crate::wrap::line(&line, width, head, head.max(2)) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    };
     for ty in REGISTRY {
-        let _ = writeln!(out, "{}: {}", ty.name(), ty.description());
+        emit(format!("{}: {}", ty.name(), ty.description()), 0);
         let w = ty
             .carriers()
             .iter()
@@ -15,13 +24,9 @@ pub fn table() -> String {
             .max()
             .unwrap_or(0);
         for c in ty.carriers() {
-            let _ = writeln!(
-                out,
-                "  {:<w$}  {:<13}  {}",
-                c.name,
-                c.persistence.as_str(),
-                c.description
-            );
+            let head = format!("  {:<w$}  {:<13}  ", c.name, c.persistence.as_str());
+            let len = head.len();
+            emit(head + c.description, len);
         }
     }
     out

@@ -207,6 +207,14 @@ pub fn table_lines(report: &Report, all: bool) -> String {
             escape::line(&c.permissions_source)
         );
     }
+    if c.gap_count() > 0 {
+        // A gap left on purpose (a path taken out of the discovered
+        // config) is declared, with why, and stops counting as one.
+        let _ = writeln!(
+            out,
+            "  a gap you accept: declare it in the config (`exposure:` and `reason:`, docs/coverage.md)"
+        );
+    }
     out
 }
 

@@ -122,7 +122,7 @@ pub fn render_plain(columns: &[Column<'_>]) -> String {
         .collect();
     let failing = columns.iter().filter(|c| c.report.exit_code() != 0).count();
     let mut out = format!(
-        "runwarden fleet: {failing} of {} runner labels with open undeclared channels, errors or leftovers\n",
+        "runwarden fleet: {failing} of {} runner labels fail (undeclared open, errors, leftovers)\n",
         columns.len()
     );
     for r in &rows {

@@ -15,7 +15,6 @@ pub mod repo;
 pub mod review;
 pub mod sarif;
 pub mod table;
-pub mod wrap;
 
 use clap::ValueEnum;
 

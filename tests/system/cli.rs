@@ -516,7 +516,12 @@ fn a_missing_path_warns_at_check_config_and_is_one_row_in_the_table() {
         .filter(|l| l.starts_with("ERROR"))
         .collect();
     assert_eq!(rows.len(), 1, "{}", p.stdout);
-    assert!(rows[0].contains("shared:* (10 carriers)"), "{}", p.stdout);
+    assert!(
+        rows[0].contains("shared:* (10 carriers)")
+            && rows[0].contains("(the carriers: file-content, file-name, "),
+        "{}",
+        p.stdout
+    );
     assert_eq!(p.report["summary"]["error"], 10);
 }
 

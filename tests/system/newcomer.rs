@@ -37,7 +37,9 @@ fn text(o: &Output) -> String {
 fn a_newcomer_s_session_from_the_readme() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let root = dir.path();
-    for d in ["home", "tmp", ".github"] {
+    // A fresh repository has no .github/ yet: `discover --write` makes it
+    // (0.11.0 failed with "No such file or directory").
+    for d in ["home", "tmp"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
     // README: `runwarden discover --write .github/runwarden.yml`.
@@ -334,7 +336,12 @@ fn a_local_plant_and_recover_list_no_token_permissions() {
 /// util-linux `script`), carriage returns and colours taken out.
 fn on_terminal(root: &Path, cols: usize, cmd: &str) -> String {
     let out = Command::new("script")
-        .args(["-qec", &format!("stty cols {cols}; {cmd}"), "/dev/null"])
+        // (Rows too: a terminal of no rows is no terminal to clap.)
+        .args([
+            "-qec",
+            &format!("stty rows 40 cols {cols}; {cmd}"),
+            "/dev/null",
+        ])
         .current_dir(root)
         .env("HOME", root.join("home"))
         .env("TMPDIR", root.join("tmp"))
@@ -430,6 +437,12 @@ fn every_line_fits_the_terminal_and_piped_prose_wraps_at_100() {
         );
         assert!(shown.contains("no-such-remote"), "{shown}");
         fits(&shown, cols, &format!("check-config at {cols}"));
+        // The help, the carriers' catalogue and a proposed config too.
+        for what in ["--help", "probe --help", "carriers", "discover"] {
+            let shown = on_terminal(root, cols, &format!("{bin_path} {what}"));
+            assert!(shown.len() > 200, "{what}: {shown}");
+            fits(&shown, cols, &format!("{what} at {cols}"));
+        }
     }
     // Piped: a row is whole, one line each; everything else wraps at 100.
     let o = rw(root, &["probe", "--config", "rw.yml"]);
@@ -458,4 +471,60 @@ fn every_line_fits_the_terminal_and_piped_prose_wraps_at_100() {
     assert!(prose.contains("coverage"), "{piped}");
     fits(&prose, 100, "piped prose");
     fits(&piped, usize::MAX, "piped");
+}
+
+/// What the second trial from the README read wrong, said truly now: a
+/// plant says runner-persistence waits for `--beacon` (it said "18 of 18
+/// planted" of 20 channels), check-config counts declared channels and
+/// declared exposures apart, a coverage gap says it can be declared, and
+/// a discovered config proposes the /tmp other jobs share when TMPDIR
+/// moves this job's temp directory.
+#[test]
+fn a_plant_a_check_and_a_proposal_say_what_they_leave_out() {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["home", "tmp", "shared"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    std::fs::write(
+        root.path().join("rw.yml"),
+        format!(
+            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\ndeclared:\n  - channel: shared:mtime\n    reason: stamps\n  - exposure: runner-persistence\n    reason: ephemeral runners\n",
+            serde_json::to_string(&root.path().join("shared")).unwrap()
+        ),
+    )
+    .unwrap();
+    let o = rw(root.path(), &["check-config", "rw.yml"]);
+    assert!(
+        text(&o).contains("1 surface, 10 channels, 1 declared open, 1 exposure declared untested"),
+        "{}",
+        text(&o)
+    );
+    let o = rw(
+        root.path(),
+        &["plant", "--config", "rw.yml", "--probe-id", "nc-2"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("runner-persistence was not planted: `runwarden plant --beacon`"),
+        "{}",
+        text(&o)
+    );
+    let o = rw(
+        root.path(),
+        &["cleanup", "--probe-id", "nc-2", "--config", "rw.yml"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = rw(root.path(), &["probe", "--config", "rw.yml"]);
+    assert!(
+        crate::common::unwrapped(&String::from_utf8_lossy(&o.stdout))
+            .contains("a gap you accept: declare it in the config (`exposure:` and `reason:`"),
+        "{}",
+        text(&o)
+    );
+    let o = rw(root.path(), &["discover"]);
+    let proposed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        proposed.contains("  # - name: tmp\n  #   type: filesystem\n  #   path: \"/tmp\""),
+        "{proposed}"
+    );
 }

@@ -4,9 +4,9 @@
 
 use super::{Fit, render_wide, trailer, who_ran};
 use crate::escape;
-use crate::output::wrap;
 use crate::report::{Mode, Report};
 use crate::verdict::Verdict;
+use crate::wrap;
 use std::fmt::Write as _;
 
 /// The brief table for a terminal `width` columns wide: one line per
@@ -71,13 +71,16 @@ fn brief_parts(g: &crate::output::groups::Group<'_>, mode: Mode) -> String {
     let n = |v: Verdict| g.with(v).len();
     // Counts first, names last: a narrow terminal cuts the names, never a
     // count.
+    // In watch mode a FAIL is a carrier the command used
+    // (docs/watch.md), not one shown open.
+    let open_word = if mode == Mode::Watch { "used" } else { "open" };
     let mut parts = vec![];
     let open = g.carriers(Verdict::Fail);
     if !open.is_empty() {
-        parts.push(format!("{} of {total} open", open.len()));
+        parts.push(format!("{} of {total} {open_word}", open.len()));
     }
     if n(Verdict::Authorized) > 0 {
-        parts.push(format!("{} declared open", n(Verdict::Authorized)));
+        parts.push(format!("{} declared {open_word}", n(Verdict::Authorized)));
     }
     if let Some(e) = g.with(Verdict::Error).first() {
         parts.push(format!(
@@ -108,11 +111,12 @@ fn brief_parts(g: &crate::output::groups::Group<'_>, mode: Mode) -> String {
     }
     let mut line = parts.join("; ");
     if !open.is_empty() {
-        // The shorter list: what is open, or what is not.
+        // The shorter list: what is open, or what is not (never "all but"
+        // a carrier open and declared: it is open too).
         let not_open = g.carriers_but(Verdict::Fail);
         let names = if not_open.is_empty() {
             "all".to_string()
-        } else if not_open.len() < open.len() {
+        } else if not_open.len() < open.len() && n(Verdict::Authorized) == 0 {
             format!(
                 "all but {}",
                 crate::output::groups::first(&not_open, 12, escape::line)
@@ -120,7 +124,7 @@ fn brief_parts(g: &crate::output::groups::Group<'_>, mode: Mode) -> String {
         } else {
             crate::output::groups::first(&open, 12, escape::line)
         };
-        let _ = write!(line, " — open: {names}");
+        let _ = write!(line, " — {open_word}: {names}");
     }
     line
 }

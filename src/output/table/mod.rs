@@ -6,11 +6,11 @@ mod brief;
 
 pub use brief::render_brief;
 
-use super::wrap;
 use crate::escape;
 use crate::receipt::Receipt;
 use crate::report::{KeyKind, Mode, Report};
 use crate::surface::PlantOutcome;
+use crate::wrap;
 use std::fmt::Write as _;
 
 /// Where a table is printed, and so how wide its lines may be.
@@ -48,20 +48,25 @@ fn columns<const N: usize>(rows: &[[String; N]], fit: Fit) -> String {
             *w = (*w).max(cell.chars().count());
         }
     }
+    // On a terminal too narrow for the columns, cells are not padded: each
+    // row is its cells one after another, wrapped.
+    let padded: usize = widths.iter().take(N - 1).map(|w| w + 2).sum();
+    let pad = fit.rows().is_none_or(|width| padded <= width / 2);
     let mut out = String::new();
     for r in rows {
         let mut line = String::new();
         for (w, cell) in widths.iter().zip(r.iter()).take(N - 1) {
-            let _ = write!(line, "{cell:<w$}  ", w = *w);
+            let w = if pad { *w } else { 0 };
+            let _ = write!(line, "{cell:<w$}  ");
         }
         let head = line.len();
         line.push_str(&r[N - 1]);
         match fit.rows() {
             Some(width) => {
                 // The last column hangs under itself while that leaves it
-                // room; a wider head hangs it under the second column.
-                let hang = if head <= width / 2 { head } else { 4 };
-                for l in wrap::line(&line, width, head, hang) {
+                // room; else each row wraps whole, under its first column.
+                let (keep, hang) = if pad { (head, head) } else { (0, 4) };
+                for l in wrap::line(&line, width, keep, hang) {
                     out.push_str(&l);
                     out.push('\n');
                 }
@@ -266,12 +271,20 @@ fn finding_rows(report: &Report, watch: bool) -> Vec<[String; 5]> {
             })
             .count();
         if same > 1 {
+            let carriers: Vec<String> = findings[i..i + same]
+                .iter()
+                .map(|g| g.carrier.clone())
+                .collect();
             rows.push([
                 "ERROR".into(),
                 escape::line(&format!("{}:* ({same} carriers)", f.surface)),
                 String::new(),
                 String::new(),
-                escape::line(&f.detail),
+                escape::line(&format!(
+                    "{} (the carriers: {})",
+                    f.detail,
+                    super::groups::first(&carriers, 12, |c| c.to_string())
+                )),
             ]);
             i += same;
             continue;
@@ -420,12 +433,17 @@ fn watched(report: &Report, w: &crate::report::Watch) -> String {
             }
         );
     }
+    let mut heading = false;
     for f in &report.findings {
         if !matches!(
             f.verdict,
             crate::verdict::Verdict::Fail | crate::verdict::Verdict::Authorized
         ) {
             continue;
+        }
+        if !heading && !f.observed.is_empty() {
+            heading = true;
+            let _ = writeln!(out, "what it did through each channel it used:");
         }
         for o in f.observed.iter().take(SHOWN_OBSERVATIONS) {
             let _ = writeln!(

@@ -408,8 +408,11 @@ pub(super) fn outcome(
             };
             RecoverOutcome::NotFound {
                 detail: format!(
-                    "{looked_up}run B listed {} entries of {path}{own}; {what}{denied}",
-                    listing.listed
+                    "{looked_up}run B listed {} of {path}{own}; {what}{denied}",
+                    match listing.listed {
+                        1 => "1 entry".to_string(),
+                        n => format!("{n} entries"),
+                    }
                 ),
             }
         }

@@ -126,10 +126,10 @@ fn start_raised<'p>(plan: &'p Plan, opts: &Options) -> Result<Watch<'p>, Fault> 
     let probe_id = crate::nonce::short_id().map_err(|e| Fault::broken(e.to_string()))?;
     let (place, passed) = workdir::place(plan, opts.work_dir.as_deref())?;
     if let Some(why) = passed {
-        eprintln!(
-            "runwarden: {why}: the watch's work directory goes in {} instead",
+        crate::say::error(&format!(
+            "{why}: the watch's work directory goes in {} instead",
             crate::escape::bytes(place.as_os_str().as_encoded_bytes())
-        );
+        ));
     }
     let work = WorkDir::new(
         tempfile::Builder::new()

@@ -173,7 +173,7 @@ pub(super) fn place(
                 return Ok((c, why));
             }
             Some(s) => passed.push(format!(
-                "{} lies inside the watched surface {s}",
+                "{} is in the watched surface {s}",
                 crate::escape::bytes(c.as_os_str().as_encoded_bytes())
             )),
         }

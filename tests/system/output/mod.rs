@@ -183,6 +183,19 @@ fn the_short_table_words_a_pass_as_its_mode_means_it() {
     let first = t.lines().next().unwrap();
     assert!(first.contains("2 not used"), "{t}");
     assert!(!t.contains("closed"), "{t}");
+    // A FAIL in watch mode is a carrier the command used, not one shown
+    // open (the trial read "4 of 10 open" after a watch).
+    let mut w = r.clone();
+    w.findings.push(finding("xattr", Verdict::Fail, "written"));
+    w.findings
+        .push(finding("file-size", Verdict::Authorized, "written"));
+    let t = output::table::render_brief(&w, 160);
+    let first = t.lines().next().unwrap();
+    assert!(
+        first.contains("1 of 4 used; 1 declared used") && first.contains("— used: xattr"),
+        "{t}"
+    );
+    assert!(!first.contains("open"), "{t}");
     // Watch deletes nothing: no word of deleted refs (0.11.0 said "the
     // refs are deleted" while the command's branch was still there).
     r.findings[0].surface_type = "git-remote".into();

@@ -1,5 +1,5 @@
-//! Lines fitted to a width: what runwarden writes to a terminal fits the
-//! terminal, and the prose of what it writes elsewhere (a pipe, a file, a
+//! Lines fitted to a width, below every module that prints: what
+//! runwarden writes to a terminal fits the terminal, and the prose of what it writes elsewhere (a pipe, a file, a
 //! log) is wrapped at [`PROSE`] columns, while table rows stay whole there
 //! (a program or `grep` reads them).
 //!
