@@ -8,8 +8,8 @@
 //! line of its own passes through [`crate::escape::start`] (a wrapped
 //! `a ::error::x` must not leave `::error::x` at a line's start), and it
 //! breaks only at a space, which cannot split a `##[` into being. Widths
-//! count characters: everything surface data adds is ASCII after
-//! escaping.
+//! count terminal columns, a character other than ASCII as two
+//! ([`cols`]).
 
 /// The width piped prose is wrapped at.
 pub const PROSE: usize = 100;
@@ -41,7 +41,7 @@ pub fn text(text: &str, width: usize) -> String {
 /// word longer than a line is cut, except a link, which is never cut: it
 /// goes on a line of its own, unindented when it does not fit indented.
 pub fn line(l: &str, width: usize, keep: usize, hang: usize) -> Vec<String> {
-    if l.chars().count() <= width || width == 0 {
+    if cols(l) <= width || width == 0 {
         return vec![l.to_string()];
     }
     // At least one column: only a row starts at column 0 (a continuation
@@ -67,7 +67,7 @@ pub fn line(l: &str, width: usize, keep: usize, hang: usize) -> Vec<String> {
             0
         };
         let room = width.saturating_sub(indent + guarded).max(1);
-        if rest.chars().count() <= room {
+        if cols(rest) <= room {
             out.push(piece(indent, rest));
             break;
         }
@@ -81,7 +81,7 @@ pub fn line(l: &str, width: usize, keep: usize, hang: usize) -> Vec<String> {
         indent = hang;
         // A link that does not fit at the indent goes unindented.
         let word = rest.split(' ').next().unwrap_or("");
-        if is_link(word) && word.chars().count() > width.saturating_sub(hang) {
+        if is_link(word) && cols(word) > width.saturating_sub(hang) {
             indent = 0;
         }
     }
@@ -93,7 +93,7 @@ pub fn line(l: &str, width: usize, keep: usize, hang: usize) -> Vec<String> {
 /// `room` after byte `head` (the space is dropped); with none, after the
 /// first word when it is a link (a link is never cut), else at `room`.
 fn break_at(s: &str, head: usize, room: usize) -> (usize, usize) {
-    let limit = s.char_indices().nth(room).map_or(s.len(), |(i, _)| i);
+    let limit = at_column(s, room);
     if limit <= head {
         // The kept head is wider than the line: it ends this line (its
         // padding dropped), the rest starts the next.
@@ -122,6 +122,29 @@ fn break_at(s: &str, head: usize, room: usize) -> (usize, usize) {
         };
     }
     (limit, limit)
+}
+
+/// How many terminal columns `s` takes, counted so that it never takes
+/// more than this: ASCII one each, any other character two (a CJK
+/// character is two; a combining one, counted two, only makes the line
+/// shorter than it could be). Surface data that `escape::line` keeps as
+/// it is (printable non-ASCII) must not pass the edge and let the
+/// terminal's own wrap start a line with it.
+pub fn cols(s: &str) -> usize {
+    s.chars().map(|c| if c.is_ascii() { 1 } else { 2 }).sum()
+}
+
+/// The byte index in `s` where its first `room` columns ([`cols`]) end.
+fn at_column(s: &str, room: usize) -> usize {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        used += if c.is_ascii() { 1 } else { 2 };
+        // (Never before the first character: every line takes one.)
+        if used > room && i > 0 {
+            return i;
+        }
+    }
+    s.len()
 }
 
 /// A URL: never cut, so that it still leads somewhere.
@@ -182,6 +205,17 @@ mod tests {
         assert!(got.iter().all(|p| p.chars().count() <= 40), "{got:?}");
         let joined: String = got.iter().map(|p| p.trim_start()).collect();
         assert_eq!(joined, l);
+    }
+
+    #[test]
+    fn wide_characters_count_two_columns() {
+        let l = format!("  origin: {}PASS     s:forged  job", "漢".repeat(35));
+        for piece in line(&l, 80, 0, 2) {
+            assert!(cols(&piece) <= 80, "{piece}");
+        }
+        assert_eq!(cols("a漢"), 3);
+        // One column of room still moves on, a character at a time.
+        assert_eq!(line("漢漢", 1, 0, 0).len(), 2);
     }
 
     #[test]

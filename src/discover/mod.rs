@@ -508,9 +508,11 @@ pub fn render(d: &Discovery) -> String {
 }
 
 /// `text` as YAML comment lines at `indent`, wrapped to fit 80 columns.
+/// A continuation hangs one column in, never two: `#   key: value` is how
+/// a commented-out stanza's lines read, and prose must not look like one.
 fn comment(indent: &str, text: &str) -> String {
     let width = 80 - indent.len() - "# ".len();
-    crate::wrap::line(text, width, 0, 2)
+    crate::wrap::line(text, width, 0, 1)
         .into_iter()
         .map(|l| format!("{indent}# {l}\n"))
         .collect()

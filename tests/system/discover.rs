@@ -158,8 +158,10 @@ fn a_github_hosted_runner_with_the_cache_service_and_a_checkout_credential() {
     assert_valid(&bare);
     leave_checkout_credential(&ws);
     // The Actions cache, reached with the id-token request token.
+    // (Comments are wrapped at 80 columns: joined again to be read.)
+    let said = out.replace("\n  #  ", " ").replace("\n#  ", " ");
     assert!(
-        out.contains("holds the id-token request token (id-token: write)")
+        said.contains("holds the id-token request token (id-token: write)")
             && out.contains("  - name: actions-cache\n    type: actions-cache\n"),
         "{out}"
     );
