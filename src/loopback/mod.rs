@@ -9,7 +9,8 @@
 //! [`dav`] a WebDAV cache, [`docker`] a Docker daemon (on a unix socket),
 //! [`github`] GitHub's REST objects and artifact service, [`npm`] an npm
 //! registry, [`oci`] an OCI registry, [`pypi`] a PyPI index
-//! with an upload endpoint, [`proxy`] a CONNECT proxy. [`knobs`] are the
+//! with an upload endpoint, [`proxy`] a CONNECT proxy, [`s3`] an S3
+//! bucket. [`knobs`] are the
 //! faults of their read routes the conformance suite turns on.
 
 pub mod actions_cache;
@@ -21,6 +22,7 @@ pub mod npm;
 pub mod oci;
 pub mod proxy;
 pub mod pypi;
+pub mod s3;
 
 use crate::fault::Fault;
 use std::collections::HashMap;

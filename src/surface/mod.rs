@@ -76,6 +76,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<docker_daemon::DockerDaemon>::TYPE,
     &Typed::<oci_registry::OciRegistry>::TYPE,
     &Typed::<network_egress::NetworkEgress>::TYPE,
+    &Typed::<object_store::ObjectStore>::TYPE,
 ];
 
 /// Why an in-job probe skips a [`SurfaceType::later_job_only`] carrier.

@@ -1,0 +1,421 @@
+//! Run B on an object store: its routes, each miss with the look of its
+//! route. The object listing and the upload listing are read to the end
+//! of their continuation (complete by the server's cursor) and must show
+//! the two witnesses run A made through them; the reads by key (`GET`,
+//! `HEAD`, `GET ?tagging`) must find the two witness objects by the same
+//! read.
+
+use super::s3::{Call, Said, parse};
+use super::surface::{ListError, said};
+use super::{OBJECTS, Obj, ObjectStore, UPLOADS, plant_name};
+use crate::nonce::Nonce;
+use crate::surface::routes::{Kind, Recovered, Route};
+use crate::surface::witness::{self, Currency, Seen, Side};
+use crate::surface::{RunCtx, Want};
+use http::Method;
+
+pub(super) const ROUTES: &[Route<Obj>] = &[
+    Route {
+        name: "list-objects",
+        kind: Kind::Listing,
+        carriers: &[Obj::ObjectKey],
+    },
+    Route {
+        name: "get-object",
+        kind: Kind::ByName,
+        carriers: &[Obj::ObjectContent],
+    },
+    Route {
+        name: "head-object",
+        kind: Kind::ByName,
+        carriers: &[Obj::ObjectMetadata],
+    },
+    Route {
+        name: "get-tagging",
+        kind: Kind::ByName,
+        carriers: &[Obj::ObjectTag],
+    },
+    Route {
+        name: "list-uploads",
+        kind: Kind::Listing,
+        carriers: &[Obj::MultipartUpload],
+    },
+];
+
+/// The most pages of a listing read (1,000 keys each): a bucket larger
+/// than this is an ERROR, never a PASS resting on part of it.
+const MAX_PAGES: usize = 1_000;
+
+/// What one whole listing showed: which wanted needles a key carries (by
+/// index), which witnesses it named, and how many keys.
+struct Listed {
+    hits: Vec<Option<String>>,
+    seen: Seen,
+    count: usize,
+}
+
+impl ObjectStore {
+    /// Every key under the prefix, page by page to the end (`each` gets
+    /// each key as listed).
+    pub(super) fn list_keys(&self, each: &mut dyn FnMut(&str)) -> Result<usize, ListError> {
+        let s3 = self
+            .s3
+            .as_ref()
+            .ok_or_else(|| ListError::Failed("no credentials".into()))?;
+        let mut token: Option<String> = None;
+        let mut count = 0;
+        for _ in 0..MAX_PAGES {
+            let mut call = Call::new(Method::GET, None)
+                .query("list-type", "2")
+                .query("prefix", self.settings.prefix.clone());
+            if let Some(t) = &token {
+                call = call.query("continuation-token", t.clone());
+            }
+            let doc = self.page(s3, &call, &["Contents"], "ListObjectsV2")?;
+            for (_, f) in &doc.items {
+                if let Some(k) = f.get("Key") {
+                    count += 1;
+                    each(k);
+                }
+            }
+            match next(&doc, "NextContinuationToken", &token)? {
+                Some(t) => token = Some(t),
+                None => return Ok(count),
+            }
+        }
+        Err(ListError::Failed(format!(
+            "the bucket lists more than {MAX_PAGES} pages under the prefix: not read to its end"
+        )))
+    }
+
+    /// Every multipart upload under the prefix, page by page to the end
+    /// (`each` gets its key and upload id).
+    pub(super) fn list_uploads(
+        &self,
+        each: &mut dyn FnMut(&str, &str),
+    ) -> Result<usize, ListError> {
+        let s3 = self
+            .s3
+            .as_ref()
+            .ok_or_else(|| ListError::Failed("no credentials".into()))?;
+        let mut marker: Option<(String, String)> = None;
+        let mut count = 0;
+        for _ in 0..MAX_PAGES {
+            let mut call = Call::new(Method::GET, None)
+                .query("uploads", "")
+                .query("prefix", self.settings.prefix.clone());
+            if let Some((k, u)) = &marker {
+                call = call
+                    .query("key-marker", k.clone())
+                    .query("upload-id-marker", u.clone());
+            }
+            let doc = self.page(s3, &call, &["Upload"], "ListMultipartUploads")?;
+            for (_, f) in &doc.items {
+                if let (Some(k), Some(id)) = (f.get("Key"), f.get("UploadId")) {
+                    count += 1;
+                    each(k, id);
+                }
+            }
+            let key = next(&doc, "NextKeyMarker", &marker.as_ref().map(|m| m.0.clone()))?;
+            match key {
+                Some(k) => {
+                    let id = doc
+                        .top
+                        .get("NextUploadIdMarker")
+                        .cloned()
+                        .unwrap_or_default();
+                    if marker.as_ref() == Some(&(k.clone(), id.clone())) {
+                        return Err(ListError::Failed(
+                            "the upload listing names the same next page again".into(),
+                        ));
+                    }
+                    marker = Some((k, id));
+                }
+                None => return Ok(count),
+            }
+        }
+        Err(ListError::Failed(format!(
+            "the bucket lists more than {MAX_PAGES} pages of uploads under the prefix: not read to its end"
+        )))
+    }
+
+    /// One page of a listing, parsed.
+    fn page(
+        &self,
+        s3: &super::s3::S3,
+        call: &Call<'_>,
+        items: &[&str],
+        op: &str,
+    ) -> Result<super::s3::Doc, ListError> {
+        let a = s3.send(call).map_err(|f| ListError::Failed(f.into()))?;
+        match a.said() {
+            Said::Done => parse(&a.body, items).map_err(ListError::Failed),
+            Said::Denied => Err(ListError::Denied(said(&Said::Denied, op))),
+            other => Err(ListError::Failed(said(&other, op))),
+        }
+    }
+
+    /// Run B: each wanted carrier through its route.
+    pub(super) fn recover_all(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Want<Obj, Nonce>],
+    ) -> Vec<Recovered> {
+        let mut out: Vec<Option<Recovered>> = vec![None; wanted.len()];
+        let picked = |c: Obj| -> Vec<usize> {
+            (0..wanted.len())
+                .filter(|i| wanted[*i].carrier == c)
+                .collect()
+        };
+        let keyed = picked(Obj::ObjectKey);
+        if !keyed.is_empty() {
+            self.through_listing(ctx, wanted, &keyed, &mut out, false);
+        }
+        let uploads = picked(Obj::MultipartUpload);
+        if !uploads.is_empty() {
+            self.through_listing(ctx, wanted, &uploads, &mut out, true);
+        }
+        for (c, route, how) in [
+            (Obj::ObjectContent, "get-object", Method::GET),
+            (Obj::ObjectMetadata, "head-object", Method::HEAD),
+            (Obj::ObjectTag, "get-tagging", Method::GET),
+        ] {
+            let mut currency: Option<Currency> = None;
+            for i in picked(c) {
+                let w = &wanted[i];
+                let key = self.key(&plant_name(ctx, c, &w.needle));
+                let r = match self.read(c, &key, &how, &w.needle.hex()) {
+                    Read::Found(d) => Recovered::Found { detail: d },
+                    Read::Denied(r) => Recovered::Denied { reason: r },
+                    Read::Error(r) => Recovered::Error { reason: r },
+                    Read::Missed(detail) => {
+                        let cur = currency
+                            .get_or_insert_with(|| self.by_key_currency(ctx, c, route, &how));
+                        Recovered::missed_through(route, detail, cur)
+                    }
+                };
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter()
+            .map(|o| {
+                o.unwrap_or(Recovered::Error {
+                    reason: "not a carrier of this surface".into(),
+                })
+            })
+            .collect()
+    }
+
+    /// The object listing (or, `uploads`, the upload listing) for the
+    /// wanted carriers at `idx`: taken again within the consistency wait
+    /// until it shows both witnesses.
+    fn through_listing(
+        &self,
+        ctx: &RunCtx<'_>,
+        wanted: &[Want<Obj, Nonce>],
+        idx: &[usize],
+        out: &mut [Option<Recovered>],
+        uploads: bool,
+    ) {
+        let (route, what, witnesses) = if uploads {
+            ("list-uploads", "the upload listing", UPLOADS)
+        } else {
+            ("list-objects", "the object listing", OBJECTS)
+        };
+        let names: Vec<String> = Side::BOTH
+            .iter()
+            .map(|s| self.key(&witness::name(ctx, witnesses, *s, "")))
+            .collect();
+        let needles: Vec<(usize, String)> =
+            idx.iter().map(|i| (*i, wanted[*i].needle.hex())).collect();
+        let once = || -> Result<(Listed, bool), ListError> {
+            let mut l = Listed {
+                hits: vec![None; wanted.len()],
+                seen: Seen::default(),
+                count: 0,
+            };
+            let mut look = |key: &str| {
+                for (s, n) in Side::BOTH.iter().zip(&names) {
+                    if key == n {
+                        l.seen.saw(*s);
+                    }
+                }
+                for (i, hex) in &needles {
+                    if l.hits[*i].is_none() && key.contains(hex.as_str()) {
+                        l.hits[*i] = Some(crate::escape::bytes(key.as_bytes()));
+                    }
+                }
+            };
+            l.count = if uploads {
+                self.list_uploads(&mut |k, _| look(k))?
+            } else {
+                self.list_keys(&mut look)?
+            };
+            let current = l.seen.before && l.seen.after;
+            Ok((l, current))
+        };
+        let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
+        let listed = crate::surface::listing::until_current(wait, once);
+        for &i in idx {
+            out[i] = Some(match &listed {
+                Err(ListError::Denied(r)) => Recovered::Denied { reason: r.clone() },
+                Err(ListError::Failed(r)) => Recovered::Error { reason: r.clone() },
+                Ok(c) => match &c.value.hits[i] {
+                    Some(key) => Recovered::Found {
+                        detail: format!("{what} names {key}, which carries the nonce"),
+                    },
+                    None => {
+                        // No wider route: a listing that misses objects a
+                        // read by key finds lags (S3's listings are
+                        // eventually consistent on many stores); it is
+                        // never isolation.
+                        let seen = c.value.seen;
+                        let by_key = || self.seen_by(ctx, &Method::HEAD, false);
+                        let cur = match (seen.before || seen.after, uploads) {
+                            (false, false) if by_key().is_ok_and(|s| s.before && s.after) => {
+                                Currency::NotCurrent(format!(
+                                    "{what} is not yet consistent: it shows neither witness run A made through it, while a read by key finds both (it lags), so the plant's absence proves nothing"
+                                ))
+                            }
+                            _ => witness::currency(what, seen, || None),
+                        };
+                        Recovered::missed_through(
+                            route,
+                            format!(
+                                "{what} holds {} under the prefix (read to its end); none carries the nonce",
+                                plural(c.value.count, if uploads { "upload" } else { "key" })
+                            ),
+                            &cur,
+                        )
+                    }
+                },
+            });
+        }
+    }
+
+    /// Reads the agreed key of `c` the way its route does.
+    fn read(&self, c: Obj, key: &str, how: &Method, hex: &str) -> Read {
+        let Some(s3) = &self.s3 else {
+            return Read::Error("no credentials".into());
+        };
+        let mut call = Call::new(how.clone(), Some(key));
+        if c == Obj::ObjectTag {
+            call = call.query("tagging", "");
+        }
+        let a = match s3.send(&call) {
+            Ok(a) => a,
+            Err(f) => return Read::Error(f.into()),
+        };
+        let shown = crate::escape::bytes(key.as_bytes());
+        let op = match c {
+            Obj::ObjectMetadata => "HeadObject",
+            Obj::ObjectTag => "GetObjectTagging",
+            _ => "GetObject",
+        };
+        match a.said() {
+            Said::Done => {
+                let found = match c {
+                    Obj::ObjectMetadata => a.headers.iter().any(|(n, v)| {
+                        n.as_str().starts_with("x-amz-meta-")
+                            && v.to_str().is_ok_and(|v| v.contains(hex))
+                    }),
+                    _ => memchr::memmem::find(&a.body, hex.as_bytes()).is_some(),
+                };
+                if found {
+                    Read::Found(format!("{op} of {shown} holds the nonce"))
+                } else {
+                    Read::Missed(format!(
+                        "{op} of {shown} read it; it does not hold the nonce"
+                    ))
+                }
+            }
+            Said::Missing => Read::Missed(format!("{op} of {shown}: no such key")),
+            Said::Denied => Read::Denied(said(&Said::Denied, op)),
+            // A HEAD's 403 has no body to say why: the same key read with
+            // GET tells a refusal from a credential the store refused.
+            Said::Failed(_) if *how == Method::HEAD && a.status == 403 => {
+                match s3
+                    .send(&Call::new(Method::GET, Some(key)))
+                    .map(|g| g.said())
+                {
+                    Ok(Said::Denied) => Read::Denied(format!(
+                        "{} (told by a GetObject of the same key: a HEAD's refusal has no body)",
+                        said(&Said::Denied, op)
+                    )),
+                    Ok(other) => Read::Error(said(&other, op)),
+                    Err(f) => Read::Error(f.into()),
+                }
+            }
+            other => Read::Error(said(&other, op)),
+        }
+    }
+
+    /// What the witness objects, read by key through `route` (`how`),
+    /// say of it.
+    fn by_key_currency(&self, ctx: &RunCtx<'_>, c: Obj, route: &str, how: &Method) -> Currency {
+        let what = format!("the {route} read");
+        match self.seen_by(ctx, how, c == Obj::ObjectTag) {
+            Ok(seen) => witness::currency(&what, seen, || None),
+            Err(why) => Currency::NotCurrent(format!("{what} of the witnesses failed: {why}")),
+        }
+    }
+
+    /// Which witness objects a read by key (`how`; of their tags with
+    /// `tagging`) finds.
+    fn seen_by(&self, ctx: &RunCtx<'_>, how: &Method, tagging: bool) -> Result<Seen, String> {
+        let s3 = self.s3.as_ref().ok_or("no credentials")?;
+        let mut seen = Seen::default();
+        for side in Side::BOTH {
+            let key = self.key(&witness::name(ctx, OBJECTS, side, ""));
+            let mut call = Call::new(how.clone(), Some(&key));
+            if tagging {
+                call = call.query("tagging", "");
+            }
+            let a = s3.send(&call).map_err(String::from)?;
+            match a.said() {
+                Said::Done => seen.saw(side),
+                Said::Missing => {}
+                other => return Err(said(&other, "a read of a witness")),
+            }
+        }
+        Ok(seen)
+    }
+}
+
+/// What a read by key came to.
+enum Read {
+    Found(String),
+    Missed(String),
+    Denied(String),
+    Error(String),
+}
+
+/// The next page's marker named by `field` of a truncated page; `None`
+/// at the end. A truncated page without one, or naming the page just
+/// read again, is an error: the listing would never end, or end early.
+fn next(
+    doc: &super::s3::Doc,
+    field: &str,
+    was: &Option<String>,
+) -> Result<Option<String>, ListError> {
+    if doc.top.get("IsTruncated").map(String::as_str) != Some("true") {
+        return Ok(None);
+    }
+    match doc.top.get(field).filter(|t| !t.is_empty()) {
+        Some(t) if Some(t) == was.as_ref() => Err(ListError::Failed(format!(
+            "the listing names the page just read as its next ({field})"
+        ))),
+        Some(t) => Ok(Some(t.clone())),
+        None => Err(ListError::Failed(format!(
+            "a truncated page names no next page ({field}): the listing cannot be read to its end"
+        ))),
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
