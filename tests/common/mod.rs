@@ -8,6 +8,7 @@ pub mod hostile;
 pub mod markdown;
 pub mod registries;
 pub mod registry_token;
+pub mod seaweed;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -11,5 +11,6 @@ mod github_api;
 mod http_cache;
 mod network_egress;
 mod npm_registry;
+mod object_store;
 mod oci_registry;
 mod pypi_index;

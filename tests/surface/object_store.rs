@@ -1,0 +1,200 @@
+//! The object-store surface against SeaweedFS, a real S3-compatible store
+//! (tests/common/seaweed.rs), with boto3, a real client, on the same
+//! server: an open bucket fails every carrier, and what runwarden wrote
+//! boto3 reads back; a read-only identity passes with the refusal said;
+//! one that may not list is tested where it can be and says where not;
+//! plant and recover across jobs; a declared channel is authorized;
+//! foreign objects, uploads, metadata and tags are byte-identical
+//! afterwards; cleanup by probe id; no credential in any output.
+
+use crate::common::seaweed::{BLIND, Keys, READER, Seaweed, WRITER, env};
+use crate::common::{no_secrets, run_config};
+
+const CARRIERS: [&str; 5] = [
+    "object-key",
+    "object-content",
+    "object-metadata",
+    "object-tag",
+    "multipart-upload",
+];
+
+/// Everything in the bucket, as boto3 reads it: each object's key,
+/// content digest, user metadata and tags, and each upload's key. (One
+/// JSON line: compared whole before and after.)
+fn everything(s: &Seaweed) -> String {
+    s.boto(
+        &WRITER,
+        "import hashlib\nout = []\n\
+         for page in s3.get_paginator('list_objects_v2').paginate(Bucket=B):\n\
+         \x20 for o in page.get('Contents', []):\n\
+         \x20   k = o['Key']; g = s3.get_object(Bucket=B, Key=k)\n\
+         \x20   t = s3.get_object_tagging(Bucket=B, Key=k)['TagSet']\n\
+         \x20   out.append([k, hashlib.sha256(g['Body'].read()).hexdigest(), g.get('Metadata'), t])\n\
+         ups = [u['Key'] for u in s3.list_multipart_uploads(Bucket=B).get('Uploads', [])]\n\
+         print(json.dumps([out, sorted(ups)]))",
+    )
+}
+
+/// Foreign state a probe must leave as it is: 1,005 objects under the
+/// prefix (a listing of more than one page), one with metadata and tags,
+/// and an upload never completed.
+fn foreign(s: &Seaweed, prefix: &str) {
+    let out = s.boto(
+        &WRITER,
+        &format!(
+            "for i in range(1005):\n\
+             \x20 s3.put_object(Bucket=B, Key='{prefix}foreign/%04d' % i, Body=b'x%d' % i)\n\
+             s3.put_object(Bucket=B, Key='{prefix}foreign-meta', Body=b'm', Metadata={{'runwarden': 'theirs'}}, Tagging='runwarden=theirs')\n\
+             s3.create_multipart_upload(Bucket=B, Key='{prefix}foreign-upload')\n\
+             print('ok')"
+        ),
+    );
+    assert_eq!(out.trim(), "ok", "{out}");
+}
+
+fn verdicts(p: &crate::common::Probe) -> Vec<(String, String)> {
+    CARRIERS
+        .iter()
+        .map(|c| (c.to_string(), p.verdict(&format!("bucket:{c}"))))
+        .collect()
+}
+
+fn all(v: &str) -> Vec<(String, String)> {
+    CARRIERS
+        .iter()
+        .map(|c| (c.to_string(), v.to_string()))
+        .collect()
+}
+
+fn probe(s: &Seaweed, keys: &Keys, extra: &str, args: &[&str]) -> crate::common::Probe {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = s.config("bucket", "team/") + extra;
+    run_config(dir.path(), &cfg, &env(keys), args)
+}
+
+#[test]
+fn an_open_bucket_fails_every_carrier_and_leaves_what_is_foreign() {
+    let s = Seaweed::start();
+    foreign(&s, "team/");
+    let before = everything(&s);
+    let p = probe(&s, &WRITER, "", &["probe"]);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(verdicts(&p), all("fail"), "{}", p.report);
+    // The listing went past its first page (1,005 foreign keys).
+    let detail = p.finding("bucket:object-key")["detail"].to_string();
+    assert!(detail.contains("carries the nonce"), "{detail}");
+    assert_eq!(everything(&s), before, "the bucket changed");
+    no_secrets(&p, &[WRITER.secret]);
+}
+
+#[test]
+fn what_runwarden_writes_boto3_reads_and_cleanup_takes_it_back() {
+    let s = Seaweed::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = s.config("bucket", "team/");
+    let a = run_config(
+        dir.path(),
+        &cfg,
+        &env(&WRITER),
+        &["plant", "--probe-id", "os-1"],
+    );
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    // boto3 sees each plant: a key, the metadata and the tag, an upload.
+    let seen = s.boto(
+        &WRITER,
+        "keys = [o['Key'] for o in s3.list_objects_v2(Bucket=B, Prefix='team/runwarden-os-1-').get('Contents', [])]\n\
+         meta = [k for k in keys if 'object-metadata' in k]\n\
+         tag = [k for k in keys if 'object-tag' in k]\n\
+         m = s3.head_object(Bucket=B, Key=meta[0])['Metadata']['runwarden']\n\
+         t = s3.get_object_tagging(Bucket=B, Key=tag[0])['TagSet'][0]\n\
+         ups = [u['Key'] for u in s3.list_multipart_uploads(Bucket=B, Prefix='team/').get('Uploads', [])]\n\
+         print(len(keys), len(m), t['Key'], len(t['Value']), len([u for u in ups if 'multipart-upload' in u]))",
+    );
+    // 4 plants and 2 witnesses; a 32-hex nonce in the metadata and tag.
+    assert_eq!(seen.trim(), "6 32 runwarden 32 1", "{seen}");
+    // A later job recovers it, another cleans it by probe id.
+    let b = run_config(
+        dir.path(),
+        &cfg,
+        &env(&WRITER),
+        &["recover", "--probe-id", "os-1"],
+    );
+    assert_eq!(b.code, 1, "{}\n{}", b.stdout, b.stderr);
+    assert_eq!(verdicts(&b), all("fail"), "{}", b.report);
+    let c = run_config(
+        dir.path(),
+        &cfg,
+        &env(&WRITER),
+        &["cleanup", "--probe-id", "os-1"],
+    );
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    let left = s.boto(
+        &WRITER,
+        "print(len(s3.list_objects_v2(Bucket=B).get('Contents', [])), len(s3.list_multipart_uploads(Bucket=B).get('Uploads', [])))",
+    );
+    assert_eq!(left.trim(), "0 0", "{left}\n{}", c.stdout);
+    for p in [&a, &b, &c] {
+        no_secrets(p, &[WRITER.secret]);
+    }
+}
+
+#[test]
+fn a_read_only_identity_passes_every_carrier_with_the_refusal_said() {
+    let s = Seaweed::start();
+    let p = probe(&s, &READER, "", &["probe"]);
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    assert_eq!(verdicts(&p), all("pass"), "{}", p.report);
+    for c in CARRIERS {
+        let d = p.finding(&format!("bucket:{c}"))["detail"].to_string();
+        assert!(d.contains("AccessDenied"), "{c}: {d}");
+    }
+    no_secrets(&p, &[READER.secret]);
+}
+
+/// A bucket policy that refuses listing but allows writes and reads by
+/// key: the agreed keys are open, the keyed object is refused to run B's
+/// listing and said so.
+#[test]
+fn an_identity_that_may_not_list_is_tested_where_it_can_be() {
+    let s = Seaweed::start();
+    let p = probe(&s, &BLIND, "", &["probe"]);
+    assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
+    for c in ["object-content", "object-metadata", "object-tag"] {
+        assert_eq!(
+            p.verdict(&format!("bucket:{c}")),
+            "fail",
+            "{c}: {}",
+            p.report
+        );
+    }
+    assert_eq!(p.verdict("bucket:object-key"), "pass", "{}", p.report);
+    let d = p.finding("bucket:object-key")["detail"].to_string();
+    assert!(
+        d.contains("ListObjectsV2") && d.contains("AccessDenied"),
+        "{d}"
+    );
+    // Its plants are gone all the same (cleanup reads by key).
+    let left = s.boto(
+        &WRITER,
+        "print(len(s3.list_objects_v2(Bucket=B).get('Contents', [])), len(s3.list_multipart_uploads(Bucket=B).get('Uploads', [])))",
+    );
+    assert_eq!(left.trim(), "0 0", "{left}");
+}
+
+#[test]
+fn a_declared_channel_is_authorized() {
+    let s = Seaweed::start();
+    let p = probe(
+        &s,
+        &WRITER,
+        "declared:\n  - channel: bucket:object-content\n    reason: the build cache's shared slot\n",
+        &["probe"],
+    );
+    assert_eq!(
+        p.verdict("bucket:object-content"),
+        "authorized",
+        "{}",
+        p.report
+    );
+    assert_eq!(p.verdict("bucket:object-key"), "fail", "{}", p.report);
+}
