@@ -34,6 +34,9 @@ pub struct State {
     pub uploads: BTreeMap<String, String>,
     access_key: String,
     pub read_only: bool,
+    /// As AWS answers an identity that may not list the bucket: a read of
+    /// a key that does not exist is `AccessDenied` (403), not 404.
+    pub missing_denied: bool,
     /// How many keys a listing page holds (S3's is 1,000).
     pub page: usize,
     /// While listings lag: the keys and uploads they show (what existed
@@ -256,6 +259,7 @@ fn object(
                     .collect();
                 xml(format!("<Tagging><TagSet>{tags}</TagSet></Tagging>"))
             }
+            None if st.missing_denied => error(403, "AccessDenied"),
             None => error(404, "NoSuchKey"),
         },
         "PUT" => {
@@ -289,6 +293,8 @@ fn object(
                 r
             }
             // (A HEAD's error has no body, as S3's.)
+            None if st.missing_denied && method == "HEAD" => Reply::empty(403),
+            None if st.missing_denied => error(403, "AccessDenied"),
             None if method == "HEAD" => Reply::empty(404),
             None => error(404, "NoSuchKey"),
         },

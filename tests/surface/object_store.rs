@@ -198,3 +198,50 @@ fn a_declared_channel_is_authorized() {
     );
     assert_eq!(p.verdict("bucket:object-key"), "fail", "{}", p.report);
 }
+
+/// AWS answers AccessDenied, not 404, to a read of a key that does not
+/// exist when the identity may not list (the loopback bucket in that
+/// mode; SeaweedFS answers 404). A plant that is not there must not read
+/// as refused: with the witnesses there too, the reads by key are misses
+/// shown current; with the witnesses gone as well (nothing planted), no
+/// PASS at all (0.12's first cut took every such 403 for a refusal).
+#[test]
+fn access_denied_to_a_missing_key_is_never_taken_for_a_refusal() {
+    use runwarden::loopback::s3::S3Server;
+    let server = S3Server::start("aws-like", false).unwrap();
+    server.lock().missing_denied = true;
+    let key = server.access_key();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: bucket\n    type: object-store\n    url: {}\n    bucket: aws-like\n    access-key-env: S3_AK\n    secret-key-env: S3_SK\n    consistency-wait: 0\n",
+        server.endpoint()
+    );
+    let env = [("S3_AK", key.as_str()), ("S3_SK", "any-secret")];
+    // Planted, then everything gone (a lifecycle rule): every read by key
+    // is a 403, the witnesses' too, and the listing shows none of them.
+    let a = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "aws-1"]);
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    server.lock().objects.clear();
+    let b = run_config(dir.path(), &cfg, &env, &["recover", "--probe-id", "aws-1"]);
+    for c in ["object-content", "object-metadata", "object-tag"] {
+        let v = b.verdict(&format!("bucket:{c}"));
+        assert_eq!(v, "error", "{c}: {}", b.report);
+    }
+    // Planted, then the plants alone gone (a lifecycle rule): the reads
+    // are misses the witnesses show current.
+    let a = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "aws-2"]);
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    server.lock().objects.retain(|k, _| k.contains("-witness-"));
+    let b = run_config(dir.path(), &cfg, &env, &["recover", "--probe-id", "aws-2"]);
+    for c in ["object-content", "object-metadata", "object-tag"] {
+        let f = b.finding(&format!("bucket:{c}"));
+        assert_eq!(f["verdict"], "pass", "{c}: {}", b.report);
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("a key that does not exist"),
+            "{f}"
+        );
+    }
+}

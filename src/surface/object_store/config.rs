@@ -70,6 +70,29 @@ pub(super) fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
     let path_style = opts
         .bool("path-style")?
         .unwrap_or(uri.port_u16().is_some() || ip || host == "localhost");
+    // Virtual-hosted, the bucket is a host name: case does not tell two
+    // apart (`MyCache.` reaches `mycache`, maybe someone else's), and a
+    // dot breaks the TLS certificate's wildcard.
+    if !path_style {
+        let dns = bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !bucket.starts_with('-')
+            && !bucket.ends_with(['-', '.'])
+            && bucket.parse::<std::net::Ipv4Addr>().is_err();
+        if !dns {
+            return Err(opts.error(
+                bpos,
+                "`bucket`: virtual-hosted, a bucket is a host name (lowercase letters, digits, `-` and `.`); set `path-style: true` for this one",
+            ));
+        }
+        if bucket.contains('.') && uri.scheme_str() == Some("https") {
+            return Err(opts.error(
+                bpos,
+                "`bucket`: a dotted bucket over https breaks the certificate's wildcard virtual-hosted: set `path-style: true`",
+            ));
+        }
+    }
     let (keys, source, missing) = credentials(&mut opts, &url)?;
     Ok(Settings {
         bucket: Bucket {
@@ -99,6 +122,16 @@ fn credentials(
     for key in ["access-key-env", "secret-key-env", "session-token-env"] {
         let var = crate::surface::auth::env_name(opts, key)?;
         if let Some(v) = &var {
+            // A GitHub token is never a bucket's key: refused outright
+            // (the host a request goes to is the bucket's, not `url`'s).
+            if matches!(v.as_str(), "GITHUB_TOKEN" | "GH_TOKEN") {
+                return Err(opts.error(
+                    opts.entry_pos(),
+                    format!(
+                        "`{key}` names {v}: a GitHub token goes to GitHub alone, never to a bucket"
+                    ),
+                ));
+            }
             crate::github::to_github_only(opts, key, v, url)?;
         }
         vars.push(var);

@@ -26,6 +26,7 @@
 mod config;
 mod plant;
 mod recover;
+mod refused;
 pub mod s3;
 mod surface;
 
@@ -155,6 +156,11 @@ fn sha256_hex(data: &[u8]) -> String {
 fn plant_name(ctx: &RunCtx<'_>, carrier: Obj, nonce: &Nonce) -> String {
     super::tagged_name(ctx, carrier.name(), carrier.keyed().then_some(nonce), "")
 }
+
+/// What a witness object's metadata (`x-amz-meta-runwarden`) and tag
+/// (`runwarden=`) hold: run B reads them back through the routes that
+/// read a plant's metadata and tags.
+const WITNESS: &str = "witness";
 
 /// The witness names: objects for the object routes, uploads for the
 /// upload listing.

@@ -7,7 +7,7 @@
 
 use super::s3::{Call, Said, parse};
 use super::surface::{ListError, said};
-use super::{OBJECTS, Obj, ObjectStore, UPLOADS, plant_name};
+use super::{META, OBJECTS, Obj, ObjectStore, UPLOADS, WITNESS, innocuous, plant_name};
 use crate::nonce::Nonce;
 use crate::surface::routes::{Kind, Recovered, Route};
 use crate::surface::witness::{self, Currency, Seen, Side};
@@ -44,7 +44,7 @@ pub(super) const ROUTES: &[Route<Obj>] = &[
 
 /// The most pages of a listing read (1,000 keys each): a bucket larger
 /// than this is an ERROR, never a PASS resting on part of it.
-const MAX_PAGES: usize = 1_000;
+pub(super) const MAX_PAGES: usize = 1_000;
 
 /// What one whole listing showed: which wanted needles a key carries (by
 /// index), which witnesses it named, and how many keys.
@@ -116,7 +116,8 @@ impl ObjectStore {
                     each(k, id);
                 }
             }
-            let key = next(&doc, "NextKeyMarker", &marker.as_ref().map(|m| m.0.clone()))?;
+            // (One key may hold many uploads: only the pair must move on.)
+            let key = next(&doc, "NextKeyMarker", &None)?;
             match key {
                 Some(k) => {
                     let id = doc
@@ -186,7 +187,9 @@ impl ObjectStore {
                 let key = self.key(&plant_name(ctx, c, &w.needle));
                 let r = match self.read(c, &key, &how, &w.needle.hex()) {
                     Read::Found(d) => Recovered::Found { detail: d },
-                    Read::Denied(r) => Recovered::Denied { reason: r },
+                    Read::Denied(r) => {
+                        self.refused_read(ctx, c, route, &how, &key, &w.needle.hex(), r)
+                    }
                     Read::Error(r) => Recovered::Error { reason: r },
                     Read::Missed(detail) => {
                         let cur = currency
@@ -256,9 +259,32 @@ impl ObjectStore {
         };
         let wait = std::time::Duration::from_millis(self.settings.consistency_wait_ms);
         let listed = crate::surface::listing::until_current(wait, once);
+        // A refused object listing leaves its sibling, ListObjectVersions
+        // (refused.rs).
+        let versions = match &listed {
+            Err(ListError::Denied(r)) if !uploads => {
+                Some(self.refused_listing(&needles, wanted.len(), r))
+            }
+            _ => None,
+        };
         for &i in idx {
             out[i] = Some(match &listed {
-                Err(ListError::Denied(r)) => Recovered::Denied { reason: r.clone() },
+                Err(ListError::Denied(r)) => match &versions {
+                    None => Recovered::Denied { reason: r.clone() },
+                    Some(Err(o)) => o.clone(),
+                    Some(Ok(hits)) => match &hits[i] {
+                        Some(key) => Recovered::Found {
+                            detail: format!(
+                                "{r}, but ListObjectVersions names {key}, which carries the nonce"
+                            ),
+                        },
+                        None => Recovered::Error {
+                            reason: format!(
+                                "{r}, but ListObjectVersions answers: a route of its own, not shown current, so the refusal proves nothing"
+                            ),
+                        },
+                    },
+                },
                 Err(ListError::Failed(r)) => Recovered::Error { reason: r.clone() },
                 Ok(c) => match &c.value.hits[i] {
                     Some(key) => Recovered::Found {
@@ -361,25 +387,80 @@ impl ObjectStore {
     }
 
     /// Which witness objects a read by key (`how`; of their tags with
-    /// `tagging`) finds.
+    /// `tagging`) finds as run A made them.
     fn seen_by(&self, ctx: &RunCtx<'_>, how: &Method, tagging: bool) -> Result<Seen, String> {
-        let s3 = self.s3.as_ref().ok_or("no credentials")?;
         let mut seen = Seen::default();
         for side in Side::BOTH {
-            let key = self.key(&witness::name(ctx, OBJECTS, side, ""));
-            let mut call = Call::new(how.clone(), Some(&key));
-            if tagging {
-                call = call.query("tagging", "");
-            }
-            let a = s3.send(&call).map_err(String::from)?;
-            match a.said() {
-                Said::Done => seen.saw(side),
-                Said::Missing => {}
-                other => return Err(said(&other, "a read of a witness")),
+            match self.read_witness(ctx, side, how, tagging)? {
+                Wit::Made => seen.saw(side),
+                Wit::Missing => {}
+                Wit::Denied => return Err(said(&Said::Denied, "a read of a witness")),
             }
         }
         Ok(seen)
     }
+
+    /// One witness object read by key as run B reads the plants: found as
+    /// run A made it (its content; its metadata or tag for the routes that
+    /// read those), not there, or refused. Anything else, or a witness
+    /// that holds something else (a server answering 200 to everything),
+    /// is an error: the route shows nothing current.
+    pub(super) fn read_witness(
+        &self,
+        ctx: &RunCtx<'_>,
+        side: Side,
+        how: &Method,
+        tagging: bool,
+    ) -> Result<Wit, String> {
+        let s3 = self.s3.as_ref().ok_or("no credentials")?;
+        let key = self.key(&witness::name(ctx, OBJECTS, side, ""));
+        let mut call = Call::new(how.clone(), Some(&key));
+        if tagging {
+            call = call.query("tagging", "");
+        }
+        let a = s3.send(&call).map_err(String::from)?;
+        match a.said() {
+            Said::Done => {}
+            Said::Missing => return Ok(Wit::Missing),
+            Said::Denied => return Ok(Wit::Denied),
+            other => return Err(said(&other, "a read of a witness")),
+        }
+        let made = if tagging {
+            parse(&a.body, &["Tag"]).is_ok_and(|d| {
+                d.items.iter().any(|(_, t)| {
+                    t.get("Key").map(String::as_str) == Some(META)
+                        && t.get("Value").map(String::as_str) == Some(WITNESS)
+                })
+            })
+        } else if *how == Method::HEAD {
+            a.header(&format!("x-amz-meta-{META}")) == Some(WITNESS)
+        } else {
+            a.body == innocuous(ctx.probe_id)
+        };
+        if made {
+            Ok(Wit::Made)
+        } else {
+            Err(format!(
+                "a witness read back ({} of {}) is not what run A made: the answer is not the store's",
+                if tagging {
+                    "its tags"
+                } else if *how == Method::HEAD {
+                    "its metadata"
+                } else {
+                    "its content"
+                },
+                crate::escape::bytes(key.as_bytes())
+            ))
+        }
+    }
+}
+
+/// A witness object as a read by key found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wit {
+    Made,
+    Missing,
+    Denied,
 }
 
 /// What a read by key came to.
@@ -398,8 +479,16 @@ fn next(
     field: &str,
     was: &Option<String>,
 ) -> Result<Option<String>, ListError> {
-    if doc.top.get("IsTruncated").map(String::as_str) != Some("true") {
-        return Ok(None);
+    match doc.top.get("IsTruncated").map(|t| t.trim()) {
+        Some("false") => return Ok(None),
+        Some("true") => {}
+        // Not S3's answer: a page that does not say whether more follow
+        // is no whole listing.
+        _ => {
+            return Err(ListError::Failed(
+                "a page of the listing does not say whether it is the last (IsTruncated)".into(),
+            ));
+        }
     }
     match doc.top.get(field).filter(|t| !t.is_empty()) {
         Some(t) if Some(t) == was.as_ref() => Err(ListError::Failed(format!(

@@ -136,7 +136,7 @@ impl Answer {
         }
         let code = self.code();
         match (self.status, code.as_deref()) {
-            (_, Some("AccessDenied")) => Said::Denied,
+            (403, Some("AccessDenied")) => Said::Denied,
             (404, Some("NoSuchBucket")) => Said::Failed("the bucket does not exist (NoSuchBucket)".into()),
             (404, _) => Said::Missing,
             (501, c) => Said::Unsupported(format!(

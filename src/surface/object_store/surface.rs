@@ -5,8 +5,8 @@
 use super::recover::ROUTES;
 use super::s3::{Bucket, Call, Keys, S3, Said};
 use super::{
-    Entry, Kind, META, OBJECTS, Obj, ObjectStore, Settings, UPLOADS, innocuous, plant_name,
-    sha256_hex, with_nonce,
+    Entry, Kind, META, OBJECTS, Obj, ObjectStore, Settings, UPLOADS, WITNESS, innocuous,
+    plant_name, sha256_hex, with_nonce,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -115,8 +115,14 @@ impl crate::surface::Surface for ObjectStore {
             &[],
             journal,
             |side, journal| {
+                // Its metadata and tag too: run B reads them back through
+                // the routes that read a plant's.
                 let name = witness::name(ctx, OBJECTS, side, "");
-                let _ = self.put(journal, &name, innocuous(ctx.probe_id), vec![]);
+                let headers = vec![
+                    ("x-amz-meta-runwarden", WITNESS.to_string()),
+                    ("x-amz-tagging", format!("{META}={WITNESS}")),
+                ];
+                let _ = self.put(journal, &name, innocuous(ctx.probe_id), headers);
                 if uploads {
                     let _ = self.start_upload(journal, &witness::name(ctx, UPLOADS, side, ""));
                 }
