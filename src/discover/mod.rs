@@ -8,6 +8,7 @@
 //! a remote unless the operator uncomments it. The Actions cache is proposed
 //! only in CI, when the step holds a token that reaches it.
 
+mod buckets;
 mod registries;
 
 use crate::git::Git;
@@ -121,6 +122,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     surfaces.extend(pypi_index(&var, home.as_deref()));
     surfaces.extend(oci_registries(&var, home.as_deref()));
     surfaces.extend(sccache(&var));
+    surfaces.extend(buckets::buckets(&var, workspace.as_deref()));
     // The default socket too when DOCKER_HOST names another: an earlier
     // step can set DOCKER_HOST (GITHUB_ENV), and the daemon most jobs
     // share does not go away with it.

@@ -199,6 +199,46 @@ fn a_declared_channel_is_authorized() {
     assert_eq!(p.verdict("bucket:object-key"), "fail", "{}", p.report);
 }
 
+/// A bucket the job's environment names for a build cache (sccache's) is
+/// an exposure coverage lists: tested by a configured object-store of the
+/// same bucket, a gap without one.
+#[test]
+fn coverage_counts_the_bucket_a_build_cache_names() {
+    let s = Seaweed::start();
+    let dir = tempfile::tempdir().unwrap();
+    let id = format!("bucket:{}/{}", s.endpoint, crate::common::seaweed::BUCKET);
+    let named = [
+        ("SCCACHE_BUCKET", crate::common::seaweed::BUCKET),
+        ("SCCACHE_ENDPOINT", s.endpoint.as_str()),
+    ];
+    let exposure = |p: &crate::common::Probe| {
+        p.report["coverage"]["exposures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id.as_str())
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {}", p.report["coverage"]))
+    };
+    let mut envs: Vec<(&str, &str)> = env(&WRITER).to_vec();
+    envs.extend(named);
+    let p = run_config(dir.path(), &s.config("bucket", "team/"), &envs, &["probe"]);
+    assert_eq!(exposure(&p)["status"], "tested", "{}", p.report);
+    // Another surface only: the bucket is a gap, its stanza proposed.
+    let other = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: d\n    type: filesystem\n    path: {}\n",
+        serde_json::to_string(other.path()).unwrap()
+    );
+    let p = run_config(dir.path(), &cfg, &named, &["probe"]);
+    let e = exposure(&p);
+    assert_eq!(e["status"], "not-tested", "{e}");
+    assert!(
+        e["stanza"].as_str().unwrap().contains("type: object-store"),
+        "{e}"
+    );
+}
+
 /// AWS answers AccessDenied, not 404, to a read of a key that does not
 /// exist when the identity may not list (the loopback bucket in that
 /// mode; SeaweedFS answers 404). A plant that is not there must not read

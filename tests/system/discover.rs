@@ -443,3 +443,55 @@ fn sccaches_webdav_cache_is_proposed_commented_out_without_its_credentials() {
     );
     assert_valid(&out);
 }
+
+/// A bucket a build cache names (sccache's S3 backend, an Nx S3 cache
+/// runner, Nx's own `nx.json`) is proposed commented out, with AWS's
+/// variables named and never read; uncommented, each entry is valid, and
+/// coverage counts each bucket until a config tests it.
+#[test]
+fn buckets_a_build_cache_names_are_proposed_commented_out() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("nx.json"),
+        r#"{"s3": {"bucket": "nx-official", "region": "eu-west-1"}}"#,
+    )
+    .unwrap();
+    let (out, err, code) = discover(&[
+        ("SCCACHE_BUCKET", "ci-sccache".into()),
+        ("SCCACHE_ENDPOINT", "minio.internal:9000".into()),
+        ("SCCACHE_S3_USE_SSL", "false".into()),
+        ("SCCACHE_S3_KEY_PREFIX", "rust/".into()),
+        ("NX_AWS_BUCKET", "nx-cache/team-a".into()),
+        ("NX_AWS_ENDPOINT", "https://s3.internal".into()),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-31".into()),
+        ("GITHUB_WORKSPACE", ws.path().to_string_lossy().into_owned()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("aws-secret-31"), "{out}");
+    for stanza in [
+        "  # - name: sccache-bucket\n  #   type: object-store\n  #   url: \"http://minio.internal:9000\"\n  #   bucket: \"ci-sccache\"\n  #   prefix: \"rust/\"\n",
+        "  # - name: nx-bucket\n  #   type: object-store\n  #   url: \"https://s3.internal\"\n  #   bucket: \"nx-cache\"\n  #   prefix: \"team-a/\"\n",
+        "  #   url: \"https://s3.eu-west-1.amazonaws.com\"\n  #   bucket: \"nx-official\"\n  #   region: eu-west-1\n",
+        "  #   access-key-env: AWS_ACCESS_KEY_ID\n  #   secret-key-env: AWS_SECRET_ACCESS_KEY\n",
+    ] {
+        assert!(out.contains(stanza), "{stanza}\n{out}");
+    }
+    assert_valid(&out);
+    // Uncommented, the entries are valid surfaces.
+    let mut live = String::from("version: 1\nsurfaces:\n");
+    let mut in_stanza = false;
+    for l in out.lines() {
+        match l.strip_prefix("  # ") {
+            Some(rest) if rest.starts_with("- name: ") => {
+                in_stanza = rest.contains("bucket");
+                if in_stanza {
+                    live += &format!("  {rest}\n");
+                }
+            }
+            Some(rest) if in_stanza && rest.starts_with("  ") => live += &format!("  {rest}\n"),
+            _ => in_stanza = false,
+        }
+    }
+    assert_eq!(live.matches("type: object-store").count(), 3, "{live}");
+    assert_valid(&live);
+}
