@@ -2,8 +2,10 @@
 //! `/{bucket}/{key}`: `PUT` (with `x-amz-meta-*` and `x-amz-tagging`),
 //! `GET`, `HEAD`, `DELETE`, `GET ?tagging`, `POST ?uploads` (a multipart
 //! upload started), `DELETE ?uploadId=` (aborted); on the bucket,
-//! `GET ?list-type=2` (ListObjectsV2, paged by continuation token) and
-//! `GET ?uploads` (ListMultipartUploads). Answers are S3's XML, errors
+//! `GET ?list-type=2` (ListObjectsV2, paged by continuation token),
+//! `GET ?uploads` (ListMultipartUploads), and, for a bucket that keeps
+//! versions, `GET ?versioning`, `GET ?versions` (ListObjectVersions) and
+//! `DELETE ?versionId=`: a PUT makes a version, a DELETE a delete marker. Answers are S3's XML, errors
 //! S3's `<Error><Code>`.
 //!
 //! It accepts only the access key it minted (the `Credential=` of a SigV4
@@ -24,6 +26,17 @@ pub struct Object {
     /// `x-amz-meta-*` headers, by name after the prefix.
     pub meta: BTreeMap<String, String>,
     pub tags: BTreeMap<String, String>,
+    /// Its version, in a bucket that keeps them.
+    pub version: Option<String>,
+}
+
+/// One version a bucket that keeps them holds: an object's or a delete
+/// marker's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Version {
+    pub key: String,
+    pub id: String,
+    pub marker: bool,
 }
 
 #[derive(Default)]
@@ -37,6 +50,10 @@ pub struct State {
     /// As AWS answers an identity that may not list the bucket: a read of
     /// a key that does not exist is `AccessDenied` (403), not 404.
     pub missing_denied: bool,
+    /// Whether it keeps versions (the control's does), and those it holds.
+    pub versioning: bool,
+    pub versions: Vec<Version>,
+    next_version: u64,
     /// How many keys a listing page holds (S3's is 1,000).
     pub page: usize,
     /// While listings lag: the keys and uploads they show (what existed
@@ -52,7 +69,11 @@ impl super::Knobs for State {
                 self.lag = on.then(|| {
                     (
                         self.objects.keys().cloned().collect(),
-                        self.uploads.keys().cloned().collect(),
+                        self.uploads
+                            .keys()
+                            .cloned()
+                            .chain(self.versions.iter().map(|v| v.id.clone()))
+                            .collect(),
                     )
                 })
             }
@@ -61,6 +82,7 @@ impl super::Knobs for State {
             super::Knob::Evict if on => {
                 self.objects.clear();
                 self.uploads.clear();
+                self.versions.clear();
             }
             super::Knob::Evict => {}
             _ => return false,
@@ -73,11 +95,17 @@ impl super::Knobs for State {
 pub type S3Server = super::Service<State>;
 
 impl super::Service<State> {
-    /// A bucket named `bucket`, answering only the key it mints.
+    /// A bucket named `bucket`, answering only the key it mints; keeping
+    /// versions when `versioning`.
     pub fn start(bucket: &str, read_only: bool) -> Result<S3Server, Fault> {
+        S3Server::start_with(bucket, read_only, false)
+    }
+
+    pub fn start_with(bucket: &str, read_only: bool, versioning: bool) -> Result<S3Server, Fault> {
         let state = State {
             bucket: bucket.into(),
             read_only,
+            versioning,
             page: 1000,
             access_key: format!("RW{}", super::secret()?.to_uppercase()),
             ..State::default()
@@ -192,39 +220,69 @@ fn route(
             q.get("prefix").map(String::as_str).unwrap_or(""),
             q.get("continuation-token").map(String::as_str),
         ),
+        ("GET", None) if has("versioning") => xml(if st.versioning {
+            "<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>".into()
+        } else {
+            "<VersioningConfiguration></VersioningConfiguration>".into()
+        }),
+        ("GET", None) if has("versions") => {
+            list_versions(st, q.get("prefix").map(String::as_str).unwrap_or(""))
+        }
         ("GET", None) => error(501, "NotImplemented"),
-        (m, Some(k)) => object(
-            st,
-            m,
-            k,
-            &q,
-            has("uploads"),
-            has("uploadId"),
-            has("tagging"),
-            body,
-            meta,
-            tagging,
-        ),
+        (m, Some(k)) => {
+            let ask = Ask {
+                q: &q,
+                uploads: has("uploads"),
+                upload_id: has("uploadId"),
+                tagging_read: has("tagging"),
+                version_id: q.get("versionId").cloned(),
+            };
+            object(st, m, k, &ask, body, meta, tagging)
+        }
         _ => error(501, "NotImplemented"),
     }
 }
 
+/// What a request on one object asks besides its method.
+struct Ask<'a> {
+    q: &'a std::collections::HashMap<String, String>,
+    uploads: bool,
+    upload_id: bool,
+    tagging_read: bool,
+    version_id: Option<String>,
+}
+
 /// The operations on one object (`k`): uploads started and aborted, tags
-/// read, objects put, read, headed and deleted.
-#[allow(clippy::too_many_arguments)]
+/// read, objects put, read, headed and deleted, versions deleted.
 fn object(
     st: &mut State,
     method: &str,
     k: String,
-    q: &std::collections::HashMap<String, String>,
-    uploads: bool,
-    upload_id: bool,
-    tagging_read: bool,
+    ask: &Ask<'_>,
     body: Vec<u8>,
     meta: Vec<(String, String)>,
     tagging: Option<String>,
 ) -> Reply {
+    let (q, uploads, upload_id, tagging_read) =
+        (ask.q, ask.uploads, ask.upload_id, ask.tagging_read);
     match method {
+        "DELETE" if ask.version_id.is_some() => {
+            let id = ask.version_id.clone().unwrap_or_default();
+            let before = st.versions.len();
+            st.versions.retain(|v| !(v.key == k && v.id == id));
+            if st
+                .objects
+                .get(&k)
+                .is_some_and(|o| o.version.as_deref() == Some(id.as_str()))
+            {
+                st.objects.remove(&k);
+            }
+            if st.versions.len() < before || !st.versioning {
+                Reply::empty(204)
+            } else {
+                error(404, "NoSuchVersion")
+            }
+        }
         "POST" if uploads => {
             st.next_upload += 1;
             let id = format!("upload-{}", st.next_upload);
@@ -262,20 +320,7 @@ fn object(
             None if st.missing_denied => error(403, "AccessDenied"),
             None => error(404, "NoSuchKey"),
         },
-        "PUT" => {
-            let tags = tagging
-                .map(|t| super::query(&format!("?{t}")).into_iter().collect())
-                .unwrap_or_default();
-            st.objects.insert(
-                k,
-                Object {
-                    body,
-                    meta: meta.into_iter().collect(),
-                    tags,
-                },
-            );
-            Reply::empty(200)
-        }
+        "PUT" => put(st, k, body, meta, tagging),
         "GET" | "HEAD" => match st.objects.get(&k) {
             Some(o) => {
                 let mut r = Reply::raw(
@@ -290,6 +335,9 @@ fn object(
                 for (n, v) in &o.meta {
                     r = r.with(&format!("x-amz-meta-{n}"), v);
                 }
+                if let Some(v) = &o.version {
+                    r = r.with("x-amz-version-id", v);
+                }
                 r
             }
             // (A HEAD's error has no body, as S3's.)
@@ -298,12 +346,65 @@ fn object(
             None if method == "HEAD" => Reply::empty(404),
             None => error(404, "NoSuchKey"),
         },
-        "DELETE" => {
-            st.objects.remove(&k);
-            Reply::empty(204)
-        }
+        "DELETE" => delete(st, k),
         _ => error(501, "NotImplemented"),
     }
+}
+
+/// A PUT of an object: a new version in a bucket that keeps them.
+fn put(
+    st: &mut State,
+    k: String,
+    body: Vec<u8>,
+    meta: Vec<(String, String)>,
+    tagging: Option<String>,
+) -> Reply {
+    let tags = tagging
+        .map(|t| super::query(&format!("?{t}")).into_iter().collect())
+        .unwrap_or_default();
+    let version = st.versioning.then(|| {
+        st.next_version += 1;
+        format!("v{:08}", st.next_version)
+    });
+    if let Some(id) = &version {
+        st.versions.push(Version {
+            key: k.clone(),
+            id: id.clone(),
+            marker: false,
+        });
+    }
+    st.objects.insert(
+        k,
+        Object {
+            body,
+            meta: meta.into_iter().collect(),
+            tags,
+            version: version.clone(),
+        },
+    );
+    match version {
+        Some(v) => Reply::empty(200).with("x-amz-version-id", &v),
+        None => Reply::empty(200),
+    }
+}
+
+/// A DELETE of an object without a version: a delete marker in a bucket
+/// that keeps versions.
+fn delete(st: &mut State, k: String) -> Reply {
+    st.objects.remove(&k);
+    if !st.versioning {
+        return Reply::empty(204);
+    }
+    st.next_version += 1;
+    let id = format!("v{:08}", st.next_version);
+    st.versions.push(Version {
+        key: k,
+        id: id.clone(),
+        marker: true,
+    });
+    Reply::empty(204)
+        .with("x-amz-version-id", &id)
+        .with("x-amz-delete-marker", "true")
 }
 
 /// ListObjectsV2 under `prefix`, a page of `st.page` keys, the next page
@@ -354,5 +455,31 @@ fn list_uploads(st: &State, prefix: &str) -> Reply {
         }
     }
     out += "</ListMultipartUploadsResult>";
+    xml(out)
+}
+
+/// ListObjectVersions under `prefix`, whole: every version and delete
+/// marker.
+fn list_versions(st: &State, prefix: &str) -> Reply {
+    let mut out = format!(
+        "<ListVersionsResult><Name>{}</Name><IsTruncated>false</IsTruncated>",
+        xml_escape(&st.bucket)
+    );
+    for v in st.versions.iter().filter(|v| v.key.starts_with(prefix)) {
+        if st
+            .lag
+            .as_ref()
+            .is_some_and(|(_, shown)| !shown.contains(&v.id))
+        {
+            continue;
+        }
+        let kind = if v.marker { "DeleteMarker" } else { "Version" };
+        out += &format!(
+            "<{kind}><Key>{}</Key><VersionId>{}</VersionId></{kind}>",
+            xml_escape(&v.key),
+            v.id
+        );
+    }
+    out += "</ListVersionsResult>";
     xml(out)
 }

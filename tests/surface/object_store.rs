@@ -285,3 +285,46 @@ fn access_denied_to_a_missing_key_is_never_taken_for_a_refusal() {
         );
     }
 }
+
+/// Everything a bucket that keeps versions holds, as boto3 lists it:
+/// each version's and delete marker's key and id.
+fn versions(s: &Seaweed) -> String {
+    s.boto(
+        &WRITER,
+        "v = s3.list_object_versions(Bucket=B)\n\
+         print(json.dumps(sorted([[x['Key'], x['VersionId']] for x in v.get('Versions', []) + v.get('DeleteMarkers', [])])))",
+    )
+}
+
+/// In a bucket that keeps versions, an object written and deleted at once
+/// leaves a version and a delete marker no object listing shows: run B
+/// finds the nonce among the versions, and cleanup deletes both by id,
+/// leaving the foreign versions as they were. Without versions the
+/// carrier is SKIPPED: a deleted object leaves nothing.
+#[test]
+fn a_versioned_bucket_carries_a_deleted_objects_versions() {
+    let s = Seaweed::start();
+    let on = s.boto(
+        &WRITER,
+        "s3.put_bucket_versioning(Bucket=B, VersioningConfiguration={'Status': 'Enabled'})\n\
+         s3.put_object(Bucket=B, Key='team/foreign-v', Body=b'one')\n\
+         s3.delete_object(Bucket=B, Key='team/foreign-v')\n\
+         print('ok')",
+    );
+    assert_eq!(on.trim(), "ok", "{on}");
+    let before = versions(&s);
+    let p = probe(&s, &WRITER, "", &["probe"]);
+    assert_eq!(p.verdict("bucket:object-version"), "fail", "{}", p.report);
+    assert_eq!(verdicts(&p), all("fail"), "{}", p.report);
+    assert_eq!(versions(&s), before, "{}", p.stdout);
+    // Unversioned: SKIPPED, saying why, and nothing left.
+    let t = Seaweed::start();
+    let p = probe(&t, &WRITER, "", &["probe"]);
+    let f = p.finding("bucket:object-version");
+    assert_eq!(f["verdict"], "skipped", "{f}");
+    assert!(
+        f["detail"].as_str().unwrap().contains("keeps no versions"),
+        "{f}"
+    );
+    assert_eq!(versions(&t).trim(), "[]");
+}

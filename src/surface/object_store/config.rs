@@ -107,6 +107,7 @@ pub(super) fn validate(mut opts: Options<'_>) -> Result<Settings, ConfigError> {
         missing,
         consistency_wait_ms: crate::surface::listing::wait_option(&mut opts)?.as_millis() as u64,
         control: false,
+        permanent: opts.bool("permanent")?.unwrap_or(false),
     })
 }
 

@@ -5,10 +5,12 @@
 //! Run A writes under the agreed `prefix`: an object whose key carries
 //! the nonce, an object at an agreed key holding it, one whose user
 //! metadata (`x-amz-meta-runwarden`) holds it, one whose tag holds it,
-//! and a multipart upload started under a key carrying it and never
-//! completed (object listings do not show it). Run B lists the objects
-//! (ListObjectsV2, paged by continuation token to the end) and the
-//! uploads (ListMultipartUploads), and reads the agreed keys (`GET`,
+//! a multipart upload started under a key carrying it and never completed
+//! (object listings do not show it), and, in a bucket that keeps versions,
+//! an object under a key carrying it written and deleted at once. Run B
+//! lists the objects (ListObjectsV2, paged by continuation token to the
+//! end), the uploads (ListMultipartUploads) and the versions
+//! (ListObjectVersions), and reads the agreed keys (`GET`,
 //! `HEAD`, `GET ?tagging`). Every route has its witnesses: two objects
 //! (and, for the uploads, two uploads) run A makes before and after the
 //! plants, which run B must see through the same route for a miss to
@@ -29,6 +31,7 @@ mod recover;
 mod refused;
 pub mod s3;
 mod surface;
+mod versions;
 
 use super::RunCtx;
 use super::carrier::carriers;
@@ -49,6 +52,7 @@ carriers! {
         ObjectMetadata = "object-metadata", Durable, "the nonce in the user metadata (x-amz-meta-*) of an object at an agreed key; run B heads it";
         ObjectTag = "object-tag", Durable, "the nonce in a tag of an object at an agreed key; run B reads its tags";
         MultipartUpload = "multipart-upload", Durable, "the nonce in the key of a multipart upload started and never completed (object listings do not show it); run B lists the uploads";
+        ObjectVersion = "object-version", Durable, "in a bucket that keeps versions, the nonce in the key of an object written and deleted at once (a version and a delete marker no object listing shows); run B lists the versions";
     }
 }
 
@@ -56,7 +60,10 @@ impl Obj {
     /// Whether the plant's key carries the nonce (else it is the agreed
     /// key, the same for both runs).
     fn keyed(self) -> bool {
-        matches!(self, Obj::ObjectKey | Obj::MultipartUpload)
+        matches!(
+            self,
+            Obj::ObjectKey | Obj::MultipartUpload | Obj::ObjectVersion
+        )
     }
 }
 
@@ -76,6 +83,10 @@ pub struct Settings {
     #[serde(default = "super::listing::default_wait_ms")]
     consistency_wait_ms: u64,
     control: bool,
+    /// `permanent: true`: versions the identity may not delete are
+    /// planted all the same, and kept.
+    #[serde(default)]
+    permanent: bool,
 }
 
 /// What a journal entry names: an object or a multipart upload.
@@ -84,6 +95,9 @@ pub struct Settings {
 pub enum Kind {
     Object,
     Upload,
+    /// An object written and deleted in a bucket that keeps versions: its
+    /// version and its delete marker.
+    Version,
 }
 
 /// One key run A writes under the prefix (`name`, the tagged name; the
@@ -101,6 +115,10 @@ pub struct Entry {
     sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     upload_id: Option<String>,
+    /// A written and deleted object's version ids (its version, then its
+    /// delete marker), as S3 gave them: cleanup deletes each by its id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    version_ids: Vec<String>,
 }
 
 impl Entry {
@@ -110,16 +128,30 @@ impl Entry {
             kind: Kind::Object,
             sha256: Some(sha256_hex(body)),
             upload_id: None,
+            version_ids: vec![],
         }
     }
 
     /// An upload of `name`: its id once S3 gave one.
+    /// The versions of `name` written and deleted, with the ids known so
+    /// far.
+    fn version(name: &str, ids: &[String]) -> Entry {
+        Entry {
+            name: name.into(),
+            kind: Kind::Version,
+            sha256: None,
+            upload_id: None,
+            version_ids: ids.to_vec(),
+        }
+    }
+
     fn upload(name: &str, id: Option<&str>) -> Entry {
         Entry {
             name: name.into(),
             kind: Kind::Upload,
             sha256: None,
             upload_id: id.map(String::from),
+            version_ids: vec![],
         }
     }
 }
@@ -129,6 +161,7 @@ impl std::fmt::Display for Entry {
         match self.kind {
             Kind::Object => write!(f, "object {}", escape::bytes(self.name.as_bytes())),
             Kind::Upload => write!(f, "upload {}", escape::bytes(self.name.as_bytes())),
+            Kind::Version => write!(f, "versions of {}", escape::bytes(self.name.as_bytes())),
         }
     }
 }
@@ -166,6 +199,11 @@ const WITNESS: &str = "witness";
 /// upload listing.
 const OBJECTS: &str = "objects";
 const UPLOADS: &str = "uploads";
+/// And objects written and deleted, for the version listing; and the
+/// object run A writes and deletes by version first, to learn whether it
+/// may delete versions.
+const VERSIONS: &str = "versions";
+const VERSION_CHECK: &str = "version-check";
 
 /// An open bucket.
 pub struct ObjectStore {

@@ -76,7 +76,7 @@ impl ObjectStore {
 
     /// What a write's answer means for its carrier: taken back when it
     /// provably made nothing (a refusal, a 4xx).
-    fn written(
+    pub(super) fn written(
         &self,
         journal: &mut Journal<'_, Entry>,
         entry: &Entry,

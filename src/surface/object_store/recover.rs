@@ -7,7 +7,7 @@
 
 use super::s3::{Call, Said, parse};
 use super::surface::{ListError, said};
-use super::{META, OBJECTS, Obj, ObjectStore, UPLOADS, WITNESS, innocuous, plant_name};
+use super::{META, OBJECTS, Obj, ObjectStore, UPLOADS, VERSIONS, WITNESS, innocuous, plant_name};
 use crate::nonce::Nonce;
 use crate::surface::routes::{Kind, Recovered, Route};
 use crate::surface::witness::{self, Currency, Seen, Side};
@@ -39,6 +39,11 @@ pub(super) const ROUTES: &[Route<Obj>] = &[
         name: "list-uploads",
         kind: Kind::Listing,
         carriers: &[Obj::MultipartUpload],
+    },
+    Route {
+        name: "list-versions",
+        kind: Kind::Listing,
+        carriers: &[Obj::ObjectVersion],
     },
 ];
 
@@ -170,11 +175,15 @@ impl ObjectStore {
         };
         let keyed = picked(Obj::ObjectKey);
         if !keyed.is_empty() {
-            self.through_listing(ctx, wanted, &keyed, &mut out, false);
+            self.through_listing(ctx, wanted, &keyed, &mut out, Lister::Objects);
+        }
+        let versions = picked(Obj::ObjectVersion);
+        if !versions.is_empty() {
+            self.through_listing(ctx, wanted, &versions, &mut out, Lister::Versions);
         }
         let uploads = picked(Obj::MultipartUpload);
         if !uploads.is_empty() {
-            self.through_listing(ctx, wanted, &uploads, &mut out, true);
+            self.through_listing(ctx, wanted, &uploads, &mut out, Lister::Uploads);
         }
         for (c, route, how) in [
             (Obj::ObjectContent, "get-object", Method::GET),
@@ -218,12 +227,12 @@ impl ObjectStore {
         wanted: &[Want<Obj, Nonce>],
         idx: &[usize],
         out: &mut [Option<Recovered>],
-        uploads: bool,
+        lister: Lister,
     ) {
-        let (route, what, witnesses) = if uploads {
-            ("list-uploads", "the upload listing", UPLOADS)
-        } else {
-            ("list-objects", "the object listing", OBJECTS)
+        let (route, what, witnesses, unit) = match lister {
+            Lister::Uploads => ("list-uploads", "the upload listing", UPLOADS, "upload"),
+            Lister::Versions => ("list-versions", "the version listing", VERSIONS, "version"),
+            Lister::Objects => ("list-objects", "the object listing", OBJECTS, "key"),
         };
         let names: Vec<String> = Side::BOTH
             .iter()
@@ -249,10 +258,12 @@ impl ObjectStore {
                     }
                 }
             };
-            l.count = if uploads {
-                self.list_uploads(&mut |k, _| look(k))?
-            } else {
-                self.list_keys(&mut look)?
+            l.count = match lister {
+                Lister::Uploads => self.list_uploads(&mut |k, _| look(k))?,
+                Lister::Versions => {
+                    self.list_versions(&self.settings.prefix, &mut |k, _| look(k))?
+                }
+                Lister::Objects => self.list_keys(&mut look)?,
             };
             let current = l.seen.before && l.seen.after;
             Ok((l, current))
@@ -262,7 +273,7 @@ impl ObjectStore {
         // A refused object listing leaves its sibling, ListObjectVersions
         // (refused.rs).
         let versions = match &listed {
-            Err(ListError::Denied(r)) if !uploads => {
+            Err(ListError::Denied(r)) if lister == Lister::Objects => {
                 Some(self.refused_listing(&needles, wanted.len(), r))
             }
             _ => None,
@@ -285,7 +296,9 @@ impl ObjectStore {
                         },
                     },
                 },
-                Err(ListError::Failed(r)) => Recovered::Error { reason: r.clone() },
+                Err(ListError::Failed(r) | ListError::Absent(r)) => {
+                    Recovered::Error { reason: r.clone() }
+                }
                 Ok(c) => match &c.value.hits[i] {
                     Some(key) => Recovered::Found {
                         detail: format!("{what} names {key}, which carries the nonce"),
@@ -297,8 +310,10 @@ impl ObjectStore {
                         // never isolation.
                         let seen = c.value.seen;
                         let by_key = || self.seen_by(ctx, &Method::HEAD, false);
-                        let cur = match (seen.before || seen.after, uploads) {
-                            (false, false) if by_key().is_ok_and(|s| s.before && s.after) => {
+                        let cur = match (seen.before || seen.after, lister) {
+                            (false, Lister::Objects)
+                                if by_key().is_ok_and(|s| s.before && s.after) =>
+                            {
                                 Currency::NotCurrent(format!(
                                     "{what} is not yet consistent: it shows neither witness run A made through it, while a read by key finds both (it lags), so the plant's absence proves nothing"
                                 ))
@@ -309,7 +324,7 @@ impl ObjectStore {
                             route,
                             format!(
                                 "{what} holds {} under the prefix (read to its end); none carries the nonce",
-                                plural(c.value.count, if uploads { "upload" } else { "key" })
+                                plural(c.value.count, unit)
                             ),
                             &cur,
                         )
@@ -461,6 +476,14 @@ pub(super) enum Wit {
     Made,
     Missing,
     Denied,
+}
+
+/// Which listing a listed carrier is read through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lister {
+    Objects,
+    Uploads,
+    Versions,
 }
 
 /// What a read by key came to.

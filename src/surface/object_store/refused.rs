@@ -17,8 +17,8 @@
 //!   route of its own, without witnesses of its own).
 
 use super::recover::Wit;
-use super::s3::{Call, Said, parse};
-use super::surface::{ListError, said};
+use super::s3::{Call, Said};
+use super::surface::ListError;
 use super::{OBJECTS, Obj, ObjectStore};
 use crate::surface::RunCtx;
 use crate::surface::routes::Recovered;
@@ -95,7 +95,7 @@ impl ObjectStore {
             }
         })
         .map_err(|e| match e {
-            ListError::Denied(m) | ListError::Failed(m) => m,
+            ListError::Denied(m) | ListError::Failed(m) | ListError::Absent(m) => m,
         })?;
         Ok(seen == [true, true])
     }
@@ -164,79 +164,23 @@ impl ObjectStore {
         len: usize,
         reason: &str,
     ) -> Result<Vec<Option<String>>, Recovered> {
-        let Some(s3) = &self.s3 else {
-            return Err(Recovered::Error {
-                reason: "no credentials".into(),
-            });
-        };
         let mut hits: Vec<Option<String>> = vec![None; len];
-        let mut marker: Option<(String, String)> = None;
-        for _ in 0..super::recover::MAX_PAGES {
-            let mut call = Call::new(Method::GET, None)
-                .query("versions", "")
-                .query("prefix", self.settings.prefix.clone());
-            if let Some((k, v)) = &marker {
-                call = call
-                    .query("key-marker", k.clone())
-                    .query("version-id-marker", v.clone());
-            }
-            let a = s3
-                .send(&call)
-                .map_err(|f| Recovered::Error { reason: f.into() })?;
-            match a.said() {
-                Said::Done => {}
-                // Refused too, or no such listing here: the refusal stands.
-                Said::Denied | Said::Unsupported(_) | Said::Missing => {
-                    return Err(Recovered::Denied {
-                        reason: format!("{reason}; ListObjectVersions is refused too"),
-                    });
-                }
-                other => {
-                    return Err(Recovered::Error {
-                        reason: format!("{reason}, and {}", said(&other, "ListObjectVersions")),
-                    });
+        let listed = self.list_versions(&self.settings.prefix, &mut |k, _| {
+            for (i, hex) in needles {
+                if hits[*i].is_none() && k.contains(hex.as_str()) {
+                    hits[*i] = Some(crate::escape::bytes(k.as_bytes()));
                 }
             }
-            let doc = parse(&a.body, &["Version", "DeleteMarker"])
-                .map_err(|reason| Recovered::Error { reason })?;
-            for (_, f) in &doc.items {
-                if let Some(k) = f.get("Key") {
-                    for (i, hex) in needles {
-                        if hits[*i].is_none() && k.contains(hex.as_str()) {
-                            hits[*i] = Some(crate::escape::bytes(k.as_bytes()));
-                        }
-                    }
-                }
-            }
-            match doc.top.get("IsTruncated").map(|t| t.trim()) {
-                Some("false") => return Ok(hits),
-                Some("true") => {
-                    let k = doc.top.get("NextKeyMarker").cloned().unwrap_or_default();
-                    let v = doc
-                        .top
-                        .get("NextVersionIdMarker")
-                        .cloned()
-                        .unwrap_or_default();
-                    if k.is_empty() || marker.as_ref() == Some(&(k.clone(), v.clone())) {
-                        return Err(Recovered::Error {
-                            reason: format!(
-                                "{reason}, and ListObjectVersions cannot be read to its end"
-                            ),
-                        });
-                    }
-                    marker = Some((k, v));
-                }
-                _ => {
-                    return Err(Recovered::Error {
-                        reason: format!(
-                            "{reason}, and a page of ListObjectVersions does not say whether it is the last"
-                        ),
-                    });
-                }
-            }
+        });
+        match listed {
+            Ok(_) => Ok(hits),
+            // Refused too, or no such listing here: the refusal stands.
+            Err(ListError::Denied(_) | ListError::Absent(_)) => Err(Recovered::Denied {
+                reason: format!("{reason}; ListObjectVersions is refused too"),
+            }),
+            Err(ListError::Failed(m)) => Err(Recovered::Error {
+                reason: format!("{reason}, and ListObjectVersions: {m}"),
+            }),
         }
-        Err(Recovered::Error {
-            reason: format!("{reason}, and ListObjectVersions is longer than can be read"),
-        })
     }
 }

@@ -5,8 +5,8 @@
 use super::recover::ROUTES;
 use super::s3::{Bucket, Call, Keys, S3, Said};
 use super::{
-    Entry, Kind, META, OBJECTS, Obj, ObjectStore, Settings, UPLOADS, WITNESS, innocuous,
-    plant_name, sha256_hex, with_nonce,
+    Entry, Kind, META, OBJECTS, Obj, ObjectStore, Settings, UPLOADS, VERSION_CHECK, VERSIONS,
+    WITNESS, innocuous, plant_name, sha256_hex, with_nonce,
 };
 use crate::config::{ConfigError, Options};
 use crate::escape;
@@ -32,6 +32,7 @@ impl crate::surface::Surface for ObjectStore {
         "secret-key-env",
         "session-token-env",
         "consistency-wait",
+        "permanent",
     ];
     const ROUTES: &'static [crate::surface::routes::Route<Obj>] = ROUTES;
     type Carrier = Obj;
@@ -71,7 +72,8 @@ impl crate::surface::Surface for ObjectStore {
         _dir: &std::path::Path,
     ) -> Result<Control<Settings>, Fault> {
         let bucket = "runwarden-control";
-        let server = crate::loopback::s3::S3Server::start(bucket, false)?;
+        // (It keeps versions: object-version is open there too.)
+        let server = crate::loopback::s3::S3Server::start_with(bucket, false, true)?;
         let s = Settings {
             bucket: Bucket {
                 endpoint: server.endpoint(),
@@ -89,6 +91,7 @@ impl crate::surface::Surface for ObjectStore {
             missing: None,
             consistency_wait_ms: crate::surface::listing::default_wait_ms(),
             control: true,
+            permanent: false,
         };
         Ok(Control::served_with_knobs(s, server))
     }
@@ -110,6 +113,7 @@ impl crate::surface::Surface for ObjectStore {
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
         let uploads = jobs.iter().any(|j| j.carrier == Obj::MultipartUpload);
+        let versions = jobs.iter().any(|j| j.carrier == Obj::ObjectVersion);
         crate::surface::between(
             jobs,
             &[],
@@ -125,6 +129,13 @@ impl crate::surface::Surface for ObjectStore {
                 let _ = self.put(journal, &name, innocuous(ctx.probe_id), headers);
                 if uploads {
                     let _ = self.start_upload(journal, &witness::name(ctx, UPLOADS, side, ""));
+                }
+                if versions {
+                    let _ = self.write_and_delete(
+                        journal,
+                        &witness::name(ctx, VERSIONS, side, ""),
+                        innocuous(ctx.probe_id),
+                    );
                 }
             },
             |job, journal| self.plant_one(ctx, job, journal),
@@ -174,6 +185,17 @@ impl crate::surface::Surface for ObjectStore {
                 )
                 .and_then(|()| self.kept(&name, Method::GET, &hex, "tag"))
                 .map(|()| format!("PUT {shown} tagged {META}=<nonce>, in {}", self.shown())),
+            Obj::ObjectVersion => self
+                .may_delete_versions(ctx, journal)
+                .and_then(|()| self.write_and_delete(journal, &name, body))
+                .map(|ids| {
+                    format!(
+                        "PUT and DELETE {shown} (its version {} and delete marker {} stay in the bucket's versions, which no object listing shows), in {}",
+                        escape::bytes(ids[0].as_bytes()),
+                        escape::bytes(ids[1].as_bytes()),
+                        self.shown()
+                    )
+                }),
             Obj::MultipartUpload => self.start_upload(journal, &name).map(|()| {
                 format!(
                     "started a multipart upload of {shown}, never completed, in {}",
@@ -225,7 +247,7 @@ impl crate::surface::Surface for ObjectStore {
         .map_err(Fault::from)?;
         for name in names {
             let c = Obj::tagged(ctx, &name, "");
-            if c == Some(Obj::MultipartUpload) {
+            if matches!(c, Some(Obj::MultipartUpload | Obj::ObjectVersion)) {
                 continue;
             }
             if let Some(body) = expected(&name) {
@@ -249,12 +271,55 @@ impl crate::surface::Surface for ObjectStore {
                 found.ours.push(Entry::upload(&name, Some(&id)));
             }
         }
+        let mut versions: Vec<(String, Vec<String>)> = vec![];
+        let listed = self.list_versions(&prefix, &mut |key, id| {
+            let Some(name) = key.strip_prefix(&prefix) else {
+                return;
+            };
+            let ours = witness::is_witness(ctx, VERSIONS, name, "")
+                || witness::is_witness(ctx, VERSION_CHECK, name, "")
+                || jobs.iter().any(|j| {
+                    j.carrier == Obj::ObjectVersion
+                        && plant_name(ctx, Obj::ObjectVersion, &j.nonce) == name
+                });
+            if ours && upload_id_ok(id) {
+                match versions.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, ids)) => ids.push(id.to_string()),
+                    None => versions.push((name.to_string(), vec![id.to_string()])),
+                }
+            }
+        });
+        match listed {
+            Ok(_) => {}
+            // A store without versions has none of a plant's.
+            Err(ListError::Absent(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        for (name, ids) in versions {
+            // (At most two ids an entry: more of one key, each its own.)
+            for chunk in ids.chunks(2) {
+                found.ours.push(Entry::version(&name, chunk));
+            }
+        }
         Ok(found)
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
         let innocuous_sha = sha256_hex(&innocuous(ctx.probe_id));
-        let ok = if witness::is_witness(ctx, OBJECTS, &entry.name, "") {
+        let versions_ok = entry.version_ids.len() <= 2
+            && entry.version_ids.iter().all(|v| upload_id_ok(v))
+            && (entry.version_ids.is_empty() || entry.kind == Kind::Version);
+        let ok = if !versions_ok {
+            false
+        } else if entry.kind == Kind::Version {
+            let witnessed = witness::is_witness(ctx, VERSIONS, &entry.name, "")
+                || witness::is_witness(ctx, VERSION_CHECK, &entry.name, "");
+            let planted = || {
+                Obj::owned(ctx, &entry.name, "", &|c| c.keyed())
+                    .is_ok_and(|c| c == Obj::ObjectVersion)
+            };
+            entry.sha256.is_none() && entry.upload_id.is_none() && (witnessed || planted())
+        } else if witness::is_witness(ctx, OBJECTS, &entry.name, "") {
             entry.kind == Kind::Object && entry.sha256.as_deref() == Some(&innocuous_sha)
         } else if entry
             .upload_id
@@ -296,6 +361,7 @@ impl crate::surface::Surface for ObjectStore {
         };
         let key = self.key(&entry.name);
         match entry.kind {
+            Kind::Version => self.clean_versions(entry),
             Kind::Object => {
                 let a = match s3.send(&Call::new(Method::GET, Some(&key))) {
                     Ok(a) => a,
@@ -380,11 +446,25 @@ impl crate::surface::Surface for ObjectStore {
         entries
             .iter()
             .map(|e| {
-                let fuller = e.kind == Kind::Upload
-                    && e.upload_id.is_none()
-                    && entries.iter().any(|f| {
-                        f.kind == Kind::Upload && f.name == e.name && f.upload_id.is_some()
-                    });
+                let fuller = match e.kind {
+                    Kind::Upload => {
+                        e.upload_id.is_none()
+                            && entries.iter().any(|f| {
+                                f.kind == Kind::Upload && f.name == e.name && f.upload_id.is_some()
+                            })
+                    }
+                    // The versions of one key: the line with the most ids
+                    // (the first of them, of equals) is the whole.
+                    Kind::Version => entries.iter().enumerate().any(|(j, f)| {
+                        f.kind == Kind::Version
+                            && f.name == e.name
+                            && !std::ptr::eq(f, e)
+                            && (f.version_ids.len() > e.version_ids.len()
+                                || f.version_ids.len() == e.version_ids.len()
+                                    && entries.iter().position(|x| std::ptr::eq(x, e)) > Some(j))
+                    }),
+                    Kind::Object => false,
+                };
                 if fuller {
                     CleanupOutcome::Superseded
                 } else {
@@ -415,12 +495,14 @@ pub(super) fn said(s: &Said, op: &str) -> String {
 pub(super) enum ListError {
     Denied(String),
     Failed(String),
+    /// The store has no such listing (NotImplemented).
+    Absent(String),
 }
 
 impl From<ListError> for Fault {
     fn from(e: ListError) -> Fault {
         match e {
-            ListError::Denied(m) => Fault::Unsupported(m),
+            ListError::Denied(m) | ListError::Absent(m) => Fault::Unsupported(m),
             ListError::Failed(m) => Fault::Broken(m),
         }
     }

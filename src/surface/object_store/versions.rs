@@ -1,0 +1,259 @@
+//! The object-version carrier's own operations: an object written and
+//! deleted at once in a bucket that keeps versions (its version and its
+//! delete marker stay, shown by ListObjectVersions alone), the check that
+//! the identity may delete versions before one is planted, the version
+//! listing run B reads, and cleanup of versions by their ids.
+
+use super::recover::MAX_PAGES;
+use super::s3::{Call, Said, parse};
+use super::surface::{ListError, said, upload_id_ok};
+use super::{Entry, ObjectStore, VERSION_CHECK, innocuous};
+use crate::fault::Fault;
+use crate::nonce::Nonce;
+use crate::surface::witness::{self, Side};
+use crate::surface::{CleanupOutcome, Journal, PlantOutcome};
+use http::Method;
+
+impl ObjectStore {
+    /// Writes `body` at `name` and deletes it at once, in a bucket that
+    /// keeps versions: journalled before the write, then with each version
+    /// id S3 gives (the version's, then the delete marker's). Where the
+    /// bucket keeps none (the PUT gives no version id) the object is
+    /// deleted, which leaves nothing, and the carrier is unsupported.
+    pub(super) fn write_and_delete(
+        &self,
+        journal: &mut Journal<'_, Entry>,
+        name: &str,
+        body: Vec<u8>,
+    ) -> Result<Vec<String>, PlantOutcome<Nonce>> {
+        let s3 = self
+            .s3()
+            .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
+        let err = |f: Fault| PlantOutcome::Error { reason: f.into() };
+        let key = self.key(name);
+        let intent = Entry::version(name, &[]);
+        journal.record(&intent);
+        let a = s3
+            .send(&Call::new(Method::PUT, Some(&key)).body(body))
+            .map_err(err)?;
+        self.written(journal, &intent, a.status, a.said(), "PutObject")?;
+        let Some(v) = version_id(&a) else {
+            return Err(self.unversioned(journal, &intent, &key));
+        };
+        journal.record(&Entry::version(name, std::slice::from_ref(&v)));
+        let d = s3
+            .send(&Call::new(Method::DELETE, Some(&key)))
+            .map_err(err)?;
+        if d.said() != Said::Done {
+            return Err(PlantOutcome::Error {
+                reason: said(&d.said(), "DeleteObject"),
+            });
+        }
+        let Some(m) = version_id(&d) else {
+            return Err(PlantOutcome::Error {
+                reason: "the DELETE made no delete marker (it gave no version id): the bucket does not keep versions as S3 does".into(),
+            });
+        };
+        let ids = vec![v, m];
+        journal.record(&Entry::version(name, &ids));
+        Ok(ids)
+    }
+
+    /// Whether the identity may delete versions, before a version is
+    /// planted: unless `permanent: true` (which accepts that they stay),
+    /// run A writes an object of its own and deletes its version by id. A
+    /// refusal makes the carrier unsupported (SKIPPED, saying why), and
+    /// that one version is listed as left.
+    pub(super) fn may_delete_versions(
+        &self,
+        ctx: &crate::surface::RunCtx<'_>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> Result<(), PlantOutcome<Nonce>> {
+        if self.settings.permanent {
+            return Ok(());
+        }
+        let s3 = self
+            .s3()
+            .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
+        let err = |f: Fault| PlantOutcome::Error { reason: f.into() };
+        let name = witness::name(ctx, VERSION_CHECK, Side::Before, "");
+        let key = self.key(&name);
+        let intent = Entry::version(&name, &[]);
+        journal.record(&intent);
+        let a = s3
+            .send(&Call::new(Method::PUT, Some(&key)).body(innocuous(ctx.probe_id)))
+            .map_err(err)?;
+        self.written(journal, &intent, a.status, a.said(), "PutObject")?;
+        let Some(v) = version_id(&a) else {
+            return Err(self.unversioned(journal, &intent, &key));
+        };
+        let fuller = Entry::version(&name, std::slice::from_ref(&v));
+        journal.record(&fuller);
+        let d = s3
+            .send(&Call::new(Method::DELETE, Some(&key)).query("versionId", v))
+            .map_err(err)?;
+        match d.said() {
+            Said::Done | Said::Missing => {
+                journal.retract(&fuller);
+                journal.retract(&intent);
+                Ok(())
+            }
+            Said::Denied => Err(PlantOutcome::Unsupported {
+                reason: "the identity may not delete object versions (DeleteObjectVersion refused): planted only with `permanent: true`, which accepts that its versions stay".into(),
+            }),
+            other => Err(PlantOutcome::Error {
+                reason: said(&other, "DeleteObjectVersion"),
+            }),
+        }
+    }
+
+    /// A bucket that gave no version id: what was written at `key` is
+    /// deleted (nothing stays), and the carrier is unsupported.
+    fn unversioned(
+        &self,
+        journal: &mut Journal<'_, Entry>,
+        intent: &Entry,
+        key: &str,
+    ) -> PlantOutcome<Nonce> {
+        if let Some(s3) = &self.s3
+            && matches!(
+                s3.send(&Call::new(Method::DELETE, Some(key)))
+                    .map(|a| a.said()),
+                Ok(Said::Done | Said::Missing)
+            )
+        {
+            journal.retract(intent);
+        }
+        PlantOutcome::Unsupported {
+            reason: "the bucket keeps no versions (a PUT gives no version id): a deleted object leaves nothing to read".into(),
+        }
+    }
+}
+
+/// The version id S3 gave in `a`'s `x-amz-version-id`, when it is one
+/// (not `null`, as S3 names the version of a bucket that keeps none).
+fn version_id(a: &super::s3::Answer) -> Option<String> {
+    a.header("x-amz-version-id")
+        .filter(|v| *v != "null" && upload_id_ok(v))
+        .map(String::from)
+}
+
+impl ObjectStore {
+    /// Every version and delete marker under `prefix`, page by page to the
+    /// end (`each` gets its key and version id).
+    pub(super) fn list_versions(
+        &self,
+        prefix: &str,
+        each: &mut dyn FnMut(&str, &str),
+    ) -> Result<usize, ListError> {
+        let s3 = self
+            .s3
+            .as_ref()
+            .ok_or_else(|| ListError::Failed("no credentials".into()))?;
+        let mut marker: Option<(String, String)> = None;
+        let mut count = 0;
+        for _ in 0..MAX_PAGES {
+            let mut call = Call::new(Method::GET, None)
+                .query("versions", "")
+                .query("prefix", prefix.to_string());
+            if let Some((k, v)) = &marker {
+                call = call
+                    .query("key-marker", k.clone())
+                    .query("version-id-marker", v.clone());
+            }
+            let a = s3.send(&call).map_err(|f| ListError::Failed(f.into()))?;
+            let doc = match a.said() {
+                Said::Done => {
+                    parse(&a.body, &["Version", "DeleteMarker"]).map_err(ListError::Failed)?
+                }
+                Said::Denied => {
+                    return Err(ListError::Denied(said(&Said::Denied, "ListObjectVersions")));
+                }
+                Said::Unsupported(m) => return Err(ListError::Absent(m)),
+                other => return Err(ListError::Failed(said(&other, "ListObjectVersions"))),
+            };
+            for (_, f) in &doc.items {
+                if let (Some(k), Some(v)) = (f.get("Key"), f.get("VersionId")) {
+                    count += 1;
+                    each(k, v);
+                }
+            }
+            match doc.top.get("IsTruncated").map(|t| t.trim()) {
+                Some("false") => return Ok(count),
+                Some("true") => {
+                    let k = doc.top.get("NextKeyMarker").cloned().unwrap_or_default();
+                    let v = doc
+                        .top
+                        .get("NextVersionIdMarker")
+                        .cloned()
+                        .unwrap_or_default();
+                    if k.is_empty() || marker.as_ref() == Some(&(k.clone(), v.clone())) {
+                        return Err(ListError::Failed(
+                            "the version listing names no next page, or the same again".into(),
+                        ));
+                    }
+                    marker = Some((k, v));
+                }
+                _ => {
+                    return Err(ListError::Failed(
+                        "a page of the version listing does not say whether it is the last (IsTruncated)".into(),
+                    ));
+                }
+            }
+        }
+        Err(ListError::Failed(format!(
+            "the bucket lists more than {MAX_PAGES} pages of versions under the prefix: not read to its end"
+        )))
+    }
+
+    /// Deletes each version of `entry` by its id: those journalled, or,
+    /// for an intent alone, those the version listing shows at its key (a
+    /// key in runwarden's own namespace). Refused: kept with `permanent:
+    /// true` (which accepted it), else left.
+    pub(super) fn clean_versions(&self, entry: &Entry) -> CleanupOutcome {
+        let left = |reason: String| CleanupOutcome::Left { reason };
+        let Some(s3) = &self.s3 else {
+            return left("no credentials here to delete it with".into());
+        };
+        let key = self.key(&entry.name);
+        let ids = if entry.version_ids.is_empty() {
+            let mut ids = vec![];
+            if let Err(e) = self.list_versions(&key, &mut |k, v| {
+                if k == key && upload_id_ok(v) {
+                    ids.push(v.to_string());
+                }
+            }) {
+                return left(format!(
+                    "listing its versions: {}",
+                    String::from(Fault::from(e))
+                ));
+            }
+            if ids.is_empty() {
+                return CleanupOutcome::Gone;
+            }
+            ids
+        } else {
+            entry.version_ids.clone()
+        };
+        let mut gone = true;
+        for id in ids {
+            let del = Call::new(Method::DELETE, Some(&key)).query("versionId", id);
+            match s3.send(&del).map(|a| a.said()) {
+                Ok(Said::Done) => gone = false,
+                Ok(Said::Missing) => {}
+                Ok(Said::Denied) if self.settings.permanent => {
+                    return CleanupOutcome::Kept {
+                        reason: "the identity may not delete object versions; kept, as `permanent: true` accepts".into(),
+                    };
+                }
+                Ok(other) => return left(said(&other, "DeleteObjectVersion")),
+                Err(f) => return left(f.into()),
+            }
+        }
+        if gone {
+            CleanupOutcome::Gone
+        } else {
+            CleanupOutcome::Removed
+        }
+    }
+}
