@@ -121,11 +121,12 @@ fn what_runwarden_writes_boto3_reads_and_cleanup_takes_it_back() {
     );
     assert_eq!(b.code, 1, "{}\n{}", b.stdout, b.stderr);
     assert_eq!(verdicts(&b), all("fail"), "{}", b.report);
+    // Cleanup by the plant's receipt.
     let c = run_config(
         dir.path(),
         &cfg,
         &env(&WRITER),
-        &["cleanup", "--probe-id", "os-1"],
+        &["cleanup", "--receipt", "runwarden-receipt-os-1.json"],
     );
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     let left = s.boto(
@@ -149,6 +150,24 @@ fn a_read_only_identity_passes_every_carrier_with_the_refusal_said() {
         assert!(d.contains("AccessDenied"), "{c}: {d}");
     }
     no_secrets(&p, &[READER.secret]);
+    // Across jobs too: the plant's refusals travel in its receipt.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = s.config("bucket", "team/");
+    let a = run_config(
+        dir.path(),
+        &cfg,
+        &env(&READER),
+        &["plant", "--probe-id", "ro-1"],
+    );
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    let b = run_config(
+        dir.path(),
+        &cfg,
+        &env(&READER),
+        &["recover", "--probe-id", "ro-1"],
+    );
+    assert_eq!(b.code, 0, "{}\n{}", b.stdout, b.stderr);
+    assert_eq!(verdicts(&b), all("pass"), "{}", b.report);
 }
 
 /// A bucket policy that refuses listing but allows writes and reads by
