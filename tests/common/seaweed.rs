@@ -52,7 +52,21 @@ impl Drop for Seaweed {
 
 impl Seaweed {
     /// A fresh store with [`BUCKET`] made (by boto3), ready for requests.
+    /// Started again, on other ports, when it does not come up: a port
+    /// taken between [`free_port`] and the server's bind is the usual
+    /// cause on a busy machine.
     pub fn start() -> Seaweed {
+        let mut why = String::new();
+        for _ in 0..3 {
+            match Seaweed::try_start() {
+                Ok(s) => return s,
+                Err(e) => why = e,
+            }
+        }
+        panic!("SeaweedFS did not come up, three times: {why}");
+    }
+
+    fn try_start() -> Result<Seaweed, String> {
         let weed = servers().join("seaweedfs/bin/weed");
         let dir = tempfile::tempdir().unwrap();
         let ids = format!(
@@ -113,13 +127,12 @@ impl Seaweed {
                 "s3.list_buckets(); s3.create_bucket(Bucket=B); print('ok')",
             );
             if out.trim() == "ok" {
-                return s;
+                return Ok(s);
             }
-            if start.elapsed() > Duration::from_secs(60) {
-                panic!(
-                    "SeaweedFS did not come up: {out}\n{}",
-                    std::fs::read_to_string(s.dir.path().join("err")).unwrap_or_default()
-                );
+            if start.elapsed() > Duration::from_secs(45) {
+                let log = std::fs::read_to_string(s.dir.path().join("err")).unwrap_or_default();
+                let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+                return Err(format!("{out}\n{tail}"));
             }
             std::thread::sleep(Duration::from_millis(300));
         }

@@ -18,7 +18,7 @@
 
 use super::recover::Wit;
 use super::s3::{Call, Said};
-use super::surface::ListError;
+use super::surface::{ListError, said};
 use super::{OBJECTS, Obj, ObjectStore};
 use crate::surface::RunCtx;
 use crate::surface::routes::Recovered;
@@ -52,6 +52,12 @@ impl ObjectStore {
         }
         let what = format!("the {route} read");
         if refused < 2 {
+            // A policy may refuse this very key (its agreed form) and not
+            // the witnesses: the sibling read by version is tried first.
+            let sibling = self.by_version(key, how, tagging, hex, reason.clone());
+            if matches!(sibling, Recovered::Found { .. } | Recovered::Error { .. }) {
+                return sibling;
+            }
             // The same read answers for the witnesses: the plant's key is
             // not there.
             return Recovered::missed_through(
@@ -79,7 +85,14 @@ impl ObjectStore {
                 };
             }
         }
-        self.by_version(key, how, tagging, hex, reason)
+        match self.by_version(key, how, tagging, hex, reason.clone()) {
+            Recovered::Missed { .. } => Recovered::Error {
+                reason: format!(
+                    "{reason}; the same read by version (versionId=null) finds no such version (a bucket that keeps versions gives real ids), so nothing shows every read of it refused"
+                ),
+            },
+            r => r,
+        }
     }
 
     /// Whether the object listing names both witness objects.
@@ -115,7 +128,9 @@ impl ObjectStore {
                 reason: "no credentials".into(),
             };
         };
-        let mut call = Call::new(how.clone(), Some(key)).query("versionId", "null");
+        // A HEAD's refusal has no body to say why: asked with GET, which
+        // answers the same metadata.
+        let mut call = Call::new(Method::GET, Some(key)).query("versionId", "null");
         if tagging {
             call = call.query("tagging", "");
         }
@@ -123,13 +138,32 @@ impl ObjectStore {
             Ok(a) => a,
             Err(f) => return Recovered::Error { reason: f.into() },
         };
-        if a.said() != Said::Done {
+        match a.said() {
+            Said::Done => {}
             // Refused too, or no such read here: the refusal stands.
-            return Recovered::Denied {
-                reason: format!(
-                    "{reason}; the same read by version (versionId=null) is refused too"
-                ),
-            };
+            Said::Denied | Said::Unsupported(_) => {
+                return Recovered::Denied {
+                    reason: format!(
+                        "{reason}; the same read by version (versionId=null) is refused too"
+                    ),
+                };
+            }
+            // A 404: no `null` version of it (a bucket that keeps
+            // versions gives real ids), or no such key.
+            Said::Missing => {
+                return Recovered::Missed {
+                    detail: reason,
+                    looks: vec![],
+                };
+            }
+            other => {
+                return Recovered::Error {
+                    reason: format!(
+                        "{reason}, and the same read by version (versionId=null) answers: {}",
+                        said(&other, "it")
+                    ),
+                };
+            }
         }
         let found = if *how == Method::HEAD {
             a.headers.iter().any(|(n, v)| {

@@ -114,6 +114,10 @@ impl crate::surface::Surface for ObjectStore {
     ) -> Vec<PlantOutcome<Nonce>> {
         let uploads = jobs.iter().any(|j| j.carrier == Obj::MultipartUpload);
         let versions = jobs.iter().any(|j| j.carrier == Obj::ObjectVersion);
+        // Before any version is written, the witnesses' included: whether
+        // the identity may delete versions (versions.rs).
+        let check = versions.then(|| self.may_delete_versions(ctx, journal));
+        let versions = matches!(check, Some(Ok(())));
         crate::surface::between(
             jobs,
             &[],
@@ -138,7 +142,10 @@ impl crate::surface::Surface for ObjectStore {
                     );
                 }
             },
-            |job, journal| self.plant_one(ctx, job, journal),
+            |job, journal| match (&check, job.carrier) {
+                (Some(Err(o)), Obj::ObjectVersion) => o.clone(),
+                _ => self.plant_one(ctx, job, journal),
+            },
         )
     }
 
@@ -185,9 +192,9 @@ impl crate::surface::Surface for ObjectStore {
                 )
                 .and_then(|()| self.kept(&name, Method::GET, &hex, "tag"))
                 .map(|()| format!("PUT {shown} tagged {META}=<nonce>, in {}", self.shown())),
+            // (Whether versions may be deleted is asked first, in `plant`.)
             Obj::ObjectVersion => self
-                .may_delete_versions(ctx, journal)
-                .and_then(|()| self.write_and_delete(journal, &name, body))
+                .write_and_delete(journal, &name, body)
                 .map(|ids| {
                     format!(
                         "PUT and DELETE {shown} (its version {} and delete marker {} stay in the bucket's versions, which no object listing shows), in {}",
@@ -296,17 +303,19 @@ impl crate::surface::Surface for ObjectStore {
             Err(e) => return Err(e.into()),
         }
         for (name, ids) in versions {
-            // (At most two ids an entry: more of one key, each its own.)
-            for chunk in ids.chunks(2) {
-                found.ours.push(Entry::version(&name, chunk));
-            }
+            // One entry a key, every id of it (cleanup then lists what
+            // still stays there).
+            found.ours.push(Entry::version(
+                &name,
+                &ids[..ids.len().min(MAX_VERSION_IDS)],
+            ));
         }
         Ok(found)
     }
 
     fn owns(&self, ctx: &RunCtx<'_>, entry: &Entry) -> Result<(), Fault> {
         let innocuous_sha = sha256_hex(&innocuous(ctx.probe_id));
-        let versions_ok = entry.version_ids.len() <= 2
+        let versions_ok = entry.version_ids.len() <= MAX_VERSION_IDS
             && entry.version_ids.iter().all(|v| upload_id_ok(v))
             && (entry.version_ids.is_empty() || entry.kind == Kind::Version);
         let ok = if !versions_ok {
@@ -474,6 +483,10 @@ impl crate::surface::Surface for ObjectStore {
             .collect()
     }
 }
+
+/// The most version ids one entry names: a plant makes two (its version
+/// and its delete marker); cleanup by probe id gathers what it finds.
+const MAX_VERSION_IDS: usize = 16;
 
 /// An upload id S3 gave, as it may be sent back: at most 1,024
 /// characters, printable ASCII (it is server text, and goes in a query).

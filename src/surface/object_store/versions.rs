@@ -83,7 +83,13 @@ impl ObjectStore {
         let a = s3
             .send(&Call::new(Method::PUT, Some(&key)).body(innocuous(ctx.probe_id)))
             .map_err(err)?;
-        self.written(journal, &intent, a.status, a.said(), "PutObject")?;
+        match self.written(journal, &intent, a.status, a.said(), "PutObject") {
+            Ok(()) => {}
+            // The check's own write refused: the plant's write says what
+            // the identity may do (a refusal of it is the carrier's).
+            Err(PlantOutcome::Refused { .. }) => return Ok(()),
+            Err(o) => return Err(o),
+        }
         let Some(v) = version_id(&a) else {
             return Err(self.unversioned(journal, &intent, &key));
         };
@@ -93,7 +99,7 @@ impl ObjectStore {
             .send(&Call::new(Method::DELETE, Some(&key)).query("versionId", v))
             .map_err(err)?;
         match d.said() {
-            Said::Done | Said::Missing => {
+            Said::Done => {
                 journal.retract(&fuller);
                 journal.retract(&intent);
                 Ok(())
@@ -108,24 +114,69 @@ impl ObjectStore {
     }
 
     /// A bucket that gave no version id: what was written at `key` is
-    /// deleted (nothing stays), and the carrier is unsupported.
+    /// deleted, and then nothing may stay at it (a bucket whose versioning
+    /// is suspended keeps a `null` delete marker, and the key carries the
+    /// nonce): what the version listing still shows there is deleted by
+    /// id. Only with nothing left is the carrier unsupported and the entry
+    /// taken back; else the entry stays, with what is left, and ERROR.
     fn unversioned(
         &self,
         journal: &mut Journal<'_, Entry>,
         intent: &Entry,
         key: &str,
     ) -> PlantOutcome<Nonce> {
-        if let Some(s3) = &self.s3
-            && matches!(
-                s3.send(&Call::new(Method::DELETE, Some(key)))
-                    .map(|a| a.said()),
-                Ok(Said::Done | Said::Missing)
-            )
-        {
-            journal.retract(intent);
+        let Some(s3) = &self.s3 else {
+            return PlantOutcome::Error {
+                reason: "no credentials".into(),
+            };
+        };
+        let _ = s3.send(&Call::new(Method::DELETE, Some(key)));
+        let left = self.versions_at(key).map(|ids| {
+            ids.into_iter()
+                .filter(|id| {
+                    let del = Call::new(Method::DELETE, Some(key)).query("versionId", id.clone());
+                    !matches!(
+                        s3.send(&del).map(|a| a.said()),
+                        Ok(Said::Done | Said::Missing)
+                    )
+                })
+                .collect::<Vec<String>>()
+        });
+        match left {
+            Ok(ids) if ids.is_empty() => {
+                journal.retract(intent);
+                PlantOutcome::Unsupported {
+                    reason: "the bucket keeps no versions (a PUT gives no version id): a deleted object leaves nothing to read".into(),
+                }
+            }
+            Ok(ids) => {
+                journal.record(&Entry::version(&intent.name, &ids));
+                PlantOutcome::Error {
+                    reason: format!(
+                        "the PUT gave no version id, yet versions stay at the key after its deletion ({} of them): the bucket keeps versions as S3 does not",
+                        ids.len()
+                    ),
+                }
+            }
+            Err(why) => PlantOutcome::Error {
+                reason: format!(
+                    "the PUT gave no version id, and whether anything stays at the key cannot be told: {why}"
+                ),
+            },
         }
-        PlantOutcome::Unsupported {
-            reason: "the bucket keeps no versions (a PUT gives no version id): a deleted object leaves nothing to read".into(),
+    }
+
+    /// The version ids the version listing shows at exactly `key` (a
+    /// store without the listing has none).
+    pub(super) fn versions_at(&self, key: &str) -> Result<Vec<String>, String> {
+        let mut ids = vec![];
+        match self.list_versions(key, &mut |k, v| {
+            if k == key && !v.is_empty() {
+                ids.push(v.to_string());
+            }
+        }) {
+            Ok(_) | Err(ListError::Absent(_)) => Ok(ids),
+            Err(ListError::Denied(m) | ListError::Failed(m)) => Err(m),
         }
     }
 }
@@ -187,7 +238,10 @@ impl ObjectStore {
                         .get("NextVersionIdMarker")
                         .cloned()
                         .unwrap_or_default();
-                    if k.is_empty() || marker.as_ref() == Some(&(k.clone(), v.clone())) {
+                    if k.is_empty()
+                        || v.is_empty()
+                        || marker.as_ref() == Some(&(k.clone(), v.clone()))
+                    {
                         return Err(ListError::Failed(
                             "the version listing names no next page, or the same again".into(),
                         ));
@@ -216,30 +270,11 @@ impl ObjectStore {
             return left("no credentials here to delete it with".into());
         };
         let key = self.key(&entry.name);
-        let ids = if entry.version_ids.is_empty() {
-            let mut ids = vec![];
-            if let Err(e) = self.list_versions(&key, &mut |k, v| {
-                if k == key && upload_id_ok(v) {
-                    ids.push(v.to_string());
-                }
-            }) {
-                return left(format!(
-                    "listing its versions: {}",
-                    String::from(Fault::from(e))
-                ));
-            }
-            if ids.is_empty() {
-                return CleanupOutcome::Gone;
-            }
-            ids
-        } else {
-            entry.version_ids.clone()
-        };
-        let mut gone = true;
-        for id in ids {
-            let del = Call::new(Method::DELETE, Some(&key)).query("versionId", id);
+        let mut removed = false;
+        for id in &entry.version_ids {
+            let del = Call::new(Method::DELETE, Some(&key)).query("versionId", id.clone());
             match s3.send(&del).map(|a| a.said()) {
-                Ok(Said::Done) => gone = false,
+                Ok(Said::Done) => removed = true,
                 Ok(Said::Missing) => {}
                 Ok(Said::Denied) if self.settings.permanent => {
                     return CleanupOutcome::Kept {
@@ -250,10 +285,27 @@ impl ObjectStore {
                 Err(f) => return left(f.into()),
             }
         }
-        if gone {
-            CleanupOutcome::Gone
-        } else {
-            CleanupOutcome::Removed
+        // Then nothing may stay at the key: what does was not journalled
+        // as ours (run A stopped before S3 answered, or someone wrote
+        // there), and is left, named.
+        match self.versions_at(&key) {
+            Ok(ids) if ids.is_empty() => {
+                if removed {
+                    CleanupOutcome::Removed
+                } else {
+                    CleanupOutcome::Gone
+                }
+            }
+            Ok(ids) => left(format!(
+                "versions stay at its key that its journal does not name ({}): not provably runwarden's, left",
+                ids.iter()
+                    .map(|i| crate::escape::bytes(i.as_bytes()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Err(why) => left(format!(
+                "whether versions stay at its key cannot be told: {why}"
+            )),
         }
     }
 }
