@@ -25,6 +25,22 @@ fn rw(root: &Path, args: &[&str]) -> Output {
     c.output().unwrap()
 }
 
+/// A home, a temp directory and a `shared` directory under `root`, and
+/// `rw.yml` probing `shared`, with `extra` after it.
+fn shared_config(root: &Path, extra: &str) {
+    for d in ["home", "tmp", "shared"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(
+        root.join("rw.yml"),
+        format!(
+            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n{extra}",
+            serde_json::to_string(&root.join("shared")).unwrap()
+        ),
+    )
+    .unwrap();
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -304,17 +320,7 @@ fn a_fast_probe_draws_no_progress_on_a_terminal() {
 #[test]
 fn a_local_plant_and_recover_list_no_token_permissions() {
     let root = tempfile::tempdir().unwrap();
-    for d in ["home", "tmp", "shared"] {
-        std::fs::create_dir_all(root.path().join(d)).unwrap();
-    }
-    std::fs::write(
-        root.path().join("rw.yml"),
-        format!(
-            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\n",
-            serde_json::to_string(&root.path().join("shared")).unwrap()
-        ),
-    )
-    .unwrap();
+    shared_config(root.path(), "");
     let strip = |args: &[&str]| {
         let mut c: Command = bin();
         c.args(args)
@@ -482,17 +488,10 @@ fn every_line_fits_the_terminal_and_piped_prose_wraps_at_100() {
 #[test]
 fn a_plant_a_check_and_a_proposal_say_what_they_leave_out() {
     let root = tempfile::tempdir().unwrap();
-    for d in ["home", "tmp", "shared"] {
-        std::fs::create_dir_all(root.path().join(d)).unwrap();
-    }
-    std::fs::write(
-        root.path().join("rw.yml"),
-        format!(
-            "version: 1\nsurfaces:\n  - name: shared\n    type: filesystem\n    path: {}\ndeclared:\n  - channel: shared:mtime\n    reason: stamps\n  - exposure: runner-persistence\n    reason: ephemeral runners\n",
-            serde_json::to_string(&root.path().join("shared")).unwrap()
-        ),
-    )
-    .unwrap();
+    shared_config(
+        root.path(),
+        "declared:\n  - channel: shared:mtime\n    reason: stamps\n  - exposure: runner-persistence\n    reason: ephemeral runners\n",
+    );
     let o = rw(root.path(), &["check-config", "rw.yml"]);
     assert!(
         text(&o).contains("1 surface, 10 channels, 1 declared open, 1 exposure declared untested"),

@@ -47,6 +47,36 @@ pub(super) const ROUTES: &[Route<Obj>] = &[
     },
 ];
 
+/// A listing paged by a pair of markers: its subresource, what S3 calls
+/// it, its items, the field of each beside `Key`, and the query and answer
+/// names of that field's marker.
+pub(super) struct Marked {
+    sub: &'static str,
+    op: &'static str,
+    items: &'static [&'static str],
+    id: &'static str,
+    id_marker: &'static str,
+    next_id: &'static str,
+}
+
+const UPLOAD_LISTING: Marked = Marked {
+    sub: "uploads",
+    op: "ListMultipartUploads",
+    items: &["Upload"],
+    id: "UploadId",
+    id_marker: "upload-id-marker",
+    next_id: "NextUploadIdMarker",
+};
+
+pub(super) const VERSION_LISTING: Marked = Marked {
+    sub: "versions",
+    op: "ListObjectVersions",
+    items: &["Version", "DeleteMarker"],
+    id: "VersionId",
+    id_marker: "version-id-marker",
+    next_id: "NextVersionIdMarker",
+};
+
 /// The most pages of a listing read (1,000 keys each): a bucket larger
 /// than this is an ERROR, never a PASS resting on part of it.
 pub(super) const MAX_PAGES: usize = 1_000;
@@ -99,6 +129,18 @@ impl ObjectStore {
         &self,
         each: &mut dyn FnMut(&str, &str),
     ) -> Result<usize, ListError> {
+        self.list_marked(&UPLOAD_LISTING, &self.settings.prefix, each)
+    }
+
+    /// A listing paged by a pair of markers (`m`) under `prefix`, to its
+    /// end: `each` gets each item's key and id. (One key may hold many
+    /// uploads or versions: only the pair must move on.)
+    pub(super) fn list_marked(
+        &self,
+        m: &Marked,
+        prefix: &str,
+        each: &mut dyn FnMut(&str, &str),
+    ) -> Result<usize, ListError> {
         let s3 = self
             .s3
             .as_ref()
@@ -107,41 +149,35 @@ impl ObjectStore {
         let mut count = 0;
         for _ in 0..MAX_PAGES {
             let mut call = Call::new(Method::GET, None)
-                .query("uploads", "")
-                .query("prefix", self.settings.prefix.clone());
-            if let Some((k, u)) = &marker {
+                .query(m.sub, "")
+                .query("prefix", prefix.to_string());
+            if let Some((k, i)) = &marker {
                 call = call
                     .query("key-marker", k.clone())
-                    .query("upload-id-marker", u.clone());
+                    .query(m.id_marker, i.clone());
             }
-            let doc = self.page(s3, &call, &["Upload"], "ListMultipartUploads")?;
+            let doc = self.page(s3, &call, m.items, m.op)?;
             for (_, f) in &doc.items {
-                if let (Some(k), Some(id)) = (f.get("Key"), f.get("UploadId")) {
+                if let (Some(k), Some(id)) = (f.get("Key"), f.get(m.id)) {
                     count += 1;
                     each(k, id);
                 }
             }
-            // (One key may hold many uploads: only the pair must move on.)
-            let key = next(&doc, "NextKeyMarker", &None)?;
-            match key {
-                Some(k) => {
-                    let id = doc
-                        .top
-                        .get("NextUploadIdMarker")
-                        .cloned()
-                        .unwrap_or_default();
-                    if marker.as_ref() == Some(&(k.clone(), id.clone())) {
-                        return Err(ListError::Failed(
-                            "the upload listing names the same next page again".into(),
-                        ));
-                    }
-                    marker = Some((k, id));
-                }
-                None => return Ok(count),
+            let Some(k) = next(&doc, "NextKeyMarker", &None)? else {
+                return Ok(count);
+            };
+            let id = doc.top.get(m.next_id).cloned().unwrap_or_default();
+            if id.is_empty() || marker.as_ref() == Some(&(k.clone(), id.clone())) {
+                return Err(ListError::Failed(format!(
+                    "{} names no next page, or the same again",
+                    m.op
+                )));
             }
+            marker = Some((k, id));
         }
         Err(ListError::Failed(format!(
-            "the bucket lists more than {MAX_PAGES} pages of uploads under the prefix: not read to its end"
+            "{} holds more than {MAX_PAGES} pages under the prefix: not read to its end",
+            m.op
         )))
     }
 
@@ -157,6 +193,7 @@ impl ObjectStore {
         match a.said() {
             Said::Done => parse(&a.body, items).map_err(ListError::Failed),
             Said::Denied => Err(ListError::Denied(said(&Said::Denied, op))),
+            Said::Unsupported(m) => Err(ListError::Absent(m)),
             other => Err(ListError::Failed(said(&other, op))),
         }
     }

@@ -105,7 +105,9 @@ impl crate::surface::Surface for ObjectStore {
     }
 
     /// Run A: the witnesses before the plants (an object; an upload when
-    /// an upload is planted), each carrier, and the witnesses after.
+    /// an upload is planted; a version written and deleted when a version
+    /// is, once the identity showed it may delete versions), each carrier,
+    /// and the witnesses after.
     fn plant(
         &self,
         ctx: &RunCtx<'_>,
@@ -262,12 +264,16 @@ impl crate::surface::Surface for ObjectStore {
             }
         }
         let mut uploads = vec![];
-        self.list_uploads(&mut |key, id| {
+        let listed = self.list_uploads(&mut |key, id| {
             if let Some(name) = key.strip_prefix(&prefix) {
                 uploads.push((name.to_string(), id.to_string()));
             }
-        })
-        .map_err(Fault::from)?;
+        });
+        match listed {
+            // A store without uploads has none of a plant's.
+            Ok(_) | Err(ListError::Absent(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         for (name, id) in uploads {
             let ours = witness::is_witness(ctx, UPLOADS, &name, "")
                 || jobs.iter().any(|j| {

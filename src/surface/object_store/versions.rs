@@ -4,8 +4,8 @@
 //! the identity may delete versions before one is planted, the version
 //! listing run B reads, and cleanup of versions by their ids.
 
-use super::recover::MAX_PAGES;
-use super::s3::{Call, Said, parse};
+use super::recover::VERSION_LISTING;
+use super::s3::{Call, Said};
 use super::surface::{ListError, said, upload_id_ok};
 use super::{Entry, ObjectStore, VERSION_CHECK, innocuous};
 use crate::fault::Fault;
@@ -197,67 +197,7 @@ impl ObjectStore {
         prefix: &str,
         each: &mut dyn FnMut(&str, &str),
     ) -> Result<usize, ListError> {
-        let s3 = self
-            .s3
-            .as_ref()
-            .ok_or_else(|| ListError::Failed("no credentials".into()))?;
-        let mut marker: Option<(String, String)> = None;
-        let mut count = 0;
-        for _ in 0..MAX_PAGES {
-            let mut call = Call::new(Method::GET, None)
-                .query("versions", "")
-                .query("prefix", prefix.to_string());
-            if let Some((k, v)) = &marker {
-                call = call
-                    .query("key-marker", k.clone())
-                    .query("version-id-marker", v.clone());
-            }
-            let a = s3.send(&call).map_err(|f| ListError::Failed(f.into()))?;
-            let doc = match a.said() {
-                Said::Done => {
-                    parse(&a.body, &["Version", "DeleteMarker"]).map_err(ListError::Failed)?
-                }
-                Said::Denied => {
-                    return Err(ListError::Denied(said(&Said::Denied, "ListObjectVersions")));
-                }
-                Said::Unsupported(m) => return Err(ListError::Absent(m)),
-                other => return Err(ListError::Failed(said(&other, "ListObjectVersions"))),
-            };
-            for (_, f) in &doc.items {
-                if let (Some(k), Some(v)) = (f.get("Key"), f.get("VersionId")) {
-                    count += 1;
-                    each(k, v);
-                }
-            }
-            match doc.top.get("IsTruncated").map(|t| t.trim()) {
-                Some("false") => return Ok(count),
-                Some("true") => {
-                    let k = doc.top.get("NextKeyMarker").cloned().unwrap_or_default();
-                    let v = doc
-                        .top
-                        .get("NextVersionIdMarker")
-                        .cloned()
-                        .unwrap_or_default();
-                    if k.is_empty()
-                        || v.is_empty()
-                        || marker.as_ref() == Some(&(k.clone(), v.clone()))
-                    {
-                        return Err(ListError::Failed(
-                            "the version listing names no next page, or the same again".into(),
-                        ));
-                    }
-                    marker = Some((k, v));
-                }
-                _ => {
-                    return Err(ListError::Failed(
-                        "a page of the version listing does not say whether it is the last (IsTruncated)".into(),
-                    ));
-                }
-            }
-        }
-        Err(ListError::Failed(format!(
-            "the bucket lists more than {MAX_PAGES} pages of versions under the prefix: not read to its end"
-        )))
+        self.list_marked(&VERSION_LISTING, prefix, each)
     }
 
     /// Deletes each version of `entry` by its id: those journalled, or,
