@@ -146,80 +146,9 @@ impl crate::surface::Surface for ObjectStore {
             },
             |job, journal| match (&check, job.carrier) {
                 (Some(Err(o)), Obj::ObjectVersion) => o.clone(),
-                _ => self.plant_one(ctx, job, journal),
+                _ => self.plant_carrier(ctx, job, journal),
             },
         )
-    }
-
-    fn plant_one(
-        &self,
-        ctx: &RunCtx<'_>,
-        job: &Job<Obj>,
-        journal: &mut Journal<'_, Entry>,
-    ) -> PlantOutcome<Nonce> {
-        let name = plant_name(ctx, job.carrier, &job.nonce);
-        let shown = escape::bytes(self.key(&name).as_bytes());
-        let hex = job.nonce.hex();
-        let body = innocuous(ctx.probe_id);
-        let done = match job.carrier {
-            Obj::ObjectKey => self.put(journal, &name, body, vec![]).map(|()| {
-                format!(
-                    "PUT {shown}, whose key carries the nonce, in {}",
-                    self.shown()
-                )
-            }),
-            Obj::ObjectContent => self
-                .put(journal, &name, with_nonce(ctx.probe_id, &job.nonce), vec![])
-                .map(|()| format!("PUT {shown} holding the nonce, in {}", self.shown())),
-            Obj::ObjectMetadata => self
-                .put(
-                    journal,
-                    &name,
-                    body,
-                    vec![("x-amz-meta-runwarden", hex.clone())],
-                )
-                .and_then(|()| self.kept(&name, Method::HEAD, &hex, "user metadata"))
-                .map(|()| {
-                    format!(
-                        "PUT {shown} with x-amz-meta-{META} holding the nonce, in {}",
-                        self.shown()
-                    )
-                }),
-            Obj::ObjectTag => self
-                .put(
-                    journal,
-                    &name,
-                    body,
-                    vec![("x-amz-tagging", format!("{META}={hex}"))],
-                )
-                .and_then(|()| self.kept(&name, Method::GET, &hex, "tag"))
-                .map(|()| format!("PUT {shown} tagged {META}=<nonce>, in {}", self.shown())),
-            // (Whether versions may be deleted is asked first, in `plant`.)
-            Obj::ObjectVersion => self
-                .write_and_delete(journal, &name, body)
-                .map(|ids| {
-                    format!(
-                        "PUT and DELETE {shown} (its version {} and delete marker {} stay in the bucket's versions, which no object listing shows), in {}",
-                        escape::bytes(ids[0].as_bytes()),
-                        escape::bytes(ids[1].as_bytes()),
-                        self.shown()
-                    )
-                }),
-            Obj::MultipartUpload => self.start_upload(journal, &name).map(|()| {
-                format!(
-                    "started a multipart upload of {shown}, never completed, in {}",
-                    self.shown()
-                )
-            }),
-        };
-        match done {
-            Ok(detail) => PlantOutcome::Planted {
-                needle: job.nonce,
-                persistence: None,
-                detail,
-            },
-            Err(o) => o,
-        }
     }
 
     fn recover(
@@ -498,6 +427,80 @@ const MAX_VERSION_IDS: usize = 16;
 /// characters, printable ASCII (it is server text, and goes in a query).
 pub(super) fn upload_id_ok(id: &str) -> bool {
     !id.is_empty() && id.len() <= 1024 && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+impl ObjectStore {
+    /// One carrier of run A's (`plant` makes the witnesses around them).
+    fn plant_carrier(
+        &self,
+        ctx: &RunCtx<'_>,
+        job: &Job<Obj>,
+        journal: &mut Journal<'_, Entry>,
+    ) -> PlantOutcome<Nonce> {
+        let name = plant_name(ctx, job.carrier, &job.nonce);
+        let shown = escape::bytes(self.key(&name).as_bytes());
+        let hex = job.nonce.hex();
+        let body = innocuous(ctx.probe_id);
+        let done = match job.carrier {
+            Obj::ObjectKey => self.put(journal, &name, body, vec![]).map(|()| {
+                format!(
+                    "PUT {shown}, whose key carries the nonce, in {}",
+                    self.shown()
+                )
+            }),
+            Obj::ObjectContent => self
+                .put(journal, &name, with_nonce(ctx.probe_id, &job.nonce), vec![])
+                .map(|()| format!("PUT {shown} holding the nonce, in {}", self.shown())),
+            Obj::ObjectMetadata => self
+                .put(
+                    journal,
+                    &name,
+                    body,
+                    vec![("x-amz-meta-runwarden", hex.clone())],
+                )
+                .and_then(|()| self.kept(&name, Method::HEAD, &hex, "user metadata"))
+                .map(|()| {
+                    format!(
+                        "PUT {shown} with x-amz-meta-{META} holding the nonce, in {}",
+                        self.shown()
+                    )
+                }),
+            Obj::ObjectTag => self
+                .put(
+                    journal,
+                    &name,
+                    body,
+                    vec![("x-amz-tagging", format!("{META}={hex}"))],
+                )
+                .and_then(|()| self.kept(&name, Method::GET, &hex, "tag"))
+                .map(|()| format!("PUT {shown} tagged {META}=<nonce>, in {}", self.shown())),
+            // (Whether versions may be deleted is asked first, in `plant`.)
+            Obj::ObjectVersion => self
+                .write_and_delete(journal, &name, body)
+                .map(|ids| {
+                    format!(
+                        "PUT and DELETE {shown} (its version {} and delete marker {} stay in the bucket's versions, which no object listing shows), in {}",
+                        escape::bytes(ids[0].as_bytes()),
+                        escape::bytes(ids[1].as_bytes()),
+                        self.shown()
+                    )
+                }),
+            Obj::MultipartUpload => self.start_upload(journal, &name).map(|()| {
+                format!(
+                    "started a multipart upload of {shown}, never completed, in {}",
+                    self.shown()
+                )
+            }),
+        };
+        match done {
+            Ok(detail) => PlantOutcome::Planted {
+                needle: job.nonce,
+                persistence: None,
+                detail,
+            },
+            Err(o) => o,
+        }
+    }
 }
 
 /// What an answer other than success says, for people: `op` named.
