@@ -58,7 +58,7 @@ impl crate::surface::Surface for ObjectStore {
             .fact("endpoint", escape::bytes(s.bucket.endpoint.as_bytes()))
             .fact(
                 "listing",
-                "ListObjectsV2 and ListMultipartUploads, to the end of their continuation",
+                "ListObjectsV2, ListMultipartUploads and ListObjectVersions, each read to its end",
             )
             .exposure(format!("bucket:{}/{}", s.bucket.endpoint, s.bucket.bucket));
         match &s.missing {
