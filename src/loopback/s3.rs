@@ -50,6 +50,9 @@ pub struct State {
     /// As AWS answers an identity that may not list the bucket: a read of
     /// a key that does not exist is `AccessDenied` (403), not 404.
     pub missing_denied: bool,
+    /// Whether a delete by version id is refused (`AccessDenied`), as to
+    /// an identity without `s3:DeleteObjectVersion`.
+    pub versions_undeletable: bool,
     /// Whether it keeps versions (the control's does), and those it holds.
     pub versioning: bool,
     pub versions: Vec<Version>,
@@ -266,6 +269,9 @@ fn object(
     let (q, uploads, upload_id, tagging_read) =
         (ask.q, ask.uploads, ask.upload_id, ask.tagging_read);
     match method {
+        "DELETE" if ask.version_id.is_some() && st.versions_undeletable => {
+            error(403, "AccessDenied")
+        }
         "DELETE" if ask.version_id.is_some() => {
             let id = ask.version_id.clone().unwrap_or_default();
             let before = st.versions.len();

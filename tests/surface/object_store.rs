@@ -347,3 +347,56 @@ fn a_versioned_bucket_carries_a_deleted_objects_versions() {
     );
     assert_eq!(versions(&t).trim(), "[]");
 }
+
+/// An identity that may write but not delete versions (the loopback
+/// bucket refusing deletes by version id, which SeaweedFS cannot be told
+/// to): without `permanent: true`, object-version is SKIPPED saying why,
+/// no nonce is written, and the one version its check made is listed as
+/// left; with it, the carrier FAILs and its versions are listed as kept.
+#[test]
+fn versions_the_identity_may_not_delete_are_planted_only_when_permanent() {
+    use runwarden::loopback::s3::S3Server;
+    let server = S3Server::start_with("versioned", false, true).unwrap();
+    server.lock().versions_undeletable = true;
+    let key = server.access_key();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |extra: &str| {
+        format!(
+            "version: 1\nsurfaces:\n  - name: bucket\n    type: object-store\n    url: {}\n    bucket: versioned\n    access-key-env: S3_AK\n    secret-key-env: S3_SK\n{extra}",
+            server.endpoint()
+        )
+    };
+    let env = [("S3_AK", key.as_str()), ("S3_SK", "any-secret")];
+    let p = run_config(dir.path(), &cfg(""), &env, &["probe"]);
+    let f = p.finding("bucket:object-version");
+    assert_eq!(f["verdict"], "skipped", "{f}");
+    assert!(
+        f["detail"].as_str().unwrap().contains("permanent: true"),
+        "{f}"
+    );
+    let left = p.report["cleanup"]["left"].as_array().unwrap();
+    assert!(
+        left.iter()
+            .any(|l| l["entry"].as_str().unwrap().contains("version-check")),
+        "{}",
+        p.report["cleanup"]
+    );
+    // No version of object-version's was written (the other carriers'
+    // objects leave theirs, each listed as left: LIMITATIONS.md).
+    let versions = server.lock().versions.clone();
+    assert!(
+        !versions.iter().any(|v| v.key.contains("object-version")),
+        "{versions:?}"
+    );
+    assert_eq!(left.len(), versions.len(), "{}", p.report["cleanup"]);
+    // With permanent: true, planted, found, and kept.
+    let p = run_config(dir.path(), &cfg("    permanent: true\n"), &env, &["probe"]);
+    assert_eq!(p.verdict("bucket:object-version"), "fail", "{}", p.report);
+    let kept = p.report["cleanup"]["kept"].as_array().unwrap();
+    assert!(
+        kept.iter()
+            .any(|k| k["entry"].as_str().unwrap().contains("object-version")),
+        "{}",
+        p.report["cleanup"]
+    );
+}
