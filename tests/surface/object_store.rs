@@ -400,3 +400,41 @@ fn versions_the_identity_may_not_delete_are_planted_only_when_permanent() {
         p.report["cleanup"]
     );
 }
+
+/// Watch mode on a real bucket: an agent script that writes a cache key
+/// through boto3 is seen using object-key; what objects hold is not read
+/// there (SKIPPED, saying why).
+#[test]
+fn watch_sees_a_command_write_a_key() {
+    let s = Seaweed::start();
+    let dir = tempfile::tempdir().unwrap();
+    let python = crate::common::registries::servers().join("seaweedfs/bin/python");
+    let script = format!(
+        "import boto3; boto3.client('s3', endpoint_url='{}', region_name='us-east-1', aws_access_key_id='{}', aws_secret_access_key='{}').put_object(Bucket='{}', Key='team/agent-note', Body=b'remember')",
+        s.endpoint,
+        WRITER.access,
+        WRITER.secret,
+        crate::common::seaweed::BUCKET
+    );
+    let python = python.to_string_lossy().into_owned();
+    let w = run_config(
+        dir.path(),
+        &s.config("bucket", "team/"),
+        &env(&WRITER),
+        &["watch", "--report", "w.json", "--", &python, "-c", &script],
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("w.json")).unwrap()).unwrap();
+    let verdict = |c: &str| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["channel"] == format!("bucket:{c}"))
+            .map(|f| f["verdict"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(verdict("object-key"), "fail", "{}\n{}", w.stdout, w.stderr);
+    assert_eq!(verdict("multipart-upload"), "pass", "{report}");
+    assert_eq!(verdict("object-content"), "skipped", "{report}");
+}

@@ -32,6 +32,7 @@ mod refused;
 pub mod s3;
 mod surface;
 mod versions;
+mod watch;
 
 use super::RunCtx;
 use super::carrier::carriers;

@@ -77,6 +77,12 @@ pub(super) const VERSION_LISTING: Marked = Marked {
     next_id: "NextVersionIdMarker",
 };
 
+/// The same listing, its delete markers alone.
+pub(super) const MARKER_LISTING: Marked = Marked {
+    items: &["DeleteMarker"],
+    ..VERSION_LISTING
+};
+
 /// The most pages of a listing read (1,000 keys each): a bucket larger
 /// than this is an ERROR, never a PASS resting on part of it.
 pub(super) const MAX_PAGES: usize = 1_000;

@@ -15,7 +15,7 @@ use crate::nonce::Nonce;
 use crate::surface::carrier::CarrierSet;
 use crate::surface::witness;
 use crate::surface::{
-    About, CleanupOutcome, Control, Found, Job, Journal, Notice, PlantOutcome, RunCtx, Want,
+    About, CleanupOutcome, Control, Found, Job, Journal, Notice, PlantOutcome, RunCtx, Want, Watch,
 };
 use http::Method;
 
@@ -35,6 +35,23 @@ impl crate::surface::Surface for ObjectStore {
         "permanent",
     ];
     const ROUTES: &'static [crate::surface::routes::Route<Obj>] = ROUTES;
+    const WATCH: Watch<Obj> = Watch::Yes {
+        unwatched: &[
+            (
+                Obj::ObjectContent,
+                "watch mode lists keys: what an object at an agreed key holds is not read",
+            ),
+            (
+                Obj::ObjectMetadata,
+                "watch mode lists keys: an object's user metadata is not read",
+            ),
+            (
+                Obj::ObjectTag,
+                "watch mode lists keys: an object's tags are not read",
+            ),
+        ],
+        changes: super::watch::changes_of,
+    };
     type Carrier = Obj;
     type Settings = Settings;
     type Entry = Entry;
@@ -158,6 +175,14 @@ impl crate::surface::Surface for ObjectStore {
         _notice: &mut dyn FnMut(Notice),
     ) -> Vec<crate::surface::routes::Recovered> {
         self.recover_all(ctx, wanted)
+    }
+
+    fn snapshot(
+        &self,
+        _ctx: &crate::state::snapshot::WatchCtx,
+        sink: &mut crate::state::snapshot::Sink<'_>,
+    ) -> Result<(), crate::state::snapshot::SnapshotError> {
+        self.snapshot_all(sink)
     }
 
     /// Cleanup by probe id: this probe's keys in the object listing and

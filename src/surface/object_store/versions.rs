@@ -4,7 +4,7 @@
 //! the identity may delete versions before one is planted, the version
 //! listing run B reads, and cleanup of versions by their ids.
 
-use super::recover::VERSION_LISTING;
+use super::recover::{MARKER_LISTING, VERSION_LISTING};
 use super::s3::{Call, Said};
 use super::surface::{ListError, said, upload_id_ok};
 use super::{Entry, ObjectStore, VERSION_CHECK, innocuous};
@@ -198,6 +198,15 @@ impl ObjectStore {
         each: &mut dyn FnMut(&str, &str),
     ) -> Result<usize, ListError> {
         self.list_marked(&VERSION_LISTING, prefix, each)
+    }
+
+    /// Every delete marker under the prefix (`each` gets its key and id):
+    /// the versions listing, markers only.
+    pub(super) fn list_markers(
+        &self,
+        each: &mut dyn FnMut(&str, &str),
+    ) -> Result<usize, ListError> {
+        self.list_marked(&MARKER_LISTING, &self.settings.prefix, each)
     }
 
     /// Deletes each version of `entry` by its id: those journalled, or,
