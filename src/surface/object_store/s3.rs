@@ -458,6 +458,27 @@ mod tests {
     }
 
     #[test]
+    fn a_session_token_goes_in_a_sensitive_header() {
+        let mut s = s3(true);
+        s.keys.session = Some("session-token-value".into());
+        let call = Call::new(http::Method::GET, Some("k"));
+        let url = s.url(Some("k"), &[]);
+        let h = s.sign(&call, &url).unwrap();
+        let token = h
+            .iter()
+            .find(|(n, _, _)| *n == "x-amz-security-token")
+            .unwrap();
+        assert_eq!(token.1, "session-token-value");
+        assert!(token.2, "marked sensitive");
+        assert!(
+            s.keys
+                .secrets()
+                .contains(&"session-token-value".to_string())
+        );
+        assert!(!url.contains("session-token-value"));
+    }
+
+    #[test]
     fn listings_and_errors_parse_with_their_text_unescaped() {
         let page = br#"<?xml version="1.0" encoding="UTF-8"?>
 <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><IsTruncated>true</IsTruncated>
