@@ -192,6 +192,14 @@ fn an_identity_that_may_not_list_is_tested_where_it_can_be() {
         d.contains("ListObjectsV2") && d.contains("AccessDenied"),
         "{d}"
     );
+    // Nothing left (its versioning says the bucket never kept versions,
+    // which it may read though it may not list them).
+    assert_eq!(
+        p.report["cleanup"]["left"],
+        serde_json::json!([]),
+        "{}",
+        p.report["cleanup"]
+    );
     // Its plants are gone all the same (cleanup reads by key).
     let left = s.boto(
         &WRITER,
@@ -350,9 +358,11 @@ fn a_versioned_bucket_carries_a_deleted_objects_versions() {
 
 /// An identity that may write but not delete versions (the loopback
 /// bucket refusing deletes by version id, which SeaweedFS cannot be told
-/// to): without `permanent: true`, object-version is SKIPPED saying why,
-/// no nonce is written, and the one version its check made is listed as
-/// left; with it, the carrier FAILs and its versions are listed as kept.
+/// to): every object written would stay. Without `permanent: true`, every
+/// carrier that writes an object is SKIPPED saying why, no nonce is
+/// written, and the one version the check made is listed as left (the
+/// upload, which leaves no version, is planted and cleaned up); with it,
+/// they FAIL and their versions are listed as kept.
 #[test]
 fn versions_the_identity_may_not_delete_are_planted_only_when_permanent() {
     use runwarden::loopback::s3::S3Server;
@@ -368,37 +378,40 @@ fn versions_the_identity_may_not_delete_are_planted_only_when_permanent() {
     };
     let env = [("S3_AK", key.as_str()), ("S3_SK", "any-secret")];
     let p = run_config(dir.path(), &cfg(""), &env, &["probe"]);
-    let f = p.finding("bucket:object-version");
-    assert_eq!(f["verdict"], "skipped", "{f}");
-    assert!(
-        f["detail"].as_str().unwrap().contains("permanent: true"),
-        "{f}"
-    );
-    let left = p.report["cleanup"]["left"].as_array().unwrap();
-    assert!(
-        left.iter()
-            .any(|l| l["entry"].as_str().unwrap().contains("version-check")),
-        "{}",
-        p.report["cleanup"]
-    );
-    // No version of object-version's was written (the other carriers'
-    // objects leave theirs, each listed as left: LIMITATIONS.md).
+    for c in [
+        "object-key",
+        "object-content",
+        "object-metadata",
+        "object-tag",
+        "object-version",
+    ] {
+        let f = p.finding(&format!("bucket:{c}"));
+        assert_eq!(f["verdict"], "skipped", "{f}");
+        assert!(
+            f["detail"].as_str().unwrap().contains("permanent: true"),
+            "{f}"
+        );
+    }
+    assert_eq!(p.verdict("bucket:multipart-upload"), "fail", "{}", p.report);
     let versions = server.lock().versions.clone();
-    assert!(
-        !versions.iter().any(|v| v.key.contains("object-version")),
-        "{versions:?}"
-    );
-    assert_eq!(left.len(), versions.len(), "{}", p.report["cleanup"]);
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    assert!(versions[0].key.contains("version-check"), "{versions:?}");
+    let left = p.report["cleanup"]["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{}", p.report["cleanup"]);
+    assert!(server.lock().uploads.is_empty());
     // With permanent: true, planted, found, and kept.
     let p = run_config(dir.path(), &cfg("    permanent: true\n"), &env, &["probe"]);
     assert_eq!(p.verdict("bucket:object-version"), "fail", "{}", p.report);
+    assert_eq!(p.verdict("bucket:object-content"), "fail", "{}", p.report);
     let kept = p.report["cleanup"]["kept"].as_array().unwrap();
-    assert!(
-        kept.iter()
-            .any(|k| k["entry"].as_str().unwrap().contains("object-version")),
-        "{}",
-        p.report["cleanup"]
-    );
+    for c in ["object-version", "object-content"] {
+        assert!(
+            kept.iter()
+                .any(|k| k["entry"].as_str().unwrap().contains(c)),
+            "{c}: {}",
+            p.report["cleanup"]
+        );
+    }
 }
 
 /// Watch mode on a real bucket: an agent script that writes a cache key

@@ -4,6 +4,7 @@
 
 use super::recover::ROUTES;
 use super::s3::{Bucket, Call, Keys, S3, Said};
+use super::versions::Versions;
 use super::{
     Entry, Kind, META, OBJECTS, Obj, ObjectStore, Settings, UPLOADS, VERSION_CHECK, VERSIONS,
     WITNESS, innocuous, plant_name, sha256_hex, with_nonce,
@@ -132,11 +133,17 @@ impl crate::surface::Surface for ObjectStore {
         journal: &mut Journal<'_, Entry>,
     ) -> Vec<PlantOutcome<Nonce>> {
         let uploads = jobs.iter().any(|j| j.carrier == Obj::MultipartUpload);
-        let versions = jobs.iter().any(|j| j.carrier == Obj::ObjectVersion);
-        // Before any version is written, the witnesses' included: whether
-        // the identity may delete versions (versions.rs).
-        let check = versions.then(|| self.may_delete_versions(ctx, journal));
-        let versions = matches!(check, Some(Ok(())));
+        // Before anything is written, the witnesses included: whether what
+        // run A writes can be taken back (versions.rs). Where it cannot,
+        // every carrier that writes an object has that outcome.
+        let check = (!jobs.is_empty()).then(|| self.may_delete_versions(ctx, journal));
+        let blocked = match &check {
+            Some(Err(o)) => Some(o.clone()),
+            _ => None,
+        };
+        let not_kept = matches!(check, Some(Ok(Versions::NotKept)));
+        let versions =
+            blocked.is_none() && !not_kept && jobs.iter().any(|j| j.carrier == Obj::ObjectVersion);
         crate::surface::between(
             jobs,
             &[],
@@ -149,7 +156,9 @@ impl crate::surface::Surface for ObjectStore {
                     ("x-amz-meta-runwarden", WITNESS.to_string()),
                     ("x-amz-tagging", format!("{META}={WITNESS}")),
                 ];
-                let _ = self.put(journal, &name, innocuous(ctx.probe_id), headers);
+                if blocked.is_none() {
+                    let _ = self.put(journal, &name, innocuous(ctx.probe_id), headers);
+                }
                 if uploads {
                     let _ = self.start_upload(journal, &witness::name(ctx, UPLOADS, side, ""));
                 }
@@ -161,9 +170,14 @@ impl crate::surface::Surface for ObjectStore {
                     );
                 }
             },
-            |job, journal| match (&check, job.carrier) {
-                (Some(Err(o)), Obj::ObjectVersion) => o.clone(),
+            |job, journal| {
+                match (&blocked, job.carrier) {
+                (Some(o), c) if c != Obj::MultipartUpload => o.clone(),
+                (_, Obj::ObjectVersion) if not_kept => PlantOutcome::Unsupported {
+                    reason: "the bucket keeps no versions (a PUT gives no version id): a deleted object leaves nothing to read".into(),
+                },
                 _ => self.plant_carrier(ctx, job, journal),
+            }
             },
         )
     }
@@ -358,9 +372,16 @@ impl crate::surface::Surface for ObjectStore {
                 {
                     del = del.query("versionId", v.to_string());
                 }
+                let versioned = del.query.iter().any(|(k, _)| *k == "versionId");
                 match s3.send(&del).map(|a| a.said()) {
                     Ok(Said::Done) => CleanupOutcome::Removed,
                     Ok(Said::Missing) => CleanupOutcome::Gone,
+                    // Its version stays, as `permanent: true` accepted.
+                    Ok(Said::Denied) if versioned && self.settings.permanent => {
+                        CleanupOutcome::Kept {
+                            reason: "the identity may not delete object versions; kept, as `permanent: true` accepts".into(),
+                        }
+                    }
                     Ok(other) => left(said(&other, "DeleteObject")),
                     Err(f) => left(f.into()),
                 }

@@ -38,7 +38,7 @@ impl ObjectStore {
             .map_err(err)?;
         self.written(journal, &intent, a.status, a.said(), "PutObject")?;
         let Some(v) = version_id(&a) else {
-            return Err(self.unversioned(journal, &intent, &key));
+            return Err(self.unversioned(journal, &intent, &key).outcome());
         };
         journal.record(&Entry::version(name, std::slice::from_ref(&v)));
         let d = s3
@@ -59,18 +59,20 @@ impl ObjectStore {
         Ok(ids)
     }
 
-    /// Whether the identity may delete versions, before a version is
-    /// planted: unless `permanent: true` (which accepts that they stay),
-    /// run A writes an object of its own and deletes its version by id. A
-    /// refusal makes the carrier unsupported (SKIPPED, saying why), and
-    /// that one version is listed as left.
+    /// Whether what run A writes can be taken back, before it writes
+    /// anything: unless `permanent: true` (which accepts that versions
+    /// stay), run A writes an object of its own and deletes its version by
+    /// id. In a bucket that keeps versions, every object written leaves
+    /// one: where the identity may not delete them, `Err` with the outcome
+    /// of every carrier that writes an object (SKIPPED, saying why; that
+    /// one version is listed as left).
     pub(super) fn may_delete_versions(
         &self,
         ctx: &crate::surface::RunCtx<'_>,
         journal: &mut Journal<'_, Entry>,
-    ) -> Result<(), PlantOutcome<Nonce>> {
+    ) -> Result<Versions, PlantOutcome<Nonce>> {
         if self.settings.permanent {
-            return Ok(());
+            return Ok(Versions::Unknown);
         }
         let s3 = self
             .s3()
@@ -85,13 +87,19 @@ impl ObjectStore {
             .map_err(err)?;
         match self.written(journal, &intent, a.status, a.said(), "PutObject") {
             Ok(()) => {}
-            // The check's own write refused: the plant's write says what
-            // the identity may do (a refusal of it is the carrier's).
-            Err(PlantOutcome::Refused { .. }) => return Ok(()),
+            // The check's own write refused: the plants' writes say what
+            // the identity may do (a refusal of one is its carrier's).
+            Err(PlantOutcome::Refused { .. }) => return Ok(Versions::Unknown),
             Err(o) => return Err(o),
         }
         let Some(v) = version_id(&a) else {
-            return Err(self.unversioned(journal, &intent, &key));
+            // (The check's object carries no nonce: a look at what stays
+            // that cannot be had leaves its entry to cleanup, which lists
+            // it; the plants go on.)
+            return match self.unversioned(journal, &intent, &key) {
+                Unversioned::Clean | Unversioned::Unknown(_) => Ok(Versions::NotKept),
+                stays => Err(stays.outcome()),
+            };
         };
         let fuller = Entry::version(&name, std::slice::from_ref(&v));
         journal.record(&fuller);
@@ -102,10 +110,10 @@ impl ObjectStore {
             Said::Done => {
                 journal.retract(&fuller);
                 journal.retract(&intent);
-                Ok(())
+                Ok(Versions::Deletable)
             }
             Said::Denied => Err(PlantOutcome::Unsupported {
-                reason: "the identity may not delete object versions (DeleteObjectVersion refused): planted only with `permanent: true`, which accepts that its versions stay".into(),
+                reason: "the bucket keeps versions, and the identity may not delete them (DeleteObjectVersion refused): an object written here would stay; planted only with `permanent: true`, which accepts that its versions stay".into(),
             }),
             other => Err(PlantOutcome::Error {
                 reason: said(&other, "DeleteObjectVersion"),
@@ -117,18 +125,16 @@ impl ObjectStore {
     /// deleted, and then nothing may stay at it (a bucket whose versioning
     /// is suspended keeps a `null` delete marker, and the key carries the
     /// nonce): what the version listing still shows there is deleted by
-    /// id. Only with nothing left is the carrier unsupported and the entry
-    /// taken back; else the entry stays, with what is left, and ERROR.
+    /// id. Only with nothing left is the entry taken back; else it stays
+    /// (with what is left, when the listing shows it) for cleanup.
     fn unversioned(
         &self,
         journal: &mut Journal<'_, Entry>,
         intent: &Entry,
         key: &str,
-    ) -> PlantOutcome<Nonce> {
+    ) -> Unversioned {
         let Some(s3) = &self.s3 else {
-            return PlantOutcome::Error {
-                reason: "no credentials".into(),
-            };
+            return Unversioned::Unknown("no credentials".into());
         };
         let _ = s3.send(&Call::new(Method::DELETE, Some(key)));
         let left = self.versions_at(key).map(|ids| {
@@ -145,25 +151,34 @@ impl ObjectStore {
         match left {
             Ok(ids) if ids.is_empty() => {
                 journal.retract(intent);
-                PlantOutcome::Unsupported {
-                    reason: "the bucket keeps no versions (a PUT gives no version id): a deleted object leaves nothing to read".into(),
-                }
+                Unversioned::Clean
             }
             Ok(ids) => {
                 journal.record(&Entry::version(&intent.name, &ids));
-                PlantOutcome::Error {
-                    reason: format!(
-                        "the PUT gave no version id, yet versions stay at the key after its deletion ({} of them): the bucket keeps versions as S3 does not",
-                        ids.len()
-                    ),
-                }
+                Unversioned::Stays(ids.len())
             }
-            Err(why) => PlantOutcome::Error {
-                reason: format!(
-                    "the PUT gave no version id, and whether anything stays at the key cannot be told: {why}"
-                ),
-            },
+            // A bucket that never kept versions keeps nothing of a
+            // deleted object: its versioning, read, says so.
+            Err(_) if self.never_versioned() => {
+                journal.retract(intent);
+                Unversioned::Clean
+            }
+            Err(why) => Unversioned::Unknown(why),
         }
+    }
+
+    /// Whether GetBucketVersioning says the bucket never kept versions (no
+    /// `Status`, neither `Enabled` nor `Suspended`).
+    fn never_versioned(&self) -> bool {
+        let Some(s3) = &self.s3 else {
+            return false;
+        };
+        let Ok(a) = s3.send(&Call::new(Method::GET, None).query("versioning", "")) else {
+            return false;
+        };
+        a.said() == Said::Done
+            && super::s3::parse(&a.body, &[])
+                .is_ok_and(|d| d.top.get("Status").is_none_or(|s| s.trim().is_empty()))
     }
 
     /// The version ids the version listing shows at exactly `key` (a
@@ -179,6 +194,49 @@ impl ObjectStore {
             Err(ListError::Denied(m) | ListError::Failed(m)) => Err(m),
         }
     }
+}
+
+/// What stays after an object written to a bucket that gave no version id
+/// was deleted.
+enum Unversioned {
+    /// Nothing: its entry is taken back.
+    Clean,
+    /// Versions the listing shows at its key, this many (journalled).
+    Stays(usize),
+    /// The version listing could not be read (why).
+    Unknown(String),
+}
+
+impl Unversioned {
+    /// What it means for a carrier whose key carries the nonce.
+    fn outcome(self) -> PlantOutcome<Nonce> {
+        match self {
+            Unversioned::Clean => PlantOutcome::Unsupported {
+                reason: "the bucket keeps no versions (a PUT gives no version id): a deleted object leaves nothing to read".into(),
+            },
+            Unversioned::Stays(n) => PlantOutcome::Error {
+                reason: format!(
+                    "the PUT gave no version id, yet versions stay at the key after its deletion ({n} of them): the bucket keeps versions as S3 does not"
+                ),
+            },
+            Unversioned::Unknown(why) => PlantOutcome::Error {
+                reason: format!(
+                    "the PUT gave no version id, and whether anything stays at the key cannot be told: {why}"
+                ),
+            },
+        }
+    }
+}
+
+/// What run A learned of the bucket's versions before writing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Versions {
+    /// It keeps versions, and the identity may delete them.
+    Deletable,
+    /// It keeps none: a deleted object leaves nothing.
+    NotKept,
+    /// Not asked (`permanent: true`), or the check's write was refused.
+    Unknown,
 }
 
 /// The version id S3 gave in `a`'s `x-amz-version-id`, when it is one
