@@ -53,6 +53,9 @@ pub struct State {
     /// Whether a delete by version id is refused (`AccessDenied`), as to
     /// an identity without `s3:DeleteObjectVersion`.
     pub versions_undeletable: bool,
+    /// Whether a listing's later pages (a continuation token) are
+    /// refused: an identity let in to the first page only.
+    pub deny_later_pages: bool,
     /// Whether it keeps versions (the control's does), and those it holds.
     pub versioning: bool,
     pub versions: Vec<Version>,
@@ -416,6 +419,9 @@ fn delete(st: &mut State, k: String) -> Reply {
 /// ListObjectsV2 under `prefix`, a page of `st.page` keys, the next page
 /// named by a continuation token (the last key handed over).
 fn list_objects(st: &State, prefix: &str, after: Option<&str>) -> Reply {
+    if after.is_some() && st.deny_later_pages {
+        return error(403, "AccessDenied");
+    }
     let keys: Vec<&String> = st
         .objects
         .keys()

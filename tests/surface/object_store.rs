@@ -451,3 +451,28 @@ fn watch_sees_a_command_write_a_key() {
     assert_eq!(verdict("multipart-upload"), "pass", "{report}");
     assert_eq!(verdict("object-content"), "skipped", "{report}");
 }
+
+/// A listing refused on a later page, after earlier pages were handed
+/// over, is a listing that broke (ERROR), never a refusal (PASS): the
+/// identity was let in, and what it read is no whole listing.
+#[test]
+fn a_listing_refused_partway_is_an_error_not_a_refusal() {
+    use runwarden::loopback::s3::S3Server;
+    let server = S3Server::start("paged", false).unwrap();
+    {
+        let mut st = server.lock();
+        st.page = 1;
+        st.deny_later_pages = true;
+    }
+    let key = server.access_key();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: bucket\n    type: object-store\n    url: {}\n    bucket: paged\n    access-key-env: S3_AK\n    secret-key-env: S3_SK\n    consistency-wait: 0\n",
+        server.endpoint()
+    );
+    let env = [("S3_AK", key.as_str()), ("S3_SK", "any-secret")];
+    let p = run_config(dir.path(), &cfg, &env, &["probe"]);
+    let f = p.finding("bucket:object-key");
+    assert_eq!(f["verdict"], "error", "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("later page"), "{f}");
+}

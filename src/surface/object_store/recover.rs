@@ -112,7 +112,7 @@ impl ObjectStore {
             if let Some(t) = &token {
                 call = call.query("continuation-token", t.clone());
             }
-            let doc = self.page(s3, &call, &["Contents"], "ListObjectsV2")?;
+            let doc = self.page(s3, &call, &["Contents"], "ListObjectsV2", token.is_none())?;
             for (_, f) in &doc.items {
                 if let Some(k) = f.get("Key") {
                     count += 1;
@@ -162,7 +162,7 @@ impl ObjectStore {
                     .query("key-marker", k.clone())
                     .query(m.id_marker, i.clone());
             }
-            let doc = self.page(s3, &call, m.items, m.op)?;
+            let doc = self.page(s3, &call, m.items, m.op, marker.is_none())?;
             for (_, f) in &doc.items {
                 if let (Some(k), Some(id)) = (f.get("Key"), f.get(m.id)) {
                     count += 1;
@@ -187,18 +187,26 @@ impl ObjectStore {
         )))
     }
 
-    /// One page of a listing, parsed.
+    /// One page of a listing, parsed. A refusal is the listing's refusal
+    /// on its `first` page only: one refused after pages were handed over
+    /// is a listing that broke, never a refusal (what was read is no
+    /// whole listing, and the identity was let in).
     fn page(
         &self,
         s3: &super::s3::S3,
         call: &Call<'_>,
         items: &[&str],
         op: &str,
+        first: bool,
     ) -> Result<super::s3::Doc, ListError> {
         let a = s3.send(call).map_err(|f| ListError::Failed(f.into()))?;
         match a.said() {
             Said::Done => parse(&a.body, items).map_err(ListError::Failed),
-            Said::Denied => Err(ListError::Denied(said(&Said::Denied, op))),
+            Said::Denied if first => Err(ListError::Denied(said(&Said::Denied, op))),
+            Said::Denied => Err(ListError::Failed(format!(
+                "{} on a later page, after earlier pages were handed over: no whole listing",
+                said(&Said::Denied, op)
+            ))),
             Said::Unsupported(m) => Err(ListError::Absent(m)),
             other => Err(ListError::Failed(said(&other, op))),
         }
@@ -283,6 +291,9 @@ impl ObjectStore {
             .collect();
         let needles: Vec<(usize, String)> =
             idx.iter().map(|i| (*i, wanted[*i].needle.hex())).collect();
+        // A refusal after an earlier listing answered (the wait's next
+        // try) is no refusal: the identity was let in.
+        let mut answered = false;
         let once = || -> Result<(Listed, bool), ListError> {
             let mut l = Listed {
                 hits: vec![None; wanted.len()],
@@ -301,13 +312,20 @@ impl ObjectStore {
                     }
                 }
             };
-            l.count = match lister {
-                Lister::Uploads => self.list_uploads(&mut |k, _| look(k))?,
-                Lister::Versions => {
-                    self.list_versions(&self.settings.prefix, &mut |k, _| look(k))?
-                }
-                Lister::Objects => self.list_keys(&mut look)?,
+            let count = match lister {
+                Lister::Uploads => self.list_uploads(&mut |k, _| look(k)),
+                Lister::Versions => self.list_versions(&self.settings.prefix, &mut |k, _| look(k)),
+                Lister::Objects => self.list_keys(&mut look),
             };
+            l.count = match count {
+                Err(ListError::Denied(m)) if answered => {
+                    return Err(ListError::Failed(format!(
+                        "{m}, after an earlier listing answered: no whole listing"
+                    )));
+                }
+                c => c?,
+            };
+            answered = true;
             let current = l.seen.before && l.seen.after;
             Ok((l, current))
         };
