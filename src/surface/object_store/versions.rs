@@ -74,6 +74,12 @@ impl ObjectStore {
         if self.settings.permanent {
             return Ok(Versions::Unknown);
         }
+        // A bucket that never kept versions, as its versioning says, needs
+        // no write to tell (one read instead of a write, a delete and a
+        // listing on every probe of a plain bucket).
+        if self.never_versioned() {
+            return Ok(Versions::NotKept);
+        }
         let s3 = self
             .s3()
             .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
