@@ -295,28 +295,7 @@ impl ObjectStore {
         // try) is no refusal: the identity was let in.
         let mut answered = false;
         let once = || -> Result<(Listed, bool), ListError> {
-            let mut l = Listed {
-                hits: vec![None; wanted.len()],
-                seen: Seen::default(),
-                count: 0,
-            };
-            let mut look = |key: &str| {
-                for (s, n) in Side::BOTH.iter().zip(&names) {
-                    if key == n {
-                        l.seen.saw(*s);
-                    }
-                }
-                for (i, hex) in &needles {
-                    if l.hits[*i].is_none() && key.contains(hex.as_str()) {
-                        l.hits[*i] = Some(crate::escape::bytes(key.as_bytes()));
-                    }
-                }
-            };
-            let count = match lister {
-                Lister::Uploads => self.list_uploads(&mut |k, _| look(k)),
-                Lister::Versions => self.list_versions(&self.settings.prefix, &mut |k, _| look(k)),
-                Lister::Objects => self.list_keys(&mut look),
-            };
+            let (mut l, count) = self.list_once(lister, &names, &needles, wanted.len());
             l.count = match count {
                 Err(ListError::Denied(m)) if answered => {
                     return Err(ListError::Failed(format!(
@@ -393,6 +372,41 @@ impl ObjectStore {
                 },
             });
         }
+    }
+
+    /// One whole listing through `lister`: which of `needles` (index,
+    /// hex) a key carries, which of the witnesses `names` it names, and
+    /// how many it holds (or why it could not be read).
+    fn list_once(
+        &self,
+        lister: Lister,
+        names: &[String],
+        needles: &[(usize, String)],
+        len: usize,
+    ) -> (Listed, Result<usize, ListError>) {
+        let mut l = Listed {
+            hits: vec![None; len],
+            seen: Seen::default(),
+            count: 0,
+        };
+        let mut look = |key: &str| {
+            for (s, n) in Side::BOTH.iter().zip(names) {
+                if key == n {
+                    l.seen.saw(*s);
+                }
+            }
+            for (i, hex) in needles {
+                if l.hits[*i].is_none() && key.contains(hex.as_str()) {
+                    l.hits[*i] = Some(crate::escape::bytes(key.as_bytes()));
+                }
+            }
+        };
+        let count = match lister {
+            Lister::Uploads => self.list_uploads(&mut |k, _| look(k)),
+            Lister::Versions => self.list_versions(&self.settings.prefix, &mut |k, _| look(k)),
+            Lister::Objects => self.list_keys(&mut look),
+        };
+        (l, count)
     }
 
     /// Reads the agreed key of `c` the way its route does.
