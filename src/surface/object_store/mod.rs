@@ -26,6 +26,7 @@
 //! derives.
 
 mod config;
+mod listings;
 mod plant;
 mod recover;
 mod refused;

@@ -4,7 +4,7 @@
 //! the identity may delete versions before one is planted, the version
 //! listing run B reads, and cleanup of versions by their ids.
 
-use super::recover::{MARKER_LISTING, VERSION_LISTING};
+use super::listings::{MARKER_LISTING, VERSION_LISTING};
 use super::s3::{Call, Said};
 use super::surface::{ListError, said, upload_id_ok};
 use super::{Entry, ObjectStore, VERSION_CHECK, innocuous};
