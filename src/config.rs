@@ -404,6 +404,11 @@ impl<'a> Options<'a> {
         }
     }
 
+    /// Whether the entry has `key` (not yet taken).
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.iter().any(|(k, _)| k.value == key)
+    }
+
     fn take(&mut self, key: &str) -> Option<Spanned<Value>> {
         let i = self.entries.iter().position(|(k, _)| k.value == key)?;
         Some(self.entries.remove(i).1)

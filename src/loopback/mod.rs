@@ -6,6 +6,7 @@
 //! is dropped, and accepts only credentials it minted with fresh random
 //! secrets, so another local process cannot write into a probe's control.
 //! [`actions_cache`] is GitHub's cache service (v2) and REST cache API,
+//! [`build_cache`] a remote build cache (Bazel, Gradle, Nx, Turborepo),
 //! [`dav`] a WebDAV cache, [`docker`] a Docker daemon (on a unix socket),
 //! [`github`] GitHub's REST objects and artifact service, [`npm`] an npm
 //! registry, [`oci`] an OCI registry, [`pypi`] a PyPI index
@@ -14,6 +15,7 @@
 //! faults of their read routes the conformance suite turns on.
 
 pub mod actions_cache;
+pub mod build_cache;
 pub mod dav;
 pub mod docker;
 pub mod github;

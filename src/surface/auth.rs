@@ -135,6 +135,12 @@ impl HttpAuth {
         v
     }
 
+    /// Whether a credential is sent at all (one the config names, read
+    /// here, or a control's own).
+    pub fn has_credential(&self) -> bool {
+        self.bearer.is_some() || self.basic.is_some()
+    }
+
     /// "bearer token from NPM_TOKEN", "basic auth from U and P", "none".
     pub fn describe(&self) -> String {
         self.source.clone().unwrap_or_else(|| "none".into())

@@ -26,6 +26,7 @@ pub mod actions_cache;
 mod adapter;
 mod auth;
 pub mod beacon;
+pub mod build_cache;
 pub mod carrier;
 pub mod docker_daemon;
 mod erased;
@@ -77,6 +78,7 @@ pub static REGISTRY: &[&dyn SurfaceType] = &[
     &Typed::<oci_registry::OciRegistry>::TYPE,
     &Typed::<network_egress::NetworkEgress>::TYPE,
     &Typed::<object_store::ObjectStore>::TYPE,
+    &Typed::<build_cache::BuildCache>::TYPE,
 ];
 
 /// Why an in-job probe skips a [`SurfaceType::later_job_only`] carrier.

@@ -2,6 +2,7 @@
 //! clean environment, mount real filesystems, read reports.
 #![allow(dead_code)]
 
+pub mod buildcache;
 pub mod containers;
 pub mod githttp;
 pub mod hostile;

@@ -230,12 +230,16 @@ fn set(v: &mut Value, path: &[String], to: Value) {
 /// The suite for one type: plant, recover, a hostile journal that
 /// removes nothing (another probe's plants stay recoverable), cleanup of
 /// its own plants, cleanup by probe id.
-fn conform(ty: &dyn SurfaceType) {
+/// The suite for `ty`, its controls made like `like` (a type's settings,
+/// for a type whose control takes after them: a build cache's protocol),
+/// else from [`base_settings`].
+fn conform(ty: &dyn SurfaceType, like: Option<&Value>) {
     let name = ty.name();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("control");
+    let base = like.cloned().unwrap_or_else(|| base_settings(ty, &dir));
     let control = ty
-        .control(&base_settings(ty, &dir), &dir)
+        .control(&base, &dir)
         .unwrap_or_else(|e| panic!("{name}: no control: {e}"));
     let inst = ty.open(&control.settings).unwrap();
     let key = Key::new(Some(b"conformance-suite-key".to_vec()));
@@ -344,7 +348,7 @@ fn conform(ty: &dyn SurfaceType) {
         );
     }
     for knob in Knob::ALL {
-        knobbed(ty, &key, knob);
+        knobbed(ty, &key, knob, like);
     }
     // Every type declares its routes, one for every carrier (the kernel
     // makes every miss of the others ERROR), each route named once.
@@ -375,11 +379,12 @@ fn conform(ty: &dyn SurfaceType) {
 /// the fault ends: cleanup then leaves each moved ref, naming where it is.
 /// Each fault on a control of its own (a run's ten notices are used up by
 /// four probes).
-fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
+fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob, like: Option<&Value>) {
     let name = ty.name();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("control");
-    let control = ty.control(&base_settings(ty, &dir), &dir).unwrap();
+    let base = like.cloned().unwrap_or_else(|| base_settings(ty, &dir));
+    let control = ty.control(&base, &dir).unwrap();
     let Some(turn) = &control.knobs else { return };
     let mut settings = control.settings.clone();
     if settings.get("consistency_wait_ms").is_some() {
@@ -482,7 +487,31 @@ fn knobbed(ty: &dyn SurfaceType, key: &Key, knob: Knob) {
 #[test]
 fn every_registered_surface_type_conforms() {
     for ty in surface::REGISTRY {
-        conform(*ty);
+        conform(*ty, None);
+    }
+}
+
+/// The build cache's control speaks the configured surface's protocol
+/// (Turborepo's when none is configured, above): the suite for each of the
+/// others too, Bazel's action results and blobs among them.
+#[test]
+fn a_build_cache_conforms_in_every_protocol() {
+    let ty = surface::by_name("build-cache").unwrap();
+    for protocol in ["bazel", "gradle", "nx"] {
+        let like = json!({
+            "url": "http://127.0.0.1:9/",
+            "protocol": protocol,
+            "auth": {},
+            "team": null,
+            "control": false,
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let c = ty.control(&like, dir.path()).unwrap();
+        assert_eq!(
+            c.settings["protocol"], protocol,
+            "the control is not {protocol}'s"
+        );
+        conform(ty, Some(&like));
     }
 }
 

@@ -1,6 +1,7 @@
 //! Surface tests, one file per surface type (mirrors src/surface/).
 mod actions_artifacts;
 mod actions_cache;
+mod build_cache;
 #[path = "../common/mod.rs"]
 mod common;
 mod conformance;
