@@ -9,6 +9,7 @@
 //! only in CI, when the step holds a token that reaches it.
 
 mod buckets;
+mod build_caches;
 mod registries;
 
 use crate::git::Git;
@@ -123,6 +124,7 @@ pub fn discover(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
     surfaces.extend(oci_registries(&var, home.as_deref()));
     surfaces.extend(sccache(&var));
     surfaces.extend(buckets::buckets(&var, workspace.as_deref()));
+    surfaces.extend(build_caches::build_caches(&var, workspace.as_deref()));
     // The default socket too when DOCKER_HOST names another: an earlier
     // step can set DOCKER_HOST (GITHUB_ENV), and the daemon most jobs
     // share does not go away with it.

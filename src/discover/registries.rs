@@ -236,7 +236,7 @@ fn ini_values(file: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<String> {
 
 /// `url` without userinfo (credentials are never copied into a config),
 /// unless it is on the public host `public`.
-fn private_url(url: &str, public: &str) -> Option<String> {
+pub(super) fn private_url(url: &str, public: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let rest = match rest[..authority_end].rfind('@') {

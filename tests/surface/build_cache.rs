@@ -413,3 +413,46 @@ fn an_eviction_between_the_runs_is_an_error_never_a_pass() {
         assert!(tree(&n.data()).is_empty(), "{:?}", tree(&n.data()));
     }
 }
+
+/// A Turborepo cache the job names (`TURBO_API`) is an exposure coverage
+/// lists: tested by a configured build-cache on its origin, a gap with
+/// its stanza proposed without one.
+#[test]
+fn coverage_counts_the_build_cache_a_job_names() {
+    let store = tempfile::tempdir().unwrap();
+    let t = turbo(true, false, TurboStorage::Local(store.path().to_path_buf()));
+    let dir = tempfile::tempdir().unwrap();
+    let id = format!("build-cache:{}", t.url);
+    let named = [
+        ("TURBO_API", t.url.as_str()),
+        TOKEN_ENV,
+        ("TURBO_TEAM", "ci"),
+    ];
+    let exposure = |p: &Probe| {
+        p.report["coverage"]["exposures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id.as_str())
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {}", p.report["coverage"]))
+    };
+    let cfg = t.config("cache", "ci") + "    permanent: true\n";
+    let p = run_config(dir.path(), &cfg, &named, &["probe"]);
+    assert_eq!(exposure(&p)["status"], "tested", "{}", p.report);
+    no_secrets(&p, &[TOKEN]);
+    let other = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: d\n    type: filesystem\n    path: {}\n",
+        serde_json::to_string(other.path()).unwrap()
+    );
+    let p = run_config(dir.path(), &cfg, &named, &["probe"]);
+    let e = exposure(&p);
+    assert_eq!(e["status"], "not-tested", "{e}");
+    let stanza = e["stanza"].as_str().unwrap();
+    assert!(
+        stanza.contains("type: build-cache") && stanza.contains("protocol: turborepo"),
+        "{e}"
+    );
+    no_secrets(&p, &[TOKEN]);
+}

@@ -495,3 +495,75 @@ fn buckets_a_build_cache_names_are_proposed_commented_out() {
     assert_eq!(live.matches("type: object-store").count(), 3, "{live}");
     assert_valid(&live);
 }
+
+/// A remote build cache a job names (Turborepo's and Nx's variables, the
+/// workspace's `.bazelrc` and Gradle settings file) is proposed commented
+/// out as a build-cache, with the credential's variable named and never
+/// read, and never a URL's userinfo; uncommented, each entry is valid. A
+/// settings file that is a symlink is not read.
+#[test]
+fn build_caches_a_job_names_are_proposed_commented_out() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join(".bazelrc"),
+        "build:ci --remote_cache=https://bazel:hunter2@bazel.internal/cache\n",
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(
+        elsewhere.path().join("settings.gradle"),
+        "buildCache { remote(HttpBuildCache) { url = 'https://gradle.internal/cache/' } }\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        elsewhere.path().join("settings.gradle"),
+        ws.path().join("settings.gradle"),
+    )
+    .unwrap();
+    let (out, err, code) = discover(&[
+        ("TURBO_API", "https://turbo.internal".into()),
+        ("TURBO_TOKEN", "turbo-secret-77".into()),
+        ("TURBO_TEAM", "web".into()),
+        (
+            "NX_SELF_HOSTED_REMOTE_CACHE_SERVER",
+            "https://nx.internal".into(),
+        ),
+        (
+            "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN",
+            "nx-secret-78".into(),
+        ),
+        ("GITHUB_WORKSPACE", ws.path().to_string_lossy().into_owned()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for secret in ["turbo-secret-77", "nx-secret-78", "hunter2"] {
+        assert!(!out.contains(secret), "{out}");
+    }
+    assert!(
+        !out.contains("gradle.internal"),
+        "a symlink was read: {out}"
+    );
+    for stanza in [
+        "  # - name: turborepo-cache\n  #   type: build-cache\n  #   protocol: turborepo\n  #   url: \"https://turbo.internal\"\n  #   token-env: TURBO_TOKEN\n  #   team: web\n  #   permanent: true\n",
+        "  # - name: nx-cache\n  #   type: build-cache\n  #   protocol: nx\n  #   url: \"https://nx.internal\"\n  #   token-env: NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN\n  #   permanent: true\n",
+        "  # - name: bazel-cache\n  #   type: build-cache\n  #   protocol: bazel\n  #   url: \"https://bazel.internal/cache\"\n",
+    ] {
+        assert!(out.contains(stanza), "{stanza}\n{out}");
+    }
+    assert_valid(&out);
+    let mut live = String::from("version: 1\nsurfaces:\n");
+    let mut in_stanza = false;
+    for l in out.lines() {
+        match l.strip_prefix("  # ") {
+            Some(rest) if rest.starts_with("- name: ") => {
+                in_stanza = rest.contains("-cache") && !rest.contains("sccache");
+                if in_stanza {
+                    live += &format!("  {rest}\n");
+                }
+            }
+            Some(rest) if in_stanza && rest.starts_with("  ") => live += &format!("  {rest}\n"),
+            _ => in_stanza = false,
+        }
+    }
+    assert_eq!(live.matches("type: build-cache").count(), 3, "{live}");
+    assert_valid(&live);
+}
