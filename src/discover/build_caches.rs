@@ -157,7 +157,7 @@ fn candidate(f: &Found) -> Option<Candidate> {
     let q = serde_json::to_string(&url).expect("string serializes");
     Some(Candidate {
         why: format!(
-            "{} ({origin}): every build reads entries at keys it computes from its inputs, and any run that may write one decides what a later build restores (cache poisoning)",
+            "{} ({origin}): every build reads entries at keys it computes from its inputs, with no listing (a build-cache, not an http-cache), and any run that may write one decides what a later build restores (cache poisoning)",
             f.tool
         ),
         entry: format!(

@@ -207,7 +207,7 @@ pub(super) fn sccache(var: Var<'_>) -> Option<Candidate> {
         ""
     };
     Some(Candidate {
-        why: format!("sccache's WebDAV cache ({origin}): every build writes compiler outputs under names it picks, and every later build reads them"),
+        why: format!("sccache's WebDAV cache ({origin}): every build writes compiler outputs under names it picks, and every later build reads them (a WebDAV store with a listing is an http-cache; a cache read only by computed keys, Bazel's or Gradle's, is a build-cache)"),
         entry: format!(
             "  - name: sccache\n    type: http-cache\n    url: {}\n{credentials}",
             serde_json::to_string(&base).expect("string serializes")
