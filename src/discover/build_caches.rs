@@ -15,6 +15,12 @@ use super::registries::private_url;
 use super::{Candidate, Var};
 use std::path::Path;
 
+/// Turborepo's and Nx's APIs delete nothing: what a probe writes stays.
+/// Proposed commented out within the commented stanza, so uncommenting
+/// the stanza does not accept it unread.
+const PERMANENT: &str =
+    "    # permanent: true   # its API deletes nothing: what a probe writes stays\n";
+
 /// One cache found: the tool, the stanza's name, protocol and URL, and
 /// the credential lines (already indented; commented where only a guess).
 struct Found {
@@ -40,8 +46,7 @@ pub(super) fn build_caches(var: Var<'_>, workspace: Option<&Path>) -> Vec<Candid
         if let Some(t) = team {
             extra += &format!("    team: {t}\n");
         }
-        // (Turborepo's API deletes nothing: what a probe writes stays.)
-        extra += "    permanent: true\n";
+        extra += PERMANENT;
         found.push(Found {
             tool: "Turborepo's remote cache (TURBO_API)",
             name: "turborepo-cache",
@@ -55,7 +60,7 @@ pub(super) fn build_caches(var: Var<'_>, workspace: Option<&Path>) -> Vec<Candid
         if var("NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN").is_some() {
             extra += "    token-env: NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN\n";
         }
-        extra += "    permanent: true\n";
+        extra += PERMANENT;
         found.push(Found {
             tool: "Nx's self-hosted remote cache (NX_SELF_HOSTED_REMOTE_CACHE_SERVER)",
             name: "nx-cache",
@@ -120,10 +125,10 @@ fn bazelrc(workspace: &Path) -> Option<Found> {
 /// `url = uri("https://…")`). A URL the build computes (an environment
 /// variable, a property) is not proposed.
 fn gradle(workspace: &Path) -> Option<Found> {
-    let text = ["settings.gradle.kts", "settings.gradle"]
+    let (text, at) = ["settings.gradle.kts", "settings.gradle"]
         .iter()
-        .find_map(|f| text(&workspace.join(f)))?;
-    let at = text.find("HttpBuildCache")?;
+        .filter_map(|f| text(&workspace.join(f)))
+        .find_map(|t| t.find("HttpBuildCache").map(|at| (t, at)))?;
     let after = &text[at..];
     // Within the block's first lines: a URL further on is another's.
     let window: String = after.chars().take(2000).collect();
@@ -149,10 +154,12 @@ fn candidate(f: &Found) -> Option<Candidate> {
         return None;
     }
     let origin = crate::http::origin(&url)?;
-    let url = match f.protocol {
-        // (Gradle's entries are at the URL with the key appended.)
-        "gradle" if !url.ends_with('/') => format!("{url}/"),
-        _ => url,
+    // (Every protocol's entries are under the URL as a directory, as the
+    // surface takes it: the exposure is that base URL.)
+    let url = if url.ends_with('/') {
+        url
+    } else {
+        format!("{url}/")
     };
     let q = serde_json::to_string(&url).expect("string serializes");
     Some(Candidate {
@@ -165,11 +172,11 @@ fn candidate(f: &Found) -> Option<Candidate> {
             f.name, f.protocol, f.extra
         ),
         skipped: Some(if f.extra.contains("permanent: true") {
-            "probing writes entries this cache's API cannot delete (they stay, listed by key): name it in a config (uncomment this entry in `runwarden discover`'s output) with the credential a job of this kind gets".into()
+            "probing writes entries this cache's API cannot delete: name it in a config (uncomment this entry in `runwarden discover`'s output) with the credential a job of this kind gets, and `permanent: true` to accept that they stay (listed by key)".into()
         } else {
             "probing writes into the cache: name it in a config (uncomment this entry in `runwarden discover`'s output) with the credential a job of this kind gets".into()
         }),
-        exposure: Some(format!("build-cache:{origin}")),
+        exposure: Some(format!("build-cache:{url}")),
     })
 }
 
@@ -196,8 +203,8 @@ mod tests {
         assert_eq!(
             ids,
             [
-                "build-cache:https://cache.example:8080",
-                "build-cache:https://gradle.example"
+                "build-cache:https://cache.example:8080/bazel/",
+                "build-cache:https://gradle.example/cache/"
             ]
         );
         // No userinfo copied.

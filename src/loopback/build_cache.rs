@@ -27,6 +27,14 @@ pub struct State {
     entries: BTreeMap<String, Stored>,
     next: u64,
     tokens: HashSet<String>,
+    /// For the tests, as real caches behave: a missing key answers 403
+    /// (a server whose bucket it may not list), ...
+    pub missing_denied: bool,
+    /// ... writes under this path prefix are refused (403: a credential
+    /// that may write action results but not blobs) ...
+    pub refuse_writes_under: Option<String>,
+    /// ... and deletes under this one.
+    pub refuse_deletes_under: Option<String>,
 }
 
 impl super::Knobs for State {
@@ -56,6 +64,16 @@ impl super::Service<State> {
         let t = super::secret()?;
         self.lock().tokens.insert(t.clone());
         Ok(t)
+    }
+
+    /// Removes every entry whose body holds `text` (a test's eviction of
+    /// one plant); how many went.
+    pub fn forget(&self, text: &str) -> usize {
+        let mut st = self.lock();
+        let before = st.entries.len();
+        st.entries
+            .retain(|_, s| memchr::memmem::find(&s.body, text.as_bytes()).is_none());
+        before - st.entries.len()
     }
 
     /// How many entries it holds.
@@ -97,7 +115,10 @@ fn answer(
         (Some(team), true) => format!("{team}{path}"),
         _ => path.to_string(),
     };
+    let under = |p: &Option<String>| p.as_deref().is_some_and(|p| path.starts_with(p));
     match method {
+        "PUT" if under(&st.refuse_writes_under) => Reply::empty(403),
+        "DELETE" if under(&st.refuse_deletes_under) => Reply::empty(403),
         "PUT" => {
             st.next += 1;
             let stored = Stored {
@@ -120,6 +141,7 @@ fn answer(
                 }
                 r
             }
+            None if st.missing_denied => Reply::empty(403),
             None => Reply::empty(404),
         },
         "DELETE" => match st.entries.remove(&key) {

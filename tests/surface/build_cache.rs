@@ -422,7 +422,7 @@ fn coverage_counts_the_build_cache_a_job_names() {
     let store = tempfile::tempdir().unwrap();
     let t = turbo(true, false, TurboStorage::Local(store.path().to_path_buf()));
     let dir = tempfile::tempdir().unwrap();
-    let id = format!("build-cache:{}", t.url);
+    let id = format!("build-cache:{}/", t.url);
     let named = [
         ("TURBO_API", t.url.as_str()),
         TOKEN_ENV,
@@ -455,4 +455,195 @@ fn coverage_counts_the_build_cache_a_job_names() {
         "{e}"
     );
     no_secrets(&p, &[TOKEN]);
+}
+
+/// A loopback build cache (the control's server) with a token, and a
+/// config of `protocol` on it: for the faults real servers show that
+/// nginx and turborepo-remote-cache here do not (a 403 for a missing key,
+/// blobs refused while action results are not).
+fn loopback(
+    protocol: &str,
+) -> (
+    runwarden::loopback::build_cache::BuildCacheServer,
+    String,
+    String,
+) {
+    let server = runwarden::loopback::build_cache::BuildCacheServer::start().unwrap();
+    let token = server.token().unwrap();
+    let cfg = format!(
+        "version: 1\nsurfaces:\n  - name: cache\n    type: build-cache\n    protocol: {protocol}\n    url: http://127.0.0.1:{}/\n    token-env: BC_TOKEN\n",
+        server.port
+    );
+    (server, token, cfg)
+}
+
+/// Someone overwrites the plant at its agreed key: run B finds an entry
+/// that is not run A's there, which is no miss (ERROR, never PASS).
+#[test]
+fn a_plant_overwritten_at_its_key_is_an_error_never_a_pass() {
+    if !nginx() {
+        return;
+    }
+    let n = Nginx::start(true);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = n.config("cache", "gradle", "/cache/");
+    let a = run_config(
+        dir.path(),
+        &cfg,
+        &env(&WRITER),
+        &["plant", "--probe-id", "ow-1"],
+    );
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    for (f, _) in tree(&n.data()) {
+        let f = n.data().join(f);
+        if memchr::memmem::find(&std::fs::read(&f).unwrap(), b"-entry-content-").is_some() {
+            std::fs::write(&f, b"someone else's entry").unwrap();
+        }
+    }
+    let b = run_config(
+        dir.path(),
+        &cfg,
+        &env(&WRITER),
+        &["recover", "--probe-id", "ow-1"],
+    );
+    let f = b.finding("cache:entry-content");
+    assert_eq!(f["verdict"], "error", "{f}");
+    assert!(
+        f["detail"].to_string().contains("not what run A wrote"),
+        "{f}"
+    );
+}
+
+/// A cache that answers 403 for a key nothing is at (its bucket may not
+/// be listed): with the plant gone and the witnesses answered, the 403 is
+/// no refusal (ERROR, never PASS).
+#[test]
+fn a_403_for_a_missing_key_is_never_taken_for_a_refusal() {
+    let (server, token, cfg) = loopback("gradle");
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("BC_TOKEN", token.as_str())];
+    let a = run_config(dir.path(), &cfg, &env, &["plant", "--probe-id", "md-1"]);
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    assert_eq!(server.forget("-entry-content-"), 1);
+    server.lock().missing_denied = true;
+    let b = run_config(dir.path(), &cfg, &env, &["recover", "--probe-id", "md-1"]);
+    let f = b.finding("cache:entry-content");
+    assert_eq!(f["verdict"], "error", "{f}");
+    assert!(
+        f["detail"].to_string().contains("not access control"),
+        "{f}"
+    );
+    no_secrets(&b, &[&token]);
+}
+
+/// A credential that may write action results but not blobs: the plant
+/// carries the nonce in the action result itself (FAIL), and only the
+/// blob carrier is refused. One that may write blobs but not delete them
+/// is asked about blobs too: SKIPPED unless `permanent: true`.
+#[test]
+fn bazel_blobs_and_action_results_are_each_asked_about() {
+    let (server, token, cfg) = loopback("bazel");
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("BC_TOKEN", token.as_str())];
+    server.lock().refuse_writes_under = Some("/cas/".into());
+    let p = run_config(dir.path(), &cfg, &env, &["probe"]);
+    assert_eq!(p.verdict("cache:entry-content"), "fail", "{}", p.report);
+    let f = p.finding("cache:cas-blob");
+    assert_eq!(f["verdict"], "pass", "{f}");
+    assert!(f["detail"].to_string().contains("HTTP 403"), "{f}");
+    assert_eq!(server.len(), 0, "cleanup left {} entries", server.len());
+    server.lock().refuse_writes_under = None;
+    server.lock().refuse_deletes_under = Some("/cas/".into());
+    let p = run_config(dir.path(), &cfg, &env, &["probe"]);
+    for c in ["entry-content", "cas-blob"] {
+        let f = p.finding(&format!("cache:{c}"));
+        assert_eq!(f["verdict"], "skipped", "{f}");
+    }
+    // The check's own blob stays, listed.
+    assert_eq!(server.len(), 1);
+    assert_eq!(
+        p.report["cleanup"]["left"].as_array().unwrap().len(),
+        1,
+        "{}",
+        p.report["cleanup"]
+    );
+}
+
+/// A journal naming someone else's blob that mentions the plant's name
+/// (a build log that printed it) removes nothing: only a blob that is
+/// exactly what a plant writes is runwarden's.
+#[test]
+fn a_blob_that_only_mentions_a_plant_is_never_deleted() {
+    use runwarden::marker::Key;
+    use runwarden::surface::{self, CleanupOutcome, RunCtx};
+    let (server, token, _) = loopback("bazel");
+    let ty = surface::by_name("build-cache").unwrap();
+    let settings = serde_json::json!({
+        "url": format!("http://127.0.0.1:{}/", server.port),
+        "protocol": "bazel",
+        "auth": { "bearer": token, "source": "test" },
+        "team": null,
+        "control": false,
+    });
+    let inst = ty.open(&settings).unwrap();
+    let key = Key::new(Some(b"k".to_vec()));
+    let ctx = RunCtx {
+        probe_id: "bl-1",
+        key: &key,
+        surface: "cache",
+    };
+    let name = surface::tagged_name(&ctx, "entry-content", None, "");
+    let log = format!("runwarden build-cache entry {name}\nand the rest of someone's build log\n");
+    let sha = runwarden::nonce::to_hex(&Sha256::digest(log.as_bytes()));
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT"])
+        .arg("-H")
+        .arg(format!("authorization: Bearer {token}"))
+        .arg("--data-binary")
+        .arg(&log)
+        .arg(format!("http://127.0.0.1:{}/cas/{sha}", server.port))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    let forged = serde_json::json!({ "name": name, "kind": "blob", "key": sha, "sha256": sha });
+    let o = surface::cleanup_owned(&*inst, &ctx, &[forged]);
+    assert!(!matches!(o[0], CleanupOutcome::Removed), "{o:?}");
+    assert_eq!(server.len(), 1, "their blob was deleted");
+}
+
+/// A Turborepo server that keeps tags hands the witnesses' back: a plant
+/// whose tag came back changed is no miss (ERROR, never PASS).
+#[test]
+fn a_tag_changed_while_the_witnesses_keep_theirs_is_an_error() {
+    let store = tempfile::tempdir().unwrap();
+    let t = turbo(true, false, TurboStorage::Local(store.path().to_path_buf()));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = t.config("cache", "ci") + "    permanent: true\n";
+    let a = run_config(
+        dir.path(),
+        &cfg,
+        &[TOKEN_ENV],
+        &["plant", "--probe-id", "tg-1"],
+    );
+    assert_eq!(a.code, 0, "{}\n{}", a.stdout, a.stderr);
+    let mut changed = 0;
+    for (f, _) in tree(store.path()) {
+        let f = store.path().join(f);
+        if f.extension().is_some_and(|e| e == "tag") {
+            let art = std::fs::read(f.with_extension("")).unwrap();
+            if memchr::memmem::find(&art, b"-artifact-tag-").is_some() {
+                std::fs::write(&f, b"changed").unwrap();
+                changed += 1;
+            }
+        }
+    }
+    assert_eq!(changed, 1, "{:?}", tree(store.path()));
+    let b = run_config(
+        dir.path(),
+        &cfg,
+        &[TOKEN_ENV],
+        &["recover", "--probe-id", "tg-1"],
+    );
+    let f = b.finding("cache:artifact-tag");
+    assert_eq!(f["verdict"], "error", "{f}");
 }

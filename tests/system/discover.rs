@@ -543,9 +543,9 @@ fn build_caches_a_job_names_are_proposed_commented_out() {
         "a symlink was read: {out}"
     );
     for stanza in [
-        "  # - name: turborepo-cache\n  #   type: build-cache\n  #   protocol: turborepo\n  #   url: \"https://turbo.internal\"\n  #   token-env: TURBO_TOKEN\n  #   team: web\n  #   permanent: true\n",
-        "  # - name: nx-cache\n  #   type: build-cache\n  #   protocol: nx\n  #   url: \"https://nx.internal\"\n  #   token-env: NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN\n  #   permanent: true\n",
-        "  # - name: bazel-cache\n  #   type: build-cache\n  #   protocol: bazel\n  #   url: \"https://bazel.internal/cache\"\n",
+        "  # - name: turborepo-cache\n  #   type: build-cache\n  #   protocol: turborepo\n  #   url: \"https://turbo.internal/\"\n  #   token-env: TURBO_TOKEN\n  #   team: web\n  #   # permanent: true",
+        "  # - name: nx-cache\n  #   type: build-cache\n  #   protocol: nx\n  #   url: \"https://nx.internal/\"\n  #   token-env: NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN\n  #   # permanent: true",
+        "  # - name: bazel-cache\n  #   type: build-cache\n  #   protocol: bazel\n  #   url: \"https://bazel.internal/cache/\"\n",
     ] {
         assert!(out.contains(stanza), "{stanza}\n{out}");
     }

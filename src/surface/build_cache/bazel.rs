@@ -59,6 +59,20 @@ pub(super) fn bare_result(text: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The stdout of an action result that is nothing else (one field:
+/// [`bare_result`]'s form), when it is one.
+pub(super) fn inline_text(buf: &[u8]) -> Option<&[u8]> {
+    match fields(buf)?.as_slice() {
+        [
+            Field {
+                num: 5,
+                data: Some(d),
+            },
+        ] => Some(d),
+        _ => None,
+    }
+}
+
 /// One field of a message: its number, and its bytes when
 /// length-delimited.
 struct Field<'a> {

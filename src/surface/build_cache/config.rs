@@ -110,9 +110,9 @@ pub(super) fn about(s: &Settings) -> About<Build> {
     if let Some(t) = &s.team {
         about = about.fact("team", format!("{}={}", t.param, t.value));
     }
-    if let Some(o) = crate::http::origin(&s.url) {
-        about = about.exposure(format!("build-cache:{o}"));
-    }
+    // (By the whole base URL: two caches on one host, Bazel's and
+    // Gradle's under two paths, are two exposures.)
+    about = about.exposure(format!("build-cache:{}", s.url));
     if s.protocol != Protocol::Turborepo {
         about = about.unavailable_of(
             Build::ArtifactTag,

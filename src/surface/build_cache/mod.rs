@@ -236,6 +236,48 @@ fn cas_body(name: &str, nonce: &Nonce) -> Vec<u8> {
     format!("runwarden build-cache blob {name}\n{}\n", nonce.hex()).into_bytes()
 }
 
+/// Whether `bytes` is exactly what a plant of `name` writes as a plain
+/// entry or blob: [`body`] (with or without a nonce's 32 hex digits) or
+/// [`cas_body`]. Cleanup and cleanup by probe id take nothing else: a
+/// blob is at its content's hash whatever it holds, so only its whole
+/// form shows it is runwarden's.
+fn plain_form(name: &str, bytes: &[u8]) -> bool {
+    ["entry", "blob"].iter().any(|what| {
+        let head = format!("runwarden build-cache {what} {name}\n");
+        let Some(rest) = bytes.strip_prefix(head.as_bytes()) else {
+            return false;
+        };
+        let nonce = |r: &[u8]| {
+            r.len() == 33
+                && r[32] == b'\n'
+                && r[..32]
+                    .iter()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        };
+        (*what == "entry" && rest.is_empty()) || nonce(rest)
+    })
+}
+
+/// Whether `bytes` is exactly an action result a Bazel plant of `name`
+/// writes: one output at `runwarden/<name>` pointing at a blob of a plain
+/// entry's size, or no output and a plain entry inline (its stdout).
+fn action_result_form(name: &str, bytes: &[u8]) -> bool {
+    if let Some(text) = bazel::inline_text(bytes) {
+        return plain_form(name, text);
+    }
+    let Some(d) = bazel::decode(bytes) else {
+        return false;
+    };
+    let path = format!("runwarden/{name}");
+    let [hash] = d.digests.as_slice() else {
+        return false;
+    };
+    let plain = body(name, None).len();
+    [plain, plain + 33]
+        .iter()
+        .any(|n| bazel::action_result(&path, hash, *n) == bytes)
+}
+
 /// The tag every artifact run A writes to a Turborepo cache carries, but
 /// artifact-tag's: a server that verifies signatures answers an artifact
 /// stored without one as missing.

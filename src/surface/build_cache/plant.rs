@@ -44,10 +44,10 @@ impl BuildCache {
     ) -> Result<(), PlantOutcome<Nonce>> {
         journal.record(entry);
         let op = format!("PUT of {}", self.place(entry.kind, &entry.key));
-        let status = self
+        let (status, answer) = self
             .send(Method::PUT, entry.kind, &entry.key, body, tag)
             .map_err(|f| PlantOutcome::Error { reason: f.into() })?;
-        let said = self.said(status, &op);
+        let said = self.said(status, &op, &answer);
         if said != Said::Done && (400..500).contains(&status) {
             journal.retract(entry);
         }
@@ -65,9 +65,13 @@ impl BuildCache {
 
     /// The entry of tagged name `name` holding `content`: for Bazel, the
     /// blob and then the action result pointing at it (as Bazel uploads
-    /// outputs before their action result); for the others, the entry
-    /// itself, with `tag` (Turborepo's: always one, a server that verifies
-    /// signatures answers an artifact without one as missing).
+    /// outputs before their action result), or, where the blob's write is
+    /// refused, an action result holding `content` itself (its stdout: a
+    /// credential that may write action results carries bytes in them, so
+    /// only a refusal of that very write closes the carrier); for the
+    /// others, the entry itself, with `tag` (Turborepo's: always one, a
+    /// server that verifies signatures answers an artifact without one as
+    /// missing).
     pub(super) fn write_entry(
         &self,
         journal: &mut Journal<'_, Entry>,
@@ -81,8 +85,11 @@ impl BuildCache {
         }
         let blob = Entry::blob(name, &content);
         let size = content.len();
-        self.write(journal, &blob, content, None)?;
-        let ac = bazel::action_result(&format!("runwarden/{name}"), &blob.key, size);
+        let ac = match self.write(journal, &blob, content.clone(), None) {
+            Ok(()) => bazel::action_result(&format!("runwarden/{name}"), &blob.key, size),
+            Err(PlantOutcome::Refused { .. }) => bazel::bare_result(&content),
+            Err(o) => return Err(o),
+        };
         self.write(journal, &Entry::at_key(name, &ac), ac, None)
     }
 
@@ -158,13 +165,14 @@ impl BuildCache {
     /// Whether what run A writes can be deleted, before it writes any
     /// plant: where the API has no delete, or the server takes none, every
     /// carrier is SKIPPED (`Err`, saying why) unless `permanent: true`.
-    /// The server is asked with a DELETE of a key nothing is at (a 405 or
-    /// a 403 says no), then with a write of the check's own entry (no
-    /// nonce in it): refused, the plants' writes will be too, and their
-    /// refusals are the verdict; taken, its DELETE and a read showing it
-    /// gone say yes (a server may answer a DELETE it does not do). Only a
-    /// check that left nothing is taken back; else its entry stays
-    /// journalled, and cleanup lists it.
+    /// Each kind of thing run A writes is asked about (Bazel's action
+    /// results and blobs may be served by different rules): a DELETE of a
+    /// key nothing is at (a 405 or a 403 says no), then a write of the
+    /// check's own entry (no nonce in it). Refused, the plants' writes of
+    /// that kind will be too, and their refusals are the verdict; taken,
+    /// its DELETE and a read showing it gone say yes (a server may answer
+    /// a DELETE it does not do). Only a check that left nothing is taken
+    /// back; else its entry stays journalled, and cleanup lists it.
     pub(super) fn may_delete(
         &self,
         ctx: &RunCtx<'_>,
@@ -177,21 +185,42 @@ impl BuildCache {
         if !s.protocol.may_delete() {
             return Err(stays(&s.protocol.no_delete()));
         }
-        let err = |f: crate::fault::Fault| PlantOutcome::Error { reason: f.into() };
         let name = delete_check(ctx);
-        let content = body(&name, None);
-        let content = match s.protocol {
-            Protocol::Bazel => bazel::bare_result(&content),
-            _ => content,
-        };
-        let entry = Entry::at_key(&name, &content);
-        let op = format!("DELETE of {}", self.place(Kind::Entry, &entry.key));
+        let text = body(&name, None);
+        let mut checks = vec![];
+        if s.protocol == Protocol::Bazel {
+            checks.push(Entry::blob(&name, &text));
+            checks.push(Entry::at_key(&name, &bazel::bare_result(&text)));
+        } else {
+            checks.push(Entry::at_key(&name, &text));
+        }
+        for entry in checks {
+            let content = match entry.kind {
+                Kind::Blob => text.clone(),
+                Kind::Entry if s.protocol == Protocol::Bazel => bazel::bare_result(&text),
+                Kind::Entry => text.clone(),
+            };
+            self.delete_check(journal, &entry, content)?;
+        }
+        Ok(())
+    }
+
+    /// The delete check of one kind of thing run A writes: `entry`, which
+    /// holds `content`.
+    fn delete_check(
+        &self,
+        journal: &mut Journal<'_, Entry>,
+        entry: &Entry,
+        content: Vec<u8>,
+    ) -> Result<(), PlantOutcome<Nonce>> {
+        let err = |f: crate::fault::Fault| PlantOutcome::Error { reason: f.into() };
+        let op = format!("DELETE of {}", self.place(entry.kind, &entry.key));
         let delete = || {
-            self.send(Method::DELETE, Kind::Entry, &entry.key, vec![], None)
+            self.send(Method::DELETE, entry.kind, &entry.key, vec![], None)
                 .map_err(err)
         };
-        let status = delete()?;
-        let no_delete = match (status, self.said(status, &op)) {
+        let (status, answer) = delete()?;
+        let no_delete = match (status, self.said(status, &op, &answer)) {
             (_, Said::Done | Said::Absent) => None,
             (405 | 501, _) => Some(format!(
                 "the cache takes no DELETE (HTTP {status} to a DELETE of a key nothing is at)"
@@ -199,10 +228,10 @@ impl BuildCache {
             (_, Said::Refused(why)) => Some(why),
             (_, Said::Failed(reason)) => return Err(PlantOutcome::Error { reason }),
         };
-        match self.write(journal, &entry, content, None) {
+        match self.write(journal, entry, content, None) {
             Ok(()) => {}
-            // The check's own write refused: the plants' writes will be,
-            // and each refusal is its carrier's verdict.
+            // The check's own write refused: the plants' writes of this
+            // kind will be, and each refusal is its carrier's verdict.
             Err(PlantOutcome::Refused { .. }) => return Ok(()),
             Err(o) => return Err(o),
         }
@@ -210,8 +239,8 @@ impl BuildCache {
         if let Some(why) = no_delete {
             return Err(stays(&format!("{why}{kept}")));
         }
-        let status = delete()?;
-        match self.said(status, &op) {
+        let (status, answer) = delete()?;
+        match self.said(status, &op, &answer) {
             Said::Done | Said::Absent => {}
             Said::Refused(why) | Said::Failed(why) => {
                 return Err(stays(&format!(
@@ -219,9 +248,9 @@ impl BuildCache {
                 )));
             }
         }
-        match self.read(Kind::Entry, &entry.key, None) {
+        match self.read(entry.kind, &entry.key, None) {
             Read::Absent => {
-                journal.retract(&entry);
+                journal.retract(entry);
                 Ok(())
             }
             Read::There(_) => Err(stays(&format!(

@@ -125,7 +125,8 @@ impl BuildCache {
         })
     }
 
-    /// A PUT of `body` (with Turborepo's tag), a DELETE: the status.
+    /// A PUT of `body` (with Turborepo's tag), a DELETE: the status, and
+    /// the answer's first bytes (what an error says).
     pub(super) fn send(
         &self,
         method: Method,
@@ -133,18 +134,19 @@ impl BuildCache {
         key: &str,
         body: Vec<u8>,
         tag: Option<&str>,
-    ) -> Result<u16, Fault> {
+    ) -> Result<(u16, Vec<u8>), Fault> {
         let url = self.url(kind, key);
-        // (An answer's body says nothing a status does not: read, bounded.)
-        let mut n = 0usize;
+        // (An answer's body says nothing a status does not but why a 403
+        // is one: read, bounded.)
+        let mut said = Vec::new();
         let (status, _) = self.request(method, &url, body, tag, &mut |c| {
-            n += c.len();
-            if n > KEEP {
+            if said.len() + c.len() > KEEP {
                 return Err(Fault::broken("the answer is larger than 64 KiB"));
             }
+            said.extend_from_slice(c);
             Ok(())
         })?;
-        Ok(status)
+        Ok((status, said))
     }
 
     /// A GET of what is at `key`, scanned for `needle` as it streams.
@@ -172,7 +174,7 @@ impl BuildCache {
             Err(f) => return Read::Failed(f.into_reason()),
         };
         let op = format!("GET of {}", self.place(kind, key));
-        match self.said(status, &op) {
+        match self.said(status, &op, &head) {
             Said::Done => Read::There(Got {
                 whole: total <= KEEP,
                 head,
@@ -188,20 +190,33 @@ impl BuildCache {
         }
     }
 
-    /// What `status` says of `op` (a request of this surface's).
-    pub(super) fn said(&self, status: u16, op: &str) -> Said {
+    /// What `status` (with the answer's first bytes, `body`) says of `op`
+    /// (a request of this surface's).
+    pub(super) fn said(&self, status: u16, op: &str, body: &[u8]) -> Said {
         let anonymous = !self.settings.auth.has_credential();
+        let says = |w: &str| memchr::memmem::find(body, w.as_bytes()).is_some();
         match status {
             200..=299 => Said::Done,
             404 | 410 => Said::Absent,
-            403 => Said::Refused(format!(
-                "the cache refused the {op} (HTTP 403) to the credential it took"
+            // Vercel answers a token it does not take, and a team whose
+            // remote caching is off, with 403 too: neither is a refusal
+            // of this request by access control.
+            403 if says("invalidToken") || says("invalid_token") => Said::Failed(format!(
+                "the cache did not take the token ({}) for the {op} (HTTP 403, an invalid token): not a refusal",
+                self.settings.auth.describe()
             )),
+            403 if says("remote_caching_disabled") => Said::Failed(format!(
+                "{op}: HTTP 403, remote caching is turned off for the team: not access control, nothing is tested"
+            )),
+            403 if anonymous => Said::Refused(format!(
+                "the cache refused the {op} (HTTP 403) to an anonymous run"
+            )),
+            403 => Said::Refused(format!("the cache refused the {op} (HTTP 403)")),
             401 if anonymous => Said::Refused(format!(
                 "the cache asks for credentials for the {op} (HTTP 401), and the surface sends none: an anonymous run may not"
             )),
             401 => Said::Failed(format!(
-                "the cache did not take the credential ({}) for the {op} (HTTP 401): not a refusal (that is a 403 to a credential it took)",
+                "the cache did not take the credential ({}) for the {op} (HTTP 401): not a refusal (that is a 403)",
                 self.settings.auth.describe()
             )),
             409 => Said::Failed(format!(
@@ -212,5 +227,42 @@ impl BuildCache {
             )),
             s => Said::Failed(format!("{op}: HTTP {s}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::surface::build_cache::{BuildCache, Protocol, Settings};
+
+    fn cache(auth: crate::surface::HttpAuth) -> BuildCache {
+        let settings = Settings {
+            url: "http://127.0.0.1:9/".into(),
+            protocol: Protocol::Turborepo,
+            auth,
+            team: None,
+            permanent: false,
+            control: false,
+        };
+        BuildCache {
+            client: crate::http::LazyClient::new(settings.auth.secrets()),
+            settings,
+        }
+    }
+
+    #[test]
+    fn only_a_403_of_access_control_is_a_refusal() {
+        let c = cache(crate::surface::HttpAuth::bearer_for_control("t".into()));
+        assert!(matches!(c.said(403, "PUT", b"<html>403</html>"), Said::Refused(_)));
+        // Vercel's answer to a token it does not take, and to a team whose
+        // remote caching is off.
+        let invalid = br#"{"error":{"code":"forbidden","invalidToken":true}}"#;
+        assert!(matches!(c.said(403, "PUT", invalid), Said::Failed(_)));
+        let off = br#"{"error":{"code":"remote_caching_disabled"}}"#;
+        assert!(matches!(c.said(403, "PUT", off), Said::Failed(_)));
+        assert!(matches!(c.said(401, "PUT", b""), Said::Failed(_)));
+        let anonymous = cache(crate::surface::HttpAuth::default());
+        assert!(matches!(anonymous.said(401, "PUT", b""), Said::Refused(_)));
+        assert!(matches!(c.said(409, "PUT", b""), Said::Failed(_)));
     }
 }

@@ -40,7 +40,17 @@ enum W {
     /// The action result is there and its blob is gone: the store dropped
     /// part of it.
     Partial,
+    /// The read was refused (a 403): run B may not read here, or the
+    /// cache answers a missing key so.
+    Refused(String),
     Failed(String),
+}
+
+impl W {
+    /// Whether the cache answered the read (there or not).
+    fn answered(&self) -> bool {
+        matches!(self, W::There | W::Missing | W::Partial)
+    }
 }
 
 struct Witnessed {
@@ -48,6 +58,17 @@ struct Witnessed {
     blob: W,
     /// Turborepo: the tag the server handed back with it.
     tag: Option<String>,
+}
+
+/// What the witnesses' tags say of the server (Turborepo).
+#[derive(PartialEq)]
+enum Tags {
+    /// Both came back with the tag run A sent.
+    Kept,
+    /// Neither came back with one: the server keeps no tags.
+    NotKept,
+    /// Anything else: nothing can be said.
+    Unclear,
 }
 
 impl BuildCache {
@@ -58,7 +79,8 @@ impl BuildCache {
             Read::There(g) if ours(g) => W::There,
             // (Something else at the witness's key is no witness.)
             Read::There(_) | Read::Absent => W::Missing,
-            Read::Refused(m) | Read::Failed(m) => W::Failed(m.clone()),
+            Read::Refused(m) => W::Refused(m.clone()),
+            Read::Failed(m) => W::Failed(m.clone()),
         };
         let read = self.read(Kind::Entry, &key, None);
         let tag = match &read {
@@ -73,6 +95,15 @@ impl BuildCache {
         let Read::There(g) = &read else {
             unreachable!("a witness there was read")
         };
+        // An action result holding the witness inline (its blob's write
+        // was refused) is one; there is then no blob to read.
+        if bazel::inline_text(&g.head).is_some() {
+            return Witnessed {
+                entry: W::There,
+                blob: W::Missing,
+                tag,
+            };
+        }
         let Some(hash) = bazel::decode(&g.head).and_then(|d| d.digests.first().cloned()) else {
             return Witnessed {
                 entry: W::Missing,
@@ -89,7 +120,9 @@ impl BuildCache {
         Witnessed { entry, blob, tag }
     }
 
-    /// Looks for one wanted carrier at its agreed key.
+    /// Looks for one wanted carrier at its agreed key. A miss is only an
+    /// agreed key with nothing at it: run B knows what run A wrote there,
+    /// so anything else at it (overwritten, someone else's) is ERROR.
     fn look(&self, ctx: &RunCtx<'_>, w: &Want<Build, Nonce>) -> RecoverOutcome {
         let name = agreed(ctx, w.carrier);
         let hex = w.needle.hex();
@@ -108,12 +141,22 @@ impl BuildCache {
             Read::Refused(reason) => return RecoverOutcome::Denied { reason },
             Read::Failed(reason) => return RecoverOutcome::Error { reason },
         };
+        let not_ours = |what: &str| RecoverOutcome::Error {
+            reason: format!(
+                "GET {place}: {what} at the agreed key, and not what run A wrote there (overwritten, or someone else's): the plant's absence proves nothing"
+            ),
+        };
         match w.carrier {
-            // Its key is the SHA-256 of what holds the nonce: that the
-            // cache holds anything there is the message.
-            Build::CasBlob => RecoverOutcome::Found {
+            // Its key is the SHA-256 of what holds the nonce: a blob there
+            // whose content hashes to it is the message.
+            Build::CasBlob if g.found || g.sha256 == key => RecoverOutcome::Found {
                 detail: format!(
                     "GET {place}: the cache holds the blob whose key run B computed from the nonce"
+                ),
+            },
+            Build::CasBlob => RecoverOutcome::Error {
+                reason: format!(
+                    "GET {place}: the cache answered with content whose SHA-256 is not its key"
                 ),
             },
             _ if g.found => RecoverOutcome::Found {
@@ -123,47 +166,43 @@ impl BuildCache {
                 Some(t) if t.contains(&hex) => RecoverOutcome::Found {
                     detail: format!("GET {place}: its x-artifact-tag is the nonce"),
                 },
+                _ if !(g.whole && g.head == super::body(&name, None)) => not_ours("an artifact"),
                 Some(t) => RecoverOutcome::NotFound {
                     detail: format!(
-                        "GET {place}: its x-artifact-tag is {}",
+                        "GET {place}: run A's artifact, its x-artifact-tag {}",
                         escape::bytes(t.as_bytes())
                     ),
                 },
                 None => RecoverOutcome::NotFound {
-                    detail: format!("GET {place}: the artifact came back with no x-artifact-tag"),
+                    detail: format!("GET {place}: run A's artifact, with no x-artifact-tag"),
                 },
             },
             _ if self.settings.protocol == Protocol::Bazel => self.follow(&place, &g, &hex),
-            _ => RecoverOutcome::NotFound {
-                detail: format!("GET {place} returns an entry without it"),
-            },
+            _ => not_ours("an entry without the nonce"),
         }
     }
 
-    /// Bazel: the blobs an action result `g` (at `place`) points at, read
-    /// for the nonce `hex`, as a build restores its outputs.
+    /// Bazel: the blobs an action result `g` (at `place`, without the
+    /// nonce itself) points at, read for the nonce `hex`, as a build
+    /// restores its outputs. Finding it nowhere is never a miss: an action
+    /// result is at the agreed key, and run A's points at the nonce.
     fn follow(&self, place: &str, g: &Got, hex: &str) -> RecoverOutcome {
+        let error = |reason: String| RecoverOutcome::Error { reason };
         if !g.whole {
-            return RecoverOutcome::Error {
-                reason: format!(
-                    "GET {place}: an action result larger than 64 KiB, whose outputs were not followed"
-                ),
-            };
+            return error(format!(
+                "GET {place}: an action result larger than 64 KiB, whose outputs were not followed"
+            ));
         }
         let Some(d) = bazel::decode(&g.head) else {
-            return RecoverOutcome::NotFound {
-                detail: format!(
-                    "GET {place}: what is there is no action result, and does not hold it"
-                ),
-            };
+            return error(format!(
+                "GET {place}: something that is no action result is at the agreed key, without the nonce: not run A's plant"
+            ));
         };
         if d.more {
-            return RecoverOutcome::Error {
-                reason: format!(
-                    "GET {place}: an action result pointing at more than {} blobs, not all followed",
-                    bazel::MAX_DIGESTS
-                ),
-            };
+            return error(format!(
+                "GET {place}: an action result pointing at more than {} blobs, not all followed",
+                bazel::MAX_DIGESTS
+            ));
         }
         let mut gone = 0;
         for h in &d.digests {
@@ -177,25 +216,21 @@ impl BuildCache {
                 Read::There(_) => {}
                 Read::Absent => gone += 1,
                 Read::Refused(reason) => return RecoverOutcome::Denied { reason },
-                Read::Failed(reason) => return RecoverOutcome::Error { reason },
+                Read::Failed(reason) => return error(reason),
             }
         }
         if gone > 0 {
             // A build would take it for a miss; run B cannot tell what the
             // missing blob held.
-            return RecoverOutcome::Error {
-                reason: format!(
-                    "GET {place}: an action result {gone} of whose {} output blobs are gone (evicted?): what they held cannot be told",
-                    d.digests.len()
-                ),
-            };
-        }
-        RecoverOutcome::NotFound {
-            detail: format!(
-                "GET {place}: an action result whose {} output blobs do not hold it",
+            return error(format!(
+                "GET {place}: an action result {gone} of whose {} output blobs are gone (an eviction?): what they held cannot be told",
                 d.digests.len()
-            ),
+            ));
         }
+        error(format!(
+            "GET {place}: an action result whose {} output blobs do not hold the nonce: not run A's plant (overwritten, or someone else's)",
+            d.digests.len()
+        ))
     }
 
     /// Run B: the later witness, every wanted carrier, the earlier witness;
@@ -219,37 +254,67 @@ impl BuildCache {
             &before.blob,
             &after.blob,
         );
-        let tags = match (&before.tag, &after.tag) {
-            (Some(b), Some(a)) if b == PLAIN_TAG && a == PLAIN_TAG => {
-                "; the server hands back x-artifact-tag (the witnesses' came back)".to_string()
-            }
-            _ => "; the server handed back no x-artifact-tag with the witnesses either (turborepo-remote-cache keeps tags only when it verifies signatures): the tag carries nothing here".to_string(),
+        let tags = match (before.tag.as_deref(), after.tag.as_deref()) {
+            (Some(PLAIN_TAG), Some(PLAIN_TAG)) => Tags::Kept,
+            (None, None) => Tags::NotKept,
+            _ => Tags::Unclear,
         };
         looked
             .into_iter()
             .zip(wanted)
-            .map(|(o, w)| match o {
-                RecoverOutcome::NotFound { detail } => {
-                    let (route, current) = match w.carrier {
-                        Build::CasBlob => ("cas", &cas),
-                        _ => (ROUTE, &by_key),
-                    };
-                    let detail = match w.carrier {
-                        Build::ArtifactTag => format!("{detail}{tags}"),
-                        _ => detail,
-                    };
-                    Recovered::missed_through(route, detail, current)
+            .map(|(o, w)| {
+                let (route, current, seen) = match w.carrier {
+                    Build::CasBlob => ("cas", &cas, [&before.blob, &after.blob]),
+                    _ => (ROUTE, &by_key, [&before.entry, &after.entry]),
+                };
+                match o {
+                    // The same credential read both witnesses through the
+                    // route: a 403 to this one key is no access control (a
+                    // backend that may not list answers a missing key so).
+                    RecoverOutcome::Denied { reason } if seen.iter().all(|s| s.answered()) => {
+                        Recovered::Error {
+                            reason: format!(
+                                "{reason}, while it answered the reads of run A's witnesses through the same route: a 403 for a missing key (a bucket behind the cache that may not be listed), not access control, so whether the plant is there cannot be told"
+                            ),
+                        }
+                    }
+                    RecoverOutcome::NotFound { detail } if w.carrier == Build::ArtifactTag => {
+                        match tags {
+                            Tags::NotKept => Recovered::missed_through(
+                                route,
+                                format!("{detail}; the server handed back no x-artifact-tag with the witnesses either (turborepo-remote-cache keeps tags only when it verifies signatures): the tag carries nothing here"),
+                                current,
+                            ),
+                            Tags::Kept => Recovered::Error {
+                                reason: format!("{detail}, while the witnesses came back with their tags: the server dropped or changed this one, so its absence proves nothing"),
+                            },
+                            Tags::Unclear => Recovered::Error {
+                                reason: format!("{detail}; the witnesses' tags do not show whether the server keeps tags ({}; {}), so its absence proves nothing", shown(&before.tag), shown(&after.tag)),
+                            },
+                        }
+                    }
+                    RecoverOutcome::NotFound { detail } => {
+                        Recovered::missed_through(route, detail, current)
+                    }
+                    o => o.into(),
                 }
-                o => o.into(),
             })
             .collect()
+    }
+}
+
+/// A witness's tag, for people.
+fn shown(tag: &Option<String>) -> String {
+    match tag {
+        Some(t) => format!("tag {}", escape::bytes(t.as_bytes())),
+        None => "no tag".into(),
     }
 }
 
 /// What the witnesses read through `route` say of its misses.
 fn currency(route: &str, before: &W, after: &W) -> Currency {
     for w in [after, before] {
-        if let W::Failed(why) = w {
+        if let W::Failed(why) | W::Refused(why) = w {
             return Currency::NotCurrent(format!(
                 "whether run A's witnesses are there could not be told through {route} ({why}), so nothing shows it current"
             ));

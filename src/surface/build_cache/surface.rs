@@ -142,14 +142,24 @@ impl crate::surface::Surface for BuildCache {
                 names.push(name);
             }
         }
-        for name in names {
-            if let Some(head) = self.find_at(Kind::Entry, &key_of(&name), &name, &mut found)?
-                && self.settings.protocol == Protocol::Bazel
+        let bazel = self.settings.protocol == Protocol::Bazel;
+        for name in &names {
+            if let Some(head) = self.find_at(Kind::Entry, &key_of(name), name, &mut found)?
+                && bazel
                 && let Some(d) = bazel::decode(&head)
             {
                 for h in d.digests {
-                    self.find_at(Kind::Blob, &h, &name, &mut found)?;
+                    self.find_at(Kind::Blob, &h, name, &mut found)?;
                 }
+            }
+        }
+        // The witnesses' and the delete check's blobs are at a key known
+        // whole (they hold no nonce): the check's, and a witness's whose
+        // action result is gone, no action result points at.
+        for name in names.iter().take(3).filter(|_| bazel) {
+            let key = super::sha256_hex(&super::body(name, None));
+            if !found.ours.iter().any(|e| e.key == key) {
+                self.find_at(Kind::Blob, &key, name, &mut found)?;
             }
         }
         Ok(found)
@@ -167,12 +177,18 @@ impl crate::surface::Surface for BuildCache {
         } else {
             Some(Build::owned(ctx, name, "", &|_| false)?)
         };
+        let bazel = self.settings.protocol == Protocol::Bazel;
         let ok = match entry.kind {
             Kind::Entry => entry.key == key_of(name) && carrier != Some(Build::CasBlob),
-            // A blob is at its content's hash, and only a Bazel plant of
-            // entry-content, a witness's or cas-blob's makes one.
+            // A blob is at its content's hash, and only Bazel's plants make
+            // one (not artifact-tag's); a witness's and the delete check's
+            // hold no nonce, so their key is known whole.
             Kind::Blob => {
-                entry.key == entry.sha256 && !check && carrier != Some(Build::ArtifactTag)
+                let plain = super::sha256_hex(&super::body(name, None));
+                bazel
+                    && entry.key == entry.sha256
+                    && carrier != Some(Build::ArtifactTag)
+                    && (carrier.is_some() || entry.key == plain)
             }
         };
         ok.then_some(()).ok_or_else(|| {
@@ -181,8 +197,9 @@ impl crate::surface::Surface for BuildCache {
     }
 
     /// Deletes what an entry names, after reading it back: only while it
-    /// holds exactly what was written and names its entry; and only where
-    /// the API deletes (else kept, as `permanent: true` accepted).
+    /// is exactly what a plant of its name writes and what was written;
+    /// and only where the API deletes (else kept, as `permanent: true`
+    /// accepted).
     fn clean_one(&self, entry: &Entry) -> CleanupOutcome {
         let place = self.place(entry.kind, &entry.key);
         let left = |reason: String| CleanupOutcome::Left { reason };
@@ -191,7 +208,9 @@ impl crate::surface::Surface for BuildCache {
             Read::Refused(m) | Read::Failed(m) => {
                 return left(format!("read before deleting: {m}"));
             }
-            Read::There(g) if g.sha256 != entry.sha256 || !g.names(&entry.name) => {
+            Read::There(g)
+                if g.sha256 != entry.sha256 || !self.is_plant(entry.kind, &entry.name, &g) =>
+            {
                 return left(format!(
                     "what is at {place} is not what run A wrote (changed since, or someone else's): not deleted"
                 ));
@@ -212,11 +231,12 @@ impl crate::surface::Surface for BuildCache {
             return stays(s.protocol.no_delete());
         }
         let op = format!("DELETE of {place}");
-        let status = match self.send(Method::DELETE, entry.kind, &entry.key, vec![], None) {
-            Ok(s) => s,
+        let (status, answer) = match self.send(Method::DELETE, entry.kind, &entry.key, vec![], None)
+        {
+            Ok(x) => x,
             Err(f) => return left(f.into()),
         };
-        match self.said(status, &op) {
+        match self.said(status, &op, &answer) {
             super::protocol::Said::Done | super::protocol::Said::Absent => {}
             super::protocol::Said::Refused(m) | super::protocol::Said::Failed(m) => {
                 return stays(m);
@@ -236,9 +256,22 @@ impl crate::surface::Surface for BuildCache {
 }
 
 impl BuildCache {
+    /// Whether `g`, read whole, is exactly what a plant of `name` writes
+    /// as a `kind` of this protocol ([`super::plain_form`],
+    /// [`super::action_result_form`]): cleanup takes nothing else.
+    fn is_plant(&self, kind: Kind, name: &str, g: &super::protocol::Got) -> bool {
+        g.whole
+            && match (kind, self.settings.protocol) {
+                (Kind::Blob, Protocol::Bazel) => super::plain_form(name, &g.head),
+                (Kind::Blob, _) => false,
+                (Kind::Entry, Protocol::Bazel) => super::action_result_form(name, &g.head),
+                (Kind::Entry, _) => super::plain_form(name, &g.head),
+            }
+    }
+
     /// What is at `key` for cleanup by probe id: ours (added to `found`)
-    /// when its content names `name`, else listed as left. Its first bytes
-    /// when ours.
+    /// when it is exactly what a plant of `name` writes, else listed as
+    /// left. Its bytes when ours.
     fn find_at(
         &self,
         kind: Kind,
@@ -249,7 +282,9 @@ impl BuildCache {
         match self.read(kind, key, None) {
             Read::Absent => Ok(None),
             Read::Refused(m) | Read::Failed(m) => Err(Fault::broken(m)),
-            Read::There(g) if g.names(name) && (kind == Kind::Entry || g.sha256 == key) => {
+            Read::There(g)
+                if self.is_plant(kind, name, &g) && (kind == Kind::Entry || g.sha256 == key) =>
+            {
                 found.ours.push(Entry {
                     name: name.into(),
                     kind,
