@@ -126,6 +126,10 @@ pub(super) fn about(s: &Settings) -> About<Build> {
         );
     }
     if !s.protocol.may_delete() && !s.permanent && !s.control {
+        about = about.warning(format!(
+            "{}: every carrier will be SKIPPED until `permanent: true` accepts that what a probe writes stays",
+            s.protocol.no_delete()
+        ));
         about = about.unavailable(format!(
             "{}: what a probe writes would stay; planted only with `permanent: true`, which accepts that (its entries are then listed as kept, by key)",
             s.protocol.no_delete()

@@ -253,7 +253,10 @@ mod tests {
     #[test]
     fn only_a_403_of_access_control_is_a_refusal() {
         let c = cache(crate::surface::HttpAuth::bearer_for_control("t".into()));
-        assert!(matches!(c.said(403, "PUT", b"<html>403</html>"), Said::Refused(_)));
+        assert!(matches!(
+            c.said(403, "PUT", b"<html>403</html>"),
+            Said::Refused(_)
+        ));
         // Vercel's answer to a token it does not take, and to a team whose
         // remote caching is off.
         let invalid = br#"{"error":{"code":"forbidden","invalidToken":true}}"#;
