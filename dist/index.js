@@ -26,8 +26,19 @@ function input(name) {
 
 const PLATFORMS = { linux: { x64: "x86_64-linux", arm64: "aarch64-linux" } };
 
+// Where every release's binaries are, for a runner dist/ has none for.
+function releases() {
+  const repo = process.env.GITHUB_ACTION_REPOSITORY;
+  const server = process.env.GITHUB_SERVER_URL || "https://github.com";
+  return repo ? `${server}/${repo}/releases` : "the action's releases page";
+}
+
 function bundled() {
-  const key = (PLATFORMS[process.platform] || {})[process.arch];
+  if (process.platform !== "linux") {
+    const os = { darwin: "macOS", win32: "Windows" }[process.platform] || process.platform;
+    fail(`runwarden's action runs on Linux runners (x86_64 and arm64); ${os} is not supported yet.`);
+  }
+  const key = PLATFORMS.linux[process.arch];
   if (!key) {
     fail(
       `runwarden has no prebuilt binary for ${process.platform}/${process.arch}. ` +
@@ -43,8 +54,19 @@ function bundled() {
   } catch (e) {
     fail(`cannot read dist/SHA256SUMS: ${e.message}`);
   }
-  const line = sums.split("\n").map((l) => l.trim().split(/\s+/)).find((p) => p[1] === rel || p[1] === `*${rel}`);
-  if (!line) fail(`dist/SHA256SUMS has no entry for ${rel}`);
+  const lines = sums.split("\n").map((l) => l.trim().split(/\s+/)).filter((p) => p.length === 2);
+  const line = lines.find((p) => p[1] === rel || p[1] === `*${rel}`);
+  if (!line) {
+    const have = lines
+      .map((p) => p[1].replace(/^\*/, "").match(/^([a-z0-9_]+-[a-z]+)\/runwarden$/))
+      .filter(Boolean)
+      .map((m) => m[1]);
+    fail(
+      `this version of the action has no binary for ${key} in dist/ (it has ${have.join(", ") || "none"}). ` +
+        `Every release's binaries are at ${releases()}; or build runwarden from source ` +
+        "and pass its path as the `binary` input."
+    );
+  }
   let actual;
   try {
     actual = crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex");

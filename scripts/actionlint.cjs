@@ -209,9 +209,14 @@ function main() {
   }
   const configs = new Map();
   const { createLinter } = loadActionlint();
-  return createLinter().then((lint) => {
+  // A fresh linter for each workflow: one instance of the WebAssembly
+  // build traps ("RuntimeError: unreachable") after linting a few large
+  // workflows in a row (seen with 2.0.6 on this repository's four); each
+  // file alone lints clean.
+  return (async () => {
     let found = 0;
     for (const file of files) {
+      const lint = await createLinter();
       const cfgPath = configFor(file, explicit);
       if (cfgPath && !configs.has(cfgPath)) {
         const cfg = readConfig(cfgPath);
@@ -228,7 +233,7 @@ function main() {
       }
     }
     process.exit(found ? 1 : 0);
-  });
+  })();
 }
 
 main();

@@ -232,6 +232,87 @@ fn an_unsupported_platform_says_how_to_build_from_source() {
     );
 }
 
+/// A copy of the shim in a dist/ of its own: `binaries`, each a platform
+/// whose binary is fixtures/shim/runwarden (a script: it runs on any
+/// architecture), with their lines in SHA256SUMS.
+fn dist_with(binaries: &[&str]) -> tempfile::TempDir {
+    use sha2::Digest;
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(shim(), copy.path().join("index.js")).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/shim/runwarden");
+    let mut sums = String::new();
+    for platform in binaries {
+        std::fs::create_dir(copy.path().join(platform)).unwrap();
+        let bin = copy.path().join(platform).join("runwarden");
+        std::fs::copy(&fixture, &bin).unwrap();
+        let sum = runwarden::nonce::to_hex(&sha2::Sha256::digest(std::fs::read(&bin).unwrap()));
+        sums += &format!("{sum}  {platform}/runwarden\n");
+    }
+    std::fs::write(copy.path().join("SHA256SUMS"), sums).unwrap();
+    copy
+}
+
+/// The shim on a stand-in runner: `process` fields as `preload` sets them.
+fn on_runner(dist: &Path, preload: &str) -> Output {
+    let ws = Workspace::new();
+    let file = ws.path().join("runner.js");
+    std::fs::write(&file, preload).unwrap();
+    ws.node(
+        &dist.join("index.js"),
+        &["--require", file.to_str().unwrap()],
+    )
+    .env("GITHUB_ACTION_REPOSITORY", "runwarden/action")
+    .env("GITHUB_SERVER_URL", "https://github.com")
+    .output()
+    .unwrap()
+}
+
+const ARM64: &str = "Object.defineProperty(process, 'arch', { value: 'arm64' });\n";
+
+#[test]
+fn an_arm64_runner_runs_the_aarch64_binary_dist_holds() {
+    let dist = dist_with(&["x86_64-linux", "aarch64-linux"]);
+    let out = on_runner(dist.path(), ARM64);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "fixture binary ran: action\n");
+    // Its checksum is checked as x86_64's is.
+    std::fs::write(
+        dist.path().join("aarch64-linux/runwarden"),
+        "#!/bin/sh\necho other\n",
+    )
+    .unwrap();
+    let out = on_runner(dist.path(), ARM64);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).contains("checksum mismatch for dist/aarch64-linux/runwarden"));
+}
+
+#[test]
+fn a_runner_dist_holds_no_binary_for_is_told_which_it_has_and_where_releases_are() {
+    let dist = dist_with(&["x86_64-linux"]);
+    let out = on_runner(dist.path(), ARM64);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("::error title=runwarden::this version of the action has no binary for aarch64-linux in dist/ (it has x86_64-linux)")
+            && text.contains("https://github.com/runwarden/action/releases")
+            && text.contains("`binary` input"),
+        "{text}"
+    );
+    for (platform, os) in [("darwin", "macOS"), ("win32", "Windows")] {
+        let preload =
+            format!("Object.defineProperty(process, 'platform', {{ value: '{platform}' }});\n");
+        let out = on_runner(dist.path(), &preload);
+        assert_eq!(out.status.code(), Some(2));
+        let text = stdout(&out);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains(&format!("{os} is not supported yet")),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn the_bundled_binary_matches_its_checksum_and_version() {
     let sums = std::fs::read_to_string(dist().join("SHA256SUMS")).unwrap();
