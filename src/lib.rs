@@ -45,6 +45,7 @@ pub mod surface;
 pub mod sys;
 pub mod timed;
 pub mod timefmt;
+pub mod trust;
 pub mod verdict;
 pub mod watch;
 pub mod wire;

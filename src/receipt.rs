@@ -55,6 +55,11 @@ pub struct Receipt {
     /// with `mac` left out ([`Receipt::signed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+    /// The planting job's trust, as its own environment says it (added in
+    /// 0.12.0): a claim, which the recovering job checks against the API's
+    /// record of the run where it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::trust::Trust>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -67,6 +67,11 @@ pub struct Report {
     /// Absent in reports from before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// Each run's trust (trigger, ref, fork, actor, class) and, when a
+    /// channel is open from an untrusted run A to a trusted run B, the
+    /// line every output leads with (docs/report-schema.md#trust).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::trust::Trusts>,
 }
 
 /// What the environment exposes and what the run tested of it
@@ -445,9 +450,12 @@ impl Finding {
 }
 
 impl Report {
-    /// 0: no open undeclared channel, no error, nothing left behind, and
-    /// (with `--require-coverage`) no exposure untested; 3: a canary was
-    /// read (watch mode); 1: otherwise.
+    /// The line every output leads with when a channel is open from an
+    /// untrusted run A to a trusted run B ([`crate::trust::direction`]).
+    pub fn poisoning(&self) -> Option<&str> {
+        self.trust.as_ref()?.poisoning.as_deref()
+    }
+
     /// What every output says of the config's provenance, when it is news
     /// (as text: each output escapes it its way): a work tree config that
     /// differs from the one committed at `GITHUB_WORKFLOW_SHA` (not used),
@@ -483,6 +491,9 @@ impl Report {
             && of.all(|f| f.verdict == Verdict::Skipped)
     }
 
+    /// 0: no open undeclared channel, no error, nothing left behind, and
+    /// (with `--require-coverage`) no exposure untested; 3: a canary was
+    /// read (watch mode); 1: otherwise.
     pub fn exit_code(&self) -> i32 {
         if self
             .findings

@@ -35,6 +35,13 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     };
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
+    // (Runs A and B are this job: one trust, and no direction between.)
+    let t = crate::trust::this_job(&|k| std::env::var(k).ok());
+    report.trust = Some(crate::trust::Trusts {
+        a: t.clone(),
+        b: t,
+        poisoning: None,
+    });
     add_coverage(&plan, &mut report, args.out.require_coverage, None);
     write_outputs(&report, outs, gh)
 }
@@ -141,8 +148,11 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     if let Some(k) = crate::coverage::permissions::read(&env) {
         receipt.permissions = k.listed();
         receipt.permissions_source = k.source;
-        receipt = receipt.signed(&key);
     }
+    // Its trust, as this job's environment says it: a claim the
+    // recovering job checks against the API where it can.
+    receipt.trust = Some(crate::trust::this_job(&env));
+    receipt = receipt.signed(&key);
     if !super::quiet() {
         print_stdout(&output::table::render_receipt(
             &receipt,
@@ -248,7 +258,57 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         }),
     };
     add_coverage(&plan, &mut report, args.out.require_coverage, known);
+    report.trust = Some(trusts(receipt.as_ref(), &report));
     write_outputs(&report, outs, gh)
+}
+
+/// Both runs' trust in a recover: run B's from this job; run A's from the
+/// API's record of the planting run (named by the receipt, in this
+/// repository), else the receipt's claim, said to be one.
+fn trusts(receipt: Option<&Receipt>, report: &Report) -> crate::trust::Trusts {
+    use crate::trust::{Class, Trust};
+    let env = |k: &str| std::env::var(k).ok();
+    let b = crate::trust::this_job(&env);
+    let api = crate::trust::JobApi::from_env(&env);
+    let verified = match (receipt, &api) {
+        (Some(r), Some(api)) if r.origin.repository.as_deref() == Some(api.repo.as_str()) => r
+            .origin
+            .run_id
+            .as_deref()
+            .map(|id| crate::trust::of_run(api, id)),
+        _ => None,
+    };
+    let a = match (verified, receipt.and_then(|r| r.trust.clone())) {
+        (Some(Ok(t)), _) => t,
+        (why, Some(claimed)) => Trust {
+            source: format!(
+                "claimed by the plant's receipt{}",
+                match why {
+                    Some(Err(e)) =>
+                        format!("; the API's record of the run could not be read ({e})"),
+                    _ => "; no API record of the run to check it against".into(),
+                }
+            ),
+            ..claimed
+        },
+        (why, None) => Trust {
+            class: Class::Unclassified,
+            event: None,
+            git_ref: None,
+            fork: None,
+            actor_type: None,
+            why: match why {
+                Some(Err(e)) => {
+                    format!("the API's record of the planting run could not be read ({e})")
+                }
+                _ => "no plant receipt says which run planted".into(),
+            },
+            source: "nothing".into(),
+        },
+    };
+    let open = report.summary.fail > 0;
+    let poisoning = crate::trust::direction(&a, &b, open);
+    crate::trust::Trusts { a, b, poisoning }
 }
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {

@@ -100,6 +100,7 @@ pub fn plant(
         permissions: vec![],
         permissions_source: String::new(),
         mac: None,
+        trust: None,
     }
     .signed(&opts.key))
 }

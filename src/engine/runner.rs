@@ -76,6 +76,7 @@ impl<'a> Runner<'a> {
             cleanup: Cleanup::default(),
             watch: None,
             coverage: None,
+            trust: None,
         }
     }
 

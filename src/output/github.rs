@@ -129,6 +129,9 @@ pub fn summary_within(report: &Report, report_path: Option<&str>, budget: usize)
         "## runwarden: {} open undeclared, {} errors\n",
         s.fail, s.error
     );
+    if let Some(p) = report.poisoning() {
+        let _ = writeln!(out, "**Poisoning:** {}.\n", text(p));
+    }
     let _ = writeln!(
         out,
         "**{}** fail · **{}** error · **{}** authorized · **{}** skipped · **{}** pass (probe {})\n",

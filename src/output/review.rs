@@ -38,6 +38,10 @@ pub fn headline(report: &Report) -> String {
     let s = &report.summary;
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut parts = Vec::new();
+    // (An open channel from an untrusted run to a trusted one leads.)
+    if let Some(p) = report.poisoning() {
+        parts.push(p.to_string());
+    }
     if s.fail > 0 {
         parts.push(plural(
             s.fail,
@@ -154,4 +158,16 @@ pub fn annotations(report: &Report, ctx: &Context) -> (Vec<Annotation>, usize) {
 
 pub(super) fn side(f: &Finding) -> String {
     f.side().map(|s| format!(" ({s})")).unwrap_or_default()
+}
+
+/// One run's trust for people: "untrusted (pull_request_target, from a
+/// fork; from the API's record of run 42)". Not escaped: the caller
+/// escapes it its way.
+pub fn trust_words(t: &crate::trust::Trust) -> String {
+    let class = match t.class {
+        crate::trust::Class::Untrusted => "untrusted",
+        crate::trust::Class::Trusted => "trusted",
+        crate::trust::Class::Unclassified => "unclassified",
+    };
+    format!("{class} ({}; from {})", t.why, t.source)
 }

@@ -70,10 +70,16 @@ fn rule(surface_type: &str, c: &surface::Carrier) -> Value {
 /// The run's property bag: where the config came from when that is news
 /// ([`Report::config_warning`]).
 fn run_properties(report: &Report) -> serde_json::Value {
-    match report.config_warning() {
-        Some(w) => json!({ "runwarden/config-warning": w }),
-        None => json!({}),
+    let mut p = serde_json::Map::new();
+    if let Some(w) = report.config_warning() {
+        p.insert("runwarden/config-warning".into(), json!(w));
     }
+    // Each run's trust, and the direction of an open channel from an
+    // untrusted run to a trusted one.
+    if let Some(t) = &report.trust {
+        p.insert("runwarden/trust".into(), json!(t));
+    }
+    serde_json::Value::Object(p)
 }
 
 fn capitalize(s: &str) -> String {

@@ -466,6 +466,7 @@ pub fn report_of(findings: Vec<runwarden::report::Finding>) -> runwarden::report
         cleanup: Cleanup::default(),
         watch: None,
         coverage: None,
+        trust: None,
     }
 }
 

@@ -245,7 +245,8 @@ fn report_schema() {
             "schema",
             "started_at",
             "summary",
-            "tool"
+            "tool",
+            "trust"
         ]
     );
     assert_eq!(r["schema"], "runwarden-report/1");

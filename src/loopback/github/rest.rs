@@ -206,7 +206,9 @@ fn checked(
     let need: Need = match p.as_slice() {
         ["labels", ..] | ["issues", ..] | ["milestones", ..] if read => ISSUES_READ,
         ["labels", ..] | ["issues", ..] | ["milestones", ..] => ISSUES_WRITE,
-        ["releases", ..] | ["git", ..] | ["contents", ..] => need("contents", !read),
+        ["releases", ..] | ["git", ..] | ["contents", ..] | ["branches", ..] => {
+            need("contents", !read)
+        }
         ["deployments", ..] => need("deployments", !read),
         // Environments are read with `actions` and written with
         // `administration` (docs: "Actions" read; "Administration" write).

@@ -1,5 +1,7 @@
 //! The REST objects hung on commits: git trees and commits (so a test can
-//! make a commit the server knows), commit statuses and check runs.
+//! make a commit the server knows), commit statuses and check runs; and
+//! branches as `GET …/branches/{branch}` shows one (its `protected`), from
+//! the `branch` objects a test adds.
 
 use super::rest::{
     Call, create, find, invalid, is_sha, list, message, num, one, page, str_of, update,
@@ -22,6 +24,9 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
     let (repo, body) = (c.repo, c.body);
     Some(match (c.method, c.p) {
         ("GET", ["contents", path @ ..]) => contents(st, c, &path.join("/")),
+        ("GET", ["branches", name @ ..]) if !name.is_empty() => {
+            one(st, find(st, "branch", repo, "name", &json!(name.join("/"))))
+        }
         ("POST", ["statuses", sha]) => {
             let state = str_of(body, "state");
             if !commit_known(st, repo, sha)

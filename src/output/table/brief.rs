@@ -33,7 +33,7 @@ pub fn render_brief(report: &Report, width: usize) -> String {
         .max()
         .unwrap_or(0)
         .min(width / 3);
-    let mut out = String::new();
+    let mut out = crate::wrap::text(&super::lead(report), width);
     for (g, name) in groups.iter().zip(&names) {
         let line = format!("{name:<name_w$}  {}", brief_parts(g, report.mode));
         // The counts hang under themselves: nothing of the line is cut.

@@ -184,8 +184,18 @@ pub fn render_wide(report: &Report, fit: Fit) -> String {
     } else {
         format!("{}\n", who_ran(report))
     };
-    columns(&finding_rows(report, watch), fit)
+    wrap::text(&lead(report), fit.prose())
+        + &columns(&finding_rows(report, watch), fit)
         + &wrap::text(&(who + &trailer(report, true)), fit.prose())
+}
+
+/// What leads the table, above everything: an open channel from an
+/// untrusted run A to a trusted run B ([`Report::poisoning`]).
+pub(super) fn lead(report: &Report) -> String {
+    match report.poisoning() {
+        Some(p) => format!("POISONING: {}\n\n", escape::line(p)),
+        None => String::new(),
+    }
 }
 
 /// Which users runs A and B ran as, and how to test another.
@@ -365,6 +375,14 @@ fn cross_job(report: &Report) -> String {
     let Some(cj) = &report.cross_job else {
         return out;
     };
+    if let Some(t) = &report.trust {
+        let _ = writeln!(
+            out,
+            "run A: {}; run B: {}",
+            escape::line(&crate::output::review::trust_words(&t.a)),
+            escape::line(&crate::output::review::trust_words(&t.b))
+        );
+    }
     let _ = match &cj.receipt {
         Some(path) => writeln!(
             out,

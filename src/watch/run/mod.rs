@@ -460,6 +460,7 @@ impl Watch<'_> {
                 canaries,
             }),
             coverage: None,
+            trust: None,
         }
     }
 }

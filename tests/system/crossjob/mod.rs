@@ -3,6 +3,7 @@
 //! src/receipt.rs, the beacons of src/marker.rs), on a shared directory
 //! and on a smart-HTTP git server.
 
+mod drill;
 mod forged;
 use crate::common::githttp::GitHttp;
 use crate::common::*;
