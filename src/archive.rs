@@ -112,6 +112,82 @@ pub fn zip_stored(files: &[File<'_>]) -> Vec<u8> {
     out
 }
 
+/// The files of a zip whose names `want` takes, each at most `max` bytes
+/// inflated: stored or deflated entries, read through the central
+/// directory, each checked against its CRC-32. A zip is hostile (an
+/// artifact an untrusted run uploaded): anything out of bounds, a zip64
+/// size, another method, a CRC that does not match, or more than 64
+/// entries is an error.
+pub fn unzip(
+    zip: &[u8],
+    max: usize,
+    want: &dyn Fn(&str) -> bool,
+) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let u16_at = |at: usize| -> Result<usize, String> {
+        zip.get(at..at + 2)
+            .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+            .ok_or_else(|| "the zip is cut short".to_string())
+    };
+    let u32_at = |at: usize| -> Result<u32, String> {
+        zip.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| "the zip is cut short".to_string())
+    };
+    // The end of central directory record: within the last 64 KiB + 22.
+    let floor = zip.len().saturating_sub(65_557);
+    let eocd = (floor..zip.len().saturating_sub(21))
+        .rev()
+        .find(|&i| zip[i..i + 4] == 0x0605_4b50u32.to_le_bytes())
+        .ok_or("no zip end record: not a zip")?;
+    let entries = u16_at(eocd + 10)?;
+    if entries > 64 {
+        return Err(format!("the zip holds {entries} entries, more than 64"));
+    }
+    let mut at = u32_at(eocd + 16)? as usize;
+    let mut out = vec![];
+    for _ in 0..entries {
+        if u32_at(at)? != 0x0201_4b50 {
+            return Err("a central directory entry is not where the zip says".into());
+        }
+        let method = u16_at(at + 10)?;
+        let crc = u32_at(at + 16)?;
+        let (packed, size) = (u32_at(at + 20)?, u32_at(at + 24)?);
+        let (n, e, c) = (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
+        let local = u32_at(at + 42)? as usize;
+        let name = zip
+            .get(at + 46..at + 46 + n)
+            .ok_or("the zip is cut short")?;
+        let name = String::from_utf8_lossy(name).into_owned();
+        at += 46 + n + e + c;
+        if !want(&name) {
+            continue;
+        }
+        if packed == u32::MAX || size == u32::MAX || size as usize > max {
+            return Err(format!("{name} in the zip is larger than {max} bytes"));
+        }
+        if u32_at(local)? != 0x0403_4b50 {
+            return Err("a local header is not where the zip says".into());
+        }
+        let start = local + 30 + u16_at(local + 26)? + u16_at(local + 28)?;
+        let data = zip
+            .get(start..start + packed as usize)
+            .ok_or("the zip is cut short")?;
+        let data = match method {
+            0 => data.to_vec(),
+            8 => miniz_oxide::inflate::decompress_to_vec_with_limit(data, max)
+                .map_err(|e| format!("{name} in the zip does not inflate: {e:?}"))?,
+            m => return Err(format!("{name} in the zip uses compression method {m}")),
+        };
+        if data.len() != size as usize || crc32(&data) != crc {
+            return Err(format!(
+                "{name} in the zip does not match its CRC-32 and size"
+            ));
+        }
+        out.push((name, data));
+    }
+    Ok(out)
+}
+
 /// CRC-32 (IEEE), bit by bit: archives here are a few KiB.
 fn crc32(data: &[u8]) -> u32 {
     let mut crc = !0u32;
@@ -127,6 +203,32 @@ fn crc32(data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zip_reads_back_and_a_hostile_one_is_refused() {
+        let z = zip_stored(&[("a.json", b"{}"), ("b.txt", b"x")]);
+        let got = unzip(&z, 1024, &|n| n.ends_with(".json")).unwrap();
+        assert_eq!(got, vec![("a.json".to_string(), b"{}".to_vec())]);
+        // Every prefix and a flipped byte: an error, never a panic.
+        for n in 0..z.len() {
+            let _ = unzip(&z[..n], 1024, &|_| true);
+        }
+        let mut bad = z.clone();
+        bad[40] ^= 1;
+        assert!(unzip(&bad, 1024, &|_| true).is_err());
+        assert!(unzip(&z, 1, &|_| true).is_err());
+        // Python's zipfile with deflate, as upload-artifact compresses.
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("d.zip");
+        let make = "import zipfile,sys;z=zipfile.ZipFile(sys.argv[1],'w',zipfile.ZIP_DEFLATED);z.writestr('r.json','{\"k\": '+'1'*5000+'}');z.close()";
+        stdout_of(
+            std::process::Command::new("python3")
+                .args(["-c", make])
+                .arg(&f),
+        );
+        let got = unzip(&std::fs::read(&f).unwrap(), 1 << 20, &|_| true).unwrap();
+        assert_eq!(got[0].1.len(), 5007);
+    }
 
     #[test]
     fn crc32_matches_the_check_value() {

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod coverage;
 pub mod discover;
+pub mod drill;
 pub mod engine;
 pub mod escape;
 pub mod fault;

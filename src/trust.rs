@@ -211,6 +211,34 @@ impl JobApi {
         api.call(Method::GET, path, None, what).map(|a| a.json)
     }
 
+    /// Where GitHub redirects a download of `path` to (a signed URL,
+    /// fetched without the token: [`JobApi::fetch_signed`]).
+    pub fn redirect(&self, path: &str, what: &str) -> Result<String, ApiError> {
+        let client = self
+            .client
+            .get()
+            .map_err(|f| ApiError::Failed(f.to_string()))?;
+        let api = Api {
+            client,
+            base: &self.base,
+            token: &self.token,
+            source: self.source,
+        };
+        api.redirect(path, what)
+    }
+
+    /// A signed URL's body, without the token, at most 16 MiB.
+    pub fn fetch_signed(&self, url: &str) -> Result<Vec<u8>, String> {
+        let client = self.client.get().map_err(|f| f.to_string())?;
+        let r = client
+            .send(&crate::http::Request::new(Method::GET, url))
+            .map_err(|f| f.to_string())?;
+        if r.status != 200 {
+            return Err(format!("the signed URL answered HTTP {}", r.status));
+        }
+        Ok(r.body)
+    }
+
     /// Whether `branch` of the repository is protected: the API's branch
     /// `protected` field (`contents: read`).
     pub fn protected(&self, branch: &str) -> Result<bool, String> {

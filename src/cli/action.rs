@@ -214,6 +214,8 @@ impl Inputs {
         CrossArgs {
             config: self.config.clone(),
             probe_id: input("probe-id"),
+            drill: input("drill"),
+            planted_by: input("planted-by"),
             work_dir: None,
             timeout: 300,
         }

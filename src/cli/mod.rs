@@ -217,6 +217,18 @@ pub struct CrossArgs {
     /// key comes from $RUNWARDEN_KEY.
     #[arg(long, value_name = "ID")]
     pub probe_id: Option<String>,
+    /// The poisoning drill NAME (docs/recipes/poisoning-drill.md): the
+    /// probe id is drill-NAME-<the planting run's id>, this run's in
+    /// `plant`, found through the API with `--planted-by` in `recover` and
+    /// `cleanup`.
+    #[arg(long, value_name = "NAME", conflicts_with = "probe_id")]
+    pub drill: Option<String>,
+    /// With `--drill`: the workflow file whose newest completed run
+    /// planted (its runs are listed through the API, with this job's
+    /// token, `actions: read`); without `--receipt`, `recover` reads that
+    /// run's artifact runwarden-receipt-NAME through the API.
+    #[arg(long, value_name = "WORKFLOW", requires = "drill")]
+    pub planted_by: Option<String>,
     /// Where to make the private work directory (default: system temp).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
@@ -571,11 +583,18 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
 /// job's GITHUB_TOKEN by default) stands in for an unset GITHUB_TOKEN: a
 /// node action gets the token only as an input, and the actions-cache
 /// surface lists and deletes entries with it.
-fn config_env(name: &str) -> Option<std::ffi::OsString> {
+pub(super) fn config_env(name: &str) -> Option<std::ffi::OsString> {
     let set = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
     set(name).or_else(|| {
         (name == "GITHUB_TOKEN")
             .then(|| set("INPUT_GITHUB-TOKEN"))
             .flatten()
     })
+}
+
+/// [`config_env`] as text: the environment the trust of a run and the
+/// poisoning drill read (the action's `github-token` standing in for an
+/// unset GITHUB_TOKEN).
+pub(super) fn job_env(name: &str) -> Option<String> {
+    config_env(name).and_then(|v| v.into_string().ok())
 }

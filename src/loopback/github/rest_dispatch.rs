@@ -6,7 +6,7 @@
 //! [`add_workflow`], [`add_dispatch_workflow`]), titled as its `run-name`
 //! would show the input or the event's action. `GET …/actions/runs`
 //! lists runs newest first, filtered by `event`, `status` and
-//! `created=>=…`; a run can be read, cancelled (a completed one: 409) and
+//! `created=>=…` (and `…/actions/workflows/{file}/runs` one workflow's); a run can be read, cancelled (a completed one: 409) and
 //! deleted (one not completed: 409, this stand-in's choice).
 
 use super::rest::{Call, find, invalid, list, message, no_content, num, one, page_of, str_of};
@@ -147,6 +147,18 @@ pub(super) fn route(st: &mut State, c: &Call) -> Option<Reply> {
             page_of(items, c.url, c.port, "workflow_runs")
         }
         ("GET", ["actions", "runs", id]) => one(st, find(st, "workflow-run", repo, "id", &num(id))),
+        // One workflow's runs, newest first (the poisoning drill finds the
+        // planting run so).
+        ("GET", ["actions", "workflows", file, "runs"]) => {
+            let q = super::super::query(c.url);
+            let path = format!(".github/workflows/{file}");
+            let mut items = list(st, "workflow-run", repo, |f| {
+                f["path"] == path.as_str()
+                    && q.get("status").is_none_or(|s| f["status"] == s.as_str())
+            });
+            items.reverse();
+            page_of(items, c.url, c.port, "workflow_runs")
+        }
         ("POST", ["actions", "runs", id, "cancel"]) => {
             let Some(i) = find(st, "workflow-run", repo, "id", &num(id)) else {
                 return Some(message(404, "Not Found"));

@@ -130,7 +130,7 @@ fn a_write_by_an_untrusted_run_read_by_a_trusted_one_leads_every_output() {
         &env(&b),
     );
     assert!(
-        table.stdout.starts_with(&format!("POISONING: {line}\n")),
+        unwrapped(&table.stdout).starts_with(&format!("POISONING: {line}\n")),
         "{}",
         table.stdout
     );
@@ -196,4 +196,246 @@ fn a_closed_store_says_each_runs_trust_and_no_poisoning() {
     assert_eq!(t["a"]["class"], "untrusted", "{t}");
     assert_eq!(t["a"]["fork"], true);
     assert!(t.get("poisoning").is_none(), "{t}");
+}
+
+/// The drill as docs/recipes/poisoning-drill.md runs it, against the
+/// loopback GitHub (runs, branches, the receipt artifact), the loopback
+/// Actions cache, a loopback build cache and SeaweedFS: a plant by a
+/// `pull_request_target` run with `--drill`, its receipt uploaded as the
+/// run's artifact, recovered by a `schedule` run on the protected main
+/// with `--planted-by` (the planting run found by listing its workflow's
+/// runs, the receipt read through the API), cleaned up by the same. Open
+/// stores FAIL with the poisoning line; where the untrusted run's writes
+/// are refused (a read-only cache token, a bucket identity and a cache
+/// credential that may not write) nothing is open; a receipt altered on
+/// its way is refused by the key.
+#[test]
+fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
+    use crate::common::seaweed::{self, Seaweed};
+    use runwarden::loopback::actions_cache::CacheServer;
+    use runwarden::loopback::build_cache::BuildCacheServer;
+    let gh = GitHubServer::start().unwrap();
+    let token = gh.token(&[("contents", "read"), ("actions", "read")]);
+    gh.add("branch", REPO, json!({ "name": "main", "protected": true }));
+    let cache = CacheServer::start().unwrap();
+    let cache_api = cache.api_token(true);
+    let build = BuildCacheServer::start().unwrap();
+    let build_token = build.token().unwrap();
+    let s3 = Seaweed::start();
+    let work = tempfile::tempdir().unwrap();
+    let bucket = s3.config("bucket", "drill/");
+    let cfg = format!(
+        "{bucket}  - name: cache\n    type: actions-cache\n    api-url: {}\n    api-token-env: CACHE_API\n  - name: turbo\n    type: build-cache\n    protocol: gradle\n    url: http://127.0.0.1:{}/cache/\n    token-env: BC_TOKEN\n",
+        cache.api_url(),
+        build.port
+    );
+    std::fs::write(work.path().join("c.yml"), &cfg).unwrap();
+    let fork = json!({
+        "repository": { "full_name": REPO },
+        "pull_request": { "head": { "repo": { "full_name": "stranger/app" } } },
+    });
+    let schedule = json!({ "repository": { "full_name": REPO } });
+    // One drill: a planting run of drill-plant.yml (as the API records
+    // it), its plant with `runtime`, `s3` keys and the build cache's
+    // writes `refused`, its receipt uploaded; then the recovering run.
+    let drill = |runtime: &str, s3_keys: &seaweed::Keys, refused: bool| {
+        let planting = gh.add(
+            "workflow-run",
+            REPO,
+            json!({
+                "event": "pull_request_target", "head_branch": "main", "status": "completed",
+                "path": ".github/workflows/drill-plant.yml",
+                "repository": { "full_name": REPO },
+                "head_repository": { "full_name": "stranger/app" },
+                "actor": { "type": "User" },
+            }),
+        );
+        let id = planting.to_string();
+        let mut a = job(
+            work.path(),
+            &gh,
+            &token,
+            "pull_request_target",
+            fork.clone(),
+            &id,
+        );
+        a.extend(
+            [
+                ("ACTIONS_RUNTIME_TOKEN", runtime.to_string()),
+                ("ACTIONS_RESULTS_URL", cache.results_url()),
+                ("CACHE_API", cache_api.clone()),
+                ("BC_TOKEN", build_token.clone()),
+                ("S3_AK", s3_keys.access.to_string()),
+                ("S3_SK", s3_keys.secret.to_string()),
+            ]
+            .map(|(k, v)| (k.to_string(), v)),
+        );
+        build.lock().refuse_writes_under = refused.then(|| "/".to_string());
+        let receipt = work.path().join(format!("receipt-{id}.json"));
+        let p = run(
+            work.path(),
+            &[
+                "plant",
+                "--config",
+                "c.yml",
+                "--drill",
+                "release",
+                "--receipt",
+                receipt.to_str().unwrap(),
+            ],
+            &env(&a),
+        );
+        build.lock().refuse_writes_under = None;
+        // The upload step: the receipt as the planting run's artifact.
+        let bytes = std::fs::read(&receipt).unwrap();
+        let zip = runwarden::archive::zip_stored(&[("runwarden-receipt.json", &bytes)]);
+        gh.add_artifact(REPO, planting, "runwarden-receipt-release", &zip);
+        (p, id)
+    };
+    let mut b = job(
+        work.path(),
+        &gh,
+        &token,
+        "schedule",
+        schedule.clone(),
+        "900",
+    );
+    b.extend(
+        [
+            (
+                "ACTIONS_RUNTIME_TOKEN",
+                cache.runtime_token(&[("refs/heads/main", 3)]),
+            ),
+            ("ACTIONS_RESULTS_URL", cache.results_url()),
+            ("CACHE_API", cache_api.clone()),
+            ("BC_TOKEN", build_token.clone()),
+            ("S3_AK", seaweed::WRITER.access.to_string()),
+            ("S3_SK", seaweed::WRITER.secret.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    // The recipe's workflows run these very commands (its names: the
+    // drill, the planting workflow, the receipt's artifact).
+    let recipe = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/recipes/poisoning-drill.md"),
+    )
+    .unwrap();
+    for said in [
+        "mode: plant\n          drill: release",
+        "mode: recover\n          drill: release\n          planted-by: drill-plant.yml",
+        "mode: cleanup\n          drill: release\n          planted-by: drill-plant.yml",
+        "name: runwarden-receipt-release",
+        "name: drill-plant\non:\n  pull_request_target:",
+    ] {
+        assert!(recipe.contains(said), "the recipe does not say {said:?}");
+    }
+    let recover = &[
+        "recover",
+        "--config",
+        "c.yml",
+        "--drill",
+        "release",
+        "--planted-by",
+        "drill-plant.yml",
+    ];
+    let cleanup = &[
+        "cleanup",
+        "--config",
+        "c.yml",
+        "--drill",
+        "release",
+        "--planted-by",
+        "drill-plant.yml",
+    ];
+
+    // Open: a write token for the base branch's cache (as before GitHub
+    // scoped such runs read-only), the writer's keys, a writing token.
+    let (p, id) = drill(
+        &cache.runtime_token(&[("refs/heads/main", 3)]),
+        &seaweed::WRITER,
+        false,
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    let r = run(work.path(), recover, &env(&b));
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    for c in [
+        "bucket:object-content",
+        "cache:cache-key",
+        "turbo:entry-content",
+    ] {
+        assert_eq!(r.verdict(c), "fail", "{c}: {}", r.report);
+    }
+    let line = "a write by a pull_request_target run from a fork reached a schedule run on main: poisoning";
+    assert_eq!(
+        r.report["trust"]["poisoning"], line,
+        "{}",
+        r.report["trust"]
+    );
+    assert!(
+        unwrapped(&r.stdout).starts_with(&format!("POISONING: {line}")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.report["probe_id"], format!("drill-release-{id}"));
+    let via = r.report["cross_job"]["receipt_via"].as_str().unwrap();
+    assert!(
+        via.starts_with(&format!("artifact runwarden-receipt-release of run {id}")),
+        "{via}"
+    );
+    let c = run(work.path(), cleanup, &env(&b));
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    assert!(cache.entries().is_empty() && build.is_empty());
+
+    // Closed: GitHub's read-only cache token for such runs, the reader's
+    // keys, a build cache that refuses the writes.
+    let (p, _) = drill(
+        &cache.runtime_token(&[("refs/heads/main", 1)]),
+        &seaweed::READER,
+        true,
+    );
+    assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    let r = run(work.path(), recover, &env(&b));
+    for c in [
+        "bucket:object-content",
+        "cache:cache-key",
+        "turbo:entry-content",
+    ] {
+        assert_eq!(r.verdict(c), "pass", "{c}: {}", r.report);
+    }
+    assert!(
+        r.report["trust"].get("poisoning").is_none(),
+        "{}",
+        r.report["trust"]
+    );
+    assert_eq!(r.report["trust"]["a"]["class"], "untrusted");
+    assert_eq!(r.report["trust"]["b"]["class"], "trusted");
+
+    // A receipt altered on its way (the artifact is the untrusted run's
+    // upload): refused whole, by the key.
+    let (_, id) = drill(
+        &cache.runtime_token(&[("refs/heads/main", 3)]),
+        &seaweed::WRITER,
+        false,
+    );
+    let art = gh
+        .artifacts()
+        .into_iter()
+        .find(|a| a.run_id.to_string() == id)
+        .unwrap();
+    let mut receipt: serde_json::Value = serde_json::from_slice(
+        &runwarden::archive::unzip(art.data.as_ref().unwrap(), 1 << 20, &|_| true).unwrap()[0].1,
+    )
+    .unwrap();
+    receipt["surfaces"][0]["plants"] = json!([]);
+    let forged = serde_json::to_vec(&receipt).unwrap();
+    let zip = runwarden::archive::zip_stored(&[("runwarden-receipt.json", &forged)]);
+    gh.add_artifact(REPO, id.parse().unwrap(), "runwarden-receipt-release", &zip);
+    let r = run(work.path(), recover, &env(&b));
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("MAC") || r.stderr.contains("signature"),
+        "{}",
+        r.stderr
+    );
+    let _ = run(work.path(), cleanup, &env(&b));
 }

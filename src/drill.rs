@@ -1,0 +1,129 @@
+//! The poisoning drill's agreements: a plant by an untrusted run
+//! recovered by a trusted one, with nothing but a name agreed beforehand.
+//!
+//! The probe id is `drill-<name>-<planting run's id>`: the planting run
+//! knows its own id; the recovering run finds it by listing the planting
+//! workflow's runs ([`planting_run`]), never by trusting what the
+//! planting run says. The receipt travels as an artifact of the planting
+//! run (`runwarden-receipt-<name>`), read through the API
+//! ([`receipt_from`]): itself an untrusted-to-trusted channel, opened on
+//! purpose and declared in the report (`receipt-via`). Nothing in it is
+//! trusted beyond what the recovering run's witnesses confirm: its probe
+//! id must be this drill's, its MAC must verify under a configured key,
+//! and each surface's recovery reads its witnesses as always.
+
+use crate::trust::JobApi;
+
+/// The most a receipt artifact's zip may weigh, and its receipt.
+const MAX_ZIP: usize = 16 << 20;
+
+/// A drill's name: 1 to 40 of `a-z`, `0-9` and `-`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = (1..=40).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    ok.then_some(())
+        .ok_or_else(|| "a drill's name is 1 to 40 of a-z, 0-9 and -".into())
+}
+
+/// The probe id of drill `name` planted by run `run_id`.
+pub fn probe_id(name: &str, run_id: &str) -> Result<String, String> {
+    check_name(name)?;
+    if run_id.is_empty() || run_id.len() > 20 || !run_id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("the planting run's id is not a run id".into());
+    }
+    Ok(format!("drill-{name}-{run_id}"))
+}
+
+/// The artifact the planting run uploads its receipt as.
+pub fn artifact(name: &str) -> String {
+    format!("runwarden-receipt-{name}")
+}
+
+/// The planting run: the newest completed run of `workflow` (a file of
+/// the repository's `.github/workflows/`), as the API lists them.
+pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, String> {
+    let file = workflow
+        .strip_prefix(".github/workflows/")
+        .unwrap_or(workflow);
+    let plain = !file.is_empty()
+        && file
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        && (file.ends_with(".yml") || file.ends_with(".yaml"));
+    if !plain {
+        return Err(format!(
+            "{} is not a workflow file name (ci.yml)",
+            crate::escape::bytes(workflow.as_bytes())
+        ));
+    }
+    let v = api
+        .get(
+            &format!(
+                "/repos/{}/actions/workflows/{file}/runs?status=completed&per_page=1",
+                api.repo
+            ),
+            "listing the planting workflow's runs",
+        )
+        .map_err(|e| e.text())?;
+    v["workflow_runs"][0]["id"]
+        .as_u64()
+        .map(|id| id.to_string())
+        .ok_or_else(|| format!("{file} has no completed run"))
+}
+
+/// The receipt drill `name`'s planting run `run_id` uploaded: the one
+/// `.json` file of its artifact, read through the API (the download is a
+/// signed URL, fetched without the token).
+pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, String> {
+    let art = artifact(name);
+    let v = api
+        .get(
+            &format!(
+                "/repos/{}/actions/runs/{run_id}/artifacts?name={art}",
+                api.repo
+            ),
+            "listing the planting run's artifacts",
+        )
+        .map_err(|e| e.text())?;
+    let id = v["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["name"] == art.as_str() && a["expired"] != true)
+        .and_then(|a| a["id"].as_u64())
+        .ok_or_else(|| format!("run {run_id} has no artifact {art}"))?;
+    let url = api
+        .redirect(
+            &format!("/repos/{}/actions/artifacts/{id}/zip", api.repo),
+            "downloading the receipt artifact",
+        )
+        .map_err(|e| e.text())?;
+    let zip = api.fetch_signed(&url)?;
+    if zip.len() > MAX_ZIP {
+        return Err("the receipt artifact is larger than 16 MiB".into());
+    }
+    let files = crate::archive::unzip(&zip, MAX_ZIP, &|n| n.ends_with(".json"))?;
+    match files.as_slice() {
+        [(_, data)] => Ok(data.clone()),
+        [] => Err(format!("artifact {art} holds no .json file")),
+        _ => Err(format!("artifact {art} holds more than one .json file")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drill_is_named_plainly_and_bound_to_a_run() {
+        assert_eq!(probe_id("cache", "42").unwrap(), "drill-cache-42");
+        for bad in ["", "Cache", "a b", "../x", &"x".repeat(41)] {
+            assert!(probe_id(bad, "42").is_err(), "{bad}");
+        }
+        for bad in ["", "4a", "-1", "123456789012345678901"] {
+            assert!(probe_id("x", bad).is_err(), "{bad}");
+        }
+    }
+}
