@@ -196,35 +196,31 @@ impl JobApi {
         })
     }
 
-    /// One GET of `path` (under the API's base).
-    pub fn get(&self, path: &str, what: &str) -> Result<Value, ApiError> {
+    /// The API, its client made on first use.
+    fn api(&self) -> Result<Api<'_>, ApiError> {
         let client = self
             .client
             .get()
             .map_err(|f| ApiError::Failed(f.to_string()))?;
-        let api = Api {
+        Ok(Api {
             client,
             base: &self.base,
             token: &self.token,
             source: self.source,
-        };
-        api.call(Method::GET, path, None, what).map(|a| a.json)
+        })
+    }
+
+    /// One GET of `path` (under the API's base).
+    pub fn get(&self, path: &str, what: &str) -> Result<Value, ApiError> {
+        self.api()?
+            .call(Method::GET, path, None, what)
+            .map(|a| a.json)
     }
 
     /// Where GitHub redirects a download of `path` to (a signed URL,
     /// fetched without the token: [`JobApi::fetch_signed`]).
     pub fn redirect(&self, path: &str, what: &str) -> Result<String, ApiError> {
-        let client = self
-            .client
-            .get()
-            .map_err(|f| ApiError::Failed(f.to_string()))?;
-        let api = Api {
-            client,
-            base: &self.base,
-            token: &self.token,
-            source: self.source,
-        };
-        api.redirect(path, what)
+        self.api()?.redirect(path, what)
     }
 
     /// A signed URL's body, without the token, at most 16 MiB.

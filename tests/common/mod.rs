@@ -124,6 +124,18 @@ impl Probe {
     }
 }
 
+/// The coverage exposure `id` of a report, or a panic naming the
+/// coverage there is.
+pub fn exposure(p: &Probe, id: &str) -> Value {
+    p.report["coverage"]["exposures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {id} in {}", p.report["coverage"]))
+}
+
 /// No output of `p` (stdout, stderr, report) holds a credential.
 pub fn no_secrets(p: &Probe, secrets: &[&str]) {
     let all = format!("{}{}{}", p.stdout, p.stderr, p.report);

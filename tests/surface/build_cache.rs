@@ -428,15 +428,7 @@ fn coverage_counts_the_build_cache_a_job_names() {
         TOKEN_ENV,
         ("TURBO_TEAM", "ci"),
     ];
-    let exposure = |p: &Probe| {
-        p.report["coverage"]["exposures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["id"] == id.as_str())
-            .cloned()
-            .unwrap_or_else(|| panic!("no {id} in {}", p.report["coverage"]))
-    };
+    let exposure = |p: &crate::common::Probe| crate::common::exposure(p, &id);
     let cfg = t.config("cache", "ci") + "    permanent: true\n";
     let p = run_config(dir.path(), &cfg, &named, &["probe"]);
     assert_eq!(exposure(&p)["status"], "tested", "{}", p.report);

@@ -238,15 +238,7 @@ fn coverage_counts_the_bucket_a_build_cache_names() {
         ("SCCACHE_BUCKET", crate::common::seaweed::BUCKET),
         ("SCCACHE_ENDPOINT", s.endpoint.as_str()),
     ];
-    let exposure = |p: &crate::common::Probe| {
-        p.report["coverage"]["exposures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["id"] == id.as_str())
-            .cloned()
-            .unwrap_or_else(|| panic!("no {id} in {}", p.report["coverage"]))
-    };
+    let exposure = |p: &crate::common::Probe| crate::common::exposure(p, &id);
     let mut envs: Vec<(&str, &str)> = env(&WRITER).to_vec();
     envs.extend(named);
     let p = run_config(dir.path(), &s.config("bucket", "team/"), &envs, &["probe"]);

@@ -478,20 +478,7 @@ fn buckets_a_build_cache_names_are_proposed_commented_out() {
     }
     assert_valid(&out);
     // Uncommented, the entries are valid surfaces.
-    let mut live = String::from("version: 1\nsurfaces:\n");
-    let mut in_stanza = false;
-    for l in out.lines() {
-        match l.strip_prefix("  # ") {
-            Some(rest) if rest.starts_with("- name: ") => {
-                in_stanza = rest.contains("bucket");
-                if in_stanza {
-                    live += &format!("  {rest}\n");
-                }
-            }
-            Some(rest) if in_stanza && rest.starts_with("  ") => live += &format!("  {rest}\n"),
-            _ => in_stanza = false,
-        }
-    }
+    let live = uncommented(&out, &|name| name.contains("bucket"));
     assert_eq!(live.matches("type: object-store").count(), 3, "{live}");
     assert_valid(&live);
 }
@@ -550,12 +537,22 @@ fn build_caches_a_job_names_are_proposed_commented_out() {
         assert!(out.contains(stanza), "{stanza}\n{out}");
     }
     assert_valid(&out);
+    let live = uncommented(&out, &|name| {
+        name.contains("-cache") && !name.contains("sccache")
+    });
+    assert_eq!(live.matches("type: build-cache").count(), 3, "{live}");
+    assert_valid(&live);
+}
+
+/// A config of the commented-out stanzas of `out` whose `- name:` line
+/// `pick` takes, uncommented (their own comments stay comments).
+fn uncommented(out: &str, pick: &dyn Fn(&str) -> bool) -> String {
     let mut live = String::from("version: 1\nsurfaces:\n");
     let mut in_stanza = false;
     for l in out.lines() {
         match l.strip_prefix("  # ") {
             Some(rest) if rest.starts_with("- name: ") => {
-                in_stanza = rest.contains("-cache") && !rest.contains("sccache");
+                in_stanza = pick(rest);
                 if in_stanza {
                     live += &format!("  {rest}\n");
                 }
@@ -564,6 +561,5 @@ fn build_caches_a_job_names_are_proposed_commented_out() {
             _ => in_stanza = false,
         }
     }
-    assert_eq!(live.matches("type: build-cache").count(), 3, "{live}");
-    assert_valid(&live);
+    live
 }
