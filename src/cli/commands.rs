@@ -68,7 +68,7 @@ fn add_coverage(
 /// The probe id a cross-job command works on: `--probe-id`, else the one
 /// derived from the GitHub Actions run.
 pub(super) fn probe_id_of(args: &CrossArgs) -> Result<String, Failure> {
-    if let Some((id, _)) = drill_of(args)? {
+    if let Some((id, _)) = super::drill::drill_of(args)? {
         return Ok(id);
     }
     let env = |k: &str| std::env::var(k).ok();
@@ -82,36 +82,6 @@ pub(super) fn probe_id_of(args: &CrossArgs) -> Result<String, Failure> {
     };
     marker::check_probe_id(&id)?;
     Ok(id)
-}
-
-/// A drill's probe id and planting run ([`crate::drill`]): this run's
-/// (`plant`), or the newest completed run of `--planted-by`, found through
-/// the API. `None` without `--drill`.
-fn drill_of(args: &CrossArgs) -> Result<Option<(String, String)>, Failure> {
-    let Some(name) = &args.drill else {
-        return Ok(None);
-    };
-    let env = super::job_env;
-    let run = match &args.planted_by {
-        None => env("GITHUB_RUN_ID").filter(|r| !r.is_empty()).ok_or_else(|| {
-            Failure::Other(
-                "--drill without --planted-by plants as this run, and GITHUB_RUN_ID is unset: in the recovering job, name the planting workflow with --planted-by".into(),
-            )
-        })?,
-        Some(wf) => {
-            let api = crate::trust::JobApi::from_env(&env).ok_or_else(|| {
-                Failure::Other(
-                    "--planted-by lists the planting workflow's runs through the API: GITHUB_REPOSITORY and GITHUB_TOKEN (or GH_TOKEN) are needed".into(),
-                )
-            })?;
-            crate::drill::planting_run(&api, wf).map_err(|e| {
-                Failure::Other(format!("finding the planting run of drill {name}: {e}"))
-            })?
-        }
-    };
-    let id = crate::drill::probe_id(name, &run).map_err(Failure::Other)?;
-    marker::check_probe_id(&id)?;
-    Ok(Some((id, run)))
 }
 
 pub(super) fn cross_options(args: &CrossArgs, key: Key) -> ProbeOptions {
@@ -229,7 +199,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     if args.out.format == Format::Github {
         mask_secrets();
     }
-    let drill = drill_of(&args.cross)?;
+    let drill = super::drill::drill_of(&args.cross)?;
     let probe_id = match &drill {
         Some((id, _)) => id.clone(),
         None => probe_id_of(&args.cross)?,
@@ -237,37 +207,20 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     let plan = load_plan(&find_config(args.cross.config.as_deref()), true)?;
     // A drill's receipt: the planting run's artifact, read through the
     // API into a private file (kept until the report is written).
-    let mut receipt_via = args.receipt_via.clone();
-    let mut _fetched = None;
-    let receipt_path = match (args.receipt, &drill, &args.cross.planted_by) {
-        (Some(p), _, _) => Some(p),
-        (None, Some((_, run)), Some(wf)) => {
-            let name = args.cross.drill.as_deref().expect("a drill has a name");
-            let api =
-                crate::trust::JobApi::from_env(&super::job_env).expect("drill_of found the API");
-            let bytes = crate::drill::receipt_from(&api, run, name).map_err(|e| {
-                Failure::Other(format!("reading drill {name}'s receipt artifact: {e}"))
-            })?;
-            let dir = tempfile::Builder::new()
-                .prefix("runwarden-drill-")
-                .tempdir()
-                .map_err(|e| Failure::Other(format!("cannot make a private directory: {e}")))?;
-            let path = dir
-                .path()
-                .join(format!("runwarden-receipt-{probe_id}.json"));
-            std::fs::write(&path, bytes)
-                .map_err(|e| Failure::Other(format!("cannot write the receipt: {e}")))?;
-            receipt_via.get_or_insert_with(|| {
-                format!(
-                    "artifact {} of run {run} ({}), read through the API: an untrusted run's upload, trusted for nothing the witnesses do not confirm",
-                    crate::drill::artifact(name),
-                    wf
-                )
-            });
-            _fetched = Some(dir);
-            Some(path)
+    let (receipt_path, receipt_via, _fetched) = match &drill {
+        Some((_, run)) if args.receipt.is_none() && args.cross.planted_by.is_some() => {
+            let (path, via, dir) = super::drill::receipt(&args.cross, run, &probe_id)?;
+            (
+                Some(path),
+                args.receipt_via.clone().or(Some(via)),
+                Some(dir),
+            )
         }
-        (None, _, _) => found_receipt(&probe_id),
+        _ => (
+            args.receipt.clone().or_else(|| found_receipt(&probe_id)),
+            args.receipt_via.clone(),
+            None,
+        ),
     };
     let receipt = receipt_path
         .as_deref()
@@ -326,62 +279,8 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     };
     add_coverage(&plan, &mut report, args.out.require_coverage, known);
     let planting = drill.as_ref().map(|(_, run)| run.as_str());
-    report.trust = Some(trusts(receipt.as_ref(), &report, planting));
+    report.trust = Some(super::drill::trusts(receipt.as_ref(), &report, planting));
     write_outputs(&report, outs, gh)
-}
-
-/// Both runs' trust in a recover: run B's from this job; run A's from the
-/// API's record of the planting run (a drill's, found through the API;
-/// else the one the receipt names, in this repository), else the
-/// receipt's claim, said to be one.
-fn trusts(
-    receipt: Option<&Receipt>,
-    report: &Report,
-    planting: Option<&str>,
-) -> crate::trust::Trusts {
-    use crate::trust::{Class, Trust};
-    let b = crate::trust::this_job(&super::job_env);
-    let api = crate::trust::JobApi::from_env(&super::job_env);
-    let verified = match (receipt, &api) {
-        (_, Some(api)) if planting.is_some() => planting.map(|id| crate::trust::of_run(api, id)),
-        (Some(r), Some(api)) if r.origin.repository.as_deref() == Some(api.repo.as_str()) => r
-            .origin
-            .run_id
-            .as_deref()
-            .map(|id| crate::trust::of_run(api, id)),
-        _ => None,
-    };
-    let a = match (verified, receipt.and_then(|r| r.trust.clone())) {
-        (Some(Ok(t)), _) => t,
-        (why, Some(claimed)) => Trust {
-            source: format!(
-                "claimed by the plant's receipt{}",
-                match why {
-                    Some(Err(e)) =>
-                        format!("; the API's record of the run could not be read ({e})"),
-                    _ => "; no API record of the run to check it against".into(),
-                }
-            ),
-            ..claimed
-        },
-        (why, None) => Trust {
-            class: Class::Unclassified,
-            event: None,
-            git_ref: None,
-            fork: None,
-            actor_type: None,
-            why: match why {
-                Some(Err(e)) => {
-                    format!("the API's record of the planting run could not be read ({e})")
-                }
-                _ => "no plant receipt says which run planted".into(),
-            },
-            source: "nothing".into(),
-        },
-    };
-    let open = report.summary.fail > 0;
-    let poisoning = crate::trust::direction(&a, &b, open);
-    crate::trust::Trusts { a, b, poisoning }
 }
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {

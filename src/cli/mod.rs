@@ -9,6 +9,7 @@
 mod action;
 mod commands;
 mod config_file;
+mod drill;
 use config_file::find_config;
 mod man;
 mod outputs;

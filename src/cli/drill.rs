@@ -1,0 +1,125 @@
+//! The poisoning drill's part of the cross-job commands
+//! (docs/recipes/poisoning-drill.md): the probe id of `--drill`, the
+//! receipt the planting run uploaded as an artifact, and both runs' trust
+//! in a recover ([`crate::trust`], [`crate::drill`]).
+
+use super::{CrossArgs, Failure};
+use crate::marker;
+use crate::receipt::Receipt;
+use crate::report::Report;
+use std::path::PathBuf;
+
+/// A drill's probe id and planting run ([`crate::drill`]): this run's
+/// (`plant`), or the newest completed run of `--planted-by`, found through
+/// the API. `None` without `--drill`.
+pub(super) fn drill_of(args: &CrossArgs) -> Result<Option<(String, String)>, Failure> {
+    let Some(name) = &args.drill else {
+        return Ok(None);
+    };
+    let env = super::job_env;
+    let run = match &args.planted_by {
+        None => env("GITHUB_RUN_ID").filter(|r| !r.is_empty()).ok_or_else(|| {
+            Failure::Other(
+                "--drill without --planted-by plants as this run, and GITHUB_RUN_ID is unset: in the recovering job, name the planting workflow with --planted-by".into(),
+            )
+        })?,
+        Some(wf) => {
+            let api = crate::trust::JobApi::from_env(&env).ok_or_else(|| {
+                Failure::Other(
+                    "--planted-by lists the planting workflow's runs through the API: GITHUB_REPOSITORY and GITHUB_TOKEN (or GH_TOKEN) are needed".into(),
+                )
+            })?;
+            crate::drill::planting_run(&api, wf).map_err(|e| {
+                Failure::Other(format!("finding the planting run of drill {name}: {e}"))
+            })?
+        }
+    };
+    let id = crate::drill::probe_id(name, &run).map_err(Failure::Other)?;
+    marker::check_probe_id(&id)?;
+    Ok(Some((id, run)))
+}
+
+/// A drill's receipt: the planting run `run`'s artifact, read through the
+/// API into a file of a private directory (kept alive by the caller until
+/// the report is written), and how it came (`receipt-via`).
+pub(super) fn receipt(
+    args: &CrossArgs,
+    run: &str,
+    probe_id: &str,
+) -> Result<(PathBuf, String, tempfile::TempDir), Failure> {
+    let name = args.drill.as_deref().expect("a drill has a name");
+    let wf = args.planted_by.as_deref().expect("asked with --planted-by");
+    let api = crate::trust::JobApi::from_env(&super::job_env).ok_or_else(|| {
+        Failure::Other("reading the receipt artifact needs GITHUB_REPOSITORY and a token".into())
+    })?;
+    let bytes = crate::drill::receipt_from(&api, run, name)
+        .map_err(|e| Failure::Other(format!("reading drill {name}'s receipt artifact: {e}")))?;
+    let dir = tempfile::Builder::new()
+        .prefix("runwarden-drill-")
+        .tempdir()
+        .map_err(|e| Failure::Other(format!("cannot make a private directory: {e}")))?;
+    let path = dir
+        .path()
+        .join(format!("runwarden-receipt-{probe_id}.json"));
+    std::fs::write(&path, bytes)
+        .map_err(|e| Failure::Other(format!("cannot write the receipt: {e}")))?;
+    let via = format!(
+        "artifact {} of run {run} ({wf}), read through the API: an untrusted run's upload, trusted for nothing the witnesses do not confirm",
+        crate::drill::artifact(name)
+    );
+    Ok((path, via, dir))
+}
+
+/// Both runs' trust in a recover: run B's from this job; run A's from the
+/// API's record of the planting run (a drill's, found through the API;
+/// else the one the receipt names, in this repository), else the
+/// receipt's claim, said to be one.
+pub(super) fn trusts(
+    receipt: Option<&Receipt>,
+    report: &Report,
+    planting: Option<&str>,
+) -> crate::trust::Trusts {
+    use crate::trust::{Class, Trust};
+    let b = crate::trust::this_job(&super::job_env);
+    let api = crate::trust::JobApi::from_env(&super::job_env);
+    let verified = match (receipt, &api) {
+        (_, Some(api)) if planting.is_some() => planting.map(|id| crate::trust::of_run(api, id)),
+        (Some(r), Some(api)) if r.origin.repository.as_deref() == Some(api.repo.as_str()) => r
+            .origin
+            .run_id
+            .as_deref()
+            .map(|id| crate::trust::of_run(api, id)),
+        _ => None,
+    };
+    let a = match (verified, receipt.and_then(|r| r.trust.clone())) {
+        (Some(Ok(t)), _) => t,
+        (why, Some(claimed)) => Trust {
+            source: format!(
+                "claimed by the plant's receipt{}",
+                match why {
+                    Some(Err(e)) =>
+                        format!("; the API's record of the run could not be read ({e})"),
+                    _ => "; no API record of the run to check it against".into(),
+                }
+            ),
+            ..claimed
+        },
+        (why, None) => Trust {
+            class: Class::Unclassified,
+            event: None,
+            git_ref: None,
+            fork: None,
+            actor_type: None,
+            why: match why {
+                Some(Err(e)) => {
+                    format!("the API's record of the planting run could not be read ({e})")
+                }
+                _ => "no plant receipt says which run planted".into(),
+            },
+            source: "nothing".into(),
+        },
+    };
+    let open = report.summary.fail > 0;
+    let poisoning = crate::trust::direction(&a, &b, open);
+    crate::trust::Trusts { a, b, poisoning }
+}
