@@ -122,66 +122,75 @@ pub fn unzip(
     zip: &[u8],
     max: usize,
     want: &dyn Fn(&str) -> bool,
-) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let u16_at = |at: usize| -> Result<usize, String> {
+) -> Result<Vec<(String, Vec<u8>)>, crate::fault::Fault> {
+    use crate::fault::Fault;
+    let short = || Fault::invalid("the zip is cut short");
+    let u16_at = |at: usize| {
         zip.get(at..at + 2)
             .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
-            .ok_or_else(|| "the zip is cut short".to_string())
+            .ok_or_else(short)
     };
-    let u32_at = |at: usize| -> Result<u32, String> {
+    let u32_at = |at: usize| {
         zip.get(at..at + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .ok_or_else(|| "the zip is cut short".to_string())
+            .ok_or_else(short)
     };
     // The end of central directory record: within the last 64 KiB + 22.
     let floor = zip.len().saturating_sub(65_557);
     let eocd = (floor..zip.len().saturating_sub(21))
         .rev()
         .find(|&i| zip[i..i + 4] == 0x0605_4b50u32.to_le_bytes())
-        .ok_or("no zip end record: not a zip")?;
+        .ok_or_else(|| Fault::invalid("no zip end record: not a zip"))?;
     let entries = u16_at(eocd + 10)?;
     if entries > 64 {
-        return Err(format!("the zip holds {entries} entries, more than 64"));
+        return Err(Fault::invalid(format!(
+            "the zip holds {entries} entries, more than 64"
+        )));
     }
     let mut at = u32_at(eocd + 16)? as usize;
     let mut out = vec![];
     for _ in 0..entries {
         if u32_at(at)? != 0x0201_4b50 {
-            return Err("a central directory entry is not where the zip says".into());
+            return Err(Fault::invalid(
+                "a central directory entry is not where the zip says",
+            ));
         }
         let method = u16_at(at + 10)?;
         let crc = u32_at(at + 16)?;
         let (packed, size) = (u32_at(at + 20)?, u32_at(at + 24)?);
         let (n, e, c) = (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
         let local = u32_at(at + 42)? as usize;
-        let name = zip
-            .get(at + 46..at + 46 + n)
-            .ok_or("the zip is cut short")?;
+        let name = zip.get(at + 46..at + 46 + n).ok_or_else(short)?;
         let name = String::from_utf8_lossy(name).into_owned();
         at += 46 + n + e + c;
         if !want(&name) {
             continue;
         }
         if packed == u32::MAX || size == u32::MAX || size as usize > max {
-            return Err(format!("{name} in the zip is larger than {max} bytes"));
+            return Err(Fault::invalid(format!(
+                "{name} in the zip is larger than {max} bytes"
+            )));
         }
         if u32_at(local)? != 0x0403_4b50 {
-            return Err("a local header is not where the zip says".into());
+            return Err(Fault::invalid("a local header is not where the zip says"));
         }
         let start = local + 30 + u16_at(local + 26)? + u16_at(local + 28)?;
-        let data = zip
-            .get(start..start + packed as usize)
-            .ok_or("the zip is cut short")?;
+        let data = zip.get(start..start + packed as usize).ok_or_else(short)?;
         let data = match method {
             0 => data.to_vec(),
-            8 => miniz_oxide::inflate::decompress_to_vec_with_limit(data, max)
-                .map_err(|e| format!("{name} in the zip does not inflate: {e:?}"))?,
-            m => return Err(format!("{name} in the zip uses compression method {m}")),
+            8 => miniz_oxide::inflate::decompress_to_vec_with_limit(data, max).map_err(|e| {
+                Fault::invalid(format!("{name} in the zip does not inflate: {e:?}"))
+            })?,
+            m => {
+                return Err(Fault::invalid(format!(
+                    "{name} in the zip uses compression method {m}"
+                )));
+            }
         };
         if data.len() != size as usize || crc32(&data) != crc {
-            return Err(format!(
+            return Err(Fault::invalid(format!(
                 "{name} in the zip does not match its CRC-32 and size"
-            ));
+            )));
         }
         out.push((name, data));
     }

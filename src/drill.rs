@@ -12,26 +12,27 @@
 //! id must be this drill's, its MAC must verify under a configured key,
 //! and each surface's recovery reads its witnesses as always.
 
+use crate::fault::Fault;
 use crate::trust::JobApi;
 
 /// The most a receipt artifact's zip may weigh, and its receipt.
 const MAX_ZIP: usize = 16 << 20;
 
 /// A drill's name: 1 to 40 of `a-z`, `0-9` and `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), Fault> {
     let ok = (1..=40).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     ok.then_some(())
-        .ok_or_else(|| "a drill's name is 1 to 40 of a-z, 0-9 and -".into())
+        .ok_or_else(|| Fault::invalid("a drill's name is 1 to 40 of a-z, 0-9 and -"))
 }
 
 /// The probe id of drill `name` planted by run `run_id`.
-pub fn probe_id(name: &str, run_id: &str) -> Result<String, String> {
+pub fn probe_id(name: &str, run_id: &str) -> Result<String, Fault> {
     check_name(name)?;
     if run_id.is_empty() || run_id.len() > 20 || !run_id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("the planting run's id is not a run id".into());
+        return Err(Fault::invalid("the planting run's id is not a run id"));
     }
     Ok(format!("drill-{name}-{run_id}"))
 }
@@ -43,7 +44,7 @@ pub fn artifact(name: &str) -> String {
 
 /// The planting run: the newest completed run of `workflow` (a file of
 /// the repository's `.github/workflows/`), as the API lists them.
-pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, String> {
+pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, Fault> {
     let file = workflow
         .strip_prefix(".github/workflows/")
         .unwrap_or(workflow);
@@ -53,10 +54,10 @@ pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, String> {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
         && (file.ends_with(".yml") || file.ends_with(".yaml"));
     if !plain {
-        return Err(format!(
+        return Err(Fault::invalid(format!(
             "{} is not a workflow file name (ci.yml)",
             crate::escape::bytes(workflow.as_bytes())
-        ));
+        )));
     }
     let v = api
         .get(
@@ -66,17 +67,17 @@ pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, String> {
             ),
             "listing the planting workflow's runs",
         )
-        .map_err(|e| e.text())?;
+        .map_err(|e| Fault::broken(e.text()))?;
     v["workflow_runs"][0]["id"]
         .as_u64()
         .map(|id| id.to_string())
-        .ok_or_else(|| format!("{file} has no completed run"))
+        .ok_or_else(|| Fault::broken(format!("{file} has no completed run")))
 }
 
 /// The receipt drill `name`'s planting run `run_id` uploaded: the one
 /// `.json` file of its artifact, read through the API (the download is a
 /// signed URL, fetched without the token).
-pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, String> {
+pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, Fault> {
     let art = artifact(name);
     let v = api
         .get(
@@ -86,29 +87,33 @@ pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, S
             ),
             "listing the planting run's artifacts",
         )
-        .map_err(|e| e.text())?;
+        .map_err(|e| Fault::broken(e.text()))?;
     let id = v["artifacts"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|a| a["name"] == art.as_str() && a["expired"] != true)
         .and_then(|a| a["id"].as_u64())
-        .ok_or_else(|| format!("run {run_id} has no artifact {art}"))?;
+        .ok_or_else(|| Fault::broken(format!("run {run_id} has no artifact {art}")))?;
     let url = api
         .redirect(
             &format!("/repos/{}/actions/artifacts/{id}/zip", api.repo),
             "downloading the receipt artifact",
         )
-        .map_err(|e| e.text())?;
+        .map_err(|e| Fault::broken(e.text()))?;
     let zip = api.fetch_signed(&url)?;
     if zip.len() > MAX_ZIP {
-        return Err("the receipt artifact is larger than 16 MiB".into());
+        return Err(Fault::broken("the receipt artifact is larger than 16 MiB"));
     }
     let files = crate::archive::unzip(&zip, MAX_ZIP, &|n| n.ends_with(".json"))?;
     match files.as_slice() {
         [(_, data)] => Ok(data.clone()),
-        [] => Err(format!("artifact {art} holds no .json file")),
-        _ => Err(format!("artifact {art} holds more than one .json file")),
+        [] => Err(Fault::invalid(format!(
+            "artifact {art} holds no .json file"
+        ))),
+        _ => Err(Fault::invalid(format!(
+            "artifact {art} holds more than one .json file"
+        ))),
     }
 }
 

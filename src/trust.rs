@@ -13,6 +13,7 @@
 //! in a recover, is the API's record of the planting run when run B can
 //! read it ([`of_run`]); a receipt's word is only a claim, and said so.
 
+use crate::fault::Fault;
 use crate::github::{Api, ApiError};
 use ::http::Method;
 use serde::{Deserialize, Serialize};
@@ -79,7 +80,7 @@ pub fn classify(
     event: &str,
     payload: &Value,
     git_ref: Option<&str>,
-    protected: &dyn Fn(&str) -> Result<bool, String>,
+    protected: &dyn Fn(&str) -> Result<bool, Fault>,
 ) -> (Class, String, Option<bool>) {
     let repo = payload["repository"]["full_name"].as_str();
     // A head repository that is not the base's, or gone (a deleted fork).
@@ -144,7 +145,10 @@ pub fn classify(
                 ),
                 Err(why) => (
                     Class::Unclassified,
-                    format!("{e} on {branch}, whose protection the API did not say ({why})"),
+                    format!(
+                        "{e} on {branch}, whose protection the API did not say ({})",
+                        why.reason()
+                    ),
                     None,
                 ),
             },
@@ -224,32 +228,33 @@ impl JobApi {
     }
 
     /// A signed URL's body, without the token, at most 16 MiB.
-    pub fn fetch_signed(&self, url: &str) -> Result<Vec<u8>, String> {
-        let client = self.client.get().map_err(|f| f.to_string())?;
-        let r = client
-            .send(&crate::http::Request::new(Method::GET, url))
-            .map_err(|f| f.to_string())?;
+    pub fn fetch_signed(&self, url: &str) -> Result<Vec<u8>, Fault> {
+        let client = self.client.get()?;
+        let r = client.send(&crate::http::Request::new(Method::GET, url))?;
         if r.status != 200 {
-            return Err(format!("the signed URL answered HTTP {}", r.status));
+            return Err(Fault::broken(format!(
+                "the signed URL answered HTTP {}",
+                r.status
+            )));
         }
         Ok(r.body)
     }
 
     /// Whether `branch` of the repository is protected: the API's branch
     /// `protected` field (`contents: read`).
-    pub fn protected(&self, branch: &str) -> Result<bool, String> {
+    pub fn protected(&self, branch: &str) -> Result<bool, Fault> {
         if !crate::surface::plain_ref(&format!("refs/heads/{branch}")) {
-            return Err("not a branch name the API is asked about".into());
+            return Err(Fault::invalid("not a branch name the API is asked about"));
         }
         let v = self
             .get(
                 &format!("/repos/{}/branches/{branch}", self.repo),
                 "reading the branch's protection",
             )
-            .map_err(|e| e.text())?;
+            .map_err(|e| Fault::broken(e.text()))?;
         v["protected"]
             .as_bool()
-            .ok_or_else(|| "the branch's answer has no `protected`".into())
+            .ok_or_else(|| Fault::broken("the branch's answer has no `protected`"))
     }
 }
 
@@ -278,7 +283,9 @@ pub fn this_job(env: &dyn Fn(&str) -> Option<String>) -> Trust {
     let api = JobApi::from_env(env);
     let protected = |b: &str| match &api {
         Some(a) => a.protected(b),
-        None => Err("no GITHUB_TOKEN or GH_TOKEN to ask with".into()),
+        None => Err(Fault::unsupported(
+            "no GITHUB_TOKEN or GH_TOKEN to ask with",
+        )),
     };
     let (class, why, fork) = classify(&event, &payload, git_ref.as_deref(), &protected);
     Trust {
@@ -296,16 +303,16 @@ pub fn this_job(env: &dyn Fn(&str) -> Option<String>) -> Trust {
 /// /repos/{repo}/actions/runs/{id}`): its event, its head branch and head
 /// repository, its actor. A `workflow_run` run does not say there which
 /// run started it: unclassified.
-pub fn of_run(api: &JobApi, run_id: &str) -> Result<Trust, String> {
+pub fn of_run(api: &JobApi, run_id: &str) -> Result<Trust, Fault> {
     if run_id.is_empty() || !run_id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("not a run id".into());
+        return Err(Fault::invalid("not a run id"));
     }
     let run = api
         .get(
             &format!("/repos/{}/actions/runs/{run_id}", api.repo),
             "reading the planting run",
         )
-        .map_err(|e| e.text())?;
+        .map_err(|e| Fault::broken(e.text()))?;
     let event = run["event"].as_str().unwrap_or("").to_string();
     let head = run["head_branch"].as_str().map(String::from);
     // The run's own fields, in the payload's shape.
@@ -372,7 +379,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn never(_: &str) -> Result<bool, String> {
+    fn never(_: &str) -> Result<bool, Fault> {
         panic!("asked about protection")
     }
 
@@ -420,7 +427,7 @@ mod tests {
         );
         let yes = |_: &str| Ok(true);
         let no = |_: &str| Ok(false);
-        let unknown = |_: &str| Err("403".to_string());
+        let unknown = |_: &str| Err(Fault::broken("403"));
         assert_eq!(
             classify("push", &same, Some("refs/heads/main"), &yes).0,
             Class::Trusted

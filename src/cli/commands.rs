@@ -36,7 +36,7 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
     // (Runs A and B are this job: one trust, and no direction between.)
-    let t = crate::trust::this_job(&super::job_env);
+    let t = crate::trust::this_job(&super::drill::job_env);
     report.trust = Some(crate::trust::Trusts {
         a: t.clone(),
         b: t,
@@ -154,7 +154,7 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     }
     // Its trust, as this job's environment says it: a claim the
     // recovering job checks against the API where it can.
-    receipt.trust = Some(crate::trust::this_job(&super::job_env));
+    receipt.trust = Some(crate::trust::this_job(&super::drill::job_env));
     receipt = receipt.signed(&key);
     if !super::quiet() {
         print_stdout(&output::table::render_receipt(

@@ -16,7 +16,7 @@ pub(super) fn drill_of(args: &CrossArgs) -> Result<Option<(String, String)>, Fai
     let Some(name) = &args.drill else {
         return Ok(None);
     };
-    let env = super::job_env;
+    let env = job_env;
     let run = match &args.planted_by {
         None => env("GITHUB_RUN_ID").filter(|r| !r.is_empty()).ok_or_else(|| {
             Failure::Other(
@@ -34,7 +34,7 @@ pub(super) fn drill_of(args: &CrossArgs) -> Result<Option<(String, String)>, Fai
             })?
         }
     };
-    let id = crate::drill::probe_id(name, &run).map_err(Failure::Other)?;
+    let id = crate::drill::probe_id(name, &run).map_err(|f| Failure::Other(f.into_reason()))?;
     marker::check_probe_id(&id)?;
     Ok(Some((id, run)))
 }
@@ -49,7 +49,7 @@ pub(super) fn receipt(
 ) -> Result<(PathBuf, String, tempfile::TempDir), Failure> {
     let name = args.drill.as_deref().expect("a drill has a name");
     let wf = args.planted_by.as_deref().expect("asked with --planted-by");
-    let api = crate::trust::JobApi::from_env(&super::job_env).ok_or_else(|| {
+    let api = crate::trust::JobApi::from_env(&job_env).ok_or_else(|| {
         Failure::Other("reading the receipt artifact needs GITHUB_REPOSITORY and a token".into())
     })?;
     let bytes = crate::drill::receipt_from(&api, run, name)
@@ -80,8 +80,8 @@ pub(super) fn trusts(
     planting: Option<&str>,
 ) -> crate::trust::Trusts {
     use crate::trust::{Class, Trust};
-    let b = crate::trust::this_job(&super::job_env);
-    let api = crate::trust::JobApi::from_env(&super::job_env);
+    let b = crate::trust::this_job(&job_env);
+    let api = crate::trust::JobApi::from_env(&job_env);
     let verified = match (receipt, &api) {
         (_, Some(api)) if planting.is_some() => planting.map(|id| crate::trust::of_run(api, id)),
         (Some(r), Some(api)) if r.origin.repository.as_deref() == Some(api.repo.as_str()) => r
@@ -122,4 +122,11 @@ pub(super) fn trusts(
     let open = report.summary.fail > 0;
     let poisoning = crate::trust::direction(&a, &b, open);
     crate::trust::Trusts { a, b, poisoning }
+}
+
+/// [`super::config_env`] as text: the environment the trust of a run and the
+/// poisoning drill read (the action's `github-token` standing in for an
+/// unset GITHUB_TOKEN).
+pub(super) fn job_env(name: &str) -> Option<String> {
+    super::config_env(name).and_then(|v| v.into_string().ok())
 }

@@ -592,10 +592,3 @@ pub(super) fn config_env(name: &str) -> Option<std::ffi::OsString> {
             .flatten()
     })
 }
-
-/// [`config_env`] as text: the environment the trust of a run and the
-/// poisoning drill read (the action's `github-token` standing in for an
-/// unset GITHUB_TOKEN).
-pub(super) fn job_env(name: &str) -> Option<String> {
-    config_env(name).and_then(|v| v.into_string().ok())
-}
