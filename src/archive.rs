@@ -149,6 +149,10 @@ pub fn unzip(
     }
     let mut at = u32_at(eocd + 16)? as usize;
     let mut out = vec![];
+    // Entries that share data (a zip bomb of 64 names over one deflated
+    // stream) are refused, and all of them together stay under `max`.
+    let mut offsets = std::collections::HashSet::new();
+    let mut total = 0usize;
     for _ in 0..entries {
         if u32_at(at)? != 0x0201_4b50 {
             return Err(Fault::invalid(
@@ -170,6 +174,12 @@ pub fn unzip(
             return Err(Fault::invalid(format!(
                 "{name} in the zip is larger than {max} bytes"
             )));
+        }
+        total += size as usize;
+        if total > max || !offsets.insert(local) {
+            return Err(Fault::invalid(
+                "the zip's entries share data or together exceed the bound",
+            ));
         }
         if u32_at(local)? != 0x0403_4b50 {
             return Err(Fault::invalid("a local header is not where the zip says"));
@@ -226,6 +236,13 @@ mod tests {
         bad[40] ^= 1;
         assert!(unzip(&bad, 1024, &|_| true).is_err());
         assert!(unzip(&z, 1, &|_| true).is_err());
+        // Two names over one entry's data: refused.
+        let mut twice = zip_stored(&[("a.json", b"{}"), ("b.json", b"{}")]);
+        let cd = u32::from_le_bytes(twice[twice.len() - 6..twice.len() - 2].try_into().unwrap())
+            as usize;
+        let second = cd + 46 + "a.json".len();
+        twice[second + 42..second + 46].copy_from_slice(&0u32.to_le_bytes());
+        assert!(unzip(&twice, 1024, &|_| true).is_err());
         // Python's zipfile with deflate, as upload-artifact compresses.
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("d.zip");

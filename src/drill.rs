@@ -43,7 +43,12 @@ pub fn artifact(name: &str) -> String {
 }
 
 /// The planting run: the newest completed run of `workflow` (a file of
-/// the repository's `.github/workflows/`), as the API lists them.
+/// the repository's `.github/workflows/`), as the API lists them, on an
+/// event that runs the default branch's copy of the workflow
+/// ([`crate::trust::STRANGERS`]: `pull_request_target`, `issue_comment`,
+/// …). A fork's pull request that edits the workflow to run on
+/// `pull_request` runs its own copy, which could upload any receipt: its
+/// runs are passed over.
 pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, Fault> {
     let file = workflow
         .strip_prefix(".github/workflows/")
@@ -62,16 +67,30 @@ pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, Fault> {
     let v = api
         .get(
             &format!(
-                "/repos/{}/actions/workflows/{file}/runs?status=completed&per_page=1",
+                "/repos/{}/actions/workflows/{file}/runs?status=completed&per_page=100",
                 api.repo
             ),
             "listing the planting workflow's runs",
         )
         .map_err(|e| Fault::broken(e.text()))?;
-    v["workflow_runs"][0]["id"]
-        .as_u64()
+    let path = format!(".github/workflows/{file}");
+    v["workflow_runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| {
+            r["path"] == path.as_str()
+                && r["event"]
+                    .as_str()
+                    .is_some_and(|e| crate::trust::STRANGERS.contains(&e))
+        })
+        .and_then(|r| r["id"].as_u64())
         .map(|id| id.to_string())
-        .ok_or_else(|| Fault::broken(format!("{file} has no completed run")))
+        .ok_or_else(|| {
+            Fault::broken(format!(
+                "{file} has no completed run on an event that runs the default branch's copy of it (pull_request_target, issue_comment, …) among its newest 100"
+            ))
+        })
 }
 
 /// The receipt drill `name`'s planting run `run_id` uploaded: the one

@@ -23,12 +23,14 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Class {
-    /// Its writes can be a stranger's: `pull_request_target`,
-    /// `issue_comment`, a pull request from a fork, a `workflow_run` of
-    /// one.
+    /// Its writes can be a stranger's: `pull_request_target`, an event
+    /// anyone can cause (`issue_comment`, `issues`, `discussion`,
+    /// `discussion_comment`, `fork`, `watch`), a pull request from a fork,
+    /// a `workflow_run` of one.
     Untrusted,
-    /// `push`, `schedule`, `workflow_dispatch` or `release` on a
-    /// protected branch.
+    /// `push`, `schedule` or `workflow_dispatch` on a protected branch (a
+    /// `release`'s ref is a tag, whose protection is not read: never
+    /// trusted here).
     Trusted,
     /// Anything else: a same-repository pull request, `merge_group`,
     /// `workflow_call`, a ref the API did not say was protected, a run
@@ -73,6 +75,57 @@ pub struct Trusts {
 /// The events whose run is trusted on a protected branch.
 const TRUSTED_EVENTS: [&str; 4] = ["push", "schedule", "workflow_dispatch", "release"];
 
+/// The events anyone may cause, whose run is the default branch's
+/// workflow with its secrets: untrusted whatever their ref.
+pub const STRANGERS: [&str; 7] = [
+    "pull_request_target",
+    "issue_comment",
+    "issues",
+    "discussion",
+    "discussion_comment",
+    "fork",
+    "watch",
+];
+
+/// Every event name GitHub documents that a run's trust can name: any
+/// other text from a payload, an environment or a receipt is shown as
+/// "(unrecognised event)" in the poisoning line (it leads a comment's
+/// heading and a check run's title).
+const KNOWN_EVENTS: &[&str] = &[
+    "branch_protection_rule",
+    "check_run",
+    "check_suite",
+    "create",
+    "delete",
+    "deployment",
+    "deployment_status",
+    "discussion",
+    "discussion_comment",
+    "fork",
+    "gollum",
+    "issue_comment",
+    "issues",
+    "label",
+    "merge_group",
+    "milestone",
+    "page_build",
+    "public",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "pull_request_target",
+    "push",
+    "registry_package",
+    "release",
+    "repository_dispatch",
+    "schedule",
+    "status",
+    "watch",
+    "workflow_call",
+    "workflow_dispatch",
+    "workflow_run",
+];
+
 /// The class of a run of `event` with `payload` on `git_ref`; `protected`
 /// answers whether a branch is protected (the API's word, or why it could
 /// not say). Returns the class, why, and whether it came from a fork.
@@ -95,9 +148,9 @@ pub fn classify(
             "pull_request_target runs the base branch's workflow with its secrets and a write token for a pull request anyone may open".into(),
             forked(&payload["pull_request"]["head"]["repo"]),
         ),
-        "issue_comment" => (
+        e if STRANGERS.contains(&e) => (
             Class::Untrusted,
-            "issue_comment runs on a comment anyone may write".into(),
+            format!("{e} runs the default branch's workflow with its secrets on something anyone may do"),
             None,
         ),
         "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
@@ -119,7 +172,7 @@ pub fn classify(
             let wr = &payload["workflow_run"];
             let of = wr["event"].as_str().unwrap_or("");
             let fork = forked(&wr["head_repository"]);
-            if matches!(of, "pull_request_target" | "issue_comment")
+            if STRANGERS.contains(&of)
                 || (of.starts_with("pull_request") && fork == Some(true))
             {
                 (
@@ -259,9 +312,11 @@ impl JobApi {
 }
 
 /// This job's trust, from its environment and event payload (a regular
-/// file of at most 64 MiB: the job can write where it lies) and the API's
-/// word on its branch.
-pub fn this_job(env: &dyn Fn(&str) -> Option<String>) -> Trust {
+/// file of at most 64 MiB: the job can write where it lies) and, when
+/// `ask`, the API's word on its branch (only a recovering run asks: a
+/// probe's two runs are one job, and a plant's trust is only a claim, so
+/// neither sends the token anywhere for it).
+pub fn this_job(env: &dyn Fn(&str) -> Option<String>, ask: bool) -> Trust {
     let get = |k: &str| env(k).filter(|v| !v.is_empty());
     if get("GITHUB_ACTIONS").as_deref() != Some("true") {
         return Trust {
@@ -280,9 +335,12 @@ pub fn this_job(env: &dyn Fn(&str) -> Option<String>) -> Trust {
         .and_then(|t| serde_json::from_slice(&t).ok())
         .unwrap_or_default();
     let git_ref = get("GITHUB_REF");
-    let api = JobApi::from_env(env);
+    let api = if ask { JobApi::from_env(env) } else { None };
     let protected = |b: &str| match &api {
         Some(a) => a.protected(b),
+        None if !ask => Err(Fault::unsupported(
+            "not asked: only a recovering run reads a branch's protection",
+        )),
         None => Err(Fault::unsupported(
             "no GITHUB_TOKEN or GH_TOKEN to ask with",
         )),
@@ -300,9 +358,12 @@ pub fn this_job(env: &dyn Fn(&str) -> Option<String>) -> Trust {
 }
 
 /// A run's trust from the API's record of it (`GET
-/// /repos/{repo}/actions/runs/{id}`): its event, its head branch and head
-/// repository, its actor. A `workflow_run` run does not say there which
-/// run started it: unclassified.
+/// /repos/{repo}/actions/runs/{id}`): its event, its head repository, its
+/// actor. Never trusted: the record's `head_branch` may be a tag's name
+/// (a tag's push), so a protected branch is not read from it; and a
+/// `workflow_run` run's record does not say which run started it
+/// (unclassified). It is the planting run's: what matters is whether it
+/// is untrusted.
 pub fn of_run(api: &JobApi, run_id: &str) -> Result<Trust, Fault> {
     if run_id.is_empty() || !run_id.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Fault::invalid("not a run id"));
@@ -328,7 +389,11 @@ pub fn of_run(api: &JobApi, run_id: &str) -> Result<Trust, Fault> {
             None,
         )
     } else {
-        classify(&event, &payload, git_ref.as_deref(), &|b| api.protected(b))
+        classify(&event, &payload, git_ref.as_deref(), &|_| {
+            Err(Fault::unsupported(
+                "a planting run's record does not say its ref is a branch",
+            ))
+        })
     };
     Ok(Trust {
         class,
@@ -347,7 +412,13 @@ pub fn direction(a: &Trust, b: &Trust, open: bool) -> Option<String> {
     if !(open && a.class == Class::Untrusted && b.class == Class::Trusted) {
         return None;
     }
-    let ev = |t: &Trust| t.event.clone().unwrap_or_else(|| "(unnamed)".into());
+    // (Only GitHub's own event names and a plain branch name: the line
+    // leads a comment's heading and a check run's title, raw.)
+    let ev = |t: &Trust| match t.event.as_deref() {
+        Some(e) if KNOWN_EVENTS.contains(&e) => e.to_string(),
+        Some(_) => "(unrecognised event)".into(),
+        None => "(unnamed)".into(),
+    };
     let from = if a.fork == Some(true) {
         format!("a {} run from a fork", ev(a))
     } else {
@@ -361,10 +432,19 @@ pub fn direction(a: &Trust, b: &Trust, open: bool) -> Option<String> {
                 .or_else(|| r.strip_prefix("refs/tags/"))
                 .unwrap_or(r)
         })
-        .map(|r| format!(" on {r}"))
+        .map(|r| {
+            let plain = r.len() <= 100
+                && r.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b));
+            if plain {
+                format!(" on {r}")
+            } else {
+                " on its branch".into()
+            }
+        })
         .unwrap_or_default();
     let claimed = if a.source.starts_with("claimed") {
-        " (run A's trust as its receipt claims it: the API did not confirm it)"
+        " (run A's trust as its receipt claims it: only the drill's own look at the planting run confirms it)"
     } else {
         ""
     };
@@ -413,6 +493,15 @@ mod tests {
             classify("issue_comment", &same, None, &never).0,
             Class::Untrusted
         );
+        for e in [
+            "issues",
+            "discussion",
+            "discussion_comment",
+            "watch",
+            "fork",
+        ] {
+            assert_eq!(classify(e, &same, None, &never).0, Class::Untrusted, "{e}");
+        }
         let wr = json!({
             "repository": {"full_name": "o/r"},
             "workflow_run": {"event": "pull_request", "head_repository": {"full_name": "x/r"}},
@@ -462,6 +551,17 @@ mod tests {
         assert_eq!(
             direction(&a, &b, true).unwrap(),
             "a write by a pull_request_target run reached a push run on main: poisoning"
+        );
+        // Text no event is named so, and a branch that is no plain name.
+        let odd = t(
+            Class::Untrusted,
+            "x <!-- ![p](https://e.example/p)\n::error::hi",
+        );
+        let mut on = b.clone();
+        on.git_ref = Some("refs/heads/a`b<!--".into());
+        assert_eq!(
+            direction(&odd, &on, true).unwrap(),
+            "a write by a (unrecognised event) run reached a push run on its branch: poisoning"
         );
         assert!(direction(&a, &b, false).is_none());
         assert!(direction(&b, &a, true).is_none());

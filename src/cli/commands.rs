@@ -36,7 +36,7 @@ pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32
     let mut report = engine::probe(&plan, &opts).map_err(|e| Failure::Other(e.0))?;
     report.label = args.out.label.clone();
     // (Runs A and B are this job: one trust, and no direction between.)
-    let t = crate::trust::this_job(&super::drill::job_env);
+    let t = crate::trust::this_job(&super::drill::job_env, false);
     report.trust = Some(crate::trust::Trusts {
         a: t.clone(),
         b: t,
@@ -154,7 +154,7 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     }
     // Its trust, as this job's environment says it: a claim the
     // recovering job checks against the API where it can.
-    receipt.trust = Some(crate::trust::this_job(&super::drill::job_env));
+    receipt.trust = Some(crate::trust::this_job(&super::drill::job_env, false));
     receipt = receipt.signed(&key);
     if !super::quiet() {
         print_stdout(&output::table::render_receipt(
@@ -233,6 +233,17 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
             "no plant receipt found: looking for the markers derived from the probe id and key; a carrier where none is found is ERROR (nothing shows a plant happened), unless --allow-missing-receipt"
         });
     }
+    // The drill's receipt is an untrusted run's upload: without a key
+    // anyone who knows the probe id forges it.
+    if drill.is_some() && args.cross.planted_by.is_some() && !key.is_configured() {
+        return Err(Failure::Other(format!(
+            "--drill with --planted-by reads a receipt an untrusted run uploaded: set ${} in both workflows (the action's `key` input), or anyone who knows the probe id could forge it",
+            marker::KEY_ENV
+        )));
+    }
+    // Both runs' trust, before run B reads anything.
+    let planting = drill.as_ref().map(|(_, run)| run.as_str());
+    let (a, b) = super::drill::trusts(receipt.as_ref(), planting);
     let outs = args.out.open()?;
     crate::signals::install();
     let opts = ProbeOptions {
@@ -278,8 +289,8 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         }),
     };
     add_coverage(&plan, &mut report, args.out.require_coverage, known);
-    let planting = drill.as_ref().map(|(_, run)| run.as_str());
-    report.trust = Some(super::drill::trusts(receipt.as_ref(), &report, planting));
+    let poisoning = crate::trust::direction(&a, &b, report.summary.fail > 0);
+    report.trust = Some(crate::trust::Trusts { a, b, poisoning });
     write_outputs(&report, outs, gh)
 }
 

@@ -6,7 +6,6 @@
 use super::{CrossArgs, Failure};
 use crate::marker;
 use crate::receipt::Receipt;
-use crate::report::Report;
 use std::path::PathBuf;
 
 /// A drill's probe id and planting run ([`crate::drill`]): this run's
@@ -70,26 +69,25 @@ pub(super) fn receipt(
     Ok((path, via, dir))
 }
 
-/// Both runs' trust in a recover: run B's from this job; run A's from the
-/// API's record of the planting run (a drill's, found through the API;
-/// else the one the receipt names, in this repository), else the
-/// receipt's claim, said to be one.
+/// Both runs' trust in a recover, read before run B does anything (a
+/// rate limit its reads spend cannot then decide it): run B's from this
+/// job, its branch's protection from the API; run A's from the API's
+/// record of the drill's planting run, which this job found itself. Any
+/// other recover has only the receipt's claim (a run id it names is the
+/// planting job's word too), said to be one.
 pub(super) fn trusts(
     receipt: Option<&Receipt>,
-    report: &Report,
     planting: Option<&str>,
-) -> crate::trust::Trusts {
+) -> (crate::trust::Trust, crate::trust::Trust) {
     use crate::trust::{Class, Trust};
-    let b = crate::trust::this_job(&job_env);
+    let b = crate::trust::this_job(&job_env, true);
     let api = crate::trust::JobApi::from_env(&job_env);
-    let verified = match (receipt, &api) {
-        (_, Some(api)) if planting.is_some() => planting.map(|id| crate::trust::of_run(api, id)),
-        (Some(r), Some(api)) if r.origin.repository.as_deref() == Some(api.repo.as_str()) => r
-            .origin
-            .run_id
-            .as_deref()
-            .map(|id| crate::trust::of_run(api, id)),
-        _ => None,
+    let verified = match (planting, &api) {
+        (Some(id), Some(api)) => Some(crate::trust::of_run(api, id)),
+        (Some(_), None) => Some(Err(crate::fault::Fault::unsupported(
+            "no GITHUB_REPOSITORY or token to ask with",
+        ))),
+        (None, _) => None,
     };
     let a = match (verified, receipt.and_then(|r| r.trust.clone())) {
         (Some(Ok(t)), _) => t,
@@ -97,9 +95,8 @@ pub(super) fn trusts(
             source: format!(
                 "claimed by the plant's receipt{}",
                 match why {
-                    Some(Err(e)) =>
-                        format!("; the API's record of the run could not be read ({e})"),
-                    _ => "; no API record of the run to check it against".into(),
+                    Some(Err(e)) => format!("; the API's record of the planting run could not be read ({e})"),
+                    _ => "; unconfirmed: only the drill (--drill, --planted-by) looks at the planting run itself".into(),
                 }
             ),
             ..claimed
@@ -111,17 +108,13 @@ pub(super) fn trusts(
             fork: None,
             actor_type: None,
             why: match why {
-                Some(Err(e)) => {
-                    format!("the API's record of the planting run could not be read ({e})")
-                }
+                Some(Err(e)) => format!("the API's record of the planting run could not be read ({e})"),
                 _ => "no plant receipt says which run planted".into(),
             },
             source: "nothing".into(),
         },
     };
-    let open = report.summary.fail > 0;
-    let poisoning = crate::trust::direction(&a, &b, open);
-    crate::trust::Trusts { a, b, poisoning }
+    (a, b)
 }
 
 /// [`super::config_env`] as text: the environment the trust of a run and the

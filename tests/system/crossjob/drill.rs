@@ -109,9 +109,19 @@ fn a_write_by_an_untrusted_run_read_by_a_trusted_one_leads_every_output() {
     let line =
         "a write by a pull_request_target run from a fork reached a push run on main: poisoning";
     let t = &rec.report["trust"];
-    assert_eq!(t["poisoning"], line, "{t}");
+    // Outside the drill run A's trust is its receipt's claim, said so.
+    let line = format!(
+        "{line} (run A's trust as its receipt claims it: only the drill's own look at the planting run confirms it)"
+    );
+    assert_eq!(t["poisoning"], line.as_str(), "{t}");
     assert_eq!(t["a"]["class"], "untrusted");
-    assert_eq!(t["a"]["source"], format!("the API's record of run {id}"));
+    assert!(
+        t["a"]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("claimed by the plant's receipt; unconfirmed"),
+        "{t}"
+    );
     assert_eq!(t["b"]["class"], "trusted");
     assert_eq!(t["b"]["why"], "push on the protected branch main");
     let s = std::fs::read_to_string(&summary).unwrap();
@@ -134,8 +144,8 @@ fn a_write_by_an_untrusted_run_read_by_a_trusted_one_leads_every_output() {
         "{}",
         table.stdout
     );
-    // The receipt's claim is not what counts: a receipt whose run the API
-    // does not know is said to be only a claim.
+    // Any receipt's run is only a claim (the plant job writes the
+    // receipt): said so whatever run it names.
     let unknown = job(
         work.path(),
         &gh,
@@ -167,7 +177,7 @@ fn a_write_by_an_untrusted_run_read_by_a_trusted_one_leads_every_output() {
         rec.report["trust"]["poisoning"]
             .as_str()
             .unwrap()
-            .contains("the API did not confirm it"),
+            .contains("as its receipt claims it"),
         "{}",
         rec.report["trust"]
     );
@@ -323,7 +333,7 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     for said in [
         "mode: plant\n          drill: release",
         "mode: recover\n          drill: release\n          planted-by: drill-plant.yml",
-        "mode: cleanup\n          drill: release\n          planted-by: drill-plant.yml",
+        "mode: cleanup\n          probe-id: ${{ steps.recover.outputs.probe-id }}",
         "name: runwarden-receipt-release",
         "name: drill-plant\non:\n  pull_request_target:",
     ] {
@@ -338,15 +348,15 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
         "--planted-by",
         "drill-plant.yml",
     ];
-    let cleanup = &[
-        "cleanup",
-        "--config",
-        "c.yml",
-        "--drill",
-        "release",
-        "--planted-by",
-        "drill-plant.yml",
-    ];
+    // The recipe's cleanup: the very plant recover read, by its probe id.
+    let cleanup = |id: &str| {
+        let probe = format!("drill-release-{id}");
+        run(
+            work.path(),
+            &["cleanup", "--config", "c.yml", "--probe-id", &probe],
+            &env(&b),
+        )
+    };
 
     // Open: a write token for the base branch's cache (as before GitHub
     // scoped such runs read-only), the writer's keys, a writing token.
@@ -382,19 +392,35 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
         via.starts_with(&format!("artifact runwarden-receipt-release of run {id}")),
         "{via}"
     );
-    let c = run(work.path(), cleanup, &env(&b));
+    let c = cleanup(&id);
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(cache.entries().is_empty() && build.is_empty());
 
     // Closed: GitHub's read-only cache token for such runs, the reader's
     // keys, a build cache that refuses the writes.
-    let (p, _) = drill(
+    let (p, closed) = drill(
         &cache.runtime_token(&[("refs/heads/main", 1)]),
         &seaweed::READER,
         true,
     );
     assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
+    // A fork's pull request that made drill-plant.yml run on
+    // pull_request (its own copy), with a receipt of its own making: a
+    // newer completed run of the workflow, passed over.
+    let fork_run = gh.add(
+        "workflow-run",
+        REPO,
+        json!({
+            "event": "pull_request", "head_branch": "main", "status": "completed",
+            "path": ".github/workflows/drill-plant.yml",
+            "repository": { "full_name": REPO },
+            "head_repository": { "full_name": "stranger/app" },
+        }),
+    );
+    let junk = runwarden::archive::zip_stored(&[("runwarden-receipt.json", b"{}")]);
+    gh.add_artifact(REPO, fork_run, "runwarden-receipt-release", &junk);
     let r = run(work.path(), recover, &env(&b));
+    assert_eq!(r.report["probe_id"], format!("drill-release-{closed}"));
     for c in [
         "bucket:object-content",
         "cache:cache-key",
@@ -409,6 +435,7 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     );
     assert_eq!(r.report["trust"]["a"]["class"], "untrusted");
     assert_eq!(r.report["trust"]["b"]["class"], "trusted");
+    let _ = cleanup(&closed);
 
     // A receipt altered on its way (the artifact is the untrusted run's
     // upload): refused whole, by the key.
@@ -437,5 +464,5 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
         "{}",
         r.stderr
     );
-    let _ = run(work.path(), cleanup, &env(&b));
+    let _ = cleanup(&id);
 }
