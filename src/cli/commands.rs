@@ -200,6 +200,14 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         mask_secrets();
     }
     let drill = super::drill::drill_of(&args.cross)?;
+    // The drill's receipt is an untrusted run's upload: without a key
+    // anyone who knows the probe id forges it.
+    if drill.is_some() && args.cross.planted_by.is_some() && !key.is_configured() {
+        return Err(Failure::Other(format!(
+            "--drill with --planted-by reads a receipt an untrusted run uploaded: set ${} in both workflows (the action's `key` input), or anyone who knows the probe id could forge it",
+            marker::KEY_ENV
+        )));
+    }
     let probe_id = match &drill {
         Some((id, _)) => id.clone(),
         None => probe_id_of(&args.cross)?,
@@ -232,14 +240,6 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
         } else {
             "no plant receipt found: looking for the markers derived from the probe id and key; a carrier where none is found is ERROR (nothing shows a plant happened), unless --allow-missing-receipt"
         });
-    }
-    // The drill's receipt is an untrusted run's upload: without a key
-    // anyone who knows the probe id forges it.
-    if drill.is_some() && args.cross.planted_by.is_some() && !key.is_configured() {
-        return Err(Failure::Other(format!(
-            "--drill with --planted-by reads a receipt an untrusted run uploaded: set ${} in both workflows (the action's `key` input), or anyone who knows the probe id could forge it",
-            marker::KEY_ENV
-        )));
     }
     // Both runs' trust, before run B reads anything.
     let planting = drill.as_ref().map(|(_, run)| run.as_str());

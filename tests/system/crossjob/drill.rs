@@ -466,3 +466,44 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     );
     let _ = cleanup(&id);
 }
+
+/// A drill's receipt is an untrusted run's upload: without a key anyone
+/// who knows the probe id could forge it, so it is not read at all.
+#[test]
+fn a_drill_without_a_key_reads_no_receipt() {
+    let gh = GitHubServer::start().unwrap();
+    let token = gh.token(&[("contents", "read"), ("actions", "read")]);
+    gh.add(
+        "workflow-run",
+        REPO,
+        json!({
+            "event": "pull_request_target", "status": "completed",
+            "path": ".github/workflows/drill-plant.yml",
+            "repository": { "full_name": REPO },
+        }),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(work.path().join("c.yml"), fs_config("shared", &shared, "")).unwrap();
+    let b = job(work.path(), &gh, &token, "schedule", json!({}), "5");
+    let unkeyed: Vec<(&str, &str)> = env(&b)
+        .into_iter()
+        .filter(|(k, _)| *k != "RUNWARDEN_KEY")
+        .collect();
+    let r = run(
+        work.path(),
+        &[
+            "recover",
+            "--config",
+            "c.yml",
+            "--drill",
+            "release",
+            "--planted-by",
+            "drill-plant.yml",
+        ],
+        &unkeyed,
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("RUNWARDEN_KEY"), "{}", r.stderr);
+}
