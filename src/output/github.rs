@@ -290,6 +290,9 @@ fn context(report: &Report) -> String {
     if let Some(w) = report.config_warning() {
         let _ = writeln!(out, "**Warning:** {}.\n", text(&w));
     }
+    if let Some(t) = super::review::trust_line(report) {
+        let _ = writeln!(out, "{t}\n");
+    }
     if let Some(d) = &report.config.discovered {
         let _ = writeln!(
             out,

@@ -160,6 +160,20 @@ pub(super) fn side(f: &Finding) -> String {
     f.side().map(|s| format!(" ({s})")).unwrap_or_default()
 }
 
+/// Both runs' trust, in a recover (a probe's two runs are one job): one
+/// Markdown line, its words rendered as surface text is.
+pub fn trust_line(report: &Report) -> Option<String> {
+    if report.mode != crate::report::Mode::Recover {
+        return None;
+    }
+    let t = report.trust.as_ref()?;
+    Some(format!(
+        "Run A: {}; run B: {}.",
+        super::markdown::text(&trust_words(&t.a)),
+        super::markdown::text(&trust_words(&t.b))
+    ))
+}
+
 /// One run's trust for people: "untrusted (pull_request_target, from a
 /// fork; from the API's record of run 42)". Not escaped: the caller
 /// escapes it its way.

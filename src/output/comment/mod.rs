@@ -150,6 +150,9 @@ pub fn comment(report: &Report, earlier: Earlier<'_>, cx: &CommentContext<'_>) -
     if let Some(w) = report.config_warning() {
         let _ = writeln!(out, "**Warning:** {}.\n", text(&w));
     }
+    if let Some(t) = crate::output::review::trust_line(report) {
+        let _ = writeln!(out, "{t}\n");
+    }
     out += &since(report, earlier);
     let s = &report.summary;
     let _ = writeln!(

@@ -125,6 +125,12 @@ fn a_write_by_an_untrusted_run_read_by_a_trusted_one_leads_every_output() {
     assert_eq!(t["b"]["class"], "trusted");
     assert_eq!(t["b"]["why"], "push on the protected branch main");
     let s = std::fs::read_to_string(&summary).unwrap();
+    // Each run's trust, said under it.
+    assert!(
+        s.contains("Run A: ` untrusted (")
+            && s.contains("; run B: ` trusted (push on the protected branch main"),
+        "{s}"
+    );
     // (Its words are rendered as surface text is: a code span.)
     assert!(s.contains(&format!("**Poisoning:** ` {line} `.")), "{s}");
     let sarif: serde_json::Value =
