@@ -46,10 +46,12 @@ pub fn artifact(name: &str) -> String {
 /// the repository's `.github/workflows/`), as the API lists them, on an
 /// event that runs the default branch's copy of the workflow
 /// ([`crate::trust::STRANGERS`]: `pull_request_target`, `issue_comment`,
-/// …). A fork's pull request that edits the workflow to run on
-/// `pull_request` runs its own copy, which could upload any receipt: its
-/// runs are passed over.
-pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, Fault> {
+/// …), whose receipt artifact is still there (a drill's cleanup deletes
+/// it: a plant already cleaned up is never recovered again, where its
+/// absence would read as closed). A fork's pull request that edits the
+/// workflow to run on `pull_request` runs its own copy, which could
+/// upload any receipt: its runs are passed over.
+pub fn planting_run(api: &JobApi, workflow: &str, name: &str) -> Result<String, Fault> {
     let file = workflow
         .strip_prefix(".github/workflows/")
         .unwrap_or(workflow);
@@ -74,29 +76,33 @@ pub fn planting_run(api: &JobApi, workflow: &str) -> Result<String, Fault> {
         )
         .map_err(|e| Fault::broken(e.text()))?;
     let path = format!(".github/workflows/{file}");
-    v["workflow_runs"]
+    let candidates = v["workflow_runs"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|r| {
+        .filter(|r| {
             r["path"] == path.as_str()
                 && r["event"]
                     .as_str()
                     .is_some_and(|e| crate::trust::STRANGERS.contains(&e))
         })
-        .and_then(|r| r["id"].as_u64())
-        .map(|id| id.to_string())
-        .ok_or_else(|| {
-            Fault::broken(format!(
-                "{file} has no completed run on an event that runs the default branch's copy of it (pull_request_target, issue_comment, …) among its newest 100"
-            ))
-        })
+        .filter_map(|r| r["id"].as_u64())
+        // (Each is one more request: the newest twenty.)
+        .take(20);
+    for id in candidates {
+        if receipt_artifact(api, &id.to_string(), name)?.is_some() {
+            return Ok(id.to_string());
+        }
+    }
+    Err(Fault::broken(format!(
+        "no completed run of {file} on an event that runs the default branch's copy of it (pull_request_target, issue_comment, …) still has its receipt artifact {}: nothing to recover (each drill's cleanup deletes its receipt; plant again)",
+        artifact(name)
+    )))
 }
 
-/// The receipt drill `name`'s planting run `run_id` uploaded: the one
-/// `.json` file of its artifact, read through the API (the download is a
-/// signed URL, fetched without the token).
-pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, Fault> {
+/// The id of run `run_id`'s receipt artifact of drill `name`, if it has
+/// one that has not expired.
+pub fn receipt_artifact(api: &JobApi, run_id: &str, name: &str) -> Result<Option<u64>, Fault> {
     let art = artifact(name);
     let v = api
         .get(
@@ -107,12 +113,20 @@ pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, F
             "listing the planting run's artifacts",
         )
         .map_err(|e| Fault::broken(e.text()))?;
-    let id = v["artifacts"]
+    Ok(v["artifacts"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|a| a["name"] == art.as_str() && a["expired"] != true)
-        .and_then(|a| a["id"].as_u64())
+        .and_then(|a| a["id"].as_u64()))
+}
+
+/// The receipt drill `name`'s planting run `run_id` uploaded: the one
+/// `.json` file of its artifact, read through the API (the download is a
+/// signed URL, fetched without the token), and the artifact's id.
+pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, Fault> {
+    let art = artifact(name);
+    let id = receipt_artifact(api, run_id, name)?
         .ok_or_else(|| Fault::broken(format!("run {run_id} has no artifact {art}")))?;
     let url = api
         .redirect(
@@ -136,6 +150,17 @@ pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, F
     }
 }
 
+/// A drill's name and planting run, from its probe id
+/// (`drill-<name>-<run id>`), when it is one.
+pub fn of_probe_id(probe_id: &str) -> Option<(&str, &str)> {
+    let (name, run) = probe_id.strip_prefix("drill-")?.rsplit_once('-')?;
+    (check_name(name).is_ok() && probe_id_ok(run)).then_some((name, run))
+}
+
+fn probe_id_ok(run: &str) -> bool {
+    !run.is_empty() && run.len() <= 20 && run.bytes().all(|b| b.is_ascii_digit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +168,8 @@ mod tests {
     #[test]
     fn a_drill_is_named_plainly_and_bound_to_a_run() {
         assert_eq!(probe_id("cache", "42").unwrap(), "drill-cache-42");
+        assert_eq!(of_probe_id("drill-my-cache-42"), Some(("my-cache", "42")));
+        assert_eq!(of_probe_id("gh-42-1"), None);
         for bad in ["", "Cache", "a b", "../x", &"x".repeat(41)] {
             assert!(probe_id(bad, "42").is_err(), "{bad}");
         }

@@ -145,7 +145,7 @@ pub fn classify(
     match event {
         "pull_request_target" => (
             Class::Untrusted,
-            "pull_request_target runs the base branch's workflow with its secrets and a write token for a pull request anyone may open".into(),
+            "pull_request_target runs the base branch's workflow with its secrets for a pull request anyone may open".into(),
             forked(&payload["pull_request"]["head"]["repo"]),
         ),
         e if STRANGERS.contains(&e) => (
@@ -272,6 +272,13 @@ impl JobApi {
         self.api()?
             .call(Method::GET, path, None, what)
             .map(|a| a.json)
+    }
+
+    /// One DELETE of `path` (under the API's base).
+    pub fn delete(&self, path: &str, what: &str) -> Result<(), ApiError> {
+        self.api()?
+            .call(Method::DELETE, path, None, what)
+            .map(|_| ())
     }
 
     /// Where GitHub redirects a download of `path` to (a signed URL,

@@ -136,6 +136,11 @@ pub(super) fn warn_unkeyed(opts: &ProbeOptions) {
 
 pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     show_progress(Format::Table);
+    if args.cross.planted_by.is_some() {
+        return Err(Failure::Other(
+            "--planted-by is the recovering job's: `plant --drill` plants as this run".into(),
+        ));
+    }
     let probe_id = probe_id_of(&args.cross)?;
     let plan = load_plan(&find_config(args.cross.config.as_deref()), false)?;
     let path = args.receipt.unwrap_or_else(|| default_receipt(&probe_id));
@@ -199,15 +204,15 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
     if args.out.format == Format::Github {
         mask_secrets();
     }
-    let drill = super::drill::drill_of(&args.cross)?;
     // The drill's receipt is an untrusted run's upload: without a key
     // anyone who knows the probe id forges it.
-    if drill.is_some() && args.cross.planted_by.is_some() && !key.is_configured() {
+    if args.cross.drill.is_some() && args.cross.planted_by.is_some() && !key.is_configured() {
         return Err(Failure::Other(format!(
             "--drill with --planted-by reads a receipt an untrusted run uploaded: set ${} in both workflows (the action's `key` input), or anyone who knows the probe id could forge it",
             marker::KEY_ENV
         )));
     }
+    let drill = super::drill::drill_of(&args.cross)?;
     let probe_id = match &drill {
         Some((id, _)) => id.clone(),
         None => probe_id_of(&args.cross)?,
@@ -342,6 +347,14 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     // lists anything (nothing found for a receipt with entries means a
     // wrong key or a plant elsewhere: it stays the record), and never
     // after a signal.
+    // A drill's plant cleaned up: its receipt artifact goes too, so that
+    // no later recover takes this plant's absence for a closed store.
+    if report.cleanup.left.is_empty()
+        && report.cleanup.refused.is_empty()
+        && crate::signals::received().is_none()
+    {
+        super::drill::retire(&probe_id, &key);
+    }
     let nothing_left = report.cleanup.left.is_empty()
         && report.cleanup.kept.is_empty()
         && report.cleanup.refused.is_empty()

@@ -3,7 +3,7 @@
 //! receipt the planting run uploaded as an artifact, and both runs' trust
 //! in a recover ([`crate::trust`], [`crate::drill`]).
 
-use super::{CrossArgs, Failure};
+use super::{CrossArgs, Failure, note};
 use crate::marker;
 use crate::receipt::Receipt;
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ pub(super) fn drill_of(args: &CrossArgs) -> Result<Option<(String, String)>, Fai
     let run = match &args.planted_by {
         None => env("GITHUB_RUN_ID").filter(|r| !r.is_empty()).ok_or_else(|| {
             Failure::Other(
-                "--drill without --planted-by plants as this run, and GITHUB_RUN_ID is unset: in the recovering job, name the planting workflow with --planted-by".into(),
+                "`plant --drill` names its probe after this GitHub Actions run (GITHUB_RUN_ID is unset: it runs inside Actions); `recover` and `cleanup` take `--planted-by WORKFLOW` too".into(),
             )
         })?,
         Some(wf) => {
@@ -28,7 +28,7 @@ pub(super) fn drill_of(args: &CrossArgs) -> Result<Option<(String, String)>, Fai
                     "--planted-by lists the planting workflow's runs through the API: GITHUB_REPOSITORY and GITHUB_TOKEN (or GH_TOKEN) are needed".into(),
                 )
             })?;
-            crate::drill::planting_run(&api, wf).map_err(|e| {
+            crate::drill::planting_run(&api, wf, name).map_err(|e| {
                 Failure::Other(format!("finding the planting run of drill {name}: {e}"))
             })?
         }
@@ -122,4 +122,45 @@ pub(super) fn trusts(
 /// unset GITHUB_TOKEN).
 pub(super) fn job_env(name: &str) -> Option<String> {
     super::config_env(name).and_then(|v| v.into_string().ok())
+}
+
+/// After a drill's cleanup that left nothing behind (what `permanent:
+/// true` kept aside): the planting run's receipt artifact, checked to be
+/// this probe's (its probe id, its MAC under the key), is deleted
+/// (`actions: write`), so that no later recover reads a plant already
+/// cleaned up, whose absence would read as closed. Said either way.
+pub(super) fn retire(probe_id: &str, key: &marker::Key) {
+    let Some((name, run)) = crate::drill::of_probe_id(probe_id) else {
+        return;
+    };
+    let Some(api) = crate::trust::JobApi::from_env(&job_env) else {
+        note(
+            "the drill's receipt artifact stays (no API here to delete it with): a later recover may read this plant again",
+        );
+        return;
+    };
+    let art = crate::drill::artifact(name);
+    let checked = (|| -> Result<u64, crate::fault::Fault> {
+        let id = crate::drill::receipt_artifact(&api, run, name)?
+            .ok_or_else(|| crate::fault::Fault::broken("it is gone already"))?;
+        let bytes = crate::drill::receipt_from(&api, run, name)?;
+        let dir = tempfile::tempdir().map_err(|e| crate::fault::Fault::broken(e.to_string()))?;
+        let path = dir.path().join("receipt.json");
+        std::fs::write(&path, bytes).map_err(|e| crate::fault::Fault::broken(e.to_string()))?;
+        Receipt::read(&path, Some(probe_id), key)?;
+        api.delete(
+            &format!("/repos/{}/actions/artifacts/{id}", api.repo),
+            "deleting the drill's receipt artifact",
+        )
+        .map_err(|e| crate::fault::Fault::broken(e.text()))?;
+        Ok(id)
+    })();
+    match checked {
+        Ok(id) => note(&format!(
+            "deleted the drill's receipt artifact {art} ({id}) of run {run}: this plant is cleaned up, and no later recover reads it again"
+        )),
+        Err(e) => note(&format!(
+            "the drill's receipt artifact {art} of run {run} stays ({e}): a later recover may read this plant again"
+        )),
+    }
 }

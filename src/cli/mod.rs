@@ -219,9 +219,9 @@ pub struct CrossArgs {
     #[arg(long, value_name = "ID")]
     pub probe_id: Option<String>,
     /// The poisoning drill NAME (docs/recipes/poisoning-drill.md): the
-    /// probe id is drill-NAME-<the planting run's id>, this run's in
-    /// `plant`, found through the API with `--planted-by` in `recover` and
-    /// `cleanup`.
+    /// probe id is drill-NAME-<planting run's id>. `plant` plants as this
+    /// run; `recover` and `cleanup` find the planting run with
+    /// `--planted-by`.
     #[arg(long, value_name = "NAME", conflicts_with = "probe_id")]
     pub drill: Option<String>,
     /// With `--drill`: the workflow file whose newest completed run

@@ -174,8 +174,8 @@ pub fn trust_line(report: &Report) -> Option<String> {
     ))
 }
 
-/// One run's trust for people: "untrusted (pull_request_target, from a
-/// fork; from the API's record of run 42)". Not escaped: the caller
+/// One run's trust for people: "untrusted (pull_request_target …; the
+/// API's record of run 42)". Not escaped: the caller
 /// escapes it its way.
 pub fn trust_words(t: &crate::trust::Trust) -> String {
     let class = match t.class {
@@ -183,5 +183,5 @@ pub fn trust_words(t: &crate::trust::Trust) -> String {
         crate::trust::Class::Trusted => "trusted",
         crate::trust::Class::Unclassified => "unclassified",
     };
-    format!("{class} ({}; from {})", t.why, t.source)
+    format!("{class} ({}; {})", t.why, t.source)
 }

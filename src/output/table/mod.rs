@@ -189,6 +189,34 @@ pub fn render_wide(report: &Report, fit: Fit) -> String {
         + &wrap::text(&(who + &trailer(report, true)), fit.prose())
 }
 
+/// Both runs' trust, in a recover, right under the counts; and why an
+/// open channel from an untrusted run A is not called poisoning when run
+/// B was not shown trusted.
+fn trust_lines(report: &Report) -> String {
+    use crate::trust::Class;
+    let mut out = String::new();
+    let Some(t) = report
+        .trust
+        .as_ref()
+        .filter(|_| report.mode == Mode::Recover)
+    else {
+        return out;
+    };
+    let _ = writeln!(
+        out,
+        "run A: {}; run B: {}",
+        escape::line(&crate::output::review::trust_words(&t.a)),
+        escape::line(&crate::output::review::trust_words(&t.b))
+    );
+    if report.summary.fail > 0 && t.a.class == Class::Untrusted && t.b.class != Class::Trusted {
+        let _ = writeln!(
+            out,
+            "not called poisoning: run B was not shown trusted (a push, schedule or workflow_dispatch run on a branch the API says is protected: give the recovering job `contents: read` and protect its branch)"
+        );
+    }
+    out
+}
+
 /// What leads the table, above everything: an open channel from an
 /// untrusted run A to a trusted run B ([`Report::poisoning`]).
 pub(super) fn lead(report: &Report) -> String {
@@ -237,6 +265,7 @@ fn trailer(report: &Report, wide: bool) -> String {
     if let Some(w) = &report.watch {
         out.push_str(&watched(report, w));
     }
+    out.push_str(&trust_lines(report));
     out.push_str(&super::coverage::table_lines(report, wide));
     out.push_str(&surfaces(report, watch));
     out.push_str(&cross_job(report));
@@ -375,14 +404,7 @@ fn cross_job(report: &Report) -> String {
     let Some(cj) = &report.cross_job else {
         return out;
     };
-    if let Some(t) = &report.trust {
-        let _ = writeln!(
-            out,
-            "run A: {}; run B: {}",
-            escape::line(&crate::output::review::trust_words(&t.a)),
-            escape::line(&crate::output::review::trust_words(&t.b))
-        );
-    }
+
     let _ = match &cj.receipt {
         Some(path) => writeln!(
             out,

@@ -231,7 +231,9 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     use runwarden::loopback::actions_cache::CacheServer;
     use runwarden::loopback::build_cache::BuildCacheServer;
     let gh = GitHubServer::start().unwrap();
-    let token = gh.token(&[("contents", "read"), ("actions", "read")]);
+    // (actions: write, as the recipe's recovering job has it: its cleanup
+    // deletes the receipt artifact.)
+    let token = gh.token(&[("contents", "read"), ("actions", "write")]);
     gh.add("branch", REPO, json!({ "name": "main", "protected": true }));
     let cache = CacheServer::start().unwrap();
     let cache_api = cache.api_token(true);
@@ -341,7 +343,7 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
         "mode: recover\n          drill: release\n          planted-by: drill-plant.yml",
         "mode: cleanup\n          probe-id: ${{ steps.recover.outputs.probe-id }}",
         "name: runwarden-receipt-release",
-        "name: drill-plant\non:\n  pull_request_target:",
+        "name: drill-plant\non:\n  pull_request_target:\n    types: [labeled]",
     ] {
         assert!(recipe.contains(said), "the recipe does not say {said:?}");
     }
@@ -401,6 +403,21 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     let c = cleanup(&id);
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(cache.entries().is_empty() && build.is_empty());
+    // The plant is cleaned up and its receipt artifact deleted: recovering
+    // it again (a nightly run with no new drill) finds nothing to recover,
+    // never a store that reads as closed.
+    assert!(
+        !gh.artifacts().iter().any(|a| a.run_id.to_string() == id),
+        "the receipt artifact stays: {}",
+        c.stderr
+    );
+    let again = run(work.path(), recover, &env(&b));
+    assert_eq!(again.code, 2, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stderr.contains("nothing to recover"),
+        "{}",
+        again.stderr
+    );
 
     // Closed: GitHub's read-only cache token for such runs, the reader's
     // keys, a build cache that refuses the writes.
