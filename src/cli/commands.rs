@@ -3,7 +3,7 @@
 //! receipt's default place.
 
 use super::action::{GithubOptions, append_outputs, mask_secrets};
-use super::outputs::{Pending, pending, print_stdout, show_progress, write_outputs};
+use super::outputs::{Pending, Planting, pending, print_stdout, show_progress, write_outputs};
 use super::{
     CleanupArgs, CrossArgs, Failure, Outputs, PlantArgs, ProbeArgs, RecoverArgs, find_config,
     in_actions, load_plan, note,
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub(super) fn probe(args: ProbeArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
-    show_progress(args.out.format);
+    show_progress(args.out.format, Planting::Both);
     if args.out.format == Format::Github {
         mask_secrets();
     }
@@ -135,7 +135,7 @@ pub(super) fn warn_unkeyed(opts: &ProbeOptions) {
 }
 
 pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
-    show_progress(Format::Table);
+    show_progress(Format::Table, Planting::Carriers);
     if args.cross.planted_by.is_some() {
         return Err(Failure::Other(
             "--planted-by is the recovering job's: `plant --drill` plants as this run".into(),
@@ -171,7 +171,7 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
     // reported creating, which is what cleanup needs.
     out.write(&(serde_json::to_string_pretty(&receipt).expect("receipt serializes") + "\n"))?;
     note(&format!(
-        "wrote the receipt {}; recover with `runwarden recover --probe-id {probe_id}` in a later job",
+        "wrote the receipt {}; recover with `runwarden recover --probe-id {probe_id} --receipt FILE` in a later job (the receipt copied there, e.g. as an artifact: say how with --receipt-via)",
         path.display()
     ));
     // What this plant left out, said: the beacons are planted on their
@@ -200,7 +200,7 @@ pub(super) fn plant(args: PlantArgs, key: Key) -> Result<i32, Failure> {
 }
 
 pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result<i32, Failure> {
-    show_progress(args.out.format);
+    show_progress(args.out.format, Planting::Controls);
     if args.out.format == Format::Github {
         mask_secrets();
     }
@@ -300,7 +300,7 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
 }
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
-    show_progress(args.format);
+    show_progress(args.format, Planting::Both);
     // The receipt must be this probe's: the id given, else (in Actions)
     // this workflow run's own. A receipt of another probe, even a genuine
     // signed one, would clean that probe's plants and leave this one's.

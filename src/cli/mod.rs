@@ -7,6 +7,7 @@
 //! status when nothing failed (src/cli/watch.rs).
 
 mod action;
+mod check;
 mod commands;
 mod config_file;
 mod drill;
@@ -494,41 +495,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             print_stdout(&text)?;
             Ok(0)
         }
-        Cmd::CheckConfig { file } => {
-            let found = find_config(file.as_deref());
-            let plan = load_plan(&found, false)?;
-            let carriers: usize = plan
-                .surfaces
-                .iter()
-                .filter_map(|s| crate::surface::by_name(s.type_name))
-                .map(|t| t.carriers().len())
-                .sum();
-            let what = match &found {
-                Found::File(p) | Found::FromEnv(p) => p.display().to_string(),
-                Found::Embedded => "no config file found; the discovered config".into(),
-            };
-            for s in &plan.surfaces {
-                if let Some(t) = crate::surface::by_name(s.type_name) {
-                    for w in t.warnings(&s.settings) {
-                        note(&format!("warning: surface {}: {w}", s.name));
-                    }
-                }
-            }
-            let n = |count: usize, one: &str, many: &str| {
-                format!("{count} {}", if count == 1 { one } else { many })
-            };
-            let exposures = match plan.declared_exposures.len() {
-                0 => String::new(),
-                e => format!(", {} declared untested", n(e, "exposure", "exposures")),
-            };
-            note(&format!(
-                "{what} is valid: {}, {}, {} declared open{exposures}",
-                n(plan.surfaces.len(), "surface", "surfaces"),
-                n(carriers, "channel", "channels"),
-                plan.declared.len()
-            ));
-            Ok(0)
-        }
+        Cmd::CheckConfig { file } => check::check_config(file.as_deref()),
         Cmd::Probe(args) => probe(args, &GithubOptions::default(), Key::from_env()),
         Cmd::Plant(args) => plant(args, Key::from_env()),
         Cmd::Recover(args) => recover(args, &GithubOptions::default(), Key::from_env()),

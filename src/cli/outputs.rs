@@ -214,20 +214,31 @@ fn colour() -> bool {
     tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// What a command's runs plant: a probe's run A its carriers and the
+/// controls', a plant's only its carriers, a recover's only the controls'.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Planting {
+    Both,
+    Carriers,
+    Controls,
+}
+
 /// Progress on stderr while the runs work: on a terminal, one line kept up
 /// to date (run by run, carrier by carrier) and cleared at the end; in
 /// GitHub Actions, one line as each run starts; nothing in pipes, in JSON
 /// mode or with `--quiet`.
-pub(super) fn show_progress(format: Format) {
+pub(super) fn show_progress(format: Format, planting: Planting) {
     use crate::engine::Progress;
     if super::quiet() || format == Format::Json {
         return;
     }
     let tty = std::io::stderr().is_terminal();
     let ci = in_actions();
-    let what = |role: &str| match role {
-        "A" => ("run A: planting", "carriers (the controls' included)"),
-        "B" => ("run B: recovering", "carriers (the controls' included)"),
+    let what = move |role: &str| match (role, planting) {
+        ("A", Planting::Carriers) => ("run A: planting", "carriers"),
+        ("A", Planting::Controls) => ("run A: planting", "carriers on the controls"),
+        ("A", Planting::Both) => ("run A: planting", "carriers (the controls' included)"),
+        ("B", _) => ("run B: recovering", "carriers (the controls' included)"),
         _ => ("cleaning up", "journal entries"),
     };
     if tty {

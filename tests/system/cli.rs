@@ -706,3 +706,25 @@ fn the_config_is_read_bounded_never_from_a_fifo_a_device_or_a_symlink() {
         }
     }
 }
+
+/// A declaration of a carrier the surface's settings rule out (a build
+/// cache's protocol without it) declares nothing that runs: check-config
+/// says so; one of a carrier that runs, nothing.
+#[test]
+fn check_config_warns_of_a_declared_carrier_that_is_never_planted() {
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("c.yml");
+    std::fs::write(
+        &cfg,
+        "version: 1\nsurfaces:\n  - name: bazel\n    type: build-cache\n    protocol: bazel\n    url: https://cache.example/\ndeclared:\n  - channel: bazel:artifact-tag\n    reason: one\n  - channel: bazel:entry-content\n    reason: two\n",
+    )
+    .unwrap();
+    let out = bin().arg("check-config").arg(&cfg).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("declared bazel:artifact-tag is never planted here (only Turborepo's API"),
+        "{err}"
+    );
+    assert!(!err.contains("declared bazel:entry-content"), "{err}");
+}
