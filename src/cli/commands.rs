@@ -301,6 +301,13 @@ pub(super) fn recover(args: RecoverArgs, gh: &GithubOptions, key: Key) -> Result
 
 pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     show_progress(args.format, Planting::Both);
+    // A drill's cleanup takes the very plant recover read: a listing now
+    // could pick a newer drill nobody has recovered yet.
+    if args.cross.drill.is_some() {
+        return Err(Failure::Other(
+            "cleanup takes the probe id recover printed (--probe-id drill-NAME-RUN), not --drill: a newer drill may not be recovered yet".into(),
+        ));
+    }
     // The receipt must be this probe's: the id given, else (in Actions)
     // this workflow run's own. A receipt of another probe, even a genuine
     // signed one, would clean that probe's plants and leave this one's.
@@ -310,8 +317,22 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
         .probe_id
         .clone()
         .or_else(|| marker::default_probe_id(&env));
-    let receipt = args
-        .receipt
+    // A drill's receipt artifact is taken first (checked, then deleted):
+    // once cleanup has run, no later recover may read this plant again,
+    // where a store cleaned since would read as closed. Its receipt is
+    // then what cleanup works from.
+    let mut _taken = None;
+    let receipt_path = match (&args.receipt, expected.as_deref()) {
+        (None, Some(id)) => match super::drill::take_receipt(id, &key)? {
+            Some((path, dir)) => {
+                _taken = Some(dir);
+                Some(path)
+            }
+            None => None,
+        },
+        (r, _) => r.clone(),
+    };
+    let receipt = receipt_path
         .as_deref()
         .map(|p| Receipt::read(p, expected.as_deref(), &key))
         .transpose()?;
@@ -347,14 +368,6 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
     // lists anything (nothing found for a receipt with entries means a
     // wrong key or a plant elsewhere: it stays the record), and never
     // after a signal.
-    // A drill's plant cleaned up: its receipt artifact goes too, so that
-    // no later recover takes this plant's absence for a closed store.
-    if report.cleanup.left.is_empty()
-        && report.cleanup.refused.is_empty()
-        && crate::signals::received().is_none()
-    {
-        super::drill::retire(&probe_id, &key);
-    }
     let nothing_left = report.cleanup.left.is_empty()
         && report.cleanup.kept.is_empty()
         && report.cleanup.refused.is_empty()
@@ -370,10 +383,14 @@ pub(super) fn cleanup(args: CleanupArgs, key: Key) -> Result<i32, Failure> {
                         .any(|c| c.name == s.name && c.type_name == s.type_name)
             }) && (!listed || report.cleanup.removed > 0)
         };
-        let path = args.receipt.clone().or_else(|| {
-            found_receipt(&probe_id)
-                .filter(|p| Receipt::read(p, Some(&probe_id), &key).is_ok_and(|r| covered(&r)))
-        });
+        let path = args
+            .receipt
+            .clone()
+            .filter(|_| _taken.is_none())
+            .or_else(|| {
+                found_receipt(&probe_id)
+                    .filter(|p| Receipt::read(p, Some(&probe_id), &key).is_ok_and(|r| covered(&r)))
+            });
         if let Some(path) = path {
             match std::fs::remove_file(&path) {
                 Ok(()) => note(&format!(

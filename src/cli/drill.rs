@@ -124,43 +124,59 @@ pub(super) fn job_env(name: &str) -> Option<String> {
     super::config_env(name).and_then(|v| v.into_string().ok())
 }
 
-/// After a drill's cleanup that left nothing behind (what `permanent:
-/// true` kept aside): the planting run's receipt artifact, checked to be
-/// this probe's (its probe id, its MAC under the key), is deleted
-/// (`actions: write`), so that no later recover reads a plant already
-/// cleaned up, whose absence would read as closed. Said either way.
-pub(super) fn retire(probe_id: &str, key: &marker::Key) {
+/// A drill's cleanup, before anything is removed: the planting run's
+/// receipt artifact for `probe_id` (a `drill-NAME-RUN` one), checked to
+/// be its own (its one file, a receipt of this probe id signed under the
+/// key), is deleted through the API (`actions: write`), and its receipt
+/// handed to cleanup in a private file. So no later recover reads a plant
+/// cleaned up (whose absence would read as closed); if the artifact cannot
+/// be deleted, nothing is removed. `None`: not a drill's probe id, or its
+/// artifact is gone already (cleanup then works by probe id).
+pub(super) fn take_receipt(
+    probe_id: &str,
+    key: &marker::Key,
+) -> Result<Option<(PathBuf, tempfile::TempDir)>, Failure> {
     let Some((name, run)) = crate::drill::of_probe_id(probe_id) else {
-        return;
+        return Ok(None);
     };
-    let Some(api) = crate::trust::JobApi::from_env(&job_env) else {
-        note(
-            "the drill's receipt artifact stays (no API here to delete it with): a later recover may read this plant again",
-        );
-        return;
+    let fail = |e: String| {
+        Failure::Other(format!(
+            "drill {name}'s cleanup removes nothing while the planting run's receipt artifact stays (a later recover would read this plant again): {e}"
+        ))
     };
-    let art = crate::drill::artifact(name);
-    let checked = (|| -> Result<u64, crate::fault::Fault> {
-        let id = crate::drill::receipt_artifact(&api, run, name)?
-            .ok_or_else(|| crate::fault::Fault::broken("it is gone already"))?;
-        let bytes = crate::drill::receipt_from(&api, run, name)?;
-        let dir = tempfile::tempdir().map_err(|e| crate::fault::Fault::broken(e.to_string()))?;
-        let path = dir.path().join("receipt.json");
-        std::fs::write(&path, bytes).map_err(|e| crate::fault::Fault::broken(e.to_string()))?;
-        Receipt::read(&path, Some(probe_id), key)?;
-        api.delete(
-            &format!("/repos/{}/actions/artifacts/{id}", api.repo),
-            "deleting the drill's receipt artifact",
-        )
-        .map_err(|e| crate::fault::Fault::broken(e.text()))?;
-        Ok(id)
-    })();
-    match checked {
-        Ok(id) => note(&format!(
-            "deleted the drill's receipt artifact {art} ({id}) of run {run}: this plant is cleaned up, and no later recover reads it again"
-        )),
-        Err(e) => note(&format!(
-            "the drill's receipt artifact {art} of run {run} stays ({e}): a later recover may read this plant again"
-        )),
+    if !key.is_configured() {
+        return Err(fail(format!("${} is unset", marker::KEY_ENV)));
     }
+    let api = crate::trust::JobApi::from_env(&job_env)
+        .ok_or_else(|| fail("GITHUB_REPOSITORY and a token are needed".into()))?;
+    let Some(id) =
+        crate::drill::receipt_artifact(&api, run, name).map_err(|e| fail(e.into_reason()))?
+    else {
+        note(&format!(
+            "drill {name}'s receipt artifact of run {run} is gone already: cleaning up by probe id"
+        ));
+        return Ok(None);
+    };
+    let bytes = crate::drill::receipt_from(&api, run, name).map_err(|e| fail(e.into_reason()))?;
+    let dir = tempfile::Builder::new()
+        .prefix("runwarden-drill-")
+        .tempdir()
+        .map_err(|e| fail(e.to_string()))?;
+    let path = dir
+        .path()
+        .join(format!("runwarden-receipt-{probe_id}.json"));
+    std::fs::write(&path, bytes).map_err(|e| fail(e.to_string()))?;
+    let r = Receipt::read(&path, Some(probe_id), key).map_err(|e| fail(e.into_reason()))?;
+    if r.mac.is_none() {
+        return Err(fail("the receipt is not signed".into()));
+    }
+    api.delete(
+        &format!("/repos/{}/actions/artifacts/{id}", api.repo),
+        "deleting the drill's receipt artifact",
+    )
+    .map_err(|e| fail(e.text()))?;
+    note(&format!(
+        "deleted drill {name}'s receipt artifact ({id}) of run {run}: no later recover reads this plant again"
+    ));
+    Ok(Some((path, dir)))
 }

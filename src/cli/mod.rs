@@ -221,14 +221,15 @@ pub struct CrossArgs {
     pub probe_id: Option<String>,
     /// The poisoning drill NAME (docs/recipes/poisoning-drill.md): the
     /// probe id is drill-NAME-<planting run's id>. `plant` plants as this
-    /// run; `recover` and `cleanup` find the planting run with
-    /// `--planted-by`.
+    /// run; `recover` finds the planting run with `--planted-by`;
+    /// `cleanup` takes the probe id recover printed.
     #[arg(long, value_name = "NAME", conflicts_with = "probe_id")]
     pub drill: Option<String>,
-    /// With `--drill`: the workflow file whose newest completed run
-    /// planted (its runs are listed through the API, with this job's
-    /// token, `actions: read`); without `--receipt`, `recover` reads that
-    /// run's artifact runwarden-receipt-NAME through the API.
+    /// With `--drill`, in `recover`: the workflow file whose newest
+    /// completed run planted (its runs are listed through the API with
+    /// this job's token, `actions: read`); without `--receipt`, `recover`
+    /// reads that run's artifact runwarden-receipt-NAME through the API.
+    /// (`cleanup` takes the probe id recover printed instead.)
     #[arg(long, value_name = "WORKFLOW", requires = "drill")]
     pub planted_by: Option<String>,
     /// Where to make the private work directory (default: system temp).

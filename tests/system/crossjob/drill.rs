@@ -400,6 +400,21 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
         via.starts_with(&format!("artifact runwarden-receipt-release of run {id}")),
         "{via}"
     );
+    // A token that may not delete the receipt artifact: cleanup removes
+    // nothing (else a later recover would read this plant again, cleaned).
+    let reader = gh.token(&[("contents", "read"), ("actions", "read")]);
+    let mut weak = b.clone();
+    weak.retain(|(k, _)| k != "GITHUB_TOKEN");
+    weak.push(("GITHUB_TOKEN".into(), reader));
+    let probe = format!("drill-release-{id}");
+    let c = run(
+        work.path(),
+        &["cleanup", "--config", "c.yml", "--probe-id", &probe],
+        &env(&weak),
+    );
+    assert_eq!(c.code, 2, "{}\n{}", c.stdout, c.stderr);
+    assert!(c.stderr.contains("removes nothing"), "{}", c.stderr);
+    assert!(!cache.entries().is_empty() && !build.is_empty());
     let c = cleanup(&id);
     assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
     assert!(cache.entries().is_empty() && build.is_empty());
