@@ -122,14 +122,12 @@ pub fn receipt_artifact(api: &JobApi, run_id: &str, name: &str) -> Result<Option
         .and_then(|a| a["id"].as_u64()))
 }
 
-/// The receipt drill `name`'s planting run `run_id` uploaded: its
-/// artifact's one file, a `.json` (an artifact holding anything else is
-/// not the receipt's), read through the API (the download is a signed
-/// URL, fetched without the token).
-pub fn receipt_from(api: &JobApi, run_id: &str, name: &str) -> Result<Vec<u8>, Fault> {
+/// The receipt in drill `name`'s artifact `id` (its planting run's,
+/// [`receipt_artifact`]): the artifact's one file, a `.json` (an artifact
+/// holding anything else is not the receipt's), read through the API (the
+/// download is a signed URL, fetched without the token).
+pub fn receipt_of(api: &JobApi, id: u64, name: &str) -> Result<Vec<u8>, Fault> {
     let art = artifact(name);
-    let id = receipt_artifact(api, run_id, name)?
-        .ok_or_else(|| Fault::broken(format!("run {run_id} has no artifact {art}")))?;
     let url = api
         .redirect(
             &format!("/repos/{}/actions/artifacts/{id}/zip", api.repo),

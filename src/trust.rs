@@ -318,6 +318,17 @@ impl JobApi {
     }
 }
 
+/// The job's event payload (`GITHUB_EVENT_PATH`): a regular file of at
+/// most 64 MiB (the job can write where it lies), JSON; `Null` when there
+/// is none.
+pub fn event_payload(env: &dyn Fn(&str) -> Option<String>) -> Value {
+    env("GITHUB_EVENT_PATH")
+        .filter(|p| !p.is_empty())
+        .and_then(|p| crate::sys::read_regular(std::path::Path::new(&p), 64 << 20).ok())
+        .and_then(|t| serde_json::from_slice(&t).ok())
+        .unwrap_or_default()
+}
+
 /// This job's trust, from its environment and event payload (a regular
 /// file of at most 64 MiB: the job can write where it lies) and, when
 /// `ask`, the API's word on its branch (only a recovering run asks: a
@@ -337,10 +348,7 @@ pub fn this_job(env: &dyn Fn(&str) -> Option<String>, ask: bool) -> Trust {
         };
     }
     let event = get("GITHUB_EVENT_NAME").unwrap_or_default();
-    let payload: Value = get("GITHUB_EVENT_PATH")
-        .and_then(|p| crate::sys::read_regular(std::path::Path::new(&p), 64 << 20).ok())
-        .and_then(|t| serde_json::from_slice(&t).ok())
-        .unwrap_or_default();
+    let payload = event_payload(env);
     let git_ref = get("GITHUB_REF");
     let api = if ask { JobApi::from_env(env) } else { None };
     let protected = |b: &str| match &api {

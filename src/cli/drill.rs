@@ -4,6 +4,7 @@
 //! in a recover ([`crate::trust`], [`crate::drill`]).
 
 use super::{CrossArgs, Failure, note};
+use crate::fault::Fault;
 use crate::marker;
 use crate::receipt::Receipt;
 use std::path::PathBuf;
@@ -51,22 +52,36 @@ pub(super) fn receipt(
     let api = crate::trust::JobApi::from_env(&job_env).ok_or_else(|| {
         Failure::Other("reading the receipt artifact needs GITHUB_REPOSITORY and a token".into())
     })?;
-    let bytes = crate::drill::receipt_from(&api, run, name)
+    let fetched = crate::drill::receipt_artifact(&api, run, name)
+        .and_then(|id| id.ok_or_else(|| Fault::broken(format!("run {run} has none"))))
+        .and_then(|id| fetch(&api, id, name, probe_id))
         .map_err(|e| Failure::Other(format!("reading drill {name}'s receipt artifact: {e}")))?;
-    let dir = tempfile::Builder::new()
-        .prefix("runwarden-drill-")
-        .tempdir()
-        .map_err(|e| Failure::Other(format!("cannot make a private directory: {e}")))?;
-    let path = dir
-        .path()
-        .join(format!("runwarden-receipt-{probe_id}.json"));
-    std::fs::write(&path, bytes)
-        .map_err(|e| Failure::Other(format!("cannot write the receipt: {e}")))?;
     let via = format!(
         "artifact {} of run {run} ({wf}), read through the API: an untrusted run's upload, trusted for nothing the witnesses do not confirm",
         crate::drill::artifact(name)
     );
-    Ok((path, via, dir))
+    Ok((fetched.0, via, fetched.1))
+}
+
+/// The receipt in drill `name`'s artifact `id`, written to a file of a
+/// private directory named as this probe's receipt.
+fn fetch(
+    api: &crate::trust::JobApi,
+    id: u64,
+    name: &str,
+    probe_id: &str,
+) -> Result<(PathBuf, tempfile::TempDir), Fault> {
+    let bytes = crate::drill::receipt_of(api, id, name)?;
+    let dir = tempfile::Builder::new()
+        .prefix("runwarden-drill-")
+        .tempdir()
+        .map_err(|e| Fault::broken(format!("cannot make a private directory: {e}")))?;
+    let path = dir
+        .path()
+        .join(format!("runwarden-receipt-{probe_id}.json"));
+    std::fs::write(&path, bytes)
+        .map_err(|e| Fault::broken(format!("cannot write the receipt: {e}")))?;
+    Ok((path, dir))
 }
 
 /// Both runs' trust in a recover, read before run B does anything (a
@@ -84,7 +99,7 @@ pub(super) fn trusts(
     let api = crate::trust::JobApi::from_env(&job_env);
     let verified = match (planting, &api) {
         (Some(id), Some(api)) => Some(crate::trust::of_run(api, id)),
-        (Some(_), None) => Some(Err(crate::fault::Fault::unsupported(
+        (Some(_), None) => Some(Err(Fault::unsupported(
             "no GITHUB_REPOSITORY or token to ask with",
         ))),
         (None, _) => None,
@@ -157,15 +172,7 @@ pub(super) fn take_receipt(
         ));
         return Ok(None);
     };
-    let bytes = crate::drill::receipt_from(&api, run, name).map_err(|e| fail(e.into_reason()))?;
-    let dir = tempfile::Builder::new()
-        .prefix("runwarden-drill-")
-        .tempdir()
-        .map_err(|e| fail(e.to_string()))?;
-    let path = dir
-        .path()
-        .join(format!("runwarden-receipt-{probe_id}.json"));
-    std::fs::write(&path, bytes).map_err(|e| fail(e.to_string()))?;
+    let (path, dir) = fetch(&api, id, name, probe_id).map_err(|e| fail(e.into_reason()))?;
     let r = Receipt::read(&path, Some(probe_id), key).map_err(|e| fail(e.into_reason()))?;
     if r.mac.is_none() {
         return Err(fail("the receipt is not signed".into()));

@@ -163,14 +163,7 @@ fn fork_pull_request(var: &dyn Fn(&str) -> Option<String>) -> bool {
     if !event.starts_with("pull_request") || event == "pull_request_target" {
         return false;
     }
-    // (A regular file, bounded: the job can write where it lies.)
-    let Some(path) = var("GITHUB_EVENT_PATH") else {
-        return false;
-    };
-    let Ok(text) = crate::sys::read_regular(std::path::Path::new(&path), 64 << 20) else {
-        return false;
-    };
-    let v: Value = serde_json::from_slice(&text).unwrap_or_default();
+    let v = crate::trust::event_payload(var);
     let pr = &v["pull_request"];
     pr["head"]["repo"]["full_name"] != pr["base"]["repo"]["full_name"]
 }

@@ -44,6 +44,23 @@ fn job(
     .collect()
 }
 
+/// A completed run of drill-plant.yml on `event` from a fork's pull
+/// request, as the API records it (its ref is the base branch, main);
+/// its id.
+fn planting_run(gh: &GitHubServer, event: &str) -> u64 {
+    gh.add(
+        "workflow-run",
+        REPO,
+        json!({
+            "event": event, "head_branch": "main", "status": "completed",
+            "path": ".github/workflows/drill-plant.yml",
+            "repository": { "full_name": REPO },
+            "head_repository": { "full_name": "stranger/app" },
+            "actor": { "type": "User" },
+        }),
+    )
+}
+
 fn env(v: &[(String, String)]) -> Vec<(&str, &str)> {
     v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
@@ -57,16 +74,7 @@ fn a_write_by_an_untrusted_run_read_by_a_trusted_one_leads_every_output() {
     gh.add("branch", REPO, json!({ "name": "main", "protected": true }));
     // The planting run, as the API records it: a fork's pull request on
     // pull_request_target (its ref is the base branch, main).
-    let planting = gh.add(
-        "workflow-run",
-        REPO,
-        json!({
-            "event": "pull_request_target", "head_branch": "main", "status": "completed",
-            "repository": { "full_name": REPO },
-            "head_repository": { "full_name": "stranger/app" },
-            "actor": { "type": "User" },
-        }),
-    );
+    let planting = planting_run(&gh, "pull_request_target");
     let work = tempfile::tempdir().unwrap();
     let shared = work.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
@@ -257,17 +265,7 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     // it), its plant with `runtime`, `s3` keys and the build cache's
     // writes `refused`, its receipt uploaded; then the recovering run.
     let drill = |runtime: &str, s3_keys: &seaweed::Keys, refused: bool| {
-        let planting = gh.add(
-            "workflow-run",
-            REPO,
-            json!({
-                "event": "pull_request_target", "head_branch": "main", "status": "completed",
-                "path": ".github/workflows/drill-plant.yml",
-                "repository": { "full_name": REPO },
-                "head_repository": { "full_name": "stranger/app" },
-                "actor": { "type": "User" },
-            }),
-        );
+        let planting = planting_run(&gh, "pull_request_target");
         let id = planting.to_string();
         let mut a = job(
             work.path(),
@@ -445,16 +443,7 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
     // A fork's pull request that made drill-plant.yml run on
     // pull_request (its own copy), with a receipt of its own making: a
     // newer completed run of the workflow, passed over.
-    let fork_run = gh.add(
-        "workflow-run",
-        REPO,
-        json!({
-            "event": "pull_request", "head_branch": "main", "status": "completed",
-            "path": ".github/workflows/drill-plant.yml",
-            "repository": { "full_name": REPO },
-            "head_repository": { "full_name": "stranger/app" },
-        }),
-    );
+    let fork_run = planting_run(&gh, "pull_request");
     let junk = runwarden::archive::zip_stored(&[("runwarden-receipt.json", b"{}")]);
     gh.add_artifact(REPO, fork_run, "runwarden-receipt-release", &junk);
     let r = run(work.path(), recover, &env(&b));
@@ -511,15 +500,7 @@ fn the_drill_fails_open_stores_with_the_direction_and_passes_closed_ones() {
 fn a_drill_without_a_key_reads_no_receipt() {
     let gh = GitHubServer::start().unwrap();
     let token = gh.token(&[("contents", "read"), ("actions", "read")]);
-    gh.add(
-        "workflow-run",
-        REPO,
-        json!({
-            "event": "pull_request_target", "status": "completed",
-            "path": ".github/workflows/drill-plant.yml",
-            "repository": { "full_name": REPO },
-        }),
-    );
+    planting_run(&gh, "pull_request_target");
     let work = tempfile::tempdir().unwrap();
     let shared = work.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
