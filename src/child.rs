@@ -13,6 +13,7 @@ use crate::surface::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::io::{Read, Write};
 
 /// One instance (a configured surface or its control) for a run to work on.
@@ -38,6 +39,13 @@ pub struct Target {
     /// `Created`) and then remove after `cleanup`'s entries.
     #[serde(default)]
     pub find: Vec<PlantJob>,
+    /// For run B, on a control: the id of the target it is the control
+    /// of. The control is then read after that target, and only for the
+    /// carriers it did not find: a carrier found is a FAIL on the finding
+    /// alone, and its control has nothing to prove (the engine reports it
+    /// `not-run`; a PASS still needs the control recovered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_of: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -202,14 +210,20 @@ pub fn run() -> i32 {
 }
 
 /// Runs `targets`, at most [`WORKERS`] at a time, until all are done.
+/// Controls are taken last (see [`Target::control_of`]), so that a
+/// worker waiting for a control's surface never waits for a target no
+/// worker has taken.
 fn run_all(targets: &[Target], ctx: &RunCtx<'_>) {
+    let mut order: Vec<&Target> = targets.iter().collect();
+    order.sort_by_key(|t| t.control_of.is_some());
+    let found = FoundSoFar::new(targets);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let workers = targets.len().min(WORKERS);
     let work = || {
         loop {
             let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let Some(t) = targets.get(i) else { break };
-            run_target(t, ctx);
+            let Some(t) = order.get(i) else { break };
+            run_target(t, ctx, &found);
         }
     };
     // This thread is one of the workers: a thread fewer to start.
@@ -221,14 +235,146 @@ fn run_all(targets: &[Target], ctx: &RunCtx<'_>) {
     });
 }
 
+/// What each target a control waits for found, once its recovery is over.
+struct FoundSoFar {
+    /// Per awaited target id: `None` until its recovery is over, then the
+    /// keys it found.
+    done: std::sync::Mutex<std::collections::HashMap<usize, Option<HashSet<String>>>>,
+    over: std::sync::Condvar,
+}
+
+impl FoundSoFar {
+    fn new(targets: &[Target]) -> FoundSoFar {
+        // Only targets of this request are waited for (a control whose
+        // surface is elsewhere is read in full).
+        let ids: HashSet<usize> = targets.iter().map(|t| t.id).collect();
+        let awaited = targets
+            .iter()
+            .filter_map(|t| t.control_of)
+            .filter(|id| ids.contains(id))
+            .map(|id| (id, None))
+            .collect();
+        FoundSoFar {
+            done: std::sync::Mutex::new(awaited),
+            over: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Target `id` is over, having found `keys` (a panic counts as over
+    /// with nothing found: see [`Over`]).
+    fn finish(&self, id: usize, keys: HashSet<String>) {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = done.get_mut(&id) {
+            slot.get_or_insert(keys);
+            self.over.notify_all();
+        }
+    }
+
+    /// The keys target `id` found, once it is over (nothing when no
+    /// target of this request has that id).
+    fn wait(&self, id: usize) -> HashSet<String> {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            match done.get(&id) {
+                None => return HashSet::new(),
+                Some(Some(keys)) => return keys.clone(),
+                Some(None) => done = self.over.wait(done).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+    }
+}
+
+/// Marks a target over when dropped, whatever happened to it (a return
+/// before recovery, a panic): a control waiting for it never hangs.
+struct Over<'a> {
+    found: &'a FoundSoFar,
+    id: usize,
+    keys: HashSet<String>,
+}
+
+impl Drop for Over<'_> {
+    fn drop(&mut self) {
+        self.found.finish(self.id, std::mem::take(&mut self.keys));
+    }
+}
+
 /// How many targets run at once: enough for a surface and its control
 /// (and a few network surfaces) to overlap, bounded so that a config of
 /// many surfaces does not start them all together.
 const WORKERS: usize = 4;
 
+/// Control `t` cut to the carriers its surface did not find (`skip`).
+fn unfound(t: &Target, skip: &HashSet<String>) -> Target {
+    Target {
+        recover: t
+            .recover
+            .iter()
+            .filter(|w| !skip.contains(&w.key))
+            .cloned()
+            .collect(),
+        ..t.clone()
+    }
+}
+
+/// Every outcome of target `t`, whose surface could not be opened: an
+/// error for `reason`.
+fn unopened(t: &Target, reason: &str) {
+    let reason = reason.to_string();
+    for job in &t.plant {
+        let outcome = PlantOutcome::Error {
+            reason: reason.clone(),
+        };
+        emit(&Event::Planted {
+            target: t.id,
+            key: job.key.clone(),
+            outcome,
+        });
+    }
+    for w in &t.recover {
+        let outcome = RecoverOutcome::Error {
+            reason: reason.clone(),
+        };
+        emit(&Event::Recovered {
+            target: t.id,
+            key: w.key.clone(),
+            outcome,
+        });
+    }
+    if !t.find.is_empty() {
+        emit(&Event::FindFailed {
+            target: t.id,
+            reason: reason.clone(),
+        });
+    }
+    for index in 0..t.cleanup.len() {
+        let outcome = CleanupOutcome::Left {
+            reason: reason.clone(),
+        };
+        emit(&Event::Cleaned {
+            target: t.id,
+            index,
+            outcome,
+        });
+    }
+}
+
 /// Plants, recovers, finds and cleans up one target, emitting each
-/// outcome as it comes.
-fn run_target(t: &Target, ctx: &RunCtx<'_>) {
+/// outcome as it comes. A control is first cut to what its surface did
+/// not find ([`Target::control_of`]).
+fn run_target(t: &Target, ctx: &RunCtx<'_>, found: &FoundSoFar) {
+    let mut over = Over {
+        found,
+        id: t.id,
+        keys: HashSet::new(),
+    };
+    let cut;
+    let t = match t.control_of {
+        Some(of) => {
+            cut = unfound(t, &found.wait(of));
+            &cut
+        }
+        None => t,
+    };
     let ctx = &RunCtx {
         probe_id: ctx.probe_id,
         key: ctx.key,
@@ -239,45 +385,7 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
         .and_then(|ty| ty.open(&t.settings).map_err(Fault::into_reason));
     let inst = match opened {
         Ok(i) => i,
-        Err(reason) => {
-            for job in &t.plant {
-                let outcome = PlantOutcome::Error {
-                    reason: reason.clone(),
-                };
-                emit(&Event::Planted {
-                    target: t.id,
-                    key: job.key.clone(),
-                    outcome,
-                });
-            }
-            for w in &t.recover {
-                let outcome = RecoverOutcome::Error {
-                    reason: reason.clone(),
-                };
-                emit(&Event::Recovered {
-                    target: t.id,
-                    key: w.key.clone(),
-                    outcome,
-                });
-            }
-            if !t.find.is_empty() {
-                emit(&Event::FindFailed {
-                    target: t.id,
-                    reason: reason.clone(),
-                });
-            }
-            for index in 0..t.cleanup.len() {
-                let outcome = CleanupOutcome::Left {
-                    reason: reason.clone(),
-                };
-                emit(&Event::Cleaned {
-                    target: t.id,
-                    index,
-                    outcome,
-                });
-            }
-            return;
-        }
+        Err(reason) => return unopened(t, &reason),
     };
     if !t.plant.is_empty() {
         let mut created = |entry: Value| {
@@ -304,6 +412,9 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
         };
         let outcomes = inst.recover(ctx, &t.recover, &mut notice);
         for (w, outcome) in t.recover.iter().zip(outcomes) {
+            if matches!(outcome, RecoverOutcome::Found { .. }) {
+                over.keys.insert(w.key.clone());
+            }
             emit(&Event::Recovered {
                 target: t.id,
                 key: w.key.clone(),
@@ -311,6 +422,9 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>) {
             });
         }
     }
+    // Its control need not wait for the rest (this run's cleanup is a
+    // phase of its own).
+    drop(over);
     let mut entries = t.cleanup.clone();
     if !t.find.is_empty() {
         match inst.find_planted(ctx, &t.find) {

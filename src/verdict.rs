@@ -91,11 +91,20 @@ pub struct Evidence {
     pub accept_unconfirmed: bool,
 }
 
-/// Summarises the control instance's evidence.
+/// Summarises the control instance's evidence. A control planted but
+/// never read is `not-run` only where the carrier itself was found (run B
+/// reads a control only for what its surface did not give up: a FAIL
+/// stands on the finding alone); anywhere else it is an error. Only
+/// `recovered` lets a carrier PASS.
 pub fn control_state(e: &Evidence) -> Control {
     match (&e.control_plant, &e.control_recover) {
         (Some(PlantOutcome::Planted { .. }), Some(RecoverOutcome::Found { .. })) => {
             Control::Recovered
+        }
+        (Some(PlantOutcome::Planted { .. }), None)
+            if matches!(e.recover, Some(RecoverOutcome::Found { .. })) =>
+        {
+            Control::NotRun
         }
         (
             Some(PlantOutcome::Planted { .. }),
@@ -444,6 +453,29 @@ mod tests {
         // A found nonce is a channel whatever the control says.
         e.recover = Some(found());
         assert_eq!(decide(&e).0, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_control_left_unread_is_not_run_only_beside_a_finding() {
+        // Run B reads a control only for what its surface did not give up.
+        let mut e = ev(Some(planted()), Some(found()));
+        e.control_plant = Some(planted());
+        e.control_recover = None;
+        assert_eq!(control_state(&e), Control::NotRun);
+        assert_eq!(decide(&e).0, Verdict::Fail);
+        // Left unread beside anything else, it is an error: never a PASS.
+        for r in [
+            not_found(),
+            RecoverOutcome::Denied {
+                reason: "403".into(),
+            },
+        ] {
+            e.recover = Some(r);
+            assert_eq!(control_state(&e), Control::Error);
+            let (v, d) = decide(&e);
+            assert_eq!(v, Verdict::Error);
+            assert!(d.contains("the control was never recovered"), "{d}");
+        }
     }
 
     #[test]

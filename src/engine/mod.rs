@@ -94,6 +94,7 @@ impl Inst {
             recover: vec![],
             cleanup: vec![],
             find: vec![],
+            control_of: None,
         }
     }
 }

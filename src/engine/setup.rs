@@ -393,7 +393,10 @@ impl Setup {
     }
 
     /// Run B's targets: every slot whose plant (on that instance) said
-    /// what to look for.
+    /// what to look for. A control names its surface's target: run B reads
+    /// it after, and only for what the surface did not give up (a control
+    /// not read is `not-run`, which no PASS accepts: see
+    /// [`crate::verdict::control_state`]).
     pub(super) fn recover_targets(&self) -> Vec<Target> {
         self.insts
             .iter()
@@ -420,6 +423,10 @@ impl Setup {
                         }
                     })
                     .collect(),
+                control_of: self
+                    .insts
+                    .iter()
+                    .position(|i| inst.control && !i.control && i.surface == inst.surface),
                 ..inst.target(id)
             })
             .collect()

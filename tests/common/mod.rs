@@ -137,6 +137,17 @@ pub fn exposure(p: &Probe, id: &str) -> Value {
 }
 
 /// No output of `p` (stdout, stderr, report) holds a credential.
+/// The control a finding shows: a carrier found (FAIL, AUTHORIZED) needs
+/// none, so run B does not read it (`not-run`); one that passed, or failed
+/// to be found, had its control recovered.
+pub fn assert_control_sound(f: &Value) {
+    let want = match f["verdict"].as_str() {
+        Some("fail" | "authorized") => "not-run",
+        _ => "recovered",
+    };
+    assert_eq!(f["control"], want, "{f}");
+}
+
 pub fn no_secrets(p: &Probe, secrets: &[&str]) {
     let all = format!("{}{}{}", p.stdout, p.stderr, p.report);
     for s in secrets {

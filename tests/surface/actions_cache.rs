@@ -119,7 +119,7 @@ fn every_carrier_is_open_with_a_read_write_token_and_cleanup_takes_only_the_plan
     assert_eq!(verdicts(&p), ["fail"; 4], "{}", p.report);
     for c in CARRIERS {
         let f = p.finding(&format!("cache:{c}"));
-        assert_eq!(f["control"], "recovered", "{f}");
+        assert_control_sound(f);
         assert_eq!(f["persistence"], "until-evicted");
         let detail = f["detail"].as_str().unwrap();
         assert!(detail.contains("refs/heads/main"), "{c}: {detail}");

@@ -48,7 +48,7 @@ fn all_carriers_fail_on(dir: &Path, persistence: &str) {
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
     assert_all(&p, "shared", "fail");
     for f in p.report["findings"].as_array().unwrap() {
-        assert_eq!(f["control"], "recovered");
+        assert_control_sound(f);
         assert_eq!(f["persistence"], persistence);
         assert_eq!(f["declared"], false);
     }
@@ -116,7 +116,7 @@ fn a_read_only_filesystem_is_pass_with_the_refusal() {
     assert_all(&p, "ro", "pass");
     for f in p.report["findings"].as_array().unwrap() {
         assert!(f["detail"].as_str().unwrap().contains("EROFS"), "{f}");
-        assert_eq!(f["control"], "recovered");
+        assert_control_sound(f);
     }
 }
 
@@ -141,7 +141,7 @@ fn a_directory_closed_to_run_b_is_pass() {
     assert_all(&p, "closed", "pass");
     assert_eq!(p.report["runs"]["b_uid"], 65534);
     for f in p.report["findings"].as_array().unwrap() {
-        assert_eq!(f["control"], "recovered", "{f}");
+        assert_control_sound(f);
         assert!(
             f["detail"].as_str().unwrap().contains("Permission denied"),
             "{f}"
@@ -680,7 +680,7 @@ fn a_directory_private_to_each_run_is_pass_after_a_full_scan() {
     assert_eq!(p.code, 0, "{}\n{}", p.stdout, p.stderr);
     assert_all(&p, "per-run", "pass");
     for f in p.report["findings"].as_array().unwrap() {
-        assert_eq!(f["control"], "recovered", "{f}");
+        assert_control_sound(f);
         assert!(
             f["detail"]
                 .as_str()
@@ -734,7 +734,7 @@ fn probe_unlistable(dir: &Path) {
     for c in ALL_CARRIERS.iter().chain(["runner-persistence"].iter()) {
         let f = p.finding(&format!("dropbox:{c}"));
         let detail = f["detail"].as_str().unwrap();
-        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        assert_control_sound(f);
         if BY_AGREED_NAME.contains(c) {
             assert_eq!(f["verdict"], "fail", "{c}: {f}\n{}", p.stderr);
             assert!(detail.contains("looked up by its agreed name"), "{c}: {f}");
@@ -814,7 +814,7 @@ fn a_default_acl_does_not_close_what_the_sender_can_chmod() {
     for c in ALL_CARRIERS {
         let f = p.finding(&format!("shared:{c}"));
         assert_eq!(f["verdict"], "fail", "{c}: {f}\n{}", p.stderr);
-        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        assert_control_sound(f);
     }
     assert!(leftovers(&private).is_empty());
     // The same directory without the ACL: A's files are 0644, all open.

@@ -56,7 +56,7 @@ fn assert_open(p: &Probe, surface: &str) {
         let expect = if c == "deleted-ref" { "pass" } else { "fail" };
         let f = p.finding(&format!("{surface}:{c}"));
         assert_eq!(f["verdict"], expect, "{c}: {f}\n{}", p.stderr);
-        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        assert_control_sound(f);
     }
     assert_eq!(
         p.finding(&format!("{surface}:unreachable-object"))["persistence"],
@@ -212,7 +212,7 @@ fn smart_http_with_a_read_only_user_is_pass_on_every_write_carrier() {
     for c in WRITE_CARRIERS {
         let f = p.finding(&format!("origin:{c}"));
         assert_eq!(f["verdict"], "pass", "{c}: {f}");
-        assert_eq!(f["control"], "recovered");
+        assert_control_sound(f);
         assert!(f["detail"].as_str().unwrap().contains("403"), "{f}");
     }
     fx.unchanged();
@@ -493,7 +493,7 @@ fn a_scope_that_holds_is_authorized_inside_and_pass_outside() {
         assert_eq!(inside["verdict"], "authorized", "{inside}");
         assert_eq!(inside["channel"], format!("origin:{c}"));
         assert_eq!(inside["scope"]["refs"], "refs/heads/memory/*");
-        assert_eq!(inside["control"], "recovered");
+        assert_control_sound(&inside);
         let outside = scoped(&p, c, "outside");
         assert_eq!(outside["verdict"], "pass", "{outside}");
         assert!(
@@ -749,7 +749,7 @@ fn a_server_that_refuses_unadvertised_objects_closes_unreachable_object() {
     let (_srv, p) = probe_over_http(&fx, "writer", false);
     let f = p.finding("origin:unreachable-object");
     assert_eq!(f["verdict"], "pass", "{f}");
-    assert_eq!(f["control"], "recovered");
+    assert_control_sound(f);
     assert!(
         f["detail"]
             .as_str()
@@ -1029,7 +1029,7 @@ fn a_server_that_moves_pushed_branches_is_fail_and_cleanup_names_where() {
     for c in CONTENT_CARRIERS {
         let f = p.finding(&format!("origin:{c}"));
         assert_eq!(f["verdict"], "fail", "{c}: {f}");
-        assert_eq!(f["control"], "recovered", "{c}: {f}");
+        assert_control_sound(f);
         let detail = f["detail"].as_str().unwrap();
         assert!(
             detail.contains("under \"refs/heads/archive/runwarden/")

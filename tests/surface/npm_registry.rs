@@ -63,7 +63,7 @@ fn every_carrier_is_open_to_the_publisher_and_closed_to_the_reader() {
     assert_eq!(p.code, 1, "{}\n{}", p.stdout, p.stderr);
     assert_eq!(verdicts(&p), ["fail"; 5], "{}", p.report);
     for c in CARRIERS {
-        assert_eq!(p.finding(&format!("npm:{c}"))["control"], "recovered");
+        assert_control_sound(p.finding(&format!("npm:{c}")));
     }
     assert_eq!(
         p.report["cleanup"]["left"],

@@ -118,7 +118,7 @@ fn plant_in_one_job_is_recovered_in_another_and_cleaned_by_receipt() {
     }
     assert_eq!(rec.verdict("shared:runner-persistence"), "pass");
     for f in rec.report["findings"].as_array().unwrap() {
-        assert_eq!(f["control"], "recovered", "{f}");
+        assert_control_sound(f);
     }
     assert!(rec.report["notices"].is_null(), "{}", rec.report["notices"]);
     assert!(rec.report["cleanup"]["left"].as_array().unwrap().is_empty());
@@ -381,7 +381,7 @@ fn plant_recover_and_cleanup_over_smart_http() {
             "fail"
         };
         assert_eq!(f["verdict"], expect, "{f}\n{}", rec.stderr);
-        assert_eq!(f["control"], "recovered", "{f}");
+        assert_control_sound(f);
     }
     assert_eq!(rec.report["cross_job"]["plant_origin"]["run_id"], "100");
     // Without it: the same, except the unreachable commit, whose id only
