@@ -22,6 +22,7 @@ mod config;
 mod moved;
 mod objects;
 mod owned;
+mod pack;
 mod plant;
 mod recover;
 mod refs;

@@ -4,6 +4,7 @@
 //! streams, and what reading back each carrier comes to.
 
 use super::moved::{Elsewhere, NOT_LISTED};
+use super::pack;
 use super::refs::{is_name_carrier, marker_hex};
 use super::refusal::{is_refusal, no_credential, unquoted};
 use super::repo::os;
@@ -65,10 +66,21 @@ impl GitRemote {
     }
 
     /// Every object in run B's scratch repository (what it fetched, and
-    /// nothing else), streamed through one `cat-file`: which `texts` it
-    /// holds; `Broken` when git fails.
+    /// nothing else), read in-process from the packs git kept ([`pack`]),
+    /// else streamed through one `cat-file`: which `texts` it holds;
+    /// `Broken` when git fails.
     pub(super) fn search_objects(&self, dir: &Path, texts: &[String]) -> Result<Vec<bool>, Fault> {
         let mut needles = crate::scan::Needles::new(texts.to_vec());
+        // Objects apart, as cat-file's header lines keep them.
+        let read = pack::each_object(dir, &mut |object| {
+            needles.feed(object);
+            needles.feed(b"\n");
+        });
+        if read.is_ok() {
+            return Ok((0..texts.len()).map(|i| needles.found(i)).collect());
+        }
+        // What the reader does not read, git does: a search only adds, so
+        // what it fed already stands.
         let args: Vec<String> = vec![
             "cat-file".into(),
             "--batch-all-objects".into(),
