@@ -24,7 +24,7 @@ pub struct Before {
 
 impl Before {
     /// Notes what an entry of the first snapshot holds.
-    fn see(&mut self, e: &Entry) {
+    pub(super) fn see(&mut self, e: &Entry) {
         if let Some(oid) = e.attrs.get("oid") {
             self.oids.insert(oid.clone());
         }
@@ -69,7 +69,6 @@ pub struct Differ {
     /// The first snapshot, shared with the second as it is taken
     /// ([`crate::state::snapshot::WatchCtx::earlier`]).
     before: Rc<RefCell<Lookahead>>,
-    seen: Before,
     /// The next entry of the first snapshot, read but not yet compared.
     pending: Option<Entry>,
     last: Option<Vec<String>>,
@@ -80,11 +79,7 @@ impl Differ {
     /// `since`: when the first snapshot began (Unix seconds).
     pub fn new(before: Reader, since: i64) -> Differ {
         Differ {
-            before: Rc::new(RefCell::new(Lookahead::new(before))),
-            seen: Before {
-                since,
-                ..Before::default()
-            },
+            before: Rc::new(RefCell::new(Lookahead::new(before, since))),
             pending: None,
             last: None,
             changes: Vec::new(),
@@ -100,13 +95,7 @@ impl Differ {
     fn next_before(&mut self) -> io::Result<Option<Entry>> {
         match self.pending.take() {
             Some(e) => Ok(Some(e)),
-            None => {
-                let e = self.before.borrow_mut().take_next()?;
-                if let Some(e) = &e {
-                    self.seen.see(e);
-                }
-                Ok(e)
-            }
+            None => self.before.borrow_mut().take_next(),
         }
     }
 
@@ -211,7 +200,7 @@ impl Differ {
         };
         let kept: Vec<bool> = changes.iter().map(keep).collect();
         let digest = self.before.borrow().digest();
-        let seen = self.seen;
+        let seen = std::mem::take(&mut self.before.borrow_mut().seen);
         Ok((
             changes
                 .into_iter()

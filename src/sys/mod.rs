@@ -1,6 +1,7 @@
 //! Thin safe wrappers over the Linux syscalls std does not expose: files
 //! and directories here, processes and signals in [`process`], fanotify,
-//! inotify and mount flags in [`notify`], UDP drop counts in [`udp`]. The
+//! inotify and mount flags in [`notify`], UDP drop counts in [`udp`], a
+//! thread's own working directory in [`cwd`]. The
 //! crate's only `unsafe` code is in this module.
 //!
 //! Everything that touches entries inside a surface directory goes through
@@ -8,11 +9,13 @@
 //! / `O_NOFOLLOW`, so a name swapped for a symlink between two calls is never
 //! followed.
 
+mod cwd;
 mod notify;
 pub mod poll;
 mod process;
 mod udp;
 
+pub use cwd::PrivateCwd;
 pub use notify::{
     fanotify_event, fanotify_event_file, fanotify_init_notif, fanotify_mark_reads, inotify_event,
     inotify_init_nonblock, inotify_watch_reads, noatime_mount,

@@ -276,9 +276,10 @@ fn a_first_snapshot_changed_on_disk_makes_the_surface_an_error() {
     // the file seems to have been there already.
     std::fs::write(shared.join("msg"), "x").unwrap();
     let before = w.work_dir().join("0.before");
-    let forged = format!(
-        "{}\n",
-        serde_json::json!({"key": ["msg"], "kind": "file", "attrs": {}})
+    let mut forged = vec![];
+    runwarden::state::snapshot::encode(
+        &runwarden::state::snapshot::listed(vec!["msg".into()], "file", &[]),
+        &mut forged,
     );
     std::fs::write(&before, forged).unwrap();
     let r = w.finish(Ended::default());
@@ -292,6 +293,93 @@ fn a_first_snapshot_changed_on_disk_makes_the_surface_an_error() {
             .contains("changed on disk"),
         "{:?}",
         finding(&r, "shared:file-name")
+    );
+}
+
+#[test]
+fn each_entrys_xattrs_are_its_own_whatever_the_walk_entered_before() {
+    // The walk reads xattrs by bare name from inside each directory: the
+    // directory `x` is read after its own entry `x/x`, from its parent.
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(shared.join("x")).unwrap();
+    std::fs::write(shared.join("x/x"), "y").unwrap();
+    std::fs::write(shared.join("z"), "").unwrap();
+    if xattr::set(shared.join("x/x"), "user.m", b"1").is_err() {
+        eprintln!("skipped: no user xattrs here");
+        return;
+    }
+    let plan = shared_plan(&shared, "");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    let first = runwarden::state::snapshot::Reader::open(&w.work_dir().join("0.before")).unwrap();
+    let names: Vec<(String, bool)> = first
+        .map(|e| e.unwrap())
+        .map(|e| (e.key.join("/"), e.attrs.contains_key("xattr-names")))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("x/x".into(), true),
+            ("x".into(), false),
+            ("z".into(), false)
+        ]
+    );
+    xattr::set(shared.join("z"), "user.m", b"2").unwrap();
+    let r = w.finish(Ended::default());
+    assert_eq!(
+        observed(&r, "shared:xattr-name"),
+        ["z changed: xattr-names, xattrs"]
+    );
+}
+
+#[test]
+fn an_old_tree_is_taken_as_recorded_and_every_change_in_it_still_shows() {
+    // Entries older than the first look: the second snapshot takes each
+    // one its stat shows unchanged as the first recorded it.
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = root.path().join("shared");
+    for d in ["a", "c", "e/f"] {
+        std::fs::create_dir_all(shared.join(d)).unwrap();
+    }
+    for (f, text) in [
+        ("a/f1", "x"),
+        ("a/f2", "y"),
+        ("b", "z"),
+        ("d", "w"),
+        ("e/f/g", "v"),
+    ] {
+        std::fs::write(shared.join(f), text).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    let plan = shared_plan(&shared, "");
+    let w = run::start(&plan, &Options::default()).unwrap();
+    std::fs::write(shared.join("a/f1"), "q").unwrap();
+    std::fs::set_permissions(shared.join("d"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_dir(shared.join("c")).unwrap();
+    std::fs::write(shared.join("e/f/new"), "n").unwrap();
+    let r = w.finish(Ended::default());
+    let mut seen: Vec<String> = r
+        .findings
+        .iter()
+        .flat_map(|f| {
+            f.observed
+                .iter()
+                .map(|o| format!("{} {}", o.entry, o.change).replace('"', ""))
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [
+            "a/f1 changed: head, mtime",
+            "c removed",
+            "d changed: ctime",
+            "e/f/new created"
+        ],
+        "{:#?}",
+        r.findings
     );
 }
 

@@ -136,6 +136,58 @@ fn unchanged_since(e: &snapshot::Entry, st: &Stat, t: &Times, id: &str, since: i
         && (st.file_type() != libc::S_IFREG || e.attrs.get("size") == Some(&st.size.to_string()))
 }
 
+/// Whether the first snapshot's entry `e` is exactly what this walk would
+/// record for `st` now: unchanged (as [`unchanged_since`] decides), and
+/// holding nothing but what the walk would keep or make of it (no
+/// `unlisted`, no `mount-point`: the caller has neither now). Compared
+/// without making a string.
+fn as_recorded(e: &snapshot::Entry, st: &Stat, since: i64) -> bool {
+    let is_file = st.file_type() == libc::S_IFREG;
+    st.ctime_sec.saturating_add(2) < since
+        && e.kind == kind_of(st)
+        && e.id.as_deref().is_some_and(|id| id_is(id, st))
+        && e.at.is_some()
+        && e.attrs
+            .get("mtime")
+            .is_some_and(|v| time_is(v, st.mtime_sec, st.mtime_nsec))
+        && e.attrs
+            .get("ctime")
+            .is_some_and(|v| time_is(v, st.ctime_sec, st.ctime_nsec))
+        && (!is_file
+            || e.attrs
+                .get("size")
+                .is_some_and(|v| v.parse() == Ok(st.size)))
+        && e.attrs.keys().all(|k| {
+            matches!(k.as_str(), "mtime" | "ctime")
+                || (k == "size" && is_file)
+                || READ_ATTRS.contains(&k.as_str())
+        })
+}
+
+/// Whether `v` is [`times`]'s text of (`sec`, `nsec`).
+fn time_is(v: &str, sec: i64, nsec: i64) -> bool {
+    v.split_once('.')
+        .is_some_and(|(s, n)| n.len() == 9 && int_is(s, sec) && n.parse() == Ok(nsec))
+}
+
+/// Whether `v` is [`id_of`]'s text of `st`.
+fn id_is(v: &str, st: &Stat) -> bool {
+    v.split_once(':')
+        .is_some_and(|(d, i)| int_is(d, st.dev) && int_is(i, st.ino))
+}
+
+/// Whether `v` is exactly the decimal text of `n` (`Display`'s: no sign
+/// but a minus, no leading zero), so that the comparison is the one of
+/// the strings it stands for.
+fn int_is<T: std::str::FromStr + PartialEq>(v: &str, n: T) -> bool {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && v != "-0";
+    canonical && v.parse::<T>().is_ok_and(|x| x == n)
+}
+
 /// The kind of entry a snapshot records for `st`.
 fn kind_of(st: &Stat) -> &'static str {
     match st.file_type() {
@@ -170,6 +222,13 @@ pub(super) struct Walk<'w, 's> {
     pub(super) window: Vec<u8>,
     /// The last mtime given as RFC 3339 (see [`at_of`]).
     pub(super) at: (i64, String),
+    /// This thread's own working directory, moved into each directory
+    /// whose entries' xattrs are read (by bare name); `None` where the
+    /// thread cannot have one (xattrs are then read through
+    /// `/proc/self/fd`).
+    pub(super) cwd: Option<sys::PrivateCwd>,
+    /// Whether `cwd` is the directory being walked now.
+    pub(super) inside: bool,
 }
 
 impl Filesystem {
@@ -179,6 +238,7 @@ impl Filesystem {
         key: &mut Vec<String>,
         w: &mut Walk<'_, '_>,
     ) -> Result<(), SnapshotError> {
+        w.inside = false;
         let listing = sys::open_listing(dir).map_err(|e| failed("cannot list", key, &e))?;
         let mut names: Vec<(String, OsString)> = Vec::new();
         for r in sys::DirIter::new(&listing).map_err(|e| failed("cannot list", key, &e))? {
@@ -205,19 +265,25 @@ impl Filesystem {
             let is_dir = st.file_type() == libc::S_IFDIR;
             if is_dir && st.dev == w.dev {
                 match sys::open_dir_at(dir, name) {
-                    Ok(sub) => match self.walk(&sub, key, w) {
-                        Ok(()) => {}
-                        // A directory this user may not list: its own
-                        // entry says so, and what is inside is not seen
-                        // (the report counts these).
-                        Err(SnapshotError::Failed(_))
-                            if sys::open_listing(&sub)
-                                .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES)) =>
-                        {
-                            attrs.insert("unlisted".into(), "EACCES".into());
+                    Ok(sub) => {
+                        let walked = self.walk(&sub, key, w);
+                        // Wherever the walk below left this thread, it is
+                        // not in `dir`.
+                        w.inside = false;
+                        match walked {
+                            Ok(()) => {}
+                            // A directory this user may not list: its own
+                            // entry says so, and what is inside is not seen
+                            // (the report counts these).
+                            Err(SnapshotError::Failed(_))
+                                if sys::open_listing(&sub)
+                                    .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES)) =>
+                            {
+                                attrs.insert("unlisted".into(), "EACCES".into());
+                            }
+                            Err(e) => return Err(e),
                         }
-                        Err(e) => return Err(e),
-                    },
+                    }
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
                         key.pop();
                         continue;
@@ -228,12 +294,20 @@ impl Filesystem {
                 attrs.insert("mount-point".into(), "not entered".into());
             }
             // (Asked of the first snapshot only now: a directory's
-            // children come before it.)
+            // children come before it.) An entry exactly as the first
+            // snapshot recorded it is taken as it is: nothing built.
+            if attrs.is_empty()
+                && w.trust.ctime
+                && w.ctx.unchanged(key, |e| as_recorded(e, &st, w.ctx.since))
+            {
+                key.pop();
+                continue;
+            }
             let job = self.job(key.clone(), st, w);
-            let extras = job
-                .kept
-                .is_none()
-                .then(|| self.extras(dir, name, &st, &mut w.window));
+            let extras = job.kept.is_none().then(|| {
+                let by_name = w.enter(dir);
+                self.extras(dir, name, &st, &mut w.window, by_name)
+            });
             let entry = entry_of(job, attrs, extras, &mut w.at)?;
             (w.sink)(entry)
                 .map_err(|e| SnapshotError::Failed(format!("writing the snapshot: {e}")))?;
@@ -270,16 +344,29 @@ impl Filesystem {
         }
     }
 
-    /// What the snapshot reads of an entry besides its stat.
-    fn extras(&self, dir: &OwnedFd, name: &OsStr, st: &Stat, window: &mut [u8]) -> Extras {
+    /// What the snapshot reads of an entry besides its stat; its xattrs
+    /// `by_name` when this thread's working directory is `dir`.
+    fn extras(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+        window: &mut [u8],
+        by_name: bool,
+    ) -> Extras {
         let kind = kind_of(st);
         let head = (kind == "file" && self.settings.content_reads && st.size > 0)
             .then(|| self.head(dir, name, st, window));
         let target =
             (kind == "symlink").then(|| sys::readlink_at(dir, name).map(|t| digest(&[&t])));
-        // The l* calls through the directory's /proc link: never follows
-        // the entry, never opens it (FIFOs and sockets are safe).
-        let path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+        // The l* calls, by the bare name from inside the directory or
+        // through its /proc link: never follows the entry, never opens it
+        // (FIFOs and sockets are safe).
+        let path = if by_name {
+            PathBuf::from(name)
+        } else {
+            PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name)
+        };
         let xattrs = match xattr::list(&path) {
             Ok(names) => {
                 let mut names: Vec<OsString> = names.collect();
@@ -340,6 +427,19 @@ impl Filesystem {
     }
 }
 
+impl Walk<'_, '_> {
+    /// Whether this thread's working directory is `dir` (moved there now if
+    /// it was not).
+    fn enter(&mut self, dir: &OwnedFd) -> bool {
+        if !self.inside
+            && let Some(cwd) = &self.cwd
+        {
+            self.inside = cwd.enter(dir).is_ok();
+        }
+        self.inside
+    }
+}
+
 /// The entry a snapshot records: its stat, and what was read of it now
 /// (`extras`) or kept from the first snapshot (`job.kept`).
 fn entry_of(
@@ -395,4 +495,16 @@ fn at_of(last: &mut (i64, String), sec: i64) -> String {
         *last = (sec, crate::timefmt::rfc3339(sec));
     }
     last.1.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_integer_compares_as_its_text() {
+        use super::int_is;
+        assert!(int_is("12", 12u64) && int_is("-3", -3i64) && int_is("0", 0i64));
+        for v in ["012", "+12", "-0", "", "1 2", "12.0"] {
+            assert!(!int_is(v, 12i64) && !int_is(v, 0i64), "{v}");
+        }
+    }
 }

@@ -343,6 +343,8 @@ impl crate::surface::Surface for Filesystem {
             sink,
             window: vec![0u8; CONTENT_WINDOW],
             at: (0, String::new()),
+            cwd: sys::PrivateCwd::new().ok(),
+            inside: false,
         };
         self.walk(&root, &mut Vec::new(), &mut walk)
     }
