@@ -141,7 +141,7 @@ fn read_pack(data: &[u8], each: &mut dyn FnMut(&[u8])) -> Result<(), Unread> {
             }
             other => return Err(unread(format!("an entry of type {other}"))),
         };
-        if held_bytes + size > MAX_HELD {
+        if held_bytes.saturating_add(size) > MAX_HELD {
             return Err(unread("the fetched objects are larger than held here"));
         }
         let (raw, used) = inflate(data.get(pos..).unwrap_or_default(), size)?;
@@ -387,6 +387,21 @@ mod tests {
             .find(|n| n.ends_with(".idx"))
             .unwrap();
         pack.join(idx).to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_pack_out_of_bounds_is_unread_never_a_panic() {
+        let mut pack = b"PACK\0\0\0\x02\0\0\0\x01".to_vec();
+        // One blob claiming 2^60 bytes.
+        pack.extend([0xb0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]);
+        assert!(read_pack(&pack, &mut |_| {}).is_err());
+        for cut in [0, 3, 11, 12, 13] {
+            assert!(read_pack(&pack[..cut.min(pack.len())], &mut |_| {}).is_err());
+        }
+        // An offset delta reaching before the pack.
+        let mut delta = b"PACK\0\0\0\x02\0\0\0\x01".to_vec();
+        delta.extend([0x60, 0x7f]);
+        assert!(read_pack(&delta, &mut |_| {}).is_err());
     }
 
     #[test]
