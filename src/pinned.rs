@@ -95,9 +95,12 @@ pub fn committed(file: &Path, var: &dyn Fn(&str) -> Option<String>) -> bool {
     let Some(sha) = commit(var) else {
         return false;
     };
-    let root = workspace(var);
+    // An empty variable is none (the action's `github-token` input left
+    // blank is an empty INPUT_GITHUB-TOKEN): never a token to send.
+    let var = |k: &str| var(k).filter(|v| !v.is_empty());
+    let root = workspace(&var);
     repo_relative(&root, file)
-        .is_some_and(|rel| matches!(read_at(var, &root, &rel, &sha), Ok(Some(_))))
+        .is_some_and(|rel| matches!(read_at(&var, &root, &rel, &sha), Ok(Some(_))))
 }
 
 /// The checkout: `GITHUB_WORKSPACE`, else the working directory.

@@ -208,6 +208,31 @@ fn committed_checkout() -> (tempfile::TempDir, String, String) {
     (root, head, edited)
 }
 
+/// An empty token (the action's `github-token` input left blank) is no
+/// token: nothing asks the API with it, and the checkout's objects say.
+#[test]
+fn an_empty_token_asks_nothing() {
+    let (root, head, _) = committed_checkout();
+    let p = root.path();
+    // Only the commit has the default config now.
+    std::fs::remove_file(p.join(".github/runwarden.yml")).unwrap();
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    api.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", api.local_addr().unwrap());
+    let env = [
+        ("GITHUB_WORKFLOW_SHA", head.as_str()),
+        ("INPUT_GITHUB-TOKEN", ""),
+        ("GITHUB_API_URL", url.as_str()),
+    ];
+    let (code, r, _, err) = run(p, &env, &["probe"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(r["config"]["pinned"]["via"], "git", "{}", r["config"]);
+    assert!(
+        api.accept().is_err(),
+        "the API was asked with an empty token"
+    );
+}
+
 /// Without a token, the checkout's objects: the committed config is used;
 /// an object an earlier step changed in `.git` is refused, never taken.
 #[test]
