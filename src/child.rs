@@ -303,16 +303,41 @@ impl Drop for Over<'_> {
 /// many surfaces does not start them all together.
 const WORKERS: usize = 4;
 
-/// Control `t` cut to the carriers its surface did not find (`skip`).
-fn unfound(t: &Target, skip: &HashSet<String>) -> Target {
-    Target {
-        recover: t
-            .recover
-            .iter()
-            .filter(|w| !skip.contains(&w.key))
-            .cloned()
-            .collect(),
-        ..t.clone()
+/// Whether a control reads `w` at once, beside its surface, rather than
+/// after it (for what the surface did not give up): a transient carrier
+/// (a branch deleted again, a request that is gone once answered) is
+/// the one an open surface most often does not give up, so its control
+/// is read anyway, and is read sooner. This only orders the reads: no
+/// verdict rests on it.
+fn read_first(ty: &dyn surface::SurfaceType, w: &Wanted) -> bool {
+    ty.carriers()
+        .iter()
+        .any(|c| c.name == w.carrier && c.persistence == surface::Persistence::Transient)
+}
+
+/// Recovers `wanted` on `inst` (target `id`), emitting each outcome and
+/// noting in `found` the keys it found.
+fn recover(
+    inst: &dyn surface::Instance,
+    ctx: &RunCtx<'_>,
+    id: usize,
+    wanted: &[Wanted],
+    found: &mut HashSet<String>,
+) {
+    if wanted.is_empty() {
+        return;
+    }
+    let mut notice = |notice: Notice| emit(&Event::Notice { target: id, notice });
+    let outcomes = inst.recover(ctx, wanted, &mut notice);
+    for (w, outcome) in wanted.iter().zip(outcomes) {
+        if matches!(outcome, RecoverOutcome::Found { .. }) {
+            found.insert(w.key.clone());
+        }
+        emit(&Event::Recovered {
+            target: id,
+            key: w.key.clone(),
+            outcome,
+        });
     }
 }
 
@@ -359,28 +384,21 @@ fn unopened(t: &Target, reason: &str) {
 }
 
 /// Plants, recovers, finds and cleans up one target, emitting each
-/// outcome as it comes. A control is first cut to what its surface did
-/// not find ([`Target::control_of`]).
+/// outcome as it comes. A control is read in two parts
+/// ([`Target::control_of`], [`read_first`]).
 fn run_target(t: &Target, ctx: &RunCtx<'_>, found: &FoundSoFar) {
     let mut over = Over {
         found,
         id: t.id,
         keys: HashSet::new(),
     };
-    let cut;
-    let t = match t.control_of {
-        Some(of) => {
-            cut = unfound(t, &found.wait(of));
-            &cut
-        }
-        None => t,
-    };
     let ctx = &RunCtx {
         probe_id: ctx.probe_id,
         key: ctx.key,
         surface: &t.surface,
     };
-    let opened = surface::by_name(&t.type_name)
+    let ty = surface::by_name(&t.type_name);
+    let opened = ty
         .ok_or_else(|| format!("unknown surface type {}", t.type_name))
         .and_then(|ty| ty.open(&t.settings).map_err(Fault::into_reason));
     let inst = match opened {
@@ -403,24 +421,18 @@ fn run_target(t: &Target, ctx: &RunCtx<'_>, found: &FoundSoFar) {
             });
         }
     }
-    if !t.recover.is_empty() {
-        let mut notice = |notice: Notice| {
-            emit(&Event::Notice {
-                target: t.id,
-                notice,
-            })
-        };
-        let outcomes = inst.recover(ctx, &t.recover, &mut notice);
-        for (w, outcome) in t.recover.iter().zip(outcomes) {
-            if matches!(outcome, RecoverOutcome::Found { .. }) {
-                over.keys.insert(w.key.clone());
-            }
-            emit(&Event::Recovered {
-                target: t.id,
-                key: w.key.clone(),
-                outcome,
-            });
-        }
+    let (first, then): (Vec<Wanted>, Vec<Wanted>) = match (t.control_of, ty) {
+        (Some(_), Some(ty)) => t.recover.iter().cloned().partition(|w| read_first(ty, w)),
+        _ => (t.recover.clone(), vec![]),
+    };
+    recover(&*inst, ctx, t.id, &first, &mut over.keys);
+    if let Some(of) = t.control_of {
+        let skip = found.wait(of);
+        let then: Vec<Wanted> = then
+            .into_iter()
+            .filter(|w| !skip.contains(&w.key))
+            .collect();
+        recover(&*inst, ctx, t.id, &then, &mut over.keys);
     }
     // Its control need not wait for the rest (this run's cleanup is a
     // phase of its own).

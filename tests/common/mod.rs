@@ -138,14 +138,19 @@ pub fn exposure(p: &Probe, id: &str) -> Value {
 
 /// No output of `p` (stdout, stderr, report) holds a credential.
 /// The control a finding shows: a carrier found (FAIL, AUTHORIZED) needs
-/// none, so run B does not read it (`not-run`); one that passed, or failed
-/// to be found, had its control recovered.
+/// none, so run B does not read it (`not-run`), unless it read it anyway
+/// (a transient carrier's control is read beside its surface); one that
+/// passed, or failed to be found, had its control recovered.
 pub fn assert_control_sound(f: &Value) {
-    let want = match f["verdict"].as_str() {
-        Some("fail" | "authorized") => "not-run",
-        _ => "recovered",
+    let want: &[&str] = match f["verdict"].as_str() {
+        Some("fail" | "authorized") => &["not-run", "recovered"],
+        _ => &["recovered"],
     };
-    assert_eq!(f["control"], want, "{f}");
+    assert!(
+        want.iter().any(|w| f["control"] == *w),
+        "control {} is not {want:?}: {f}",
+        f["control"]
+    );
 }
 
 pub fn no_secrets(p: &Probe, secrets: &[&str]) {
