@@ -252,6 +252,53 @@ fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
     );
 }
 
+/// From a review: the same trees, the command deleting one file that sorts
+/// first in the watched directory and changing nothing else. The second
+/// snapshot asks the first about every other entry (all unchanged) and
+/// streams none, so the diff never takes the deleted entry from the
+/// lookahead, and every unchanged entry behind it is held: memory grows
+/// with the tree, not with the changes.
+#[test]
+fn a_deletion_keeps_memory_bounded() {
+    let place = || -> (Option<Mount>, tempfile::TempDir) {
+        match is_root() {
+            true => (
+                Some(Mount::new("tmpfs", "size=256m")),
+                tempfile::tempdir().unwrap(),
+            ),
+            false => (None, tempfile::tempdir().unwrap()),
+        }
+    };
+    let (small_place, big_place) = (place(), place());
+    let path = |p: &(Option<Mount>, tempfile::TempDir)| {
+        p.0.as_ref().map_or(p.1.path().to_path_buf(), Mount::path)
+    };
+    let (small, big) = (path(&small_place), path(&big_place));
+    let (small, big) = (small.as_path(), big.as_path());
+    for (root, dirs) in [(small, 1), (big, 100)] {
+        for d in 0..dirs {
+            let dir = root.join(format!("shared/d{d:03}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..1000 {
+                std::fs::File::create(dir.join(format!("entry-{i:04}"))).unwrap();
+            }
+        }
+        std::fs::write(root.join("shared/0first"), "x").unwrap();
+    }
+    // Old enough for the second snapshot to trust its stat (ctime + 2 < since).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let cmd = ["sh", "-c", "rm shared/0first"];
+    let flags = ["--no-default-canaries"];
+    let (code_small, rss_small) = run_measured(watch_cmd(small, &flags, &cmd));
+    let (code_big, rss_big) = run_measured(watch_cmd(big, &flags, &cmd));
+    assert_eq!((code_small, code_big), (1, 1));
+    eprintln!("max RSS: 1,000 entries {rss_small} KiB, 100,000 entries {rss_big} KiB");
+    assert!(
+        rss_big - rss_small < 8 * 1024,
+        "1,000 entries: {rss_small} KiB; 100,000: {rss_big} KiB"
+    );
+}
+
 #[test]
 fn a_canary_read_then_removed_or_its_time_set_back_is_still_a_read() {
     for hide in ["rm \"$1\"", "touch -a -d '2020-01-01' \"$1\""] {

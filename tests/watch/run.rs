@@ -277,7 +277,7 @@ fn a_first_snapshot_changed_on_disk_makes_the_surface_an_error() {
     std::fs::write(shared.join("msg"), "x").unwrap();
     let before = w.work_dir().join("0.before");
     let mut forged = vec![];
-    runwarden::state::snapshot::encode(
+    runwarden::state::line::encode(
         &runwarden::state::snapshot::listed(vec!["msg".into()], "file", &[]),
         &mut forged,
     );
