@@ -43,8 +43,13 @@ impl PrivateCwd {
 
 impl Drop for PrivateCwd {
     fn drop(&mut self) {
-        // SAFETY: fchdir on the descriptor this value owns. Failing, the
-        // thread stays where the walk left it: its own directory only.
-        unsafe { libc::fchdir(self.home.as_raw_fd()) };
+        // SAFETY: fchdir on the descriptor this value owns.
+        if unsafe { libc::fchdir(self.home.as_raw_fd()) } != 0 {
+            // The way back was taken away (the command made the old
+            // directory unsearchable): never stay inside the walked tree,
+            // where a relative path would then resolve.
+            // SAFETY: a valid C string.
+            unsafe { libc::chdir(c"/".as_ptr()) };
+        }
     }
 }

@@ -26,6 +26,10 @@ const MAX_PACK_BYTES: u64 = 32 << 20;
 /// pack is read, as a later delta may name it as its base).
 const MAX_HELD: usize = 64 << 20;
 
+/// The most objects one pack may hold to be read here (a fetch of run
+/// A's plants is a few dozen).
+const MAX_OBJECTS: usize = 100_000;
+
 /// Why the packs were not read here: the caller asks git instead (and
 /// the tests, which show the reason).
 #[derive(Debug)]
@@ -120,6 +124,11 @@ fn read_pack(data: &[u8], each: &mut dyn FnMut(&[u8])) -> Result<(), Unread> {
         return Err(unread(format!("pack version {version}")));
     }
     let count = u32::from_be_bytes([data[8], data[9], data[10], data[11]]);
+    // Each object held costs its entry as well as its bytes: a pack of
+    // millions of tiny objects is for git to read.
+    if count as usize > MAX_OBJECTS {
+        return Err(unread(format!("{count} objects in one pack")));
+    }
     // Every object, by the offset it starts at: a delta names its base so.
     let mut held: HashMap<usize, Vec<u8>> = HashMap::new();
     let mut held_bytes = 0usize;
