@@ -59,8 +59,8 @@ The rows, their floors and targets:
   deleting the 10 others. Git runs with the environment runwarden gives
   it (GIT_CONFIG_NOSYSTEM=1, GIT_CONFIG_GLOBAL=/dev/null, LC_ALL=C,
   GIT_TERMINAL_PROMPT=0; `-c maintenance.auto=false -c gc.auto=0 -c
-  fetch.unpackLimit=1` for the local repositories; the remote's config is
-  git's defaults for both). An unmeasured warm-up checks every command
+  core.fsync=none -c fetch.unpackLimit=1` for the local repositories; the
+  remote's config is git's defaults for both). An unmeasured warm-up checks every command
   succeeds. Target: 1.3x. Also printed, per tool: round trips (the times
   it made git contact the remote: each starts a git-upload-pack or
   git-receive-pack, counted with strace; for `--transport http`,
@@ -242,7 +242,7 @@ def git_remote(tmp: Path, n: int) -> Path:
 # keeps git's defaults, as it does under runwarden).
 FLOOR_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "LC_ALL": "C",
                  "GIT_TERMINAL_PROMPT": "0"}
-FLOOR_GIT_CFG = ["-c", "maintenance.auto=false", "-c", "gc.auto=0", "-c", "fetch.unpackLimit=1"]
+FLOOR_GIT_CFG = ["-c", "maintenance.auto=false", "-c", "gc.auto=0", "-c", "core.fsync=none", "-c", "fetch.unpackLimit=1"]
 # Identity for the untimed preparation's commit-tree only.
 FLOOR_IDENT = ["-c", "user.name=runwarden", "-c", "user.email=probe@runwarden.invalid"]
 

@@ -147,6 +147,11 @@ impl Git {
             // or `gc --auto` process after each fetch and push.
             ("maintenance.auto", "false"),
             ("gc.auto", "0"),
+            // Nor an fsync of every pack and ref they write (git's default
+            // since 2.36): nothing in them outlives the run. (Git drops
+            // this config when it starts a local remote's side, so a
+            // remote keeps its own.)
+            ("core.fsync", "none"),
             // A fetch keeps its pack too: index-pack then finds it
             // self-contained (run A's plants are root commits) and git
             // skips the separate connectivity walk, one process fewer.

@@ -164,13 +164,13 @@ impl crate::surface::Surface for GitRemote {
         bare_repository(dir)
             .and_then(|()| {
                 // The control is probed once and removed: no automatic gc
-                // after each push into it.
+                // after each push into it, and no fsync of what it keeps.
                 let mut config = std::fs::OpenOptions::new()
                     .append(true)
                     .open(dir.join("config"))?;
                 std::io::Write::write_all(
                     &mut config,
-                    b"[receive]\n\tautogc = false\n\tunpackLimit = 1\n",
+                    b"[receive]\n\tautogc = false\n\tunpackLimit = 1\n[core]\n\tfsync = none\n",
                 )
             })
             .map_err(|e| Fault::broken(format!("the control remote: {e}")))?;
