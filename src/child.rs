@@ -46,6 +46,10 @@ pub struct Target {
     /// `not-run`; a PASS still needs the control recovered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_of: Option<usize>,
+    /// A control instance: its work yields the processor to the
+    /// configured surfaces' (see [`crate::sys::yield_to_others`]).
+    #[serde(default)]
+    pub control: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -215,7 +219,7 @@ pub fn run() -> i32 {
 /// worker has taken.
 fn run_all(targets: &[Target], ctx: &RunCtx<'_>) {
     let mut order: Vec<&Target> = targets.iter().collect();
-    order.sort_by_key(|t| t.control_of.is_some());
+    order.sort_by_key(|t| t.control || t.control_of.is_some());
     let found = FoundSoFar::new(targets);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let workers = targets.len().min(WORKERS);
@@ -387,6 +391,27 @@ fn unopened(t: &Target, reason: &str) {
 /// outcome as it comes. A control is read in two parts
 /// ([`Target::control_of`], [`read_first`]).
 fn run_target(t: &Target, ctx: &RunCtx<'_>, found: &FoundSoFar) {
+    if !t.control {
+        return run_one(t, ctx, found);
+    }
+    // A control's work (and every process it starts) yields the processor
+    // to the surfaces': on a runner's two cores, the real surface's pushes
+    // and reads are what a probe waits for. On a thread of its own, so the
+    // lower priority ends with it. A refusal only costs the ordering.
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| {
+            let _ = crate::sys::yield_to_others();
+            run_one(t, ctx, found);
+        });
+        // A panic there is one here, as it was before.
+        if let Err(p) = worker.join() {
+            std::panic::resume_unwind(p);
+        }
+    });
+}
+
+/// [`run_target`] on this thread.
+fn run_one(t: &Target, ctx: &RunCtx<'_>, found: &FoundSoFar) {
     let mut over = Over {
         found,
         id: t.id,

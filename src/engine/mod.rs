@@ -95,6 +95,7 @@ impl Inst {
             cleanup: vec![],
             find: vec![],
             control_of: None,
+            control: self.control,
         }
     }
 }

@@ -23,7 +23,7 @@ pub use notify::{
 pub use process::{
     become_subreaper, child_running, die_with_parent, die_with_parent_thread, poll_readable,
     raise_nofile, record_signals, recorded_signal, restore_nofile, send_signal, send_signal_group,
-    wait_exit,
+    wait_exit, yield_to_others,
 };
 pub use udp::{count_drops, recv_counting};
 

@@ -197,3 +197,17 @@ pub fn recorded_signal() -> Option<libc::c_int> {
         n => Some(n),
     }
 }
+
+/// Lowers this thread's priority (nice 10; Linux keeps a nice value per
+/// thread, and the processes the thread starts inherit it): its work then
+/// runs in the time other work leaves, never instead of it.
+pub fn yield_to_others() -> std::io::Result<()> {
+    // SAFETY: gettid and setpriority take no pointers.
+    let tid = unsafe { libc::gettid() };
+    let ret = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
