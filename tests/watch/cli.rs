@@ -201,10 +201,13 @@ fn run_measured(mut c: Command) -> (i32, i64) {
     (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
 
-#[test]
-fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
-    // On tmpfs where the test may mount one: making 100,000 files on this
-    // machine's ext4 takes from two to sixty seconds, on tmpfs one.
+/// The max RSS of a watch of `cmd` over 1,000 entries and over 100,000
+/// (on tmpfs where the test may mount one: making 100,000 files on this
+/// machine's ext4 takes from two to sixty seconds, on tmpfs one), with
+/// the second's report. `first`: a file `0first` that sorts first, and
+/// trees old enough for the second snapshot to trust their stat (ctime +
+/// 2 < since).
+fn rss_small_and_big(cmd: &str, first: bool) -> (i64, i64, Value) {
     let place = || -> (Option<Mount>, tempfile::TempDir) {
         match is_root() {
             true => (
@@ -228,14 +231,27 @@ fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
                 std::fs::File::create(dir.join(format!("entry-{i:04}"))).unwrap();
             }
         }
+        if first {
+            std::fs::write(root.join("shared/0first"), "x").unwrap();
+        }
     }
-    let cmd = ["sh", "-c", "echo x > shared/d000/new"];
+    if first {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+    let cmd = ["sh", "-c", cmd];
     let flags = ["--no-default-canaries"];
     let (code_small, rss_small) = run_measured(watch_cmd(small, &flags, &cmd));
     let (code_big, rss_big) = run_measured(watch_cmd(big, &flags, &cmd));
     assert_eq!((code_small, code_big), (1, 1));
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(big.join("report.json")).unwrap()).unwrap();
+    eprintln!("max RSS: 1,000 entries {rss_small} KiB, 100,000 entries {rss_big} KiB");
+    (rss_small, rss_big, report)
+}
+
+#[test]
+fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
+    let (rss_small, rss_big, report) = rss_small_and_big("echo x > shared/d000/new", false);
     let f = report["findings"]
         .as_array()
         .unwrap()
@@ -245,54 +261,19 @@ fn a_hundred_thousand_entries_are_diffed_in_bounded_memory() {
     assert_eq!(f["observed"].as_array().unwrap().len(), 1, "{f}");
     // 99,000 more entries cost less than 8 MiB (under 85 bytes each):
     // the snapshots are on disk, the diff holds only what changed.
-    eprintln!("max RSS: 1,000 entries {rss_small} KiB, 100,000 entries {rss_big} KiB");
     assert!(
         rss_big - rss_small < 8 * 1024,
         "1,000 entries: {rss_small} KiB; 100,000: {rss_big} KiB"
     );
 }
 
-/// From a review: the same trees, the command deleting one file that sorts
-/// first in the watched directory and changing nothing else. The second
-/// snapshot asks the first about every other entry (all unchanged) and
-/// streams none, so the diff never takes the deleted entry from the
-/// lookahead, and every unchanged entry behind it is held: memory grows
-/// with the tree, not with the changes.
+/// From a review: the command deletes one file that sorts first and
+/// changes nothing else. The second snapshot takes every other entry as
+/// unchanged and streams none: the deleted entry, which the diff takes
+/// only at the end, must not keep every entry behind it in memory.
 #[test]
 fn a_deletion_keeps_memory_bounded() {
-    let place = || -> (Option<Mount>, tempfile::TempDir) {
-        match is_root() {
-            true => (
-                Some(Mount::new("tmpfs", "size=256m")),
-                tempfile::tempdir().unwrap(),
-            ),
-            false => (None, tempfile::tempdir().unwrap()),
-        }
-    };
-    let (small_place, big_place) = (place(), place());
-    let path = |p: &(Option<Mount>, tempfile::TempDir)| {
-        p.0.as_ref().map_or(p.1.path().to_path_buf(), Mount::path)
-    };
-    let (small, big) = (path(&small_place), path(&big_place));
-    let (small, big) = (small.as_path(), big.as_path());
-    for (root, dirs) in [(small, 1), (big, 100)] {
-        for d in 0..dirs {
-            let dir = root.join(format!("shared/d{d:03}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            for i in 0..1000 {
-                std::fs::File::create(dir.join(format!("entry-{i:04}"))).unwrap();
-            }
-        }
-        std::fs::write(root.join("shared/0first"), "x").unwrap();
-    }
-    // Old enough for the second snapshot to trust its stat (ctime + 2 < since).
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    let cmd = ["sh", "-c", "rm shared/0first"];
-    let flags = ["--no-default-canaries"];
-    let (code_small, rss_small) = run_measured(watch_cmd(small, &flags, &cmd));
-    let (code_big, rss_big) = run_measured(watch_cmd(big, &flags, &cmd));
-    assert_eq!((code_small, code_big), (1, 1));
-    eprintln!("max RSS: 1,000 entries {rss_small} KiB, 100,000 entries {rss_big} KiB");
+    let (rss_small, rss_big, _) = rss_small_and_big("rm shared/0first", true);
     assert!(
         rss_big - rss_small < 8 * 1024,
         "1,000 entries: {rss_small} KiB; 100,000: {rss_big} KiB"
