@@ -367,9 +367,9 @@ impl GitRemote {
     /// the same time, one fetch of the agreed refs together with the
     /// unreachable commit by id (made again with the listed refs, and those
     /// that carry the probe id, when one is gone: see `moved`), and every
-    /// fetched object read by one `cat-file
-    /// --batch-all-objects --batch`, searched for every content carrier's
-    /// nonce as it streams: three git processes. A fetch the remote refuses is
+    /// fetched object read in-process from the pack git kept ([`pack`];
+    /// else by one `cat-file --batch-all-objects --batch`), searched for
+    /// every content carrier's nonce: two git processes. A fetch the remote refuses is
     /// split in two (the refs, the commit by id) to tell whose refusal it was.
     pub(super) fn look(
         &self,
