@@ -127,36 +127,29 @@ impl Trust {
 /// a moment after `since`, which even a clock of two-second steps shows
 /// as different. An entry changed in the same second as the first look,
 /// or just before, is read again.
-fn unchanged_since(e: &snapshot::Entry, st: &Stat, t: &Times, id: &str, since: i64) -> bool {
-    st.ctime_sec.saturating_add(2) < since
-        && e.kind == kind_of(st)
-        && e.id.as_deref() == Some(id)
-        && e.attrs.get("mtime") == Some(&t.mtime)
-        && e.attrs.get("ctime") == Some(&t.ctime)
-        && (st.file_type() != libc::S_IFREG || e.attrs.get("size") == Some(&st.size.to_string()))
-}
-
-/// Whether the first snapshot's entry `e` is exactly what this walk would
-/// record for `st` now: unchanged (as [`unchanged_since`] decides), and
-/// holding nothing but what the walk would keep or make of it (no
-/// `unlisted`, no `mount-point`: the caller has neither now). Compared
-/// without making a string.
-fn as_recorded(e: &snapshot::Entry, st: &Stat, since: i64) -> bool {
-    let is_file = st.file_type() == libc::S_IFREG;
+fn unchanged_since(e: &snapshot::Entry, st: &Stat, since: i64) -> bool {
+    // Compared as the strings the entry would hold, without making them.
     st.ctime_sec.saturating_add(2) < since
         && e.kind == kind_of(st)
         && e.id.as_deref().is_some_and(|id| id_is(id, st))
-        && e.at.is_some()
         && e.attrs
             .get("mtime")
             .is_some_and(|v| time_is(v, st.mtime_sec, st.mtime_nsec))
         && e.attrs
             .get("ctime")
             .is_some_and(|v| time_is(v, st.ctime_sec, st.ctime_nsec))
-        && (!is_file
-            || e.attrs
-                .get("size")
-                .is_some_and(|v| v.parse() == Ok(st.size)))
+        && (st.file_type() != libc::S_IFREG
+            || e.attrs.get("size").is_some_and(|v| int_is(v, st.size)))
+}
+
+/// Whether the first snapshot's entry `e` is exactly what this walk would
+/// record for `st` now: unchanged (as [`unchanged_since`] decides), and
+/// holding nothing but what the walk would keep or make of it (no
+/// `unlisted`, no `mount-point`: the caller has neither now).
+fn as_recorded(e: &snapshot::Entry, st: &Stat, since: i64) -> bool {
+    let is_file = st.file_type() == libc::S_IFREG;
+    unchanged_since(e, st, since)
+        && e.at.is_some()
         && e.attrs.keys().all(|k| {
             matches!(k.as_str(), "mtime" | "ctime")
                 || (k == "size" && is_file)
@@ -324,7 +317,7 @@ impl Filesystem {
         let kept = if w.trust.ctime {
             w.ctx
                 .earlier(&key, |e| {
-                    unchanged_since(e, &st, &t, &id, w.ctx.since).then(|| {
+                    unchanged_since(e, &st, w.ctx.since).then(|| {
                         READ_ATTRS
                             .iter()
                             .filter_map(|k| Some((*k, e.attrs.get(*k)?.clone())))
